@@ -1,0 +1,41 @@
+# Tollgate — see README.md. Every target installs what it needs (Go modules
+# are fetched by the go command itself).
+
+GO        ?= go
+BENCHTIME ?= 1s
+BENCHCOUNT ?= 5
+
+.PHONY: run test bench lint deps build clean
+
+## run: the LLM-gateway demo on the in-memory backend (simulated time).
+run:
+	$(GO) run ./cmd/tollgate-demo
+
+## test: vet, then every test with the race detector.
+test: deps
+	$(GO) vet ./...
+	$(GO) test -race -count=1 ./...
+
+## bench: benchmarks, $(BENCHCOUNT) runs each, with medians and ratios
+## against golang.org/x/time/rate measured in the same run.
+bench: deps
+	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) -count $(BENCHCOUNT) \
+		./bucket/ . | tee bench.out | $(GO) run ./internal/benchratio
+
+## lint: gofmt, go vet, and staticcheck when it installs.
+lint: deps
+	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+	@if $(GO) run honnef.co/go/tools/cmd/staticcheck@2025.1.1 -version >/dev/null 2>&1; then \
+		$(GO) run honnef.co/go/tools/cmd/staticcheck@2025.1.1 ./...; \
+	else echo "staticcheck unavailable; skipped"; fi
+
+## deps: download Go modules.
+deps:
+	$(GO) mod download
+
+build:
+	$(GO) build ./...
+
+clean:
+	rm -f bench.out

@@ -1,0 +1,176 @@
+package model
+
+import (
+	"time"
+)
+
+// An Entity is something limits apply to: an API key, a project, an
+// organisation. Entities form a tree through ParentID.
+type Entity struct {
+	ID   string
+	Name string // display name, optional
+	// ParentID names the parent entity, which must exist; empty for a root.
+	ParentID string
+	// Cascade makes every acquire of this entity also debit its parent's
+	// buckets for the same resource, atomically, following the chain while
+	// each link cascades (up to MaxCascadeDepth entities in all).
+	Cascade   bool
+	Metadata  map[string]string
+	CreatedAt time.Time
+}
+
+// MaxCascadeDepth is the most entities one acquire debits: the entity and up
+// to three ancestors (key -> project -> org -> account).
+const MaxCascadeDepth = 4
+
+// Validate checks the identifiers and bounds of e.
+func (e Entity) Validate() error {
+	if err := ValidateEntityID(e.ID); err != nil {
+		return err
+	}
+	if e.ParentID != "" {
+		if err := ValidateEntityID(e.ParentID); err != nil {
+			err.(*ValidationError).Field = "parent_id"
+			return err
+		}
+		if e.ParentID == e.ID {
+			return invalid("parent_id", e.ParentID, "an entity cannot be its own parent")
+		}
+	}
+	if e.Cascade && e.ParentID == "" {
+		return invalid("cascade", "true", "cascade needs a parent")
+	}
+	if len(e.Name) > MaxDisplayNameLen {
+		return invalid("name", e.Name, "longer than "+itoa(MaxDisplayNameLen)+" bytes")
+	}
+	if len(e.Metadata) > MaxMetadataEntries {
+		return invalid("metadata", itoa(len(e.Metadata))+" entries", "at most "+itoa(MaxMetadataEntries)+" entries")
+	}
+	for k, v := range e.Metadata {
+		switch {
+		case k == "" || len(k) > MaxMetadataKeyLen:
+			return invalid("metadata", k, "keys must be 1 to "+itoa(MaxMetadataKeyLen)+" bytes")
+		case len(v) > MaxMetadataValLen:
+			return invalid("metadata."+truncate(k), v, "longer than "+itoa(MaxMetadataValLen)+" bytes")
+		}
+	}
+	return nil
+}
+
+// OnUnavailable says what an acquire does when the store cannot answer.
+type OnUnavailable string
+
+const (
+	// Block returns an *UnavailableError (fail closed). The default.
+	Block OnUnavailable = "block"
+	// Allow grants a degraded lease that consumed nothing (fail open).
+	Allow OnUnavailable = "allow"
+)
+
+// Validate accepts "", Block and Allow.
+func (m OnUnavailable) Validate() error {
+	if m != "" && m != Block && m != Allow {
+		return invalid("on_unavailable", string(m), `must be "block" or "allow"`)
+	}
+	return nil
+}
+
+// Config is the limits stored at one level (system, resource, entity default
+// or entity+resource).
+type Config struct {
+	Limits []Limit
+	// OnUnavailable is meaningful at the system level only.
+	OnUnavailable OnUnavailable
+}
+
+// Scope names the level a Config is stored at.
+//
+//	Scope{}                                  system
+//	Scope{Resource: "gpt-4o"}                resource
+//	Scope{Entity: "org-1"}                   entity default (all resources)
+//	Scope{Entity: "org-1", Resource: "gpt-4o"} entity+resource
+type Scope struct {
+	Entity   string
+	Resource string
+}
+
+// SystemScope is the scope of the system-wide defaults.
+func SystemScope() Scope { return Scope{} }
+
+// ResourceScope is the scope of a resource's defaults.
+func ResourceScope(resource string) Scope { return Scope{Resource: resource} }
+
+// EntityScope is the scope of an entity's limits for resource, or for every
+// resource when resource is empty (the entity default).
+func EntityScope(entity, resource string) Scope {
+	if resource == "" {
+		resource = DefaultResource
+	}
+	return Scope{Entity: entity, Resource: resource}
+}
+
+// Level names the scope: "system", "resource", "entity-default" or "entity".
+func (s Scope) Level() string {
+	switch {
+	case s.Entity == "" && s.Resource == "":
+		return "system"
+	case s.Entity == "":
+		return "resource"
+	case s.Resource == DefaultResource:
+		return "entity-default"
+	}
+	return "entity"
+}
+
+// Validate checks the identifiers in s.
+func (s Scope) Validate() error {
+	if s.Entity != "" {
+		if err := ValidateEntityID(s.Entity); err != nil {
+			return err
+		}
+		if s.Resource == "" {
+			return invalid("resource", "", "an entity scope needs a resource or "+DefaultResource)
+		}
+		if s.Resource == DefaultResource {
+			return nil
+		}
+	}
+	if s.Resource != "" {
+		return ValidateResource(s.Resource)
+	}
+	return nil
+}
+
+// Validate checks the limits and the mode of c for scope s.
+func (c Config) Validate(s Scope) error {
+	if err := ValidateLimits(c.Limits); err != nil {
+		return err
+	}
+	if err := c.OnUnavailable.Validate(); err != nil {
+		return err
+	}
+	if c.OnUnavailable != "" && s.Level() != "system" {
+		return invalid("on_unavailable", string(c.OnUnavailable), "can be set at the system level only")
+	}
+	return nil
+}
+
+// AuditEvent records one change of configuration or entities.
+type AuditEvent struct {
+	// ID sorts in time order (a ULID).
+	ID        string
+	Time      time.Time
+	Action    string // e.g. "entity.create", "config.set", "config.delete"
+	Entity    string // empty for system and resource configuration
+	Resource  string
+	Principal string // who made the change, if the caller said
+	Details   map[string]string
+}
+
+// Audit actions.
+const (
+	ActionEntityCreate = "entity.create"
+	ActionEntityDelete = "entity.delete"
+	ActionConfigSet    = "config.set"
+	ActionConfigDelete = "config.delete"
+)

@@ -1,0 +1,151 @@
+package model
+
+import (
+	"errors"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Sentinel errors. Match them with errors.Is; the typed errors below match the
+// corresponding sentinel.
+var (
+	// ErrRateLimited is matched by every *RateLimitExceeded.
+	ErrRateLimited = errors.New("rate limited")
+	// ErrUnavailable is matched by every *UnavailableError.
+	ErrUnavailable = errors.New("store unavailable")
+	// ErrInvalid is matched by every *ValidationError.
+	ErrInvalid = errors.New("invalid argument")
+	// ErrEntityNotFound reports an entity id that does not exist.
+	ErrEntityNotFound = errors.New("entity not found")
+	// ErrEntityExists reports creating an entity id that already exists.
+	ErrEntityExists = errors.New("entity already exists")
+	// ErrNotFound reports a configuration or other record that does not exist.
+	ErrNotFound = errors.New("not found")
+	// ErrLeaseClosed reports use of a lease after Commit or Rollback.
+	ErrLeaseClosed = errors.New("lease closed")
+)
+
+// Status is one limit's verdict for one entity in an acquire, or its current
+// state in an availability query. Token counts are whole tokens.
+type Status struct {
+	Entity   string
+	Resource string
+	Limit    string
+	Kind     Kind
+	// Capacity is the bucket's ceiling.
+	Capacity int64
+	// Available is the balance after refill, rounded down; negative in debt.
+	// In a granted acquire it is the balance after the debit.
+	Available int64
+	// Requested is the amount this request asked of the limit.
+	Requested int64
+	// Exceeded reports that Available could not cover Requested.
+	Exceeded bool
+	// RetryAfter is how long refill alone needs to cover Requested; zero when
+	// not exceeded. For a concurrency limit it is a hint: tokens come back when
+	// other leases end, not with time.
+	RetryAfter time.Duration
+}
+
+// RateLimitExceeded is returned when an acquire is denied. Nothing was
+// consumed anywhere.
+type RateLimitExceeded struct {
+	// Statuses lists every limit checked, in every bucket of the cascade.
+	Statuses []Status
+	// RetryAfter is the longest RetryAfter among the violations: the earliest
+	// time at which refill alone could make the same request succeed.
+	RetryAfter time.Duration
+}
+
+// Error names the primary violation.
+func (e *RateLimitExceeded) Error() string {
+	p := e.Primary()
+	return "rate limited: " + p.Limit + " of " + p.Entity + "/" + p.Resource + ": requested " +
+		strconv.FormatInt(p.Requested, 10) + ", available " + strconv.FormatInt(p.Available, 10) +
+		"; retry after " + e.RetryAfter.String()
+}
+
+// Is reports whether target is ErrRateLimited.
+func (e *RateLimitExceeded) Is(target error) bool { return target == ErrRateLimited }
+
+// Violations returns the statuses whose limit was exceeded.
+func (e *RateLimitExceeded) Violations() []Status { return e.filter(true) }
+
+// Passed returns the statuses whose limit could have been satisfied.
+func (e *RateLimitExceeded) Passed() []Status { return e.filter(false) }
+
+// Primary returns the violation with the longest RetryAfter (the first such in
+// cascade order, child first), which is the one that decides when to retry.
+func (e *RateLimitExceeded) Primary() Status {
+	var p Status
+	found := false
+	for _, s := range e.Statuses {
+		if s.Exceeded && (!found || s.RetryAfter > p.RetryAfter) {
+			p, found = s, true
+		}
+	}
+	return p
+}
+
+func (e *RateLimitExceeded) filter(exceeded bool) []Status {
+	var out []Status
+	for _, s := range e.Statuses {
+		if s.Exceeded == exceeded {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// UnavailableError is returned when the store could not answer and the
+// unavailable mode is Block. It wraps the store's error.
+type UnavailableError struct {
+	Op  string // the operation that failed, e.g. "acquire"
+	Err error
+}
+
+// Error describes the operation and the cause.
+func (e *UnavailableError) Error() string {
+	return "store unavailable during " + e.Op + ": " + e.Err.Error()
+}
+
+// Unwrap returns the store's error.
+func (e *UnavailableError) Unwrap() error { return e.Err }
+
+// Is reports whether target is ErrUnavailable.
+func (e *UnavailableError) Is(target error) bool { return target == ErrUnavailable }
+
+// ValidationError reports bad input. Nothing was written.
+type ValidationError struct {
+	Field  string // e.g. "entity", "consume.tpm", "limit.rpm.capacity"
+	Value  string // the offending value, truncated to 80 bytes
+	Reason string
+}
+
+// Error names the field, the value and the reason.
+func (e *ValidationError) Error() string {
+	return "invalid " + e.Field + " " + quote(e.Value) + ": " + e.Reason
+}
+
+// Is reports whether target is ErrInvalid.
+func (e *ValidationError) Is(target error) bool { return target == ErrInvalid }
+
+// Invalid returns a *ValidationError; value is truncated.
+func Invalid(field, value, reason string) error { return invalid(field, value, reason) }
+
+func invalid(field, value, reason string) *ValidationError {
+	return &ValidationError{Field: field, Value: truncate(value), Reason: reason}
+}
+
+const maxValueLen = 80
+
+func truncate(s string) string {
+	if len(s) <= maxValueLen {
+		return s
+	}
+	return strings.ToValidUTF8(s[:maxValueLen], "") + "..."
+}
+
+func quote(s string) string { return strconv.Quote(s) }
+func itoa(n int) string     { return strconv.Itoa(n) }

@@ -1,0 +1,283 @@
+package model
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/tollgate-rl/tollgate/bucket"
+)
+
+// Kind distinguishes limits that refill over time from limits on work in flight.
+type Kind uint8
+
+const (
+	// Rate is a token bucket: consumption is spent and refilled over time.
+	Rate Kind = iota
+	// Concurrency caps work in flight: consumption is returned when the lease
+	// ends (Commit or Rollback), and nothing refills.
+	Concurrency
+)
+
+// String returns "rate" or "concurrency".
+func (k Kind) String() string {
+	if k == Concurrency {
+		return "concurrency"
+	}
+	return "rate"
+}
+
+// MaxTokens is the largest capacity, rate or amount, in whole tokens.
+const MaxTokens = bucket.MaxTokens / 1000
+
+// A Limit is one named token bucket (or concurrency cap) applied to an entity
+// and resource. Amounts are whole tokens; the bucket keeps millitokens so that
+// slow rates refill exactly.
+type Limit struct {
+	// Name identifies the limit within a request, e.g. "rpm" or "tpm".
+	Name string
+	// Kind is Rate (the zero value) or Concurrency.
+	Kind Kind
+	// Capacity is the most tokens the bucket holds: the burst.
+	Capacity int64
+	// RefillAmount tokens are credited every RefillPeriod. Zero for concurrency.
+	RefillAmount int64
+	// RefillPeriod is a positive whole number of milliseconds. Zero for
+	// concurrency.
+	RefillPeriod time.Duration
+}
+
+// RateLimit returns a limit of amount tokens per period with capacity amount.
+func RateLimit(name string, amount int64, period time.Duration) Limit {
+	return Limit{Name: name, Capacity: amount, RefillAmount: amount, RefillPeriod: period}
+}
+
+// PerSecond returns a limit of n tokens per second.
+func PerSecond(name string, n int64) Limit { return RateLimit(name, n, time.Second) }
+
+// PerMinute returns a limit of n tokens per minute.
+func PerMinute(name string, n int64) Limit { return RateLimit(name, n, time.Minute) }
+
+// PerHour returns a limit of n tokens per hour.
+func PerHour(name string, n int64) Limit { return RateLimit(name, n, time.Hour) }
+
+// PerDay returns a limit of n tokens per day.
+func PerDay(name string, n int64) Limit { return RateLimit(name, n, 24*time.Hour) }
+
+// ConcurrencyLimit returns a limit of at most n operations (or n units) in flight.
+func ConcurrencyLimit(name string, n int64) Limit {
+	return Limit{Name: name, Kind: Concurrency, Capacity: n}
+}
+
+// WithBurst returns a copy of l whose capacity is burst; the refill rate is
+// unchanged. A burst below the rate is allowed (it smooths traffic).
+func (l Limit) WithBurst(burst int64) Limit {
+	l.Capacity = burst
+	return l
+}
+
+// Validate reports the first problem with l as a *ValidationError.
+func (l Limit) Validate() error {
+	field := "limit"
+	if l.Name != "" {
+		field = "limit." + truncate(l.Name)
+	}
+	if err := ValidateLimitName(l.Name); err != nil {
+		return err
+	}
+	switch {
+	case l.Kind != Rate && l.Kind != Concurrency:
+		return invalid(field+".kind", strconv.Itoa(int(l.Kind)), "unknown kind")
+	case l.Capacity <= 0:
+		return invalid(field+".capacity", strconv.FormatInt(l.Capacity, 10), "must be positive")
+	case l.Capacity > MaxTokens:
+		return invalid(field+".capacity", strconv.FormatInt(l.Capacity, 10), "exceeds "+strconv.FormatInt(MaxTokens, 10))
+	}
+	if l.Kind == Concurrency {
+		if l.RefillAmount != 0 || l.RefillPeriod != 0 {
+			return invalid(field, l.String(), "a concurrency limit has no refill")
+		}
+		return nil
+	}
+	switch {
+	case l.RefillAmount <= 0:
+		return invalid(field+".refill_amount", strconv.FormatInt(l.RefillAmount, 10), "must be positive")
+	case l.RefillAmount > MaxTokens:
+		return invalid(field+".refill_amount", strconv.FormatInt(l.RefillAmount, 10), "exceeds "+strconv.FormatInt(MaxTokens, 10))
+	case l.RefillPeriod < time.Millisecond:
+		return invalid(field+".refill_period", l.RefillPeriod.String(), "must be at least 1ms")
+	case l.RefillPeriod%time.Millisecond != 0:
+		return invalid(field+".refill_period", l.RefillPeriod.String(), "must be a whole number of milliseconds")
+	case l.RefillPeriod.Milliseconds() > bucket.MaxPeriod:
+		return invalid(field+".refill_period", l.RefillPeriod.String(), "is too long")
+	}
+	return nil
+}
+
+// Params converts l to the bucket arithmetic's units. l must be valid.
+func (l Limit) Params() bucket.Params {
+	return bucket.Params{
+		Capacity: l.Capacity * 1000,
+		Amount:   l.RefillAmount * 1000,
+		Period:   l.RefillPeriod.Milliseconds(),
+	}
+}
+
+// String formats l in the text syntax that ParseLimit reads, e.g.
+// "tpm:10000/min:15000" or "inflight:10/concurrent".
+func (l Limit) String() string {
+	var b strings.Builder
+	b.WriteString(l.Name)
+	b.WriteByte(':')
+	if l.Kind == Concurrency {
+		b.WriteString(strconv.FormatInt(l.Capacity, 10))
+		b.WriteString("/concurrent")
+		return b.String()
+	}
+	b.WriteString(strconv.FormatInt(l.RefillAmount, 10))
+	b.WriteByte('/')
+	b.WriteString(formatPeriod(l.RefillPeriod))
+	if l.Capacity != l.RefillAmount {
+		b.WriteByte(':')
+		b.WriteString(strconv.FormatInt(l.Capacity, 10))
+	}
+	return b.String()
+}
+
+var units = []struct {
+	name string
+	d    time.Duration
+}{{"day", 24 * time.Hour}, {"hour", time.Hour}, {"min", time.Minute}, {"sec", time.Second}, {"ms", time.Millisecond}}
+
+// formatPeriod writes the largest unit that divides d: "min", "5min", "250ms".
+func formatPeriod(d time.Duration) string {
+	for _, u := range units {
+		if d >= u.d && d%u.d == 0 {
+			if n := d / u.d; n != 1 {
+				return strconv.FormatInt(int64(n), 10) + u.name
+			}
+			return u.name
+		}
+	}
+	return strconv.FormatInt(d.Milliseconds(), 10) + "ms"
+}
+
+// ParseLimit reads the text syntax
+//
+//	name:rate[/[N]unit][:burst]    unit is ms, sec, min, hour or day; default /min
+//	name:N/concurrent              at most N in flight
+//
+// for example "rpm:100", "tpm:10000:15000", "rps:50/sec", "rpm:100/5min",
+// "tph:100000/hour:150000" or "inflight:10/concurrent". Errors are
+// *ValidationError values that name the part of the text that is wrong.
+func ParseLimit(s string) (Limit, error) {
+	name, rest, ok := strings.Cut(s, ":")
+	if !ok {
+		return Limit{}, invalid("limit", s, `missing ":" after the name (want name:rate[/period][:burst])`)
+	}
+	if err := ValidateLimitName(name); err != nil {
+		return Limit{}, err
+	}
+	rateAndPeriod, burstText, hasBurst := strings.Cut(rest, ":")
+	rateText, periodText, hasPeriod := strings.Cut(rateAndPeriod, "/")
+	rate, err := parseCount(s, "rate", rateText)
+	if err != nil {
+		return Limit{}, err
+	}
+	if hasPeriod && periodText == "concurrent" {
+		if hasBurst {
+			return Limit{}, invalid("limit", s, "a concurrency limit takes no burst")
+		}
+		l := ConcurrencyLimit(name, rate)
+		return l, l.Validate()
+	}
+	period := time.Minute
+	if hasPeriod {
+		if period, err = parsePeriod(s, periodText); err != nil {
+			return Limit{}, err
+		}
+	}
+	l := RateLimit(name, rate, period)
+	if hasBurst {
+		if l.Capacity, err = parseCount(s, "burst", burstText); err != nil {
+			return Limit{}, err
+		}
+	}
+	return l, l.Validate()
+}
+
+// ParseLimits parses each string with ParseLimit and rejects duplicate names.
+func ParseLimits(texts []string) ([]Limit, error) {
+	limits := make([]Limit, 0, len(texts))
+	for _, t := range texts {
+		l, err := ParseLimit(t)
+		if err != nil {
+			return nil, err
+		}
+		limits = append(limits, l)
+	}
+	return limits, ValidateLimits(limits)
+}
+
+func parseCount(input, part, text string) (int64, error) {
+	if text == "" {
+		return 0, invalid("limit", input, "missing "+part)
+	}
+	for i := 0; i < len(text); i++ {
+		if text[i] < '0' || text[i] > '9' {
+			return 0, invalid("limit", input, fmt.Sprintf("%s %q is not a whole number", part, truncate(text)))
+		}
+	}
+	n, err := strconv.ParseInt(text, 10, 64)
+	if err != nil || n > MaxTokens {
+		return 0, invalid("limit", input, fmt.Sprintf("%s %q exceeds %d", part, truncate(text), MaxTokens))
+	}
+	if n == 0 {
+		return 0, invalid("limit", input, part+" must be positive")
+	}
+	return n, nil
+}
+
+func parsePeriod(input, text string) (time.Duration, error) {
+	i := 0
+	for i < len(text) && text[i] >= '0' && text[i] <= '9' {
+		i++
+	}
+	mult := int64(1)
+	if i > 0 {
+		n, err := strconv.ParseInt(text[:i], 10, 64)
+		if err != nil || n == 0 || n > bucket.MaxPeriod {
+			return 0, invalid("limit", input, fmt.Sprintf("period multiplier %q must be between 1 and %d", truncate(text[:i]), bucket.MaxPeriod))
+		}
+		mult = n
+	}
+	unit := text[i:]
+	for _, u := range units {
+		if u.name == unit {
+			// A time.Duration holds about 292 years; longer periods are
+			// rejected here rather than wrapped.
+			if mult > int64(math.MaxInt64/u.d) {
+				return 0, invalid("limit", input, fmt.Sprintf("period %q is too long", truncate(text)))
+			}
+			return time.Duration(mult) * u.d, nil
+		}
+	}
+	return 0, invalid("limit", input, fmt.Sprintf("unknown period unit %q (want sec, min, hour, day, ms or concurrent)", truncate(unit)))
+}
+
+// ValidateLimits validates each limit and rejects duplicate names.
+func ValidateLimits(limits []Limit) error {
+	for i, l := range limits {
+		if err := l.Validate(); err != nil {
+			return err
+		}
+		for _, prev := range limits[:i] {
+			if prev.Name == l.Name {
+				return invalid("limits", l.Name, "duplicate limit name")
+			}
+		}
+	}
+	return nil
+}
