@@ -1,0 +1,227 @@
+// Package store is the contract between the limiter and the backends that hold
+// its state (memory, embedded, DynamoDB).
+//
+// The limiter decides policy (which limits apply, cascade, leases, failure
+// modes) and hands a backend complete, validated requests; the backend applies
+// each request atomically in its native way (a mutex, a transaction, a
+// conditional write) using the shared arithmetic in package bucket and the
+// helpers in this package, so no backend re-implements the math.
+//
+// Every method takes a namespace id: backends keep namespaces strictly apart.
+// Package storetest is the conformance suite every backend must pass.
+package store
+
+import (
+	"context"
+
+	"github.com/tollgate-rl/tollgate/bucket"
+	"github.com/tollgate-rl/tollgate/model"
+)
+
+// Store is everything the limiter needs from a backend.
+type Store interface {
+	Buckets
+	Configs
+	Entities
+	Audit
+}
+
+// Buckets holds token-bucket state. One bucket exists per namespace, entity and
+// resource; it holds the state of every limit applied to that pair.
+type Buckets interface {
+	// Consume applies req atomically: every bucket in it is brought up to
+	// req.Now (see Prepare), and if every checked limit covers its amount, all
+	// amounts are debited and Consume returns true. Otherwise nothing is
+	// debited anywhere and it returns false. Either way each LimitRequest's
+	// Observed is set. Missing buckets are created full.
+	Consume(ctx context.Context, ns string, req *ConsumeRequest) (granted bool, err error)
+	// ApplyDeltas adds each delta to its limit's balance unconditionally (a
+	// positive amount consumes and may create debt; a negative one refunds).
+	// Deltas for buckets or limits that do not exist are dropped. Backends may
+	// apply deltas independently of each other.
+	ApplyDeltas(ctx context.Context, ns string, deltas []Delta) error
+	// ReadBuckets returns the stored record of each key, nil where none exists,
+	// without refilling.
+	ReadBuckets(ctx context.Context, ns string, keys []BucketKey) ([]*Record, error)
+}
+
+// Configs holds stored limits at the four levels named by model.Scope.
+type Configs interface {
+	// GetConfigs returns the config stored at each scope, nil where none is.
+	GetConfigs(ctx context.Context, ns string, scopes []model.Scope) ([]*model.Config, error)
+	// PutConfig replaces the config at scope and appends ev to the audit log,
+	// atomically. An entity scope needs the entity to exist, else it fails
+	// with model.ErrEntityNotFound.
+	PutConfig(ctx context.Context, ns string, scope model.Scope, cfg model.Config, ev model.AuditEvent) error
+	// DeleteConfig removes the config at scope and appends ev, atomically. It
+	// returns an error matching model.ErrNotFound if there is none.
+	DeleteConfig(ctx context.Context, ns string, scope model.Scope, ev model.AuditEvent) error
+}
+
+// Entities holds the entity tree.
+type Entities interface {
+	// CreateEntity stores e and appends ev, atomically. It fails with
+	// model.ErrEntityExists if the id is taken and model.ErrEntityNotFound if
+	// e.ParentID is set and does not exist.
+	CreateEntity(ctx context.Context, ns string, e model.Entity, ev model.AuditEvent) error
+	// GetEntity returns the entity or an error matching model.ErrEntityNotFound.
+	GetEntity(ctx context.Context, ns, id string) (model.Entity, error)
+	// DeleteEntity removes the entity with its configs and buckets and appends
+	// ev. It fails with model.ErrEntityNotFound if there is no such entity.
+	// Children keep their ParentID; cascade stops at a missing parent.
+	DeleteEntity(ctx context.Context, ns, id string, ev model.AuditEvent) error
+	// ListChildren returns the entities whose parent is id, sorted by id.
+	ListChildren(ctx context.Context, ns, id string) ([]model.Entity, error)
+}
+
+// Audit reads the audit log written by the mutating calls above.
+type Audit interface {
+	// ListAudit returns up to limit events of entity (empty: system and
+	// resource config events) with ids greater than after, oldest first.
+	ListAudit(ctx context.Context, ns, entity, after string, limit int) ([]model.AuditEvent, error)
+}
+
+// BucketKey names a bucket within a namespace.
+type BucketKey struct {
+	Entity   string
+	Resource string
+}
+
+// ConsumeRequest is one all-or-nothing debit across one or more buckets (an
+// entity and its cascade ancestors).
+type ConsumeRequest struct {
+	Now     int64 // Unix milliseconds
+	Buckets []BucketRequest
+}
+
+// BucketRequest lists every limit in effect for one bucket.
+type BucketRequest struct {
+	Key    BucketKey
+	Limits []LimitRequest
+}
+
+// LimitRequest is one limit of a BucketRequest: its current parameters (which
+// the bucket adopts), whether the request checks it, and how much it debits.
+type LimitRequest struct {
+	Name   string
+	Params bucket.Params
+	// Check makes the grant depend on this limit: the balance after refill
+	// must be at least Amount. Unchecked limits are only refilled and
+	// reconfigured.
+	Check bool
+	// Amount is the millitokens to debit (>= 0).
+	Amount int64
+	// Observed is set by Consume: the limit's state after refill and before
+	// any debit.
+	Observed bucket.State
+}
+
+// Delta is an unconditional change to one limit's balance, in millitokens.
+type Delta struct {
+	Key    BucketKey
+	Limit  string
+	Amount int64 // positive consumes, negative refunds
+}
+
+// Record is a bucket as stored: when it was last refilled and each limit's
+// parameters and state.
+type Record struct {
+	Refilled int64 // Unix milliseconds
+	Limits   []LimitState
+}
+
+// LimitState is one limit inside a Record.
+type LimitState struct {
+	Name   string
+	Params bucket.Params
+	State  bucket.State
+}
+
+// Find returns the index of the named limit in b, or -1.
+func (b *BucketRequest) Find(name string) int {
+	for i := range b.Limits {
+		if b.Limits[i].Name == name {
+			return i
+		}
+	}
+	return -1
+}
+
+// Clone returns a deep copy of r.
+func (r *Record) Clone() *Record {
+	c := &Record{Refilled: r.Refilled, Limits: make([]LimitState, len(r.Limits))}
+	copy(c.Limits, r.Limits)
+	return c
+}
+
+// Find returns the index of the named limit in r, or -1.
+func (r *Record) Find(name string) int {
+	for i := range r.Limits {
+		if r.Limits[i].Name == name {
+			return i
+		}
+	}
+	return -1
+}
+
+// Prepare brings r up to now for br: it refills every limit in r under its
+// stored parameters, adopts the parameters br carries (clamping balances, see
+// bucket.Reconfigure), adds limits r lacks at full capacity, and stores each
+// requested limit's resulting state in Observed. It reports whether every
+// checked limit covers its amount. It never debits; see Debit.
+//
+// Time never runs backwards: if now is before r.Refilled, nothing refills.
+func Prepare(r *Record, br *BucketRequest, now int64) bool {
+	elapsed := now - r.Refilled
+	for i := range r.Limits {
+		l := &r.Limits[i]
+		l.State = bucket.Refill(l.State, l.Params, elapsed)
+	}
+	if now > r.Refilled {
+		r.Refilled = now
+	}
+	ok := true
+	for i := range br.Limits {
+		lr := &br.Limits[i]
+		j := r.Find(lr.Name)
+		if j < 0 {
+			r.Limits = append(r.Limits, LimitState{Name: lr.Name, Params: lr.Params, State: bucket.Full(lr.Params)})
+			j = len(r.Limits) - 1
+		} else if l := &r.Limits[j]; l.Params != lr.Params {
+			l.State = bucket.Reconfigure(l.State, l.Params, lr.Params)
+			l.Params = lr.Params
+		}
+		lr.Observed = r.Limits[j].State
+		if lr.Check && lr.Observed.Tokens < lr.Amount {
+			ok = false
+		}
+	}
+	return ok
+}
+
+// Debit subtracts br's amounts from r. Call it only after Prepare returned true
+// for every bucket of the request.
+func Debit(r *Record, br *BucketRequest) {
+	for i := range br.Limits {
+		lr := &br.Limits[i]
+		if lr.Amount == 0 {
+			continue
+		}
+		if j := r.Find(lr.Name); j >= 0 {
+			r.Limits[j].State = bucket.ForceConsume(r.Limits[j].State, lr.Amount)
+		}
+	}
+}
+
+// ApplyDelta adds d to r unconditionally and reports whether r has the limit.
+func ApplyDelta(r *Record, d Delta) bool {
+	j := r.Find(d.Limit)
+	if j < 0 {
+		return false
+	}
+	r.Limits[j].State = bucket.ForceConsume(r.Limits[j].State, d.Amount)
+	return true
+}
+
+// NewRecord returns an empty record refilled at now; Prepare fills it.
+func NewRecord(now int64) *Record { return &Record{Refilled: now} }
