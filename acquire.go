@@ -1,0 +1,400 @@
+package tollgate
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"time"
+
+	"github.com/tollgate-rl/tollgate/bucket"
+	"github.com/tollgate-rl/tollgate/model"
+	"github.com/tollgate-rl/tollgate/store"
+)
+
+// AcquireOption configures one Acquire, Wait, Do, Available or
+// TimeUntilAvailable call.
+type AcquireOption func(*acquireOptions)
+
+type acquireOptions struct {
+	explicit  bool
+	limits    []prepared
+	limitsErr error
+	mode      model.OnUnavailable
+}
+
+// WithLimits makes the call use limits instead of the stored configuration,
+// for the entity and for every cascade ancestor. The limits are validated
+// once, when the option is made, so a hoisted option costs nothing per call.
+func WithLimits(limits ...Limit) AcquireOption {
+	err := model.ValidateLimits(limits)
+	if err == nil && len(limits) == 0 {
+		err = model.Invalid("limits", "", "WithLimits needs at least one limit")
+	}
+	p := prepare(limits)
+	return func(o *acquireOptions) { o.explicit, o.limits, o.limitsErr = true, p, err }
+}
+
+// WithOnUnavailable sets what this call does if the store cannot answer,
+// overriding the stored system setting.
+func WithOnUnavailable(mode OnUnavailable) AcquireOption {
+	return func(o *acquireOptions) { o.mode = mode }
+}
+
+// Acquire checks and debits consume against every limit in effect for entity
+// and resource, and for the cascade ancestors of entity, all or nothing. On
+// success the consumption is already written and the returned Lease must be
+// ended with Commit or Rollback (concurrency limits are returned then).
+//
+// A denial is a *RateLimitExceeded (errors.Is(err, ErrRateLimited)) listing
+// every limit's status; nothing was consumed. Bad input, including an amount
+// larger than a limit's capacity (which no wait could satisfy), is a
+// *ValidationError. If the store fails, the call returns an *UnavailableError,
+// or in Allow mode a lease whose Degraded method reports true.
+func (l *Limiter) Acquire(ctx context.Context, entity, resource string, consume Consume, opts ...AcquireOption) (*Lease, error) {
+	if len(consume) == 0 {
+		return nil, model.Invalid("consume", "", "must name at least one limit")
+	}
+	d := l.getLeaseData()
+	for _, o := range opts {
+		o(&d.opts)
+	}
+	now := l.clock.Now()
+	err := l.plan(ctx, d, entity, resource, consume, now)
+	if err == nil {
+		var granted bool
+		granted, err = l.store.Consume(ctx, l.ns, &d.req)
+		switch {
+		case err == nil && granted:
+			return &Lease{d: d, gen: d.gen.Load(), entity: entity, resource: resource}, nil
+		case err == nil:
+			err = l.denial(&d.req)
+		default:
+			err = storeErr(ctx, "acquire", entity+"/"+resource, err)
+		}
+	}
+	mode := d.opts.mode
+	d.release()
+	return l.failed(ctx, entity, resource, mode, err, now)
+}
+
+// failed decides what a failed acquire returns: a degraded lease in Allow
+// mode when the store is unavailable, the error otherwise.
+func (l *Limiter) failed(ctx context.Context, entity, resource string, mode model.OnUnavailable, err error, now time.Time) (*Lease, error) {
+	if !errors.Is(err, model.ErrUnavailable) {
+		return nil, err
+	}
+	if mode == "" {
+		l.refreshSystemMode(ctx, now.UnixNano())
+	}
+	if l.mode(mode) != model.Allow {
+		return nil, err
+	}
+	l.degraded.Add(1)
+	d := l.getLeaseData()
+	return &Lease{d: d, gen: d.gen.Load(), entity: entity, resource: resource, cause: err}, nil
+}
+
+// plan validates the call and fills le.req with every bucket and limit it
+// touches; limits that consume names are checked. Store failures come back as
+// *UnavailableError.
+func (l *Limiter) plan(ctx context.Context, d *leaseData, entity, resource string, consume Consume, now time.Time) error {
+	if err := model.ValidateEntityID(entity); err != nil {
+		return err
+	}
+	if err := model.ValidateResource(resource); err != nil {
+		return err
+	}
+	if d.opts.limitsErr != nil {
+		return d.opts.limitsErr
+	}
+	if d.opts.explicit {
+		// Check what needs no store first, so that a request that can never
+		// be granted is refused even while the store is down.
+		if err := fitConsume(consume, d.opts.limits, entity, resource); err != nil {
+			return err
+		}
+	}
+	nowNano := now.UnixNano()
+	if d.opts.explicit && d.opts.mode == "" {
+		l.refreshSystemMode(ctx, nowNano)
+	}
+	var idBuf [model.MaxCascadeDepth]string
+	ids, err := l.chain(ctx, entity, nowNano, &idBuf)
+	if err != nil {
+		return err
+	}
+	d.req = store.ConsumeRequest{Now: now.UnixMilli(), Buckets: d.buckets[:0]}
+	limitBuf := d.limits[:0]
+	for depth, id := range ids {
+		limits := d.opts.limits
+		if !d.opts.explicit {
+			r, err := l.resolve(ctx, id, resource, nowNano)
+			if err != nil {
+				return err
+			}
+			if !r.found {
+				return model.Invalid("limits", id+"/"+resource, "no limits are configured for entity "+
+					strconv.Quote(id)+" and resource "+strconv.Quote(resource)+" at any level, and none were passed")
+			}
+			limits = r.limits
+			if depth == 0 {
+				if err := fitConsume(consume, limits, entity, resource); err != nil {
+					return err
+				}
+			}
+		}
+		start := len(limitBuf)
+		for _, p := range limits {
+			lr := store.LimitRequest{Name: p.limit.Name, Params: p.params}
+			if n, ok := consume[p.limit.Name]; ok {
+				// fitConsume bounded n; an ancestor may still be smaller.
+				lr.Check, lr.Amount = true, n*1000
+				if lr.Amount > p.params.Capacity {
+					return exceedsCapacity(p.limit, id, n)
+				}
+			}
+			limitBuf = append(limitBuf, lr)
+		}
+		d.req.Buckets = append(d.req.Buckets, store.BucketRequest{
+			Key:    store.BucketKey{Entity: id, Resource: resource},
+			Limits: limitBuf[start:len(limitBuf):len(limitBuf)],
+		})
+	}
+	d.buckets, d.limits = d.req.Buckets[:0], limitBuf[:0] // keep grown buffers
+	return nil
+}
+
+// fitConsume checks consume against the entity's limits: every name must be
+// a limit in effect, every amount representable, non-negative and within the
+// limit's capacity. The common case costs one map lookup per limit and no
+// iteration over the map.
+func fitConsume(consume Consume, limits []prepared, entity, resource string) error {
+	matched := 0
+	for _, p := range limits {
+		n, ok := consume[p.limit.Name]
+		if !ok {
+			continue
+		}
+		if n < 0 || n > model.MaxTokens {
+			return badConsume(consume, limits, entity, resource)
+		}
+		if n*1000 > p.params.Capacity {
+			return exceedsCapacity(p.limit, entity, n)
+		}
+		matched++
+	}
+	if matched != len(consume) {
+		return badConsume(consume, limits, entity, resource)
+	}
+	return nil
+}
+
+// badConsume explains why consume does not fit limits: an amount is negative
+// or too large, or a name is not a limit in effect.
+func badConsume(consume Consume, limits []prepared, entity, resource string) error {
+	for name, n := range consume {
+		if n < 0 {
+			return model.Invalid("consume."+name, strconv.FormatInt(n, 10), "must not be negative")
+		}
+		if n > model.MaxTokens {
+			return model.Invalid("consume."+name, strconv.FormatInt(n, 10), "exceeds "+strconv.FormatInt(model.MaxTokens, 10))
+		}
+		if !hasLimit(limits, name) {
+			return model.Invalid("consume."+name, strconv.FormatInt(n, 10), "no limit named "+strconv.Quote(name)+
+				" applies to entity "+strconv.Quote(entity)+" and resource "+strconv.Quote(resource))
+		}
+	}
+	return nil
+}
+
+func hasLimit(limits []prepared, name string) bool {
+	for _, p := range limits {
+		if p.limit.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+func exceedsCapacity(l model.Limit, entity string, n int64) error {
+	return model.Invalid("consume."+l.Name, strconv.FormatInt(n, 10), "exceeds the capacity "+
+		strconv.FormatInt(l.Capacity, 10)+" of limit "+strconv.Quote(l.Name)+" of entity "+
+		strconv.Quote(entity)+", so it can never be granted")
+}
+
+// denial builds the error of a denied request from what the store observed.
+func (l *Limiter) denial(req *store.ConsumeRequest) error {
+	ex := &model.RateLimitExceeded{Statuses: l.statuses(req, false)}
+	for _, s := range ex.Statuses {
+		if s.Exceeded && s.RetryAfter > ex.RetryAfter {
+			ex.RetryAfter = s.RetryAfter
+		}
+	}
+	return ex
+}
+
+// statuses reports every limit of req; after a grant, balances are shown
+// after the debit.
+func (l *Limiter) statuses(req *store.ConsumeRequest, granted bool) []model.Status {
+	var out []model.Status
+	for _, b := range req.Buckets {
+		for _, lr := range b.Limits {
+			out = append(out, l.status(b.Key, lr, granted))
+		}
+	}
+	return out
+}
+
+func (l *Limiter) status(k store.BucketKey, lr store.LimitRequest, granted bool) model.Status {
+	s := model.Status{
+		Entity:    k.Entity,
+		Resource:  k.Resource,
+		Limit:     lr.Name,
+		Capacity:  lr.Params.Capacity / 1000,
+		Available: bucket.Available(lr.Observed),
+		Requested: lr.Amount / 1000,
+	}
+	if lr.Params.Amount == 0 {
+		s.Kind = model.Concurrency
+	}
+	if granted {
+		s.Available = bucket.Available(bucket.ForceConsume(lr.Observed, lr.Amount))
+		return s
+	}
+	if lr.Check && lr.Observed.Tokens < lr.Amount {
+		s.Exceeded = true
+		s.RetryAfter = l.retryAfter(lr)
+	}
+	return s
+}
+
+func (l *Limiter) retryAfter(lr store.LimitRequest) time.Duration {
+	ms := bucket.RetryAfter(lr.Observed, lr.Params, lr.Amount)
+	if ms == bucket.Never {
+		// Only a concurrency limit gets here: plan rejected amounts above
+		// capacity, and rate limits always refill.
+		return l.concurrencyRetry
+	}
+	return time.Duration(ms) * time.Millisecond
+}
+
+// Wait acquires like Acquire, but when denied it sleeps for the RetryAfter
+// the denial reports and tries again, until granted or ctx ends. If ctx has a
+// deadline that the next attempt could not meet, Wait returns the denial at
+// once rather than sleep in vain. Other errors are returned as they occur.
+func (l *Limiter) Wait(ctx context.Context, entity, resource string, consume Consume, opts ...AcquireOption) (*Lease, error) {
+	for {
+		le, err := l.Acquire(ctx, entity, resource, consume, opts...)
+		var ex *model.RateLimitExceeded
+		if !errors.As(err, &ex) {
+			return le, err
+		}
+		d := max(ex.RetryAfter, time.Millisecond)
+		if deadline, ok := ctx.Deadline(); ok && time.Until(deadline) < d {
+			return nil, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-l.clock.After(d):
+		}
+	}
+}
+
+// Do runs fn inside a lease: it acquires, calls fn, and commits if fn returns
+// nil. If fn returns an error or panics, the lease is rolled back (and the
+// panic continues). The rollback is not cancelled with ctx, so a cancelled
+// call still returns what it took.
+func (l *Limiter) Do(ctx context.Context, entity, resource string, consume Consume, fn func(context.Context, *Lease) error, opts ...AcquireOption) (err error) {
+	le, err := l.Acquire(ctx, entity, resource, consume, opts...)
+	if err != nil {
+		return err
+	}
+	finished := false
+	defer func() {
+		if !finished {
+			_ = le.Rollback(context.WithoutCancel(ctx))
+		}
+	}()
+	if err := fn(ctx, le); err != nil {
+		finished = true
+		if rbErr := le.Rollback(context.WithoutCancel(ctx)); rbErr != nil {
+			return errors.Join(err, rbErr)
+		}
+		return err
+	}
+	finished = true
+	// The work is done: record it even if ctx was cancelled meanwhile.
+	if err := le.Commit(context.WithoutCancel(ctx)); err != nil {
+		// Roll back rather than hold concurrency tokens forever; this
+		// refunds the rate consumption too, which under-counts but never
+		// blocks anyone.
+		return errors.Join(err, le.Rollback(context.WithoutCancel(ctx)))
+	}
+	return nil
+}
+
+// Available reports the current state of every limit in effect for entity and
+// resource and its cascade ancestors, after refill. It writes nothing.
+func (l *Limiter) Available(ctx context.Context, entity, resource string, opts ...AcquireOption) ([]Status, error) {
+	d, err := l.peek(ctx, entity, resource, nil, opts)
+	if err != nil {
+		return nil, err
+	}
+	defer d.release()
+	return l.statuses(&d.req, false), nil
+}
+
+// TimeUntilAvailable reports how long refill alone needs before Acquire with
+// the same arguments could succeed: zero if it could now. Concurrency limits
+// that are exhausted report the concurrency retry hint. It writes nothing.
+func (l *Limiter) TimeUntilAvailable(ctx context.Context, entity, resource string, consume Consume, opts ...AcquireOption) (time.Duration, error) {
+	if len(consume) == 0 {
+		return 0, model.Invalid("consume", "", "must name at least one limit")
+	}
+	d, err := l.peek(ctx, entity, resource, consume, opts)
+	if err != nil {
+		return 0, err
+	}
+	defer d.release()
+	var wait time.Duration
+	for _, b := range d.req.Buckets {
+		for _, lr := range b.Limits {
+			if lr.Check && lr.Observed.Tokens < lr.Amount {
+				wait = max(wait, l.retryAfter(lr))
+			}
+		}
+	}
+	return wait, nil
+}
+
+// peek plans a request and evaluates it against copies of the stored
+// buckets. The caller releases the returned state.
+func (l *Limiter) peek(ctx context.Context, entity, resource string, consume Consume, opts []AcquireOption) (*leaseData, error) {
+	d := l.getLeaseData()
+	for _, o := range opts {
+		o(&d.opts)
+	}
+	now := l.clock.Now()
+	if err := l.plan(ctx, d, entity, resource, consume, now); err != nil {
+		d.release()
+		return nil, err
+	}
+	keys := make([]store.BucketKey, len(d.req.Buckets))
+	for i, b := range d.req.Buckets {
+		keys[i] = b.Key
+	}
+	recs, err := l.store.ReadBuckets(ctx, l.ns, keys)
+	if err != nil {
+		d.release()
+		return nil, storeErr(ctx, "read buckets", entity+"/"+resource, err)
+	}
+	for i := range d.req.Buckets {
+		rec := recs[i]
+		if rec == nil {
+			rec = store.NewRecord(d.req.Now)
+		}
+		store.Prepare(rec, &d.req.Buckets[i], d.req.Now)
+	}
+	return d, nil
+}

@@ -1,0 +1,209 @@
+package tollgate
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/tollgate-rl/tollgate/model"
+)
+
+// WriteOption configures a call that changes entities or configuration.
+type WriteOption func(*writeOptions)
+
+type writeOptions struct{ principal string }
+
+// WithPrincipal records who made a change in its audit event.
+func WithPrincipal(principal string) WriteOption {
+	return func(o *writeOptions) { o.principal = principal }
+}
+
+func (l *Limiter) auditEvent(action, entity, resource string, details map[string]string, opts []WriteOption) (model.AuditEvent, error) {
+	var o writeOptions
+	for _, f := range opts {
+		f(&o)
+	}
+	if len(o.principal) > model.MaxPrincipalLen {
+		return model.AuditEvent{}, model.Invalid("principal", o.principal, "longer than "+strconv.Itoa(model.MaxPrincipalLen)+" bytes")
+	}
+	now := l.clock.Now().UTC().Truncate(time.Millisecond)
+	return model.AuditEvent{
+		ID: l.newEventID(now), Time: now, Action: action, Entity: entity, Resource: resource,
+		Principal: o.principal, Details: details,
+	}, nil
+}
+
+// CreateEntity stores e. CreatedAt is set to the current time. It fails with
+// ErrEntityExists if the id is taken and ErrEntityNotFound if the parent does
+// not exist.
+func (l *Limiter) CreateEntity(ctx context.Context, e Entity, opts ...WriteOption) (Entity, error) {
+	if err := e.Validate(); err != nil {
+		return Entity{}, err
+	}
+	e.CreatedAt = l.clock.Now().UTC().Truncate(time.Millisecond)
+	details := map[string]string{"cascade": strconv.FormatBool(e.Cascade)}
+	if e.ParentID != "" {
+		details["parent_id"] = e.ParentID
+	}
+	if e.Name != "" {
+		details["name"] = e.Name
+	}
+	ev, err := l.auditEvent(model.ActionEntityCreate, e.ID, "", details, opts)
+	if err != nil {
+		return Entity{}, err
+	}
+	err = l.store.CreateEntity(ctx, l.ns, e, ev)
+	if errors.Is(err, model.ErrEntityNotFound) {
+		return Entity{}, storeErr(ctx, "create entity", e.ID+": parent", err)
+	}
+	if err != nil {
+		return Entity{}, storeErr(ctx, "create entity", e.ID, err)
+	}
+	l.cache.clear()
+	return e, nil
+}
+
+// GetEntity returns the entity or an error matching ErrEntityNotFound.
+func (l *Limiter) GetEntity(ctx context.Context, id string) (Entity, error) {
+	if err := model.ValidateEntityID(id); err != nil {
+		return Entity{}, err
+	}
+	e, err := l.store.GetEntity(ctx, l.ns, id)
+	return e, storeErr(ctx, "get entity", id, err)
+}
+
+// DeleteEntity removes the entity, its stored limits and its buckets. Its
+// children keep their parent id; their cascade stops here.
+func (l *Limiter) DeleteEntity(ctx context.Context, id string, opts ...WriteOption) error {
+	if err := model.ValidateEntityID(id); err != nil {
+		return err
+	}
+	ev, err := l.auditEvent(model.ActionEntityDelete, id, "", nil, opts)
+	if err != nil {
+		return err
+	}
+	if err := l.store.DeleteEntity(ctx, l.ns, id, ev); err != nil {
+		return storeErr(ctx, "delete entity", id, err)
+	}
+	l.cache.clear()
+	return nil
+}
+
+// Children returns the entities whose parent is id, sorted by id.
+func (l *Limiter) Children(ctx context.Context, id string) ([]Entity, error) {
+	if err := model.ValidateEntityID(id); err != nil {
+		return nil, err
+	}
+	kids, err := l.store.ListChildren(ctx, l.ns, id)
+	return kids, storeErr(ctx, "list children", id, err)
+}
+
+// SetConfig stores cfg at scope, replacing what was there. Limits at an
+// entity scope need the entity to exist. OnUnavailable may be set at the
+// system scope only. Existing buckets adopt changed limits at their next
+// acquire.
+func (l *Limiter) SetConfig(ctx context.Context, scope Scope, cfg Config, opts ...WriteOption) error {
+	if err := scope.Validate(); err != nil {
+		return err
+	}
+	if err := cfg.Validate(scope); err != nil {
+		return err
+	}
+	details := map[string]string{"level": scope.Level(), "limits": formatLimits(cfg.Limits)}
+	if cfg.OnUnavailable != "" {
+		details["on_unavailable"] = string(cfg.OnUnavailable)
+	}
+	ev, err := l.auditEvent(model.ActionConfigSet, scope.Entity, scope.Resource, details, opts)
+	if err != nil {
+		return err
+	}
+	if err := l.store.PutConfig(ctx, l.ns, scope, cfg, ev); err != nil {
+		return storeErr(ctx, "set config", describeScope(scope), err)
+	}
+	l.cache.clear()
+	if scope == model.SystemScope() {
+		l.rememberMode(cfg.OnUnavailable)
+	}
+	return nil
+}
+
+// GetConfig returns the config stored at scope, or an error matching
+// ErrNotFound.
+func (l *Limiter) GetConfig(ctx context.Context, scope Scope) (Config, error) {
+	if err := scope.Validate(); err != nil {
+		return Config{}, err
+	}
+	cfgs, err := l.store.GetConfigs(ctx, l.ns, []model.Scope{scope})
+	if err != nil {
+		return Config{}, storeErr(ctx, "get config", describeScope(scope), err)
+	}
+	if cfgs[0] == nil {
+		return Config{}, storeErr(ctx, "get config", describeScope(scope), model.ErrNotFound)
+	}
+	return *cfgs[0], nil
+}
+
+// DeleteConfig removes the config at scope, or returns an error matching
+// ErrNotFound.
+func (l *Limiter) DeleteConfig(ctx context.Context, scope Scope, opts ...WriteOption) error {
+	if err := scope.Validate(); err != nil {
+		return err
+	}
+	ev, err := l.auditEvent(model.ActionConfigDelete, scope.Entity, scope.Resource, map[string]string{"level": scope.Level()}, opts)
+	if err != nil {
+		return err
+	}
+	if err := l.store.DeleteConfig(ctx, l.ns, scope, ev); err != nil {
+		return storeErr(ctx, "delete config", describeScope(scope), err)
+	}
+	l.cache.clear()
+	if scope == model.SystemScope() {
+		l.rememberMode("")
+	}
+	return nil
+}
+
+// MaxAuditPage is the most audit events one AuditEvents call returns.
+const MaxAuditPage = 1000
+
+// AuditEvents returns up to limit (at most MaxAuditPage; 0 means 100) audit
+// events of entity, oldest first, with ids after the cursor after (empty for
+// the first page; pass the last id seen for the next). The empty entity lists
+// system and resource configuration changes.
+func (l *Limiter) AuditEvents(ctx context.Context, entity, after string, limit int) ([]AuditEvent, error) {
+	if entity != "" {
+		if err := model.ValidateEntityID(entity); err != nil {
+			return nil, err
+		}
+	}
+	switch {
+	case limit < 0 || limit > MaxAuditPage:
+		return nil, model.Invalid("limit", strconv.Itoa(limit), "must be between 0 and "+strconv.Itoa(MaxAuditPage))
+	case limit == 0:
+		limit = 100
+	}
+	evs, err := l.store.ListAudit(ctx, l.ns, entity, after, limit)
+	return evs, storeErr(ctx, "list audit", entity, err)
+}
+
+func formatLimits(limits []model.Limit) string {
+	parts := make([]string, len(limits))
+	for i, lim := range limits {
+		parts[i] = lim.String()
+	}
+	return strings.Join(parts, ",")
+}
+
+func describeScope(s model.Scope) string {
+	switch s.Level() {
+	case "system":
+		return "system"
+	case "resource":
+		return "resource " + s.Resource
+	case "entity-default":
+		return "entity " + s.Entity
+	}
+	return "entity " + s.Entity + " resource " + s.Resource
+}

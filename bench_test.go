@@ -1,0 +1,124 @@
+package tollgate_test
+
+import (
+	"context"
+	"strconv"
+	"sync/atomic"
+	"testing"
+
+	"golang.org/x/time/rate"
+
+	"github.com/tollgate-rl/tollgate"
+	"github.com/tollgate-rl/tollgate/store/memory"
+)
+
+// BenchmarkLimiter measures Acquire+Commit on the memory backend. Each group
+// (serial, parallel) starts with the baseline, golang.org/x/time/rate's
+// Allow on one limiter that never runs dry, so `make bench` can print ratios
+// from the same run (internal/benchratio).
+func BenchmarkLimiter(b *testing.B) {
+	ctx := context.Background()
+	const huge = 1 << 40 // tokens per second: the benchmarks never run dry
+	oneLimit := tollgate.WithLimits(tollgate.PerSecond("rps", huge))
+	threeLimits := tollgate.WithLimits(tollgate.PerSecond("rps", huge), tollgate.PerSecond("tps", huge),
+		tollgate.ConcurrencyLimit("inflight", huge))
+	one := tollgate.Consume{"rps": 1}
+	three := tollgate.Consume{"rps": 1, "tps": 100, "inflight": 1}
+
+	keys := make([]string, 10_000)
+	for i := range keys {
+		keys[i] = "key-" + strconv.Itoa(i)
+	}
+	cases := []struct {
+		name    string
+		consume tollgate.Consume
+		opt     tollgate.AcquireOption
+		manyKey bool
+		setup   func(*tollgate.Limiter)
+	}{
+		{name: "1limit-hotkey", consume: one, opt: oneLimit},
+		{name: "3limits-hotkey", consume: three, opt: threeLimits},
+		{name: "1limit-manykeys", consume: one, opt: oneLimit, manyKey: true},
+		{name: "3limits-manykeys", consume: three, opt: threeLimits, manyKey: true},
+		{name: "1limit-stored-config", consume: one, setup: func(lim *tollgate.Limiter) {
+			cfg := tollgate.Config{Limits: []tollgate.Limit{tollgate.PerSecond("rps", huge)}}
+			if err := lim.SetConfig(ctx, tollgate.SystemScope(), cfg); err != nil {
+				b.Fatal(err)
+			}
+		}},
+		{name: "1limit-cascade3", consume: one, setup: func(lim *tollgate.Limiter) {
+			cfg := tollgate.Config{Limits: []tollgate.Limit{tollgate.PerSecond("rps", huge)}}
+			if err := lim.SetConfig(ctx, tollgate.SystemScope(), cfg); err != nil {
+				b.Fatal(err)
+			}
+			for _, e := range []tollgate.Entity{{ID: "org"}, {ID: "project", ParentID: "org", Cascade: true}, {ID: "key-0", ParentID: "project", Cascade: true}} {
+				if _, err := lim.CreateEntity(ctx, e); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}},
+	}
+
+	for _, mode := range []string{"serial", "parallel"} {
+		b.Run(mode, func(b *testing.B) {
+			b.Run("rate.Allow", func(b *testing.B) {
+				rl := rate.NewLimiter(huge, huge)
+				run(b, mode, func(int) {
+					if !rl.Allow() {
+						b.Fatal("x/time/rate denied")
+					}
+				})
+			})
+			for _, c := range cases {
+				b.Run(c.name, func(b *testing.B) {
+					lim, err := tollgate.New(memory.New())
+					if err != nil {
+						b.Fatal(err)
+					}
+					if c.setup != nil {
+						c.setup(lim)
+					}
+					var opts []tollgate.AcquireOption
+					if c.opt != nil {
+						opts = append(opts, c.opt)
+					}
+					run(b, mode, func(i int) {
+						key := "key-0"
+						if c.manyKey {
+							key = keys[i%len(keys)]
+						}
+						lease, err := lim.Acquire(ctx, key, "llm", c.consume, opts...)
+						if err != nil {
+							b.Fatal(err)
+						}
+						if err := lease.Commit(ctx); err != nil {
+							b.Fatal(err)
+						}
+					})
+				})
+			}
+		})
+	}
+}
+
+// run calls op b.N times, serially or from GOMAXPROCS goroutines, passing a
+// per-call index.
+func run(b *testing.B, mode string, op func(i int)) {
+	b.ReportAllocs()
+	if mode == "serial" {
+		i := 0
+		for b.Loop() {
+			op(i)
+			i++
+		}
+		return
+	}
+	var next atomic.Int64
+	b.RunParallel(func(pb *testing.PB) {
+		i := int(next.Add(1) * 7919)
+		for pb.Next() {
+			op(i)
+			i++
+		}
+	})
+}

@@ -1,0 +1,85 @@
+// Command benchratio summarises `go test -bench` output read from stdin: the
+// median of each benchmark's runs, its allocations, and its ratio to the
+// baseline of its group. A group is a benchmark name without its last
+// path element; its baseline is the member named by -baseline (by default
+// "rate.Allow", golang.org/x/time/rate's Allow measured in the same run).
+package main
+
+import (
+	"bufio"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+var line = regexp.MustCompile(`^(Benchmark\S+?)(?:-\d+)?\s+\d+\s+([\d.]+) ns/op(?:.*?\s([\d.]+) B/op\s+(\d+) allocs/op)?`)
+
+type result struct {
+	ns     []float64
+	allocs string
+	bytes  string
+}
+
+func main() {
+	baseline := flag.String("baseline", "rate.Allow", "last name element of each group's baseline benchmark")
+	flag.Parse()
+	if err := summarise(os.Stdin, os.Stdout, *baseline); err != nil {
+		fmt.Fprintln(os.Stderr, "benchratio:", err)
+		os.Exit(1)
+	}
+}
+
+func summarise(in io.Reader, out io.Writer, baseline string) error {
+	results := map[string]*result{}
+	var order []string
+	sc := bufio.NewScanner(in)
+	for sc.Scan() {
+		m := line.FindStringSubmatch(sc.Text())
+		if m == nil {
+			continue
+		}
+		ns, err := strconv.ParseFloat(m[2], 64)
+		if err != nil {
+			return err
+		}
+		r := results[m[1]]
+		if r == nil {
+			r = &result{}
+			results[m[1]] = r
+			order = append(order, m[1])
+		}
+		r.ns = append(r.ns, ns)
+		r.bytes, r.allocs = m[3], m[4]
+	}
+	if err := sc.Err(); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "\n%-58s %5s %12s %8s %8s %9s\n", "benchmark", "runs", "median ns/op", "B/op", "allocs", "x baseline")
+	for _, name := range order {
+		r := results[name]
+		med := median(r.ns)
+		ratio := "-"
+		if i := strings.LastIndexByte(name, '/'); i > 0 {
+			if base, ok := results[name[:i+1]+baseline]; ok && name[i+1:] != baseline {
+				ratio = fmt.Sprintf("%.2f", med/median(base.ns))
+			}
+		}
+		fmt.Fprintf(out, "%-58s %5d %12.1f %8s %8s %9s\n", name, len(r.ns), med, r.bytes, r.allocs, ratio)
+	}
+	return nil
+}
+
+func median(v []float64) float64 {
+	s := slices.Clone(v)
+	slices.Sort(s)
+	n := len(s)
+	if n%2 == 1 {
+		return s[n/2]
+	}
+	return (s[n/2-1] + s[n/2]) / 2
+}

@@ -1,0 +1,31 @@
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestSummariseMediansAndRatios(t *testing.T) {
+	in := `goos: linux
+BenchmarkX/serial/rate.Allow-2   	 100	       100.0 ns/op	       0 B/op	       0 allocs/op
+BenchmarkX/serial/rate.Allow-2   	 100	       300.0 ns/op	       0 B/op	       0 allocs/op
+BenchmarkX/serial/rate.Allow-2   	 100	       200.0 ns/op	       0 B/op	       0 allocs/op
+BenchmarkX/serial/mine-2         	 100	       500.0 ns/op	      16 B/op	       1 allocs/op
+BenchmarkX/serial/mine-2         	 100	       300.0 ns/op	      16 B/op	       1 allocs/op
+BenchmarkNoGroup-2               	 100	        10.0 ns/op
+PASS`
+	var out strings.Builder
+	if err := summarise(strings.NewReader(in), &out, "rate.Allow"); err != nil {
+		t.Fatal(err)
+	}
+	got := out.String()
+	for _, want := range []string{
+		"BenchmarkX/serial/rate.Allow                                   3        200.0        0        0         -",
+		"BenchmarkX/serial/mine                                         2        400.0       16        1      2.00",
+		"BenchmarkNoGroup                                               1         10.0",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("output lacks %q:\n%s", want, got)
+		}
+	}
+}

@@ -1,0 +1,230 @@
+package tollgate
+
+import (
+	"context"
+	"strconv"
+	"sync"
+	"sync/atomic"
+
+	"github.com/tollgate-rl/tollgate/bucket"
+	"github.com/tollgate-rl/tollgate/model"
+	"github.com/tollgate-rl/tollgate/store"
+)
+
+// A Lease is a granted acquire whose consumption is already written. Adjust
+// it when the real cost is known, then end it with Commit or Rollback. A Lease
+// is safe for concurrent use.
+//
+// Once a lease has ended, every method except Entity, Resource, Degraded and
+// Cause reports it closed: Adjust, Commit and Rollback return ErrLeaseClosed,
+// and Consumed and Statuses return nil. Read them before ending the lease.
+type Lease struct {
+	// The lease's state is recycled when it ends (an acquire then allocates
+	// only this small handle); gen tells a stale handle from the live one.
+	d                *leaseData
+	gen              uint64
+	entity, resource string
+	cause            error
+}
+
+// leaseData is the recyclable state of a lease: the request it wrote and its
+// pending adjustments. gen changes when it is recycled; fields other than gen
+// may be touched only by the holder of a handle whose gen matches, under mu.
+type leaseData struct {
+	lim     *Limiter
+	gen     atomic.Uint64
+	mu      sync.Mutex
+	opts    acquireOptions
+	req     store.ConsumeRequest
+	buckets []store.BucketRequest
+	limits  []store.LimitRequest
+	pending []adjustment // unwritten adjustments, millitokens
+	deltas  []store.Delta
+}
+
+type adjustment struct {
+	name   string
+	amount int64
+}
+
+func newLeaseData(l *Limiter) *leaseData {
+	return &leaseData{
+		lim:     l,
+		buckets: make([]store.BucketRequest, 0, model.MaxCascadeDepth),
+		limits:  make([]store.LimitRequest, 0, 4),
+	}
+}
+
+// getLeaseData takes recycled lease state from the limiter's pool.
+func (l *Limiter) getLeaseData() *leaseData { return l.leases.Get().(*leaseData) }
+
+// release invalidates every handle to d and recycles it. The caller holds
+// d.mu, or no handle to d exists.
+func (d *leaseData) release() {
+	d.gen.Add(1)
+	d.opts = acquireOptions{}
+	d.req = store.ConsumeRequest{}
+	d.pending = d.pending[:0]
+	d.deltas = d.deltas[:0]
+	d.lim.leases.Put(d)
+}
+
+func (d *leaseData) pendingOf(name string) int64 {
+	for _, a := range d.pending {
+		if a.name == name {
+			return a.amount
+		}
+	}
+	return 0
+}
+
+// open locks the lease's state if the lease has not ended.
+func (le *Lease) open() (*leaseData, bool) {
+	d := le.d
+	if d.gen.Load() != le.gen {
+		return nil, false
+	}
+	d.mu.Lock()
+	if d.gen.Load() != le.gen {
+		d.mu.Unlock()
+		return nil, false
+	}
+	return d, true
+}
+
+// Entity returns the entity the lease was acquired for.
+func (le *Lease) Entity() string { return le.entity }
+
+// Resource returns the resource the lease was acquired for.
+func (le *Lease) Resource() string { return le.resource }
+
+// Degraded reports whether the lease was granted without the store (Allow
+// mode while the store was unavailable): nothing was consumed, and Commit and
+// Rollback write nothing.
+func (le *Lease) Degraded() bool { return le.cause != nil }
+
+// Cause returns the store error that made the lease degraded, or nil.
+func (le *Lease) Cause() error { return le.cause }
+
+// Statuses reports every limit the lease debited, with balances just after
+// the grant. A degraded or ended lease has none.
+func (le *Lease) Statuses() []Status {
+	d, ok := le.open()
+	if !ok {
+		return nil
+	}
+	defer d.mu.Unlock()
+	if len(d.req.Buckets) == 0 {
+		return nil
+	}
+	return d.lim.statuses(&d.req, true)
+}
+
+// Adjust records a change to the lease's consumption, e.g. the difference
+// between an estimate and the real cost. Positive amounts consume more and
+// may drive a bucket into debt; negative amounts give back. Adjustments never
+// fail for lack of tokens; they are written by Commit, and applied to every
+// bucket of the cascade that has the limit. Naming a limit the lease does not
+// have is a *ValidationError.
+func (le *Lease) Adjust(delta Consume) error {
+	d, ok := le.open()
+	if !ok {
+		return model.ErrLeaseClosed
+	}
+	defer d.mu.Unlock()
+	for name, n := range delta {
+		if _, ok := bucket.Milli(n); !ok {
+			return model.Invalid("consume."+name, strconv.FormatInt(n, 10), "exceeds "+strconv.FormatInt(model.MaxTokens, 10)+" in magnitude")
+		}
+		if len(d.req.Buckets) > 0 && d.req.Buckets[0].Find(name) < 0 {
+			return model.Invalid("consume."+name, strconv.FormatInt(n, 10), "the lease has no limit named "+strconv.Quote(name))
+		}
+	}
+	for name, n := range delta {
+		i := 0
+		for i < len(d.pending) && d.pending[i].name != name {
+			i++
+		}
+		if i == len(d.pending) {
+			d.pending = append(d.pending, adjustment{name: name})
+		}
+		d.pending[i].amount = saturatingAdd(d.pending[i].amount, n*1000)
+	}
+	return nil
+}
+
+// Consumed returns what the lease has consumed so far, initial amounts plus
+// adjustments, per limit and summed over every bucket of the cascade (an
+// acquire of 1 request that cascades to a parent consumed 2). Amounts are
+// whole tokens, rounded down. It returns nil once the lease has ended.
+func (le *Lease) Consumed() Consume {
+	d, ok := le.open()
+	if !ok {
+		return nil
+	}
+	defer d.mu.Unlock()
+	out := make(Consume)
+	for _, b := range d.req.Buckets {
+		for _, lr := range b.Limits {
+			if p := d.pendingOf(lr.Name); lr.Check || p != 0 {
+				out[lr.Name] = saturatingAdd(out[lr.Name], lr.Amount+p)
+			}
+		}
+	}
+	for name, n := range out {
+		out[name] = bucket.Available(bucket.State{Tokens: n})
+	}
+	return out
+}
+
+// Commit writes pending adjustments and returns the lease's concurrency
+// tokens. If the store fails, Commit returns the error and the lease stays
+// open, so Commit (or Rollback) can be called again.
+func (le *Lease) Commit(ctx context.Context) error {
+	return le.end(ctx, "commit", func(lr *store.LimitRequest, pending int64) int64 {
+		if lr.Params.Amount == 0 {
+			return -lr.Amount // concurrency: give back what was taken; adjustments cancel
+		}
+		return pending
+	})
+}
+
+// Rollback gives back everything the lease consumed, in every bucket, and
+// discards pending adjustments. If the store fails, Rollback returns the error
+// and the lease stays open.
+func (le *Lease) Rollback(ctx context.Context) error {
+	return le.end(ctx, "rollback", func(lr *store.LimitRequest, _ int64) int64 { return -lr.Amount })
+}
+
+func (le *Lease) end(ctx context.Context, op string, delta func(lr *store.LimitRequest, pending int64) int64) error {
+	d, ok := le.open()
+	if !ok {
+		return model.ErrLeaseClosed
+	}
+	deltas := d.deltas[:0]
+	for i := range d.req.Buckets {
+		b := &d.req.Buckets[i]
+		for j := range b.Limits {
+			lr := &b.Limits[j]
+			if n := delta(lr, d.pendingOf(lr.Name)); n != 0 {
+				deltas = append(deltas, store.Delta{Key: b.Key, Limit: lr.Name, Amount: n})
+			}
+		}
+	}
+	d.deltas = deltas
+	if len(deltas) > 0 {
+		if err := d.lim.store.ApplyDeltas(ctx, d.lim.ns, deltas); err != nil {
+			d.mu.Unlock()
+			return storeErr(ctx, op, le.entity+"/"+le.resource, err)
+		}
+	}
+	d.release()
+	d.mu.Unlock()
+	return nil
+}
+
+// saturatingAdd adds two balances of magnitude at most bucket.MaxTokens
+// (their sum fits in int64) and clamps the result to that range.
+func saturatingAdd(a, b int64) int64 {
+	return min(max(a+b, -bucket.MaxTokens), bucket.MaxTokens)
+}

@@ -1,0 +1,291 @@
+package tollgate_test
+
+import (
+	"context"
+	"errors"
+	"math"
+	"sync"
+	"testing"
+
+	"github.com/tollgate-rl/tollgate"
+	"github.com/tollgate-rl/tollgate/store/memory"
+)
+
+var llmLimits = tollgate.WithLimits(
+	tollgate.PerMinute("rpm", 100),
+	tollgate.PerMinute("tpm", 10_000),
+	tollgate.PerHour("tph", 100_000),
+)
+
+func TestLeaseClosedAfterCommitOrRollback(t *testing.T) {
+	ctx := context.Background()
+	lim, fs, _ := newFaultLim(t)
+	for _, end := range []string{"commit", "rollback"} {
+		le := mustAcquire(t, lim, "k", "llm", tollgate.Consume{"rpm": 1, "tpm": 100}, llmLimits)
+		var err error
+		if end == "commit" {
+			err = le.Commit(ctx)
+		} else {
+			err = le.Rollback(ctx)
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", end, err)
+		}
+		fs.resetCounts()
+		if err := le.Commit(ctx); !errors.Is(err, tollgate.ErrLeaseClosed) {
+			t.Errorf("Commit after %s: %v, want ErrLeaseClosed", end, err)
+		}
+		if err := le.Rollback(ctx); !errors.Is(err, tollgate.ErrLeaseClosed) {
+			t.Errorf("Rollback after %s: %v, want ErrLeaseClosed", end, err)
+		}
+		if err := le.Adjust(tollgate.Consume{"tpm": 1}); !errors.Is(err, tollgate.ErrLeaseClosed) {
+			t.Errorf("Adjust after %s: %v, want ErrLeaseClosed", end, err)
+		}
+		if n := fs.count(mApplyDeltas); n != 0 {
+			t.Errorf("closed lease wrote %d times", n)
+		}
+	}
+	// The second Rollback did not refund twice.
+	if got := availableOf(t, lim, "k", "llm", "tpm", llmLimits); got != 9_900 {
+		t.Errorf("tpm available = %d, want 9900 (one committed lease of 100)", got)
+	}
+}
+
+func TestLeaseAdjustValidation(t *testing.T) {
+	lim, _ := newLim(t, memory.New())
+	le := mustAcquire(t, lim, "k", "llm", tollgate.Consume{"rpm": 1, "tpm": 100}, llmLimits)
+	wantValidation(t, le.Adjust(tollgate.Consume{"bogus": 1}), "consume.bogus")
+	// All or nothing: a bad name keeps the good ones out too.
+	wantValidation(t, le.Adjust(tollgate.Consume{"tpm": 50, "bogus": 1}), "consume.bogus")
+	wantValidation(t, le.Adjust(tollgate.Consume{"tpm": math.MaxInt64}), "consume.tpm")
+	wantValidation(t, le.Adjust(tollgate.Consume{"tpm": math.MinInt64}), "consume.tpm")
+	if got := le.Consumed(); got["tpm"] != 100 || got["rpm"] != 1 {
+		t.Errorf("Consumed after rejected adjustments = %v, want rpm 1, tpm 100", got)
+	}
+	// The lease is still usable.
+	if err := le.Adjust(tollgate.Consume{"tpm": 5}); err != nil {
+		t.Fatal(err)
+	}
+	if err := le.Commit(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := availableOf(t, lim, "k", "llm", "tpm", llmLimits); got != 9_895 {
+		t.Errorf("tpm available = %d, want 9895", got)
+	}
+}
+
+func TestLeaseConsumedAndDebt(t *testing.T) {
+	ctx := context.Background()
+	lim, _ := newLim(t, memory.New())
+	le := mustAcquire(t, lim, "k", "llm", tollgate.Consume{"rpm": 1, "tpm": 500}, llmLimits)
+	if got := le.Consumed(); len(got) != 2 || got["rpm"] != 1 || got["tpm"] != 500 {
+		t.Errorf("initial Consumed = %v, want rpm 1, tpm 500", got)
+	}
+	// Estimated 500, used 12,000: more than the bucket holds.
+	if err := le.Adjust(tollgate.Consume{"tpm": 12_000}); err != nil {
+		t.Fatal(err)
+	}
+	if err := le.Adjust(tollgate.Consume{"tpm": -500, "tph": 12_000}); err != nil {
+		t.Fatal(err)
+	}
+	want := tollgate.Consume{"rpm": 1, "tpm": 12_000, "tph": 12_000}
+	if got := le.Consumed(); len(got) != 3 || got["rpm"] != want["rpm"] || got["tpm"] != want["tpm"] || got["tph"] != want["tph"] {
+		t.Errorf("Consumed = %v, want %v", got, want)
+	}
+	// Adjustments are written by Commit, not before.
+	if got := availableOf(t, lim, "k", "llm", "tpm", llmLimits); got != 9_500 {
+		t.Errorf("tpm before commit = %d, want 9500", got)
+	}
+	if err := le.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := availableOf(t, lim, "k", "llm", "tpm", llmLimits); got != -2_000 {
+		t.Errorf("tpm after commit = %d, want -2000 (debt)", got)
+	}
+	if got := availableOf(t, lim, "k", "llm", "tph", llmLimits); got != 88_000 {
+		t.Errorf("tph after commit = %d, want 88000", got)
+	}
+	// In debt, the next acquire is denied until refill repays it.
+	_, err := lim.Acquire(ctx, "k", "llm", tollgate.Consume{"tpm": 1}, llmLimits)
+	ex := wantExceeded(t, err)
+	if s := statusOf(t, ex.Statuses, "k", "tpm"); s.Available != -2_000 || !s.Exceeded {
+		t.Errorf("tpm status in debt = %+v", s)
+	}
+}
+
+func TestLeaseRollbackRefundsAndDiscards(t *testing.T) {
+	ctx := context.Background()
+	lim, _ := newLim(t, memory.New())
+	le := mustAcquire(t, lim, "k", "llm", tollgate.Consume{"rpm": 3, "tpm": 700}, llmLimits)
+	_ = le.Adjust(tollgate.Consume{"tpm": 300, "tph": 50})
+	if err := le.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	sts, err := lim.Available(ctx, "k", "llm", llmLimits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range sts {
+		if s.Available != s.Capacity {
+			t.Errorf("%s after rollback = %d, want %d", s.Limit, s.Available, s.Capacity)
+		}
+	}
+}
+
+func TestLeaseStatusesAfterGrant(t *testing.T) {
+	lim, _ := newLim(t, memory.New())
+	mustAcquire(t, lim, "k", "llm", tollgate.Consume{"tpm": 1_000}, llmLimits).Commit(context.Background())
+	le := mustAcquire(t, lim, "k", "llm", tollgate.Consume{"rpm": 1, "tpm": 2_500}, llmLimits)
+	want := []tollgate.Status{
+		{Entity: "k", Resource: "llm", Limit: "rpm", Kind: tollgate.Rate, Capacity: 100, Available: 99, Requested: 1},
+		{Entity: "k", Resource: "llm", Limit: "tpm", Kind: tollgate.Rate, Capacity: 10_000, Available: 6_500, Requested: 2_500},
+		{Entity: "k", Resource: "llm", Limit: "tph", Kind: tollgate.Rate, Capacity: 100_000, Available: 100_000},
+	}
+	got := le.Statuses()
+	if len(got) != len(want) {
+		t.Fatalf("Statuses = %+v, want %+v", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("Statuses[%d] = %+v, want %+v", i, got[i], want[i])
+		}
+	}
+	if le.Entity() != "k" || le.Resource() != "llm" || le.Degraded() || le.Cause() != nil {
+		t.Errorf("lease: entity %q resource %q degraded %v cause %v", le.Entity(), le.Resource(), le.Degraded(), le.Cause())
+	}
+}
+
+func TestLeaseCascadeConsumedAndAdjust(t *testing.T) {
+	ctx := context.Background()
+	lim, _ := newLim(t, memory.New())
+	mustCreate(t, lim, tollgate.Entity{ID: "org"})
+	mustCreate(t, lim, tollgate.Entity{ID: "key", ParentID: "org", Cascade: true})
+	le := mustAcquire(t, lim, "key", "llm", tollgate.Consume{"rpm": 1, "tpm": 100}, llmLimits)
+	if got := le.Consumed(); got["rpm"] != 2 || got["tpm"] != 200 {
+		t.Errorf("cascade Consumed = %v, want rpm 2, tpm 200", got)
+	}
+	_ = le.Adjust(tollgate.Consume{"tpm": 50})
+	if got := le.Consumed()["tpm"]; got != 300 {
+		t.Errorf("cascade Consumed tpm after +50 = %d, want 300", got)
+	}
+	if err := le.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"key", "org"} {
+		if got := availableOf(t, lim, id, "llm", "tpm", llmLimits); got != 9_850 {
+			t.Errorf("%s tpm = %d, want 9850 (the adjustment applies at every level)", id, got)
+		}
+	}
+	le = mustAcquire(t, lim, "key", "llm", tollgate.Consume{"rpm": 1, "tpm": 100}, llmLimits)
+	if err := le.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"key", "org"} {
+		if got := availableOf(t, lim, id, "llm", "rpm", llmLimits); got != 99 {
+			t.Errorf("%s rpm after rollback = %d, want 99", id, got)
+		}
+	}
+}
+
+func TestLeaseConcurrentAdjust(t *testing.T) {
+	ctx := context.Background()
+	lim, _ := newLim(t, memory.New())
+	le := mustAcquire(t, lim, "k", "llm", tollgate.Consume{"tpm": 1_000}, llmLimits)
+	const workers, each = 8, 200
+	var wg sync.WaitGroup
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			for i := 0; i < each; i++ {
+				delta := tollgate.Consume{"tpm": 2}
+				if w%2 == 1 {
+					delta = tollgate.Consume{"tpm": -1, "tph": 1}
+				}
+				if err := le.Adjust(delta); err != nil {
+					t.Error(err)
+					return
+				}
+				_ = le.Consumed()
+			}
+		}(w)
+	}
+	wg.Wait()
+	// Four workers add 2*200, four subtract 200: +800 net.
+	if got := le.Consumed(); got["tpm"] != 1_800 || got["tph"] != 800 {
+		t.Errorf("Consumed = %v, want tpm 1800, tph 800", got)
+	}
+	if err := le.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := availableOf(t, lim, "k", "llm", "tpm", llmLimits); got != 8_200 {
+		t.Errorf("tpm = %d, want 8200", got)
+	}
+	if got := availableOf(t, lim, "k", "llm", "tph", llmLimits); got != 99_200 {
+		t.Errorf("tph = %d, want 99200", got)
+	}
+}
+
+func TestLeaseConcurrentEnd(t *testing.T) {
+	// Many goroutines race to end one lease: exactly one wins.
+	ctx := context.Background()
+	lim, _ := newLim(t, memory.New())
+	le := mustAcquire(t, lim, "k", "llm", tollgate.Consume{"tpm": 100}, llmLimits)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	wins := 0
+	for i := 0; i < 8; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			var err error
+			if i%2 == 0 {
+				err = le.Commit(ctx)
+			} else {
+				err = le.Rollback(ctx)
+			}
+			switch {
+			case err == nil:
+				mu.Lock()
+				wins++
+				mu.Unlock()
+			case !errors.Is(err, tollgate.ErrLeaseClosed):
+				t.Error(err)
+			}
+		}(i)
+	}
+	wg.Wait()
+	if wins != 1 {
+		t.Errorf("%d goroutines ended the lease, want 1", wins)
+	}
+	if got := availableOf(t, lim, "k", "llm", "tpm", llmLimits); got != 9_900 && got != 10_000 {
+		t.Errorf("tpm = %d, want 9900 (committed) or 10000 (rolled back)", got)
+	}
+}
+
+func TestLeaseConcurrencyLimitReturnedOnEnd(t *testing.T) {
+	ctx := context.Background()
+	lim, _ := newLim(t, memory.New())
+	slots := tollgate.WithLimits(tollgate.ConcurrencyLimit("slots", 2), tollgate.PerMinute("rpm", 100))
+	a := mustAcquire(t, lim, "k", "jobs", tollgate.Consume{"slots": 1, "rpm": 1}, slots)
+	b := mustAcquire(t, lim, "k", "jobs", tollgate.Consume{"slots": 1, "rpm": 1}, slots)
+	if got := availableOf(t, lim, "k", "jobs", "slots", slots); got != 0 {
+		t.Errorf("slots in use: available %d, want 0", got)
+	}
+	if err := a.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := availableOf(t, lim, "k", "jobs", "slots", slots); got != 1 {
+		t.Errorf("after Commit: slots %d, want 1", got)
+	}
+	if err := b.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := availableOf(t, lim, "k", "jobs", "slots", slots); got != 2 {
+		t.Errorf("after Rollback: slots %d, want 2", got)
+	}
+	// Commit keeps the rate consumption; Rollback refunded b's.
+	if got := availableOf(t, lim, "k", "jobs", "rpm", slots); got != 99 {
+		t.Errorf("rpm = %d, want 99", got)
+	}
+}

@@ -1,0 +1,107 @@
+package tollgate
+
+import (
+	"time"
+
+	"github.com/tollgate-rl/tollgate/model"
+)
+
+// The vocabulary of package model, re-exported so that applications need to
+// import only tollgate and a backend.
+
+// Limit is one named token bucket or concurrency cap. See model.Limit.
+type Limit = model.Limit
+
+// Kind distinguishes rate limits from concurrency limits.
+type Kind = model.Kind
+
+// Limit kinds.
+const (
+	Rate        = model.Rate
+	Concurrency = model.Concurrency
+)
+
+// Entity is something limits apply to, in a tree. See model.Entity.
+type Entity = model.Entity
+
+// Config is the limits stored at one scope. See model.Config.
+type Config = model.Config
+
+// Scope names where a Config is stored. See model.Scope.
+type Scope = model.Scope
+
+// OnUnavailable says what an acquire does when the store cannot answer.
+type OnUnavailable = model.OnUnavailable
+
+// Unavailable modes.
+const (
+	Block = model.Block
+	Allow = model.Allow
+)
+
+// DefaultResource names an entity's default configuration.
+const DefaultResource = model.DefaultResource
+
+// Status is one limit's verdict or current state. See model.Status.
+type Status = model.Status
+
+// AuditEvent records one change of configuration or entities.
+type AuditEvent = model.AuditEvent
+
+// RateLimitExceeded is the error of a denied acquire. See
+// model.RateLimitExceeded.
+type RateLimitExceeded = model.RateLimitExceeded
+
+// UnavailableError is the error of an acquire the store could not answer.
+type UnavailableError = model.UnavailableError
+
+// ValidationError reports bad input; nothing was written.
+type ValidationError = model.ValidationError
+
+// Errors to match with errors.Is.
+var (
+	ErrRateLimited    = model.ErrRateLimited
+	ErrUnavailable    = model.ErrUnavailable
+	ErrInvalid        = model.ErrInvalid
+	ErrEntityNotFound = model.ErrEntityNotFound
+	ErrEntityExists   = model.ErrEntityExists
+	ErrNotFound       = model.ErrNotFound
+	ErrLeaseClosed    = model.ErrLeaseClosed
+)
+
+// PerSecond returns a limit of n tokens per second.
+func PerSecond(name string, n int64) Limit { return model.PerSecond(name, n) }
+
+// PerMinute returns a limit of n tokens per minute.
+func PerMinute(name string, n int64) Limit { return model.PerMinute(name, n) }
+
+// PerHour returns a limit of n tokens per hour.
+func PerHour(name string, n int64) Limit { return model.PerHour(name, n) }
+
+// PerDay returns a limit of n tokens per day.
+func PerDay(name string, n int64) Limit { return model.PerDay(name, n) }
+
+// RateLimit returns a limit of amount tokens per period, capacity amount.
+func RateLimit(name string, amount int64, period time.Duration) Limit {
+	return model.RateLimit(name, amount, period)
+}
+
+// ConcurrencyLimit returns a limit of at most n operations in flight.
+func ConcurrencyLimit(name string, n int64) Limit { return model.ConcurrencyLimit(name, n) }
+
+// ParseLimit reads the text syntax, e.g. "tpm:10000/min:15000". See
+// model.ParseLimit.
+func ParseLimit(s string) (Limit, error) { return model.ParseLimit(s) }
+
+// ParseLimits parses several limits and rejects duplicate names.
+func ParseLimits(texts []string) ([]Limit, error) { return model.ParseLimits(texts) }
+
+// SystemScope is the scope of the system-wide defaults.
+func SystemScope() Scope { return model.SystemScope() }
+
+// ResourceScope is the scope of one resource's defaults.
+func ResourceScope(resource string) Scope { return model.ResourceScope(resource) }
+
+// EntityScope is the scope of an entity's limits for resource, or for every
+// resource when resource is empty.
+func EntityScope(entity, resource string) Scope { return model.EntityScope(entity, resource) }

@@ -1,0 +1,93 @@
+package tollgate
+
+import (
+	"context"
+	"errors"
+
+	"github.com/tollgate-rl/tollgate/model"
+	"github.com/tollgate-rl/tollgate/store"
+)
+
+// resolve returns the limits in effect for entity and resource: the first
+// non-empty config of entity+resource, entity default, resource and system.
+// Store failures are returned as *UnavailableError.
+func (l *Limiter) resolve(ctx context.Context, entity, resource string, now int64) (*resolution, error) {
+	k := store.BucketKey{Entity: entity, Resource: resource}
+	if r := l.cache.resolution(k, now); r != nil {
+		return r, nil
+	}
+	scopes := [...]model.Scope{
+		{Entity: entity, Resource: resource},
+		{Entity: entity, Resource: model.DefaultResource},
+		{Resource: resource},
+		{},
+	}
+	cfgs, err := l.store.GetConfigs(ctx, l.ns, scopes[:])
+	if err != nil {
+		return nil, storeErr(ctx, "resolve limits", entity+"/"+resource, err)
+	}
+	l.noteSystemConfig(cfgs[len(cfgs)-1], now)
+	r := &resolution{}
+	for i, c := range cfgs {
+		if c != nil && len(c.Limits) > 0 {
+			r.found, r.scope, r.limits = true, scopes[i], prepare(c.Limits)
+			break
+		}
+	}
+	l.cache.putResolution(k, r, now)
+	return r, nil
+}
+
+func (l *Limiter) noteSystemConfig(sys *model.Config, now int64) {
+	mode := model.OnUnavailable("")
+	if sys != nil {
+		mode = sys.OnUnavailable
+	}
+	l.rememberMode(mode)
+	l.cache.modeRead(now)
+}
+
+// refreshSystemMode reads the system config when the cached knowledge of its
+// unavailable mode has expired. Acquires with explicit limits never resolve
+// stored limits, so without this they would never learn the stored mode.
+func (l *Limiter) refreshSystemMode(ctx context.Context, now int64) {
+	if !l.cache.modeStale(now) {
+		return
+	}
+	cfgs, err := l.store.GetConfigs(ctx, l.ns, []model.Scope{{}})
+	if err == nil {
+		l.noteSystemConfig(cfgs[0], now)
+	}
+}
+
+// entity returns the cached or stored entity, with found == false for an
+// entity that does not exist.
+func (l *Limiter) entity(ctx context.Context, id string, now int64) (*entityEntry, error) {
+	if e := l.cache.entity(id, now); e != nil {
+		return e, nil
+	}
+	e, err := l.store.GetEntity(ctx, l.ns, id)
+	entry := &entityEntry{found: err == nil, entity: e}
+	switch {
+	case errors.Is(err, model.ErrEntityNotFound):
+		entry.entity.ID = id
+	case err != nil:
+		return nil, storeErr(ctx, "read entity", id, err)
+	}
+	l.cache.putEntity(entry, now)
+	return entry, nil
+}
+
+// chain returns the entity followed by the ancestors its acquires debit: each
+// link is followed while the entity cascades and its parent exists, up to
+// model.MaxCascadeDepth entities.
+func (l *Limiter) chain(ctx context.Context, entity string, now int64, buf *[model.MaxCascadeDepth]string) ([]string, error) {
+	ids := append(buf[:0], entity)
+	e, err := l.entity(ctx, entity, now)
+	for err == nil && len(ids) < model.MaxCascadeDepth && e.found && e.entity.Cascade && e.entity.ParentID != "" {
+		if e, err = l.entity(ctx, e.entity.ParentID, now); err == nil && e.found {
+			ids = append(ids, e.entity.ID)
+		}
+	}
+	return ids, err
+}
