@@ -125,7 +125,7 @@ func (le *Lease) Statuses() []Status {
 // may drive a bucket into debt; negative amounts give back. Adjustments never
 // fail for lack of tokens; they are written by Commit, and applied to every
 // bucket of the cascade that has the limit. Naming a limit the lease does not
-// have is a *ValidationError.
+// have, or a concurrency limit, is a *ValidationError.
 func (le *Lease) Adjust(delta Consume) error {
 	d, ok := le.open()
 	if !ok {
@@ -136,8 +136,15 @@ func (le *Lease) Adjust(delta Consume) error {
 		if _, ok := bucket.Milli(n); !ok {
 			return model.Invalid("consume."+name, strconv.FormatInt(n, 10), "exceeds "+strconv.FormatInt(model.MaxTokens, 10)+" in magnitude")
 		}
-		if len(d.req.Buckets) > 0 && d.req.Buckets[0].Find(name) < 0 {
+		if len(d.req.Buckets) == 0 {
+			continue // degraded: nothing to check against, nothing will be written
+		}
+		switch i := d.req.Buckets[0].Find(name); {
+		case i < 0:
 			return model.Invalid("consume."+name, strconv.FormatInt(n, 10), "the lease has no limit named "+strconv.Quote(name))
+		case d.req.Buckets[0].Limits[i].Params.Amount == 0:
+			return model.Invalid("consume."+name, strconv.FormatInt(n, 10), "concurrency limit "+strconv.Quote(name)+
+				" cannot be adjusted: its tokens are held for the whole lease and returned when it ends")
 		}
 	}
 	for name, n := range delta {

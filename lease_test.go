@@ -289,3 +289,27 @@ func TestLeaseConcurrencyLimitReturnedOnEnd(t *testing.T) {
 		t.Errorf("rpm = %d, want 99", got)
 	}
 }
+
+func TestLeaseAdjustRejectsConcurrencyLimit(t *testing.T) {
+	ctx := context.Background()
+	lim, _ := newLim(t, memory.New())
+	opt := tollgate.WithLimits(tollgate.ConcurrencyLimit("slots", 3), tollgate.PerMinute("rpm", 10))
+	le, err := lim.Acquire(ctx, "k", "api", tollgate.Consume{"slots": 1, "rpm": 1}, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantValidation(t, le.Adjust(tollgate.Consume{"slots": 2}), "consume.slots")
+	if got := le.Consumed(); got["slots"] != 1 {
+		t.Errorf("Consumed()[slots] = %d after a rejected adjust, want 1", got["slots"])
+	}
+	if err := le.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	sts, err := lim.Available(ctx, "k", "api", opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := statusOf(t, sts, "k", "slots"); s.Available != 3 {
+		t.Errorf("slots available after commit = %d, want 3", s.Available)
+	}
+}

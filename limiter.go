@@ -180,5 +180,3 @@ func (l *Limiter) newEventID(t time.Time) string {
 	}
 	return id.String()
 }
-
-func (l *Limiter) nowMilli() int64 { return l.clock.Now().UnixMilli() }

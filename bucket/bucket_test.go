@@ -142,12 +142,6 @@ func randElapsed(r *rand.Rand) int64 {
 
 func bi(v int64) *big.Int { return big.NewInt(v) }
 
-// floorMulDiv returns floor(a*b/c) for a, b >= 0, c > 0.
-func floorMulDiv(a, b, c *big.Int) *big.Int {
-	n := new(big.Int).Mul(a, b)
-	return n.Quo(n, c)
-}
-
 // refRefill is Refill's specification written with unbounded integers:
 // min(Capacity, Tokens + floor((elapsed*Amount+Rem)/Period)), the remainder
 // carried unless the result is clamped, and states at or above capacity

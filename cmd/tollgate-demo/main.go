@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"os"
 	"time"
@@ -21,13 +22,13 @@ import (
 const model = "openai/gpt-4o"
 
 func main() {
-	if err := run(context.Background()); err != nil {
+	if err := run(context.Background(), os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "demo:", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context) error {
+func run(ctx context.Context, out io.Writer) error {
 	start := time.Date(2026, 1, 1, 9, 0, 0, 0, time.UTC)
 	clk := clock.NewFake(start)
 	lim, err := tollgate.New(memory.New(), tollgate.WithClock(clk))
@@ -40,7 +41,7 @@ func run(ctx context.Context) error {
 
 	rng := rand.New(rand.NewPCG(1, 2))
 	keys := []string{"key-alice", "key-bob", "key-carol"}
-	fmt.Println("time       key        estimate  outcome")
+	fmt.Fprintln(out, "time       key        estimate  outcome")
 	for step := 0; step < 24; step++ {
 		clk.Advance(time.Duration(200+rng.IntN(800)) * time.Millisecond)
 		key := keys[rng.IntN(len(keys))]
@@ -52,7 +53,7 @@ func run(ctx context.Context) error {
 		var denied *tollgate.RateLimitExceeded
 		if errors.As(err, &denied) {
 			p := denied.Primary()
-			fmt.Printf("%-10v %-10s %8d  DENIED by %s of %s: %d available, retry after %v\n",
+			fmt.Fprintf(out, "%-10v %-10s %8d  DENIED by %s of %s: %d available, retry after %v\n",
 				at, key, estimate, p.Limit, p.Entity, p.Available, denied.RetryAfter)
 			// Sleep exactly the retry-after (simulated) and try again: the
 			// retry-after is exact, so the second attempt succeeds.
@@ -76,13 +77,13 @@ func run(ctx context.Context) error {
 		if tpm < 0 {
 			note = "  (in debt: repaid by refill)"
 		}
-		fmt.Printf("%-10v %-10s %8d  granted, used %d; %s has %d tpm left%s\n", at, key, estimate, used, key, tpm, note)
+		fmt.Fprintf(out, "%-10v %-10s %8d  granted, used %d; %s has %d tpm left%s\n", at, key, estimate, used, key, tpm, note)
 	}
 
-	fmt.Println("\nidle for 30s: refill repays debts")
+	fmt.Fprintln(out, "\nidle for 30s: refill repays debts")
 	clk.Advance(30 * time.Second)
 	for _, key := range keys {
-		fmt.Printf("  %-10s tpm available: %d\n", key, tpmOf(ctx, lim, key))
+		fmt.Fprintf(out, "  %-10s tpm available: %d\n", key, tpmOf(ctx, lim, key))
 	}
 	return nil
 }

@@ -1,0 +1,492 @@
+package storetest
+
+import (
+	"context"
+	"errors"
+	"maps"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/tollgate-rl/tollgate"
+	"github.com/tollgate-rl/tollgate/bucket"
+	"github.com/tollgate-rl/tollgate/model"
+	"github.com/tollgate-rl/tollgate/store"
+)
+
+func limiterCases() []testCase {
+	return []testCase{
+		{"CapacityThenExactRefill", testLimiterCapacityThenRefill},
+		{"WriteOnEnter", testLimiterWriteOnEnter},
+		{"AdjustDebt", testLimiterAdjustDebt},
+		{"AdjustRefund", testLimiterAdjustRefund},
+		{"RollbackRestores", testLimiterRollbackRestores},
+		{"ConcurrencyLimit", testLimiterConcurrencyLimit},
+		{"StoredLimitResolution", testLimiterResolution},
+		{"StoredLimitChangesAdopted", testLimiterLimitChanges},
+		{"CancelledContext", testLimiterCancelledContext},
+	}
+}
+
+func testLimiterCapacityThenRefill(t *testing.T, e *env) {
+	lim := e.limiter()
+	opt := tollgate.WithLimits(tollgate.PerMinute("rpm", 100))
+	one := tollgate.Consume{"rpm": 1}
+
+	for i := range 100 {
+		le, err := lim.Acquire(e.ctx, "key-1", "api", one, opt)
+		if err != nil {
+			t.Fatalf("acquire %d of 100: %v", i+1, err)
+		}
+		e.commit(le)
+	}
+	ex := e.denied(lim, "key-1", "api", one, opt)
+	if ex.RetryAfter != 600*time.Millisecond {
+		t.Errorf("RetryAfter = %v, want 600ms", ex.RetryAfter)
+	}
+	p := ex.Primary()
+	want := model.Status{Entity: "key-1", Resource: "api", Limit: "rpm", Kind: model.Rate, Capacity: 100,
+		Available: 0, Requested: 1, Exceeded: true, RetryAfter: 600 * time.Millisecond}
+	if p != want {
+		t.Errorf("Primary = %+v, want %+v", p, want)
+	}
+	if len(ex.Statuses) != 1 {
+		t.Errorf("Statuses = %+v, want one", ex.Statuses)
+	}
+	if d, err := lim.TimeUntilAvailable(e.ctx, "key-1", "api", one, opt); err != nil || d != 600*time.Millisecond {
+		t.Errorf("TimeUntilAvailable = %v, %v; want 600ms", d, err)
+	}
+
+	// 599 ms give 998 millitokens and a remainder: 1 ms short.
+	e.advance(599)
+	if ex := e.denied(lim, "key-1", "api", one, opt); ex.RetryAfter != time.Millisecond {
+		t.Errorf("RetryAfter after 599ms = %v, want 1ms", ex.RetryAfter)
+	}
+	e.advance(1)
+	e.commit(e.acquire(lim, "key-1", "api", one, opt))
+	if ex := e.denied(lim, "key-1", "api", one, opt); ex.RetryAfter != 600*time.Millisecond {
+		t.Errorf("RetryAfter = %v, want 600ms", ex.RetryAfter)
+	}
+
+	// A minute refills exactly the capacity, no more.
+	e.advance(60_000)
+	e.wantAvailable(lim, "key-1", "api", "rpm", 100, opt)
+	n := 0
+	for ; n < 200; n++ {
+		le, err := lim.Acquire(e.ctx, "key-1", "api", one, opt)
+		if err != nil {
+			if !errors.Is(err, tollgate.ErrRateLimited) {
+				t.Fatal(err)
+			}
+			break
+		}
+		e.commit(le)
+	}
+	if n != 100 {
+		t.Errorf("%d grants after a minute, want 100", n)
+	}
+}
+
+func testLimiterWriteOnEnter(t *testing.T, e *env) {
+	lim, other := e.limiter(), e.limiter()
+	opt := tollgate.WithLimits(tollgate.PerMinute("rpm", 100), tollgate.PerMinute("tpm", 10_000))
+	le := e.acquire(lim, "key-1", "gpt", tollgate.Consume{"rpm": 1, "tpm": 500}, opt)
+
+	// Before Commit, this limiter and another one on the same store see it.
+	for _, l := range []*tollgate.Limiter{lim, other} {
+		e.wantAvailable(l, "key-1", "gpt", "rpm", 99, opt)
+		e.wantAvailable(l, "key-1", "gpt", "tpm", 9_500, opt)
+	}
+	rpm, _ := e.limit(key("key-1", "gpt"), "rpm")
+	tpm, _ := e.limit(key("key-1", "gpt"), "tpm")
+	if rpm.State.Tokens != 99_000 || tpm.State.Tokens != 9_500_000 {
+		t.Errorf("stored rpm %d tpm %d, want 99000 9500000", rpm.State.Tokens, tpm.State.Tokens)
+	}
+	st := le.Statuses()
+	if s := status(t, st, "key-1", "tpm"); s.Available != 9_500 || s.Requested != 500 || s.Exceeded {
+		t.Errorf("lease status tpm = %+v", s)
+	}
+	e.commit(le)
+	e.wantAvailable(other, "key-1", "gpt", "rpm", 99, opt)
+	e.wantAvailable(other, "key-1", "gpt", "tpm", 9_500, opt)
+	if err := le.Commit(e.ctx); !errors.Is(err, tollgate.ErrLeaseClosed) {
+		t.Errorf("second Commit = %v, want ErrLeaseClosed", err)
+	}
+	if err := le.Rollback(e.ctx); !errors.Is(err, tollgate.ErrLeaseClosed) {
+		t.Errorf("Rollback after Commit = %v, want ErrLeaseClosed", err)
+	}
+	if err := le.Adjust(tollgate.Consume{"tpm": 1}); !errors.Is(err, tollgate.ErrLeaseClosed) {
+		t.Errorf("Adjust after Commit = %v, want ErrLeaseClosed", err)
+	}
+	e.wantAvailable(other, "key-1", "gpt", "tpm", 9_500, opt)
+}
+
+func testLimiterAdjustDebt(t *testing.T, e *env) {
+	lim := e.limiter()
+	opt := tollgate.WithLimits(tollgate.PerMinute("tpm", 1_000))
+
+	le := e.acquire(lim, "key-1", "gpt", tollgate.Consume{"tpm": 500}, opt)
+	e.wantAvailable(lim, "key-1", "gpt", "tpm", 500, opt)
+	if err := le.Adjust(tollgate.Consume{"tpm": 1_500}); err != nil {
+		t.Fatal(err)
+	}
+	if got := le.Consumed(); !maps.Equal(got, tollgate.Consume{"tpm": 2_000}) {
+		t.Errorf("Consumed = %v, want tpm 2000", got)
+	}
+	e.wantAvailable(lim, "key-1", "gpt", "tpm", 500, opt) // adjustments are written by Commit
+	e.commit(le)
+	e.wantAvailable(lim, "key-1", "gpt", "tpm", -1_000, opt)
+	e.wantStored(key("key-1", "gpt"), "tpm", bucket.State{Tokens: -1_000_000})
+
+	// In debt, even 1 token waits until the debt is repaid: 1001 tokens at
+	// 1000 per minute.
+	if ex := e.denied(lim, "key-1", "gpt", tollgate.Consume{"tpm": 1}, opt); ex.RetryAfter != 60_060*time.Millisecond {
+		t.Errorf("RetryAfter in debt = %v, want 1m0.06s", ex.RetryAfter)
+	}
+	e.advance(59_999)
+	e.wantAvailable(lim, "key-1", "gpt", "tpm", -1, opt) // -16.67 millitokens floor to -1
+	e.advance(1)
+	e.wantAvailable(lim, "key-1", "gpt", "tpm", 0, opt)
+	e.denied(lim, "key-1", "gpt", tollgate.Consume{"tpm": 1}, opt)
+	e.advance(59)
+	e.wantAvailable(lim, "key-1", "gpt", "tpm", 0, opt)
+	e.advance(1)
+	e.wantAvailable(lim, "key-1", "gpt", "tpm", 1, opt)
+	e.commit(e.acquire(lim, "key-1", "gpt", tollgate.Consume{"tpm": 1}, opt))
+	e.wantAvailable(lim, "key-1", "gpt", "tpm", 0, opt)
+}
+
+func testLimiterAdjustRefund(t *testing.T, e *env) {
+	lim := e.limiter()
+	opt := tollgate.WithLimits(tollgate.PerMinute("rpm", 10), tollgate.PerMinute("tpm", 1_000))
+	le := e.acquire(lim, "key-1", "gpt", tollgate.Consume{"rpm": 1, "tpm": 800}, opt)
+	if err := le.Adjust(tollgate.Consume{"tpm": -500}); err != nil {
+		t.Fatal(err)
+	}
+	if err := le.Adjust(tollgate.Consume{"tpm": 200}); err != nil {
+		t.Fatal(err)
+	}
+	if got := le.Consumed(); !maps.Equal(got, tollgate.Consume{"rpm": 1, "tpm": 500}) {
+		t.Errorf("Consumed = %v, want rpm 1 tpm 500", got)
+	}
+	if err := le.Adjust(tollgate.Consume{"nope": 1}); !errors.Is(err, tollgate.ErrInvalid) {
+		t.Errorf("Adjust of an unknown limit = %v, want ErrInvalid", err)
+	}
+	e.commit(le)
+	e.wantAvailable(lim, "key-1", "gpt", "tpm", 500, opt)
+	e.wantAvailable(lim, "key-1", "gpt", "rpm", 9, opt)
+
+	// A refund larger than the consumption is clamped to the capacity.
+	le = e.acquire(lim, "key-1", "gpt", tollgate.Consume{"tpm": 100}, opt)
+	if err := le.Adjust(tollgate.Consume{"tpm": -5_000}); err != nil {
+		t.Fatal(err)
+	}
+	e.commit(le)
+	e.wantAvailable(lim, "key-1", "gpt", "tpm", 1_000, opt)
+	e.commit(e.acquire(lim, "key-1", "gpt", tollgate.Consume{"tpm": 1_000}, opt))
+	e.denied(lim, "key-1", "gpt", tollgate.Consume{"tpm": 1}, opt)
+}
+
+// testLimiterRollbackRestores checks that Rollback gives back exactly what the
+// lease took, in every bucket of a cascade, leaving the stored records as
+// they were before the acquire (the clock is frozen).
+func testLimiterRollbackRestores(t *testing.T, e *env) {
+	lim := e.limiter()
+	for _, ent := range []tollgate.Entity{{ID: "org"}, {ID: "proj", ParentID: "org", Cascade: true}, {ID: "key", ParentID: "proj", Cascade: true}} {
+		if _, err := lim.CreateEntity(e.ctx, ent); err != nil {
+			t.Fatal(err)
+		}
+	}
+	opt := tollgate.WithLimits(tollgate.PerMinute("rpm", 100), tollgate.PerMinute("tpm", 10_000).WithBurst(12_000),
+		tollgate.ConcurrencyLimit("inflight", 5))
+	// Bring the buckets to partly used states with remainders.
+	e.commit(e.acquire(lim, "proj", "gpt", tollgate.Consume{"rpm": 3, "tpm": 2_000}, opt))
+	e.commit(e.acquire(lim, "key", "gpt", tollgate.Consume{"rpm": 1, "tpm": 1_000, "inflight": 0}, opt))
+	e.advance(7)
+	held := e.acquire(lim, "key", "gpt", tollgate.Consume{"inflight": 2}, opt)
+	e.advance(13)
+	keys := []store.BucketKey{key("key", "gpt"), key("proj", "gpt"), key("org", "gpt")}
+	e.commit(e.acquire(lim, "key", "gpt", tollgate.Consume{"rpm": 0}, opt)) // refill to now
+	before := e.read(keys...)
+	avBefore, err := lim.Available(e.ctx, "key", "gpt", opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	le := e.acquire(lim, "key", "gpt", tollgate.Consume{"rpm": 1, "tpm": 700, "inflight": 1}, opt)
+	if got := le.Consumed(); !maps.Equal(got, tollgate.Consume{"rpm": 3, "tpm": 2_100, "inflight": 3}) {
+		t.Errorf("Consumed over 3 levels = %v", got)
+	}
+	if err := le.Adjust(tollgate.Consume{"tpm": 300}); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.available(lim, "key", "gpt", "org", "tpm", opt); got != status(t, avBefore, "org", "tpm").Available-700 {
+		t.Errorf("org tpm during the lease = %d, want %d", got, status(t, avBefore, "org", "tpm").Available-700)
+	}
+	e.rollback(le)
+
+	after := e.read(keys...)
+	for i, k := range keys {
+		if !reflect.DeepEqual(normalize(before[i]), normalize(after[i])) {
+			t.Errorf("bucket %v after rollback = %+v, want %+v", k, after[i], before[i])
+		}
+	}
+	avAfter, err := lim.Available(e.ctx, "key", "gpt", opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(avBefore, avAfter) {
+		t.Errorf("Available after rollback = %+v\nwant %+v", avAfter, avBefore)
+	}
+	if err := le.Rollback(e.ctx); !errors.Is(err, tollgate.ErrLeaseClosed) {
+		t.Errorf("second Rollback = %v, want ErrLeaseClosed", err)
+	}
+	e.rollback(held)
+	for _, id := range []string{"key", "proj", "org"} {
+		if got := e.available(lim, "key", "gpt", id, "inflight", opt); got != 5 {
+			t.Errorf("%s inflight after all leases = %d, want 5", id, got)
+		}
+	}
+}
+
+// normalized is a record with its limits keyed by name, so that records
+// compare equal whatever order a backend keeps the limits in.
+type normalized struct {
+	Refilled int64
+	Limits   map[string]store.LimitState
+}
+
+func normalize(r *store.Record) *normalized {
+	if r == nil {
+		return nil
+	}
+	n := &normalized{Refilled: r.Refilled, Limits: make(map[string]store.LimitState)}
+	for _, l := range r.Limits {
+		n.Limits[l.Name] = l
+	}
+	return n
+}
+
+func testLimiterConcurrencyLimit(t *testing.T, e *env) {
+	lim := e.limiter(tollgate.WithConcurrencyRetryAfter(250 * time.Millisecond))
+	opt := tollgate.WithLimits(tollgate.ConcurrencyLimit("inflight", 3))
+	one := tollgate.Consume{"inflight": 1}
+
+	var leases []*tollgate.Lease
+	for range 3 {
+		leases = append(leases, e.acquire(lim, "job", "emr", one, opt))
+	}
+	ex := e.denied(lim, "job", "emr", one, opt)
+	if ex.RetryAfter != 250*time.Millisecond {
+		t.Errorf("RetryAfter of a concurrency denial = %v, want the 250ms hint", ex.RetryAfter)
+	}
+	if p := ex.Primary(); p.Kind != model.Concurrency || p.Available != 0 || p.Capacity != 3 {
+		t.Errorf("Primary = %+v", p)
+	}
+	// Time does not return slots.
+	e.advance(3_600_000)
+	e.denied(lim, "job", "emr", one, opt)
+
+	// Concurrency tokens are held for the whole lease: no adjustments.
+	if err := leases[0].Adjust(tollgate.Consume{"inflight": 2}); !errors.Is(err, model.ErrInvalid) {
+		t.Fatalf("Adjust of a concurrency limit: err = %v, want ErrInvalid", err)
+	}
+	// Commit returns a slot.
+	e.commit(leases[0])
+	e.wantAvailable(lim, "job", "emr", "inflight", 1, opt)
+	leases[0] = e.acquire(lim, "job", "emr", one, opt)
+	e.denied(lim, "job", "emr", one, opt)
+	// Rollback returns one too.
+	e.rollback(leases[1])
+	leases[1] = e.acquire(lim, "job", "emr", one, opt)
+	e.denied(lim, "job", "emr", one, opt)
+
+	for i, le := range leases {
+		if i%2 == 0 {
+			e.commit(le)
+		} else {
+			e.rollback(le)
+		}
+	}
+	e.wantAvailable(lim, "job", "emr", "inflight", 3, opt)
+	e.wantStored(key("job", "emr"), "inflight", bucket.State{Tokens: 3_000})
+	// A lease of 3 at once fits; 4 is more than the capacity, never grantable.
+	e.commit(e.acquire(lim, "job", "emr", tollgate.Consume{"inflight": 3}, opt))
+	if _, err := lim.Acquire(e.ctx, "job", "emr", tollgate.Consume{"inflight": 4}, opt); !errors.Is(err, tollgate.ErrInvalid) {
+		t.Errorf("Acquire above capacity = %v, want ErrInvalid", err)
+	}
+	e.wantAvailable(lim, "job", "emr", "inflight", 3, opt)
+}
+
+func setConfig(t *testing.T, lim *tollgate.Limiter, sc tollgate.Scope, limits ...tollgate.Limit) {
+	t.Helper()
+	if err := lim.SetConfig(t.Context(), sc, tollgate.Config{Limits: limits}); err != nil {
+		t.Fatalf("SetConfig(%+v): %v", sc, err)
+	}
+}
+
+func deleteConfig(t *testing.T, lim *tollgate.Limiter, sc tollgate.Scope) {
+	t.Helper()
+	if err := lim.DeleteConfig(t.Context(), sc); err != nil {
+		t.Fatalf("DeleteConfig(%+v): %v", sc, err)
+	}
+}
+
+// capacityOf returns the capacity of limit name in effect for entity and
+// resource, as Available reports it.
+func (e *env) capacityOf(lim *tollgate.Limiter, entity, resource, name string) int64 {
+	e.t.Helper()
+	st, err := lim.Available(e.ctx, entity, resource)
+	if err != nil {
+		e.t.Fatalf("Available(%s/%s): %v", entity, resource, err)
+	}
+	return status(e.t, st, entity, name).Capacity
+}
+
+func testLimiterResolution(t *testing.T, e *env) {
+	lim := e.limiter(tollgate.WithCacheTTL(0))
+	admin := e.limiter()
+	if _, err := admin.CreateEntity(e.ctx, tollgate.Entity{ID: "e1"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := lim.Acquire(e.ctx, "e1", "api", tollgate.Consume{"rpm": 1}); !errors.Is(err, tollgate.ErrInvalid) {
+		t.Fatalf("Acquire with nothing configured = %v, want ErrInvalid", err)
+	}
+	setConfig(t, admin, tollgate.SystemScope(), tollgate.PerMinute("rpm", 10))
+	setConfig(t, admin, tollgate.ResourceScope("api"), tollgate.PerMinute("rpm", 20))
+	setConfig(t, admin, tollgate.EntityScope("e1", ""), tollgate.PerMinute("rpm", 30))
+	setConfig(t, admin, tollgate.EntityScope("e1", "api"), tollgate.PerMinute("rpm", 40))
+	// An empty config is skipped by resolution.
+	if _, err := admin.CreateEntity(e.ctx, tollgate.Entity{ID: "e2"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := admin.SetConfig(e.ctx, tollgate.EntityScope("e2", "api"), tollgate.Config{}); err != nil {
+		t.Fatal(err)
+	}
+
+	for _, c := range []struct {
+		entity, resource string
+		want             int64
+	}{
+		{"e1", "api", 40}, {"e1", "other", 30}, {"e2", "api", 20}, {"e2", "other", 10}, {"unknown", "api", 20}, {"unknown", "other", 10},
+	} {
+		if got := e.capacityOf(lim, c.entity, c.resource, "rpm"); got != c.want {
+			t.Errorf("capacity for %s/%s = %d, want %d", c.entity, c.resource, got, c.want)
+		}
+		le := e.acquire(lim, c.entity, c.resource, tollgate.Consume{"rpm": c.want})
+		e.commit(le)
+		e.denied(lim, c.entity, c.resource, tollgate.Consume{"rpm": 1})
+	}
+
+	// Peel the levels off one by one.
+	deleteConfig(t, admin, tollgate.EntityScope("e1", "api"))
+	if got := e.capacityOf(lim, "e1", "api", "rpm"); got != 30 {
+		t.Errorf("without entity+resource: capacity %d, want 30", got)
+	}
+	deleteConfig(t, admin, tollgate.EntityScope("e1", ""))
+	if got := e.capacityOf(lim, "e1", "api", "rpm"); got != 20 {
+		t.Errorf("without entity default: capacity %d, want 20", got)
+	}
+	deleteConfig(t, admin, tollgate.ResourceScope("api"))
+	if got := e.capacityOf(lim, "e1", "api", "rpm"); got != 10 {
+		t.Errorf("without resource: capacity %d, want 10", got)
+	}
+	deleteConfig(t, admin, tollgate.SystemScope())
+	_, err := lim.Acquire(e.ctx, "e1", "api", tollgate.Consume{"rpm": 1})
+	var ve *tollgate.ValidationError
+	if !errors.As(err, &ve) {
+		t.Fatalf("Acquire with nothing configured = %v, want *ValidationError", err)
+	}
+	// Explicit limits still work, and override stored ones; the drained
+	// bucket adopts the larger capacity without gaining tokens.
+	setConfig(t, admin, tollgate.ResourceScope("api"), tollgate.PerMinute("rpm", 20))
+	st, err := lim.Available(e.ctx, "e2", "api", tollgate.WithLimits(tollgate.PerMinute("rpm", 1_000)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := status(t, st, "e2", "rpm"); s.Capacity != 1_000 || s.Available != 0 {
+		t.Errorf("explicit limit over stored: %+v, want capacity 1000 available 0", s)
+	}
+	e.wantAvailable(lim, "e3", "api", "rpm", 1_000, tollgate.WithLimits(tollgate.PerMinute("rpm", 1_000)))
+	e.wantAvailable(lim, "e3", "api", "rpm", 20)
+}
+
+func testLimiterLimitChanges(t *testing.T, e *env) {
+	lim := e.limiter() // default cache TTL: its own writes invalidate it
+	remote := e.limiter()
+	if _, err := lim.CreateEntity(e.ctx, tollgate.Entity{ID: "e1"}); err != nil {
+		t.Fatal(err)
+	}
+	setConfig(t, lim, tollgate.EntityScope("e1", "api"), tollgate.PerMinute("rpm", 40), tollgate.ConcurrencyLimit("inflight", 5))
+	e.commit(e.acquire(lim, "e1", "api", tollgate.Consume{"rpm": 5}))
+	held := e.acquire(lim, "e1", "api", tollgate.Consume{"inflight": 2})
+	e.wantAvailable(remote, "e1", "api", "rpm", 35) // remote caches this resolution
+	e.wantAvailable(remote, "e1", "api", "inflight", 3)
+
+	// Shrink: the balance is clamped at the next acquire, the in-flight
+	// slots stay in use.
+	setConfig(t, lim, tollgate.EntityScope("e1", "api"), tollgate.PerMinute("rpm", 20), tollgate.ConcurrencyLimit("inflight", 3))
+	e.commit(e.acquire(lim, "e1", "api", tollgate.Consume{"rpm": 1}))
+	e.wantAvailable(lim, "e1", "api", "rpm", 19)
+	e.wantAvailable(lim, "e1", "api", "inflight", 1)
+	l, _ := e.limit(key("e1", "api"), "rpm")
+	if l.Params.Capacity != 20_000 || l.State.Tokens != 19_000 {
+		t.Errorf("stored rpm after shrink = %+v", l)
+	}
+
+	// The remote limiter still uses its cached limits (capacity 40), until
+	// its cache is invalidated.
+	if got := e.capacityOf(remote, "e1", "api", "rpm"); got != 40 {
+		t.Errorf("remote capacity within TTL = %d, want the cached 40", got)
+	}
+	remote.InvalidateCache()
+	if got := e.capacityOf(remote, "e1", "api", "rpm"); got != 20 {
+		t.Errorf("remote capacity after InvalidateCache = %d, want 20", got)
+	}
+
+	// Grow: no tokens appear, the freed capacity is for slots.
+	setConfig(t, lim, tollgate.EntityScope("e1", "api"), tollgate.PerMinute("rpm", 100), tollgate.ConcurrencyLimit("inflight", 10))
+	e.commit(e.acquire(lim, "e1", "api", tollgate.Consume{"rpm": 19, "inflight": 8}))
+	e.denied(lim, "e1", "api", tollgate.Consume{"rpm": 1})
+	e.rollback(held)
+	e.wantAvailable(lim, "e1", "api", "inflight", 10)
+	e.wantAvailable(lim, "e1", "api", "rpm", 0)
+
+	// A rate change applies from the first acquire that sees it: until then
+	// the bucket refills at the old rate (100/min), after at the new one.
+	setConfig(t, lim, tollgate.EntityScope("e1", "api"), tollgate.PerMinute("rpm", 200).WithBurst(100))
+	e.advance(30_000)
+	e.wantAvailable(lim, "e1", "api", "rpm", 50)
+	e.commit(e.acquire(lim, "e1", "api", tollgate.Consume{"rpm": 0}))
+	e.advance(12_000)
+	e.wantAvailable(lim, "e1", "api", "rpm", 90)
+	if got := e.capacityOf(remote, "e1", "api", "rpm"); got != 20 {
+		t.Errorf("remote capacity within its TTL = %d, want the cached 20", got)
+	}
+	// The remote limiter learns of the change when its TTL (60s) expires.
+	e.advance(18_000)
+	if got := e.capacityOf(remote, "e1", "api", "rpm"); got != 100 {
+		t.Errorf("remote capacity after the TTL = %d, want 100", got)
+	}
+	e.wantAvailable(remote, "e1", "api", "rpm", 100)
+}
+
+func testLimiterCancelledContext(t *testing.T, e *env) {
+	lim := e.limiter()
+	opt := tollgate.WithLimits(tollgate.PerMinute("rpm", 10))
+	e.commit(e.acquire(lim, "e1", "api", tollgate.Consume{"rpm": 1}, opt))
+	le := e.acquire(lim, "e1", "api", tollgate.Consume{"rpm": 2}, opt)
+
+	ctx, cancel := context.WithCancel(e.ctx)
+	cancel()
+	if le2, err := lim.Acquire(ctx, "e1", "api", tollgate.Consume{"rpm": 1}, opt); !errors.Is(err, context.Canceled) || le2 != nil {
+		t.Errorf("Acquire with a cancelled context = %v, %v; want context.Canceled", le2, err)
+	}
+	if err := le.Rollback(ctx); err == nil {
+		t.Errorf("Rollback with a cancelled context succeeded")
+	}
+	e.wantAvailable(lim, "e1", "api", "rpm", 7, opt)
+	// The lease stays open and can be rolled back later.
+	e.rollback(le)
+	e.wantAvailable(lim, "e1", "api", "rpm", 9, opt)
+}

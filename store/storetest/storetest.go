@@ -1,0 +1,448 @@
+// Package storetest is the conformance suite of the store contract. Every
+// backend runs it unchanged from its own tests:
+//
+//	func TestConformance(t *testing.T) {
+//		storetest.Run(t, func(t *testing.T) store.Store { return mybackend.New(...) })
+//	}
+//
+// The suite checks every behaviour of DESIGN sections 3 and 4 twice: directly
+// through the store.Store contract (amounts in millitokens, times in Unix
+// milliseconds), and through a tollgate.Limiter running on the backend (whole
+// tokens, time.Time). It relies on nothing but the contract: each case asks
+// newStore for its own store and works in a fresh random namespace, so a
+// backend may hand every case the same underlying table or database. Time
+// comes from a clock.Fake; no case sleeps or reads the wall clock for its
+// semantics (the only wall-clock use is a watchdog that turns a hang into a
+// failure).
+package storetest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"maps"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/oklog/ulid/v2"
+
+	"github.com/tollgate-rl/tollgate"
+	"github.com/tollgate-rl/tollgate/bucket"
+	"github.com/tollgate-rl/tollgate/clock"
+	"github.com/tollgate-rl/tollgate/model"
+	"github.com/tollgate-rl/tollgate/store"
+)
+
+// T0 is the fake time every case starts at (Unix milliseconds).
+const T0 int64 = 1_700_000_000_000
+
+// testCase is one conformance case.
+type testCase struct {
+	name string
+	fn   func(t *testing.T, e *env)
+}
+
+// Run runs the conformance suite against the backend that newStore makes.
+// newStore is called once per case (and may return a store shared with other
+// cases: every case uses its own random namespaces).
+func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
+	t.Helper()
+	groups := []struct {
+		name  string
+		cases []testCase
+	}{
+		{"Buckets", bucketCases()},
+		{"Configs", configCases()},
+		{"Entities", entityCases()},
+		{"Audit", auditCases()},
+		{"Namespaces", namespaceCases()},
+		{"Limiter", limiterCases()},
+		{"Cascade", cascadeCases()},
+		{"Concurrency", concurrencyCases()},
+	}
+	for _, g := range groups {
+		t.Run(g.name, func(t *testing.T) {
+			t.Parallel()
+			for _, c := range g.cases {
+				t.Run(c.name, func(t *testing.T) {
+					t.Parallel()
+					s := newStore(t)
+					if s == nil {
+						t.Fatal("newStore returned nil")
+					}
+					c.fn(t, newEnv(t, s))
+				})
+			}
+		})
+	}
+}
+
+// env is what a case works with: a store, a fresh namespace in it, and a
+// fake clock at T0.
+type env struct {
+	t   *testing.T
+	ctx context.Context
+	s   store.Store
+	ns  string
+	clk *clock.Fake
+
+	eventSeq int64
+}
+
+func newEnv(t *testing.T, s store.Store) *env {
+	return &env{t: t, ctx: t.Context(), s: s, ns: newNamespace(t), clk: clock.NewFake(time.UnixMilli(T0))}
+}
+
+// newNamespace returns a random namespace name no other case uses.
+func newNamespace(t *testing.T) string {
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		t.Fatal(err)
+	}
+	return "ns-" + hex.EncodeToString(b[:])
+}
+
+// now is the fake time in Unix milliseconds.
+func (e *env) now() int64 { return e.clk.Now().UnixMilli() }
+
+// advance moves the fake clock forward by ms milliseconds.
+func (e *env) advance(ms int64) { e.clk.Advance(time.Duration(ms) * time.Millisecond) }
+
+// limiter returns a Limiter over the case's store, namespace and clock.
+func (e *env) limiter(opts ...tollgate.Option) *tollgate.Limiter {
+	e.t.Helper()
+	all := append([]tollgate.Option{tollgate.WithNamespace(e.ns), tollgate.WithClock(e.clk)}, opts...)
+	lim, err := tollgate.New(e.s, all...)
+	if err != nil {
+		e.t.Fatalf("tollgate.New: %v", err)
+	}
+	return lim
+}
+
+// ---- contract-level helpers ----
+
+func key(entity, resource string) store.BucketKey {
+	return store.BucketKey{Entity: entity, Resource: resource}
+}
+
+// rate returns Params of amount millitokens per period ms with capacity cp.
+func rate(cp, amount, period int64) bucket.Params {
+	return bucket.Params{Capacity: cp, Amount: amount, Period: period}
+}
+
+// conc returns the Params of a concurrency limit of capacity cp millitokens.
+func conc(cp int64) bucket.Params { return bucket.Params{Capacity: cp} }
+
+func checked(name string, p bucket.Params, amount int64) store.LimitRequest {
+	return store.LimitRequest{Name: name, Params: p, Check: true, Amount: amount}
+}
+
+func unchecked(name string, p bucket.Params) store.LimitRequest {
+	return store.LimitRequest{Name: name, Params: p}
+}
+
+func breq(k store.BucketKey, limits ...store.LimitRequest) store.BucketRequest {
+	return store.BucketRequest{Key: k, Limits: limits}
+}
+
+// request builds a ConsumeRequest with private copies of the limit slices, so
+// that Observed values of different calls never alias.
+func request(now int64, buckets ...store.BucketRequest) *store.ConsumeRequest {
+	req := &store.ConsumeRequest{Now: now, Buckets: make([]store.BucketRequest, len(buckets))}
+	for i, b := range buckets {
+		req.Buckets[i] = store.BucketRequest{Key: b.Key, Limits: slices.Clone(b.Limits)}
+	}
+	return req
+}
+
+// consume runs Consume in the case's namespace; a store error is fatal.
+func (e *env) consume(now int64, buckets ...store.BucketRequest) (bool, *store.ConsumeRequest) {
+	e.t.Helper()
+	req := request(now, buckets...)
+	ok, err := e.s.Consume(e.ctx, e.ns, req)
+	if err != nil {
+		e.t.Fatalf("Consume at %+d ms: %v", now-T0, err)
+	}
+	return ok, req
+}
+
+// grant runs Consume and fails the case unless it is granted.
+func (e *env) grant(now int64, buckets ...store.BucketRequest) *store.ConsumeRequest {
+	e.t.Helper()
+	ok, req := e.consume(now, buckets...)
+	if !ok {
+		e.t.Fatalf("Consume at %+d ms denied, want granted; observed %s", now-T0, observed(req))
+	}
+	return req
+}
+
+// deny runs Consume and fails the case unless it is denied.
+func (e *env) deny(now int64, buckets ...store.BucketRequest) *store.ConsumeRequest {
+	e.t.Helper()
+	ok, req := e.consume(now, buckets...)
+	if ok {
+		e.t.Fatalf("Consume at %+d ms granted, want denied; observed %s", now-T0, observed(req))
+	}
+	return req
+}
+
+func observed(req *store.ConsumeRequest) string {
+	var b []byte
+	for _, br := range req.Buckets {
+		for _, lr := range br.Limits {
+			b = append(b, (br.Key.Entity + "/" + br.Key.Resource + "." + lr.Name + "=" + stateString(lr.Observed) + " ")...)
+		}
+	}
+	return string(b)
+}
+
+func stateString(s bucket.State) string {
+	return "{" + itoa(s.Tokens) + " rem " + itoa(s.Rem) + "}"
+}
+
+// wantObserved checks the Observed state of limit name in bucket k of req.
+func (e *env) wantObserved(req *store.ConsumeRequest, k store.BucketKey, name string, want bucket.State) {
+	e.t.Helper()
+	for _, br := range req.Buckets {
+		if br.Key != k {
+			continue
+		}
+		if i := br.Find(name); i >= 0 {
+			if got := br.Limits[i].Observed; got != want {
+				e.t.Errorf("%s/%s.%s Observed = %s, want %s", k.Entity, k.Resource, name, stateString(got), stateString(want))
+			}
+			return
+		}
+	}
+	e.t.Fatalf("request has no limit %s in bucket %v", name, k)
+}
+
+// read returns ReadBuckets of keys; an error or a result of the wrong length
+// is fatal.
+func (e *env) read(keys ...store.BucketKey) []*store.Record {
+	e.t.Helper()
+	recs, err := e.s.ReadBuckets(e.ctx, e.ns, keys)
+	if err != nil {
+		e.t.Fatalf("ReadBuckets: %v", err)
+	}
+	if len(recs) != len(keys) {
+		e.t.Fatalf("ReadBuckets returned %d records for %d keys", len(recs), len(keys))
+	}
+	return recs
+}
+
+// limit returns the stored limit name of bucket k; a missing bucket or limit
+// is fatal.
+func (e *env) limit(k store.BucketKey, name string) (store.LimitState, *store.Record) {
+	e.t.Helper()
+	rec := e.read(k)[0]
+	if rec == nil {
+		e.t.Fatalf("bucket %v does not exist", k)
+	}
+	i := rec.Find(name)
+	if i < 0 {
+		e.t.Fatalf("bucket %v has no limit %q", k, name)
+	}
+	return rec.Limits[i], rec
+}
+
+// wantStored checks the stored (unrefilled) state of a limit.
+func (e *env) wantStored(k store.BucketKey, name string, want bucket.State) {
+	e.t.Helper()
+	if got, _ := e.limit(k, name); got.State != want {
+		e.t.Errorf("stored %s/%s.%s = %s, want %s", k.Entity, k.Resource, name, stateString(got.State), stateString(want))
+	}
+}
+
+// wantTokensAt checks the balance of a limit as it is at now: the stored state
+// refilled from the record's Refilled time. This is what any later Consume at
+// now observes, whether or not the backend wrote anything in between.
+func (e *env) wantTokensAt(k store.BucketKey, name string, now, want int64) {
+	e.t.Helper()
+	l, rec := e.limit(k, name)
+	got := bucket.Refill(l.State, l.Params, now-rec.Refilled)
+	if got.Tokens != want {
+		e.t.Errorf("%s/%s.%s at %+d ms = %d millitokens, want %d", k.Entity, k.Resource, name, now-T0, got.Tokens, want)
+	}
+}
+
+func (e *env) deltas(ds ...store.Delta) {
+	e.t.Helper()
+	if err := e.s.ApplyDeltas(e.ctx, e.ns, ds); err != nil {
+		e.t.Fatalf("ApplyDeltas: %v", err)
+	}
+}
+
+func delta(k store.BucketKey, name string, amount int64) store.Delta {
+	return store.Delta{Key: k, Limit: name, Amount: amount}
+}
+
+// event returns an audit event with a fresh id that sorts after every id the
+// env made before (a ULID whose time advances by one millisecond per event).
+func (e *env) event(action, entity, resource string) model.AuditEvent {
+	e.eventSeq++
+	ms := T0 + e.eventSeq
+	return model.AuditEvent{
+		ID:        ulid.MustNew(uint64(ms), rand.Reader).String(),
+		Time:      time.UnixMilli(ms).UTC(),
+		Action:    action,
+		Entity:    entity,
+		Resource:  resource,
+		Principal: "storetest",
+		Details:   map[string]string{"seq": itoa(e.eventSeq)},
+	}
+}
+
+func (e *env) createEntity(ent model.Entity) model.AuditEvent {
+	e.t.Helper()
+	if ent.CreatedAt.IsZero() {
+		ent.CreatedAt = e.clk.Now().UTC()
+	}
+	ev := e.event(model.ActionEntityCreate, ent.ID, "")
+	if err := e.s.CreateEntity(e.ctx, e.ns, ent, ev); err != nil {
+		e.t.Fatalf("CreateEntity(%s): %v", ent.ID, err)
+	}
+	return ev
+}
+
+func (e *env) putConfig(sc model.Scope, cfg model.Config) model.AuditEvent {
+	e.t.Helper()
+	ev := e.event(model.ActionConfigSet, sc.Entity, sc.Resource)
+	if err := e.s.PutConfig(e.ctx, e.ns, sc, cfg, ev); err != nil {
+		e.t.Fatalf("PutConfig(%+v): %v", sc, err)
+	}
+	return ev
+}
+
+func (e *env) getConfigs(scopes ...model.Scope) []*model.Config {
+	e.t.Helper()
+	cfgs, err := e.s.GetConfigs(e.ctx, e.ns, scopes)
+	if err != nil {
+		e.t.Fatalf("GetConfigs: %v", err)
+	}
+	if len(cfgs) != len(scopes) {
+		e.t.Fatalf("GetConfigs returned %d configs for %d scopes", len(cfgs), len(scopes))
+	}
+	return cfgs
+}
+
+func (e *env) audit(entity string) []model.AuditEvent {
+	e.t.Helper()
+	evs, err := e.s.ListAudit(e.ctx, e.ns, entity, "", 1000)
+	if err != nil {
+		e.t.Fatalf("ListAudit(%q): %v", entity, err)
+	}
+	return evs
+}
+
+// ---- limiter-level helpers ----
+
+// status returns the status of limit name of entity in statuses.
+func status(t *testing.T, statuses []model.Status, entity, name string) model.Status {
+	t.Helper()
+	for _, s := range statuses {
+		if s.Entity == entity && s.Limit == name {
+			return s
+		}
+	}
+	t.Fatalf("no status for %s.%s in %+v", entity, name, statuses)
+	return model.Status{}
+}
+
+// available returns Available's whole-token balance of limit name of entity
+// (which may be a cascade ancestor of the entity asked about).
+func (e *env) available(lim *tollgate.Limiter, of, resource, entity, name string, opts ...tollgate.AcquireOption) int64 {
+	e.t.Helper()
+	st, err := lim.Available(e.ctx, of, resource, opts...)
+	if err != nil {
+		e.t.Fatalf("Available(%s/%s): %v", of, resource, err)
+	}
+	return status(e.t, st, entity, name).Available
+}
+
+func (e *env) wantAvailable(lim *tollgate.Limiter, entity, resource, name string, want int64, opts ...tollgate.AcquireOption) {
+	e.t.Helper()
+	if got := e.available(lim, entity, resource, entity, name, opts...); got != want {
+		e.t.Errorf("Available %s/%s.%s = %d, want %d", entity, resource, name, got, want)
+	}
+}
+
+func (e *env) acquire(lim *tollgate.Limiter, entity, resource string, c tollgate.Consume, opts ...tollgate.AcquireOption) *tollgate.Lease {
+	e.t.Helper()
+	le, err := lim.Acquire(e.ctx, entity, resource, c, opts...)
+	if err != nil {
+		e.t.Fatalf("Acquire(%s/%s, %v) at %+v: %v", entity, resource, c, e.clk.Now().Sub(time.UnixMilli(T0)), err)
+	}
+	return le
+}
+
+// denied acquires and requires a *RateLimitExceeded, which it returns.
+func (e *env) denied(lim *tollgate.Limiter, entity, resource string, c tollgate.Consume, opts ...tollgate.AcquireOption) *tollgate.RateLimitExceeded {
+	e.t.Helper()
+	le, err := lim.Acquire(e.ctx, entity, resource, c, opts...)
+	var ex *tollgate.RateLimitExceeded
+	if !errors.As(err, &ex) {
+		if le != nil {
+			_ = le.Rollback(e.ctx)
+		}
+		e.t.Fatalf("Acquire(%s/%s, %v) = %v, want *RateLimitExceeded", entity, resource, c, err)
+	}
+	if !errors.Is(err, tollgate.ErrRateLimited) {
+		e.t.Errorf("denial %v does not match ErrRateLimited", err)
+	}
+	return ex
+}
+
+func (e *env) commit(le *tollgate.Lease) {
+	e.t.Helper()
+	if err := le.Commit(e.ctx); err != nil {
+		e.t.Fatalf("Commit: %v", err)
+	}
+}
+
+func (e *env) rollback(le *tollgate.Lease) {
+	e.t.Helper()
+	if err := le.Rollback(e.ctx); err != nil {
+		e.t.Fatalf("Rollback: %v", err)
+	}
+}
+
+// ---- comparisons ----
+
+func sameEntity(a, b model.Entity) bool {
+	return a.ID == b.ID && a.Name == b.Name && a.ParentID == b.ParentID && a.Cascade == b.Cascade &&
+		sameMap(a.Metadata, b.Metadata) && a.CreatedAt.Equal(b.CreatedAt)
+}
+
+func sameEvent(a, b model.AuditEvent) bool {
+	return a.ID == b.ID && a.Time.Equal(b.Time) && a.Action == b.Action && a.Entity == b.Entity &&
+		a.Resource == b.Resource && a.Principal == b.Principal && sameMap(a.Details, b.Details)
+}
+
+func sameConfig(a, b model.Config) bool {
+	return slices.Equal(a.Limits, b.Limits) && a.OnUnavailable == b.OnUnavailable
+}
+
+// sameMap treats nil and empty maps as equal.
+func sameMap(a, b map[string]string) bool { return maps.Equal(a, b) }
+
+func eventIDs(evs []model.AuditEvent) []string {
+	ids := make([]string, len(evs))
+	for i, ev := range evs {
+		ids[i] = ev.ID
+	}
+	return ids
+}
+
+func entityIDs(es []model.Entity) []string {
+	ids := make([]string, len(es))
+	for i, e := range es {
+		ids[i] = e.ID
+	}
+	return ids
+}
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }
