@@ -107,10 +107,11 @@ func (l *Limiter) plan(ctx context.Context, d *leaseData, entity, resource strin
 	if d.opts.limitsErr != nil {
 		return d.opts.limitsErr
 	}
+	var err error
 	if d.opts.explicit {
 		// Check what needs no store first, so that a request that can never
 		// be granted is refused even while the store is down.
-		if err := fitConsume(consume, d.opts.limits, entity, resource); err != nil {
+		if d.amounts, err = fitConsume(consume, d.opts.limits, entity, resource, d.amounts); err != nil {
 			return err
 		}
 	}
@@ -138,20 +139,27 @@ func (l *Limiter) plan(ctx context.Context, d *leaseData, entity, resource strin
 			}
 			limits = r.limits
 			if depth == 0 {
-				if err := fitConsume(consume, limits, entity, resource); err != nil {
+				if d.amounts, err = fitConsume(consume, limits, entity, resource, d.amounts); err != nil {
 					return err
 				}
 			}
 		}
+		// d.amounts holds the entity's amounts, checked by fitConsume; an
+		// ancestor with stored limits of its own is looked up afresh, and
+		// may have a smaller capacity.
+		fitted := depth == 0 || d.opts.explicit
 		start := len(limitBuf)
-		for _, p := range limits {
-			lr := store.LimitRequest{Name: p.limit.Name, Params: p.params}
-			if n, ok := consume[p.limit.Name]; ok {
-				// fitConsume bounded n; an ancestor may still be smaller.
-				lr.Check, lr.Amount = true, n*1000
-				if lr.Amount > p.params.Capacity {
-					return exceedsCapacity(p.limit, id, n)
-				}
+		for i, p := range limits {
+			lr := store.LimitRequest{Name: p.limit.Name, Params: p.params, Amount: -1}
+			if fitted {
+				lr.Amount = d.amounts[i]
+			} else if n, ok := consume[p.limit.Name]; ok {
+				lr.Amount = n * 1000
+			}
+			if lr.Check = lr.Amount >= 0; !lr.Check {
+				lr.Amount = 0
+			} else if lr.Amount > p.params.Capacity {
+				return exceedsCapacity(p.limit, id, lr.Amount/1000)
 			}
 			limitBuf = append(limitBuf, lr)
 		}
@@ -166,27 +174,30 @@ func (l *Limiter) plan(ctx context.Context, d *leaseData, entity, resource strin
 
 // fitConsume checks consume against the entity's limits: every name must be
 // a limit in effect, every amount representable, non-negative and within the
-// limit's capacity. The common case costs one map lookup per limit and no
-// iteration over the map.
-func fitConsume(consume Consume, limits []prepared, entity, resource string) error {
+// limit's capacity. It returns, reusing buf, each limit's amount in
+// millitokens, or -1 where consume does not name it. The common case costs
+// one map lookup per limit and no iteration over the map.
+func fitConsume(consume Consume, limits []prepared, entity, resource string, buf []int64) ([]int64, error) {
+	amounts := buf[:0]
 	matched := 0
 	for _, p := range limits {
 		n, ok := consume[p.limit.Name]
-		if !ok {
+		switch {
+		case !ok:
+			amounts = append(amounts, -1)
 			continue
+		case n < 0 || n > model.MaxTokens:
+			return amounts, badConsume(consume, limits, entity, resource)
+		case n*1000 > p.params.Capacity:
+			return amounts, exceedsCapacity(p.limit, entity, n)
 		}
-		if n < 0 || n > model.MaxTokens {
-			return badConsume(consume, limits, entity, resource)
-		}
-		if n*1000 > p.params.Capacity {
-			return exceedsCapacity(p.limit, entity, n)
-		}
+		amounts = append(amounts, n*1000)
 		matched++
 	}
 	if matched != len(consume) {
-		return badConsume(consume, limits, entity, resource)
+		return amounts, badConsume(consume, limits, entity, resource)
 	}
-	return nil
+	return amounts, nil
 }
 
 // badConsume explains why consume does not fit limits: an amount is negative

@@ -38,6 +38,7 @@ type leaseData struct {
 	req     store.ConsumeRequest
 	buckets []store.BucketRequest
 	limits  []store.LimitRequest
+	amounts []int64      // scratch: the entity's amounts per limit, millitokens
 	pending []adjustment // unwritten adjustments, millitokens
 	deltas  []store.Delta
 }

@@ -133,12 +133,17 @@ func (s *Store) ApplyDeltas(ctx context.Context, ns string, deltas []store.Delta
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	for _, d := range deltas {
-		id := bucketID{ns, d.Key.Entity, d.Key.Resource}
+	// Deltas of one bucket are consecutive (a lease lists its limits bucket
+	// by bucket): look each bucket up once.
+	for i := 0; i < len(deltas); {
+		id := bucketID{ns, deltas[i].Key.Entity, deltas[i].Key.Resource}
 		sh := &s.shards[s.shardOf(id)]
 		sh.mu.Lock()
-		if rec := sh.buckets[id]; rec != nil {
-			store.ApplyDelta(rec, d)
+		rec := sh.buckets[id]
+		for ; i < len(deltas) && deltas[i].Key == (store.BucketKey{Entity: id.entity, Resource: id.resource}); i++ {
+			if rec != nil {
+				store.ApplyDelta(rec, deltas[i])
+			}
 		}
 		sh.mu.Unlock()
 	}

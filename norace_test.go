@@ -1,0 +1,5 @@
+//go:build !race
+
+package tollgate_test
+
+const raceEnabled = false
