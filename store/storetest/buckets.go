@@ -46,17 +46,13 @@ func testConsumeCreatesFullAndDebits(t *testing.T, e *env) {
 	if l.Params != p {
 		t.Errorf("stored Params = %+v, want %+v", l.Params, p)
 	}
-	if l.State != (bucket.State{Tokens: 7_000}) {
-		t.Errorf("stored state = %s, want {7000 rem 0}", stateString(l.State))
-	}
+	e.wantStored(k, "a", bucket.State{Tokens: 7_000})
 
 	// 100 ms later: +1000 refilled, Observed is after refill, before debit.
 	req = e.grant(T0+100, breq(k, checked("a", p, 500)))
 	e.wantObserved(req, k, "a", bucket.State{Tokens: 8_000})
 	e.wantStored(k, "a", bucket.State{Tokens: 7_500})
-	if _, rec := e.limit(k, "a"); rec.Refilled != T0+100 {
-		t.Errorf("Refilled = %+d, want +100", rec.Refilled-T0)
-	}
+	e.wantRefilledBy(k, T0+100)
 
 	// 3 ms later: 30 millitokens accrue; requesting exactly the balance is
 	// granted and leaves zero.
@@ -257,9 +253,7 @@ func testTimeNeverRunsBackwards(t *testing.T, e *env) {
 	e.wantObserved(req, k, "a", bucket.State{Tokens: 250})
 	req = e.grant(T0+1_300, breq(k, checked("a", p, 0)))
 	e.wantObserved(req, k, "a", bucket.State{Tokens: 100})
-	if _, rec := e.limit(k, "a"); rec.Refilled != T0+1_300 {
-		t.Errorf("Refilled = %+d, want +1300", rec.Refilled-T0)
-	}
+	e.wantRefilledBy(k, T0+1_300)
 }
 
 func testParamAdoption(t *testing.T, e *env) {

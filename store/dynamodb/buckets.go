@@ -1,0 +1,644 @@
+package dynamodb
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/tollgate-rl/tollgate/bucket"
+	"github.com/tollgate-rl/tollgate/store"
+)
+
+// ErrContention is wrapped by the error returned when an operation kept
+// losing races with concurrent writers and gave up (see WithMaxAttempts).
+var ErrContention = errors.New("dynamodb: gave up under write contention")
+
+// Consume implements store.Buckets.
+func (s *Store) Consume(ctx context.Context, ns string, req *store.ConsumeRequest) (bool, error) {
+	if len(req.Buckets) == 1 {
+		return s.consumeOne(ctx, ns, &req.Buckets[0], req.Now)
+	}
+	return s.consumeMany(ctx, ns, req)
+}
+
+// consumeOne is the single-bucket path: a speculative write when the bucket
+// is known, else (or when that fails and refill could help) a write guarded
+// by the refill timestamp, after reading the bucket (or from the old item a
+// failed speculative write returned).
+func (s *Store) consumeOne(ctx context.Context, ns string, br *store.BucketRequest, now int64) (bool, error) {
+	id := bucketID{ns, br.Key}
+	var old item
+	read := false
+	if s.speculative && s.isKnown(id) && debits(br) {
+		res, err := s.speculate(ctx, ns, br, now)
+		if err != nil {
+			return false, err
+		}
+		if res.ok {
+			return true, nil
+		}
+		if res.old == nil {
+			s.known.Delete(id) // deleted meanwhile: create it again
+		} else if _, ok, err := prepareFrom(res.old, br, now); err != nil || !ok {
+			return false, err // refill cannot help: reject without another call
+		}
+		old, read = res.old, true
+	}
+	for attempt := 0; attempt < s.maxAttempts; attempt++ {
+		if !read {
+			var err error
+			if old, err = s.getBucket(ctx, ns, br.Key); err != nil {
+				return false, err
+			}
+		}
+		granted, retry, err := s.writeOne(ctx, ns, br, now, old)
+		if err != nil || retry == nil {
+			return granted, err
+		}
+		// A failed write normally returns the item it met; if it did not
+		// (it may be gone), read it again.
+		old, read = retry.old, retry.old != nil
+		if err := backoff(ctx, attempt); err != nil {
+			return false, err
+		}
+	}
+	return false, fmt.Errorf("%w: bucket %s/%s after %d attempts", ErrContention, br.Key.Entity, br.Key.Resource, s.maxAttempts)
+}
+
+// retryFrom carries the item a failed conditional write returned.
+type retryFrom struct{ old item }
+
+// writeOne prepares the bucket from old (nil: it does not exist) and writes
+// it: create or normal write. It returns retry when a concurrent writer got
+// in first.
+func (s *Store) writeOne(ctx context.Context, ns string, br *store.BucketRequest, now int64, old item) (bool, *retryFrom, error) {
+	var rec *store.Record
+	if old != nil {
+		var err error
+		if rec, err = decodeRecord(old); err != nil {
+			return false, nil, err
+		}
+	}
+	p := prepared(rec, now)
+	if !store.Prepare(p, br, now) {
+		return false, nil, nil
+	}
+	in := s.writeInput(ns, br, now, old, rec, p)
+	var err error
+	switch {
+	case in.put != nil:
+		_, err = s.db.PutItem(ctx, in.put)
+	case in.update.UpdateExpression == nil:
+		return true, nil, nil // same time, no debit: nothing changes
+	default:
+		_, err = s.db.UpdateItem(ctx, in.update)
+	}
+	var cond *types.ConditionalCheckFailedException
+	switch {
+	case errors.As(err, &cond):
+		return false, &retryFrom{old: cond.Item}, nil
+	case err != nil:
+		return false, nil, fmt.Errorf("dynamodb: write bucket %s/%s: %w", br.Key.Entity, br.Key.Resource, err)
+	}
+	s.known.Store(bucketID{ns, br.Key}, struct{}{})
+	return true, nil, nil
+}
+
+// prepared returns a copy of rec to prepare, or a new record.
+func prepared(rec *store.Record, now int64) *store.Record {
+	if rec == nil {
+		return store.NewRecord(now)
+	}
+	return rec.Clone()
+}
+
+// prepareFrom decodes a bucket item and prepares br against it, filling
+// br's Observed.
+func prepareFrom(it item, br *store.BucketRequest, now int64) (*store.Record, bool, error) {
+	rec, err := decodeRecord(it)
+	if err != nil {
+		return nil, false, err
+	}
+	return rec, store.Prepare(rec, br, now), nil
+}
+
+func debits(br *store.BucketRequest) bool {
+	for i := range br.Limits {
+		if br.Limits[i].Amount > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+type writeInput struct {
+	put    *dynamodb.PutItemInput
+	update *dynamodb.UpdateItemInput
+}
+
+// writeInput builds the write of a prepared bucket p (not yet debited) whose
+// stored state was old (nil: create it).
+//
+// An existing bucket is updated relative to what was read, so that
+// concurrent speculative debits (which do not touch rf) commute with the
+// write: each rate limit's balance gets ADD (refill credit - debit), guarded
+// by a floor (the balance still covers the debit) and a ceiling (the credit
+// still fits under the capacity, so no concurrent refund made clamping
+// necessary). The refill timestamp guards against a concurrent refill. Where
+// refill filled the bucket, where parameters changed, or for a new limit,
+// the balance is SET outright, guarded by its old value.
+func (s *Store) writeInput(ns string, br *store.BucketRequest, now int64, old item, rec, p *store.Record) writeInput {
+	if rec == nil {
+		debited := p.Clone()
+		store.Debit(debited, br)
+		consumed := map[string]int64{}
+		for _, lr := range br.Limits {
+			consumed[lr.Name] = lr.Amount
+		}
+		it := encodeBucket(ns, br.Key, 0, 1, debited, consumed)
+		return writeInput{put: &dynamodb.PutItemInput{
+			TableName:                           &s.table,
+			Item:                                it,
+			ConditionExpression:                 aws.String("attribute_not_exists(PK)"),
+			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+		}}
+	}
+	e := newExpr()
+	e.where("%s = %v", attrRefilled, num(rec.Refilled))
+	if p.Refilled != rec.Refilled {
+		e.setN(attrRefilled, p.Refilled)
+	}
+	for _, l := range p.Limits {
+		var amount int64
+		checked := false
+		if i := br.Find(l.Name); i >= 0 {
+			amount, checked = br.Limits[i].Amount, br.Limits[i].Check
+		}
+		tk, rm := limitAttr(l.Name, fieldTokens), limitAttr(l.Name, fieldRem)
+		j := rec.Find(l.Name)
+		switch {
+		case j >= 0 && rec.Limits[j].Params == l.Params && (l.Params.Amount == 0 || l.State.Tokens < l.Params.Capacity):
+			credit := l.State.Tokens - rec.Limits[j].State.Tokens
+			if d := credit - amount; d != 0 {
+				e.addN(tk, d)
+			}
+			if l.State.Rem != rec.Limits[j].State.Rem {
+				e.setN(rm, l.State.Rem)
+			}
+			if checked {
+				e.where("%s >= %v", tk, num(amount-credit))
+			}
+			if l.Params.Amount > 0 {
+				e.where("%s <= %v", tk, num(l.Params.Capacity-credit))
+			}
+		default:
+			if j >= 0 {
+				e.where("%s = %v", tk, num(rec.Limits[j].State.Tokens))
+			} else {
+				e.where("attribute_not_exists(%s)", tk, nil)
+			}
+			e.setN(tk, l.State.Tokens-amount)
+			e.setN(rm, l.State.Rem)
+			if j < 0 || rec.Limits[j].Params != l.Params {
+				e.setN(limitAttr(l.Name, fieldCapacity), l.Params.Capacity)
+				e.setN(limitAttr(l.Name, fieldAmount), l.Params.Amount)
+				e.setN(limitAttr(l.Name, fieldPeriod), l.Params.Period)
+			}
+		}
+		if amount != 0 {
+			e.addN(limitAttr(l.Name, fieldConsumed), amount)
+		}
+		if l.Params.Amount > 0 {
+			// ADD, not SET: concurrent speculative debits and refunds move
+			// the bound too, and must not be overwritten.
+			debited := bucket.ForceConsume(l.State, amount)
+			fa := limitAttr(l.Name, fieldFullAt)
+			oldFA, _ := getN(old, fa)
+			if d := fullAt(p.Refilled, store.LimitState{State: debited, Params: l.Params}) - oldFA; d != 0 {
+				e.addN(fa, d)
+			}
+		}
+	}
+	return writeInput{update: &dynamodb.UpdateItemInput{
+		TableName:                           &s.table,
+		Key:                                 bucketKey(ns, br.Key),
+		UpdateExpression:                    e.update(),
+		ConditionExpression:                 e.condition(),
+		ExpressionAttributeNames:            e.names,
+		ExpressionAttributeValues:           e.attrValues(),
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	}}
+}
+
+func bucketKey(ns string, k store.BucketKey) item {
+	return item{attrPK: str(bucketPK(ns, k, 0)), attrSK: str(skState)}
+}
+
+// speculation is the outcome of a speculative write: ok, or the old item
+// (nil if the bucket does not exist).
+type speculation struct {
+	ok  bool
+	old item
+}
+
+// speculate debits br without reading: ADD each amount, on condition that
+// the bucket exists with the request's parameters, every checked balance
+// covers its amount without refill, and refill has not filled any debited
+// limit since the bucket's refill time (so the debit commutes with the
+// refill not yet applied). On success Observed is derived from the new item.
+func (s *Store) speculate(ctx context.Context, ns string, br *store.BucketRequest, now int64) (speculation, error) {
+	e := newExpr()
+	e.where("attribute_exists(%s)", attrPK, nil)
+	for _, lr := range br.Limits {
+		e.where("%s = %v", limitAttr(lr.Name, fieldCapacity), num(lr.Params.Capacity))
+		e.where("%s = %v", limitAttr(lr.Name, fieldAmount), num(lr.Params.Amount))
+		e.where("%s = %v", limitAttr(lr.Name, fieldPeriod), num(lr.Params.Period))
+		if lr.Check {
+			e.where("%s >= %v", limitAttr(lr.Name, fieldTokens), num(lr.Amount))
+		}
+		if lr.Amount > 0 {
+			e.addN(limitAttr(lr.Name, fieldTokens), -lr.Amount)
+			e.addN(limitAttr(lr.Name, fieldConsumed), lr.Amount)
+			if lr.Params.Amount > 0 {
+				// Debiting without refilling is exact only if refill has not
+				// reached the capacity since rf (it would have clamped). fa
+				// is a lower bound of when it does; a debit of c postpones it
+				// by at least floor(c*Period/Amount) ms.
+				fa := limitAttr(lr.Name, fieldFullAt)
+				e.where("%s > %v", fa, num(now))
+				e.addN(fa, postpone(lr.Amount, lr.Params))
+			}
+		}
+	}
+	out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                           &s.table,
+		Key:                                 bucketKey(ns, br.Key),
+		UpdateExpression:                    e.update(),
+		ConditionExpression:                 e.condition(),
+		ExpressionAttributeNames:            e.names,
+		ExpressionAttributeValues:           e.attrValues(),
+		ReturnValues:                        types.ReturnValueAllNew,
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	})
+	var cond *types.ConditionalCheckFailedException
+	if errors.As(err, &cond) {
+		return speculation{old: cond.Item}, nil
+	}
+	if err != nil {
+		return speculation{}, fmt.Errorf("dynamodb: speculative write %s/%s: %w", br.Key.Entity, br.Key.Resource, err)
+	}
+	rec, err := decodeRecord(out.Attributes)
+	if err != nil {
+		return speculation{}, err
+	}
+	for i := range br.Limits {
+		lr := &br.Limits[i]
+		if j := rec.Find(lr.Name); j >= 0 {
+			st := rec.Limits[j].State
+			st.Tokens += lr.Amount // undo the debit: Observed is before it
+			lr.Observed = bucket.Refill(st, lr.Params, now-rec.Refilled)
+		}
+	}
+	return speculation{ok: true}, nil
+}
+
+// postpone is how far a debit of amount moves a limit's full time: at least
+// floor(amount*Period/Amount) ms (the refill of that long credits at most
+// the amount), computed without overflow.
+func postpone(amount int64, p bucket.Params) int64 {
+	d := bucket.RetryAfter(bucket.State{}, bucket.Params{Capacity: amount, Amount: p.Amount, Period: p.Period}, amount)
+	if d == bucket.Never {
+		return 0 // beyond any clock; not moving the bound is always safe
+	}
+	return d - 1
+}
+
+func (s *Store) isKnown(id bucketID) bool {
+	_, ok := s.known.Load(id)
+	return ok
+}
+
+func (s *Store) getBucket(ctx context.Context, ns string, k store.BucketKey) (item, error) {
+	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName: &s.table, Key: bucketKey(ns, k), ConsistentRead: aws.Bool(true),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("dynamodb: read bucket %s/%s: %w", k.Entity, k.Resource, err)
+	}
+	return out.Item, nil
+}
+
+// consumeMany is the cascade path: parallel speculative writes when every
+// bucket is known, compensated if any fails; else (or when refill could
+// help) one transaction over all buckets after reading them.
+func (s *Store) consumeMany(ctx context.Context, ns string, req *store.ConsumeRequest) (bool, error) {
+	if s.speculative && s.allKnownAndDebited(ns, req) {
+		granted, rejected, err := s.speculateMany(ctx, ns, req)
+		if err != nil || granted || rejected {
+			return granted, err
+		}
+	}
+	for attempt := 0; attempt < s.maxAttempts; attempt++ {
+		granted, retry, err := s.transact(ctx, ns, req)
+		if err != nil || !retry {
+			return granted, err
+		}
+		if err := backoff(ctx, attempt); err != nil {
+			return false, err
+		}
+	}
+	return false, fmt.Errorf("%w: cascade of %s/%s after %d attempts", ErrContention,
+		req.Buckets[0].Key.Entity, req.Buckets[0].Key.Resource, s.maxAttempts)
+}
+
+func (s *Store) allKnownAndDebited(ns string, req *store.ConsumeRequest) bool {
+	for i := range req.Buckets {
+		if !s.isKnown(bucketID{ns, req.Buckets[i].Key}) || !debits(&req.Buckets[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// speculateMany writes every bucket speculatively in parallel. If all
+// succeed the request is granted. Otherwise the successful writes are
+// compensated, and the request is rejected at once if some bucket's old item
+// shows that refill cannot help, or left to the slow path.
+func (s *Store) speculateMany(ctx context.Context, ns string, req *store.ConsumeRequest) (granted, rejected bool, err error) {
+	results := make([]speculation, len(req.Buckets))
+	errs := make([]error, len(req.Buckets))
+	var wg sync.WaitGroup
+	for i := range req.Buckets {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			results[i], errs[i] = s.speculate(ctx, ns, &req.Buckets[i], req.Now)
+		}()
+	}
+	wg.Wait()
+	allOK := true
+	for i := range results {
+		allOK = allOK && errs[i] == nil && results[i].ok
+	}
+	if allOK {
+		return true, false, nil
+	}
+	// Give back what succeeded before anything else.
+	var undo []store.Delta
+	for i := range results {
+		if errs[i] == nil && results[i].ok {
+			for _, lr := range req.Buckets[i].Limits {
+				if lr.Amount > 0 {
+					undo = append(undo, store.Delta{Key: req.Buckets[i].Key, Limit: lr.Name, Amount: -lr.Amount})
+				}
+			}
+		}
+	}
+	if len(undo) > 0 {
+		if err := s.ApplyDeltas(context.WithoutCancel(ctx), ns, undo); err != nil {
+			return false, false, fmt.Errorf("dynamodb: compensate cascade: %w", err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return false, false, err
+	}
+	// Every failed bucket's old item gives its Observed state; the request
+	// is rejected at once if refill cannot help one of them.
+	rejected = false
+	for i := range results {
+		switch {
+		case results[i].ok:
+		case results[i].old == nil:
+			s.known.Delete(bucketID{ns, req.Buckets[i].Key})
+			return false, false, nil // it must be created: slow path
+		default:
+			_, ok, err := prepareFrom(results[i].old, &req.Buckets[i], req.Now)
+			if err != nil {
+				return false, false, err
+			}
+			rejected = rejected || !ok
+		}
+	}
+	return false, rejected, nil
+}
+
+// transact reads every bucket, prepares them, and writes them in one
+// transaction. retry reports a lost race.
+func (s *Store) transact(ctx context.Context, ns string, req *store.ConsumeRequest) (granted, retry bool, err error) {
+	keys := make([]store.BucketKey, len(req.Buckets))
+	for i := range req.Buckets {
+		keys[i] = req.Buckets[i].Key
+	}
+	olds, err := s.getBuckets(ctx, ns, keys)
+	if err != nil {
+		return false, false, err
+	}
+	recs := make([]*store.Record, len(olds))
+	ps := make([]*store.Record, len(olds))
+	ok := true
+	for i, it := range olds {
+		if it != nil {
+			if recs[i], err = decodeRecord(it); err != nil {
+				return false, false, err
+			}
+		}
+		ps[i] = prepared(recs[i], req.Now)
+		if !store.Prepare(ps[i], &req.Buckets[i], req.Now) {
+			ok = false
+		}
+	}
+	if !ok {
+		return false, false, nil
+	}
+	var items []types.TransactWriteItem
+	for i := range req.Buckets {
+		in := s.writeInput(ns, &req.Buckets[i], req.Now, olds[i], recs[i], ps[i])
+		if in.put != nil {
+			items = append(items, types.TransactWriteItem{Put: &types.Put{
+				TableName: in.put.TableName, Item: in.put.Item, ConditionExpression: in.put.ConditionExpression,
+			}})
+			continue
+		}
+		u := in.update
+		if u.UpdateExpression == nil {
+			// Nothing changes in this bucket, but the grant depends on it.
+			items = append(items, types.TransactWriteItem{ConditionCheck: &types.ConditionCheck{
+				TableName: u.TableName, Key: u.Key, ConditionExpression: u.ConditionExpression,
+				ExpressionAttributeNames: u.ExpressionAttributeNames, ExpressionAttributeValues: u.ExpressionAttributeValues,
+			}})
+			continue
+		}
+		items = append(items, types.TransactWriteItem{Update: &types.Update{
+			TableName: u.TableName, Key: u.Key, UpdateExpression: u.UpdateExpression,
+			ConditionExpression: u.ConditionExpression, ExpressionAttributeNames: u.ExpressionAttributeNames,
+			ExpressionAttributeValues: u.ExpressionAttributeValues,
+		}})
+	}
+	_, err = s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
+	var canceled *types.TransactionCanceledException
+	switch {
+	case errors.As(err, &canceled):
+		if retryable(canceled) {
+			return false, true, nil
+		}
+		return false, false, fmt.Errorf("dynamodb: cascade transaction: %w", err)
+	case isConflict(err):
+		return false, true, nil
+	case err != nil:
+		return false, false, fmt.Errorf("dynamodb: cascade transaction: %w", err)
+	}
+	for _, k := range keys {
+		s.known.Store(bucketID{ns, k}, struct{}{})
+	}
+	return true, false, nil
+}
+
+// mergeDeltas sums deltas of the same limit (one update cannot name an
+// attribute twice) and drops zeros.
+func mergeDeltas(ds []store.Delta) []store.Delta {
+	out := make([]store.Delta, 0, len(ds))
+	for _, d := range ds {
+		i := 0
+		for i < len(out) && out[i].Limit != d.Limit {
+			i++
+		}
+		if i == len(out) {
+			out = append(out, d)
+		} else {
+			out[i].Amount += d.Amount
+		}
+	}
+	kept := out[:0]
+	for _, d := range out {
+		if d.Amount != 0 {
+			kept = append(kept, d)
+		}
+	}
+	return kept
+}
+
+// retryable reports a transaction cancelled by a lost race: a failed
+// condition or a conflict with another transaction.
+func retryable(e *types.TransactionCanceledException) bool {
+	for _, r := range e.CancellationReasons {
+		switch aws.ToString(r.Code) {
+		case "", "None", "ConditionalCheckFailed", "TransactionConflict":
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+func isConflict(err error) bool {
+	var tc *types.TransactionConflictException
+	return errors.As(err, &tc)
+}
+
+// getBuckets reads items consistently, in order; nil where absent.
+func (s *Store) getBuckets(ctx context.Context, ns string, keys []store.BucketKey) ([]item, error) {
+	ks := make([]item, len(keys))
+	for i, k := range keys {
+		ks[i] = bucketKey(ns, k)
+	}
+	return s.batchGet(ctx, ks)
+}
+
+// ReadBuckets implements store.Buckets.
+func (s *Store) ReadBuckets(ctx context.Context, ns string, keys []store.BucketKey) ([]*store.Record, error) {
+	its, err := s.getBuckets(ctx, ns, keys)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*store.Record, len(keys))
+	for i, it := range its {
+		if it != nil {
+			if out[i], err = decodeRecord(it); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return out, nil
+}
+
+// ApplyDeltas implements store.Buckets: one unconditional-ADD UpdateItem per
+// bucket (guarded only so that a missing bucket or limit is not created
+// half-formed), buckets in parallel.
+func (s *Store) ApplyDeltas(ctx context.Context, ns string, deltas []store.Delta) error {
+	groups := map[store.BucketKey][]store.Delta{}
+	var order []store.BucketKey
+	for _, d := range deltas {
+		if _, ok := groups[d.Key]; !ok {
+			order = append(order, d.Key)
+		}
+		groups[d.Key] = append(groups[d.Key], d)
+	}
+	if len(order) == 1 {
+		return s.addDeltas(ctx, ns, order[0], groups[order[0]])
+	}
+	errs := make([]error, len(order))
+	var wg sync.WaitGroup
+	for i, k := range order {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = s.addDeltas(ctx, ns, k, groups[k])
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// fullAtRefund is what a refund adds to a limit's full-time bound: a refund
+// brings the full time nearer by an amount the backend cannot compute
+// without the parameters, so it pushes the bound far into the past, which
+// stops speculative debits until the next normal write sets it afresh.
+const fullAtRefund = -(1 << 50)
+
+func (s *Store) addDeltas(ctx context.Context, ns string, k store.BucketKey, ds []store.Delta) error {
+	ds = mergeDeltas(ds)
+	for len(ds) > 0 {
+		e := newExpr()
+		for _, d := range ds {
+			e.where("attribute_exists(%s)", limitAttr(d.Limit, fieldCapacity), nil)
+			e.addN(limitAttr(d.Limit, fieldTokens), -d.Amount)
+			e.addN(limitAttr(d.Limit, fieldConsumed), d.Amount)
+			if d.Amount < 0 {
+				e.addN(limitAttr(d.Limit, fieldFullAt), fullAtRefund)
+			}
+		}
+		_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+			TableName:                           &s.table,
+			Key:                                 bucketKey(ns, k),
+			UpdateExpression:                    e.update(),
+			ConditionExpression:                 e.condition(),
+			ExpressionAttributeNames:            e.names,
+			ExpressionAttributeValues:           e.attrValues(),
+			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+		})
+		var cond *types.ConditionalCheckFailedException
+		if !errors.As(err, &cond) {
+			if err != nil {
+				return fmt.Errorf("dynamodb: adjust bucket %s/%s: %w", k.Entity, k.Resource, err)
+			}
+			return nil
+		}
+		// The bucket or some limits are gone: drop their deltas, keep the rest.
+		var kept []store.Delta
+		for _, d := range ds {
+			if cond.Item != nil && cond.Item[limitAttr(d.Limit, fieldCapacity)] != nil {
+				kept = append(kept, d)
+			}
+		}
+		if len(kept) == len(ds) {
+			return fmt.Errorf("dynamodb: adjust bucket %s/%s: condition failed with every limit present", k.Entity, k.Resource)
+		}
+		ds = kept
+	}
+	return nil
+}

@@ -1,0 +1,274 @@
+package dynamodb
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/tollgate-rl/tollgate/bucket"
+	"github.com/tollgate-rl/tollgate/model"
+	"github.com/tollgate-rl/tollgate/store"
+)
+
+type item = map[string]types.AttributeValue
+
+func num(v int64) types.AttributeValue {
+	return &types.AttributeValueMemberN{Value: strconv.FormatInt(v, 10)}
+}
+func str(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }
+func boolean(v bool) types.AttributeValue {
+	return &types.AttributeValueMemberBOOL{Value: v}
+}
+
+func getS(it item, name string) string {
+	if v, ok := it[name].(*types.AttributeValueMemberS); ok {
+		return v.Value
+	}
+	return ""
+}
+
+func getN(it item, name string) (int64, error) {
+	v, ok := it[name].(*types.AttributeValueMemberN)
+	if !ok {
+		return 0, fmt.Errorf("dynamodb: attribute %s missing or not a number", name)
+	}
+	n, err := strconv.ParseInt(v.Value, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("dynamodb: attribute %s: %w", name, err)
+	}
+	return n, nil
+}
+
+func getBool(it item, name string) bool {
+	v, ok := it[name].(*types.AttributeValueMemberBOOL)
+	return ok && v.Value
+}
+
+// decodeRecord reads a bucket item. Limits are found by their capacity
+// attribute; a limit with a partial set of attributes is an error.
+func decodeRecord(it item) (*store.Record, error) {
+	rf, err := getN(it, attrRefilled)
+	if err != nil {
+		return nil, err
+	}
+	rec := &store.Record{Refilled: rf}
+	for name := range it {
+		if !strings.HasPrefix(name, "b_") || !strings.HasSuffix(name, "_"+fieldCapacity) {
+			continue
+		}
+		limit := name[2 : len(name)-3]
+		var l store.LimitState
+		l.Name = limit
+		fields := []struct {
+			f string
+			v *int64
+		}{
+			{fieldCapacity, &l.Params.Capacity}, {fieldAmount, &l.Params.Amount}, {fieldPeriod, &l.Params.Period},
+			{fieldTokens, &l.State.Tokens}, {fieldRem, &l.State.Rem},
+		}
+		for _, f := range fields {
+			if *f.v, err = getN(it, limitAttr(limit, f.f)); err != nil {
+				return nil, err
+			}
+		}
+		rec.Limits = append(rec.Limits, l)
+	}
+	return rec, nil
+}
+
+// shardCount reads a bucket item's shard count (1 when absent).
+func shardCount(it item) int {
+	n, err := getN(it, attrShardCount)
+	if err != nil || n < 1 {
+		return 1
+	}
+	return int(n)
+}
+
+// encodeBucket builds a complete bucket item.
+func encodeBucket(ns string, k store.BucketKey, shard, shards int, rec *store.Record, consumed map[string]int64) item {
+	it := item{
+		attrPK:         str(bucketPK(ns, k, shard)),
+		attrSK:         str(skState),
+		attrEntity:     str(k.Entity),
+		attrResource:   str(k.Resource),
+		attrShard:      num(int64(shard)),
+		attrShardCount: num(int64(shards)),
+		attrRefilled:   num(rec.Refilled),
+		attrGSI2PK:     str(resourcePK(ns, k.Resource)),
+		attrGSI2SK:     str("BUCKET#" + k.Entity + "#" + strconv.Itoa(shard)),
+		attrGSI3PK:     str(entityPK(ns, k.Entity)),
+		attrGSI3SK:     str("BUCKET#" + k.Resource + "#" + strconv.Itoa(shard)),
+		attrGSI4PK:     str(ns),
+		attrGSI4SK:     str(bucketPK(ns, k, shard)),
+	}
+	for _, l := range rec.Limits {
+		it[limitAttr(l.Name, fieldTokens)] = num(l.State.Tokens)
+		it[limitAttr(l.Name, fieldRem)] = num(l.State.Rem)
+		it[limitAttr(l.Name, fieldCapacity)] = num(l.Params.Capacity)
+		it[limitAttr(l.Name, fieldAmount)] = num(l.Params.Amount)
+		it[limitAttr(l.Name, fieldPeriod)] = num(l.Params.Period)
+		it[limitAttr(l.Name, fieldConsumed)] = num(consumed[l.Name])
+		if l.Params.Amount > 0 {
+			it[limitAttr(l.Name, fieldFullAt)] = num(fullAt(rec.Refilled, l))
+		}
+	}
+	return it
+}
+
+// fullAt is when refill alone brings l to capacity, starting at refilled.
+func fullAt(refilled int64, l store.LimitState) int64 {
+	d := bucket.RetryAfter(l.State, l.Params, l.Params.Capacity)
+	if d == bucket.Never || d > bucket.MaxPeriod*2 {
+		d = bucket.MaxPeriod * 2 // far future; never reached by real clocks
+	}
+	return refilled + d
+}
+
+func encodeEntity(ns string, e model.Entity) (item, error) {
+	meta := ""
+	if len(e.Metadata) > 0 {
+		b, err := json.Marshal(e.Metadata)
+		if err != nil {
+			return nil, err
+		}
+		meta = string(b)
+	}
+	it := item{
+		attrPK:       str(entityPK(ns, e.ID)),
+		attrSK:       str(skMeta),
+		"id":         str(e.ID),
+		"name":       str(e.Name),
+		"parent_id":  str(e.ParentID),
+		"cascade":    boolean(e.Cascade),
+		"metadata":   str(meta),
+		"created_at": num(e.CreatedAt.UnixMilli()),
+		attrGSI4PK:   str(ns),
+		attrGSI4SK:   str(entityPK(ns, e.ID)),
+	}
+	if e.ParentID != "" {
+		it[attrGSI1PK] = str(parentGSI1PK(ns, e.ParentID))
+		it[attrGSI1SK] = str(e.ID)
+	}
+	return it, nil
+}
+
+func decodeEntity(it item) (model.Entity, error) {
+	e := model.Entity{
+		ID:       getS(it, "id"),
+		Name:     getS(it, "name"),
+		ParentID: getS(it, "parent_id"),
+		Cascade:  getBool(it, "cascade"),
+	}
+	created, err := getN(it, "created_at")
+	if err != nil {
+		return e, err
+	}
+	e.CreatedAt = time.UnixMilli(created).UTC()
+	if m := getS(it, "metadata"); m != "" {
+		if err := json.Unmarshal([]byte(m), &e.Metadata); err != nil {
+			return e, fmt.Errorf("dynamodb: entity %s metadata: %w", e.ID, err)
+		}
+	}
+	return e, nil
+}
+
+// configKey returns the primary key of the config at scope.
+func configKey(ns string, s model.Scope) item {
+	switch s.Level() {
+	case "system":
+		return item{attrPK: str(systemPK(ns)), attrSK: str(skConfig)}
+	case "resource":
+		return item{attrPK: str(resourcePK(ns, s.Resource)), attrSK: str(skConfig)}
+	}
+	return item{attrPK: str(entityPK(ns, s.Entity)), attrSK: str(entityConfigSK(s.Resource))}
+}
+
+func encodeConfig(ns string, s model.Scope, c model.Config) item {
+	it := configKey(ns, s)
+	limits := make([]types.AttributeValue, len(c.Limits))
+	for i, l := range c.Limits {
+		limits[i] = str(l.String())
+	}
+	it["limits"] = &types.AttributeValueMemberL{Value: limits}
+	it["level"] = str(s.Level())
+	if c.OnUnavailable != "" {
+		it["on_unavailable"] = str(string(c.OnUnavailable))
+	}
+	it[attrGSI4PK] = str(ns)
+	it[attrGSI4SK] = it[attrPK]
+	if s.Entity != "" {
+		// Sparse index: which entities have custom config for a resource.
+		it[attrGSI3PK] = str(resourcePK(ns, s.Resource))
+		it[attrGSI3SK] = str("CONFIG#" + s.Entity)
+	}
+	return it
+}
+
+func decodeConfig(it item) (*model.Config, error) {
+	c := &model.Config{OnUnavailable: model.OnUnavailable(getS(it, "on_unavailable"))}
+	list, _ := it["limits"].(*types.AttributeValueMemberL)
+	if list == nil {
+		return c, nil
+	}
+	for _, v := range list.Value {
+		s, ok := v.(*types.AttributeValueMemberS)
+		if !ok {
+			return nil, fmt.Errorf("dynamodb: config limit is not a string")
+		}
+		l, err := model.ParseLimit(s.Value)
+		if err != nil {
+			return nil, fmt.Errorf("dynamodb: stored limit %q: %w", s.Value, err)
+		}
+		c.Limits = append(c.Limits, l)
+	}
+	return c, nil
+}
+
+func encodeAudit(ns string, ev model.AuditEvent) (item, error) {
+	it := item{
+		attrPK:      str(auditPK(ns, ev.Entity)),
+		attrSK:      str(auditSK(ev.ID)),
+		"id":        str(ev.ID),
+		"time":      num(ev.Time.UnixMilli()),
+		"action":    str(ev.Action),
+		"entity":    str(ev.Entity),
+		"resource":  str(ev.Resource),
+		"principal": str(ev.Principal),
+		attrGSI4PK:  str(ns),
+		attrGSI4SK:  str(auditPK(ns, ev.Entity)),
+	}
+	if len(ev.Details) > 0 {
+		b, err := json.Marshal(ev.Details)
+		if err != nil {
+			return nil, err
+		}
+		it["details"] = str(string(b))
+	}
+	return it, nil
+}
+
+func decodeAudit(it item) (model.AuditEvent, error) {
+	ev := model.AuditEvent{
+		ID:        getS(it, "id"),
+		Action:    getS(it, "action"),
+		Entity:    getS(it, "entity"),
+		Resource:  getS(it, "resource"),
+		Principal: getS(it, "principal"),
+	}
+	t, err := getN(it, "time")
+	if err != nil {
+		return ev, err
+	}
+	ev.Time = time.UnixMilli(t).UTC()
+	if d := getS(it, "details"); d != "" {
+		if err := json.Unmarshal([]byte(d), &ev.Details); err != nil {
+			return ev, fmt.Errorf("dynamodb: audit %s details: %w", ev.ID, err)
+		}
+	}
+	return ev, nil
+}

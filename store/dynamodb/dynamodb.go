@@ -1,0 +1,126 @@
+// Package dynamodb is the production Tollgate backend: many processes on many
+// machines share one DynamoDB table (single-table design, DESIGN 5).
+//
+// A bucket is one item per entity, resource and shard holding every limit.
+// Acquires go out as one speculative conditional UpdateItem (no read) when
+// the bucket is known to exist; a failed condition returns the old item in the
+// same call, from which the backend either rejects at once (refill could not
+// help) or writes again guarded by the refill timestamp. Cascades use
+// parallel speculative writes with compensation, or one TransactWriteItems on
+// the slow path. Adjustments and returns are unconditional ADDs.
+package dynamodb
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awsconfig "github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/tollgate-rl/tollgate/store"
+)
+
+// Store is the DynamoDB backend. It is safe for concurrent use.
+type Store struct {
+	db          *dynamodb.Client
+	table       string
+	speculative bool
+	maxAttempts int
+	noStreams   bool
+
+	// known remembers buckets that exist, so acquires on them go out as
+	// speculative writes without a read. Entries are never wrong for long:
+	// a speculative write on a deleted bucket fails and falls back.
+	known sync.Map // bucketID -> struct{}
+}
+
+type bucketID struct {
+	ns string
+	k  store.BucketKey
+}
+
+var _ store.Store = (*Store)(nil)
+
+// Option configures a Store.
+type Option func(*Store)
+
+// WithSpeculative turns the speculative fast path on (the default) or off.
+// Off, every acquire reads the bucket first (1 read + 1 write).
+func WithSpeculative(on bool) Option { return func(s *Store) { s.speculative = on } }
+
+// WithMaxAttempts bounds how often one operation is tried when it meets
+// write contention or transaction conflicts (default 10). Throttling and
+// transport errors are retried by the SDK's retryer, configured in the
+// aws.Config.
+func WithMaxAttempts(n int) Option { return func(s *Store) { s.maxAttempts = n } }
+
+// WithoutStreams makes CreateTable create the table without DynamoDB
+// Streams. Only for tests of the backend alone: the aggregator needs the
+// stream, and DynamoDB Local slows down with every stream record it keeps.
+func WithoutStreams() Option { return func(s *Store) { s.noStreams = true } }
+
+// New returns a Store using table through a client made from cfg (region,
+// credentials, endpoint, HTTP client and middleware come from cfg and
+// optFns). Call CreateTable or CheckTable before use.
+func New(cfg aws.Config, table string, opts []Option, optFns ...func(*dynamodb.Options)) *Store {
+	s := &Store{table: table, speculative: true, maxAttempts: 10}
+	for _, o := range opts {
+		o(s)
+	}
+	optFns = append([]func(*dynamodb.Options){func(o *dynamodb.Options) {
+		// DynamoDB Local omits the CRC32 header on error responses; the
+		// transport's own integrity checks are enough.
+		o.DisableValidateResponseChecksum = true
+	}}, optFns...)
+	s.db = dynamodb.NewFromConfig(cfg, optFns...)
+	return s
+}
+
+// ConnectConfig names a table and how to reach it.
+type ConnectConfig struct {
+	Table    string
+	Region   string // default: from the AWS configuration chain
+	Endpoint string // e.g. http://127.0.0.1:8000 for DynamoDB Local; empty for AWS
+}
+
+// Connect loads the standard AWS configuration (environment, shared files,
+// instance roles), applies c, and returns a Store. It does not touch the
+// table; call CheckTable (or CreateTable).
+func Connect(ctx context.Context, c ConnectConfig, opts ...Option) (*Store, error) {
+	if c.Table == "" {
+		return nil, errors.New("dynamodb: a table name is required")
+	}
+	loadOpts := []func(*awsconfig.LoadOptions) error{
+		awsconfig.WithHTTPClient(NewHTTPClient()),
+	}
+	if c.Region != "" {
+		loadOpts = append(loadOpts, awsconfig.WithRegion(c.Region))
+	}
+	cfg, err := awsconfig.LoadDefaultConfig(ctx, loadOpts...)
+	if err != nil {
+		return nil, fmt.Errorf("dynamodb: load AWS configuration: %w", err)
+	}
+	var optFns []func(*dynamodb.Options)
+	if c.Endpoint != "" {
+		optFns = append(optFns, func(o *dynamodb.Options) { o.BaseEndpoint = aws.String(c.Endpoint) })
+	}
+	return New(cfg, c.Table, opts, optFns...), nil
+}
+
+// NewHTTPClient returns an HTTP client suited to many concurrent DynamoDB
+// calls: the default transport keeps too few idle connections per host.
+func NewHTTPClient() *http.Client {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConns = 512
+	t.MaxIdleConnsPerHost = 512
+	t.IdleConnTimeout = 90 * time.Second
+	return &http.Client{Transport: t, Timeout: 10 * time.Second}
+}
+
+// Table returns the table name.
+func (s *Store) Table() string { return s.table }

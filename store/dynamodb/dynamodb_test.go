@@ -1,0 +1,73 @@
+package dynamodb
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"os"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/tollgate-rl/tollgate/internal/ddblocal"
+	"github.com/tollgate-rl/tollgate/store"
+	"github.com/tollgate-rl/tollgate/store/storetest"
+)
+
+// endpoint is the DynamoDB Local of this test binary, set by TestMain.
+var endpoint string
+
+func TestMain(m *testing.M) { os.Exit(ddblocal.Main(m, &endpoint)) }
+
+// localConfig is an aws.Config for DynamoDB Local. Every client of a test
+// binary uses the same key and region, so they all see the same tables.
+func localConfig(opts ...func(*aws.Config)) aws.Config {
+	cfg := aws.Config{
+		Region:      "us-east-1",
+		Credentials: credentials.NewStaticCredentialsProvider("tollgate", "local", ""),
+		HTTPClient:  NewHTTPClient(),
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	return cfg
+}
+
+func atLocal(o *dynamodb.Options) { o.BaseEndpoint = aws.String(endpoint) }
+
+// newTable creates a uniquely named table and returns a store on it.
+func newTable(t testing.TB, opts ...Option) *Store {
+	t.Helper()
+	if endpoint == "" {
+		t.Skip(ddblocal.Help)
+	}
+	s := New(localConfig(), "tollgate-test-"+randomHex(6), append([]Option{WithoutStreams()}, opts...), atLocal, func(o *dynamodb.Options) {
+		if os.Getenv("TOLLGATE_TEST_NO_SDK_RETRY") != "" {
+			o.RetryMaxAttempts = 1
+		}
+	})
+	ctx := context.Background()
+	if err := s.CreateTable(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.DeleteTable(context.Background()) })
+	return s
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+func TestConformance(t *testing.T) {
+	s := newTable(t)
+	storetest.Run(t, func(t *testing.T) store.Store { return s })
+}
+
+func TestConformanceWithoutSpeculation(t *testing.T) {
+	s := newTable(t, WithSpeculative(false))
+	storetest.Run(t, func(t *testing.T) store.Store { return s })
+}

@@ -1,0 +1,295 @@
+package dynamodb
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/tollgate-rl/tollgate/model"
+)
+
+// GetConfigs implements store.Configs with one consistent BatchGetItem.
+func (s *Store) GetConfigs(ctx context.Context, ns string, scopes []model.Scope) ([]*model.Config, error) {
+	keys := make([]item, len(scopes))
+	for i, sc := range scopes {
+		keys[i] = configKey(ns, sc)
+	}
+	its, err := s.batchGet(ctx, keys)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*model.Config, len(scopes))
+	for i, it := range its {
+		if it != nil {
+			if out[i], err = decodeConfig(it); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return out, nil
+}
+
+// PutConfig implements store.Configs: the config, the audit event and (for
+// an entity scope) a check that the entity exists, in one transaction.
+func (s *Store) PutConfig(ctx context.Context, ns string, scope model.Scope, cfg model.Config, ev model.AuditEvent) error {
+	audit, err := s.auditPut(ns, ev)
+	if err != nil {
+		return err
+	}
+	items := []types.TransactWriteItem{{Put: &types.Put{TableName: &s.table, Item: encodeConfig(ns, scope, cfg)}}, audit}
+	if scope.Entity != "" {
+		items = append(items, s.entityMustExist(ns, scope.Entity))
+	}
+	reasons, err := s.transactMeta(ctx, items)
+	if failed(reasons, 2) {
+		return model.ErrEntityNotFound
+	}
+	return err
+}
+
+// DeleteConfig implements store.Configs.
+func (s *Store) DeleteConfig(ctx context.Context, ns string, scope model.Scope, ev model.AuditEvent) error {
+	audit, err := s.auditPut(ns, ev)
+	if err != nil {
+		return err
+	}
+	reasons, err := s.transactMeta(ctx, []types.TransactWriteItem{{Delete: &types.Delete{
+		TableName: &s.table, Key: configKey(ns, scope), ConditionExpression: aws.String("attribute_exists(PK)"),
+	}}, audit})
+	if failed(reasons, 0) {
+		return model.ErrNotFound
+	}
+	return err
+}
+
+// CreateEntity implements store.Entities.
+func (s *Store) CreateEntity(ctx context.Context, ns string, e model.Entity, ev model.AuditEvent) error {
+	it, err := encodeEntity(ns, e)
+	if err != nil {
+		return err
+	}
+	audit, err := s.auditPut(ns, ev)
+	if err != nil {
+		return err
+	}
+	items := []types.TransactWriteItem{{Put: &types.Put{
+		TableName: &s.table, Item: it, ConditionExpression: aws.String("attribute_not_exists(PK)"),
+	}}, audit}
+	if e.ParentID != "" {
+		items = append(items, s.entityMustExist(ns, e.ParentID))
+	}
+	reasons, err := s.transactMeta(ctx, items)
+	switch {
+	case failed(reasons, 0):
+		return model.ErrEntityExists
+	case failed(reasons, 2):
+		return model.ErrEntityNotFound
+	}
+	return err
+}
+
+// GetEntity implements store.Entities.
+func (s *Store) GetEntity(ctx context.Context, ns, id string) (model.Entity, error) {
+	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName:      &s.table,
+		Key:            item{attrPK: str(entityPK(ns, id)), attrSK: str(skMeta)},
+		ConsistentRead: aws.Bool(true),
+	})
+	if err != nil {
+		return model.Entity{}, fmt.Errorf("dynamodb: read entity %s: %w", id, err)
+	}
+	if out.Item == nil {
+		return model.Entity{}, model.ErrEntityNotFound
+	}
+	return decodeEntity(out.Item)
+}
+
+// DeleteEntity implements store.Entities. The entity, its configs and the
+// audit event go in one transaction; its buckets, found through GSI3, are
+// deleted after. (GSI3 is eventually consistent: a bucket created a moment
+// before the delete may survive it. It is harmless: a bucket of an unknown
+// entity behaves as a new one once refilled, and is recreated on use.)
+func (s *Store) DeleteEntity(ctx context.Context, ns, id string, ev model.AuditEvent) error {
+	own, err := s.query(ctx, &dynamodb.QueryInput{
+		TableName:                 &s.table,
+		KeyConditionExpression:    aws.String("PK = :pk"),
+		ExpressionAttributeValues: item{":pk": str(entityPK(ns, id))},
+		ConsistentRead:            aws.Bool(true),
+		ProjectionExpression:      aws.String("PK, SK"),
+	})
+	if err != nil {
+		return err
+	}
+	audit, err := s.auditPut(ns, ev)
+	if err != nil {
+		return err
+	}
+	items := []types.TransactWriteItem{{Delete: &types.Delete{
+		TableName:           &s.table,
+		Key:                 item{attrPK: str(entityPK(ns, id)), attrSK: str(skMeta)},
+		ConditionExpression: aws.String("attribute_exists(PK)"),
+	}}, audit}
+	var rest []item
+	for _, it := range own {
+		if getS(it, attrSK) == skMeta {
+			continue
+		}
+		if len(items) < 100 {
+			items = append(items, types.TransactWriteItem{Delete: &types.Delete{TableName: &s.table, Key: it}})
+		} else {
+			rest = append(rest, it)
+		}
+	}
+	reasons, err := s.transactMeta(ctx, items)
+	if failed(reasons, 0) {
+		return model.ErrEntityNotFound
+	}
+	if err != nil {
+		return err
+	}
+	buckets, err := s.query(ctx, &dynamodb.QueryInput{
+		TableName:                 &s.table,
+		IndexName:                 aws.String(gsi3),
+		KeyConditionExpression:    aws.String("GSI3PK = :pk AND begins_with(GSI3SK, :b)"),
+		ExpressionAttributeValues: item{":pk": str(entityPK(ns, id)), ":b": str("BUCKET#")},
+	})
+	if err != nil {
+		return err
+	}
+	for _, b := range buckets {
+		rest = append(rest, item{attrPK: b[attrPK], attrSK: b[attrSK]})
+	}
+	s.known.Range(func(k, _ any) bool {
+		if b := k.(bucketID); b.ns == ns && b.k.Entity == id {
+			s.known.Delete(k)
+		}
+		return true
+	})
+	return s.batchDelete(ctx, rest)
+}
+
+// ListChildren implements store.Entities through GSI1 (eventually
+// consistent on AWS: a child created a moment ago may be missing).
+func (s *Store) ListChildren(ctx context.Context, ns, id string) ([]model.Entity, error) {
+	its, err := s.query(ctx, &dynamodb.QueryInput{
+		TableName:                 &s.table,
+		IndexName:                 aws.String(gsi1),
+		KeyConditionExpression:    aws.String("GSI1PK = :pk"),
+		ExpressionAttributeValues: item{":pk": str(parentGSI1PK(ns, id))},
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]model.Entity, 0, len(its))
+	for _, it := range its {
+		e, err := decodeEntity(it)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, e)
+	}
+	return out, nil
+}
+
+// ListAudit implements store.Audit.
+func (s *Store) ListAudit(ctx context.Context, ns, entity, after string, limit int) ([]model.AuditEvent, error) {
+	in := &dynamodb.QueryInput{
+		TableName:              &s.table,
+		KeyConditionExpression: aws.String("PK = :pk AND SK > :after"),
+		ExpressionAttributeValues: item{
+			":pk": str(auditPK(ns, entity)), ":after": str(auditSK(after)),
+		},
+		ConsistentRead: aws.Bool(true),
+	}
+	if limit > 0 {
+		in.Limit = aws.Int32(int32(min(limit, 1<<30)))
+	}
+	var out []model.AuditEvent
+	for {
+		res, err := s.db.Query(ctx, in)
+		if err != nil {
+			return nil, fmt.Errorf("dynamodb: list audit: %w", err)
+		}
+		for _, it := range res.Items {
+			ev, err := decodeAudit(it)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, ev)
+		}
+		if res.LastEvaluatedKey == nil || (limit > 0 && len(out) >= limit) {
+			return out, nil
+		}
+		in.ExclusiveStartKey = res.LastEvaluatedKey
+		if limit > 0 {
+			in.Limit = aws.Int32(int32(limit - len(out)))
+		}
+	}
+}
+
+func (s *Store) auditPut(ns string, ev model.AuditEvent) (types.TransactWriteItem, error) {
+	it, err := encodeAudit(ns, ev)
+	if err != nil {
+		return types.TransactWriteItem{}, err
+	}
+	return types.TransactWriteItem{Put: &types.Put{TableName: &s.table, Item: it}}, nil
+}
+
+func (s *Store) entityMustExist(ns, id string) types.TransactWriteItem {
+	return types.TransactWriteItem{ConditionCheck: &types.ConditionCheck{
+		TableName:           &s.table,
+		Key:                 item{attrPK: str(entityPK(ns, id)), attrSK: str(skMeta)},
+		ConditionExpression: aws.String("attribute_exists(PK)"),
+	}}
+}
+
+// transactMeta runs a transaction of configuration or entity changes,
+// retrying conflicts. On a failed condition it returns the cancellation
+// reasons (and a non-nil error).
+func (s *Store) transactMeta(ctx context.Context, items []types.TransactWriteItem) ([]types.CancellationReason, error) {
+	for attempt := 0; ; attempt++ {
+		_, err := s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
+		var canceled *types.TransactionCanceledException
+		conflict := isConflict(err)
+		if errors.As(err, &canceled) {
+			for _, r := range canceled.CancellationReasons {
+				if aws.ToString(r.Code) == "ConditionalCheckFailed" {
+					return canceled.CancellationReasons, err
+				}
+			}
+			conflict = retryable(canceled)
+		}
+		if err == nil {
+			return nil, nil
+		}
+		if !conflict || attempt+1 >= s.maxAttempts {
+			return nil, fmt.Errorf("dynamodb: transaction: %w", err)
+		}
+		if err := backoff(ctx, attempt); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// failed reports whether the transaction item at index i failed its condition.
+func failed(reasons []types.CancellationReason, i int) bool {
+	return i < len(reasons) && aws.ToString(reasons[i].Code) == "ConditionalCheckFailed"
+}
+
+// query runs a query to the end.
+func (s *Store) query(ctx context.Context, in *dynamodb.QueryInput) ([]item, error) {
+	var out []item
+	p := dynamodb.NewQueryPaginator(s.db, in)
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("dynamodb: query: %w", err)
+		}
+		out = append(out, page.Items...)
+	}
+	return out, nil
+}
