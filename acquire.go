@@ -62,7 +62,7 @@ func (l *Limiter) Acquire(ctx context.Context, entity, resource string, consume 
 	err := l.plan(ctx, d, entity, resource, consume, now)
 	if err == nil {
 		var granted bool
-		granted, err = l.store.Consume(ctx, l.ns, &d.req)
+		granted, err = l.store.Consume(ctx, d.ns, &d.req)
 		switch {
 		case err == nil && granted:
 			return &Lease{d: d, gen: d.gen.Load(), entity: entity, resource: resource}, nil
@@ -72,19 +72,19 @@ func (l *Limiter) Acquire(ctx context.Context, entity, resource string, consume 
 			err = storeErr(ctx, "acquire", entity+"/"+resource, err)
 		}
 	}
-	mode := d.opts.mode
+	mode, ns := d.opts.mode, d.ns
 	d.release()
-	return l.failed(ctx, entity, resource, mode, err, now)
+	return l.failed(ctx, ns, entity, resource, mode, err, now)
 }
 
 // failed decides what a failed acquire returns: a degraded lease in Allow
 // mode when the store is unavailable, the error otherwise.
-func (l *Limiter) failed(ctx context.Context, entity, resource string, mode model.OnUnavailable, err error, now time.Time) (*Lease, error) {
+func (l *Limiter) failed(ctx context.Context, ns, entity, resource string, mode model.OnUnavailable, err error, now time.Time) (*Lease, error) {
 	if !errors.Is(err, model.ErrUnavailable) {
 		return nil, err
 	}
-	if mode == "" {
-		l.refreshSystemMode(ctx, now.UnixNano())
+	if mode == "" && ns != "" {
+		l.refreshSystemMode(ctx, ns, now.UnixNano())
 	}
 	if l.mode(mode) != model.Allow {
 		return nil, err
@@ -116,11 +116,16 @@ func (l *Limiter) plan(ctx context.Context, d *leaseData, entity, resource strin
 		}
 	}
 	nowNano := now.UnixNano()
+	ns, err := l.namespaceID(ctx, nowNano)
+	if err != nil {
+		return err
+	}
+	d.ns = ns
 	if d.opts.explicit && d.opts.mode == "" {
-		l.refreshSystemMode(ctx, nowNano)
+		l.refreshSystemMode(ctx, ns, nowNano)
 	}
 	var idBuf [model.MaxCascadeDepth]string
-	ids, err := l.chain(ctx, entity, nowNano, &idBuf)
+	ids, err := l.chain(ctx, ns, entity, nowNano, &idBuf)
 	if err != nil {
 		return err
 	}
@@ -129,7 +134,7 @@ func (l *Limiter) plan(ctx context.Context, d *leaseData, entity, resource strin
 	for depth, id := range ids {
 		limits := d.opts.limits
 		if !d.opts.explicit {
-			r, err := l.resolve(ctx, id, resource, nowNano)
+			r, err := l.resolve(ctx, ns, id, resource, nowNano)
 			if err != nil {
 				return err
 			}
@@ -395,7 +400,7 @@ func (l *Limiter) peek(ctx context.Context, entity, resource string, consume Con
 	for i, b := range d.req.Buckets {
 		keys[i] = b.Key
 	}
-	recs, err := l.store.ReadBuckets(ctx, l.ns, keys)
+	recs, err := l.store.ReadBuckets(ctx, d.ns, keys)
 	if err != nil {
 		d.release()
 		return nil, storeErr(ctx, "read buckets", entity+"/"+resource, err)

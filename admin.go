@@ -54,7 +54,11 @@ func (l *Limiter) CreateEntity(ctx context.Context, e Entity, opts ...WriteOptio
 	if err != nil {
 		return Entity{}, err
 	}
-	err = l.store.CreateEntity(ctx, l.ns, e, ev)
+	ns, err := l.nsForAdmin(ctx)
+	if err != nil {
+		return Entity{}, err
+	}
+	err = l.store.CreateEntity(ctx, ns, e, ev)
 	if errors.Is(err, model.ErrEntityNotFound) {
 		return Entity{}, storeErr(ctx, "create entity", e.ID+": parent", err)
 	}
@@ -70,7 +74,11 @@ func (l *Limiter) GetEntity(ctx context.Context, id string) (Entity, error) {
 	if err := model.ValidateEntityID(id); err != nil {
 		return Entity{}, err
 	}
-	e, err := l.store.GetEntity(ctx, l.ns, id)
+	ns, err := l.nsForAdmin(ctx)
+	if err != nil {
+		return Entity{}, err
+	}
+	e, err := l.store.GetEntity(ctx, ns, id)
 	return e, storeErr(ctx, "get entity", id, err)
 }
 
@@ -84,7 +92,11 @@ func (l *Limiter) DeleteEntity(ctx context.Context, id string, opts ...WriteOpti
 	if err != nil {
 		return err
 	}
-	if err := l.store.DeleteEntity(ctx, l.ns, id, ev); err != nil {
+	ns, err := l.nsForAdmin(ctx)
+	if err != nil {
+		return err
+	}
+	if err := l.store.DeleteEntity(ctx, ns, id, ev); err != nil {
 		return storeErr(ctx, "delete entity", id, err)
 	}
 	l.cache.clear()
@@ -96,7 +108,11 @@ func (l *Limiter) Children(ctx context.Context, id string) ([]Entity, error) {
 	if err := model.ValidateEntityID(id); err != nil {
 		return nil, err
 	}
-	kids, err := l.store.ListChildren(ctx, l.ns, id)
+	ns, err := l.nsForAdmin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	kids, err := l.store.ListChildren(ctx, ns, id)
 	return kids, storeErr(ctx, "list children", id, err)
 }
 
@@ -119,7 +135,11 @@ func (l *Limiter) SetConfig(ctx context.Context, scope Scope, cfg Config, opts .
 	if err != nil {
 		return err
 	}
-	if err := l.store.PutConfig(ctx, l.ns, scope, cfg, ev); err != nil {
+	ns, err := l.nsForAdmin(ctx)
+	if err != nil {
+		return err
+	}
+	if err := l.store.PutConfig(ctx, ns, scope, cfg, ev); err != nil {
 		return storeErr(ctx, "set config", describeScope(scope), err)
 	}
 	l.cache.clear()
@@ -135,7 +155,11 @@ func (l *Limiter) GetConfig(ctx context.Context, scope Scope) (Config, error) {
 	if err := scope.Validate(); err != nil {
 		return Config{}, err
 	}
-	cfgs, err := l.store.GetConfigs(ctx, l.ns, []model.Scope{scope})
+	ns, err := l.nsForAdmin(ctx)
+	if err != nil {
+		return Config{}, err
+	}
+	cfgs, err := l.store.GetConfigs(ctx, ns, []model.Scope{scope})
 	if err != nil {
 		return Config{}, storeErr(ctx, "get config", describeScope(scope), err)
 	}
@@ -155,7 +179,11 @@ func (l *Limiter) DeleteConfig(ctx context.Context, scope Scope, opts ...WriteOp
 	if err != nil {
 		return err
 	}
-	if err := l.store.DeleteConfig(ctx, l.ns, scope, ev); err != nil {
+	ns, err := l.nsForAdmin(ctx)
+	if err != nil {
+		return err
+	}
+	if err := l.store.DeleteConfig(ctx, ns, scope, ev); err != nil {
 		return storeErr(ctx, "delete config", describeScope(scope), err)
 	}
 	l.cache.clear()
@@ -184,8 +212,17 @@ func (l *Limiter) AuditEvents(ctx context.Context, entity, after string, limit i
 	case limit == 0:
 		limit = 100
 	}
-	evs, err := l.store.ListAudit(ctx, l.ns, entity, after, limit)
+	ns, err := l.nsForAdmin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	evs, err := l.store.ListAudit(ctx, ns, entity, after, limit)
 	return evs, storeErr(ctx, "list audit", entity, err)
+}
+
+// nsForAdmin resolves the limiter's namespace for an administrative call.
+func (l *Limiter) nsForAdmin(ctx context.Context) (string, error) {
+	return l.namespaceID(ctx, l.clock.Now().UnixNano())
 }
 
 func formatLimits(limits []model.Limit) string {

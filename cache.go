@@ -139,6 +139,9 @@ func (c *cache) stats() CacheStats {
 // CacheStats returns the config cache's counters.
 func (l *Limiter) CacheStats() CacheStats { return l.cache.stats() }
 
-// InvalidateCache drops every cached limit resolution and entity, so the next
-// calls read the store.
-func (l *Limiter) InvalidateCache() { l.cache.clear() }
+// InvalidateCache drops every cached limit resolution and entity, and the
+// resolved namespace, so the next calls read the store.
+func (l *Limiter) InvalidateCache() {
+	l.cache.clear()
+	l.nsCache.Store(nil)
+}

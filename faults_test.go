@@ -34,6 +34,7 @@ const (
 	mDeleteEntity = "DeleteEntity"
 	mListChildren = "ListChildren"
 	mListAudit    = "ListAudit"
+	mGetNamespace = "GetNamespace"
 )
 
 // faultStore is a store.Store that delegates to a memory store, counts the
@@ -166,6 +167,41 @@ func (f *faultStore) ListAudit(ctx context.Context, ns, entity, after string, li
 		return nil, err
 	}
 	return f.inner.ListAudit(ctx, ns, entity, after, limit)
+}
+
+func (f *faultStore) CreateNamespace(ctx context.Context, n model.Namespace) error {
+	if err := f.enter("CreateNamespace"); err != nil {
+		return err
+	}
+	return f.inner.CreateNamespace(ctx, n)
+}
+
+func (f *faultStore) GetNamespace(ctx context.Context, name string) (model.Namespace, error) {
+	if err := f.enter(mGetNamespace); err != nil {
+		return model.Namespace{}, err
+	}
+	return f.inner.GetNamespace(ctx, name)
+}
+
+func (f *faultStore) ListNamespaces(ctx context.Context) ([]model.Namespace, error) {
+	if err := f.enter("ListNamespaces"); err != nil {
+		return nil, err
+	}
+	return f.inner.ListNamespaces(ctx)
+}
+
+func (f *faultStore) SetNamespaceDeleted(ctx context.Context, name string, at time.Time) error {
+	if err := f.enter("SetNamespaceDeleted"); err != nil {
+		return err
+	}
+	return f.inner.SetNamespaceDeleted(ctx, name, at)
+}
+
+func (f *faultStore) PurgeNamespace(ctx context.Context, name string, progress func(int)) error {
+	if err := f.enter("PurgeNamespace"); err != nil {
+		return err
+	}
+	return f.inner.PurgeNamespace(ctx, name, progress)
 }
 
 // newLim returns a limiter over s with a fake clock at tgEpoch.

@@ -32,6 +32,7 @@ type Lease struct {
 // may be touched only by the holder of a handle whose gen matches, under mu.
 type leaseData struct {
 	lim     *Limiter
+	ns      string // the namespace id the request was written in
 	gen     atomic.Uint64
 	mu      sync.Mutex
 	opts    acquireOptions
@@ -64,6 +65,7 @@ func (l *Limiter) getLeaseData() *leaseData { return l.leases.Get().(*leaseData)
 func (d *leaseData) release() {
 	d.gen.Add(1)
 	d.opts = acquireOptions{}
+	d.ns = ""
 	d.req = store.ConsumeRequest{}
 	d.pending = d.pending[:0]
 	d.deltas = d.deltas[:0]
@@ -221,7 +223,7 @@ func (le *Lease) end(ctx context.Context, op string, delta func(lr *store.LimitR
 	}
 	d.deltas = deltas
 	if len(deltas) > 0 {
-		if err := d.lim.store.ApplyDeltas(ctx, d.lim.ns, deltas); err != nil {
+		if err := d.lim.store.ApplyDeltas(ctx, d.ns, deltas); err != nil {
 			d.mu.Unlock()
 			return storeErr(ctx, op, le.entity+"/"+le.resource, err)
 		}

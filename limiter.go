@@ -67,6 +67,7 @@ type Limiter struct {
 
 	// storedMode is the system's OnUnavailable as last read from the store,
 	// remembered for when the store is down.
+	nsCache    atomic.Pointer[nsEntry]
 	storedMode atomic.Pointer[model.OnUnavailable]
 	degraded   atomic.Uint64
 
@@ -79,7 +80,9 @@ type Limiter struct {
 // Option configures a Limiter.
 type Option func(*Limiter)
 
-// WithNamespace makes the limiter use namespace ns (default "default").
+// WithNamespace makes the limiter use namespace ns (default "default"). The
+// default namespace is created on first use; any other must be registered
+// (RegisterNamespace), or calls fail with ErrNamespaceNotFound.
 func WithNamespace(ns string) Option { return func(l *Limiter) { l.ns = ns } }
 
 // WithClock replaces the wall clock, for tests (see clock.Fake).
@@ -115,8 +118,8 @@ func New(s store.Store, opts ...Option) (*Limiter, error) {
 	}
 	l.leases.New = func() any { return newLeaseData(l) }
 	switch {
-	case l.ns == "":
-		return nil, model.Invalid("namespace", "", "must not be empty")
+	case model.ValidateNamespace(l.ns) != nil:
+		return nil, model.ValidateNamespace(l.ns)
 	case l.cache.ttl < 0:
 		return nil, model.Invalid("cache_ttl", l.cache.ttl.String(), "must not be negative")
 	case l.concurrencyRetry <= 0:
@@ -162,7 +165,8 @@ func storeErr(ctx context.Context, op, subject string, err error) error {
 		return err
 	case errors.Is(err, model.ErrInvalid):
 		return err
-	case errors.Is(err, model.ErrNotFound), errors.Is(err, model.ErrEntityNotFound), errors.Is(err, model.ErrEntityExists):
+	case errors.Is(err, model.ErrNotFound), errors.Is(err, model.ErrEntityNotFound), errors.Is(err, model.ErrEntityExists),
+		errors.Is(err, model.ErrNamespaceNotFound), errors.Is(err, model.ErrNamespaceExists), errors.Is(err, model.ErrNamespaceDeleted):
 		return fmt.Errorf("%s %s: %w", op, subject, err)
 	}
 	return &model.UnavailableError{Op: op, Err: err}

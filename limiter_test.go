@@ -43,6 +43,14 @@ func TestNamespace(t *testing.T) {
 	if other.Namespace() != "tenant-b" {
 		t.Errorf("Namespace() = %q, want tenant-b", other.Namespace())
 	}
+	// Only the default namespace exists unregistered.
+	if _, err := other.Acquire(ctx, "k", "api", tollgate.Consume{"rpm": 1}); !errors.Is(err, tollgate.ErrNamespaceNotFound) {
+		t.Fatalf("acquire in an unregistered namespace: err = %v, want ErrNamespaceNotFound", err)
+	}
+	if _, err := def.RegisterNamespace(ctx, "tenant-b"); err != nil {
+		t.Fatal(err)
+	}
+	other.InvalidateCache()
 	// Namespaces sharing a store see neither each other's config nor buckets.
 	if err := def.SetConfig(ctx, tollgate.SystemScope(), tollgate.Config{Limits: []tollgate.Limit{tollgate.PerMinute("rpm", 5)}}); err != nil {
 		t.Fatal(err)

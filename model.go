@@ -67,7 +67,14 @@ var (
 	ErrEntityExists   = model.ErrEntityExists
 	ErrNotFound       = model.ErrNotFound
 	ErrLeaseClosed    = model.ErrLeaseClosed
+
+	ErrNamespaceNotFound = model.ErrNamespaceNotFound
+	ErrNamespaceExists   = model.ErrNamespaceExists
+	ErrNamespaceDeleted  = model.ErrNamespaceDeleted
 )
+
+// Namespace is a tenant's partition of a shared store. See model.Namespace.
+type Namespace = model.Namespace
 
 // PerSecond returns a limit of n tokens per second.
 func PerSecond(name string, n int64) Limit { return model.PerSecond(name, n) }

@@ -11,7 +11,7 @@ import (
 // resolve returns the limits in effect for entity and resource: the first
 // non-empty config of entity+resource, entity default, resource and system.
 // Store failures are returned as *UnavailableError.
-func (l *Limiter) resolve(ctx context.Context, entity, resource string, now int64) (*resolution, error) {
+func (l *Limiter) resolve(ctx context.Context, ns, entity, resource string, now int64) (*resolution, error) {
 	k := store.BucketKey{Entity: entity, Resource: resource}
 	if r := l.cache.resolution(k, now); r != nil {
 		return r, nil
@@ -22,7 +22,7 @@ func (l *Limiter) resolve(ctx context.Context, entity, resource string, now int6
 		{Resource: resource},
 		{},
 	}
-	cfgs, err := l.store.GetConfigs(ctx, l.ns, scopes[:])
+	cfgs, err := l.store.GetConfigs(ctx, ns, scopes[:])
 	if err != nil {
 		return nil, storeErr(ctx, "resolve limits", entity+"/"+resource, err)
 	}
@@ -50,11 +50,11 @@ func (l *Limiter) noteSystemConfig(sys *model.Config, now int64) {
 // refreshSystemMode reads the system config when the cached knowledge of its
 // unavailable mode has expired. Acquires with explicit limits never resolve
 // stored limits, so without this they would never learn the stored mode.
-func (l *Limiter) refreshSystemMode(ctx context.Context, now int64) {
+func (l *Limiter) refreshSystemMode(ctx context.Context, ns string, now int64) {
 	if !l.cache.modeStale(now) {
 		return
 	}
-	cfgs, err := l.store.GetConfigs(ctx, l.ns, []model.Scope{{}})
+	cfgs, err := l.store.GetConfigs(ctx, ns, []model.Scope{{}})
 	if err == nil {
 		l.noteSystemConfig(cfgs[0], now)
 	}
@@ -62,11 +62,11 @@ func (l *Limiter) refreshSystemMode(ctx context.Context, now int64) {
 
 // entity returns the cached or stored entity, with found == false for an
 // entity that does not exist.
-func (l *Limiter) entity(ctx context.Context, id string, now int64) (*entityEntry, error) {
+func (l *Limiter) entity(ctx context.Context, ns, id string, now int64) (*entityEntry, error) {
 	if e := l.cache.entity(id, now); e != nil {
 		return e, nil
 	}
-	e, err := l.store.GetEntity(ctx, l.ns, id)
+	e, err := l.store.GetEntity(ctx, ns, id)
 	entry := &entityEntry{found: err == nil, entity: e}
 	switch {
 	case errors.Is(err, model.ErrEntityNotFound):
@@ -81,11 +81,11 @@ func (l *Limiter) entity(ctx context.Context, id string, now int64) (*entityEntr
 // chain returns the entity followed by the ancestors its acquires debit: each
 // link is followed while the entity cascades and its parent exists, up to
 // model.MaxCascadeDepth entities.
-func (l *Limiter) chain(ctx context.Context, entity string, now int64, buf *[model.MaxCascadeDepth]string) ([]string, error) {
+func (l *Limiter) chain(ctx context.Context, ns, entity string, now int64, buf *[model.MaxCascadeDepth]string) ([]string, error) {
 	ids := append(buf[:0], entity)
-	e, err := l.entity(ctx, entity, now)
+	e, err := l.entity(ctx, ns, entity, now)
 	for err == nil && len(ids) < model.MaxCascadeDepth && e.found && e.entity.Cascade && e.entity.ParentID != "" {
-		if e, err = l.entity(ctx, e.entity.ParentID, now); err == nil && e.found {
+		if e, err = l.entity(ctx, ns, e.entity.ParentID, now); err == nil && e.found {
 			ids = append(ids, e.entity.ID)
 		}
 	}

@@ -13,6 +13,7 @@ package store
 
 import (
 	"context"
+	"time"
 
 	"github.com/tollgate-rl/tollgate/bucket"
 	"github.com/tollgate-rl/tollgate/model"
@@ -24,6 +25,7 @@ type Store interface {
 	Configs
 	Entities
 	Audit
+	Namespaces
 }
 
 // Buckets holds token-bucket state. One bucket exists per namespace, entity and
@@ -79,6 +81,28 @@ type Audit interface {
 	// ListAudit returns up to limit events of entity (empty: system and
 	// resource config events) with ids greater than after, oldest first.
 	ListAudit(ctx context.Context, ns, entity, after string, limit int) ([]model.AuditEvent, error)
+}
+
+// Namespaces is the registry of namespace names and their opaque ids. The
+// ids are what the other methods take as ns.
+type Namespaces interface {
+	// CreateNamespace registers n. It fails with model.ErrNamespaceExists if
+	// the name is registered (deleted or not) or the id is taken.
+	CreateNamespace(ctx context.Context, n model.Namespace) error
+	// GetNamespace returns the namespace named name, or an error matching
+	// model.ErrNamespaceNotFound.
+	GetNamespace(ctx context.Context, name string) (model.Namespace, error)
+	// ListNamespaces returns every registered namespace, deleted ones
+	// included, sorted by name.
+	ListNamespaces(ctx context.Context) ([]model.Namespace, error)
+	// SetNamespaceDeleted soft-deletes the namespace (at is the deletion
+	// time) or, with the zero time, recovers it. Its data is untouched.
+	SetNamespaceDeleted(ctx context.Context, name string, at time.Time) error
+	// PurgeNamespace deletes every item of a soft-deleted namespace, then its
+	// registration. It fails with model.ErrNamespaceNotFound if there is no
+	// such namespace; the caller checks that it is deleted. progress, if not
+	// nil, is called with the number of items deleted so far.
+	PurgeNamespace(ctx context.Context, name string, progress func(deleted int)) error
 }
 
 // BucketKey names a bucket within a namespace.

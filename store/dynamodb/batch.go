@@ -2,6 +2,7 @@ package dynamodb
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"time"
@@ -90,4 +91,8 @@ func backoff(ctx context.Context, attempt int) error {
 	case <-t.C:
 		return nil
 	}
+}
+
+func asCond(err error, target **types.ConditionalCheckFailedException) bool {
+	return err != nil && errors.As(err, target)
 }

@@ -16,6 +16,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/tollgate-rl/tollgate/model"
 	"github.com/tollgate-rl/tollgate/store"
@@ -28,8 +29,9 @@ type Store struct {
 	seed   maphash.Seed
 	shards [shardCount]shard
 
-	mu  sync.RWMutex
-	nss map[string]*namespace
+	mu       sync.RWMutex
+	nss      map[string]*namespace      // by namespace id
+	registry map[string]model.Namespace // by name
 }
 
 type shard struct {
@@ -51,7 +53,7 @@ var _ store.Store = (*Store)(nil)
 
 // New returns an empty memory store.
 func New() *Store {
-	s := &Store{seed: maphash.MakeSeed(), nss: make(map[string]*namespace)}
+	s := &Store{seed: maphash.MakeSeed(), nss: make(map[string]*namespace), registry: make(map[string]model.Namespace)}
 	for i := range s.shards {
 		s.shards[i].buckets = make(map[bucketID]*store.Record)
 	}
@@ -364,6 +366,107 @@ func (s *Store) ListAudit(ctx context.Context, ns, entity, after string, limit i
 		out[i] = ev
 	}
 	return out, nil
+}
+
+// CreateNamespace implements store.Namespaces.
+func (s *Store) CreateNamespace(ctx context.Context, n model.Namespace) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.registry[n.Name]; ok {
+		return model.ErrNamespaceExists
+	}
+	for _, other := range s.registry {
+		if other.ID == n.ID {
+			return model.ErrNamespaceExists
+		}
+	}
+	s.registry[n.Name] = n
+	return nil
+}
+
+// GetNamespace implements store.Namespaces.
+func (s *Store) GetNamespace(ctx context.Context, name string) (model.Namespace, error) {
+	if err := ctx.Err(); err != nil {
+		return model.Namespace{}, err
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	n, ok := s.registry[name]
+	if !ok {
+		return model.Namespace{}, model.ErrNamespaceNotFound
+	}
+	return n, nil
+}
+
+// ListNamespaces implements store.Namespaces.
+func (s *Store) ListNamespaces(ctx context.Context) ([]model.Namespace, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	out := make([]model.Namespace, 0, len(s.registry))
+	for _, n := range s.registry {
+		out = append(out, n)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+// SetNamespaceDeleted implements store.Namespaces.
+func (s *Store) SetNamespaceDeleted(ctx context.Context, name string, at time.Time) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n, ok := s.registry[name]
+	if !ok {
+		return model.ErrNamespaceNotFound
+	}
+	n.DeletedAt = at
+	s.registry[name] = n
+	return nil
+}
+
+// PurgeNamespace implements store.Namespaces.
+func (s *Store) PurgeNamespace(ctx context.Context, name string, progress func(int)) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n, ok := s.registry[name]
+	if !ok {
+		return model.ErrNamespaceNotFound
+	}
+	deleted := 0
+	if data := s.nss[n.ID]; data != nil {
+		deleted += len(data.configs) + len(data.entities)
+		for _, evs := range data.audit {
+			deleted += len(evs)
+		}
+		delete(s.nss, n.ID)
+	}
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.mu.Lock()
+		for bid := range sh.buckets {
+			if bid.ns == n.ID {
+				delete(sh.buckets, bid)
+				deleted++
+			}
+		}
+		sh.mu.Unlock()
+	}
+	delete(s.registry, name)
+	if progress != nil {
+		progress(deleted)
+	}
+	return nil
 }
 
 // appendAudit inserts ev in id order; the caller holds s.mu for writing.

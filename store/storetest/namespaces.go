@@ -2,7 +2,9 @@ package storetest
 
 import (
 	"errors"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/tollgate-rl/tollgate"
 	"github.com/tollgate-rl/tollgate/bucket"
@@ -13,6 +15,9 @@ func namespaceCases() []testCase {
 	return []testCase{
 		{"Isolation", testNamespaceIsolation},
 		{"LimiterIsolation", testNamespaceLimiterIsolation},
+		{"Registry", testNamespaceRegistry},
+		{"Purge", testNamespacePurge},
+		{"LimiterLifecycle", testNamespaceLimiterLifecycle},
 	}
 }
 
@@ -125,4 +130,158 @@ func testNamespaceLimiterIsolation(t *testing.T, e *env) {
 	other.wantAvailable(l2, "org", "api", "rpm", 5, opt)
 	other.commit(other.acquire(l2, "org", "api", tollgate.Consume{"rpm": 5}, opt))
 	e.wantAvailable(l1, "org", "api", "rpm", 0)
+}
+
+// mine keeps the namespaces whose names start with prefix: other cases may
+// share the store.
+func mine(all []model.Namespace, prefix string) []model.Namespace {
+	var out []model.Namespace
+	for _, n := range all {
+		if strings.HasPrefix(n.Name, prefix) {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+func testNamespaceRegistry(t *testing.T, e *env) {
+	at := time.UnixMilli(T0).UTC()
+	b := model.Namespace{Name: e.ns + "-b", ID: e.ns + "id-b", CreatedAt: at}
+	a := model.Namespace{Name: e.ns + "-a", ID: e.ns + "id-a", CreatedAt: at}
+	for _, n := range []model.Namespace{b, a} {
+		if err := e.s.CreateNamespace(e.ctx, n); err != nil {
+			t.Fatalf("CreateNamespace(%s): %v", n.Name, err)
+		}
+	}
+	// A name or an id can be registered once.
+	if err := e.s.CreateNamespace(e.ctx, model.Namespace{Name: a.Name, ID: e.ns + "id-other", CreatedAt: at}); !errors.Is(err, model.ErrNamespaceExists) {
+		t.Errorf("registering a taken name: %v, want ErrNamespaceExists", err)
+	}
+	if err := e.s.CreateNamespace(e.ctx, model.Namespace{Name: e.ns + "-c", ID: a.ID, CreatedAt: at}); !errors.Is(err, model.ErrNamespaceExists) {
+		t.Errorf("registering a taken id: %v, want ErrNamespaceExists", err)
+	}
+	if _, err := e.s.GetNamespace(e.ctx, e.ns+"-c"); !errors.Is(err, model.ErrNamespaceNotFound) {
+		t.Errorf("the refused registration left %s behind: %v", e.ns+"-c", err)
+	}
+	got, err := e.s.GetNamespace(e.ctx, a.Name)
+	if err != nil || got.ID != a.ID || !got.CreatedAt.Equal(at) || got.Deleted() {
+		t.Errorf("GetNamespace = %+v, %v; want %+v", got, err, a)
+	}
+	all, err := e.s.ListNamespaces(e.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l := mine(all, e.ns+"-"); len(l) != 2 || l[0].Name != a.Name || l[1].Name != b.Name {
+		t.Errorf("ListNamespaces = %+v, want %s then %s", l, a.Name, b.Name)
+	}
+	// Soft delete and recover keep the registration and the id.
+	del := at.Add(time.Hour)
+	if err := e.s.SetNamespaceDeleted(e.ctx, a.Name, del); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := e.s.GetNamespace(e.ctx, a.Name); !got.Deleted() || !got.DeletedAt.Equal(del) || got.ID != a.ID {
+		t.Errorf("after delete: %+v, want deleted at %v", got, del)
+	}
+	if err := e.s.SetNamespaceDeleted(e.ctx, a.Name, time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := e.s.GetNamespace(e.ctx, a.Name); got.Deleted() {
+		t.Errorf("after recover: %+v, want not deleted", got)
+	}
+	if err := e.s.SetNamespaceDeleted(e.ctx, e.ns+"-none", del); !errors.Is(err, model.ErrNamespaceNotFound) {
+		t.Errorf("deleting an unknown namespace: %v, want ErrNamespaceNotFound", err)
+	}
+	if err := e.s.PurgeNamespace(e.ctx, e.ns+"-none", nil); !errors.Is(err, model.ErrNamespaceNotFound) {
+		t.Errorf("purging an unknown namespace: %v, want ErrNamespaceNotFound", err)
+	}
+}
+
+// Purge removes every item of a namespace and its registration, and
+// nothing of any other namespace.
+func testNamespacePurge(t *testing.T, e *env) {
+	victim := &env{t: t, ctx: e.ctx, s: e.s, ns: newNamespace(t), clk: e.clk}
+	n := model.Namespace{Name: victim.ns, ID: victim.ns, CreatedAt: time.UnixMilli(T0)}
+	if err := e.s.CreateNamespace(e.ctx, n); err != nil {
+		t.Fatal(err)
+	}
+	victim.populate()
+	e.populate()
+	if err := e.s.SetNamespaceDeleted(e.ctx, n.Name, time.UnixMilli(T0+1)); err != nil {
+		t.Fatal(err)
+	}
+	last := 0
+	if err := e.s.PurgeNamespace(e.ctx, n.Name, func(d int) { last = d }); err != nil {
+		t.Fatal(err)
+	}
+	if last == 0 {
+		t.Errorf("progress reported %d items deleted, want more than 0", last)
+	}
+	if _, err := e.s.GetNamespace(e.ctx, n.Name); !errors.Is(err, model.ErrNamespaceNotFound) {
+		t.Errorf("purged namespace still registered: %v", err)
+	}
+	if _, err := e.s.GetEntity(e.ctx, victim.ns, "org"); !errors.Is(err, model.ErrEntityNotFound) {
+		t.Errorf("purged namespace's entity: %v, want ErrEntityNotFound", err)
+	}
+	if recs := victim.read(key("key", "api"), key("org", "api")); recs[0] != nil || recs[1] != nil {
+		t.Errorf("purged namespace's buckets remain: %+v", recs)
+	}
+	if cfgs, err := e.s.GetConfigs(e.ctx, victim.ns, []model.Scope{model.SystemScope(), model.ResourceScope("api")}); err != nil || cfgs[0] != nil || cfgs[1] != nil {
+		t.Errorf("purged namespace's configs remain: %+v, %v", cfgs, err)
+	}
+	if evs, err := e.s.ListAudit(e.ctx, victim.ns, "org", "", 0); err != nil || len(evs) != 0 {
+		t.Errorf("purged namespace's audit remains: %d events, %v", len(evs), err)
+	}
+	// The other namespace is whole.
+	if _, err := e.s.GetEntity(e.ctx, e.ns, "org"); err != nil {
+		t.Errorf("other namespace's entity: %v", err)
+	}
+	e.wantStored(key("org", "api"), "a", bucket.State{Tokens: 9_000})
+}
+
+// Through the limiter: the default namespace is created on first use, a
+// deleted namespace refuses work until recovered, and only a deleted one
+// can be purged.
+func testNamespaceLimiterLifecycle(t *testing.T, e *env) {
+	admin := e.limiter()
+	name := "t" + e.ns
+	if _, err := admin.RegisterNamespace(e.ctx, name); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.RegisterNamespace(e.ctx, name); !errors.Is(err, tollgate.ErrNamespaceExists) {
+		t.Errorf("registering twice: %v, want ErrNamespaceExists", err)
+	}
+	lim, err := tollgate.New(e.s, tollgate.WithNamespace(name), tollgate.WithClock(e.clk), tollgate.WithCacheTTL(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	opt := tollgate.WithLimits(tollgate.PerMinute("rpm", 5))
+	e.commit(e.acquire(lim, "k", "api", tollgate.Consume{"rpm": 2}, opt))
+	if err := admin.PurgeNamespace(e.ctx, name, nil); !errors.Is(err, tollgate.ErrInvalid) {
+		t.Errorf("purging a live namespace: %v, want ErrInvalid", err)
+	}
+	if err := admin.DeleteNamespace(e.ctx, name); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := lim.Acquire(e.ctx, "k", "api", tollgate.Consume{"rpm": 1}, opt); !errors.Is(err, tollgate.ErrNamespaceDeleted) {
+		t.Errorf("acquire in a deleted namespace: %v, want ErrNamespaceDeleted", err)
+	}
+	if err := admin.RecoverNamespace(e.ctx, name); err != nil {
+		t.Fatal(err)
+	}
+	// Recovered with its data: 3 of 5 left.
+	e.wantAvailable(lim, "k", "api", "rpm", 3, opt)
+	if err := admin.DeleteNamespace(e.ctx, name); err != nil {
+		t.Fatal(err)
+	}
+	if err := admin.PurgeNamespace(e.ctx, name, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := lim.Acquire(e.ctx, "k", "api", tollgate.Consume{"rpm": 1}, opt); !errors.Is(err, tollgate.ErrNamespaceNotFound) {
+		t.Errorf("acquire in a purged namespace: %v, want ErrNamespaceNotFound", err)
+	}
+	// Re-registering the name gives a fresh, empty namespace.
+	if _, err := admin.RegisterNamespace(e.ctx, name); err != nil {
+		t.Fatal(err)
+	}
+	e.wantAvailable(lim, "k", "api", "rpm", 5, opt)
 }

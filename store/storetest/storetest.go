@@ -118,6 +118,12 @@ func (e *env) advance(ms int64) { e.clk.Advance(time.Duration(ms) * time.Millise
 // limiter returns a Limiter over the case's store, namespace and clock.
 func (e *env) limiter(opts ...tollgate.Option) *tollgate.Limiter {
 	e.t.Helper()
+	// The case's namespace is registered with its name as its id, so that
+	// contract-level reads (which take ids) see what the limiter wrote.
+	err := e.s.CreateNamespace(e.ctx, model.Namespace{Name: e.ns, ID: e.ns, CreatedAt: time.UnixMilli(T0)})
+	if err != nil && !errors.Is(err, model.ErrNamespaceExists) {
+		e.t.Fatalf("CreateNamespace: %v", err)
+	}
 	all := append([]tollgate.Option{tollgate.WithNamespace(e.ns), tollgate.WithClock(e.clk)}, opts...)
 	lim, err := tollgate.New(e.s, all...)
 	if err != nil {
