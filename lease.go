@@ -42,6 +42,7 @@ type leaseData struct {
 	amounts []int64      // scratch: the entity's amounts per limit, millitokens
 	pending []adjustment // unwritten adjustments, millitokens
 	deltas  []store.Delta
+	applied []int64 // deltas already written, per limit of req in order
 }
 
 type adjustment struct {
@@ -69,6 +70,7 @@ func (d *leaseData) release() {
 	d.req = store.ConsumeRequest{}
 	d.pending = d.pending[:0]
 	d.deltas = d.deltas[:0]
+	d.applied = d.applied[:0]
 	d.lim.leases.Put(d)
 }
 
@@ -206,31 +208,61 @@ func (le *Lease) Rollback(ctx context.Context) error {
 	return le.end(ctx, "rollback", func(lr *store.LimitRequest, _ int64) int64 { return -lr.Amount })
 }
 
+// end writes what the lease's outcome needs: for each limit, delta gives
+// the net change the outcome wants relative to the initial debit. Deltas go
+// out one bucket at a time, and what each bucket has received is recorded,
+// so that after a partial failure a retried (or different) ending writes
+// only the difference and nothing is applied twice.
 func (le *Lease) end(ctx context.Context, op string, delta func(lr *store.LimitRequest, pending int64) int64) error {
 	d, ok := le.open()
 	if !ok {
 		return model.ErrLeaseClosed
 	}
-	deltas := d.deltas[:0]
+	applied := d.appliedFor()
+	k := 0 // index into applied, across buckets
 	for i := range d.req.Buckets {
 		b := &d.req.Buckets[i]
+		deltas, first := d.deltas[:0], k
 		for j := range b.Limits {
 			lr := &b.Limits[j]
-			if n := delta(lr, d.pendingOf(lr.Name)); n != 0 {
+			if n := delta(lr, d.pendingOf(lr.Name)) - applied[k]; n != 0 {
 				deltas = append(deltas, store.Delta{Key: b.Key, Limit: lr.Name, Amount: n})
 			}
+			k++
 		}
-	}
-	d.deltas = deltas
-	if len(deltas) > 0 {
+		d.deltas = deltas
+		if len(deltas) == 0 {
+			continue
+		}
 		if err := d.lim.store.ApplyDeltas(ctx, d.ns, deltas); err != nil {
 			d.mu.Unlock()
 			return storeErr(ctx, op, le.entity+"/"+le.resource, err)
+		}
+		for j := range b.Limits {
+			applied[first+j] = delta(&b.Limits[j], d.pendingOf(b.Limits[j].Name))
 		}
 	}
 	d.release()
 	d.mu.Unlock()
 	return nil
+}
+
+// appliedFor returns the per-limit record of deltas written so far, sized to
+// the request (all zero for a lease that has written none).
+func (d *leaseData) appliedFor() []int64 {
+	n := 0
+	for i := range d.req.Buckets {
+		n += len(d.req.Buckets[i].Limits)
+	}
+	if len(d.applied) != n { // first ending of this lease
+		if cap(d.applied) >= n {
+			d.applied = d.applied[:n]
+			clear(d.applied)
+		} else {
+			d.applied = make([]int64, n)
+		}
+	}
+	return d.applied
 }
 
 // saturatingAdd adds two balances of magnitude at most bucket.MaxTokens

@@ -80,9 +80,9 @@ func (s *Store) batchDelete(ctx context.Context, keys []item) error {
 func keyString(it item) string { return getS(it, attrPK) + "\x00" + getS(it, attrSK) }
 
 // backoff sleeps before retry number attempt+1: exponential from 5ms, capped
-// at 500ms, with full jitter so that contending writers spread out.
+// at 200ms, with full jitter so that contending writers spread out.
 func backoff(ctx context.Context, attempt int) error {
-	d := min(5*time.Millisecond<<min(attempt, 7), 500*time.Millisecond)
+	d := min(5*time.Millisecond<<min(attempt, 6), 200*time.Millisecond)
 	t := time.NewTimer(time.Duration(rand.Int64N(int64(d)) + 1))
 	defer t.Stop()
 	select {

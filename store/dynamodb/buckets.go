@@ -2,8 +2,11 @@ package dynamodb
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"sync"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -49,6 +52,18 @@ func (s *Store) consumeOne(ctx context.Context, ns string, br *store.BucketReque
 		}
 		old, read = res.old, true
 	}
+	return s.writeLoop(ctx, ns, br, now, old, read)
+}
+
+// writeLoop writes one bucket through the read path: from old (when read;
+// nil meaning absent) or a fresh read, retrying lost races. Writers of one
+// process take turns per bucket (a local lock), so that a hot bucket sees
+// one read-path writer per process rather than one per goroutine racing on
+// its refill timestamp; speculative writes need no turn.
+func (s *Store) writeLoop(ctx context.Context, ns string, br *store.BucketRequest, now int64, old item, read bool) (bool, error) {
+	mu := s.turn(ns, br.Key)
+	mu.Lock()
+	defer mu.Unlock()
 	for attempt := 0; attempt < s.maxAttempts; attempt++ {
 		if !read {
 			var err error
@@ -61,14 +76,21 @@ func (s *Store) consumeOne(ctx context.Context, ns string, br *store.BucketReque
 			return granted, err
 		}
 		// A failed write normally returns the item it met; if it did not
-		// (it may be gone), read it again.
+		// (it may be gone), read it again. Losing the race means another
+		// writer made progress, and the returned item is fresh: retry at
+		// once, and back off only if that keeps happening.
 		old, read = retry.old, retry.old != nil
-		if err := backoff(ctx, attempt); err != nil {
-			return false, err
+		if attempt >= immediateRetries && attempt+1 < s.maxAttempts {
+			if err := backoff(ctx, attempt-immediateRetries); err != nil {
+				return false, err
+			}
 		}
 	}
 	return false, fmt.Errorf("%w: bucket %s/%s after %d attempts", ErrContention, br.Key.Entity, br.Key.Resource, s.maxAttempts)
 }
+
+// immediateRetries is how many lost races a write retries without sleeping.
+const immediateRetries = 4
 
 // retryFrom carries the item a failed conditional write returned.
 type retryFrom struct{ old item }
@@ -318,6 +340,13 @@ func postpone(amount int64, p bucket.Params) int64 {
 	return d - 1
 }
 
+// turn returns the local lock that orders this process's read-path writers
+// of one bucket.
+func (s *Store) turn(ns string, k store.BucketKey) *sync.Mutex {
+	h := maphash.String(s.seed, ns) ^ maphash.String(s.seed, k.Entity)*31 ^ maphash.String(s.seed, k.Resource)*1_000_003
+	return &s.turns[h%uint64(len(s.turns))]
+}
+
 func (s *Store) isKnown(id bucketID) bool {
 	_, ok := s.known.Load(id)
 	return ok
@@ -333,23 +362,30 @@ func (s *Store) getBucket(ctx context.Context, ns string, k store.BucketKey) (it
 	return out.Item, nil
 }
 
-// consumeMany is the cascade path: parallel speculative writes when every
-// bucket is known, compensated if any fails; else (or when refill could
-// help) one transaction over all buckets after reading them.
+// consumeMany is the cascade path. When every bucket is known it is the
+// fast path: parallel speculative writes; buckets whose speculative write
+// failed but whose refill would cover the request are then written one by
+// one through the read path (no transaction), and if any bucket finally
+// refuses, everything debited is compensated. Otherwise (a cold cascade) all
+// buckets are read and written in one transaction.
 func (s *Store) consumeMany(ctx context.Context, ns string, req *store.ConsumeRequest) (bool, error) {
-	if s.speculative && s.allKnownAndDebited(ns, req) {
-		granted, rejected, err := s.speculateMany(ctx, ns, req)
-		if err != nil || granted || rejected {
-			return granted, err
-		}
-	}
 	for attempt := 0; attempt < s.maxAttempts; attempt++ {
+		// Every attempt prefers the fast path: a lost race on the slow path
+		// usually means a concurrent writer has just created the buckets.
+		if s.speculative && s.allKnownAndDebited(ns, req) {
+			granted, decided, err := s.fastMany(ctx, ns, req)
+			if err != nil || decided {
+				return granted, err
+			}
+		}
 		granted, retry, err := s.transact(ctx, ns, req)
 		if err != nil || !retry {
 			return granted, err
 		}
-		if err := backoff(ctx, attempt); err != nil {
-			return false, err
+		if attempt >= immediateRetries && attempt+1 < s.maxAttempts {
+			if err := backoff(ctx, attempt-immediateRetries); err != nil {
+				return false, err
+			}
 		}
 	}
 	return false, fmt.Errorf("%w: cascade of %s/%s after %d attempts", ErrContention,
@@ -365,66 +401,96 @@ func (s *Store) allKnownAndDebited(ns string, req *store.ConsumeRequest) bool {
 	return true
 }
 
-// speculateMany writes every bucket speculatively in parallel. If all
-// succeed the request is granted. Otherwise the successful writes are
-// compensated, and the request is rejected at once if some bucket's old item
-// shows that refill cannot help, or left to the slow path.
-func (s *Store) speculateMany(ctx context.Context, ns string, req *store.ConsumeRequest) (granted, rejected bool, err error) {
-	results := make([]speculation, len(req.Buckets))
-	errs := make([]error, len(req.Buckets))
+// fastMany runs the fast cascade path. decided is false when a bucket turned
+// out to be missing and the slow path must create it (nothing stays debited
+// then).
+func (s *Store) fastMany(ctx context.Context, ns string, req *store.ConsumeRequest) (granted, decided bool, err error) {
+	n := len(req.Buckets)
+	specs := make([]speculation, n)
+	errs := make([]error, n)
+	parallel(n, func(i int) { specs[i], errs[i] = s.speculate(ctx, ns, &req.Buckets[i], req.Now) })
+	debited := make([]bool, n)
+	for i := range specs {
+		debited[i] = errs[i] == nil && specs[i].ok
+	}
+	// Classify the failures from the old items they returned.
+	refused, missing := false, false
+	for i := range specs {
+		if debited[i] || errs[i] != nil {
+			continue
+		}
+		if specs[i].old == nil {
+			s.known.Delete(bucketID{ns, req.Buckets[i].Key})
+			missing = true
+			continue
+		}
+		_, ok, err := prepareFrom(specs[i].old, &req.Buckets[i], req.Now)
+		if err != nil {
+			errs[i] = err
+		}
+		refused = refused || !ok
+	}
+	if err := errors.Join(errs...); err != nil || refused || missing {
+		if cerr := s.compensate(ctx, ns, req, debited); cerr != nil || err != nil {
+			return false, true, errors.Join(err, cerr)
+		}
+		// A missing bucket must be created: the slow path does that, and
+		// its reads also give every bucket's exact Observed state.
+		return false, !missing, nil
+	}
+	// Refill covers every failed bucket: write those through the read path.
+	parallel(n, func(i int) {
+		if !debited[i] {
+			debited[i], errs[i] = s.writeLoop(ctx, ns, &req.Buckets[i], req.Now, specs[i].old, true)
+		}
+	})
+	all := true
+	for i := range debited {
+		all = all && debited[i]
+	}
+	if all {
+		return true, true, nil
+	}
+	err = errors.Join(errs...)
+	if cerr := s.compensate(ctx, ns, req, debited); cerr != nil {
+		err = errors.Join(err, cerr)
+	}
+	return false, true, err
+}
+
+// compensate gives back what the request debited in the marked buckets.
+func (s *Store) compensate(ctx context.Context, ns string, req *store.ConsumeRequest, debited []bool) error {
+	var undo []store.Delta
+	for i, d := range debited {
+		if !d {
+			continue
+		}
+		for _, lr := range req.Buckets[i].Limits {
+			if lr.Amount > 0 {
+				undo = append(undo, store.Delta{Key: req.Buckets[i].Key, Limit: lr.Name, Amount: -lr.Amount})
+			}
+		}
+	}
+	if len(undo) == 0 {
+		return nil
+	}
+	if err := s.ApplyDeltas(context.WithoutCancel(ctx), ns, undo); err != nil {
+		return fmt.Errorf("dynamodb: compensate cascade: %w", err)
+	}
+	return nil
+}
+
+// parallel runs f(0..n-1) concurrently and waits.
+func parallel(n int, f func(i int)) {
 	var wg sync.WaitGroup
-	for i := range req.Buckets {
+	for i := range n {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			results[i], errs[i] = s.speculate(ctx, ns, &req.Buckets[i], req.Now)
+			f(i)
 		}()
 	}
 	wg.Wait()
-	allOK := true
-	for i := range results {
-		allOK = allOK && errs[i] == nil && results[i].ok
-	}
-	if allOK {
-		return true, false, nil
-	}
-	// Give back what succeeded before anything else.
-	var undo []store.Delta
-	for i := range results {
-		if errs[i] == nil && results[i].ok {
-			for _, lr := range req.Buckets[i].Limits {
-				if lr.Amount > 0 {
-					undo = append(undo, store.Delta{Key: req.Buckets[i].Key, Limit: lr.Name, Amount: -lr.Amount})
-				}
-			}
-		}
-	}
-	if len(undo) > 0 {
-		if err := s.ApplyDeltas(context.WithoutCancel(ctx), ns, undo); err != nil {
-			return false, false, fmt.Errorf("dynamodb: compensate cascade: %w", err)
-		}
-	}
-	if err := errors.Join(errs...); err != nil {
-		return false, false, err
-	}
-	// Every failed bucket's old item gives its Observed state; the request
-	// is rejected at once if refill cannot help one of them.
-	rejected = false
-	for i := range results {
-		switch {
-		case results[i].ok:
-		case results[i].old == nil:
-			s.known.Delete(bucketID{ns, req.Buckets[i].Key})
-			return false, false, nil // it must be created: slow path
-		default:
-			_, ok, err := prepareFrom(results[i].old, &req.Buckets[i], req.Now)
-			if err != nil {
-				return false, false, err
-			}
-			rejected = rejected || !ok
-		}
-	}
-	return false, rejected, nil
 }
 
 // transact reads every bucket, prepares them, and writes them in one
@@ -498,6 +564,13 @@ func (s *Store) transact(ctx context.Context, ns string, req *store.ConsumeReque
 	return true, false, nil
 }
 
+// newOpID returns a random id for one delta write.
+func newOpID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
 // mergeDeltas sums deltas of the same limit (one update cannot name an
 // attribute twice) and drops zeros.
 func mergeDeltas(ds []store.Delta) []store.Delta {
@@ -522,12 +595,12 @@ func mergeDeltas(ds []store.Delta) []store.Delta {
 	return kept
 }
 
-// retryable reports a transaction cancelled by a lost race: a failed
-// condition or a conflict with another transaction.
+// retryable reports a transaction cancelled by a lost race (a failed
+// condition, a conflict with another transaction) or by throttling.
 func retryable(e *types.TransactionCanceledException) bool {
 	for _, r := range e.CancellationReasons {
 		switch aws.ToString(r.Code) {
-		case "", "None", "ConditionalCheckFailed", "TransactionConflict":
+		case "", "None", "ConditionalCheckFailed", "TransactionConflict", "ThrottlingError", "ProvisionedThroughputExceeded":
 		default:
 			return false
 		}
@@ -582,34 +655,35 @@ func (s *Store) ApplyDeltas(ctx context.Context, ns string, deltas []store.Delta
 		return s.addDeltas(ctx, ns, order[0], groups[order[0]])
 	}
 	errs := make([]error, len(order))
-	var wg sync.WaitGroup
-	for i, k := range order {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs[i] = s.addDeltas(ctx, ns, k, groups[k])
-		}()
-	}
-	wg.Wait()
+	parallel(len(order), func(i int) { errs[i] = s.addDeltas(ctx, ns, order[i], groups[order[i]]) })
 	return errors.Join(errs...)
 }
 
-// fullAtRefund is what a refund adds to a limit's full-time bound: a refund
-// brings the full time nearer by an amount the backend cannot compute
-// without the parameters, so it pushes the bound far into the past, which
-// stops speculative debits until the next normal write sets it afresh.
-const fullAtRefund = -(1 << 50)
-
+// addDeltas applies deltas to one bucket with one UpdateItem. The ADDs are
+// not idempotent, and the SDK retries a request whose response was lost
+// after DynamoDB applied it; so the write also records a random operation id
+// (attribute "op"), on condition that the item does not hold it already. A
+// retry that finds its own id knows the first attempt was applied. (Another
+// write landing between the attempts would overwrite the id; that window is
+// one retry delay wide.)
 func (s *Store) addDeltas(ctx context.Context, ns string, k store.BucketKey, ds []store.Delta) error {
 	ds = mergeDeltas(ds)
+	op := newOpID()
 	for len(ds) > 0 {
 		e := newExpr()
+		e.where("(attribute_not_exists(%s) OR "+e.name(attrOp)+" <> %v)", attrOp, str(op))
+		e.set = append(e.set, e.name(attrOp)+" = "+e.value(str(op)))
 		for _, d := range ds {
 			e.where("attribute_exists(%s)", limitAttr(d.Limit, fieldCapacity), nil)
 			e.addN(limitAttr(d.Limit, fieldTokens), -d.Amount)
 			e.addN(limitAttr(d.Limit, fieldConsumed), d.Amount)
 			if d.Amount < 0 {
-				e.addN(limitAttr(d.Limit, fieldFullAt), fullAtRefund)
+				// A refund brings the full time nearer by an amount this
+				// call cannot compute without the parameters; 0 is a lower
+				// bound of any time, and stops speculative debits until the
+				// next normal write sets the bound afresh. Concurrent ADDs
+				// to it only keep it far in the past.
+				e.setN(limitAttr(d.Limit, fieldFullAt), 0)
 			}
 		}
 		_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
@@ -627,6 +701,9 @@ func (s *Store) addDeltas(ctx context.Context, ns string, k store.BucketKey, ds 
 				return fmt.Errorf("dynamodb: adjust bucket %s/%s: %w", k.Entity, k.Resource, err)
 			}
 			return nil
+		}
+		if getS(cond.Item, attrOp) == op {
+			return nil // an earlier attempt of this call was applied
 		}
 		// The bucket or some limits are gone: drop their deltas, keep the rest.
 		var kept []store.Delta

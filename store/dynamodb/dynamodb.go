@@ -14,6 +14,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"net/http"
 	"sync"
 	"time"
@@ -37,6 +38,9 @@ type Store struct {
 	// speculative writes without a read. Entries are never wrong for long:
 	// a speculative write on a deleted bucket fails and falls back.
 	known sync.Map // bucketID -> struct{}
+
+	seed  maphash.Seed
+	turns [256]sync.Mutex // see writeLoop
 }
 
 type bucketID struct {
@@ -54,7 +58,7 @@ type Option func(*Store)
 func WithSpeculative(on bool) Option { return func(s *Store) { s.speculative = on } }
 
 // WithMaxAttempts bounds how often one operation is tried when it meets
-// write contention or transaction conflicts (default 10). Throttling and
+// write contention or transaction conflicts (default 16). Throttling and
 // transport errors are retried by the SDK's retryer, configured in the
 // aws.Config.
 func WithMaxAttempts(n int) Option { return func(s *Store) { s.maxAttempts = n } }
@@ -68,7 +72,7 @@ func WithoutStreams() Option { return func(s *Store) { s.noStreams = true } }
 // credentials, endpoint, HTTP client and middleware come from cfg and
 // optFns). Call CreateTable or CheckTable before use.
 func New(cfg aws.Config, table string, opts []Option, optFns ...func(*dynamodb.Options)) *Store {
-	s := &Store{table: table, speculative: true, maxAttempts: 10}
+	s := &Store{table: table, speculative: true, maxAttempts: 16, seed: maphash.MakeSeed()}
 	for _, o := range opts {
 		o(s)
 	}

@@ -62,6 +62,7 @@ const (
 	attrShard      = "shard"
 	attrShardCount = "shard_count"
 	attrTTL        = "ttl"
+	attrOp         = "op" // id of the last delta write (see addDeltas)
 )
 
 func limitAttr(name, field string) string { return "b_" + name + "_" + field }

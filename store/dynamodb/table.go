@@ -79,7 +79,8 @@ func (s *Store) createTableInput() *dynamodb.CreateTableInput {
 		BillingMode:          types.BillingModePayPerRequest,
 		GlobalSecondaryIndexes: []types.GlobalSecondaryIndex{
 			gsi(gsi1, attrGSI1PK, attrGSI1SK, types.ProjectionTypeAll),
-			gsi(gsi2, attrGSI2PK, attrGSI2SK, types.ProjectionTypeAll),
+			// Keys only: token updates then never write the index.
+			gsi(gsi2, attrGSI2PK, attrGSI2SK, types.ProjectionTypeKeysOnly),
 			gsi(gsi3, attrGSI3PK, attrGSI3SK, types.ProjectionTypeKeysOnly),
 			gsi(gsi4, attrGSI4PK, attrGSI4SK, types.ProjectionTypeKeysOnly),
 		},

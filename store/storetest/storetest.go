@@ -49,8 +49,12 @@ type testCase struct {
 // Run runs the conformance suite against the backend that newStore makes.
 // newStore is called once per case (and may return a store shared with other
 // cases: every case uses its own random namespaces).
-func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
+func Run(t *testing.T, newStore func(t *testing.T) store.Store, opts ...Option) {
 	t.Helper()
+	var o options
+	for _, f := range opts {
+		f(&o)
+	}
 	groups := []struct {
 		name  string
 		cases []testCase
@@ -65,6 +69,9 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"Concurrency", concurrencyCases()},
 	}
 	for _, g := range groups {
+		if o.groups != nil && !o.groups[g.name] {
+			continue
+		}
 		t.Run(g.name, func(t *testing.T) {
 			t.Parallel()
 			for _, c := range g.cases {
@@ -78,6 +85,24 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 				})
 			}
 		})
+	}
+}
+
+// Option narrows a Run.
+type Option func(*options)
+
+type options struct{ groups map[string]bool }
+
+// Groups runs only the named groups of cases ("Buckets", "Configs",
+// "Entities", "Audit", "Namespaces", "Limiter", "Cascade", "Concurrency"):
+// for running a second configuration of a backend without repeating its
+// slowest cases. A backend's main run must run them all.
+func Groups(names ...string) Option {
+	return func(o *options) {
+		o.groups = make(map[string]bool, len(names))
+		for _, n := range names {
+			o.groups[n] = true
+		}
 	}
 }
 

@@ -1,0 +1,588 @@
+package dynamodb
+
+// Cost accounting of the DynamoDB backend (DESIGN 5, "Capacity cost per
+// operation must be no worse than ..."): every test counts the API calls each
+// operation makes, per operation name, through an SDK middleware, and
+// compares them exactly with the budget. DynamoDB Local does not report
+// consumed capacity faithfully for transactions, so calls are what is
+// counted (DESIGN 8).
+//
+// The instrumentation (a counting middleware and an HTTP transport that
+// counts attempts and can inject faults, see faults_test.go) is shared with
+// the fault tests.
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awsmiddleware "github.com/aws/aws-sdk-go-v2/aws/middleware"
+	"github.com/aws/aws-sdk-go-v2/aws/ratelimit"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/smithy-go/middleware"
+
+	"github.com/tollgate-rl/tollgate"
+	"github.com/tollgate-rl/tollgate/bucket"
+	"github.com/tollgate-rl/tollgate/clock"
+	"github.com/tollgate-rl/tollgate/store"
+)
+
+// sdkAttempts is how often an instrumented client tries one API call (the
+// SDK's retryer: transport errors, 5xx and throttling are retried).
+const sdkAttempts = 3
+
+// sdkBackoff is the instrumented clients' delay between SDK attempts.
+const sdkBackoff = time.Millisecond
+
+// instrEpoch is where the fake clocks of these tests start.
+var instrEpoch = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+
+// opCounter counts API calls per operation name (UpdateItem, GetItem, ...):
+// one per call, however many attempts the SDK makes.
+type opCounter struct {
+	mu    sync.Mutex
+	calls map[string]int
+}
+
+func newOpCounter() *opCounter { return &opCounter{calls: map[string]int{}} }
+
+// apiOption installs the counter in a client's middleware stack. It sits in
+// the Initialize step, after the operation's metadata is registered and
+// before the retry loop, so it sees each call once.
+func (c *opCounter) apiOption(st *middleware.Stack) error {
+	return st.Initialize.Add(middleware.InitializeMiddlewareFunc("TollgateTestCountCalls",
+		func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
+			c.mu.Lock()
+			c.calls[awsmiddleware.GetOperationName(ctx)]++
+			c.mu.Unlock()
+			return next.HandleInitialize(ctx, in)
+		}), middleware.After)
+}
+
+// take returns the calls counted since the last take and resets the counter.
+func (c *opCounter) take() map[string]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	m := c.calls
+	c.calls = map[string]int{}
+	return m
+}
+
+// formatCalls prints a call count map in a stable order.
+func formatCalls(m map[string]int) string {
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		if m[k] != 0 {
+			parts = append(parts, fmt.Sprintf("%s:%d", k, m[k]))
+		}
+	}
+	return "{" + strings.Join(parts, " ") + "}"
+}
+
+// expectCalls fails unless got has exactly the calls of want (nil: none).
+func expectCalls(t testing.TB, what string, got, want map[string]int) {
+	t.Helper()
+	if formatCalls(got) != formatCalls(want) {
+		t.Errorf("%s: API calls %s, want exactly %s", what, formatCalls(got), formatCalls(want))
+	}
+}
+
+// testTable is a table of DynamoDB Local shared by the instrumented stores
+// of one test.
+type testTable struct {
+	admin *Store // a plain client, for inspection outside the counted calls
+}
+
+func newTestTable(t testing.TB) *testTable { return &testTable{admin: newTable(t)} }
+
+// instrumented is a Store whose client counts calls (calls) and attempts
+// and injects faults (net).
+type instrumented struct {
+	*Store
+	calls *opCounter
+	net   *faultTransport
+}
+
+// client returns a new Store on the table, with its own client, counter,
+// transport and memory of known buckets (so a new client is a cold one).
+// attemptTimeout is the HTTP client's timeout, which bounds each SDK attempt.
+// The SDK retryer makes sdkAttempts attempts sdkBackoff apart.
+func (tt *testTable) client(t testing.TB, attemptTimeout time.Duration, opts ...Option) *instrumented {
+	ft := newFaultTransport()
+	t.Cleanup(ft.base.CloseIdleConnections)
+	calls := newOpCounter()
+	hc := &http.Client{Transport: ft, Timeout: attemptTimeout}
+	s := New(localConfig(func(c *aws.Config) { c.HTTPClient = hc }), tt.admin.Table(),
+		append([]Option{WithoutStreams()}, opts...), atLocal,
+		func(o *dynamodb.Options) {
+			o.APIOptions = append(o.APIOptions, calls.apiOption)
+			o.RetryMaxAttempts = 0
+			o.Retryer = retry.NewStandard(func(so *retry.StandardOptions) {
+				so.MaxAttempts = sdkAttempts
+				so.Backoff = retry.BackoffDelayerFunc(func(int, error) (time.Duration, error) { return sdkBackoff, nil })
+				so.RateLimiter = ratelimit.None // never refuse a retry for lack of retry tokens
+			})
+		})
+	return &instrumented{Store: s, calls: calls, net: ft}
+}
+
+// rate100 is 100 tokens a minute, burst 100, in the store's units.
+var rate100 = bucket.Params{Capacity: 100_000, Amount: 100_000, Period: 60_000}
+
+// rate2 is 2 tokens a minute, burst 2.
+var rate2 = bucket.Params{Capacity: 2_000, Amount: 2_000, Period: 60_000}
+
+// consumeReq debits amount millitokens of limit "rpm" with parameters p from
+// each of keys, all or nothing.
+func consumeReq(now int64, p bucket.Params, amount int64, keys ...store.BucketKey) *store.ConsumeRequest {
+	req := &store.ConsumeRequest{Now: now}
+	for _, k := range keys {
+		req.Buckets = append(req.Buckets, store.BucketRequest{Key: k, Limits: []store.LimitRequest{
+			{Name: "rpm", Params: p, Check: true, Amount: amount},
+		}})
+	}
+	return req
+}
+
+// mustConsume runs req through s and returns whether it was granted.
+func mustConsume(t testing.TB, s store.Buckets, ns string, req *store.ConsumeRequest) bool {
+	t.Helper()
+	ok, err := s.Consume(context.Background(), ns, req)
+	if err != nil {
+		t.Fatalf("Consume: %v", err)
+	}
+	return ok
+}
+
+// balanceAt returns limit's balance in bucket k at now (after refill),
+// read through s; it fails the test if the bucket or limit does not exist.
+func balanceAt(t testing.TB, s *Store, ns string, k store.BucketKey, limit string, now int64) int64 {
+	t.Helper()
+	recs, err := s.ReadBuckets(context.Background(), ns, []store.BucketKey{k})
+	if err != nil {
+		t.Fatalf("ReadBuckets: %v", err)
+	}
+	if recs[0] == nil {
+		t.Fatalf("bucket %v does not exist", k)
+	}
+	j := recs[0].Find(limit)
+	if j < 0 {
+		t.Fatalf("bucket %v has no limit %s", k, limit)
+	}
+	l := recs[0].Limits[j]
+	return bucket.Refill(l.State, l.Params, now-recs[0].Refilled).Tokens
+}
+
+// TestCostSingleBucket walks one bucket through every single-bucket write
+// path and counts the calls of each step. None uses a transaction.
+func TestCostSingleBucket(t *testing.T) {
+	tt := newTestTable(t)
+	const ns = "cost1"
+	t0 := instrEpoch.UnixMilli()
+	a := store.BucketKey{Entity: "a", Resource: "r"}
+	b := store.BucketKey{Entity: "b", Resource: "r"}
+	c1 := tt.client(t, 5*time.Second)
+
+	// A new bucket: one consistent read finds nothing, one conditional put
+	// creates it with the debit.
+	t.Run("create", func(t *testing.T) {
+		c1.calls.take()
+		if !mustConsume(t, c1, ns, consumeReq(t0, rate100, 1_000, a)) {
+			t.Fatal("a new bucket refused 1 of 100")
+		}
+		expectCalls(t, "creating a bucket", c1.calls.take(), map[string]int{"GetItem": 1, "PutItem": 1})
+		if got := balanceAt(t, tt.admin, ns, a, "rpm", t0); got != 99_000 {
+			t.Errorf("balance after create = %d, want 99000", got)
+		}
+	})
+
+	// A known bucket below capacity: one speculative UpdateItem, no read.
+	t.Run("speculative success", func(t *testing.T) {
+		req := consumeReq(t0, rate100, 1_000, a)
+		if !mustConsume(t, c1, ns, req) {
+			t.Fatal("refused")
+		}
+		expectCalls(t, "speculative success", c1.calls.take(), map[string]int{"UpdateItem": 1})
+		if got := req.Buckets[0].Limits[0].Observed.Tokens; got != 99_000 {
+			t.Errorf("Observed = %d, want 99000 (the balance before the debit)", got)
+		}
+		// Later, with refill pending (credit of 600 ms = 1 token; still
+		// below capacity), the speculative write still suffices and the
+		// balance is exact: 98 + 1 refilled - 1 = 98.
+		req = consumeReq(t0+600, rate100, 1_000, a)
+		if !mustConsume(t, c1, ns, req) {
+			t.Fatal("refused")
+		}
+		expectCalls(t, "speculative success with refill pending", c1.calls.take(), map[string]int{"UpdateItem": 1})
+		if got := req.Buckets[0].Limits[0].Observed.Tokens; got != 99_000 {
+			t.Errorf("Observed = %d, want 99000 (98 + 1 refilled)", got)
+		}
+		if got := balanceAt(t, tt.admin, ns, a, "rpm", t0+600); got != 98_000 {
+			t.Errorf("balance = %d, want 98000", got)
+		}
+	})
+
+	// An empty bucket whose refill cannot help by now: the failed
+	// speculative write returns the old item, and the request is rejected
+	// from it without another call.
+	t.Run("fast rejection", func(t *testing.T) {
+		if !mustConsume(t, c1, ns, consumeReq(t0, rate2, 2_000, b)) {
+			t.Fatal("a new bucket refused its whole capacity")
+		}
+		c1.calls.take()
+		req := consumeReq(t0, rate2, 1_000, b)
+		if mustConsume(t, c1, ns, req) {
+			t.Fatal("granted 1 token from an empty bucket")
+		}
+		expectCalls(t, "fast rejection", c1.calls.take(), map[string]int{"UpdateItem": 1})
+		if got := req.Buckets[0].Limits[0].Observed.Tokens; got != 0 {
+			t.Errorf("Observed = %d, want 0", got)
+		}
+	})
+
+	// The speculative write fails but the old item it returns shows that
+	// refill covers the request: the guarded write goes out from that item,
+	// still without a read.
+	t.Run("speculative miss, refill helps", func(t *testing.T) {
+		req := consumeReq(t0+30_000, rate2, 1_000, b) // 30 s refill 1 token
+		if !mustConsume(t, c1, ns, req) {
+			t.Fatal("refused although 30 s refilled 1 token")
+		}
+		expectCalls(t, "speculative miss then guarded write", c1.calls.take(), map[string]int{"UpdateItem": 2})
+		if got := balanceAt(t, tt.admin, ns, b, "rpm", t0+30_000); got != 0 {
+			t.Errorf("balance = %d, want 0", got)
+		}
+	})
+
+	// A known bucket that refill has brought back to capacity cannot take
+	// a speculative debit (refill would have clamped): the speculative
+	// write fails on the full-time bound and the guarded write follows.
+	t.Run("full bucket", func(t *testing.T) {
+		req := consumeReq(t0+10*60_000, rate100, 1_000, a)
+		if !mustConsume(t, c1, ns, req) {
+			t.Fatal("refused")
+		}
+		expectCalls(t, "full known bucket", c1.calls.take(), map[string]int{"UpdateItem": 2})
+		if got := balanceAt(t, tt.admin, ns, a, "rpm", t0+10*60_000); got != 99_000 {
+			t.Errorf("balance = %d, want 99000", got)
+		}
+	})
+
+	t1 := t0 + 10*60_000
+
+	// A second client has never seen the bucket: one read, one guarded
+	// write; after that it knows the bucket and speculates.
+	t.Run("cold store", func(t *testing.T) {
+		c2 := tt.client(t, 5*time.Second)
+		if !mustConsume(t, c2, ns, consumeReq(t1, rate100, 1_000, a)) {
+			t.Fatal("refused")
+		}
+		expectCalls(t, "cold store, existing bucket", c2.calls.take(), map[string]int{"GetItem": 1, "UpdateItem": 1})
+		if !mustConsume(t, c2, ns, consumeReq(t1, rate100, 1_000, a)) {
+			t.Fatal("refused")
+		}
+		expectCalls(t, "same store, now warm", c2.calls.take(), map[string]int{"UpdateItem": 1})
+		if got := balanceAt(t, tt.admin, ns, a, "rpm", t1); got != 97_000 {
+			t.Errorf("balance = %d, want 97000", got)
+		}
+	})
+
+	// Speculation off: every acquire reads first.
+	t.Run("speculation off", func(t *testing.T) {
+		c3 := tt.client(t, 5*time.Second, WithSpeculative(false))
+		for i := range 2 {
+			if !mustConsume(t, c3, ns, consumeReq(t1, rate100, 1_000, a)) {
+				t.Fatal("refused")
+			}
+			expectCalls(t, fmt.Sprintf("slow path, acquire %d", i+1), c3.calls.take(), map[string]int{"GetItem": 1, "UpdateItem": 1})
+		}
+		d := store.BucketKey{Entity: "d", Resource: "r"}
+		if !mustConsume(t, c3, ns, consumeReq(t1, rate2, 2_000, d)) {
+			t.Fatal("refused")
+		}
+		expectCalls(t, "slow path, create", c3.calls.take(), map[string]int{"GetItem": 1, "PutItem": 1})
+		if mustConsume(t, c3, ns, consumeReq(t1, rate2, 1_000, d)) {
+			t.Fatal("granted from an empty bucket")
+		}
+		expectCalls(t, "slow path, rejection", c3.calls.take(), map[string]int{"GetItem": 1})
+		if got := balanceAt(t, tt.admin, ns, a, "rpm", t1); got != 95_000 {
+			t.Errorf("balance = %d, want 95000", got)
+		}
+	})
+}
+
+// TestCostCascade counts the calls of two-bucket (cascade) requests.
+func TestCostCascade(t *testing.T) {
+	tt := newTestTable(t)
+	const ns = "cost2"
+	t0 := instrEpoch.UnixMilli()
+	child := store.BucketKey{Entity: "key", Resource: "r"}
+	parent := store.BucketKey{Entity: "org", Resource: "r"}
+	c1 := tt.client(t, 5*time.Second)
+	balances := func(t *testing.T, want int64) {
+		t.Helper()
+		for _, k := range []store.BucketKey{child, parent} {
+			if got := balanceAt(t, tt.admin, ns, k, "rpm", t0); got != want {
+				t.Errorf("balance of %s = %d, want %d", k.Entity, got, want)
+			}
+		}
+	}
+
+	t.Run("cold create", func(t *testing.T) {
+		if !mustConsume(t, c1, ns, consumeReq(t0, rate100, 1_000, child, parent)) {
+			t.Fatal("refused")
+		}
+		expectCalls(t, "cold cascade creating both buckets", c1.calls.take(), map[string]int{"BatchGetItem": 1, "TransactWriteItems": 1})
+		balances(t, 99_000)
+	})
+
+	// Both buckets known and below capacity: two speculative writes, sent
+	// in parallel (the transport holds the first until the second
+	// arrives), no read, no transaction.
+	t.Run("warm parallel", func(t *testing.T) {
+		rv := c1.net.gather("UpdateItem", 2, 5*time.Second)
+		ok := mustConsume(t, c1, ns, consumeReq(t0, rate100, 1_000, child, parent))
+		arrived, missed := c1.net.stopGather(rv)
+		if !ok {
+			t.Fatal("refused")
+		}
+		expectCalls(t, "warm cascade", c1.calls.take(), map[string]int{"UpdateItem": 2})
+		if arrived != 2 || missed != 0 {
+			t.Errorf("the two speculative writes were not in flight together (%d arrived, %d waited in vain)", arrived, missed)
+		}
+		balances(t, 98_000)
+	})
+
+	// A client that has not seen the buckets reads both in one batch and
+	// writes both in one transaction; then it speculates.
+	t.Run("cold existing", func(t *testing.T) {
+		c2 := tt.client(t, 5*time.Second)
+		if !mustConsume(t, c2, ns, consumeReq(t0, rate100, 1_000, child, parent)) {
+			t.Fatal("refused")
+		}
+		expectCalls(t, "cold cascade, existing buckets", c2.calls.take(), map[string]int{"BatchGetItem": 1, "TransactWriteItems": 1})
+		if !mustConsume(t, c2, ns, consumeReq(t0, rate100, 1_000, child, parent)) {
+			t.Fatal("refused")
+		}
+		expectCalls(t, "same client, now warm", c2.calls.take(), map[string]int{"UpdateItem": 2})
+		balances(t, 96_000)
+	})
+
+	t.Run("speculation off", func(t *testing.T) {
+		c3 := tt.client(t, 5*time.Second, WithSpeculative(false))
+		for range 2 {
+			if !mustConsume(t, c3, ns, consumeReq(t0, rate100, 1_000, child, parent)) {
+				t.Fatal("refused")
+			}
+			expectCalls(t, "cascade, speculation off", c3.calls.take(), map[string]int{"BatchGetItem": 1, "TransactWriteItems": 1})
+		}
+		balances(t, 94_000)
+	})
+
+	// The parent is exhausted: the child's speculative write succeeds, the
+	// parent's fails and shows refill cannot help; the child's debit is
+	// given back (one more UpdateItem) and the request is rejected with no
+	// read and no transaction.
+	t.Run("warm rejection compensated", func(t *testing.T) {
+		k := store.BucketKey{Entity: "key2", Resource: "r"}
+		o := store.BucketKey{Entity: "org2", Resource: "r"}
+		req := func(amount int64) *store.ConsumeRequest {
+			return &store.ConsumeRequest{Now: t0, Buckets: []store.BucketRequest{
+				{Key: k, Limits: []store.LimitRequest{{Name: "rpm", Params: rate100, Check: true, Amount: amount}}},
+				{Key: o, Limits: []store.LimitRequest{{Name: "rpm", Params: rate2, Check: true, Amount: amount}}},
+			}}
+		}
+		if !mustConsume(t, c1, ns, req(1_000)) || !mustConsume(t, c1, ns, req(1_000)) {
+			t.Fatal("refused")
+		}
+		c1.calls.take()
+		if mustConsume(t, c1, ns, req(1_000)) {
+			t.Fatal("granted although the parent is empty")
+		}
+		expectCalls(t, "warm cascade rejected by the parent", c1.calls.take(), map[string]int{"UpdateItem": 3})
+		if got := balanceAt(t, tt.admin, ns, k, "rpm", t0); got != 98_000 {
+			t.Errorf("child balance = %d, want 98000 (the compensated debit given back)", got)
+		}
+		if got := balanceAt(t, tt.admin, ns, o, "rpm", t0); got != 0 {
+			t.Errorf("parent balance = %d, want 0", got)
+		}
+	})
+}
+
+// limiterEnv is a limiter with a frozen fake clock over an instrumented store.
+type limiterEnv struct {
+	c   *instrumented
+	lim *tollgate.Limiter
+	clk *clock.Fake
+}
+
+func newLimiterEnv(t testing.TB, c *instrumented) *limiterEnv {
+	t.Helper()
+	clk := clock.NewFake(instrEpoch)
+	lim, err := tollgate.New(c.Store, tollgate.WithClock(clk))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &limiterEnv{c: c, lim: lim, clk: clk}
+}
+
+// cascadePair creates parent and child (cascading to parent).
+func (e *limiterEnv) cascadePair(t testing.TB, parent, child string) {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := e.lim.CreateEntity(ctx, tollgate.Entity{ID: parent}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.lim.CreateEntity(ctx, tollgate.Entity{ID: child, ParentID: parent, Cascade: true}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (e *limiterEnv) acquire(t testing.TB, entity, resource string, consume tollgate.Consume, opts ...tollgate.AcquireOption) *tollgate.Lease {
+	t.Helper()
+	le, err := e.lim.Acquire(context.Background(), entity, resource, consume, opts...)
+	if err != nil {
+		t.Fatalf("Acquire %s/%s: %v", entity, resource, err)
+	}
+	return le
+}
+
+// available returns every limit's available tokens for entity (and its
+// cascade ancestors), keyed "entity/limit".
+func (e *limiterEnv) available(t testing.TB, entity, resource string, opts ...tollgate.AcquireOption) map[string]int64 {
+	t.Helper()
+	sts, err := e.lim.Available(context.Background(), entity, resource, opts...)
+	if err != nil {
+		t.Fatalf("Available %s/%s: %v", entity, resource, err)
+	}
+	m := map[string]int64{}
+	for _, s := range sts {
+		m[s.Entity+"/"+s.Limit] = s.Available
+	}
+	return m
+}
+
+func expectAvailable(t testing.TB, what string, got, want map[string]int64) {
+	t.Helper()
+	if !maps.Equal(got, want) {
+		t.Errorf("%s: available %v, want %v", what, got, want)
+	}
+}
+
+// TestCostLimiterLease counts the store calls of whole leases through the
+// limiter (explicit limits, warm config cache): acquire, commit with and
+// without adjustments, rollback, for a single bucket and a two-level cascade.
+func TestCostLimiterLease(t *testing.T) {
+	tt := newTestTable(t)
+	ctx := context.Background()
+	e := newLimiterEnv(t, tt.client(t, 5*time.Second))
+	e.cascadePair(t, "org", "key")
+	limits := tollgate.WithLimits(tollgate.PerMinute("rpm", 100), tollgate.PerMinute("tpm", 10_000))
+	one := tollgate.Consume{"rpm": 1, "tpm": 100}
+
+	// Warm the limiter's caches (namespace, entities, system mode) and
+	// create the buckets.
+	for _, id := range []string{"key", "solo"} {
+		if err := e.acquire(t, id, "llm", one, limits).Commit(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.c.calls.take()
+
+	step := func(what string, want map[string]int, fn func() error) {
+		t.Helper()
+		if err := fn(); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		expectCalls(t, what, e.c.calls.take(), want)
+	}
+	var le *tollgate.Lease
+	acquire := func(id string) func() error {
+		return func() error {
+			var err error
+			le, err = e.lim.Acquire(ctx, id, "llm", one, limits)
+			return err
+		}
+	}
+	commit := func() error { return le.Commit(ctx) }
+	rollback := func() error { return le.Rollback(ctx) }
+	adjustCommit := func() error {
+		if err := le.Adjust(tollgate.Consume{"tpm": 50}); err != nil {
+			return err
+		}
+		return le.Commit(ctx)
+	}
+
+	step("single-bucket acquire", map[string]int{"UpdateItem": 1}, acquire("solo"))
+	step("single-bucket commit with an adjustment", map[string]int{"UpdateItem": 1}, adjustCommit)
+	step("single-bucket acquire", map[string]int{"UpdateItem": 1}, acquire("solo"))
+	step("single-bucket commit without adjustments", nil, commit)
+
+	step("warm cascade acquire", map[string]int{"UpdateItem": 2}, acquire("key"))
+	step("cascade commit with an adjustment", map[string]int{"UpdateItem": 2}, adjustCommit)
+	step("warm cascade acquire", map[string]int{"UpdateItem": 2}, acquire("key"))
+	step("cascade commit without adjustments", nil, commit)
+
+	// Rollbacks last: a refund pushes the bucket's full-time bound into the
+	// past, which stops speculation until the next guarded write.
+	step("single-bucket acquire", map[string]int{"UpdateItem": 1}, acquire("solo"))
+	step("single-bucket rollback", map[string]int{"UpdateItem": 1}, rollback)
+	step("warm cascade acquire", map[string]int{"UpdateItem": 2}, acquire("key"))
+	step("cascade rollback", map[string]int{"UpdateItem": 2}, rollback)
+
+	// Measured, not budgeted: the first acquire after a refund.
+	if err := acquire("key")(); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("cascade acquire right after a rollback: %s", formatCalls(e.c.calls.take()))
+	if err := le.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	// Every step was applied exactly once: warm-up 1 + 2 committed + 1
+	// after the rollback (rpm); tpm 100 each plus the adjustments of 50.
+	expectAvailable(t, "cascade balances", e.available(t, "key", "llm", limits), map[string]int64{
+		"key/rpm": 96, "key/tpm": 10_000 - 400 - 50, "org/rpm": 96, "org/tpm": 10_000 - 400 - 50,
+	})
+	expectAvailable(t, "single balances", e.available(t, "solo", "llm", limits), map[string]int64{
+		"solo/rpm": 97, "solo/tpm": 10_000 - 300 - 50,
+	})
+}
+
+// TestCostConcurrencyRelease: committing a lease that holds concurrency
+// tokens returns them with one UpdateItem per bucket, even without
+// adjustments.
+func TestCostConcurrencyRelease(t *testing.T) {
+	tt := newTestTable(t)
+	ctx := context.Background()
+	e := newLimiterEnv(t, tt.client(t, 5*time.Second))
+	e.cascadePair(t, "org", "key")
+	limits := tollgate.WithLimits(tollgate.ConcurrencyLimit("jobs", 10), tollgate.PerMinute("rpm", 100))
+	one := tollgate.Consume{"jobs": 1, "rpm": 1}
+	if err := e.acquire(t, "key", "batch", one, limits).Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	e.c.calls.take()
+
+	le := e.acquire(t, "key", "batch", one, limits)
+	expectCalls(t, "warm cascade acquire with a concurrency limit", e.c.calls.take(), map[string]int{"UpdateItem": 2})
+	expectAvailable(t, "while held", e.available(t, "key", "batch", limits), map[string]int64{
+		"key/jobs": 9, "key/rpm": 98, "org/jobs": 9, "org/rpm": 98,
+	})
+	e.c.calls.take()
+	if err := le.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	expectCalls(t, "commit returning concurrency tokens", e.c.calls.take(), map[string]int{"UpdateItem": 2})
+	expectAvailable(t, "after commit", e.available(t, "key", "batch", limits), map[string]int64{
+		"key/jobs": 10, "key/rpm": 98, "org/jobs": 10, "org/rpm": 98,
+	})
+}

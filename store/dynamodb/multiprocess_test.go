@@ -1,0 +1,270 @@
+package dynamodb
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"net/http"
+	"os"
+	"os/exec"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/tollgate-rl/tollgate"
+	"github.com/tollgate-rl/tollgate/store"
+)
+
+// The multi-process test starts this test binary again as worker processes
+// (TestMain sees mpWorkerEnv), each hammering the same table from many
+// goroutines with the wall clock, as separate machines would.
+const (
+	mpWorkerEnv   = "TOLLGATE_MP_WORKER" // the worker's scenario: "bucket" or "cascade"
+	mpTableEnv    = "TOLLGATE_MP_TABLE"
+	mpEndpointEnv = "TOLLGATE_MP_ENDPOINT"
+	mpEntityEnv   = "TOLLGATE_MP_ENTITY"
+	mpStartEnv    = "TOLLGATE_MP_START" // Unix ms at which every worker starts
+	mpDuration    = 4 * time.Second
+	mpProcesses   = 3
+	mpGoroutines  = 16
+)
+
+// mpResult is what a worker reports on stdout.
+type mpResult struct {
+	Grants int64  `json:"grants"`
+	Denied int64  `json:"denied"`
+	First  int64  `json:"first"` // Unix ms of the first request
+	Last   int64  `json:"last"`  // Unix ms of the last request
+	Errors int64  `json:"errors"`
+	Error  string `json:"error,omitempty"`
+	Calls  int64  `json:"calls"`
+}
+
+// Limits of the scenarios, well below what one DynamoDB Local sustains on a
+// shared 2-core machine (a few hundred writes a second), so that demand
+// always exceeds supply: a bucket refilling 40 tokens/s (burst 40); in the
+// cascade, keys of 20/s (burst 20) sharing an organisation of 30/s (burst 30).
+var (
+	mpBucketLimit = tollgate.PerSecond("rps", 40)
+	mpKeyLimit    = tollgate.PerSecond("rps", 20)
+	mpOrgLimit    = tollgate.PerSecond("rps", 30)
+)
+
+func runWorker() int {
+	res := work(os.Getenv(mpWorkerEnv))
+	_ = json.NewEncoder(os.Stdout).Encode(res)
+	return 0
+}
+
+func work(scenario string) (res mpResult) {
+	ctx := context.Background()
+	endpoint = os.Getenv(mpEndpointEnv)
+	var calls atomic.Int64
+	s := New(localConfig(func(c *aws.Config) {
+		c.HTTPClient = &http.Client{Transport: countingRT{NewHTTPClient().Transport, &calls}}
+	}), os.Getenv(mpTableEnv), nil, atLocal)
+	defer func() { res.Calls = calls.Load() }()
+	lim, err := tollgate.New(s)
+	if err != nil {
+		return mpResult{Error: err.Error()}
+	}
+	entity, opts := "hot", []tollgate.AcquireOption{tollgate.WithLimits(mpBucketLimit)}
+	if scenario == "cascade" {
+		entity, opts = os.Getenv(mpEntityEnv), nil // stored limits
+	}
+	// Warm up (namespace, connections, caches) without consuming, then
+	// start together, so that no process's start-up leaves the bucket full
+	// (and its refill clamped) while the others already count.
+	if _, err := lim.Available(ctx, entity, "api", opts...); err != nil {
+		return mpResult{Error: err.Error()}
+	}
+	start, _ := strconv.ParseInt(os.Getenv(mpStartEnv), 10, 64)
+	time.Sleep(time.Until(time.UnixMilli(start)))
+	var grants, denied, errs atomic.Int64
+	var firstErr atomic.Value
+	var first, last atomic.Int64
+	first.Store(1 << 62)
+	stop := time.Now().Add(mpDuration)
+	var wg sync.WaitGroup
+	for range mpGoroutines {
+		wg.Go(func() {
+			for time.Now().Before(stop) {
+				now := time.Now().UnixMilli()
+				lease, err := lim.Acquire(ctx, entity, "api", tollgate.Consume{"rps": 1}, opts...)
+				switch {
+				case err == nil:
+					grants.Add(1)
+					_ = lease.Commit(ctx)
+				case errors.Is(err, tollgate.ErrRateLimited):
+					denied.Add(1)
+				default:
+					if errs.Add(1) == 1 {
+						firstErr.Store(err.Error())
+					}
+					continue
+				}
+				for f := first.Load(); now < f && !first.CompareAndSwap(f, now); f = first.Load() {
+				}
+				for l := last.Load(); now > l && !last.CompareAndSwap(l, now); l = last.Load() {
+				}
+			}
+		})
+	}
+	wg.Wait()
+	res = mpResult{Grants: grants.Load(), Denied: denied.Load(), First: first.Load(), Last: last.Load() + 1, Errors: errs.Load()}
+	if e, ok := firstErr.Load().(string); ok {
+		res.Error = e
+	}
+	return res
+}
+
+// runWorkers starts the worker processes and collects their results.
+func runWorkers(t *testing.T, s *Store, scenario string, entities []string) []mpResult {
+	t.Helper()
+	results := make([]mpResult, len(entities))
+	start := strconv.FormatInt(time.Now().Add(3*time.Second).UnixMilli(), 10)
+	var wg sync.WaitGroup
+	for i, entity := range entities {
+		wg.Go(func() {
+			cmd := exec.Command(os.Args[0], "-test.run=^$")
+			cmd.Env = append(os.Environ(), mpWorkerEnv+"="+scenario, mpTableEnv+"="+s.table,
+				mpEndpointEnv+"="+endpoint, mpEntityEnv+"="+entity, mpStartEnv+"="+start)
+			cmd.Stderr = os.Stderr
+			out, err := cmd.Output()
+			if err != nil {
+				t.Errorf("worker %d: %v", i, err)
+				return
+			}
+			if err := json.Unmarshal(out, &results[i]); err != nil {
+				t.Errorf("worker %d output %q: %v", i, out, err)
+			}
+		})
+	}
+	wg.Wait()
+	for i, r := range results {
+		if r.Error != "" || r.Errors > 0 {
+			t.Errorf("worker %d: %d errors; %s", i, r.Errors, r.Error)
+		}
+	}
+	return results
+}
+
+// bound is the most a limit can admit over [first, last]: the burst plus
+// the exact refill of that window.
+func bound(l tollgate.Limit, results []mpResult) (grants, allowed int64, window time.Duration) {
+	first, last := int64(1<<62), int64(0)
+	for _, r := range results {
+		grants += r.Grants
+		first, last = min(first, r.First), max(last, r.Last)
+	}
+	ms := last - first
+	return grants, l.Capacity + ms*l.RefillAmount*1000/l.RefillPeriod.Milliseconds()/1000, time.Duration(ms) * time.Millisecond
+}
+
+func TestMultiProcessOneBucket(t *testing.T) {
+	if testing.Short() {
+		t.Skip("multi-process test skipped in -short mode")
+	}
+	s := newTable(t)
+	results := runWorkers(t, s, "bucket", []string{"hot", "hot", "hot"})
+	grants, allowed, window := bound(mpBucketLimit, results)
+	frac := float64(grants) / float64(allowed)
+	t.Logf("%d processes x %d goroutines, one bucket of %s: %d grants in %v, exact bound %d (%.1f%%)",
+		mpProcesses, mpGoroutines, mpBucketLimit, grants, window, allowed, 100*frac)
+	if grants > allowed {
+		t.Errorf("over-admission: %d grants, bound %d", grants, allowed)
+	}
+	// The bucket's consumed counter agrees with the grants: no debit was
+	// lost or applied twice.
+	hot, err := s.getBucket(context.Background(), mustNamespaceID(t, mustLimiter(t, s)), store.BucketKey{Entity: "hot", Resource: "api"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tc, _ := getN(hot, limitAttr("rps", fieldConsumed)); tc != grants*1000 {
+		t.Errorf("bucket consumed counter %d millitokens, want %d (the grants)", tc, grants*1000)
+	}
+	if frac < 0.8 {
+		t.Errorf("admitted only %.1f%% of the bound", 100*frac)
+	}
+}
+
+func TestMultiProcessCascade(t *testing.T) {
+	if testing.Short() {
+		t.Skip("multi-process test skipped in -short mode")
+	}
+	ctx := context.Background()
+	s := newTable(t)
+	admin, err := tollgate.New(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := []string{"key-0", "key-1", "key-2"}
+	if _, err := admin.CreateEntity(ctx, tollgate.Entity{ID: "org"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range keys {
+		if _, err := admin.CreateEntity(ctx, tollgate.Entity{ID: k, ParentID: "org", Cascade: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := admin.SetConfig(ctx, tollgate.ResourceScope("api"), tollgate.Config{Limits: []tollgate.Limit{mpKeyLimit}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := admin.SetConfig(ctx, tollgate.EntityScope("org", "api"), tollgate.Config{Limits: []tollgate.Limit{mpOrgLimit}}); err != nil {
+		t.Fatal(err)
+	}
+	results := runWorkers(t, s, "cascade", keys)
+	grants, allowed, window := bound(mpOrgLimit, results)
+	frac := float64(grants) / float64(allowed)
+	t.Logf("%d processes x %d goroutines, 3 keys cascading to one org of %s: %d grants in %v, org bound %d (%.1f%%)",
+		mpProcesses, mpGoroutines, mpOrgLimit, grants, window, allowed, 100*frac)
+	if grants > allowed {
+		t.Errorf("org over-admitted: %d grants, bound %d", grants, allowed)
+	}
+	for i, r := range results {
+		if g, a, _ := bound(mpKeyLimit, results[i:i+1]); g > a {
+			t.Errorf("%s over-admitted: %d grants, bound %d", keys[i], r.Grants, a)
+		}
+	}
+	if frac < 0.6 {
+		t.Errorf("admitted only %.1f%% of the org's bound", 100*frac)
+	}
+	// The org's bucket agrees with the grants: its consumed counter is exact.
+	org, err := s.getBucket(ctx, mustNamespaceID(t, admin), store.BucketKey{Entity: "org", Resource: "api"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tc, _ := getN(org, limitAttr("rps", fieldConsumed)); tc != grants*1000 {
+		t.Errorf("org consumed counter %d millitokens, want %d (the grants)", tc, grants*1000)
+	}
+}
+
+func mustLimiter(t *testing.T, s *Store) *tollgate.Limiter {
+	lim, err := tollgate.New(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return lim
+}
+
+func mustNamespaceID(t *testing.T, lim *tollgate.Limiter) string {
+	t.Helper()
+	n, err := lim.GetNamespace(context.Background(), lim.Namespace())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n.ID
+}
+
+type countingRT struct {
+	rt http.RoundTripper
+	n  *atomic.Int64
+}
+
+func (c countingRT) RoundTrip(r *http.Request) (*http.Response, error) {
+	c.n.Add(1)
+	return c.rt.RoundTrip(r)
+}
