@@ -5,7 +5,7 @@ GO        ?= go
 BENCHTIME ?= 1s
 BENCHCOUNT ?= 5
 
-.PHONY: run test bench lint deps build clean dynamodb-local
+.PHONY: run test bench bench-dynamodb lint deps build clean dynamodb-local
 
 ## run: the LLM-gateway demo on the in-memory backend (simulated time).
 run:
@@ -27,6 +27,13 @@ bench: deps
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) -count $(BENCHCOUNT) \
 		./bucket/ . | tee bench.out | $(GO) run ./internal/benchratio
 
+## bench-dynamodb: the DynamoDB backend against a fresh DynamoDB Local, with
+## p50 ratios against one raw UpdateItem / GetItem measured in the same run.
+bench-dynamodb: deps
+	TOLLGATE_DYNAMODB_LOCAL_DIR="$$(scripts/dynamodb-local.sh install)" $(GO) test -run '^$$' -bench . \
+		-benchtime $(BENCHTIME) -count $(BENCHCOUNT) ./store/dynamodb/ | tee bench-dynamodb.out | \
+		$(GO) run ./internal/benchratio -baseline baseline -metric p50-us
+
 ## lint: gofmt, go vet, and staticcheck when it installs.
 lint: deps
 	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
@@ -43,4 +50,4 @@ build:
 	$(GO) build ./...
 
 clean:
-	rm -f bench.out
+	rm -f bench.out bench-dynamodb.out

@@ -19,6 +19,16 @@ import (
 
 var line = regexp.MustCompile(`^(Benchmark\S+?)(?:-\d+)?\s+\d+\s+([\d.]+) ns/op(?:.*?\s([\d.]+) B/op\s+(\d+) allocs/op)?`)
 
+// metricValue finds "<number> <unit>" in a benchmark line.
+func metricValue(text, unit string) (float64, bool) {
+	m := regexp.MustCompile(`\s([\d.]+) ` + regexp.QuoteMeta(unit) + `(\s|$)`).FindStringSubmatch(text)
+	if m == nil {
+		return 0, false
+	}
+	v, err := strconv.ParseFloat(m[1], 64)
+	return v, err == nil
+}
+
 type result struct {
 	ns     []float64
 	allocs string
@@ -27,14 +37,15 @@ type result struct {
 
 func main() {
 	baseline := flag.String("baseline", "rate.Allow", "last name element of each group's baseline benchmark")
+	metric := flag.String("metric", "ns/op", "the unit to take medians and ratios of, e.g. p50-us")
 	flag.Parse()
-	if err := summarise(os.Stdin, os.Stdout, *baseline); err != nil {
+	if err := summarise(os.Stdin, os.Stdout, *baseline, *metric); err != nil {
 		fmt.Fprintln(os.Stderr, "benchratio:", err)
 		os.Exit(1)
 	}
 }
 
-func summarise(in io.Reader, out io.Writer, baseline string) error {
+func summarise(in io.Reader, out io.Writer, baseline, metric string) error {
 	results := map[string]*result{}
 	var order []string
 	sc := bufio.NewScanner(in)
@@ -46,6 +57,13 @@ func summarise(in io.Reader, out io.Writer, baseline string) error {
 		ns, err := strconv.ParseFloat(m[2], 64)
 		if err != nil {
 			return err
+		}
+		if metric != "ns/op" {
+			v, ok := metricValue(sc.Text(), metric)
+			if !ok {
+				continue
+			}
+			ns = v
 		}
 		r := results[m[1]]
 		if r == nil {
@@ -59,7 +77,7 @@ func summarise(in io.Reader, out io.Writer, baseline string) error {
 	if err := sc.Err(); err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "\n%-58s %5s %12s %8s %8s %9s\n", "benchmark", "runs", "median ns/op", "B/op", "allocs", "x baseline")
+	fmt.Fprintf(out, "\n%-58s %5s %12s %8s %8s %9s\n", "benchmark", "runs", "median "+metric, "B/op", "allocs", "x baseline")
 	for _, name := range order {
 		r := results[name]
 		med := median(r.ns)

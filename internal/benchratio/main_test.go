@@ -15,7 +15,7 @@ BenchmarkX/serial/mine-2         	 100	       300.0 ns/op	      16 B/op	       1
 BenchmarkNoGroup-2               	 100	        10.0 ns/op
 PASS`
 	var out strings.Builder
-	if err := summarise(strings.NewReader(in), &out, "rate.Allow"); err != nil {
+	if err := summarise(strings.NewReader(in), &out, "rate.Allow", "ns/op"); err != nil {
 		t.Fatal(err)
 	}
 	got := out.String()
@@ -27,5 +27,26 @@ PASS`
 		if !strings.Contains(got, want) {
 			t.Errorf("output lacks %q:\n%s", want, got)
 		}
+	}
+}
+
+func TestSummariseOtherMetric(t *testing.T) {
+	in := `BenchmarkD/write/baseline-2   	 500	 2000000 ns/op	      1000 p50-us	 8000 p99-us
+BenchmarkD/write/baseline-2   	 500	 2000000 ns/op	      1200 p50-us	 8000 p99-us
+BenchmarkD/write/acquire-2    	 500	 2000000 ns/op	      1100 p50-us	 7000 p99-us
+BenchmarkD/write/acquire-2    	 500	 2000000 ns/op	      1320 p50-us	 7000 p99-us
+BenchmarkD/other-2            	 500	 2000000 ns/op	 300 acquires/s`
+	var out strings.Builder
+	if err := summarise(strings.NewReader(in), &out, "baseline", "p50-us"); err != nil {
+		t.Fatal(err)
+	}
+	got := out.String()
+	for _, want := range []string{"median p50-us", "BenchmarkD/write/acquire", "1210.0", "1.10"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("output lacks %q:\n%s", want, got)
+		}
+	}
+	if strings.Contains(got, "BenchmarkD/other") {
+		t.Errorf("a line without the metric was summarised:\n%s", got)
 	}
 }
