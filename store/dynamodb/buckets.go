@@ -195,6 +195,15 @@ func (s *Store) writeInput(ns string, br *store.BucketRequest, now int64, old it
 	if p.Refilled != rec.Refilled {
 		e.setN(attrRefilled, p.Refilled)
 	}
+	// The version orders normal writes and refunds among themselves, which
+	// rf alone does not when a write leaves it unchanged; speculative debits
+	// do not touch it, and commute with everything.
+	if v, err := getN(old, attrVersion); err == nil {
+		e.where("%s = %v", attrVersion, num(v))
+	} else {
+		e.where("attribute_not_exists(%s)", attrVersion, nil)
+	}
+	e.addN(attrVersion, 1)
 	for _, l := range p.Limits {
 		var amount int64
 		checked := false
@@ -236,11 +245,13 @@ func (s *Store) writeInput(ns string, br *store.BucketRequest, now int64, old it
 			e.addN(limitAttr(l.Name, fieldConsumed), amount)
 		}
 		if l.Params.Amount > 0 {
-			// ADD, not SET: concurrent speculative debits and refunds move
-			// the bound too, and must not be overwritten.
-			debited := bucket.ForceConsume(l.State, amount)
+			// ADD, not SET: speculative debits landing between the read
+			// and this write postpone the bound too, and are kept. The
+			// version condition below stops two such ADDs computed from one
+			// read, and refunds (which reset the bound) in between.
 			fa := limitAttr(l.Name, fieldFullAt)
 			oldFA, _ := getN(old, fa)
+			debited := bucket.ForceConsume(l.State, amount)
 			if d := fullAt(p.Refilled, store.LimitState{State: debited, Params: l.Params}) - oldFA; d != 0 {
 				e.addN(fa, d)
 			}
@@ -673,6 +684,7 @@ func (s *Store) addDeltas(ctx context.Context, ns string, k store.BucketKey, ds 
 		e := newExpr()
 		e.where("(attribute_not_exists(%s) OR "+e.name(attrOp)+" <> %v)", attrOp, str(op))
 		e.set = append(e.set, e.name(attrOp)+" = "+e.value(str(op)))
+		refund := false
 		for _, d := range ds {
 			e.where("attribute_exists(%s)", limitAttr(d.Limit, fieldCapacity), nil)
 			e.addN(limitAttr(d.Limit, fieldTokens), -d.Amount)
@@ -681,10 +693,15 @@ func (s *Store) addDeltas(ctx context.Context, ns string, k store.BucketKey, ds 
 				// A refund brings the full time nearer by an amount this
 				// call cannot compute without the parameters; 0 is a lower
 				// bound of any time, and stops speculative debits until the
-				// next normal write sets the bound afresh. Concurrent ADDs
-				// to it only keep it far in the past.
+				// next normal write sets the bound afresh.
 				e.setN(limitAttr(d.Limit, fieldFullAt), 0)
+				refund = true
 			}
+		}
+		if refund {
+			// A normal write prepared before this refund must not apply
+			// its bound on top of the reset: bump the version it checks.
+			e.addN(attrVersion, 1)
 		}
 		_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 			TableName:                           &s.table,

@@ -63,6 +63,7 @@ const (
 	attrShardCount = "shard_count"
 	attrTTL        = "ttl"
 	attrOp         = "op" // id of the last delta write (see addDeltas)
+	attrVersion    = "v"  // counts normal writes and refunds (see writeInput)
 )
 
 func limitAttr(name, field string) string { return "b_" + name + "_" + field }
