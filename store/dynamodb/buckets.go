@@ -62,8 +62,29 @@ func (s *Store) consumeOne(ctx context.Context, ns string, br *store.BucketReque
 // its refill timestamp; speculative writes need no turn.
 func (s *Store) writeLoop(ctx context.Context, ns string, br *store.BucketRequest, now int64, old item, read bool) (bool, error) {
 	mu := s.turn(ns, br.Key)
-	mu.Lock()
+	waited := !mu.TryLock()
+	if waited {
+		mu.Lock()
+	}
 	defer mu.Unlock()
+	if waited && s.speculative && debits(br) {
+		// The writer before us most likely refilled the bucket: what we
+		// read is stale, and a speculative debit may now simply succeed.
+		res, err := s.speculate(ctx, ns, br, now)
+		switch {
+		case err != nil:
+			return false, err
+		case res.ok:
+			return true, nil
+		case res.old == nil:
+			old, read = nil, false
+		default:
+			if _, ok, err := prepareFrom(res.old, br, now); err != nil || !ok {
+				return false, err
+			}
+			old, read = res.old, true
+		}
+	}
 	for attempt := 0; attempt < s.maxAttempts; attempt++ {
 		if !read {
 			var err error
