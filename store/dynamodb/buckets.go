@@ -34,25 +34,37 @@ func (s *Store) Consume(ctx context.Context, ns string, req *store.ConsumeReques
 // by the refill timestamp, after reading the bucket (or from the old item a
 // failed speculative write returned).
 func (s *Store) consumeOne(ctx context.Context, ns string, br *store.BucketRequest, now int64) (bool, error) {
-	id := bucketID{ns, br.Key}
 	var old item
 	read := false
-	if s.speculative && s.isKnown(id) && debits(br) {
-		res, err := s.speculate(ctx, ns, br, now)
-		if err != nil {
-			return false, err
+	if s.speculative && s.isKnown(bucketID{ns, br.Key}) && debits(br) {
+		granted, decided, from, err := s.speculateOne(ctx, ns, br, now)
+		if decided {
+			return granted, err
 		}
-		if res.ok {
-			return true, nil
-		}
-		if res.old == nil {
-			s.known.Delete(id) // deleted meanwhile: create it again
-		} else if _, ok, err := prepareFrom(res.old, br, now); err != nil || !ok {
-			return false, err // refill cannot help: reject without another call
-		}
-		old, read = res.old, true
+		old, read = from, true
 	}
 	return s.writeLoop(ctx, ns, br, now, old, read)
+}
+
+// speculateOne tries a speculative debit of one bucket. decided reports an
+// answer: granted, or refused because refill cannot help (no further call),
+// or an error. Otherwise the read path continues from old, the item the
+// failed write returned (nil: the bucket is gone and must be created).
+func (s *Store) speculateOne(ctx context.Context, ns string, br *store.BucketRequest, now int64) (granted, decided bool, old item, err error) {
+	res, err := s.speculate(ctx, ns, br, now)
+	switch {
+	case err != nil:
+		return false, true, nil, err
+	case res.ok:
+		return true, true, nil, nil
+	case res.old == nil:
+		s.known.Delete(bucketID{ns, br.Key})
+		return false, false, nil, nil
+	}
+	if _, ok, err := prepareFrom(res.old, br, now); err != nil || !ok {
+		return false, true, nil, err
+	}
+	return false, false, res.old, nil
 }
 
 // writeLoop writes one bucket through the read path: from old (when read;
@@ -70,20 +82,11 @@ func (s *Store) writeLoop(ctx context.Context, ns string, br *store.BucketReques
 	if waited && s.speculative && debits(br) {
 		// The writer before us most likely refilled the bucket: what we
 		// read is stale, and a speculative debit may now simply succeed.
-		res, err := s.speculate(ctx, ns, br, now)
-		switch {
-		case err != nil:
-			return false, err
-		case res.ok:
-			return true, nil
-		case res.old == nil:
-			old, read = nil, false
-		default:
-			if _, ok, err := prepareFrom(res.old, br, now); err != nil || !ok {
-				return false, err
-			}
-			old, read = res.old, true
+		granted, decided, from, err := s.speculateOne(ctx, ns, br, now)
+		if decided {
+			return granted, err
 		}
+		old, read = from, true
 	}
 	for attempt := 0; attempt < s.maxAttempts; attempt++ {
 		if !read {
@@ -216,15 +219,7 @@ func (s *Store) writeInput(ns string, br *store.BucketRequest, now int64, old it
 	if p.Refilled != rec.Refilled {
 		e.setN(attrRefilled, p.Refilled)
 	}
-	// The version orders normal writes and refunds among themselves, which
-	// rf alone does not when a write leaves it unchanged; speculative debits
-	// do not touch it, and commute with everything.
-	if v, err := getN(old, attrVersion); err == nil {
-		e.where("%s = %v", attrVersion, num(v))
-	} else {
-		e.where("attribute_not_exists(%s)", attrVersion, nil)
-	}
-	e.addN(attrVersion, 1)
+
 	for _, l := range p.Limits {
 		var amount int64
 		checked := false
@@ -277,6 +272,17 @@ func (s *Store) writeInput(ns string, br *store.BucketRequest, now int64, old it
 				e.addN(fa, d)
 			}
 		}
+	}
+	if len(e.set)+len(e.add) > 0 {
+		// The version orders normal writes and refunds among themselves,
+		// which rf alone does not when a write leaves it unchanged;
+		// speculative debits do not touch it, and commute with everything.
+		if v, err := getN(old, attrVersion); err == nil {
+			e.where("%s = %v", attrVersion, num(v))
+		} else {
+			e.where("attribute_not_exists(%s)", attrVersion, nil)
+		}
+		e.addN(attrVersion, 1)
 	}
 	return writeInput{update: &dynamodb.UpdateItemInput{
 		TableName:                           &s.table,
