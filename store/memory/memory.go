@@ -18,6 +18,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tollgate-rl/tollgate/bucket"
 	"github.com/tollgate-rl/tollgate/model"
 	"github.com/tollgate-rl/tollgate/store"
 )
@@ -37,7 +38,9 @@ type Store struct {
 type shard struct {
 	mu      sync.Mutex
 	buckets map[bucketID]*store.Record
-	_       [40]byte // keep neighbouring shards' locks off one cache line
+	// created counts buckets created since the last sweep (see record).
+	created int
+	_       [32]byte // keep neighbouring shards' locks off one cache line
 }
 
 type bucketID struct{ ns, entity, resource string }
@@ -81,6 +84,7 @@ func (s *Store) Consume(ctx context.Context, ns string, req *store.ConsumeReques
 		if ok {
 			store.Debit(rec, br)
 		}
+		sh.maybeSweep(req.Now)
 		sh.mu.Unlock()
 		return ok, nil
 	}
@@ -100,21 +104,24 @@ func (s *Store) Consume(ctx context.Context, ns string, req *store.ConsumeReques
 	}
 	defer func() {
 		for _, i := range locked {
+			s.shards[i].maybeSweep(req.Now)
 			s.shards[i].mu.Unlock()
 		}
 	}()
+	var recBuf [model.MaxCascadeDepth]*store.Record
+	recs := recBuf[:0]
 	ok := true
 	for i := range req.Buckets {
 		br := &req.Buckets[i]
-		id := bucketID{ns, br.Key.Entity, br.Key.Resource}
-		if !store.Prepare(s.shards[idx[i]].record(id, req.Now), br, req.Now) {
+		rec := s.shards[idx[i]].record(bucketID{ns, br.Key.Entity, br.Key.Resource}, req.Now)
+		recs = append(recs, rec)
+		if !store.Prepare(rec, br, req.Now) {
 			ok = false
 		}
 	}
 	if ok {
 		for i := range req.Buckets {
-			br := &req.Buckets[i]
-			store.Debit(s.shards[idx[i]].buckets[bucketID{ns, br.Key.Entity, br.Key.Resource}], br)
+			store.Debit(recs[i], &req.Buckets[i])
 		}
 	}
 	return ok, nil
@@ -126,8 +133,41 @@ func (sh *shard) record(id bucketID, now int64) *store.Record {
 	if rec == nil {
 		rec = store.NewRecord(now)
 		sh.buckets[id] = rec
+		sh.created++
 	}
 	return rec
+}
+
+// minSweep keeps small shards from sweeping on every creation.
+const minSweep = 64
+
+// maybeSweep forgets idle buckets; the caller holds sh.mu and has finished
+// the operation. A bucket that is full in every limit behaves exactly like
+// one that does not exist (a missing bucket is created full), so it can be
+// deleted without changing any answer. Once a shard has created as many
+// buckets as it held at its last sweep, it deletes those full by now: memory
+// stays proportional to the buckets in use, at an amortised constant cost
+// per creation.
+func (sh *shard) maybeSweep(now int64) {
+	if sh.created <= max(len(sh.buckets)/2, minSweep) {
+		return
+	}
+	for id, rec := range sh.buckets {
+		if full(rec, now) {
+			delete(sh.buckets, id)
+		}
+	}
+	sh.created = 0
+}
+
+// full reports whether every limit of rec is at capacity at now.
+func full(rec *store.Record, now int64) bool {
+	for _, l := range rec.Limits {
+		if bucket.Refill(l.State, l.Params, now-rec.Refilled).Tokens < l.Params.Capacity {
+			return false
+		}
+	}
+	return true
 }
 
 // ApplyDeltas implements store.Buckets.
