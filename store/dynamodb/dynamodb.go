@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
@@ -100,7 +101,10 @@ func Connect(ctx context.Context, c ConnectConfig, opts ...Option) (*Store, erro
 		return nil, errors.New("dynamodb: a table name is required")
 	}
 	loadOpts := []func(*awsconfig.LoadOptions) error{
-		awsconfig.WithHTTPClient(NewHTTPClient()),
+		// A buildable client, so that the configuration chain can still
+		// apply a custom CA bundle (AWS_CA_BUNDLE) to it.
+		awsconfig.WithHTTPClient(awshttp.NewBuildableClient().
+			WithTransportOptions(tuneTransport).WithTimeout(httpTimeout)),
 	}
 	if c.Region != "" {
 		loadOpts = append(loadOpts, awsconfig.WithRegion(c.Region))
@@ -120,10 +124,17 @@ func Connect(ctx context.Context, c ConnectConfig, opts ...Option) (*Store, erro
 // calls: the default transport keeps too few idle connections per host.
 func NewHTTPClient() *http.Client {
 	t := http.DefaultTransport.(*http.Transport).Clone()
+	tuneTransport(t)
+	return &http.Client{Transport: t, Timeout: httpTimeout}
+}
+
+// httpTimeout bounds one HTTP attempt; the SDK's retryer bounds the attempts.
+const httpTimeout = 10 * time.Second
+
+func tuneTransport(t *http.Transport) {
 	t.MaxIdleConns = 512
 	t.MaxIdleConnsPerHost = 512
 	t.IdleConnTimeout = 90 * time.Second
-	return &http.Client{Transport: t, Timeout: 10 * time.Second}
 }
 
 // Table returns the table name.
