@@ -957,6 +957,26 @@ func TestAvailable(t *testing.T) {
 
 // --- Allocations --------------------------------------------------------------
 
+// wantAtMostOneAlloc warms the path up, then requires a whole Acquire+Commit
+// to allocate at most once (the lease handle).
+func wantAtMostOneAlloc(t *testing.T, lim *tollgate.Limiter, entity string, c tollgate.Consume, opts ...tollgate.AcquireOption) {
+	t.Helper()
+	ctx := context.Background()
+	mustAcquire(t, lim, entity, "api", c, opts...).Commit(ctx)
+	allocs := testing.AllocsPerRun(200, func() {
+		le, err := lim.Acquire(ctx, entity, "api", c, opts...)
+		if err != nil {
+			panic(err)
+		}
+		if err := le.Commit(ctx); err != nil {
+			panic(err)
+		}
+	})
+	if allocs > 1 {
+		t.Errorf("Acquire+Commit allocates %.1f times, want <= 1", allocs)
+	}
+}
+
 func TestAcquireCommitAllocs(t *testing.T) {
 	if raceEnabled {
 		t.Skip("allocation counts are meaningless under -race (sync.Pool drops items)")
@@ -967,19 +987,7 @@ func TestAcquireCommitAllocs(t *testing.T) {
 
 	t.Run("explicit limits", func(t *testing.T) {
 		lim, _ := newLim(t, memory.New())
-		mustAcquire(t, lim, "k", "api", c, big).Commit(ctx)
-		allocs := testing.AllocsPerRun(200, func() {
-			le, err := lim.Acquire(ctx, "k", "api", c, big)
-			if err != nil {
-				panic(err)
-			}
-			if err := le.Commit(ctx); err != nil {
-				panic(err)
-			}
-		})
-		if allocs > 1 {
-			t.Errorf("Acquire+Commit allocates %.1f times, want <= 1", allocs)
-		}
+		wantAtMostOneAlloc(t, lim, "k", c, big)
 	})
 	t.Run("three limits and a cascade", func(t *testing.T) {
 		lim, _ := newLim(t, memory.New())
@@ -991,35 +999,11 @@ func TestAcquireCommitAllocs(t *testing.T) {
 			}
 		}
 		c3 := tollgate.Consume{"rpm": 1, "tpm": 100, "inflight": 1}
-		mustAcquire(t, lim, "key", "api", c3).Commit(ctx)
-		allocs := testing.AllocsPerRun(200, func() {
-			le, err := lim.Acquire(ctx, "key", "api", c3)
-			if err != nil {
-				panic(err)
-			}
-			if err := le.Commit(ctx); err != nil {
-				panic(err)
-			}
-		})
-		if allocs > 1 {
-			t.Errorf("Acquire+Commit allocates %.1f times, want <= 1", allocs)
-		}
+		wantAtMostOneAlloc(t, lim, "key", c3)
 	})
 	t.Run("stored config", func(t *testing.T) {
 		lim, _ := newLim(t, memory.New())
 		setLimits(t, lim, tollgate.ResourceScope("api"), tollgate.PerMinute("rpm", 1_000_000_000))
-		mustAcquire(t, lim, "k", "api", c).Commit(ctx)
-		allocs := testing.AllocsPerRun(200, func() {
-			le, err := lim.Acquire(ctx, "k", "api", c)
-			if err != nil {
-				panic(err)
-			}
-			if err := le.Commit(ctx); err != nil {
-				panic(err)
-			}
-		})
-		if allocs > 1 {
-			t.Errorf("Acquire+Commit allocates %.1f times, want <= 1", allocs)
-		}
+		wantAtMostOneAlloc(t, lim, "k", c)
 	})
 }

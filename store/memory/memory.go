@@ -249,63 +249,51 @@ func (s *Store) GetConfigs(ctx context.Context, ns string, scopes []model.Scope)
 
 // PutConfig implements store.Configs.
 func (s *Store) PutConfig(ctx context.Context, ns string, scope model.Scope, cfg model.Config, ev model.AuditEvent) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	n := s.ns(ns, true)
-	if _, ok := n.entities[scope.Entity]; scope.Entity != "" && !ok {
-		return model.ErrEntityNotFound
-	}
-	cfg.Limits = slices.Clone(cfg.Limits)
-	n.configs[scope] = cfg
-	n.appendAudit(ev)
-	return nil
+	return s.update(ctx, ns, func(n *namespace) error {
+		if _, ok := n.entities[scope.Entity]; scope.Entity != "" && !ok {
+			return model.ErrEntityNotFound
+		}
+		cfg.Limits = slices.Clone(cfg.Limits)
+		n.configs[scope] = cfg
+		n.appendAudit(ev)
+		return nil
+	})
 }
 
 // DeleteConfig implements store.Configs.
 func (s *Store) DeleteConfig(ctx context.Context, ns string, scope model.Scope, ev model.AuditEvent) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	n := s.ns(ns, true)
-	if _, ok := n.configs[scope]; !ok {
-		return model.ErrNotFound
-	}
-	delete(n.configs, scope)
-	n.appendAudit(ev)
-	return nil
+	return s.update(ctx, ns, func(n *namespace) error {
+		if _, ok := n.configs[scope]; !ok {
+			return model.ErrNotFound
+		}
+		delete(n.configs, scope)
+		n.appendAudit(ev)
+		return nil
+	})
 }
 
 // CreateEntity implements store.Entities.
 func (s *Store) CreateEntity(ctx context.Context, ns string, e model.Entity, ev model.AuditEvent) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	n := s.ns(ns, true)
-	if _, ok := n.entities[e.ID]; ok {
-		return model.ErrEntityExists
-	}
-	if e.ParentID != "" {
-		if _, ok := n.entities[e.ParentID]; !ok {
-			return model.ErrEntityNotFound
+	return s.update(ctx, ns, func(n *namespace) error {
+		if _, ok := n.entities[e.ID]; ok {
+			return model.ErrEntityExists
 		}
-		kids := n.children[e.ParentID]
-		if kids == nil {
-			kids = make(map[string]struct{})
-			n.children[e.ParentID] = kids
+		if e.ParentID != "" {
+			if _, ok := n.entities[e.ParentID]; !ok {
+				return model.ErrEntityNotFound
+			}
+			kids := n.children[e.ParentID]
+			if kids == nil {
+				kids = make(map[string]struct{})
+				n.children[e.ParentID] = kids
+			}
+			kids[e.ID] = struct{}{}
 		}
-		kids[e.ID] = struct{}{}
-	}
-	e.Metadata = cloneMap(e.Metadata)
-	n.entities[e.ID] = e
-	n.appendAudit(ev)
-	return nil
+		e.Metadata = cloneMap(e.Metadata)
+		n.entities[e.ID] = e
+		n.appendAudit(ev)
+		return nil
+	})
 }
 
 // GetEntity implements store.Entities.
@@ -326,40 +314,36 @@ func (s *Store) GetEntity(ctx context.Context, ns, id string) (model.Entity, err
 
 // DeleteEntity implements store.Entities.
 func (s *Store) DeleteEntity(ctx context.Context, ns, id string, ev model.AuditEvent) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	n := s.ns(ns, true)
-	e, ok := n.entities[id]
-	if !ok {
-		return model.ErrEntityNotFound
-	}
-	delete(n.entities, id)
-	if kids := n.children[e.ParentID]; kids != nil {
-		delete(kids, id)
-		if len(kids) == 0 {
-			delete(n.children, e.ParentID)
+	return s.update(ctx, ns, func(n *namespace) error {
+		e, ok := n.entities[id]
+		if !ok {
+			return model.ErrEntityNotFound
 		}
-	}
-	for sc := range n.configs {
-		if sc.Entity == id {
-			delete(n.configs, sc)
-		}
-	}
-	for i := range s.shards {
-		sh := &s.shards[i]
-		sh.mu.Lock()
-		for bid := range sh.buckets {
-			if bid.ns == ns && bid.entity == id {
-				delete(sh.buckets, bid)
+		delete(n.entities, id)
+		if kids := n.children[e.ParentID]; kids != nil {
+			delete(kids, id)
+			if len(kids) == 0 {
+				delete(n.children, e.ParentID)
 			}
 		}
-		sh.mu.Unlock()
-	}
-	n.appendAudit(ev)
-	return nil
+		for sc := range n.configs {
+			if sc.Entity == id {
+				delete(n.configs, sc)
+			}
+		}
+		for i := range s.shards {
+			sh := &s.shards[i]
+			sh.mu.Lock()
+			for bid := range sh.buckets {
+				if bid.ns == ns && bid.entity == id {
+					delete(sh.buckets, bid)
+				}
+			}
+			sh.mu.Unlock()
+		}
+		n.appendAudit(ev)
+		return nil
+	})
 }
 
 // ListChildren implements store.Entities.
@@ -406,6 +390,17 @@ func (s *Store) ListAudit(ctx context.Context, ns, entity, after string, limit i
 		out[i] = ev
 	}
 	return out, nil
+}
+
+// update runs f on the namespace (created if need be) under the write lock,
+// unless ctx is already done.
+func (s *Store) update(ctx context.Context, ns string, f func(n *namespace) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return f(s.ns(ns, true))
 }
 
 // CreateNamespace implements store.Namespaces.
