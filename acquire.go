@@ -286,6 +286,9 @@ func (l *Limiter) status(k store.BucketKey, lr store.LimitRequest, granted bool)
 
 func (l *Limiter) retryAfter(lr store.LimitRequest) time.Duration {
 	ms := bucket.RetryAfter(lr.Observed, lr.Params, lr.Amount)
+	if lr.Wait > 0 {
+		ms = lr.Wait
+	}
 	if ms == bucket.Never {
 		// Only a concurrency limit gets here: plan rejected amounts above
 		// capacity, and rate limits always refill.

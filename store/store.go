@@ -122,6 +122,11 @@ type ConsumeRequest struct {
 type BucketRequest struct {
 	Key    BucketKey
 	Limits []LimitRequest
+	// Placement is set by Consume for backends that keep a bucket in several
+	// parts (a sharded DynamoDB bucket): which part a granted request was
+	// debited from. The caller hands it back in the Deltas that adjust or
+	// undo that debit, so they land where the debit did. Others leave it 0.
+	Placement int
 }
 
 // LimitRequest is one limit of a BucketRequest: its current parameters (which
@@ -138,6 +143,12 @@ type LimitRequest struct {
 	// Observed is set by Consume: the limit's state after refill and before
 	// any debit.
 	Observed bucket.State
+	// Wait, when positive, is set by Consume for a refused checked limit
+	// whose refill the backend can predict better than Observed does: the
+	// milliseconds until a retry could be granted. A sharded bucket refills
+	// each shard at a fraction of the rate, so Observed (the bucket-level
+	// estimate) would promise the tokens too early.
+	Wait int64
 }
 
 // Delta is an unconditional change to one limit's balance, in millitokens.
@@ -145,6 +156,8 @@ type Delta struct {
 	Key    BucketKey
 	Limit  string
 	Amount int64 // positive consumes, negative refunds
+	// Placement is the BucketRequest.Placement of the debit being adjusted.
+	Placement int
 }
 
 // Record is a bucket as stored: when it was last refilled and each limit's

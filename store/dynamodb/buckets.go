@@ -2,8 +2,6 @@ package dynamodb
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"hash/maphash"
@@ -29,39 +27,64 @@ func (s *Store) Consume(ctx context.Context, ns string, req *store.ConsumeReques
 	return s.consumeMany(ctx, ns, req)
 }
 
-// consumeOne is the single-bucket path: a speculative write when the bucket
-// is known, else (or when that fails and refill could help) a write guarded
-// by the refill timestamp, after reading the bucket (or from the old item a
-// failed speculative write returned).
+// consumeOne is the single-bucket path. It plans the request against the
+// bucket's shard count as cached (see shards.go) and plans again whenever
+// the stored layout turns out to differ.
 func (s *Store) consumeOne(ctx context.Context, ns string, br *store.BucketRequest, now int64) (bool, error) {
+	id := bucketID{ns, br.Key}
+	for attempt := 0; attempt < s.maxAttempts; attempt++ {
+		n := s.shardsOf(id)
+		var granted bool
+		var err error
+		if n > 1 && exceedsShard(br, n) {
+			granted, err = s.gather(ctx, ns, br, n, now)
+		} else {
+			granted, err = s.tryShards(ctx, ns, br, n, now)
+		}
+		if !errors.Is(err, errReplan) {
+			return granted, err
+		}
+	}
+	return false, fmt.Errorf("%w: bucket %s/%s kept changing layout", ErrContention, br.Key.Entity, br.Key.Resource)
+}
+
+// consumeTarget writes one bucket item: a speculative write when the bucket
+// is known, else (or when that fails and refill could help) a write guarded
+// by the refill timestamp, after reading the item (or from the old item a
+// failed speculative write returned).
+func (s *Store) consumeTarget(ctx context.Context, ns string, t *target, now int64) (bool, error) {
 	var old item
 	read := false
-	if s.speculative && s.isKnown(bucketID{ns, br.Key}) && debits(br) {
-		granted, decided, from, err := s.speculateOne(ctx, ns, br, now)
+	if s.speculative && s.isKnown(t.id(ns)) && debits(&t.req) {
+		granted, decided, from, err := s.speculateOne(ctx, ns, t, now)
 		if decided {
 			return granted, err
 		}
 		old, read = from, true
 	}
-	return s.writeLoop(ctx, ns, br, now, old, read)
+	return s.writeLoop(ctx, ns, t, now, old, read)
 }
 
 // speculateOne tries a speculative debit of one bucket. decided reports an
 // answer: granted, or refused because refill cannot help (no further call),
 // or an error. Otherwise the read path continues from old, the item the
 // failed write returned (nil: the bucket is gone and must be created).
-func (s *Store) speculateOne(ctx context.Context, ns string, br *store.BucketRequest, now int64) (granted, decided bool, old item, err error) {
-	res, err := s.speculate(ctx, ns, br, now)
+func (s *Store) speculateOne(ctx context.Context, ns string, t *target, now int64) (granted, decided bool, old item, err error) {
+	res, err := s.speculate(ctx, ns, t, now)
 	switch {
 	case err != nil:
 		return false, true, nil, err
 	case res.ok:
 		return true, true, nil, nil
-	case res.old == nil:
-		s.known.Delete(bucketID{ns, br.Key})
+	}
+	if err := s.checkLayout(ns, t, res.old); err != nil {
+		return false, true, nil, err
+	}
+	if res.old == nil {
+		s.known.Delete(t.id(ns))
 		return false, false, nil, nil
 	}
-	if _, ok, err := prepareFrom(res.old, br, now); err != nil || !ok {
+	if _, ok, err := prepareFrom(res.old, &t.req, now); err != nil || !ok {
 		return false, true, nil, err
 	}
 	return false, false, res.old, nil
@@ -72,17 +95,17 @@ func (s *Store) speculateOne(ctx context.Context, ns string, br *store.BucketReq
 // process take turns per bucket (a local lock), so that a hot bucket sees
 // one read-path writer per process rather than one per goroutine racing on
 // its refill timestamp; speculative writes need no turn.
-func (s *Store) writeLoop(ctx context.Context, ns string, br *store.BucketRequest, now int64, old item, read bool) (bool, error) {
-	mu := s.turn(ns, br.Key)
+func (s *Store) writeLoop(ctx context.Context, ns string, t *target, now int64, old item, read bool) (bool, error) {
+	mu := s.turn(ns, t)
 	waited := !mu.TryLock()
 	if waited {
 		mu.Lock()
 	}
 	defer mu.Unlock()
-	if waited && s.speculative && debits(br) {
+	if waited && s.speculative && debits(&t.req) {
 		// The writer before us most likely refilled the bucket: what we
 		// read is stale, and a speculative debit may now simply succeed.
-		granted, decided, from, err := s.speculateOne(ctx, ns, br, now)
+		granted, decided, from, err := s.speculateOne(ctx, ns, t, now)
 		if decided {
 			return granted, err
 		}
@@ -91,11 +114,14 @@ func (s *Store) writeLoop(ctx context.Context, ns string, br *store.BucketReques
 	for attempt := 0; attempt < s.maxAttempts; attempt++ {
 		if !read {
 			var err error
-			if old, err = s.getBucket(ctx, ns, br.Key); err != nil {
+			if old, err = s.getItem(ctx, ns, t); err != nil {
 				return false, err
 			}
 		}
-		granted, retry, err := s.writeOne(ctx, ns, br, now, old)
+		if err := s.checkLayout(ns, t, old); err != nil {
+			return false, err
+		}
+		granted, retry, err := s.writeOne(ctx, ns, t, now, old)
 		if err != nil || retry == nil {
 			return granted, err
 		}
@@ -110,7 +136,7 @@ func (s *Store) writeLoop(ctx context.Context, ns string, br *store.BucketReques
 			}
 		}
 	}
-	return false, fmt.Errorf("%w: bucket %s/%s after %d attempts", ErrContention, br.Key.Entity, br.Key.Resource, s.maxAttempts)
+	return false, fmt.Errorf("%w: bucket %s/%s after %d attempts", ErrContention, t.key.Entity, t.key.Resource, s.maxAttempts)
 }
 
 // immediateRetries is how many lost races a write retries without sleeping.
@@ -122,7 +148,7 @@ type retryFrom struct{ old item }
 // writeOne prepares the bucket from old (nil: it does not exist) and writes
 // it: create or normal write. It returns retry when a concurrent writer got
 // in first.
-func (s *Store) writeOne(ctx context.Context, ns string, br *store.BucketRequest, now int64, old item) (bool, *retryFrom, error) {
+func (s *Store) writeOne(ctx context.Context, ns string, t *target, now int64, old item) (bool, *retryFrom, error) {
 	var rec *store.Record
 	if old != nil {
 		var err error
@@ -131,10 +157,10 @@ func (s *Store) writeOne(ctx context.Context, ns string, br *store.BucketRequest
 		}
 	}
 	p := prepared(rec, now)
-	if !store.Prepare(p, br, now) {
+	if !store.Prepare(p, &t.req, now) {
 		return false, nil, nil
 	}
-	in := s.writeInput(ns, br, now, old, rec, p)
+	in := s.writeInput(ns, t, now, old, rec, p)
 	var err error
 	switch {
 	case in.put != nil:
@@ -149,9 +175,9 @@ func (s *Store) writeOne(ctx context.Context, ns string, br *store.BucketRequest
 	case errors.As(err, &cond):
 		return false, &retryFrom{old: cond.Item}, nil
 	case err != nil:
-		return false, nil, fmt.Errorf("dynamodb: write bucket %s/%s: %w", br.Key.Entity, br.Key.Resource, err)
+		return false, nil, fmt.Errorf("dynamodb: write bucket %s/%s: %w", t.key.Entity, t.key.Resource, err)
 	}
-	s.known.Store(bucketID{ns, br.Key}, struct{}{})
+	s.known.Store(t.id(ns), t.shards)
 	return true, nil, nil
 }
 
@@ -198,7 +224,11 @@ type writeInput struct {
 // necessary). The refill timestamp guards against a concurrent refill. Where
 // refill filled the bucket, where parameters changed, or for a new limit,
 // the balance is SET outright, guarded by its old value.
-func (s *Store) writeInput(ns string, br *store.BucketRequest, now int64, old item, rec, p *store.Record) writeInput {
+//
+// The pressure limit is a meter, not a guard: its balance always moves by
+// ADD, unconditionally, as speculative debits of it never stop.
+func (s *Store) writeInput(ns string, t *target, now int64, old item, rec, p *store.Record) writeInput {
+	br := &t.req
 	if rec == nil {
 		debited := p.Clone()
 		store.Debit(debited, br)
@@ -206,7 +236,7 @@ func (s *Store) writeInput(ns string, br *store.BucketRequest, now int64, old it
 		for _, lr := range br.Limits {
 			consumed[lr.Name] = lr.Amount
 		}
-		it := encodeBucket(ns, br.Key, 0, 1, debited, consumed)
+		it := encodeBucket(ns, t.key, t.shard, t.shards, debited, consumed)
 		return writeInput{put: &dynamodb.PutItemInput{
 			TableName:                           &s.table,
 			Item:                                it,
@@ -216,6 +246,7 @@ func (s *Store) writeInput(ns string, br *store.BucketRequest, now int64, old it
 	}
 	e := newExpr()
 	e.where("%s = %v", attrRefilled, num(rec.Refilled))
+	e.where("%s = %v", attrShardCount, num(int64(t.shards)))
 	if p.Refilled != rec.Refilled {
 		e.setN(attrRefilled, p.Refilled)
 	}
@@ -228,6 +259,10 @@ func (s *Store) writeInput(ns string, br *store.BucketRequest, now int64, old it
 		}
 		tk, rm := limitAttr(l.Name, fieldTokens), limitAttr(l.Name, fieldRem)
 		j := rec.Find(l.Name)
+		if hidden(l.Name) {
+			meter(e, l, rec, j, amount)
+			continue
+		}
 		switch {
 		case j >= 0 && rec.Limits[j].Params == l.Params && (l.Params.Amount == 0 || l.State.Tokens < l.Params.Capacity):
 			credit := l.State.Tokens - rec.Limits[j].State.Tokens
@@ -277,16 +312,12 @@ func (s *Store) writeInput(ns string, br *store.BucketRequest, now int64, old it
 		// The version orders normal writes and refunds among themselves,
 		// which rf alone does not when a write leaves it unchanged;
 		// speculative debits do not touch it, and commute with everything.
-		if v, err := getN(old, attrVersion); err == nil {
-			e.where("%s = %v", attrVersion, num(v))
-		} else {
-			e.where("attribute_not_exists(%s)", attrVersion, nil)
-		}
+		whereVersion(e, old)
 		e.addN(attrVersion, 1)
 	}
 	return writeInput{update: &dynamodb.UpdateItemInput{
 		TableName:                           &s.table,
-		Key:                                 bucketKey(ns, br.Key),
+		Key:                                 t.itemKey(ns),
 		UpdateExpression:                    e.update(),
 		ConditionExpression:                 e.condition(),
 		ExpressionAttributeNames:            e.names,
@@ -295,8 +326,20 @@ func (s *Store) writeInput(ns string, br *store.BucketRequest, now int64, old it
 	}}
 }
 
-func bucketKey(ns string, k store.BucketKey) item {
-	return item{attrPK: str(bucketPK(ns, k, 0)), attrSK: str(skState)}
+// meter adds to e the update of the pressure limit l (prepared; j is its
+// index in the stored rec, or -1) for a write that debits amount.
+func meter(e *expr, l store.LimitState, rec *store.Record, j int, amount int64) {
+	if j >= 0 && rec.Limits[j].Params == l.Params {
+		if d := l.State.Tokens - rec.Limits[j].State.Tokens - amount; d != 0 {
+			e.addN(limitAttr(l.Name, fieldTokens), d)
+		}
+		return
+	}
+	e.setN(limitAttr(l.Name, fieldTokens), l.State.Tokens-amount)
+	e.setN(limitAttr(l.Name, fieldRem), 0)
+	e.setN(limitAttr(l.Name, fieldCapacity), l.Params.Capacity)
+	e.setN(limitAttr(l.Name, fieldAmount), l.Params.Amount)
+	e.setN(limitAttr(l.Name, fieldPeriod), l.Params.Period)
 }
 
 // speculation is the outcome of a speculative write: ok, or the old item
@@ -311,13 +354,20 @@ type speculation struct {
 // covers its amount without refill, and refill has not filled any debited
 // limit since the bucket's refill time (so the debit commutes with the
 // refill not yet applied). On success Observed is derived from the new item.
-func (s *Store) speculate(ctx context.Context, ns string, br *store.BucketRequest, now int64) (speculation, error) {
+func (s *Store) speculate(ctx context.Context, ns string, t *target, now int64) (speculation, error) {
+	br := &t.req
 	e := newExpr()
-	e.where("attribute_exists(%s)", attrPK, nil)
+	e.where("%s = %v", attrShardCount, num(int64(t.shards)))
 	for _, lr := range br.Limits {
 		e.where("%s = %v", limitAttr(lr.Name, fieldCapacity), num(lr.Params.Capacity))
 		e.where("%s = %v", limitAttr(lr.Name, fieldAmount), num(lr.Params.Amount))
 		e.where("%s = %v", limitAttr(lr.Name, fieldPeriod), num(lr.Params.Period))
+		if hidden(lr.Name) {
+			if lr.Amount > 0 {
+				e.addN(limitAttr(lr.Name, fieldTokens), -lr.Amount)
+			}
+			continue
+		}
 		if lr.Check {
 			e.where("%s >= %v", limitAttr(lr.Name, fieldTokens), num(lr.Amount))
 		}
@@ -337,7 +387,7 @@ func (s *Store) speculate(ctx context.Context, ns string, br *store.BucketReques
 	}
 	out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                           &s.table,
-		Key:                                 bucketKey(ns, br.Key),
+		Key:                                 t.itemKey(ns),
 		UpdateExpression:                    e.update(),
 		ConditionExpression:                 e.condition(),
 		ExpressionAttributeNames:            e.names,
@@ -350,7 +400,7 @@ func (s *Store) speculate(ctx context.Context, ns string, br *store.BucketReques
 		return speculation{old: cond.Item}, nil
 	}
 	if err != nil {
-		return speculation{}, fmt.Errorf("dynamodb: speculative write %s/%s: %w", br.Key.Entity, br.Key.Resource, err)
+		return speculation{}, fmt.Errorf("dynamodb: speculative write %s/%s: %w", t.key.Entity, t.key.Resource, err)
 	}
 	rec, err := decodeRecord(out.Attributes)
 	if err != nil {
@@ -379,9 +429,10 @@ func postpone(amount int64, p bucket.Params) int64 {
 }
 
 // turn returns the local lock that orders this process's read-path writers
-// of one bucket.
-func (s *Store) turn(ns string, k store.BucketKey) *sync.Mutex {
-	h := maphash.String(s.seed, ns) ^ maphash.String(s.seed, k.Entity)*31 ^ maphash.String(s.seed, k.Resource)*1_000_003
+// of one bucket item.
+func (s *Store) turn(ns string, t *target) *sync.Mutex {
+	h := maphash.String(s.seed, ns) ^ maphash.String(s.seed, t.key.Entity)*31 ^ maphash.String(s.seed, t.key.Resource)*1_000_003
+	h += uint64(t.shard) * 0x9e3779b97f4a7c15
 	return &s.turns[h%uint64(len(s.turns))]
 }
 
@@ -390,376 +441,33 @@ func (s *Store) isKnown(id bucketID) bool {
 	return ok
 }
 
-func (s *Store) getBucket(ctx context.Context, ns string, k store.BucketKey) (item, error) {
+func (s *Store) getItem(ctx context.Context, ns string, t *target) (item, error) {
 	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{
-		TableName: &s.table, Key: bucketKey(ns, k), ConsistentRead: aws.Bool(true),
+		TableName: &s.table, Key: t.itemKey(ns), ConsistentRead: aws.Bool(true),
 	})
 	if err != nil {
-		return nil, fmt.Errorf("dynamodb: read bucket %s/%s: %w", k.Entity, k.Resource, err)
+		return nil, fmt.Errorf("dynamodb: read bucket %s/%s: %w", t.key.Entity, t.key.Resource, err)
 	}
 	return out.Item, nil
 }
 
-// consumeMany is the cascade path. When every bucket is known it is the
-// fast path: parallel speculative writes; buckets whose speculative write
-// failed but whose refill would cover the request are then written one by
-// one through the read path (no transaction), and if any bucket finally
-// refuses, everything debited is compensated. Otherwise (a cold cascade) all
-// buckets are read and written in one transaction.
-func (s *Store) consumeMany(ctx context.Context, ns string, req *store.ConsumeRequest) (bool, error) {
-	for attempt := 0; attempt < s.maxAttempts; attempt++ {
-		// Every attempt prefers the fast path: a lost race on the slow path
-		// usually means a concurrent writer has just created the buckets.
-		if s.speculative && s.allKnownAndDebited(ns, req) {
-			granted, decided, err := s.fastMany(ctx, ns, req)
-			if err != nil || decided {
-				return granted, err
-			}
-		}
-		granted, retry, err := s.transact(ctx, ns, req)
-		if err != nil || !retry {
-			return granted, err
-		}
-		if attempt >= immediateRetries && attempt+1 < s.maxAttempts {
-			if err := backoff(ctx, attempt-immediateRetries); err != nil {
-				return false, err
-			}
-		}
-	}
-	return false, fmt.Errorf("%w: cascade of %s/%s after %d attempts", ErrContention,
-		req.Buckets[0].Key.Entity, req.Buckets[0].Key.Resource, s.maxAttempts)
-}
-
-func (s *Store) allKnownAndDebited(ns string, req *store.ConsumeRequest) bool {
-	for i := range req.Buckets {
-		if !s.isKnown(bucketID{ns, req.Buckets[i].Key}) || !debits(&req.Buckets[i]) {
-			return false
-		}
-	}
-	return true
-}
-
-// fastMany runs the fast cascade path. decided is false when a bucket turned
-// out to be missing and the slow path must create it (nothing stays debited
-// then).
-func (s *Store) fastMany(ctx context.Context, ns string, req *store.ConsumeRequest) (granted, decided bool, err error) {
-	n := len(req.Buckets)
-	specs := make([]speculation, n)
-	errs := make([]error, n)
-	parallel(n, func(i int) { specs[i], errs[i] = s.speculate(ctx, ns, &req.Buckets[i], req.Now) })
-	debited := make([]bool, n)
-	for i := range specs {
-		debited[i] = errs[i] == nil && specs[i].ok
-	}
-	// Classify the failures from the old items they returned.
-	refused, missing := false, false
-	for i := range specs {
-		if debited[i] || errs[i] != nil {
-			continue
-		}
-		if specs[i].old == nil {
-			s.known.Delete(bucketID{ns, req.Buckets[i].Key})
-			missing = true
-			continue
-		}
-		_, ok, err := prepareFrom(specs[i].old, &req.Buckets[i], req.Now)
-		if err != nil {
-			errs[i] = err
-		}
-		refused = refused || !ok
-	}
-	if err := errors.Join(errs...); err != nil || refused || missing {
-		if cerr := s.compensate(ctx, ns, req, debited); cerr != nil || err != nil {
-			return false, true, errors.Join(err, cerr)
-		}
-		// A missing bucket must be created: the slow path does that, and
-		// its reads also give every bucket's exact Observed state.
-		return false, !missing, nil
-	}
-	// Refill covers every failed bucket: write those through the read path.
-	parallel(n, func(i int) {
-		if !debited[i] {
-			debited[i], errs[i] = s.writeLoop(ctx, ns, &req.Buckets[i], req.Now, specs[i].old, true)
-		}
-	})
-	all := true
-	for i := range debited {
-		all = all && debited[i]
-	}
-	if all {
-		return true, true, nil
-	}
-	err = errors.Join(errs...)
-	if cerr := s.compensate(ctx, ns, req, debited); cerr != nil {
-		err = errors.Join(err, cerr)
-	}
-	return false, true, err
-}
-
-// compensate gives back what the request debited in the marked buckets.
-func (s *Store) compensate(ctx context.Context, ns string, req *store.ConsumeRequest, debited []bool) error {
-	var undo []store.Delta
-	for i, d := range debited {
-		if !d {
-			continue
-		}
-		for _, lr := range req.Buckets[i].Limits {
-			if lr.Amount > 0 {
-				undo = append(undo, store.Delta{Key: req.Buckets[i].Key, Limit: lr.Name, Amount: -lr.Amount})
-			}
-		}
-	}
-	if len(undo) == 0 {
-		return nil
-	}
-	if err := s.ApplyDeltas(context.WithoutCancel(ctx), ns, undo); err != nil {
-		return fmt.Errorf("dynamodb: compensate cascade: %w", err)
-	}
-	return nil
-}
-
-// parallel runs f(0..n-1) concurrently and waits.
-func parallel(n int, f func(i int)) {
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			f(i)
-		}()
-	}
-	wg.Wait()
-}
-
-// transact reads every bucket, prepares them, and writes them in one
-// transaction. retry reports a lost race.
-func (s *Store) transact(ctx context.Context, ns string, req *store.ConsumeRequest) (granted, retry bool, err error) {
-	keys := make([]store.BucketKey, len(req.Buckets))
-	for i := range req.Buckets {
-		keys[i] = req.Buckets[i].Key
-	}
-	olds, err := s.getBuckets(ctx, ns, keys)
-	if err != nil {
-		return false, false, err
-	}
-	recs := make([]*store.Record, len(olds))
-	ps := make([]*store.Record, len(olds))
-	ok := true
-	for i, it := range olds {
-		if it != nil {
-			if recs[i], err = decodeRecord(it); err != nil {
-				return false, false, err
-			}
-		}
-		ps[i] = prepared(recs[i], req.Now)
-		if !store.Prepare(ps[i], &req.Buckets[i], req.Now) {
-			ok = false
-		}
-	}
-	if !ok {
-		return false, false, nil
-	}
-	var items []types.TransactWriteItem
-	for i := range req.Buckets {
-		in := s.writeInput(ns, &req.Buckets[i], req.Now, olds[i], recs[i], ps[i])
-		if in.put != nil {
-			items = append(items, types.TransactWriteItem{Put: &types.Put{
-				TableName: in.put.TableName, Item: in.put.Item, ConditionExpression: in.put.ConditionExpression,
-			}})
-			continue
-		}
-		u := in.update
-		if u.UpdateExpression == nil {
-			// Nothing changes in this bucket, but the grant depends on it.
-			items = append(items, types.TransactWriteItem{ConditionCheck: &types.ConditionCheck{
-				TableName: u.TableName, Key: u.Key, ConditionExpression: u.ConditionExpression,
-				ExpressionAttributeNames: u.ExpressionAttributeNames, ExpressionAttributeValues: u.ExpressionAttributeValues,
-			}})
-			continue
-		}
-		items = append(items, types.TransactWriteItem{Update: &types.Update{
-			TableName: u.TableName, Key: u.Key, UpdateExpression: u.UpdateExpression,
-			ConditionExpression: u.ConditionExpression, ExpressionAttributeNames: u.ExpressionAttributeNames,
-			ExpressionAttributeValues: u.ExpressionAttributeValues,
-		}})
-	}
-	_, err = s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
-	var canceled *types.TransactionCanceledException
-	switch {
-	case errors.As(err, &canceled):
-		if retryable(canceled) {
-			return false, true, nil
-		}
-		return false, false, fmt.Errorf("dynamodb: cascade transaction: %w", err)
-	case isConflict(err):
-		return false, true, nil
-	case err != nil:
-		return false, false, fmt.Errorf("dynamodb: cascade transaction: %w", err)
-	}
-	for _, k := range keys {
-		s.known.Store(bucketID{ns, k}, struct{}{})
-	}
-	return true, false, nil
-}
-
-// newOpID returns a random id for one delta write.
-func newOpID() string {
-	var b [8]byte
-	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
-}
-
-// mergeDeltas sums deltas of the same limit (one update cannot name an
-// attribute twice) and drops zeros.
-func mergeDeltas(ds []store.Delta) []store.Delta {
-	out := make([]store.Delta, 0, len(ds))
-	for _, d := range ds {
-		i := 0
-		for i < len(out) && out[i].Limit != d.Limit {
-			i++
-		}
-		if i == len(out) {
-			out = append(out, d)
-		} else {
-			out[i].Amount += d.Amount
-		}
-	}
-	kept := out[:0]
-	for _, d := range out {
-		if d.Amount != 0 {
-			kept = append(kept, d)
-		}
-	}
-	return kept
-}
-
-// retryable reports a transaction cancelled by a lost race (a failed
-// condition, a conflict with another transaction) or by throttling.
-func retryable(e *types.TransactionCanceledException) bool {
-	for _, r := range e.CancellationReasons {
-		switch aws.ToString(r.Code) {
-		case "", "None", "ConditionalCheckFailed", "TransactionConflict", "ThrottlingError", "ProvisionedThroughputExceeded":
-		default:
-			return false
-		}
-	}
-	return true
-}
-
-func isConflict(err error) bool {
-	var tc *types.TransactionConflictException
-	return errors.As(err, &tc)
-}
-
-// getBuckets reads items consistently, in order; nil where absent.
-func (s *Store) getBuckets(ctx context.Context, ns string, keys []store.BucketKey) ([]item, error) {
-	ks := make([]item, len(keys))
-	for i, k := range keys {
-		ks[i] = bucketKey(ns, k)
-	}
-	return s.batchGet(ctx, ks)
-}
-
 // ReadBuckets implements store.Buckets.
 func (s *Store) ReadBuckets(ctx context.Context, ns string, keys []store.BucketKey) ([]*store.Record, error) {
-	its, err := s.getBuckets(ctx, ns, keys)
+	ks := make([]item, len(keys))
+	for i, k := range keys {
+		ks[i] = shardKey(ns, k, 0)
+	}
+	its, err := s.batchGet(ctx, ks)
 	if err != nil {
 		return nil, err
 	}
 	out := make([]*store.Record, len(keys))
 	for i, it := range its {
 		if it != nil {
-			if out[i], err = decodeRecord(it); err != nil {
+			if out[i], err = s.readBucket(ctx, ns, keys[i], it); err != nil {
 				return nil, err
 			}
 		}
 	}
 	return out, nil
-}
-
-// ApplyDeltas implements store.Buckets: one unconditional-ADD UpdateItem per
-// bucket (guarded only so that a missing bucket or limit is not created
-// half-formed), buckets in parallel.
-func (s *Store) ApplyDeltas(ctx context.Context, ns string, deltas []store.Delta) error {
-	groups := map[store.BucketKey][]store.Delta{}
-	var order []store.BucketKey
-	for _, d := range deltas {
-		if _, ok := groups[d.Key]; !ok {
-			order = append(order, d.Key)
-		}
-		groups[d.Key] = append(groups[d.Key], d)
-	}
-	if len(order) == 1 {
-		return s.addDeltas(ctx, ns, order[0], groups[order[0]])
-	}
-	errs := make([]error, len(order))
-	parallel(len(order), func(i int) { errs[i] = s.addDeltas(ctx, ns, order[i], groups[order[i]]) })
-	return errors.Join(errs...)
-}
-
-// addDeltas applies deltas to one bucket with one UpdateItem. The ADDs are
-// not idempotent, and the SDK retries a request whose response was lost
-// after DynamoDB applied it; so the write also records a random operation id
-// (attribute "op"), on condition that the item does not hold it already. A
-// retry that finds its own id knows the first attempt was applied. (Another
-// write landing between the attempts would overwrite the id; that window is
-// one retry delay wide.)
-func (s *Store) addDeltas(ctx context.Context, ns string, k store.BucketKey, ds []store.Delta) error {
-	ds = mergeDeltas(ds)
-	op := newOpID()
-	for len(ds) > 0 {
-		e := newExpr()
-		e.where("(attribute_not_exists(%s) OR "+e.name(attrOp)+" <> %v)", attrOp, str(op))
-		e.set = append(e.set, e.name(attrOp)+" = "+e.value(str(op)))
-		refund := false
-		for _, d := range ds {
-			e.where("attribute_exists(%s)", limitAttr(d.Limit, fieldCapacity), nil)
-			e.addN(limitAttr(d.Limit, fieldTokens), -d.Amount)
-			e.addN(limitAttr(d.Limit, fieldConsumed), d.Amount)
-			if d.Amount < 0 {
-				// A refund brings the full time nearer by an amount this
-				// call cannot compute without the parameters; 0 is a lower
-				// bound of any time, and stops speculative debits until the
-				// next normal write sets the bound afresh.
-				e.setN(limitAttr(d.Limit, fieldFullAt), 0)
-				refund = true
-			}
-		}
-		if refund {
-			// A normal write prepared before this refund must not apply
-			// its bound on top of the reset: bump the version it checks.
-			e.addN(attrVersion, 1)
-		}
-		_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-			TableName:                           &s.table,
-			Key:                                 bucketKey(ns, k),
-			UpdateExpression:                    e.update(),
-			ConditionExpression:                 e.condition(),
-			ExpressionAttributeNames:            e.names,
-			ExpressionAttributeValues:           e.attrValues(),
-			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-		})
-		var cond *types.ConditionalCheckFailedException
-		if !errors.As(err, &cond) {
-			if err != nil {
-				return fmt.Errorf("dynamodb: adjust bucket %s/%s: %w", k.Entity, k.Resource, err)
-			}
-			return nil
-		}
-		if getS(cond.Item, attrOp) == op {
-			return nil // an earlier attempt of this call was applied
-		}
-		// The bucket or some limits are gone: drop their deltas, keep the rest.
-		var kept []store.Delta
-		for _, d := range ds {
-			if cond.Item != nil && cond.Item[limitAttr(d.Limit, fieldCapacity)] != nil {
-				kept = append(kept, d)
-			}
-		}
-		if len(kept) == len(ds) {
-			return fmt.Errorf("dynamodb: adjust bucket %s/%s: condition failed with every limit present", k.Entity, k.Resource)
-		}
-		ds = kept
-	}
-	return nil
 }

@@ -112,6 +112,9 @@ func encodeBucket(ns string, k store.BucketKey, shard, shards int, rec *store.Re
 		it[limitAttr(l.Name, fieldCapacity)] = num(l.Params.Capacity)
 		it[limitAttr(l.Name, fieldAmount)] = num(l.Params.Amount)
 		it[limitAttr(l.Name, fieldPeriod)] = num(l.Params.Period)
+		if hidden(l.Name) {
+			continue
+		}
 		it[limitAttr(l.Name, fieldConsumed)] = num(consumed[l.Name])
 		if l.Params.Amount > 0 {
 			it[limitAttr(l.Name, fieldFullAt)] = num(fullAt(rec.Refilled, l))

@@ -17,6 +17,7 @@ import (
 	"hash/maphash"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -35,10 +36,16 @@ type Store struct {
 	maxAttempts int
 	noStreams   bool
 
-	// known remembers buckets that exist, so acquires on them go out as
-	// speculative writes without a read. Entries are never wrong for long:
-	// a speculative write on a deleted bucket fails and falls back.
-	known sync.Map // bucketID -> struct{}
+	// known remembers buckets that exist, and their shard counts, so
+	// acquires on them go out as speculative writes without a read.
+	// Entries are never wrong for long: a write planned against a deleted
+	// bucket or another shard count fails and plans again.
+	known sync.Map // bucketID -> int (shard count)
+
+	writesPerSecond int64    // the pressure limit; 0: no sharding
+	maxShards       int      // a power of two, at most maxShards
+	splitting       sync.Map // bucketID -> struct{}: splits under way here
+	splits          atomic.Int64
 
 	seed  maphash.Seed
 	turns [256]sync.Mutex // see writeLoop
@@ -73,7 +80,8 @@ func WithoutStreams() Option { return func(s *Store) { s.noStreams = true } }
 // credentials, endpoint, HTTP client and middleware come from cfg and
 // optFns). Call CreateTable or CheckTable before use.
 func New(cfg aws.Config, table string, opts []Option, optFns ...func(*dynamodb.Options)) *Store {
-	s := &Store{table: table, speculative: true, maxAttempts: 16, seed: maphash.MakeSeed()}
+	s := &Store{table: table, speculative: true, maxAttempts: 16, seed: maphash.MakeSeed(),
+		writesPerSecond: 1000, maxShards: maxShards}
 	for _, o := range opts {
 		o(s)
 	}
@@ -136,6 +144,10 @@ func tuneTransport(t *http.Transport) {
 	t.MaxIdleConnsPerHost = 512
 	t.IdleConnTimeout = 90 * time.Second
 }
+
+// Splits returns how many times this Store has doubled a hot bucket's
+// shard count.
+func (s *Store) Splits() int64 { return s.splits.Load() }
 
 // Table returns the table name.
 func (s *Store) Table() string { return s.table }

@@ -22,12 +22,13 @@ import (
 // (TestMain sees mpWorkerEnv), each hammering the same table from many
 // goroutines with the wall clock, as separate machines would.
 const (
-	mpWorkerEnv   = "TOLLGATE_MP_WORKER" // the worker's scenario: "bucket" or "cascade"
+	mpWorkerEnv   = "TOLLGATE_MP_WORKER" // the worker's scenario: "bucket", "sharded" or "cascade"
 	mpTableEnv    = "TOLLGATE_MP_TABLE"
 	mpEndpointEnv = "TOLLGATE_MP_ENDPOINT"
 	mpEntityEnv   = "TOLLGATE_MP_ENTITY"
 	mpStartEnv    = "TOLLGATE_MP_START" // Unix ms at which every worker starts
 	mpDuration    = 4 * time.Second
+	mpPressure    = 10 // writes/s per item in the sharded scenario (grants write)
 	mpProcesses   = 3
 	mpGoroutines  = 16
 )
@@ -63,9 +64,15 @@ func work(scenario string) (res mpResult) {
 	ctx := context.Background()
 	endpoint = os.Getenv(mpEndpointEnv)
 	var calls atomic.Int64
+	var storeOpts []Option
+	if scenario == "sharded" {
+		// A pressure limit far below what DynamoDB Local takes, so the
+		// bucket splits while the processes hammer it.
+		storeOpts = []Option{WithWritePressureLimit(mpPressure), WithMaxShards(8)}
+	}
 	s := New(localConfig(func(c *aws.Config) {
 		c.HTTPClient = &http.Client{Transport: countingRT{NewHTTPClient().Transport, &calls}}
-	}), os.Getenv(mpTableEnv), nil, atLocal)
+	}), os.Getenv(mpTableEnv), storeOpts, atLocal)
 	defer func() { res.Calls = calls.Load() }()
 	lim, err := tollgate.New(s)
 	if err != nil {
@@ -179,7 +186,7 @@ func TestMultiProcessOneBucket(t *testing.T) {
 	}
 	// The bucket's consumed counter agrees with the grants: no debit was
 	// lost or applied twice.
-	hot, err := s.getBucket(context.Background(), mustNamespaceID(t, mustLimiter(t, s)), store.BucketKey{Entity: "hot", Resource: "api"})
+	hot, err := s.getItem(context.Background(), mustNamespaceID(t, mustLimiter(t, s)), &target{key: store.BucketKey{Entity: "hot", Resource: "api"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -187,6 +194,38 @@ func TestMultiProcessOneBucket(t *testing.T) {
 		t.Errorf("bucket consumed counter %d millitokens, want %d (the grants)", tc, grants*1000)
 	}
 	if frac < 0.8 {
+		t.Errorf("admitted only %.1f%% of the bound", 100*frac)
+	}
+}
+
+// The same bucket, split into shards while the processes hammer it: every
+// process learns the shard counts from the items, and the bound holds.
+func TestMultiProcessShardedBucket(t *testing.T) {
+	if testing.Short() {
+		t.Skip("multi-process test skipped in -short mode")
+	}
+	s := newTable(t)
+	results := runWorkers(t, s, "sharded", []string{"hot", "hot", "hot"})
+	grants, allowed, window := bound(mpBucketLimit, results)
+	frac := float64(grants) / float64(allowed)
+	its := shardItems(t, s, mustNamespaceID(t, mustLimiter(t, s)), store.BucketKey{Entity: "hot", Resource: "api"})
+	t.Logf("%d processes x %d goroutines, one bucket of %s split to %d shards: %d grants in %v, exact bound %d (%.1f%%)",
+		mpProcesses, mpGoroutines, mpBucketLimit, len(its), grants, window, allowed, 100*frac)
+	if grants > allowed {
+		t.Errorf("over-admission: %d grants, bound %d", grants, allowed)
+	}
+	if len(its) < 2 {
+		t.Errorf("the bucket never split")
+	}
+	var tc int64
+	for _, it := range its {
+		n, _ := getN(it, limitAttr("rps", fieldConsumed))
+		tc += n
+	}
+	if tc != grants*1000 {
+		t.Errorf("consumed counters over the shards %d millitokens, want %d (the grants)", tc, grants*1000)
+	}
+	if frac < 0.5 {
 		t.Errorf("admitted only %.1f%% of the bound", 100*frac)
 	}
 }
@@ -233,7 +272,7 @@ func TestMultiProcessCascade(t *testing.T) {
 		t.Errorf("admitted only %.1f%% of the org's bound", 100*frac)
 	}
 	// The org's bucket agrees with the grants: its consumed counter is exact.
-	org, err := s.getBucket(ctx, mustNamespaceID(t, admin), store.BucketKey{Entity: "org", Resource: "api"})
+	org, err := s.getItem(ctx, mustNamespaceID(t, admin), &target{key: store.BucketKey{Entity: "org", Resource: "api"}})
 	if err != nil {
 		t.Fatal(err)
 	}

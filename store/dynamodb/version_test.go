@@ -25,7 +25,7 @@ func TestNormalWriteLosesToRefundAndTwin(t *testing.T) {
 		t.Fatalf("Consume: %v %v", ok, err)
 	}
 
-	stale, err := s.getBucket(ctx, "ns", k)
+	stale, err := s.getItem(ctx, "ns", &target{key: k})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,7 +33,7 @@ func TestNormalWriteLosesToRefundAndTwin(t *testing.T) {
 	if err := s.ApplyDeltas(ctx, "ns", []store.Delta{{Key: k, Limit: "rpm", Amount: -10_000}}); err != nil {
 		t.Fatal(err)
 	}
-	granted, retry, err := s.writeOne(ctx, "ns", req(1_000), t0, stale)
+	granted, retry, err := s.writeOne(ctx, "ns", s.newTarget(req(1_000), 0, 1), t0, stale)
 	if err != nil || granted || retry == nil {
 		t.Fatalf("write from a read older than a refund: granted %v, retry %v, err %v; want a lost race", granted, retry != nil, err)
 	}
@@ -41,10 +41,10 @@ func TestNormalWriteLosesToRefundAndTwin(t *testing.T) {
 	// Two writes built from one read, at the refill time (rf unchanged):
 	// the first applies, the second must lose.
 	fresh := retry.old
-	if granted, retry, err := s.writeOne(ctx, "ns", req(1_000), t0, fresh); err != nil || !granted || retry != nil {
+	if granted, retry, err := s.writeOne(ctx, "ns", s.newTarget(req(1_000), 0, 1), t0, fresh); err != nil || !granted || retry != nil {
 		t.Fatalf("first write: granted %v, retry %v, err %v", granted, retry != nil, err)
 	}
-	if granted, retry, err := s.writeOne(ctx, "ns", req(1_000), t0, fresh); err != nil || granted || retry == nil {
+	if granted, retry, err := s.writeOne(ctx, "ns", s.newTarget(req(1_000), 0, 1), t0, fresh); err != nil || granted || retry == nil {
 		t.Fatalf("twin write from the same read: granted %v, retry %v, err %v; want a lost race", granted, retry != nil, err)
 	}
 
@@ -58,7 +58,7 @@ func TestNormalWriteLosesToRefundAndTwin(t *testing.T) {
 	}
 	// And the full-time bound is a lower bound of the true full time:
 	// 41 tokens short at 1 per second from t0.
-	it, _ := s.getBucket(ctx, "ns", k)
+	it, _ := s.getItem(ctx, "ns", &target{key: k})
 	if fa, _ := getN(it, limitAttr("rpm", fieldFullAt)); fa > t0+41_000 {
 		t.Errorf("full-time bound %+d ms, beyond the true full time +41000", fa-t0)
 	}

@@ -1,0 +1,209 @@
+package dynamodb
+
+import (
+	"context"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/tollgate-rl/tollgate/bucket"
+	"github.com/tollgate-rl/tollgate/store"
+)
+
+// split doubles the shard count of a bucket of n shards: in one
+// transaction, each shard i hands half of every balance to a new shard
+// i+n, and all 2n items take the per-shard parameters of 2n shards. The
+// balances are conserved to the millitoken (less at most one millitoken per
+// shard where halving an odd capacity rounds down), so a split never
+// creates tokens.
+//
+// It is best effort, run by the writer whose write found the pressure: if
+// another writer split first, or a normal write or refund changed a shard
+// in between, the transaction fails and the next pressured write tries
+// again. Speculative debits landing in between commute with it (balances
+// move by ADD). Buckets with a concurrency limit are not split: a slot
+// taken on one shard and released on another would be lost.
+func (s *Store) split(ctx context.Context, ns string, user *store.BucketRequest, n int, now int64) {
+	if n*2 > s.maxShards || !rateOnly(user) || ctx.Err() != nil {
+		return
+	}
+	id := bucketID{ns, user.Key}
+	if _, busy := s.splitting.LoadOrStore(id, struct{}{}); busy {
+		return
+	}
+	defer s.splitting.Delete(id)
+	its, err := s.readShards(ctx, ns, user.Key, n)
+	if err != nil {
+		return
+	}
+	items := make([]types.TransactWriteItem, 0, 2*n)
+	for i, it := range its {
+		keep, give, ok := s.splitShard(ns, user, i, n, it, now)
+		if !ok {
+			return
+		}
+		items = append(items, keep, give)
+	}
+	if _, err := s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items}); err == nil {
+		s.known.Store(id, 2*n)
+		s.splits.Add(1)
+	}
+}
+
+func rateOnly(br *store.BucketRequest) bool {
+	for _, lr := range br.Limits {
+		if lr.Params.Amount == 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// splitShard builds the two writes that split shard i of n (stored as it):
+// an update of shard i, relative to what was read, and the creation of
+// shard i+n.
+func (s *Store) splitShard(ns string, user *store.BucketRequest, i, n int, it item, now int64) (keep, give types.TransactWriteItem, ok bool) {
+	rec, err := decodeRecord(it)
+	if err != nil {
+		return keep, give, false
+	}
+	p := rec.Clone()
+	store.Prepare(p, &store.BucketRequest{}, now) // refill only; limits stay in order
+
+	e := newExpr()
+	e.where("%s = %v", attrRefilled, num(rec.Refilled))
+	e.where("%s = %v", attrShardCount, num(int64(n)))
+	whereVersion(e, it)
+	e.setN(attrShardCount, int64(2*n))
+	if p.Refilled != rec.Refilled {
+		e.setN(attrRefilled, p.Refilled)
+	}
+	newShard := &store.Record{Refilled: p.Refilled}
+	for j, l := range p.Limits {
+		if l.Params.Amount == 0 {
+			return keep, give, false
+		}
+		np := shardParams(l.Params, 2)
+		if k := user.Find(l.Name); k >= 0 {
+			np = shardParams(user.Limits[k].Params, 2*n)
+		}
+		kept, given := halve(l.State.Tokens, np.Capacity)
+		if hidden(l.Name) {
+			np = s.pressureParams()
+			kept, given = np.Capacity, np.Capacity
+		}
+		// The balance moves by ADD, so speculative debits landing after
+		// the read stay counted; everything else is SET.
+		e.addN(limitAttr(l.Name, fieldTokens), kept-rec.Limits[j].State.Tokens)
+		e.setN(limitAttr(l.Name, fieldRem), 0)
+		e.setN(limitAttr(l.Name, fieldCapacity), np.Capacity)
+		e.setN(limitAttr(l.Name, fieldAmount), np.Amount)
+		e.setN(limitAttr(l.Name, fieldPeriod), np.Period)
+		if !hidden(l.Name) {
+			fa := limitAttr(l.Name, fieldFullAt)
+			oldFA, _ := getN(it, fa)
+			e.addN(fa, fullAt(p.Refilled, store.LimitState{Params: np, State: bucket.State{Tokens: kept}})-oldFA)
+		}
+		newShard.Limits = append(newShard.Limits, store.LimitState{Name: l.Name, Params: np, State: bucket.State{Tokens: given}})
+	}
+	e.addN(attrVersion, 1)
+	keep = types.TransactWriteItem{Update: &types.Update{
+		TableName: &s.table, Key: shardKey(ns, user.Key, i),
+		UpdateExpression: e.update(), ConditionExpression: e.condition(),
+		ExpressionAttributeNames: e.names, ExpressionAttributeValues: e.attrValues(),
+	}}
+	give = types.TransactWriteItem{Put: &types.Put{
+		TableName: &s.table, Item: encodeBucket(ns, user.Key, i+n, 2*n, newShard, nil),
+		ConditionExpression: aws.String("attribute_not_exists(PK)"),
+	}}
+	return keep, give, true
+}
+
+// halve splits a balance between two shards of capacity c each: the
+// kept half rounds up, and neither exceeds c. Debt stays where it is.
+func halve(tokens, c int64) (kept, given int64) {
+	if tokens <= 0 {
+		return tokens, 0
+	}
+	kept = min(tokens-tokens/2, c)
+	return kept, min(tokens-kept, c)
+}
+
+// whereVersion conditions a write on the item's version (see writeInput).
+func whereVersion(e *expr, it item) {
+	if v, err := getN(it, attrVersion); err == nil {
+		e.where("%s = %v", attrVersion, num(v))
+	} else {
+		e.where("attribute_not_exists(%s)", attrVersion, nil)
+	}
+}
+
+// readBucket returns the bucket-level record of a bucket whose shard 0 is
+// it: for a sharded bucket, every shard brought to the latest refill time
+// and summed (the remainders of refill dropped). Hidden limits are left out.
+func (s *Store) readBucket(ctx context.Context, ns string, k store.BucketKey, it item) (*store.Record, error) {
+	n := shardCount(it)
+	its := []item{it}
+	if n > 1 {
+		s.known.Store(bucketID{ns, k}, n)
+		rest, err := s.batchGet(ctx, shardKeys(ns, k, n)[1:])
+		if err != nil {
+			return nil, err
+		}
+		its = append(its, rest...)
+	}
+	var recs []*store.Record
+	var latest int64
+	for _, it := range its {
+		if it == nil {
+			continue // a shard deleted with its bucket, mid-read
+		}
+		rec, err := decodeRecord(it)
+		if err != nil {
+			return nil, err
+		}
+		recs = append(recs, rec)
+		latest = max(latest, rec.Refilled)
+	}
+	if n == 1 {
+		return visible(recs[0]), nil
+	}
+	sum := &store.Record{Refilled: latest}
+	for _, rec := range recs {
+		store.Prepare(rec, &store.BucketRequest{}, latest)
+		for _, l := range visible(rec).Limits {
+			j := sum.Find(l.Name)
+			if j < 0 {
+				sum.Limits = append(sum.Limits, store.LimitState{Name: l.Name, Params: bucketParams(l.Params, n)})
+				j = len(sum.Limits) - 1
+			}
+			sum.Limits[j].State.Tokens = bucket.ForceConsume(sum.Limits[j].State, -l.State.Tokens).Tokens
+		}
+	}
+	return sum, nil
+}
+
+// bucketParams is the inverse of shardParams, as far as rounding allows:
+// the capacity and rate of n shards together (the rate may come back in
+// another form: 2 per 2 s rather than 1 per s).
+func bucketParams(p bucket.Params, n int) bucket.Params {
+	m := int64(n)
+	q := bucket.Params{Capacity: p.Capacity * m, Amount: p.Amount * m, Period: p.Period}
+	if p.Amount > bucket.MaxTokens/m && p.Period%m == 0 {
+		q.Amount, q.Period = p.Amount, p.Period/m
+	}
+	return q
+}
+
+// visible returns rec without its hidden limits.
+func visible(rec *store.Record) *store.Record {
+	kept := rec.Limits[:0]
+	for _, l := range rec.Limits {
+		if !hidden(l.Name) {
+			kept = append(kept, l)
+		}
+	}
+	rec.Limits = kept
+	return rec
+}
