@@ -359,15 +359,18 @@ func (s *Store) speculate(ctx context.Context, ns string, t *target, now int64) 
 	e := newExpr()
 	e.where("%s = %v", attrShardCount, num(int64(t.shards)))
 	for _, lr := range br.Limits {
-		e.where("%s = %v", limitAttr(lr.Name, fieldCapacity), num(lr.Params.Capacity))
-		e.where("%s = %v", limitAttr(lr.Name, fieldAmount), num(lr.Params.Amount))
-		e.where("%s = %v", limitAttr(lr.Name, fieldPeriod), num(lr.Params.Period))
 		if hidden(lr.Name) {
+			// The meter needs no condition: without its other attributes
+			// (an item older than it), a lone balance is ignored until a
+			// normal write sets the meter up.
 			if lr.Amount > 0 {
 				e.addN(limitAttr(lr.Name, fieldTokens), -lr.Amount)
 			}
 			continue
 		}
+		e.where("%s = %v", limitAttr(lr.Name, fieldCapacity), num(lr.Params.Capacity))
+		e.where("%s = %v", limitAttr(lr.Name, fieldAmount), num(lr.Params.Amount))
+		e.where("%s = %v", limitAttr(lr.Name, fieldPeriod), num(lr.Params.Period))
 		if lr.Check {
 			e.where("%s >= %v", limitAttr(lr.Name, fieldTokens), num(lr.Amount))
 		}
@@ -412,6 +415,8 @@ func (s *Store) speculate(ctx context.Context, ns string, t *target, now int64) 
 			st := rec.Limits[j].State
 			st.Tokens += lr.Amount // undo the debit: Observed is before it
 			lr.Observed = bucket.Refill(st, lr.Params, now-rec.Refilled)
+		} else {
+			lr.Observed = bucket.Full(lr.Params) // a meter not set up yet
 		}
 	}
 	return speculation{ok: true}, nil
