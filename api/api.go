@@ -1,0 +1,300 @@
+// Package api defines the wire format of Tollgate's HTTP/JSON API (version
+// 1): the request and response bodies, the error codes, and conversions
+// between them and the library's types. The server (package server) and
+// the Go client (package client) share it, so both sides agree by
+// construction; docs/http-api.md describes the endpoints.
+//
+// Token amounts are whole tokens; durations are milliseconds.
+package api
+
+import (
+	"errors"
+	"time"
+
+	"github.com/tollgate-rl/tollgate/model"
+)
+
+// Version is the path prefix of every endpoint.
+const Version = "/v1"
+
+// NamespaceHeader names the namespace of a request; absent means "default".
+const NamespaceHeader = "X-Tollgate-Namespace"
+
+// Limits on what the server accepts.
+const (
+	// MaxBodyBytes bounds every request body.
+	MaxBodyBytes = 64 << 10
+	// MaxLimits bounds the limits of one request or config.
+	MaxLimits = 32
+	// MaxMetadata bounds an entity's metadata entries.
+	MaxMetadata = 64
+)
+
+// Error codes: the stable "error" field of every error body.
+const (
+	CodeInvalidArgument  = "invalid_argument"  // 400
+	CodeUnauthenticated  = "unauthenticated"   // 401
+	CodePermissionDenied = "permission_denied" // 403
+	CodeNotFound         = "not_found"         // 404
+	CodeConflict         = "conflict"          // 409
+	CodeTooLarge         = "too_large"         // 413
+	CodeRateLimited      = "rate_limited"      // 429
+	CodeUnavailable      = "unavailable"       // 503
+	CodeInternal         = "internal"          // 500
+)
+
+// AcquireRequest is the body of POST /v1/acquire.
+type AcquireRequest struct {
+	Entity   string           `json:"entity"`
+	Resource string           `json:"resource,omitempty"`
+	Consume  map[string]int64 `json:"consume"`
+	// Limits, in the limit syntax ("rpm:100/min"), replace the stored ones.
+	Limits []string `json:"limits,omitempty"`
+	// Commit acquires and commits in one call; no lease is kept.
+	Commit bool `json:"commit,omitempty"`
+	// LeaseTTLMS is how long the server keeps the lease (default 5 min); an
+	// expired lease stands as committed.
+	LeaseTTLMS int64 `json:"lease_ttl_ms,omitempty"`
+	// OnUnavailable overrides the stored mode: "block" or "allow".
+	OnUnavailable string `json:"on_unavailable,omitempty"`
+}
+
+// AcquireResponse is the body of a granted acquire.
+type AcquireResponse struct {
+	LeaseID  string           `json:"lease_id,omitempty"`
+	Consumed map[string]int64 `json:"consumed"`
+	Limits   []LimitStatus    `json:"limits"`
+	// Degraded is set when the store could not answer and mode "allow"
+	// granted without counting.
+	Degraded  bool  `json:"degraded,omitempty"`
+	ExpiresMS int64 `json:"expires_at_ms,omitempty"` // Unix ms; 0 when committed
+}
+
+// LimitStatus is one limit's verdict or state (model.Status).
+type LimitStatus struct {
+	Entity       string `json:"entity"`
+	Resource     string `json:"resource"`
+	Limit        string `json:"limit"`
+	Kind         string `json:"kind"` // "rate" or "concurrency"
+	Capacity     int64  `json:"capacity"`
+	Available    int64  `json:"available"`
+	Requested    int64  `json:"requested"`
+	Exceeded     bool   `json:"exceeded"`
+	RetryAfterMS int64  `json:"retry_after_ms"`
+}
+
+// AdjustRequest is the body of POST /v1/leases/{id}/adjust.
+type AdjustRequest struct {
+	Consume map[string]int64 `json:"consume"`
+}
+
+// LeaseResponse answers adjust, commit and rollback.
+type LeaseResponse struct {
+	LeaseID  string           `json:"lease_id"`
+	Consumed map[string]int64 `json:"consumed"`
+	State    string           `json:"state"` // "open", "committed" or "rolled_back"
+}
+
+// AvailableResponse answers GET /v1/available.
+type AvailableResponse struct {
+	Limits []LimitStatus `json:"limits"`
+}
+
+// Entity is an entity on the wire.
+type Entity struct {
+	ID          string            `json:"id"`
+	Name        string            `json:"name,omitempty"`
+	ParentID    string            `json:"parent_id,omitempty"`
+	Cascade     bool              `json:"cascade,omitempty"`
+	Metadata    map[string]string `json:"metadata,omitempty"`
+	CreatedAtMS int64             `json:"created_at_ms,omitempty"`
+}
+
+// EntitiesResponse answers GET /v1/entities/{id}/children.
+type EntitiesResponse struct {
+	Entities []Entity `json:"entities"`
+}
+
+// Limits is the body of PUT and GET /v1/limits/...
+type Limits struct {
+	Limits []string `json:"limits"`
+	// OnUnavailable ("block" or "allow") is meaningful at system level only.
+	OnUnavailable string `json:"on_unavailable,omitempty"`
+}
+
+// AuditEvent is an audit event on the wire.
+type AuditEvent struct {
+	ID        string            `json:"id"`
+	TimeMS    int64             `json:"time_ms"`
+	Action    string            `json:"action"`
+	Entity    string            `json:"entity,omitempty"`
+	Resource  string            `json:"resource,omitempty"`
+	Principal string            `json:"principal,omitempty"`
+	Details   map[string]string `json:"details,omitempty"`
+}
+
+// AuditResponse answers GET /v1/audit. Next, when set, is the "after"
+// parameter of the following page.
+type AuditResponse struct {
+	Events []AuditEvent `json:"events"`
+	Next   string       `json:"next,omitempty"`
+}
+
+// Namespace is a namespace on the wire.
+type Namespace struct {
+	Name        string `json:"name"`
+	ID          string `json:"id,omitempty"`
+	CreatedAtMS int64  `json:"created_at_ms,omitempty"`
+	DeletedAtMS int64  `json:"deleted_at_ms,omitempty"` // set while soft-deleted
+}
+
+// NamespacesResponse answers GET /v1/namespaces.
+type NamespacesResponse struct {
+	Namespaces []Namespace `json:"namespaces"`
+}
+
+// PurgeResponse answers POST /v1/namespaces/{name}/purge.
+type PurgeResponse struct {
+	Deleted int `json:"deleted"`
+}
+
+// Error is the body of every error response.
+type Error struct {
+	Code    string `json:"error"`
+	Message string `json:"message"`
+	// Field and Reason detail an invalid_argument.
+	Field  string `json:"field,omitempty"`
+	Reason string `json:"reason,omitempty"`
+	// RetryAfterMS and Limits detail a rate_limited.
+	RetryAfterMS int64         `json:"retry_after_ms,omitempty"`
+	Limits       []LimitStatus `json:"limits,omitempty"`
+}
+
+// FromStatus converts a status.
+func FromStatus(s model.Status) LimitStatus {
+	kind := "rate"
+	if s.Kind == model.Concurrency {
+		kind = "concurrency"
+	}
+	return LimitStatus{
+		Entity: s.Entity, Resource: s.Resource, Limit: s.Limit, Kind: kind,
+		Capacity: s.Capacity, Available: s.Available, Requested: s.Requested,
+		Exceeded: s.Exceeded, RetryAfterMS: CeilMS(s.RetryAfter),
+	}
+}
+
+// FromStatuses converts statuses; never nil.
+func FromStatuses(ss []model.Status) []LimitStatus {
+	out := make([]LimitStatus, len(ss))
+	for i, s := range ss {
+		out[i] = FromStatus(s)
+	}
+	return out
+}
+
+// ToStatus converts a status back.
+func ToStatus(s LimitStatus) model.Status {
+	kind := model.Rate
+	if s.Kind == "concurrency" {
+		kind = model.Concurrency
+	}
+	return model.Status{
+		Entity: s.Entity, Resource: s.Resource, Limit: s.Limit, Kind: kind,
+		Capacity: s.Capacity, Available: s.Available, Requested: s.Requested,
+		Exceeded: s.Exceeded, RetryAfter: time.Duration(s.RetryAfterMS) * time.Millisecond,
+	}
+}
+
+// ToStatuses converts statuses back.
+func ToStatuses(ss []LimitStatus) []model.Status {
+	out := make([]model.Status, len(ss))
+	for i, s := range ss {
+		out[i] = ToStatus(s)
+	}
+	return out
+}
+
+// CeilMS rounds d up to whole milliseconds.
+func CeilMS(d time.Duration) int64 {
+	return int64((d + time.Millisecond - 1) / time.Millisecond)
+}
+
+// FromEntity converts an entity.
+func FromEntity(e model.Entity) Entity {
+	return Entity{ID: e.ID, Name: e.Name, ParentID: e.ParentID, Cascade: e.Cascade, Metadata: e.Metadata, CreatedAtMS: unixMS(e.CreatedAt)}
+}
+
+// ToEntity converts an entity back.
+func ToEntity(e Entity) model.Entity {
+	return model.Entity{ID: e.ID, Name: e.Name, ParentID: e.ParentID, Cascade: e.Cascade, Metadata: e.Metadata, CreatedAt: fromMS(e.CreatedAtMS)}
+}
+
+// FromConfig converts a config.
+func FromConfig(c model.Config) Limits {
+	out := Limits{Limits: make([]string, len(c.Limits)), OnUnavailable: string(c.OnUnavailable)}
+	for i, l := range c.Limits {
+		out.Limits[i] = l.String()
+	}
+	return out
+}
+
+// ToConfig parses a config body; errors are *model.ValidationError.
+func ToConfig(b Limits) (model.Config, error) {
+	if len(b.Limits) > MaxLimits {
+		return model.Config{}, model.Invalid("limits", "", "more than 32 limits")
+	}
+	ls, err := model.ParseLimits(b.Limits)
+	if err != nil {
+		return model.Config{}, err
+	}
+	return model.Config{Limits: ls, OnUnavailable: model.OnUnavailable(b.OnUnavailable)}, nil
+}
+
+// FromAuditEvent converts an audit event.
+func FromAuditEvent(e model.AuditEvent) AuditEvent {
+	return AuditEvent{ID: e.ID, TimeMS: unixMS(e.Time), Action: e.Action, Entity: e.Entity, Resource: e.Resource, Principal: e.Principal, Details: e.Details}
+}
+
+// ToAuditEvent converts an audit event back.
+func ToAuditEvent(e AuditEvent) model.AuditEvent {
+	return model.AuditEvent{ID: e.ID, Time: fromMS(e.TimeMS), Action: e.Action, Entity: e.Entity, Resource: e.Resource, Principal: e.Principal, Details: e.Details}
+}
+
+// FromNamespace converts a namespace.
+func FromNamespace(n model.Namespace) Namespace {
+	return Namespace{Name: n.Name, ID: n.ID, CreatedAtMS: unixMS(n.CreatedAt), DeletedAtMS: unixMS(n.DeletedAt)}
+}
+
+// ToNamespace converts a namespace back.
+func ToNamespace(n Namespace) model.Namespace {
+	return model.Namespace{Name: n.Name, ID: n.ID, CreatedAt: fromMS(n.CreatedAtMS), DeletedAt: fromMS(n.DeletedAtMS)}
+}
+
+func unixMS(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixMilli()
+}
+
+func fromMS(ms int64) time.Time {
+	if ms == 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(ms)
+}
+
+// Sentinel errors of the API that the library has no equivalent for.
+var (
+	// ErrUnauthenticated: no or an unknown API key.
+	ErrUnauthenticated = errors.New("unauthenticated")
+	// ErrPermissionDenied: the key's role or namespace does not allow it.
+	ErrPermissionDenied = errors.New("permission denied")
+	// ErrLeaseNotFound: no such lease, or it expired.
+	ErrLeaseNotFound = errors.New("lease not found")
+	// ErrConflict: the request conflicts with the current state.
+	ErrConflict = errors.New("conflict")
+	// ErrTooManyLeases: the namespace has as many open leases as the
+	// server allows; commit or roll back some, or acquire with commit.
+	ErrTooManyLeases = errors.New("too many open leases in namespace")
+)

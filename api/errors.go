@@ -1,0 +1,97 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/tollgate-rl/tollgate/model"
+)
+
+// kinds name the sentinel behind a not_found or conflict, in Error.Reason,
+// so the client can give back the same error the library would.
+var kinds = []struct {
+	err    error
+	status int
+	code   string
+	reason string
+}{
+	{model.ErrEntityNotFound, http.StatusNotFound, CodeNotFound, "entity_not_found"},
+	{model.ErrNamespaceNotFound, http.StatusNotFound, CodeNotFound, "namespace_not_found"},
+	{ErrLeaseNotFound, http.StatusNotFound, CodeNotFound, "lease_not_found"},
+	{model.ErrNotFound, http.StatusNotFound, CodeNotFound, "not_found"},
+	{model.ErrEntityExists, http.StatusConflict, CodeConflict, "entity_exists"},
+	{model.ErrNamespaceExists, http.StatusConflict, CodeConflict, "namespace_exists"},
+	{model.ErrNamespaceDeleted, http.StatusConflict, CodeConflict, "namespace_deleted"},
+	{model.ErrLeaseClosed, http.StatusConflict, CodeConflict, "lease_closed"},
+	{ErrConflict, http.StatusConflict, CodeConflict, "conflict"},
+	{ErrTooManyLeases, http.StatusServiceUnavailable, CodeUnavailable, "too_many_leases"},
+	{ErrUnauthenticated, http.StatusUnauthorized, CodeUnauthenticated, ""},
+	{ErrPermissionDenied, http.StatusForbidden, CodePermissionDenied, ""},
+}
+
+// ErrorBody maps an error from the library (or this package's sentinels) to
+// an HTTP status and error body. Unknown errors are internal: their text is
+// not sent, as it may describe the store.
+func ErrorBody(err error) (int, Error) {
+	var rl *model.RateLimitExceeded
+	var ve *model.ValidationError
+	switch {
+	case errors.As(err, &rl):
+		return http.StatusTooManyRequests, Error{Code: CodeRateLimited, Message: rl.Error(),
+			RetryAfterMS: CeilMS(rl.RetryAfter), Limits: FromStatuses(rl.Statuses)}
+	case errors.As(err, &ve):
+		return http.StatusBadRequest, Error{Code: CodeInvalidArgument, Message: ve.Error(), Field: ve.Field, Reason: ve.Reason}
+	}
+	for _, k := range kinds {
+		if errors.Is(err, k.err) {
+			return k.status, Error{Code: k.code, Message: err.Error(), Reason: k.reason}
+		}
+	}
+	if errors.Is(err, model.ErrUnavailable) || errors.Is(err, context.DeadlineExceeded) {
+		return http.StatusServiceUnavailable, Error{Code: CodeUnavailable, Message: "the store did not answer"}
+	}
+	return http.StatusInternalServerError, Error{Code: CodeInternal, Message: "internal error"}
+}
+
+// AsError turns an error response back into the error the library would
+// have returned: *model.RateLimitExceeded, *model.ValidationError,
+// *model.UnavailableError, or an error matching the sentinel named by the
+// body. Others are *StatusError.
+func AsError(status int, e Error) error {
+	switch e.Code {
+	case CodeRateLimited:
+		return &model.RateLimitExceeded{Statuses: ToStatuses(e.Limits), RetryAfter: time.Duration(e.RetryAfterMS) * time.Millisecond}
+	case CodeInvalidArgument:
+		return &model.ValidationError{Field: e.Field, Reason: e.Reason}
+	case CodeUnavailable:
+		if e.Reason == "" {
+			return &model.UnavailableError{Op: "server", Err: &StatusError{Status: status, Body: e}}
+		}
+	}
+	for _, k := range kinds {
+		if k.code == e.Code && k.reason == e.Reason {
+			return &StatusError{Status: status, Body: e, sentinel: k.err}
+		}
+	}
+	return &StatusError{Status: status, Body: e}
+}
+
+// StatusError is an error response that has no richer type. It matches
+// (errors.Is) the sentinel its body names, if any.
+type StatusError struct {
+	Status   int
+	Body     Error
+	sentinel error
+}
+
+func (e *StatusError) Error() string {
+	if e.Body.Message != "" {
+		return e.Body.Message
+	}
+	return http.StatusText(e.Status)
+}
+
+// Unwrap returns the sentinel the body names, or nil.
+func (e *StatusError) Unwrap() error { return e.sentinel }

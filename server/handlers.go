@@ -1,0 +1,443 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/tollgate-rl/tollgate"
+	"github.com/tollgate-rl/tollgate/api"
+	"github.com/tollgate-rl/tollgate/model"
+)
+
+func (s *Server) routes() {
+	s.mux = http.NewServeMux()
+	v := api.Version
+	s.handle("POST "+v+"/acquire", forAcquire, s.acquire)
+	s.handle("POST "+v+"/leases/{id}/adjust", forAcquire, s.adjust)
+	s.handle("POST "+v+"/leases/{id}/commit", forAcquire, s.endLease(stateCommitted))
+	s.handle("POST "+v+"/leases/{id}/rollback", forAcquire, s.endLease(stateRolledBack))
+	s.handle("GET "+v+"/available", forAvailable, s.available)
+
+	s.handle("POST "+v+"/entities", forAdmin, s.createEntity)
+	s.handle("GET "+v+"/entities/{id}", forRead, s.getEntity)
+	s.handle("DELETE "+v+"/entities/{id}", forAdmin, s.deleteEntity)
+	s.handle("GET "+v+"/entities/{id}/children", forRead, s.children)
+
+	for _, path := range []string{"/limits/system", "/limits/resources/{resource}", "/limits/entities/{id}"} {
+		s.handle("PUT "+v+path, forAdmin, s.putLimits)
+		s.handle("GET "+v+path, forRead, s.getLimits)
+		s.handle("DELETE "+v+path, forAdmin, s.deleteLimits)
+	}
+	s.handle("GET "+v+"/audit", forRead, s.audit)
+
+	s.handle("POST "+v+"/namespaces", forRegistry, s.registerNamespace)
+	s.handle("GET "+v+"/namespaces", forRegistry, s.listNamespaces)
+	s.handle("GET "+v+"/namespaces/{name}", forRegistry, s.getNamespace)
+	s.handle("DELETE "+v+"/namespaces/{name}", forRegistry, s.deleteNamespace)
+	s.handle("POST "+v+"/namespaces/{name}/recover", forRegistry, s.recoverNamespace)
+	s.handle("POST "+v+"/namespaces/{name}/purge", forRegistry, s.purgeNamespace)
+
+	s.handle("GET /healthz", forEveryone, func(w http.ResponseWriter, _ *http.Request, _ *call) error {
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+		return nil
+	})
+	s.handle("GET /readyz", forEveryone, s.ready)
+	s.mux.Handle("GET /metrics", s.metrics.handler())
+	s.handle("/", forEveryone, func(http.ResponseWriter, *http.Request, *call) error {
+		return model.ErrNotFound
+	})
+}
+
+func (s *Server) acquire(w http.ResponseWriter, r *http.Request, c *call) error {
+	var req api.AcquireRequest
+	if err := decode(w, r, &req); err != nil {
+		return err
+	}
+	opts, err := acquireOptions(req.Limits, req.OnUnavailable)
+	if err != nil {
+		return err
+	}
+	ttl, err := s.leaseTTLOf(req.LeaseTTLMS)
+	if err != nil {
+		return err
+	}
+	lim, err := c.limiter()
+	if err != nil {
+		return err
+	}
+	if !req.Commit && !s.leases.reserve(c.ns) {
+		return api.ErrTooManyLeases
+	}
+	le, err := lim.Acquire(r.Context(), req.Entity, req.Resource, tollgate.Consume(req.Consume), opts...)
+	s.metrics.acquired(le, err)
+	if err != nil {
+		if !req.Commit {
+			s.leases.release(c.ns)
+		}
+		return err
+	}
+	resp := api.AcquireResponse{Consumed: le.Consumed(), Limits: api.FromStatuses(le.Statuses()), Degraded: le.Degraded()}
+	if req.Commit {
+		if err := le.Commit(r.Context()); err != nil {
+			// The debit stands; keep the lease so the reaper commits it
+			// (returning any concurrency slots) once the store answers.
+			if s.leases.reserve(c.ns) {
+				s.leases.add(c.ns, le, s.clock.Now())
+			}
+			return err
+		}
+	} else {
+		l := s.leases.add(c.ns, le, s.clock.Now().Add(ttl))
+		resp.LeaseID, resp.ExpiresMS = l.id, l.expires.UnixMilli()
+	}
+	writeJSON(w, http.StatusOK, resp)
+	return nil
+}
+
+// acquireOptions turns the optional limits and mode of a request into
+// options, validating them.
+func acquireOptions(limits []string, mode string) ([]tollgate.AcquireOption, error) {
+	var opts []tollgate.AcquireOption
+	if len(limits) > 0 {
+		cfg, err := api.ToConfig(api.Limits{Limits: limits})
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, tollgate.WithLimits(cfg.Limits...))
+	}
+	if mode != "" {
+		m := model.OnUnavailable(mode)
+		if err := m.Validate(); err != nil {
+			return nil, err
+		}
+		opts = append(opts, tollgate.WithOnUnavailable(m))
+	}
+	return opts, nil
+}
+
+func (s *Server) leaseTTLOf(ms int64) (time.Duration, error) {
+	switch {
+	case ms == 0:
+		return s.leaseTTL, nil
+	case ms < 1000 || ms > MaxLeaseTTL.Milliseconds():
+		return 0, model.Invalid("lease_ttl_ms", strconv.FormatInt(ms, 10), "want 1000 to "+strconv.FormatInt(MaxLeaseTTL.Milliseconds(), 10))
+	}
+	return time.Duration(ms) * time.Millisecond, nil
+}
+
+func (s *Server) adjust(w http.ResponseWriter, r *http.Request, c *call) error {
+	var req api.AdjustRequest
+	if err := decode(w, r, &req); err != nil {
+		return err
+	}
+	l, err := s.leases.get(c.ns, r.PathValue("id"), s.clock.Now())
+	if err != nil {
+		return err
+	}
+	if err := l.lease.Adjust(tollgate.Consume(req.Consume)); err != nil {
+		if errors.Is(err, model.ErrLeaseClosed) {
+			return errLeaseClosed
+		}
+		return err
+	}
+	writeJSON(w, http.StatusOK, api.LeaseResponse{LeaseID: l.id, Consumed: l.lease.Consumed(), State: stateOpen})
+	return nil
+}
+
+func (s *Server) endLease(state string) handlerFunc {
+	return func(w http.ResponseWriter, r *http.Request, c *call) error {
+		l, err := s.leases.get(c.ns, r.PathValue("id"), s.clock.Now())
+		if err != nil {
+			return err
+		}
+		consumed := l.lease.Consumed()
+		if state == stateCommitted {
+			err = l.lease.Commit(r.Context())
+		} else {
+			err = l.lease.Rollback(r.Context())
+			consumed = tollgate.Consume{}
+		}
+		switch {
+		case errors.Is(err, model.ErrLeaseClosed):
+			return errLeaseClosed
+		case err != nil:
+			return err // still open: the client may try again
+		}
+		s.leases.closeLease(l, state, s.clock.Now())
+		writeJSON(w, http.StatusOK, api.LeaseResponse{LeaseID: l.id, Consumed: consumed, State: state})
+		return nil
+	}
+}
+
+func (s *Server) available(w http.ResponseWriter, r *http.Request, c *call) error {
+	q := r.URL.Query()
+	opts, err := acquireOptions(q["limits"], "")
+	if err != nil {
+		return err
+	}
+	lim, err := c.limiter()
+	if err != nil {
+		return err
+	}
+	sts, err := lim.Available(r.Context(), q.Get("entity"), q.Get("resource"), opts...)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, api.AvailableResponse{Limits: api.FromStatuses(sts)})
+	return nil
+}
+
+func (s *Server) createEntity(w http.ResponseWriter, r *http.Request, c *call) error {
+	var e api.Entity
+	if err := decode(w, r, &e); err != nil {
+		return err
+	}
+	if len(e.Metadata) > api.MaxMetadata {
+		return model.Invalid("metadata", "", "more than "+strconv.Itoa(api.MaxMetadata)+" entries")
+	}
+	e.CreatedAtMS = 0
+	lim, err := c.limiter()
+	if err != nil {
+		return err
+	}
+	created, err := lim.CreateEntity(r.Context(), api.ToEntity(e), c.writeOpts()...)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusCreated, api.FromEntity(created))
+	return nil
+}
+
+func (s *Server) getEntity(w http.ResponseWriter, r *http.Request, c *call) error {
+	lim, err := c.limiter()
+	if err != nil {
+		return err
+	}
+	e, err := lim.GetEntity(r.Context(), r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, api.FromEntity(e))
+	return nil
+}
+
+func (s *Server) deleteEntity(w http.ResponseWriter, r *http.Request, c *call) error {
+	lim, err := c.limiter()
+	if err != nil {
+		return err
+	}
+	if err := lim.DeleteEntity(r.Context(), r.PathValue("id"), c.writeOpts()...); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+func (s *Server) children(w http.ResponseWriter, r *http.Request, c *call) error {
+	lim, err := c.limiter()
+	if err != nil {
+		return err
+	}
+	es, err := lim.Children(r.Context(), r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	out := api.EntitiesResponse{Entities: make([]api.Entity, len(es))}
+	for i, e := range es {
+		out.Entities[i] = api.FromEntity(e)
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+// scopeOf reads the scope of a /v1/limits/... path.
+func scopeOf(r *http.Request) model.Scope {
+	switch {
+	case r.PathValue("resource") != "":
+		return tollgate.ResourceScope(r.PathValue("resource"))
+	case r.PathValue("id") != "":
+		return tollgate.EntityScope(r.PathValue("id"), r.URL.Query().Get("resource"))
+	}
+	return tollgate.SystemScope()
+}
+
+func (s *Server) putLimits(w http.ResponseWriter, r *http.Request, c *call) error {
+	var body api.Limits
+	if err := decode(w, r, &body); err != nil {
+		return err
+	}
+	cfg, err := api.ToConfig(body)
+	if err != nil {
+		return err
+	}
+	lim, err := c.limiter()
+	if err != nil {
+		return err
+	}
+	if err := lim.SetConfig(r.Context(), scopeOf(r), cfg, c.writeOpts()...); err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, api.FromConfig(cfg))
+	return nil
+}
+
+func (s *Server) getLimits(w http.ResponseWriter, r *http.Request, c *call) error {
+	lim, err := c.limiter()
+	if err != nil {
+		return err
+	}
+	cfg, err := lim.GetConfig(r.Context(), scopeOf(r))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, api.FromConfig(cfg))
+	return nil
+}
+
+func (s *Server) deleteLimits(w http.ResponseWriter, r *http.Request, c *call) error {
+	lim, err := c.limiter()
+	if err != nil {
+		return err
+	}
+	if err := lim.DeleteConfig(r.Context(), scopeOf(r), c.writeOpts()...); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+func (s *Server) audit(w http.ResponseWriter, r *http.Request, c *call) error {
+	q := r.URL.Query()
+	limit := 100
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > tollgate.MaxAuditPage {
+			return model.Invalid("limit", v, "want 1 to "+strconv.Itoa(tollgate.MaxAuditPage))
+		}
+		limit = n
+	}
+	lim, err := c.limiter()
+	if err != nil {
+		return err
+	}
+	evs, err := lim.AuditEvents(r.Context(), q.Get("entity"), q.Get("after"), limit)
+	if err != nil {
+		return err
+	}
+	out := api.AuditResponse{Events: make([]api.AuditEvent, len(evs))}
+	for i, e := range evs {
+		out.Events[i] = api.FromAuditEvent(e)
+	}
+	if len(evs) == limit {
+		out.Next = evs[len(evs)-1].ID
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+// registry returns a limiter for namespace-registry calls, which are not
+// about any one namespace.
+func (s *Server) registry() (*tollgate.Limiter, error) { return s.Limiter(model.DefaultNamespace) }
+
+func (s *Server) registerNamespace(w http.ResponseWriter, r *http.Request, _ *call) error {
+	var body api.Namespace
+	if err := decode(w, r, &body); err != nil {
+		return err
+	}
+	lim, err := s.registry()
+	if err != nil {
+		return err
+	}
+	n, err := lim.RegisterNamespace(r.Context(), body.Name)
+	if err != nil {
+		return err
+	}
+	s.forget(n.Name)
+	writeJSON(w, http.StatusCreated, api.FromNamespace(n))
+	return nil
+}
+
+func (s *Server) listNamespaces(w http.ResponseWriter, r *http.Request, _ *call) error {
+	lim, err := s.registry()
+	if err != nil {
+		return err
+	}
+	ns, err := lim.ListNamespaces(r.Context())
+	if err != nil {
+		return err
+	}
+	out := api.NamespacesResponse{Namespaces: make([]api.Namespace, len(ns))}
+	for i, n := range ns {
+		out.Namespaces[i] = api.FromNamespace(n)
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+func (s *Server) getNamespace(w http.ResponseWriter, r *http.Request, _ *call) error {
+	lim, err := s.registry()
+	if err != nil {
+		return err
+	}
+	n, err := lim.GetNamespace(r.Context(), r.PathValue("name"))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, api.FromNamespace(n))
+	return nil
+}
+
+// namespaceOp runs a registry change on the namespace named in the path
+// and drops its cached limiter, whose namespace lookup it invalidates.
+func (s *Server) namespaceOp(w http.ResponseWriter, r *http.Request, op func(*tollgate.Limiter, context.Context, string) error) error {
+	lim, err := s.registry()
+	if err != nil {
+		return err
+	}
+	name := r.PathValue("name")
+	if err := op(lim, r.Context(), name); err != nil {
+		return err
+	}
+	s.forget(name)
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+func (s *Server) deleteNamespace(w http.ResponseWriter, r *http.Request, _ *call) error {
+	return s.namespaceOp(w, r, (*tollgate.Limiter).DeleteNamespace)
+}
+
+func (s *Server) recoverNamespace(w http.ResponseWriter, r *http.Request, _ *call) error {
+	return s.namespaceOp(w, r, (*tollgate.Limiter).RecoverNamespace)
+}
+
+func (s *Server) purgeNamespace(w http.ResponseWriter, r *http.Request, _ *call) error {
+	lim, err := s.registry()
+	if err != nil {
+		return err
+	}
+	name := r.PathValue("name")
+	deleted := 0
+	if err := lim.PurgeNamespace(r.Context(), name, func(n int) { deleted = n }); err != nil {
+		return err
+	}
+	s.forget(name)
+	writeJSON(w, http.StatusOK, api.PurgeResponse{Deleted: deleted})
+	return nil
+}
+
+// ready reports whether the store answers, within two seconds.
+func (s *Server) ready(w http.ResponseWriter, r *http.Request, _ *call) error {
+	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+	defer cancel()
+	if _, err := s.store.GetNamespace(ctx, model.DefaultNamespace); err != nil && !errors.Is(err, model.ErrNamespaceNotFound) {
+		s.log.Warn("not ready: store does not answer", "err", err)
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "store unreachable"})
+		return nil
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+	return nil
+}

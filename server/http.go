@@ -1,0 +1,141 @@
+package server
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/tollgate-rl/tollgate"
+	"github.com/tollgate-rl/tollgate/api"
+	"github.com/tollgate-rl/tollgate/model"
+)
+
+var (
+	errLeaseNotFound = fmt.Errorf("%w: unknown or expired lease", api.ErrLeaseNotFound)
+	errLeaseClosed   = fmt.Errorf("%w: already committed or rolled back", model.ErrLeaseClosed)
+)
+
+// call is one authorised request.
+type call struct {
+	s         *Server
+	ns        string
+	principal string
+}
+
+func (c *call) limiter() (*tollgate.Limiter, error) { return c.s.Limiter(c.ns) }
+
+func (c *call) writeOpts() []tollgate.WriteOption {
+	if c.principal == "" {
+		return nil
+	}
+	return []tollgate.WriteOption{tollgate.WithPrincipal(c.principal)}
+}
+
+type handlerFunc func(w http.ResponseWriter, r *http.Request, c *call) error
+
+// handle registers h for pattern behind authorisation, error mapping, logs
+// and metrics.
+func (s *Server) handle(pattern string, a access, h handlerFunc) {
+	route := pattern[strings.IndexByte(pattern, ' ')+1:]
+	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		sw := &statusWriter{ResponseWriter: w}
+		c, err := s.authorize(r, a)
+		if err == nil {
+			err = h(sw, r, c)
+		}
+		if err != nil {
+			s.writeError(sw, r, c, err)
+		}
+		s.metrics.request(r.Method, route, sw.status, time.Since(start))
+	})
+}
+
+// writeError answers with the error body; a namespace that turned out not
+// to exist drops its cached limiter.
+func (s *Server) writeError(w http.ResponseWriter, r *http.Request, c *call, err error) {
+	if c != nil && (errors.Is(err, model.ErrNamespaceNotFound) || errors.Is(err, model.ErrNamespaceDeleted)) {
+		s.forget(c.ns)
+	}
+	status, body := api.ErrorBody(err)
+	switch {
+	case status == http.StatusTooManyRequests:
+		w.Header().Set("Retry-After", retryAfterHeader(body.RetryAfterMS))
+	case status >= 500:
+		s.log.Warn("request failed", "method", r.Method, "path", r.URL.Path, "status", status, "err", err)
+		if errors.Is(err, model.ErrUnavailable) {
+			s.metrics.storeErrors.Inc()
+		}
+	}
+	writeJSON(w, status, body)
+}
+
+// retryAfterHeader is whole seconds, rounded up, at least 1.
+func retryAfterHeader(ms int64) string {
+	return fmt.Sprint(max((ms+999)/1000, 1))
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// decode reads a JSON body of at most api.MaxBodyBytes into v, strictly:
+// unknown fields and trailing data are errors.
+func decode(w http.ResponseWriter, r *http.Request, v any) error {
+	r.Body = http.MaxBytesReader(w, r.Body, api.MaxBodyBytes)
+	dec := json.NewDecoder(r.Body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return bodyError(err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return model.Invalid("body", "", "trailing data after the JSON object")
+	}
+	return nil
+}
+
+func bodyError(err error) error {
+	var tooBig *http.MaxBytesError
+	var syntax *json.SyntaxError
+	var typ *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &tooBig):
+		return model.Invalid("body", "", fmt.Sprintf("larger than %d bytes", api.MaxBodyBytes))
+	case errors.Is(err, io.EOF):
+		return model.Invalid("body", "", "empty; want a JSON object")
+	case errors.As(err, &syntax):
+		return model.Invalid("body", "", fmt.Sprintf("malformed JSON at byte %d", syntax.Offset))
+	case errors.As(err, &typ):
+		return model.Invalid(typ.Field, "", "want "+typ.Type.String()+", got JSON "+typ.Value)
+	case strings.HasPrefix(err.Error(), "json: unknown field "):
+		return model.Invalid(strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`), "", "unknown field")
+	}
+	return model.Invalid("body", "", "unreadable: "+err.Error())
+}
+
+// statusWriter remembers the status written.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
