@@ -9,6 +9,7 @@ package api
 
 import (
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/tollgate-rl/tollgate/model"
@@ -17,8 +18,13 @@ import (
 // Version is the path prefix of every endpoint.
 const Version = "/v1"
 
-// NamespaceHeader names the namespace of a request; absent means "default".
+// NamespaceHeader names the namespace of a request; absent means "default"
+// (or, with an API key bound to a namespace, the key's).
 const NamespaceHeader = "X-Tollgate-Namespace"
+
+// PrincipalHeader names who makes a change, for the audit log, when the
+// server has no API keys (with keys, the key's name is the principal).
+const PrincipalHeader = "X-Tollgate-Principal"
 
 // Limits on what the server accepts.
 const (
@@ -162,8 +168,10 @@ type PurgeResponse struct {
 type Error struct {
 	Code    string `json:"error"`
 	Message string `json:"message"`
-	// Field and Reason detail an invalid_argument.
+	// Field, Value and Reason detail an invalid_argument; Reason also
+	// names the kind of a not_found, conflict or unavailable.
 	Field  string `json:"field,omitempty"`
+	Value  string `json:"value,omitempty"`
 	Reason string `json:"reason,omitempty"`
 	// RetryAfterMS and Limits detail a rate_limited.
 	RetryAfterMS int64         `json:"retry_after_ms,omitempty"`
@@ -295,6 +303,9 @@ var (
 	// ErrConflict: the request conflicts with the current state.
 	ErrConflict = errors.New("conflict")
 	// ErrTooManyLeases: the namespace has as many open leases as the
-	// server allows; commit or roll back some, or acquire with commit.
-	ErrTooManyLeases = errors.New("too many open leases in namespace")
+	// server allows; commit or roll back some, or acquire with commit. It
+	// matches model.ErrUnavailable, so fail-open callers treat it alike.
+	ErrTooManyLeases = fmt.Errorf("%w: too many open leases in namespace", model.ErrUnavailable)
+	// ErrNoRoute: no endpoint has this method and path.
+	ErrNoRoute = errors.New("no such endpoint")
 )

@@ -26,6 +26,7 @@ var kinds = []struct {
 	{model.ErrNamespaceDeleted, http.StatusConflict, CodeConflict, "namespace_deleted"},
 	{model.ErrLeaseClosed, http.StatusConflict, CodeConflict, "lease_closed"},
 	{ErrConflict, http.StatusConflict, CodeConflict, "conflict"},
+	{ErrNoRoute, http.StatusNotFound, CodeNotFound, "no_route"},
 	{ErrTooManyLeases, http.StatusServiceUnavailable, CodeUnavailable, "too_many_leases"},
 	{ErrUnauthenticated, http.StatusUnauthorized, CodeUnauthenticated, ""},
 	{ErrPermissionDenied, http.StatusForbidden, CodePermissionDenied, ""},
@@ -42,7 +43,7 @@ func ErrorBody(err error) (int, Error) {
 		return http.StatusTooManyRequests, Error{Code: CodeRateLimited, Message: rl.Error(),
 			RetryAfterMS: CeilMS(rl.RetryAfter), Limits: FromStatuses(rl.Statuses)}
 	case errors.As(err, &ve):
-		return http.StatusBadRequest, Error{Code: CodeInvalidArgument, Message: ve.Error(), Field: ve.Field, Reason: ve.Reason}
+		return http.StatusBadRequest, Error{Code: CodeInvalidArgument, Message: ve.Error(), Field: ve.Field, Value: ve.Value, Reason: ve.Reason}
 	}
 	for _, k := range kinds {
 		if errors.Is(err, k.err) {
@@ -64,7 +65,7 @@ func AsError(status int, e Error) error {
 	case CodeRateLimited:
 		return &model.RateLimitExceeded{Statuses: ToStatuses(e.Limits), RetryAfter: time.Duration(e.RetryAfterMS) * time.Millisecond}
 	case CodeInvalidArgument:
-		return &model.ValidationError{Field: e.Field, Reason: e.Reason}
+		return &model.ValidationError{Field: e.Field, Value: e.Value, Reason: e.Reason}
 	case CodeUnavailable:
 		if e.Reason == "" {
 			return &model.UnavailableError{Op: "server", Err: &StatusError{Status: status, Body: e}}

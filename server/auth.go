@@ -137,11 +137,11 @@ var (
 
 // authorize resolves the request's namespace and principal and checks its
 // key. Without keys configured everything is allowed, and the principal is
-// the X-Tollgate-Principal header.
+// the api.PrincipalHeader header.
 func (s *Server) authorize(r *http.Request, a access) (*call, error) {
 	c := &call{s: s, ns: r.Header.Get(api.NamespaceHeader)}
 	if s.keys == nil || a.roles == nil {
-		c.principal = r.Header.Get("X-Tollgate-Principal")
+		c.principal = r.Header.Get(api.PrincipalHeader)
 		if c.ns == "" {
 			c.ns = model.DefaultNamespace
 		}

@@ -47,7 +47,7 @@ func (s *Server) routes() {
 	s.handle("GET /readyz", forEveryone, s.ready)
 	s.mux.Handle("GET /metrics", s.metrics.handler())
 	s.handle("/", forEveryone, func(http.ResponseWriter, *http.Request, *call) error {
-		return model.ErrNotFound
+		return api.ErrNoRoute
 	})
 }
 
@@ -435,7 +435,7 @@ func (s *Server) ready(w http.ResponseWriter, r *http.Request, _ *call) error {
 	defer cancel()
 	if _, err := s.store.GetNamespace(ctx, model.DefaultNamespace); err != nil && !errors.Is(err, model.ErrNamespaceNotFound) {
 		s.log.Warn("not ready: store does not answer", "err", err)
-		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "store unreachable"})
+		writeJSON(w, http.StatusServiceUnavailable, api.Error{Code: api.CodeUnavailable, Message: "the store does not answer"})
 		return nil
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})

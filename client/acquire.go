@@ -1,0 +1,167 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/tollgate-rl/tollgate"
+	"github.com/tollgate-rl/tollgate/api"
+	"github.com/tollgate-rl/tollgate/model"
+)
+
+// acquireOptions is what AcquireOption values set.
+type acquireOptions struct {
+	limits   []string
+	limitErr error
+	mode     tollgate.OnUnavailable
+	ttl      time.Duration
+}
+
+// AcquireOption configures one Acquire, AcquireAndCommit, AcquireWait or
+// Available call.
+type AcquireOption func(*acquireOptions)
+
+// WithLimits makes the call use limits instead of the stored configuration,
+// as tollgate.WithLimits does. They are checked when the option is made; bad
+// limits make the call fail with a *tollgate.ValidationError without
+// reaching the server.
+func WithLimits(limits ...tollgate.Limit) AcquireOption {
+	texts := make([]string, len(limits))
+	for i, l := range limits {
+		texts[i] = l.String()
+	}
+	err := model.ValidateLimits(limits)
+	if err == nil && len(limits) == 0 {
+		err = model.Invalid("limits", "", "WithLimits needs at least one limit")
+	}
+	return func(o *acquireOptions) { o.limits, o.limitErr = texts, err }
+}
+
+// WithOnUnavailable sets what the server does for this call if its store
+// cannot answer (tollgate.Block or tollgate.Allow), overriding the stored
+// system setting. It does not apply to the client's own failures to reach
+// the server.
+func WithOnUnavailable(mode tollgate.OnUnavailable) AcquireOption {
+	return func(o *acquireOptions) { o.mode = mode }
+}
+
+// WithLeaseTTL sets how long the server keeps the lease before it commits
+// it as it stands (the server's default is 5 minutes; it accepts 1 second
+// to 24 hours). Ignored by AcquireAndCommit and Available.
+func WithLeaseTTL(d time.Duration) AcquireOption {
+	return func(o *acquireOptions) { o.ttl = d }
+}
+
+func applyAcquire(opts []AcquireOption) acquireOptions {
+	var o acquireOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	return o
+}
+
+// Grant is the outcome of AcquireAndCommit: what was consumed and every
+// limit's state just after.
+type Grant struct {
+	Consumed tollgate.Consume
+	Statuses []tollgate.Status
+	// Degraded reports that the server's store could not answer and the
+	// Allow mode granted without counting.
+	Degraded bool
+}
+
+// Acquire checks and debits consume against every limit in effect for
+// entity and resource, and their cascade ancestors, all or nothing, like
+// tollgate.Limiter.Acquire. The returned lease must be ended with Commit
+// or Rollback; the server commits it when its TTL ends otherwise.
+//
+// A denial is a *tollgate.RateLimitExceeded (nothing was consumed); bad
+// input a *tollgate.ValidationError; a store or network failure a
+// *tollgate.UnavailableError.
+func (c *Client) Acquire(ctx context.Context, entity, resource string, consume tollgate.Consume, opts ...AcquireOption) (*Lease, error) {
+	resp, err := c.acquire(ctx, entity, resource, consume, false, opts)
+	if err != nil {
+		return nil, err
+	}
+	if resp.LeaseID == "" {
+		return nil, &model.UnavailableError{Op: "server", Err: badResponse(errors.New("granted acquire without a lease id"))}
+	}
+	return newLease(c, entity, resource, resp), nil
+}
+
+// AcquireAndCommit acquires and commits in one call, for work whose cost is
+// known up front; no lease is kept. Errors are those of Acquire.
+func (c *Client) AcquireAndCommit(ctx context.Context, entity, resource string, consume tollgate.Consume, opts ...AcquireOption) (Grant, error) {
+	resp, err := c.acquire(ctx, entity, resource, consume, true, opts)
+	if err != nil {
+		return Grant{}, err
+	}
+	return Grant{Consumed: tollgate.Consume(resp.Consumed), Statuses: api.ToStatuses(resp.Limits), Degraded: resp.Degraded}, nil
+}
+
+func (c *Client) acquire(ctx context.Context, entity, resource string, consume tollgate.Consume, commit bool, opts []AcquireOption) (api.AcquireResponse, error) {
+	o := applyAcquire(opts)
+	if o.limitErr != nil {
+		return api.AcquireResponse{}, o.limitErr
+	}
+	body := api.AcquireRequest{
+		Entity: entity, Resource: resource, Consume: consume, Limits: o.limits,
+		Commit: commit, OnUnavailable: string(o.mode),
+	}
+	if !commit && o.ttl > 0 {
+		body.LeaseTTLMS = api.CeilMS(o.ttl)
+	}
+	var resp api.AcquireResponse
+	err := c.do(ctx, request{method: http.MethodPost, path: api.Version + "/acquire", body: body}, &resp)
+	return resp, err
+}
+
+// AcquireWait acquires like Acquire, but when denied it sleeps for the
+// RetryAfter the denial reports and tries again, until granted or ctx ends,
+// like tollgate.Limiter.Wait. If ctx has a deadline that comes before the
+// next attempt, it returns the denial at once rather than sleep in vain; if
+// ctx ends while it sleeps, it returns ctx.Err(). Other errors are returned
+// as they occur. Each attempt is bounded by WithTimeout on its own.
+func (c *Client) AcquireWait(ctx context.Context, entity, resource string, consume tollgate.Consume, opts ...AcquireOption) (*Lease, error) {
+	for {
+		le, err := c.Acquire(ctx, entity, resource, consume, opts...)
+		var ex *tollgate.RateLimitExceeded
+		if !errors.As(err, &ex) {
+			return le, err
+		}
+		d := max(ex.RetryAfter, time.Millisecond)
+		if deadline, ok := ctx.Deadline(); ok && time.Until(deadline) < d {
+			return nil, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-c.clock.After(d):
+		}
+	}
+}
+
+// Available reports the current state of every limit in effect for entity
+// and resource and their cascade ancestors, after refill; it writes
+// nothing. Only WithLimits applies.
+func (c *Client) Available(ctx context.Context, entity, resource string, opts ...AcquireOption) ([]tollgate.Status, error) {
+	o := applyAcquire(opts)
+	if o.limitErr != nil {
+		return nil, o.limitErr
+	}
+	q := url.Values{"entity": {entity}}
+	if resource != "" {
+		q.Set("resource", resource)
+	}
+	if len(o.limits) > 0 {
+		q["limits"] = o.limits
+	}
+	var resp api.AvailableResponse
+	if err := c.do(ctx, request{method: http.MethodGet, path: api.Version + "/available", query: q}, &resp); err != nil {
+		return nil, err
+	}
+	return api.ToStatuses(resp.Limits), nil
+}

@@ -1,0 +1,135 @@
+package client
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"strconv"
+
+	"github.com/tollgate-rl/tollgate"
+	"github.com/tollgate-rl/tollgate/api"
+	"github.com/tollgate-rl/tollgate/model"
+)
+
+// CreateEntity stores e; the server sets CreatedAt and returns the entity as
+// stored. It fails with tollgate.ErrEntityExists if the id is taken and
+// tollgate.ErrEntityNotFound if the parent does not exist.
+func (c *Client) CreateEntity(ctx context.Context, e tollgate.Entity) (tollgate.Entity, error) {
+	var out api.Entity
+	req := request{method: http.MethodPost, path: api.Version + "/entities", body: api.FromEntity(e)}
+	if err := c.do(ctx, req, &out); err != nil {
+		return tollgate.Entity{}, err
+	}
+	return api.ToEntity(out), nil
+}
+
+// GetEntity returns the entity or an error matching
+// tollgate.ErrEntityNotFound.
+func (c *Client) GetEntity(ctx context.Context, id string) (tollgate.Entity, error) {
+	var out api.Entity
+	if err := c.do(ctx, request{method: http.MethodGet, path: entityPath(id)}, &out); err != nil {
+		return tollgate.Entity{}, err
+	}
+	return api.ToEntity(out), nil
+}
+
+// DeleteEntity removes the entity, its stored limits and its buckets. Its
+// children keep their parent id; their cascade stops here.
+func (c *Client) DeleteEntity(ctx context.Context, id string) error {
+	return c.do(ctx, request{method: http.MethodDelete, path: entityPath(id)}, nil)
+}
+
+// Children returns the entities whose parent is id, sorted by id.
+func (c *Client) Children(ctx context.Context, id string) ([]tollgate.Entity, error) {
+	var out api.EntitiesResponse
+	if err := c.do(ctx, request{method: http.MethodGet, path: entityPath(id) + "/children"}, &out); err != nil {
+		return nil, err
+	}
+	es := make([]tollgate.Entity, len(out.Entities))
+	for i, e := range out.Entities {
+		es[i] = api.ToEntity(e)
+	}
+	return es, nil
+}
+
+func entityPath(id string) string { return api.Version + "/entities/" + seg(id) }
+
+// SetConfig stores cfg at scope, replacing what was there (see
+// tollgate.Limiter.SetConfig).
+func (c *Client) SetConfig(ctx context.Context, scope tollgate.Scope, cfg tollgate.Config) error {
+	req := scopeRequest(http.MethodPut, scope)
+	req.body = api.FromConfig(cfg)
+	return c.do(ctx, req, nil)
+}
+
+// GetConfig returns the config stored at scope, or an error matching
+// tollgate.ErrNotFound.
+func (c *Client) GetConfig(ctx context.Context, scope tollgate.Scope) (tollgate.Config, error) {
+	var out api.Limits
+	if err := c.do(ctx, scopeRequest(http.MethodGet, scope), &out); err != nil {
+		return tollgate.Config{}, err
+	}
+	cfg, err := api.ToConfig(out)
+	if err != nil {
+		return tollgate.Config{}, &model.UnavailableError{Op: "server", Err: badResponse(err)}
+	}
+	return cfg, nil
+}
+
+// DeleteConfig removes the config at scope, or returns an error matching
+// tollgate.ErrNotFound.
+func (c *Client) DeleteConfig(ctx context.Context, scope tollgate.Scope) error {
+	return c.do(ctx, scopeRequest(http.MethodDelete, scope), nil)
+}
+
+// scopeRequest addresses the limits of scope:
+//
+//	system                /v1/limits/system
+//	resource r            /v1/limits/resources/{r}
+//	entity default of e   /v1/limits/entities/{e}
+//	entity e, resource r  /v1/limits/entities/{e}?resource={r}
+//
+// An entity scope with an empty resource is the entity default, as
+// tollgate.EntityScope makes it.
+func scopeRequest(method string, s tollgate.Scope) request {
+	req := request{method: method}
+	switch {
+	case s.Entity != "":
+		req.path = api.Version + "/limits/entities/" + seg(s.Entity)
+		if s.Resource != "" && s.Resource != tollgate.DefaultResource {
+			req.query = url.Values{"resource": {s.Resource}}
+		}
+	case s.Resource != "":
+		req.path = api.Version + "/limits/resources/" + seg(s.Resource)
+	default:
+		req.path = api.Version + "/limits/system"
+	}
+	return req
+}
+
+// AuditEvents returns up to limit (at most tollgate.MaxAuditPage; 0 means
+// the server's default of 100) audit events of entity, oldest first, with
+// ids after the cursor after (empty for the first page; pass the last id
+// seen for the next). The empty entity lists system and resource
+// configuration changes.
+func (c *Client) AuditEvents(ctx context.Context, entity, after string, limit int) ([]tollgate.AuditEvent, error) {
+	q := url.Values{}
+	if entity != "" {
+		q.Set("entity", entity)
+	}
+	if after != "" {
+		q.Set("after", after)
+	}
+	if limit != 0 {
+		q.Set("limit", strconv.Itoa(limit))
+	}
+	var out api.AuditResponse
+	if err := c.do(ctx, request{method: http.MethodGet, path: api.Version + "/audit", query: q}, &out); err != nil {
+		return nil, err
+	}
+	evs := make([]tollgate.AuditEvent, len(out.Events))
+	for i, e := range out.Events {
+		evs[i] = api.ToAuditEvent(e)
+	}
+	return evs, nil
+}

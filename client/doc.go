@@ -1,0 +1,35 @@
+// Package client is the Go client of a central Tollgate server (package
+// server, wire format package api).
+//
+// Its calls mirror the in-process library (package tollgate) so that code
+// can move between the two with little change: Acquire returns a *Lease to
+// adjust, commit or roll back; configuration, entities, audit events and
+// namespaces have the same names and types; and errors are the library's
+// own, so errors.As(err, &ex) with ex a *tollgate.RateLimitExceeded, and
+// errors.Is(err, tollgate.ErrEntityNotFound) and the like, work alike.
+//
+//	c, err := client.New("https://tollgate.internal:8080", client.WithAPIKey(key))
+//	lease, err := c.Acquire(ctx, "key-1", "openai/gpt-4o", tollgate.Consume{"rpm": 1, "tpm": 500})
+//	var denied *tollgate.RateLimitExceeded
+//	if errors.As(err, &denied) {
+//		return fmt.Errorf("busy, retry in %v", denied.RetryAfter)
+//	}
+//	used := callModel()
+//	err = lease.Adjust(ctx, tollgate.Consume{"tpm": used - 500})
+//	err = lease.Commit(ctx)
+//
+// The differences from the library come from the network. Lease.Adjust is
+// a call to the server, so it takes a context. A call that cannot reach the
+// server, times out (WithTimeout, 10 seconds by default), or gets an answer
+// it cannot read fails with an error matching tollgate.ErrUnavailable
+// (a *tollgate.UnavailableError). Such a failure leaves the outcome
+// unknown: an Acquire may have been granted with the answer lost (the
+// server commits the orphaned lease when its TTL ends), and a Commit or
+// Rollback retried after one may report tollgate.ErrLeaseClosed because the
+// first attempt did arrive. The server forgets leases: one it no longer
+// knows (never issued, or expired and committed) is an error matching
+// api.ErrLeaseNotFound.
+//
+// A Client is safe for concurrent use and reuses connections; create one per
+// server and share it.
+package client

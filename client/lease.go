@@ -1,0 +1,150 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"net/http"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/tollgate-rl/tollgate"
+	"github.com/tollgate-rl/tollgate/api"
+	"github.com/tollgate-rl/tollgate/model"
+)
+
+// A Lease is a granted acquire held by the server. Adjust it when the real
+// cost is known, then end it with Commit or Rollback. It is safe for
+// concurrent use.
+//
+// As with the library's lease, once it has ended Adjust, Commit and
+// Rollback return an error matching tollgate.ErrLeaseClosed without a call
+// to the server, and Consumed and Statuses return nil.
+type Lease struct {
+	c        *Client
+	id       string
+	entity   string
+	resource string
+	degraded bool
+	expires  time.Time
+
+	mu       sync.Mutex
+	consumed tollgate.Consume
+	statuses []tollgate.Status
+	closed   bool
+}
+
+func newLease(c *Client, entity, resource string, r api.AcquireResponse) *Lease {
+	le := &Lease{
+		c: c, id: r.LeaseID, entity: entity, resource: resource, degraded: r.Degraded,
+		consumed: tollgate.Consume(r.Consumed), statuses: api.ToStatuses(r.Limits),
+	}
+	if r.ExpiresMS != 0 {
+		le.expires = time.UnixMilli(r.ExpiresMS)
+	}
+	return le
+}
+
+// ID returns the server's id of the lease.
+func (le *Lease) ID() string { return le.id }
+
+// Entity returns the entity the lease was acquired for.
+func (le *Lease) Entity() string { return le.entity }
+
+// Resource returns the resource the lease was acquired for.
+func (le *Lease) Resource() string { return le.resource }
+
+// Degraded reports whether the server granted the lease without its store
+// (Allow mode while the store was unavailable): nothing was consumed.
+func (le *Lease) Degraded() bool { return le.degraded }
+
+// ExpiresAt returns when the server commits the lease as it stands if it
+// has not ended by then.
+func (le *Lease) ExpiresAt() time.Time { return le.expires }
+
+// Consumed returns what the lease has consumed so far, as the server last
+// reported it (after Acquire or Adjust), per limit and summed over the
+// cascade. It returns nil once the lease has ended.
+func (le *Lease) Consumed() tollgate.Consume {
+	le.mu.Lock()
+	defer le.mu.Unlock()
+	if le.closed {
+		return nil
+	}
+	return maps.Clone(le.consumed)
+}
+
+// Statuses reports every limit the lease debited, with balances just after
+// the grant. A degraded or ended lease has none.
+func (le *Lease) Statuses() []tollgate.Status {
+	le.mu.Lock()
+	defer le.mu.Unlock()
+	if le.closed {
+		return nil
+	}
+	return slices.Clone(le.statuses)
+}
+
+// Adjust records a change to the lease's consumption on the server, e.g.
+// the difference between an estimate and the real cost; negative amounts
+// give back. Unlike the library's Adjust it is a network call, hence the
+// context. The server applies it at Commit.
+func (le *Lease) Adjust(ctx context.Context, delta tollgate.Consume) error {
+	var resp api.LeaseResponse
+	if err := le.call(ctx, "adjust", api.AdjustRequest{Consume: delta}, &resp); err != nil {
+		return err
+	}
+	le.mu.Lock()
+	defer le.mu.Unlock()
+	if !le.closed {
+		le.consumed = tollgate.Consume(resp.Consumed)
+	}
+	return nil
+}
+
+// Commit writes pending adjustments and returns the lease's concurrency
+// tokens. If the server's store fails, Commit returns the error and the
+// lease stays open, so Commit (or Rollback) can be called again.
+func (le *Lease) Commit(ctx context.Context) error { return le.end(ctx, "commit") }
+
+// Rollback gives back everything the lease consumed and discards pending
+// adjustments. If the server's store fails, Rollback returns the error and
+// the lease stays open.
+func (le *Lease) Rollback(ctx context.Context) error { return le.end(ctx, "rollback") }
+
+func (le *Lease) end(ctx context.Context, action string) error {
+	if err := le.call(ctx, action, nil, nil); err != nil {
+		return err
+	}
+	le.close()
+	return nil
+}
+
+// call posts to /v1/leases/{id}/{action}, unless the lease has ended. An
+// answer that the lease has ended closes it here too.
+func (le *Lease) call(ctx context.Context, action string, body, out any) error {
+	if le.isClosed() {
+		return fmt.Errorf("lease %s: %w", le.id, model.ErrLeaseClosed)
+	}
+	path := api.Version + "/leases/" + seg(le.id) + "/" + action
+	err := le.c.do(ctx, request{method: http.MethodPost, path: path, body: body}, out)
+	if errors.Is(err, model.ErrLeaseClosed) {
+		le.close()
+	}
+	return err
+}
+
+func (le *Lease) isClosed() bool {
+	le.mu.Lock()
+	defer le.mu.Unlock()
+	return le.closed
+}
+
+func (le *Lease) close() {
+	le.mu.Lock()
+	defer le.mu.Unlock()
+	le.closed = true
+	le.consumed, le.statuses = nil, nil
+}

@@ -1,0 +1,105 @@
+package client_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/tollgate-rl/tollgate"
+	"github.com/tollgate-rl/tollgate/client"
+	"github.com/tollgate-rl/tollgate/clock"
+)
+
+// waitEnv is a server whose one-a-minute limit for key-1 is spent, and a
+// client sleeping on a fake clock of its own (the server's reaper has
+// timers on the server's clock, so sharing one would blur the count).
+func waitEnv(t *testing.T) (*env, *clock.Fake, *client.Client, client.AcquireOption) {
+	t.Helper()
+	e := newEnv(t)
+	cliClk := clock.NewFake(epoch)
+	c := e.client(t, client.WithClock(cliClk))
+	limits := client.WithLimits(tollgate.PerMinute("rpm", 1))
+	_, err := c.AcquireAndCommit(context.Background(), "key-1", "gpt", tollgate.Consume{"rpm": 1}, limits)
+	must(t, "AcquireAndCommit", err)
+	return e, cliClk, c, limits
+}
+
+// blockUntilAsleep waits (10s at most) until something sleeps on clk.
+func blockUntilAsleep(t *testing.T, clk *clock.Fake) {
+	t.Helper()
+	stop := make(chan struct{})
+	timer := time.AfterFunc(10*time.Second, func() { close(stop) })
+	defer timer.Stop()
+	if !clk.BlockUntilWaiters(1, stop) {
+		t.Fatal("AcquireWait never slept")
+	}
+}
+
+type result struct {
+	le  *client.Lease
+	err error
+}
+
+func TestAcquireWaitSleepsRetryAfter(t *testing.T) {
+	e, cliClk, c, limits := waitEnv(t)
+	ctx := context.Background()
+	done := make(chan result, 1)
+	go func() {
+		le, err := c.AcquireWait(ctx, "key-1", "gpt", tollgate.Consume{"rpm": 1}, limits)
+		done <- result{le, err}
+	}()
+
+	blockUntilAsleep(t, cliClk)
+	if at, _ := cliClk.NextDeadline(); at.Sub(cliClk.Now()) != time.Minute {
+		t.Errorf("AcquireWait sleeps %v, want the 1m RetryAfter", at.Sub(cliClk.Now()))
+	}
+	select {
+	case r := <-done:
+		t.Fatalf("AcquireWait returned before the clock moved: %v", r.err)
+	default:
+	}
+	e.clk.Advance(time.Minute)  // the server refills first,
+	cliClk.Advance(time.Minute) // then the client wakes and retries
+	r := <-done
+	must(t, "AcquireWait", r.err)
+	must(t, "Commit", r.le.Commit(ctx))
+}
+
+func TestAcquireWaitGivesUpBeforeAMissedDeadline(t *testing.T) {
+	_, cliClk, c, limits := waitEnv(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second) // < the 1m RetryAfter
+	defer cancel()
+	start := time.Now()
+	_, err := c.AcquireWait(ctx, "key-1", "gpt", tollgate.Consume{"rpm": 1}, limits)
+	var ex *tollgate.RateLimitExceeded
+	if !errors.As(err, &ex) || ex.RetryAfter != time.Minute {
+		t.Fatalf("err = %v, want the denial with RetryAfter 1m", err)
+	}
+	if n := cliClk.Waiters(); n != 0 || time.Since(start) > 2*time.Second {
+		t.Errorf("%d sleepers, %v elapsed; want an answer at once, no sleep", n, time.Since(start))
+	}
+}
+
+func TestAcquireWaitStopsWhenCancelled(t *testing.T) {
+	_, cliClk, c, limits := waitEnv(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.AcquireWait(ctx, "key-1", "gpt", tollgate.Consume{"rpm": 1}, limits)
+		done <- err
+	}()
+	blockUntilAsleep(t, cliClk)
+	cancel()
+	wantErr(t, "AcquireWait cancelled while asleep", <-done, context.Canceled)
+}
+
+func TestAcquireWaitReturnsOtherErrorsAtOnce(t *testing.T) {
+	_, cliClk, c, limits := waitEnv(t)
+	// More than the capacity: no wait could satisfy it.
+	_, err := c.AcquireWait(context.Background(), "key-1", "gpt", tollgate.Consume{"rpm": 2}, limits)
+	wantErr(t, "AcquireWait beyond capacity", err, tollgate.ErrInvalid)
+	if n := cliClk.Waiters(); n != 0 {
+		t.Errorf("%d sleepers, want none", n)
+	}
+}
