@@ -32,8 +32,6 @@ const (
 	MaxBodyBytes = 64 << 10
 	// MaxLimits bounds the limits of one request or config.
 	MaxLimits = 32
-	// MaxMetadata bounds an entity's metadata entries.
-	MaxMetadata = 64
 )
 
 // Error codes: the stable "error" field of every error body.
@@ -43,7 +41,6 @@ const (
 	CodePermissionDenied = "permission_denied" // 403
 	CodeNotFound         = "not_found"         // 404
 	CodeConflict         = "conflict"          // 409
-	CodeTooLarge         = "too_large"         // 413
 	CodeRateLimited      = "rate_limited"      // 429
 	CodeUnavailable      = "unavailable"       // 503
 	CodeInternal         = "internal"          // 500

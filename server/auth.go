@@ -147,8 +147,9 @@ func (s *Server) authorize(r *http.Request, a access) (*call, error) {
 		}
 		return c, nil
 	}
-	token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	if !ok || token == "" {
+	auth := r.Header.Get("Authorization")
+	scheme, token, _ := strings.Cut(auth, " ")
+	if !strings.EqualFold(scheme, "Bearer") || token == "" {
 		return nil, fmt.Errorf("%w: send Authorization: Bearer <key>", api.ErrUnauthenticated)
 	}
 	key, ok := s.keys.byHash[HashKey(token)]

@@ -51,7 +51,9 @@ func (s *Server) routes() {
 	})
 }
 
-func (s *Server) acquire(w http.ResponseWriter, r *http.Request, c *call) error {
+func (s *Server) acquire(w http.ResponseWriter, r *http.Request, c *call) (err error) {
+	var le *tollgate.Lease
+	defer func() { s.metrics.acquired(le, err) }()
 	var req api.AcquireRequest
 	if err := decode(w, r, &req); err != nil {
 		return err
@@ -71,8 +73,7 @@ func (s *Server) acquire(w http.ResponseWriter, r *http.Request, c *call) error 
 	if !req.Commit && !s.leases.reserve(c.ns) {
 		return api.ErrTooManyLeases
 	}
-	le, err := lim.Acquire(r.Context(), req.Entity, req.Resource, tollgate.Consume(req.Consume), opts...)
-	s.metrics.acquired(le, err)
+	le, err = lim.Acquire(r.Context(), req.Entity, req.Resource, tollgate.Consume(req.Consume), opts...)
 	if err != nil {
 		if !req.Commit {
 			s.leases.release(c.ns)
@@ -194,9 +195,6 @@ func (s *Server) createEntity(w http.ResponseWriter, r *http.Request, c *call) e
 	var e api.Entity
 	if err := decode(w, r, &e); err != nil {
 		return err
-	}
-	if len(e.Metadata) > api.MaxMetadata {
-		return model.Invalid("metadata", "", "more than "+strconv.Itoa(api.MaxMetadata)+" entries")
 	}
 	e.CreatedAtMS = 0
 	lim, err := c.limiter()
@@ -407,6 +405,9 @@ func (s *Server) namespaceOp(w http.ResponseWriter, r *http.Request, op func(*to
 }
 
 func (s *Server) deleteNamespace(w http.ResponseWriter, r *http.Request, _ *call) error {
+	if r.PathValue("name") == model.DefaultNamespace {
+		return model.Invalid("name", model.DefaultNamespace, "the default namespace cannot be deleted")
+	}
 	return s.namespaceOp(w, r, (*tollgate.Limiter).DeleteNamespace)
 }
 

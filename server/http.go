@@ -65,9 +65,11 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, c *call, err
 	switch {
 	case status == http.StatusTooManyRequests:
 		w.Header().Set("Retry-After", retryAfterHeader(body.RetryAfterMS))
+	case status == http.StatusUnauthorized:
+		w.Header().Set("WWW-Authenticate", `Bearer realm="tollgate"`)
 	case status >= 500:
 		s.log.Warn("request failed", "method", r.Method, "path", r.URL.Path, "status", status, "err", err)
-		if errors.Is(err, model.ErrUnavailable) {
+		if status == http.StatusServiceUnavailable && !errors.Is(err, api.ErrTooManyLeases) {
 			s.metrics.storeErrors.Inc()
 		}
 	}

@@ -38,7 +38,7 @@ func newMetrics(r prometheus.Registerer) *metrics {
 	}
 	m.acquires = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "tollgate_acquires_total",
-		Help: "Acquire outcomes: granted, limited, unavailable, degraded, invalid or error.",
+		Help: "Acquire outcomes: granted, limited, unavailable (store or lease cap), degraded, invalid (bad request, unknown namespace) or error.",
 	}, []string{"outcome"})
 	m.requests = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "tollgate_http_requests_total",
@@ -51,7 +51,7 @@ func newMetrics(r prometheus.Registerer) *metrics {
 	}, []string{"route"})
 	m.storeErrors = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "tollgate_store_errors_total",
-		Help: "Requests that failed because the store did not answer.",
+		Help: "Requests that failed because the store did not answer (or answered too late).",
 	})
 	m.leasesExpired = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "tollgate_leases_expired_total",
@@ -64,11 +64,7 @@ func newMetrics(r prometheus.Registerer) *metrics {
 // watch registers the gauges that read s's state at scrape time.
 func (m *metrics) watch(s *Server) {
 	cache := func(pick func(tollgate.CacheStats) uint64) func() float64 {
-		return func() float64 {
-			var n uint64
-			s.eachLimiter(func(l *tollgate.Limiter) { n += pick(l.CacheStats()) })
-			return float64(n)
-		}
+		return func() float64 { return float64(pick(s.cacheStats())) }
 	}
 	m.reg.MustRegister(
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "tollgate_open_leases", Help: "Leases held open by the server."},
@@ -98,7 +94,8 @@ func (m *metrics) acquired(le *tollgate.Lease, err error) {
 		outcome = "limited"
 	case errors.Is(err, model.ErrUnavailable):
 		outcome = "unavailable"
-	case errors.Is(err, model.ErrInvalid):
+	case errors.Is(err, model.ErrInvalid), errors.Is(err, model.ErrNamespaceNotFound), errors.Is(err, model.ErrNamespaceDeleted),
+		errors.Is(err, model.ErrEntityNotFound):
 		outcome = "invalid"
 	default:
 		outcome = "error"

@@ -46,6 +46,7 @@ type Server struct {
 
 	mu       sync.Mutex
 	limiters map[string]*tollgate.Limiter
+	retired  tollgate.CacheStats // of limiters forgotten, so the metrics never go down
 
 	leases *leaseTable
 	mux    *http.ServeMux
@@ -164,20 +165,27 @@ func (s *Server) Limiter(ns string) (*tollgate.Limiter, error) {
 // so unknown names do not accumulate, or after its registration changed).
 func (s *Server) forget(ns string) {
 	s.mu.Lock()
-	delete(s.limiters, ns)
-	s.mu.Unlock()
+	defer s.mu.Unlock()
+	if l, ok := s.limiters[ns]; ok {
+		st := l.CacheStats()
+		s.retired.Hits += st.Hits
+		s.retired.Misses += st.Misses
+		delete(s.limiters, ns)
+	}
 }
 
-func (s *Server) eachLimiter(f func(*tollgate.Limiter)) {
+// cacheStats sums the cache statistics of every limiter, past and present.
+func (s *Server) cacheStats() tollgate.CacheStats {
 	s.mu.Lock()
-	ls := make([]*tollgate.Limiter, 0, len(s.limiters))
+	defer s.mu.Unlock()
+	sum := s.retired
 	for _, l := range s.limiters {
-		ls = append(ls, l)
+		st := l.CacheStats()
+		sum.Hits += st.Hits
+		sum.Misses += st.Misses
+		sum.Entries += st.Entries
 	}
-	s.mu.Unlock()
-	for _, l := range ls {
-		f(l)
-	}
+	return sum
 }
 
 // reap commits expired leases until Close.

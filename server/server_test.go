@@ -317,7 +317,11 @@ func TestAPIKeys(t *testing.T) {
 		}
 	}
 	as("")
-	e.want(http.StatusUnauthorized, "POST", "/v1/acquire", acquireBody("rpm:5/min"), nil)
+	if h := e.want(http.StatusUnauthorized, "POST", "/v1/acquire", acquireBody("rpm:5/min"), nil); h.Get("WWW-Authenticate") == "" {
+		t.Error("401 without WWW-Authenticate")
+	}
+	e.hdr.Set("Authorization", "bearer "+acq) // the scheme is case-insensitive
+	e.want(http.StatusOK, "GET", "/v1/available?entity=key-1&resource=api&limits=rpm:5/min", nil, nil)
 	as("tg_unknown")
 	e.want(http.StatusUnauthorized, "POST", "/v1/acquire", acquireBody("rpm:5/min"), nil)
 	as(acq)
@@ -371,7 +375,12 @@ func TestOperations(t *testing.T) {
 	e.want(http.StatusOK, "GET", "/readyz", nil, nil)
 	e.want(http.StatusOK, "POST", "/v1/acquire", acquireBody("rpm:1/min"), nil)
 	e.want(http.StatusTooManyRequests, "POST", "/v1/acquire", acquireBody("rpm:1/min"), nil)
-	e.want(http.StatusNotFound, "GET", "/v2/nothing", nil, nil)
+	var er api.Error
+	e.want(http.StatusNotFound, "GET", "/v2/nothing", nil, &er)
+	if er.Reason != "no_route" {
+		t.Errorf("unknown route: %+v", er)
+	}
+	e.want(http.StatusBadRequest, "DELETE", "/v1/namespaces/default", nil, nil)
 	resp, err := e.ts.Client().Get(e.ts.URL + "/metrics")
 	if err != nil {
 		t.Fatal(err)
