@@ -5,10 +5,14 @@ GO        ?= go
 BENCHTIME ?= 1s
 BENCHCOUNT ?= 5
 
-.PHONY: run test bench bench-dynamodb lint deps build clean dynamodb-local
+.PHONY: run demo test bench bench-dynamodb load lint deps build clean dynamodb-local
 
-## run: the LLM-gateway demo on the in-memory backend (simulated time).
+## run: tollgate serve on http://127.0.0.1:8080, stored in ./tollgate.db.
 run:
+	$(GO) run ./cmd/tollgate serve
+
+## demo: the LLM-gateway demo of the library, in memory (simulated time).
+demo:
 	$(GO) run ./cmd/tollgate-demo
 
 ## test: vet, then every test with the race detector (DynamoDB tests run

@@ -1,0 +1,335 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/tollgate-rl/tollgate/api"
+	"github.com/tollgate-rl/tollgate/internal/ddblocal"
+	"github.com/tollgate-rl/tollgate/server"
+)
+
+// The end-to-end tests build the tollgate binary once and drive
+// `tollgate serve` over HTTP, as a user would.
+
+var (
+	buildOnce sync.Once
+	binary    string
+	buildErr  error
+)
+
+func tollgateBinary(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "tollgate-e2e")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		binary = filepath.Join(dir, "tollgate")
+		out, err := exec.Command("go", "build", "-o", binary, ".").CombinedOutput()
+		if err != nil {
+			buildErr = err
+			binary = string(out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatalf("go build: %v\n%s", buildErr, binary)
+	}
+	return binary
+}
+
+// proc is a running `tollgate serve`.
+type proc struct {
+	t   *testing.T
+	cmd *exec.Cmd
+	url string
+	key string // bearer key sent with every request, if set
+	log *logBuffer
+}
+
+// logBuffer collects the server's log lines; safe for concurrent use.
+type logBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *logBuffer) add(line string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.b.WriteString(line + "\n")
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+var listening = regexp.MustCompile(`msg=listening url=(\S+)`)
+
+// serve starts `tollgate serve` with args on a free loopback port and waits
+// until it listens.
+func serve(t *testing.T, env []string, args ...string) *proc {
+	t.Helper()
+	cmd := exec.Command(tollgateBinary(t), append([]string{"serve", "--addr", "127.0.0.1:0"}, args...)...)
+	cmd.Env = append(os.Environ(), env...)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p := &proc{t: t, cmd: cmd, log: new(logBuffer)}
+	found := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			line := sc.Text()
+			p.log.add(line)
+			if m := listening.FindStringSubmatch(line); m != nil {
+				found <- m[1]
+			}
+		}
+		close(found)
+	}()
+	select {
+	case u, ok := <-found:
+		if !ok {
+			_ = cmd.Wait()
+			t.Fatalf("tollgate serve exited: %s", p.log)
+		}
+		p.url = u
+	case <-time.After(30 * time.Second):
+		_ = cmd.Process.Kill()
+		t.Fatalf("tollgate serve did not listen: %s", p.log)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	return p
+}
+
+// stop sends sig and waits for the exit code.
+func (p *proc) stop(sig os.Signal) int {
+	p.t.Helper()
+	_ = p.cmd.Process.Signal(sig)
+	done := make(chan struct{})
+	go func() { _ = p.cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		p.t.Fatalf("tollgate serve did not stop: %s", p.log)
+	}
+	return p.cmd.ProcessState.ExitCode()
+}
+
+func (p *proc) call(method, path string, body any, out any) (int, http.Header) {
+	p.t.Helper()
+	var rd io.Reader
+	if body != nil {
+		data, _ := json.Marshal(body)
+		rd = bytes.NewReader(data)
+	}
+	req, _ := http.NewRequest(method, p.url+path, rd)
+	if p.key != "" {
+		req.Header.Set("Authorization", "Bearer "+p.key)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		p.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	if out != nil && len(data) > 0 {
+		if err := json.Unmarshal(data, out); err != nil {
+			p.t.Fatalf("%s %s: %s: %v", method, path, data, err)
+		}
+	}
+	return resp.StatusCode, resp.Header
+}
+
+func (p *proc) want(status int, method, path string, body any, out any) http.Header {
+	p.t.Helper()
+	var raw json.RawMessage
+	got, h := p.call(method, path, body, &raw)
+	if got != status {
+		p.t.Fatalf("%s %s: %d, want %d: %s", method, path, got, status, raw)
+	}
+	if out != nil {
+		_ = json.Unmarshal(raw, out)
+	}
+	return h
+}
+
+// exercise runs the lease lifecycle and a 429 against a server.
+func exercise(t *testing.T, p *proc) {
+	p.want(http.StatusCreated, "POST", "/v1/entities", api.Entity{ID: "org-1"}, nil)
+	p.want(http.StatusOK, "PUT", "/v1/limits/entities/org-1?resource=api", api.Limits{Limits: []string{"rpm:3/hour"}}, nil)
+	acquire := map[string]any{"entity": "org-1", "resource": "api", "consume": map[string]int64{"rpm": 1}}
+	var a api.AcquireResponse
+	p.want(http.StatusOK, "POST", "/v1/acquire", acquire, &a)
+	p.want(http.StatusOK, "POST", "/v1/leases/"+a.LeaseID+"/adjust", api.AdjustRequest{Consume: map[string]int64{"rpm": 1}}, nil)
+	var lr api.LeaseResponse
+	p.want(http.StatusOK, "POST", "/v1/leases/"+a.LeaseID+"/commit", nil, &lr)
+	if lr.Consumed["rpm"] != 2 {
+		t.Errorf("committed %v, want rpm 2", lr.Consumed)
+	}
+	p.want(http.StatusConflict, "POST", "/v1/leases/"+a.LeaseID+"/commit", nil, nil)
+	p.want(http.StatusOK, "POST", "/v1/acquire", acquire, &a)
+	p.want(http.StatusOK, "POST", "/v1/leases/"+a.LeaseID+"/rollback", nil, nil)
+	acquire["commit"] = true
+	p.want(http.StatusOK, "POST", "/v1/acquire", acquire, nil)
+	var er api.Error
+	h := p.want(http.StatusTooManyRequests, "POST", "/v1/acquire", acquire, &er)
+	if h.Get("Retry-After") != "1200" || er.Code != "rate_limited" || len(er.Limits) != 1 || !er.Limits[0].Exceeded {
+		t.Errorf("429: Retry-After %q, body %+v", h.Get("Retry-After"), er)
+	}
+}
+
+func TestServeEmbedded(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "t.db")
+	p := serve(t, nil, "--store", "embedded:"+db)
+	p.want(http.StatusOK, "GET", "/healthz", nil, nil)
+	p.want(http.StatusOK, "GET", "/readyz", nil, nil)
+	exercise(t, p)
+	// A lease left open at shutdown is committed: its concurrency slot comes back.
+	slot := map[string]any{"entity": "org-1", "resource": "jobs", "consume": map[string]int64{"slots": 1}, "limits": []string{"slots:1/concurrent"}}
+	p.want(http.StatusOK, "POST", "/v1/acquire", slot, nil)
+	p.want(http.StatusTooManyRequests, "POST", "/v1/acquire", slot, nil)
+	if code := p.stop(syscall.SIGTERM); code != 0 {
+		t.Fatalf("exit code %d after SIGTERM: %s", code, p.log)
+	}
+	// Restart: entities, limits and bucket state are all there.
+	p = serve(t, nil, "--store", "embedded:"+db)
+	var e api.Entity
+	p.want(http.StatusOK, "GET", "/v1/entities/org-1", nil, &e)
+	var av api.AvailableResponse
+	p.want(http.StatusOK, "GET", "/v1/available?entity=org-1&resource=api", nil, &av)
+	if len(av.Limits) != 1 || av.Limits[0].Available != 0 || av.Limits[0].Capacity != 3 {
+		t.Errorf("after restart: %+v, want rpm 0 of 3 left", av.Limits)
+	}
+	p.want(http.StatusOK, "POST", "/v1/acquire", slot, nil)
+	var audit api.AuditResponse
+	p.want(http.StatusOK, "GET", "/v1/audit?entity=org-1", nil, &audit)
+	if len(audit.Events) < 2 {
+		t.Errorf("audit after restart: %+v", audit.Events)
+	}
+}
+
+func TestServeKeys(t *testing.T) {
+	dir := t.TempDir()
+	admin, adminHash := server.GenerateKey()
+	reader, readerHash := server.GenerateKey()
+	keys := filepath.Join(dir, "keys.txt")
+	if err := os.WriteFile(keys, []byte(adminHash+" * admin ops\n"+readerHash+" default read dash\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := serve(t, nil, "--store", "embedded:"+filepath.Join(dir, "t.db"), "--keys", keys)
+	p.want(http.StatusUnauthorized, "GET", "/v1/entities/x", nil, nil)
+	p.key = reader
+	p.want(http.StatusNotFound, "GET", "/v1/entities/x", nil, nil)
+	p.want(http.StatusForbidden, "POST", "/v1/entities", api.Entity{ID: "x"}, nil)
+	p.key = admin
+	p.want(http.StatusCreated, "POST", "/v1/entities", api.Entity{ID: "x"}, nil)
+	var audit api.AuditResponse
+	p.want(http.StatusOK, "GET", "/v1/audit?entity=x", nil, &audit)
+	if len(audit.Events) != 1 || audit.Events[0].Principal != "ops" {
+		t.Errorf("audit %+v, want the key's name as principal", audit.Events)
+	}
+}
+
+// Without keys, serve refuses to listen beyond loopback.
+func TestServeRefusesOpenAddress(t *testing.T) {
+	cmd := exec.Command(tollgateBinary(t), "serve", "--addr", "0.0.0.0:0", "--store", "memory:")
+	out, _ := cmd.CombinedOutput()
+	if cmd.ProcessState.ExitCode() != 2 || !strings.Contains(string(out), "--keys") {
+		t.Errorf("exit %d, output %s; want usage error 2 naming --keys", cmd.ProcessState.ExitCode(), out)
+	}
+}
+
+func TestServeDynamoDBLocal(t *testing.T) {
+	ctx := context.Background()
+	local, err := ddblocal.Start(ctx)
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal(err)
+		}
+		t.Skip(err)
+	}
+	t.Cleanup(func() { _ = local.Stop() })
+	store := "dynamodb://e2e?endpoint=" + local.Endpoint
+	env := []string{"AWS_ACCESS_KEY_ID=local", "AWS_SECRET_ACCESS_KEY=local", "AWS_REGION=us-east-1"}
+	deploy := exec.Command(tollgateBinary(t), "deploy", "--store", store)
+	deploy.Env = append(os.Environ(), env...)
+	if out, err := deploy.CombinedOutput(); err != nil {
+		t.Fatalf("deploy: %v: %s", err, out)
+	}
+	p := serve(t, env, "--store", store)
+	exercise(t, p)
+	if code := p.stop(syscall.SIGINT); code != 0 {
+		t.Fatalf("exit code %d after SIGINT", code)
+	}
+}
+
+// The Envoy rate-limit service on --grpc-addr shares the HTTP API's buckets.
+func TestServeEnvoyRLS(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "envoy.yaml")
+	if err := os.WriteFile(cfg, []byte(`
+domains:
+  - domain: edge
+    descriptors:
+      - key: api_key
+        entity: "key-{value}"
+        resource: http
+        limits: ["rps:2/hour"]
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := serve(t, nil, "--store", "embedded:"+filepath.Join(dir, "t.db"), "--grpc-addr", "127.0.0.1:0", "--rls-config", cfg)
+	m := regexp.MustCompile(`Envoy rate-limit service listening" addr=(\S+)`).FindStringSubmatch(p.log.String())
+	if m == nil {
+		t.Fatalf("no gRPC address in the log: %s", p.log)
+	}
+	conn, err := grpc.NewClient(m[1], grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	rl := rlsv3.NewRateLimitServiceClient(conn)
+	ask := func() rlsv3.RateLimitResponse_Code {
+		t.Helper()
+		resp, err := rl.ShouldRateLimit(context.Background(), &rlsv3.RateLimitRequest{Domain: "edge",
+			Descriptors: []*ratelimitv3.RateLimitDescriptor{{Entries: []*ratelimitv3.RateLimitDescriptor_Entry{{Key: "api_key", Value: "abc"}}}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.OverallCode
+	}
+	if ask() != rlsv3.RateLimitResponse_OK || ask() != rlsv3.RateLimitResponse_OK || ask() != rlsv3.RateLimitResponse_OVER_LIMIT {
+		t.Fatal("want OK, OK, OVER_LIMIT from a limit of 2")
+	}
+	var av api.AvailableResponse
+	p.want(http.StatusOK, "GET", "/v1/available?entity=key-abc&resource=http&limits=rps:2/hour", nil, &av)
+	if len(av.Limits) != 1 || av.Limits[0].Available != 0 {
+		t.Errorf("the HTTP API sees %+v, want the 2 tokens Envoy took", av.Limits)
+	}
+}

@@ -1,0 +1,103 @@
+package cli
+
+import (
+	"context"
+
+	"github.com/tollgate-rl/tollgate"
+)
+
+// backend is what the operator commands need, served either by a limiter
+// over a store (--store) or by a server through the client (--server).
+type backend interface {
+	// AcquireCommit acquires and commits at once: a command-line process
+	// cannot hold a lease.
+	AcquireCommit(ctx context.Context, entity, resource string, consume tollgate.Consume, limits []tollgate.Limit) ([]tollgate.Status, error)
+	Available(ctx context.Context, entity, resource string, limits []tollgate.Limit) ([]tollgate.Status, error)
+
+	CreateEntity(ctx context.Context, e tollgate.Entity) (tollgate.Entity, error)
+	GetEntity(ctx context.Context, id string) (tollgate.Entity, error)
+	DeleteEntity(ctx context.Context, id string) error
+	Children(ctx context.Context, id string) ([]tollgate.Entity, error)
+
+	SetConfig(ctx context.Context, scope tollgate.Scope, cfg tollgate.Config) error
+	GetConfig(ctx context.Context, scope tollgate.Scope) (tollgate.Config, error)
+	DeleteConfig(ctx context.Context, scope tollgate.Scope) error
+
+	AuditEvents(ctx context.Context, entity, after string, limit int) ([]tollgate.AuditEvent, error)
+
+	RegisterNamespace(ctx context.Context, name string) (tollgate.Namespace, error)
+	ListNamespaces(ctx context.Context) ([]tollgate.Namespace, error)
+	GetNamespace(ctx context.Context, name string) (tollgate.Namespace, error)
+	DeleteNamespace(ctx context.Context, name string) error
+	RecoverNamespace(ctx context.Context, name string) error
+	PurgeNamespace(ctx context.Context, name string, progress func(deleted int)) error
+
+	Close() error
+}
+
+// open returns the backend the global flags name.
+func (g *globals) open(ctx context.Context) (backend, error) {
+	if g.server != "" {
+		return g.openRemote()
+	}
+	st, closeStore, err := openStore(ctx, g.store, true)
+	if err != nil {
+		return nil, err
+	}
+	lim, err := tollgate.New(st, tollgate.WithNamespace(g.namespace))
+	if err != nil {
+		_ = closeStore()
+		return nil, err
+	}
+	return &local{Limiter: lim, close: closeStore, principal: principal()}, nil
+}
+
+// local is a backend over a store, in this process.
+type local struct {
+	*tollgate.Limiter
+	close     func() error
+	principal string
+}
+
+func (l *local) who() []tollgate.WriteOption {
+	return []tollgate.WriteOption{tollgate.WithPrincipal(l.principal)}
+}
+
+func (l *local) AcquireCommit(ctx context.Context, entity, resource string, consume tollgate.Consume, limits []tollgate.Limit) ([]tollgate.Status, error) {
+	var opts []tollgate.AcquireOption
+	if len(limits) > 0 {
+		opts = append(opts, tollgate.WithLimits(limits...))
+	}
+	le, err := l.Acquire(ctx, entity, resource, consume, opts...)
+	if err != nil {
+		return nil, err
+	}
+	sts := le.Statuses()
+	return sts, le.Commit(ctx)
+}
+
+func (l *local) Available(ctx context.Context, entity, resource string, limits []tollgate.Limit) ([]tollgate.Status, error) {
+	var opts []tollgate.AcquireOption
+	if len(limits) > 0 {
+		opts = append(opts, tollgate.WithLimits(limits...))
+	}
+	return l.Limiter.Available(ctx, entity, resource, opts...)
+}
+
+func (l *local) CreateEntity(ctx context.Context, e tollgate.Entity) (tollgate.Entity, error) {
+	return l.Limiter.CreateEntity(ctx, e, l.who()...)
+}
+
+func (l *local) DeleteEntity(ctx context.Context, id string) error {
+	return l.Limiter.DeleteEntity(ctx, id, l.who()...)
+}
+
+func (l *local) SetConfig(ctx context.Context, scope tollgate.Scope, cfg tollgate.Config) error {
+	return l.Limiter.SetConfig(ctx, scope, cfg, l.who()...)
+}
+
+func (l *local) DeleteConfig(ctx context.Context, scope tollgate.Scope) error {
+	return l.Limiter.DeleteConfig(ctx, scope, l.who()...)
+}
+
+func (l *local) Close() error { return l.close() }

@@ -1,0 +1,190 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/tollgate-rl/tollgate"
+	"github.com/tollgate-rl/tollgate/server"
+)
+
+// benchResult is one load run.
+type benchResult struct {
+	Mode       string  `json:"mode"` // "http" or "in-process"
+	Clients    int     `json:"clients"`
+	Requests   int64   `json:"requests"`
+	Errors     int64   `json:"errors"`
+	PerSecond  float64 `json:"per_second"`
+	P50Micros  int64   `json:"p50_us"`
+	P99Micros  int64   `json:"p99_us"`
+	DurationMS int64   `json:"duration_ms"`
+}
+
+func newBenchCmd(g *globals) *cobra.Command {
+	var clients string
+	var duration time.Duration
+	cmd := &cobra.Command{
+		Use:   "bench",
+		Short: "Measure acquire+commit over HTTP against the same in-process",
+		Long: `Start a server on a loopback port over --store (or use --server), and run
+acquire+commit (one call with commit: true, keep-alive connections) from
+each number of concurrent clients for --duration; then run the same
+acquires in-process on the same store, as the baseline. Each client uses
+its own entity, so the figures measure the path, not contention on one
+bucket. It prints throughput and p50/p99 latencies.`,
+		Example: `  tollgate bench --store memory: --clients 1,8,32 --duration 3s
+  tollgate bench --store embedded:/tmp/bench.db -o json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ns, err := parseClients(clients)
+			if err != nil {
+				return err
+			}
+			results, err := runBench(cmd.Context(), g, ns, duration)
+			if err != nil {
+				return err
+			}
+			return g.printOut(results, func(w *tabwriter.Writer) {
+				row(w, "MODE", "CLIENTS", "REQUESTS", "ERRORS", "PER SECOND", "P50", "P99")
+				for _, r := range results {
+					row(w, r.Mode, r.Clients, r.Requests, r.Errors, fmt.Sprintf("%.0f", r.PerSecond),
+						time.Duration(r.P50Micros)*time.Microsecond, time.Duration(r.P99Micros)*time.Microsecond)
+				}
+			})
+		},
+	}
+	cmd.Flags().StringVar(&clients, "clients", "1,8,32", "comma-separated numbers of concurrent clients")
+	cmd.Flags().DurationVar(&duration, "duration", 3*time.Second, "how long each run lasts")
+	return cmd
+}
+
+func parseClients(s string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 || n > 1024 {
+			return nil, usagef("--clients %q: want numbers from 1 to 1024", s)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+func runBench(ctx context.Context, g *globals, clients []int, d time.Duration) ([]benchResult, error) {
+	st, closeStore, err := openStore(ctx, g.store, true)
+	if err != nil {
+		return nil, err
+	}
+	defer closeStore()
+	srv := server.New(st, server.WithLogger(slog.New(slog.DiscardHandler)))
+	defer srv.Close(context.Background())
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	hs := srv.HTTPServer(ln.Addr().String())
+	go func() { _ = hs.Serve(ln) }()
+	defer hs.Close()
+	base := "http://" + ln.Addr().String()
+	if g.server != "" {
+		base = strings.TrimRight(g.server, "/")
+	}
+	lim, err := srv.Limiter(g.namespace)
+	if err != nil {
+		return nil, err
+	}
+	var out []benchResult
+	for _, n := range clients {
+		out = append(out, load("http", n, d, httpAcquirer(base, g.apiKey, g.namespace, n)))
+		out = append(out, load("in-process", n, d, libAcquirer(ctx, lim)))
+	}
+	return out, nil
+}
+
+// benchLimit is generous enough never to refuse.
+var benchLimit = tollgate.PerSecond("rps", 1_000_000_000)
+
+// load runs op from n goroutines for d; op(i) is one acquire by client i.
+func load(mode string, n int, d time.Duration, op func(i int) error) benchResult {
+	var requests, errs atomic.Int64
+	lat := make([][]time.Duration, n)
+	var wg sync.WaitGroup
+	start := time.Now()
+	stop := start.Add(d)
+	for i := range n {
+		wg.Go(func() {
+			for time.Now().Before(stop) {
+				t := time.Now()
+				if err := op(i); err != nil {
+					errs.Add(1)
+					continue
+				}
+				lat[i] = append(lat[i], time.Since(t))
+				requests.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	all := slices.Concat(lat...)
+	slices.Sort(all)
+	r := benchResult{Mode: mode, Clients: n, Requests: requests.Load(), Errors: errs.Load(),
+		PerSecond: float64(requests.Load()) / elapsed.Seconds(), DurationMS: elapsed.Milliseconds()}
+	if len(all) > 0 {
+		r.P50Micros, r.P99Micros = all[len(all)/2].Microseconds(), all[len(all)*99/100].Microseconds()
+	}
+	return r
+}
+
+func httpAcquirer(base, key, ns string, n int) func(int) error {
+	hc := &http.Client{Transport: &http.Transport{MaxIdleConns: n, MaxIdleConnsPerHost: n, IdleConnTimeout: time.Minute}, Timeout: 10 * time.Second}
+	bodies := make([][]byte, n)
+	for i := range bodies {
+		bodies[i], _ = json.Marshal(map[string]any{"entity": "bench-" + strconv.Itoa(i), "resource": "bench",
+			"consume": map[string]int64{"rps": 1}, "limits": []string{benchLimit.String()}, "commit": true})
+	}
+	return func(i int) error {
+		req, _ := http.NewRequest("POST", base+"/v1/acquire", bytes.NewReader(bodies[i]))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("X-Tollgate-Namespace", ns)
+		if key != "" {
+			req.Header.Set("Authorization", "Bearer "+key)
+		}
+		resp, err := hc.Do(req)
+		if err != nil {
+			return err
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("status %d", resp.StatusCode)
+		}
+		return nil
+	}
+}
+
+func libAcquirer(ctx context.Context, lim *tollgate.Limiter) func(int) error {
+	limits := tollgate.WithLimits(benchLimit)
+	return func(i int) error {
+		le, err := lim.Acquire(ctx, "bench-"+strconv.Itoa(i), "bench", tollgate.Consume{"rps": 1}, limits)
+		if err != nil {
+			return err
+		}
+		return le.Commit(ctx)
+	}
+}

@@ -1,0 +1,159 @@
+// Package cli is the `tollgate` command: the server, table management and
+// the operator commands, built with cobra. Main is the whole program, so
+// tests run it in-process with their own arguments and writers.
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/tollgate-rl/tollgate/model"
+)
+
+// Exit codes.
+const (
+	ExitOK          = 0
+	ExitFailure     = 1
+	ExitUsage       = 2
+	ExitRateLimited = 3
+)
+
+// Environment variables that stand for the global flags.
+const (
+	EnvStore     = "TOLLGATE_STORE"
+	EnvServer    = "TOLLGATE_SERVER"
+	EnvNamespace = "TOLLGATE_NAMESPACE"
+	EnvAPIKey    = "TOLLGATE_API_KEY"
+)
+
+// DefaultStore is the store of every command without --store or --server.
+const DefaultStore = "embedded:tollgate.db"
+
+// globals are the flags every command shares.
+type globals struct {
+	store     string
+	server    string
+	namespace string
+	apiKey    string
+	output    string // "table" or "json"
+
+	stdin          io.Reader
+	stdout, stderr io.Writer
+	log            *slog.Logger
+}
+
+// usageError marks an error as bad usage (exit code 2).
+type usageError struct{ error }
+
+func usagef(format string, args ...any) error { return usageError{fmt.Errorf(format, args...)} }
+
+// Main runs the tollgate command with args (without the program name) and
+// returns its exit code.
+func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	g := &globals{stdin: stdin, stdout: stdout, stderr: stderr}
+	root := newRoot(g)
+	root.SetArgs(args)
+	root.SetIn(stdin)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	err := root.ExecuteContext(ctx)
+	if err == nil {
+		return ExitOK
+	}
+	fmt.Fprintln(stderr, "tollgate:", err)
+	return exitCode(err)
+}
+
+func exitCode(err error) int {
+	var ue usageError
+	switch {
+	case errors.As(err, &ue), isCobraUsage(err):
+		return ExitUsage
+	case errors.Is(err, model.ErrRateLimited):
+		return ExitRateLimited
+	}
+	return ExitFailure
+}
+
+// isCobraUsage recognises cobra's own argument and flag errors, which it
+// returns as plain errors.
+func isCobraUsage(err error) bool {
+	msg := err.Error()
+	for _, p := range []string{"unknown command", "unknown flag", "unknown shorthand flag", "flag needs an argument",
+		"invalid argument", "accepts ", "requires at least", "requires at most", "required flag", "if any flags in the group", "at least one of the flags in the group"} {
+		if strings.HasPrefix(msg, p) || strings.Contains(msg, " "+p) {
+			return true
+		}
+	}
+	return false
+}
+
+func newRoot(g *globals) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "tollgate",
+		Short: "Distributed rate limiter and quota broker",
+		Long: `Tollgate enforces token-bucket rate limits, concurrency limits and
+reservations for entities in a hierarchy (API key -> project -> org).
+
+Commands work on a store directly (--store, default ` + DefaultStore + `)
+or through a running server (--server URL).`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			return g.resolve(cmd)
+		},
+	}
+	f := root.PersistentFlags()
+	f.StringVar(&g.store, "store", "", "store URL: embedded:PATH, memory:, dynamodb://TABLE?region=R&endpoint=URL (env "+EnvStore+"; default "+DefaultStore+")")
+	f.StringVar(&g.server, "server", "", "work through a Tollgate server at this URL instead of a store (env "+EnvServer+")")
+	f.StringVarP(&g.namespace, "namespace", "n", "", "namespace (env "+EnvNamespace+"; default \"default\")")
+	f.StringVar(&g.apiKey, "api-key", "", "API key for --server (env "+EnvAPIKey+")")
+	f.StringVarP(&g.output, "output", "o", "table", "output format: table or json")
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	for _, add := range commands {
+		root.AddCommand(add(g))
+	}
+	return root
+}
+
+// commands lists the constructors of the subcommands, in help order.
+var commands = []func(*globals) *cobra.Command{
+	newServeCmd, newAcquireCmd, newAvailableCmd,
+	newEntityCmd, newLimitsCmd, newNamespaceCmd, newAuditCmd, newKeysCmd,
+	newDeployCmd, newStatusCmd, newDestroyCmd, newLocalCmd, newBenchCmd,
+}
+
+// resolve fills unset flags from the environment and checks them.
+func (g *globals) resolve(cmd *cobra.Command) error {
+	fromEnv := func(v *string, name string) {
+		if *v == "" {
+			*v = os.Getenv(name)
+		}
+	}
+	fromEnv(&g.store, EnvStore)
+	fromEnv(&g.server, EnvServer)
+	fromEnv(&g.namespace, EnvNamespace)
+	fromEnv(&g.apiKey, EnvAPIKey)
+	if g.namespace == "" {
+		g.namespace = model.DefaultNamespace
+	}
+	if g.store != "" && g.server != "" && cmd.Flags().Changed("store") && cmd.Flags().Changed("server") {
+		return usagef("--store and --server exclude each other")
+	}
+	switch g.output {
+	case "table", "json":
+	default:
+		return usagef("--output %q: want table or json", g.output)
+	}
+	if g.log == nil {
+		g.log = slog.New(slog.NewTextHandler(g.stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	}
+	return nil
+}

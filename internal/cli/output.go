@@ -1,0 +1,98 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/user"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/tollgate-rl/tollgate"
+	"github.com/tollgate-rl/tollgate/api"
+)
+
+// printOut writes v as JSON (-o json) or, for tables, calls table with a
+// tab-separated writer.
+func (g *globals) printOut(v any, table func(w *tabwriter.Writer)) error {
+	if g.output == "json" {
+		enc := json.NewEncoder(g.stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(v)
+	}
+	w := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
+	table(w)
+	return w.Flush()
+}
+
+func row(w *tabwriter.Writer, cols ...any) {
+	parts := make([]string, len(cols))
+	for i, c := range cols {
+		parts[i] = fmt.Sprint(c)
+	}
+	fmt.Fprintln(w, strings.Join(parts, "\t"))
+}
+
+func (g *globals) printStatuses(sts []tollgate.Status) error {
+	return g.printOut(api.AvailableResponse{Limits: api.FromStatuses(sts)}, func(w *tabwriter.Writer) {
+		row(w, "ENTITY", "RESOURCE", "LIMIT", "KIND", "AVAILABLE", "CAPACITY", "REQUESTED", "EXCEEDED", "RETRY AFTER")
+		for _, s := range sts {
+			retry := "-"
+			if s.Exceeded {
+				retry = s.RetryAfter.String()
+			}
+			row(w, s.Entity, s.Resource, s.Limit, s.Kind, s.Available, s.Capacity, s.Requested, s.Exceeded, retry)
+		}
+	})
+}
+
+func (g *globals) printEntities(es []tollgate.Entity) error {
+	out := api.EntitiesResponse{Entities: make([]api.Entity, len(es))}
+	for i, e := range es {
+		out.Entities[i] = api.FromEntity(e)
+	}
+	return g.printOut(out, func(w *tabwriter.Writer) {
+		row(w, "ID", "NAME", "PARENT", "CASCADE", "CREATED")
+		for _, e := range es {
+			row(w, e.ID, dash(e.Name), dash(e.ParentID), e.Cascade, stamp(e.CreatedAt))
+		}
+	})
+}
+
+func (g *globals) printNamespaces(ns []tollgate.Namespace) error {
+	out := api.NamespacesResponse{Namespaces: make([]api.Namespace, len(ns))}
+	for i, n := range ns {
+		out.Namespaces[i] = api.FromNamespace(n)
+	}
+	return g.printOut(out, func(w *tabwriter.Writer) {
+		row(w, "NAME", "ID", "CREATED", "DELETED")
+		for _, n := range ns {
+			row(w, n.Name, n.ID, stamp(n.CreatedAt), stamp(n.DeletedAt))
+		}
+	})
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func stamp(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.UTC().Format(time.RFC3339)
+}
+
+// principal names whoever runs this command, for the audit log.
+func principal() string {
+	name := "unknown"
+	if u, err := user.Current(); err == nil {
+		name = u.Username
+	}
+	host, _ := os.Hostname()
+	return "cli:" + name + "@" + host
+}

@@ -1,0 +1,215 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+	"google.golang.org/grpc"
+
+	"github.com/tollgate-rl/tollgate"
+	"github.com/tollgate-rl/tollgate/rls"
+	"github.com/tollgate-rl/tollgate/server"
+)
+
+type serveFlags struct {
+	addr, grpcAddr, rlsConfig string
+	keysFile                  string
+	tlsCert, tlsKey           string
+	leaseTTL                  time.Duration
+	maxLeases                 int
+	logLevel, logFormat       string
+	allowOpen                 bool
+	shutdownTimeout           time.Duration
+}
+
+func newServeCmd(g *globals) *cobra.Command {
+	var f serveFlags
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Run the HTTP API (and the Envoy rate-limit service)",
+		Long: `Serve the HTTP/JSON API (docs/http-api.md) over the store, by default the
+embedded file tollgate.db in the working directory.
+
+Without --keys every request is trusted, so the server only listens on
+loopback addresses unless --allow-unauthenticated is given. With --keys
+every request needs "Authorization: Bearer KEY" (see "tollgate keys").
+
+SIGINT or SIGTERM stops it gracefully: requests in flight finish, and
+leases still open are committed.`,
+		Example: `  tollgate serve
+  tollgate serve --addr 0.0.0.0:8080 --keys keys.txt --store 'dynamodb://tollgate?region=eu-west-1'
+  tollgate serve --grpc-addr 127.0.0.1:8081 --rls-config envoy.yaml`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return runServe(cmd.Context(), g, f) },
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.addr, "addr", "127.0.0.1:8080", "HTTP listen address")
+	fl.StringVar(&f.grpcAddr, "grpc-addr", "", "also serve Envoy's rate-limit service (gRPC) here")
+	fl.StringVar(&f.rlsConfig, "rls-config", "", "descriptor mapping of the Envoy rate-limit service (docs/envoy.md)")
+	fl.StringVar(&f.keysFile, "keys", "", "API keys file (docs/http-api.md); without it requests are not authenticated")
+	fl.StringVar(&f.tlsCert, "tls-cert", "", "TLS certificate file (with --tls-key)")
+	fl.StringVar(&f.tlsKey, "tls-key", "", "TLS key file")
+	fl.DurationVar(&f.leaseTTL, "lease-ttl", server.DefaultLeaseTTL, "default lease TTL; an expired lease stands as committed")
+	fl.IntVar(&f.maxLeases, "max-leases", server.DefaultMaxLeases, "open leases allowed per namespace")
+	fl.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
+	fl.StringVar(&f.logFormat, "log-format", "text", "text or json")
+	fl.BoolVar(&f.allowOpen, "allow-unauthenticated", false, "listen beyond loopback without --keys")
+	fl.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 15*time.Second, "how long a graceful stop may take")
+	return cmd
+}
+
+func runServe(ctx context.Context, g *globals, f serveFlags) error {
+	log, err := newLogger(g, f.logLevel, f.logFormat)
+	if err != nil {
+		return err
+	}
+	if (f.tlsCert == "") != (f.tlsKey == "") {
+		return usagef("--tls-cert and --tls-key go together")
+	}
+	if f.leaseTTL < time.Second || f.leaseTTL > server.MaxLeaseTTL {
+		return usagef("--lease-ttl %v: want 1s to %v", f.leaseTTL, server.MaxLeaseTTL)
+	}
+	if f.maxLeases < 1 {
+		return usagef("--max-leases %d: want at least 1", f.maxLeases)
+	}
+	if (f.grpcAddr == "") != (f.rlsConfig == "") {
+		return usagef("--grpc-addr and --rls-config go together")
+	}
+	opts := []server.Option{server.WithLogger(log), server.WithLeaseTTL(f.leaseTTL), server.WithMaxLeases(f.maxLeases)}
+	if f.keysFile != "" {
+		keys, err := loadKeys(f.keysFile)
+		if err != nil {
+			return err
+		}
+		opts = append(opts, server.WithKeys(keys))
+	} else if !isLoopback(f.addr) && !f.allowOpen {
+		return usagef("--addr %s is not a loopback address: give --keys, or --allow-unauthenticated to serve without authentication", f.addr)
+	}
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	st, closeStore, err := openStore(ctx, g.store, true)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err := closeStore(); err != nil {
+			log.Error("closing the store", "err", err)
+		}
+	}()
+	srv := server.New(st, opts...)
+	return serveUntilDone(ctx, log, srv, f)
+}
+
+func serveUntilDone(ctx context.Context, log *slog.Logger, srv *server.Server, f serveFlags) error {
+	ln, err := net.Listen("tcp", f.addr)
+	if err != nil {
+		return err
+	}
+	httpSrv := srv.HTTPServer(f.addr)
+	errs := make(chan error, 2)
+	var grpcSrv *grpc.Server
+	if f.grpcAddr != "" {
+		if grpcSrv, err = startRLS(log, srv, f, errs); err != nil {
+			_ = ln.Close()
+			return err
+		}
+	}
+	scheme := "http"
+	go func() {
+		if f.tlsCert != "" {
+			errs <- httpSrv.ServeTLS(ln, f.tlsCert, f.tlsKey)
+			return
+		}
+		errs <- httpSrv.Serve(ln)
+	}()
+	if f.tlsCert != "" {
+		scheme = "https"
+	}
+	log.Info("listening", "url", scheme+"://"+ln.Addr().String(), "authentication", f.keysFile != "")
+	if f.keysFile == "" {
+		log.Warn("no API keys: every request is trusted; pass --keys to require them")
+	}
+	select {
+	case <-ctx.Done():
+		log.Info("stopping")
+	case err := <-errs:
+		if !errors.Is(err, http.ErrServerClosed) {
+			return err
+		}
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), f.shutdownTimeout)
+	defer cancel()
+	err = httpSrv.Shutdown(sctx)
+	if grpcSrv != nil {
+		grpcSrv.GracefulStop()
+	}
+	return errors.Join(err, srv.Close(sctx))
+}
+
+// startRLS serves the Envoy rate-limit service on f.grpcAddr.
+func startRLS(log *slog.Logger, srv *server.Server, f serveFlags, errs chan<- error) (*grpc.Server, error) {
+	file, err := os.Open(f.rlsConfig)
+	if err != nil {
+		return nil, err
+	}
+	defer file.Close()
+	cfg, err := rls.LoadConfig(file)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", f.rlsConfig, err)
+	}
+	ln, err := net.Listen("tcp", f.grpcAddr)
+	if err != nil {
+		return nil, err
+	}
+	gs := grpc.NewServer()
+	rls.New(cfg, func(_ context.Context, ns string) (*tollgate.Limiter, error) { return srv.Limiter(ns) }).Register(gs)
+	go func() { errs <- gs.Serve(ln) }()
+	log.Info("Envoy rate-limit service listening", "addr", ln.Addr().String())
+	return gs, nil
+}
+
+func loadKeys(path string) (*server.Keys, error) {
+	file, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer file.Close()
+	return server.LoadKeys(file)
+}
+
+// isLoopback reports whether addr (host:port) listens on loopback only.
+func isLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+func newLogger(g *globals, level, format string) (*slog.Logger, error) {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(level)); err != nil {
+		return nil, usagef("--log-level %q: want debug, info, warn or error", level)
+	}
+	o := &slog.HandlerOptions{Level: lv}
+	switch format {
+	case "text":
+		return slog.New(slog.NewTextHandler(g.stderr, o)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(g.stderr, o)), nil
+	}
+	return nil, usagef("--log-format %q: want text or json", format)
+}

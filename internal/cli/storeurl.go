@@ -1,0 +1,97 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+
+	"github.com/tollgate-rl/tollgate/store"
+	"github.com/tollgate-rl/tollgate/store/dynamodb"
+	"github.com/tollgate-rl/tollgate/store/embedded"
+	"github.com/tollgate-rl/tollgate/store/memory"
+)
+
+// storeSpec is a parsed store URL.
+type storeSpec struct {
+	kind     string // "embedded", "memory" or "dynamodb"
+	path     string // embedded
+	table    string // dynamodb
+	region   string
+	endpoint string
+}
+
+// parseStoreURL reads embedded:PATH, memory:, or
+// dynamodb://TABLE?region=R&endpoint=URL.
+func parseStoreURL(raw string) (storeSpec, error) {
+	switch {
+	case raw == "memory:" || raw == "memory":
+		return storeSpec{kind: "memory"}, nil
+	case strings.HasPrefix(raw, "embedded:"):
+		p := strings.TrimPrefix(raw, "embedded:")
+		if p == "" {
+			return storeSpec{}, usagef("store %q: embedded needs a file path, e.g. embedded:tollgate.db", raw)
+		}
+		return storeSpec{kind: "embedded", path: p}, nil
+	case strings.HasPrefix(raw, "dynamodb://"):
+		u, err := url.Parse(raw)
+		if err != nil {
+			return storeSpec{}, usagef("store %q: %v", raw, err)
+		}
+		if u.Host == "" {
+			return storeSpec{}, usagef("store %q: dynamodb needs a table name, e.g. dynamodb://tollgate?region=eu-west-1", raw)
+		}
+		q := u.Query()
+		for k := range q {
+			if k != "region" && k != "endpoint" {
+				return storeSpec{}, usagef("store %q: unknown parameter %q (want region, endpoint)", raw, k)
+			}
+		}
+		return storeSpec{kind: "dynamodb", table: u.Host, region: q.Get("region"), endpoint: q.Get("endpoint")}, nil
+	}
+	return storeSpec{}, usagef("store %q: want embedded:PATH, memory: or dynamodb://TABLE", raw)
+}
+
+// openStore opens the store named by raw (DefaultStore if empty). For
+// DynamoDB it checks the table and its schema unless check is false (the
+// table commands manage the table themselves).
+func openStore(ctx context.Context, raw string, check bool) (store.Store, func() error, error) {
+	if raw == "" {
+		raw = DefaultStore
+	}
+	spec, err := parseStoreURL(raw)
+	if err != nil {
+		return nil, nil, err
+	}
+	switch spec.kind {
+	case "memory":
+		return memory.New(), func() error { return nil }, nil
+	case "embedded":
+		st, err := embedded.Open(spec.path)
+		if err != nil {
+			return nil, nil, fmt.Errorf("open %s: %w", spec.path, err)
+		}
+		return st, st.Close, nil
+	}
+	st, err := openDynamoDB(ctx, spec)
+	if err != nil {
+		return nil, nil, err
+	}
+	if check {
+		if err := st.CheckTable(ctx); err != nil {
+			if errors.Is(err, dynamodb.ErrTableNotFound) {
+				return nil, nil, fmt.Errorf("%w (create it with: tollgate deploy --store %s)", err, raw)
+			}
+			return nil, nil, err
+		}
+	}
+	return st, func() error { return nil }, nil
+}
+
+func openDynamoDB(ctx context.Context, spec storeSpec) (*dynamodb.Store, error) {
+	if spec.endpoint != "" {
+		localCredentials(spec.endpoint)
+	}
+	return dynamodb.Connect(ctx, dynamodb.ConnectConfig{Table: spec.table, Region: spec.region, Endpoint: spec.endpoint})
+}

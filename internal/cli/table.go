@@ -1,0 +1,165 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/tollgate-rl/tollgate/store/dynamodb"
+)
+
+// dynamoStore opens the DynamoDB table of --store for the table commands.
+func (g *globals) dynamoStore(ctx context.Context) (*dynamodb.Store, error) {
+	if g.store == "" {
+		return nil, usagef("--store dynamodb://TABLE?region=R is required")
+	}
+	spec, err := parseStoreURL(g.store)
+	if err != nil {
+		return nil, err
+	}
+	if spec.kind != "dynamodb" {
+		return nil, usagef("--store %s: the table commands manage DynamoDB tables (dynamodb://TABLE)", g.store)
+	}
+	return openDynamoDB(ctx, spec)
+}
+
+func newDeployCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "deploy",
+		Short: "Create the DynamoDB table (keys, indexes, stream, TTL, on-demand billing)",
+		Long: `Create the DynamoDB table named by --store and wait until it is active.
+An existing table with the right schema is left as it is.`,
+		Example: `  tollgate deploy --store 'dynamodb://tollgate?region=eu-west-1'
+  tollgate deploy --store 'dynamodb://tollgate?endpoint=http://127.0.0.1:8000'`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			st, err := g.dynamoStore(ctx)
+			if err != nil {
+				return err
+			}
+			switch err := st.CheckTable(ctx); {
+			case err == nil:
+				fmt.Fprintf(g.stdout, "table %s already deployed (schema %d)\n", st.Table(), dynamodb.SchemaVersion)
+				return nil
+			case !errors.Is(err, dynamodb.ErrTableNotFound):
+				return err
+			}
+			if err := st.CreateTable(ctx); err != nil {
+				return err
+			}
+			fmt.Fprintf(g.stdout, "table %s deployed (schema %d)\n", st.Table(), dynamodb.SchemaVersion)
+			return nil
+		},
+	}
+}
+
+func newDestroyCmd(g *globals) *cobra.Command {
+	var yes bool
+	cmd := &cobra.Command{
+		Use:     "destroy",
+		Short:   "Delete the DynamoDB table and everything in it",
+		Example: "  tollgate destroy --store 'dynamodb://tollgate?region=eu-west-1' --yes",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if !yes {
+				return usagef("this deletes every limit, entity and bucket in the table: confirm with --yes")
+			}
+			ctx := cmd.Context()
+			st, err := g.dynamoStore(ctx)
+			if err != nil {
+				return err
+			}
+			if err := st.DeleteTable(ctx); err != nil {
+				return err
+			}
+			fmt.Fprintf(g.stdout, "table %s deleted\n", st.Table())
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&yes, "yes", false, "confirm the deletion")
+	return cmd
+}
+
+// tableStatus is what status reports.
+type tableStatus struct {
+	Table         string `json:"table"`
+	Reachable     bool   `json:"reachable"`
+	LatencyMS     int64  `json:"latency_ms"`
+	Status        string `json:"status,omitempty"`
+	SchemaVersion int64  `json:"schema_version"`
+	SchemaOK      bool   `json:"schema_ok"`
+	ItemCount     int64  `json:"item_count"`
+	SizeBytes     int64  `json:"size_bytes"`
+	Stream        string `json:"stream,omitempty"`
+	Error         string `json:"error,omitempty"`
+}
+
+func newStatusCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "status",
+		Short: "Check the DynamoDB table: connectivity, latency, schema, item counts",
+		Long: `Describe the table named by --store. Item counts and sizes are DynamoDB's
+estimates, refreshed about every six hours. Exits 1 if the table cannot be
+reached or has another schema.`,
+		Example: "  tollgate status --store 'dynamodb://tollgate?region=eu-west-1' -o json",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			st, err := g.dynamoStore(ctx)
+			if err != nil {
+				return err
+			}
+			s := tableStatus{Table: st.Table()}
+			start := time.Now()
+			d, err := st.DescribeTable(ctx)
+			s.LatencyMS = time.Since(start).Milliseconds()
+			if err == nil {
+				s.Reachable = true
+				s.Status, s.SchemaVersion, s.ItemCount, s.SizeBytes, s.Stream = d.Status, d.SchemaVersion, d.ItemCount, d.SizeBytes, d.StreamARN
+				err = st.CheckTable(ctx)
+				s.SchemaOK = err == nil
+			}
+			if err != nil {
+				s.Error = err.Error()
+			}
+			if perr := g.printOut(s, func(w *tabwriter.Writer) {
+				row(w, "TABLE", "REACHABLE", "LATENCY", "STATUS", "SCHEMA", "ITEMS", "BYTES")
+				schema := fmt.Sprintf("%d", s.SchemaVersion)
+				if !s.SchemaOK {
+					schema += fmt.Sprintf(" (want %d)", dynamodb.SchemaVersion)
+				}
+				row(w, s.Table, s.Reachable, fmt.Sprintf("%dms", s.LatencyMS), dash(s.Status), schema, s.ItemCount, s.SizeBytes)
+			}); perr != nil {
+				return perr
+			}
+			return err
+		},
+	}
+}
+
+// localCredentials gives the AWS SDK fixed credentials when the endpoint
+// is DynamoDB Local on this machine and none are configured: Local accepts
+// any, and developers should not need an AWS account to try Tollgate.
+func localCredentials(endpoint string) {
+	u, err := url.Parse(endpoint)
+	if err != nil || os.Getenv("AWS_ACCESS_KEY_ID") != "" || os.Getenv("AWS_PROFILE") != "" {
+		return
+	}
+	host := u.Hostname()
+	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+		return
+	}
+	_ = os.Setenv("AWS_ACCESS_KEY_ID", "local")
+	_ = os.Setenv("AWS_SECRET_ACCESS_KEY", "local")
+	if os.Getenv("AWS_REGION") == "" && os.Getenv("AWS_DEFAULT_REGION") == "" {
+		_ = os.Setenv("AWS_REGION", "us-east-1")
+	}
+}
