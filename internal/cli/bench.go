@@ -30,8 +30,8 @@ type benchResult struct {
 	Requests   int64   `json:"requests"`
 	Errors     int64   `json:"errors"`
 	PerSecond  float64 `json:"per_second"`
-	P50Micros  int64   `json:"p50_us"`
-	P99Micros  int64   `json:"p99_us"`
+	P50        int64   `json:"p50_ns"`
+	P99        int64   `json:"p99_ns"`
 	DurationMS int64   `json:"duration_ms"`
 }
 
@@ -63,7 +63,7 @@ bucket. It prints throughput and p50/p99 latencies.`,
 				row(w, "MODE", "CLIENTS", "REQUESTS", "ERRORS", "PER SECOND", "P50", "P99")
 				for _, r := range results {
 					row(w, r.Mode, r.Clients, r.Requests, r.Errors, fmt.Sprintf("%.0f", r.PerSecond),
-						time.Duration(r.P50Micros)*time.Microsecond, time.Duration(r.P99Micros)*time.Microsecond)
+						time.Duration(r.P50), time.Duration(r.P99))
 				}
 			})
 		},
@@ -146,7 +146,7 @@ func load(mode string, n int, d time.Duration, op func(i int) error) benchResult
 	r := benchResult{Mode: mode, Clients: n, Requests: requests.Load(), Errors: errs.Load(),
 		PerSecond: float64(requests.Load()) / elapsed.Seconds(), DurationMS: elapsed.Milliseconds()}
 	if len(all) > 0 {
-		r.P50Micros, r.P99Micros = all[len(all)/2].Microseconds(), all[len(all)*99/100].Microseconds()
+		r.P50, r.P99 = int64(all[len(all)/2]), int64(all[len(all)*99/100])
 	}
 	return r
 }

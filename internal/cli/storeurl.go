@@ -69,6 +69,9 @@ func openStore(ctx context.Context, raw string, check bool) (store.Store, func()
 		return memory.New(), func() error { return nil }, nil
 	case "embedded":
 		st, err := embedded.Open(spec.path)
+		if errors.Is(err, embedded.ErrLocked) {
+			return nil, nil, fmt.Errorf("open %s: %w (a running tollgate serve holds it: use --server URL)", spec.path, err)
+		}
 		if err != nil {
 			return nil, nil, fmt.Errorf("open %s: %w", spec.path, err)
 		}

@@ -1,0 +1,215 @@
+// Package embedded is a durable Tollgate backend for one process: everything
+// lives in one local file, managed by bbolt (go.etcd.io/bbolt).
+//
+// Configuration, entities, audit events and the namespace registry are
+// written in one committed (fsynced) bbolt transaction before each call
+// returns. Bucket state, the hot path, is kept in memory exactly as the
+// memory backend keeps it (sharded, locked per shard, cascades locking their
+// shards in index order) and written to the file by a background flush every
+// interval (WithFlushInterval, 100ms by default) and by Close. Every flush
+// is one bbolt transaction over a consistent cut of the buckets, so a crash
+// can forget at most the bucket changes of the last interval and flush (an
+// under-count of consumption), never leaves half of a cascade on disk, and
+// never loses configuration, entities, audit events or namespaces. docs/embedded.md describes the file
+// layout, the contract and its measured cost.
+//
+// Only one process can open the file at a time: Open fails with ErrLocked
+// after the lock timeout (WithLockTimeout, 1s by default).
+package embedded
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/maphash"
+	"io"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
+
+	"github.com/tollgate-rl/tollgate/model"
+	"github.com/tollgate-rl/tollgate/store"
+)
+
+// Defaults of the options.
+const (
+	// DefaultFlushInterval is how often bucket state is written to the file
+	// unless WithFlushInterval says otherwise.
+	DefaultFlushInterval = 100 * time.Millisecond
+	// DefaultLockTimeout is how long Open waits for a file held by another
+	// process unless WithLockTimeout says otherwise.
+	DefaultLockTimeout = time.Second
+)
+
+// Errors returned by the store; match them with errors.Is.
+var (
+	// ErrClosed reports a call on a closed store.
+	ErrClosed = errors.New("embedded: store closed")
+	// ErrLocked reports that another process (or another Store in this
+	// process) holds the file.
+	ErrLocked = errors.New("embedded: file in use by another process")
+)
+
+// Store is the embedded backend. Create it with Open and release it with
+// Close; it is safe for concurrent use.
+type Store struct {
+	db   *bolt.DB
+	opts options
+	seed maphash.Seed
+
+	shards [shardCount]shard
+	// cut is held for reading by cascades and for writing by a flush
+	// snapshot (see buckets.go).
+	cut sync.RWMutex
+
+	// flushMu serialises flushes with the calls that delete buckets from
+	// the file (DeleteEntity, PurgeNamespace), so that a flush never writes
+	// back a bucket such a call has just deleted.
+	flushMu sync.Mutex
+	batch   flushBatch // reused by every flush; guarded by flushMu
+
+	closed atomic.Bool
+	stop   chan struct{} // closed by Close to stop the flusher
+	done   chan struct{} // closed by the flusher when it has stopped
+}
+
+var _ store.Store = (*Store)(nil)
+
+// Option configures Open.
+type Option func(*options)
+
+type options struct {
+	flushInterval time.Duration
+	lockTimeout   time.Duration
+	observer      func(FlushInfo)
+	// beforeCommit, set by this package's tests only, runs at the end of
+	// every flush transaction; an error aborts the flush.
+	beforeCommit func(tx *bolt.Tx) error
+}
+
+// WithFlushInterval sets how often bucket state is written to the file. A
+// crash forgets at most the consumption of one interval plus the time one
+// flush takes to commit. It must be positive.
+func WithFlushInterval(d time.Duration) Option {
+	return func(o *options) { o.flushInterval = d }
+}
+
+// WithLockTimeout sets how long Open waits for the file lock held by another
+// process before it fails with ErrLocked. It must be positive.
+func WithLockTimeout(d time.Duration) Option {
+	return func(o *options) { o.lockTimeout = d }
+}
+
+// WithFlushObserver calls f after every flush that wrote or failed (in the
+// background, from Flush, Backup and Close), for metrics and for reporting
+// write errors: a failed flush keeps its changes in memory and retries them
+// at the next one. f runs on the flushing goroutine and must not block or
+// call the Store.
+func WithFlushObserver(f func(FlushInfo)) Option {
+	return func(o *options) { o.observer = f }
+}
+
+// FlushInfo describes one flush of bucket state to the file.
+type FlushInfo struct {
+	Written int // bucket records written
+	Deleted int // idle bucket records deleted
+	// Pause is how long the snapshot took: cascades waited at most this
+	// long (single-bucket acquires wait only while it holds their shard).
+	Pause    time.Duration
+	Duration time.Duration // from the start of the snapshot to the end of the commit (fsync included)
+	Err      error         // nil when the flush committed
+}
+
+// Open opens or creates the store file at path. The file is locked for
+// this Store until Close; bucket state is loaded into memory.
+func Open(path string, opts ...Option) (*Store, error) {
+	o := options{flushInterval: DefaultFlushInterval, lockTimeout: DefaultLockTimeout}
+	for _, f := range opts {
+		f(&o)
+	}
+	if o.flushInterval <= 0 {
+		return nil, model.Invalid("flush_interval", o.flushInterval.String(), "must be positive")
+	}
+	if o.lockTimeout <= 0 {
+		return nil, model.Invalid("lock_timeout", o.lockTimeout.String(), "must be positive")
+	}
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: o.lockTimeout, FreelistType: bolt.FreelistMapType})
+	if errors.Is(err, berrors.ErrTimeout) {
+		return nil, fmt.Errorf("%w: %s (lock not acquired within %v): %w", ErrLocked, path, o.lockTimeout, err)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("embedded: open %s: %w", path, err)
+	}
+	s := &Store{db: db, opts: o, seed: maphash.MakeSeed(), stop: make(chan struct{}), done: make(chan struct{})}
+	for i := range s.shards {
+		s.shards[i].buckets = make(map[bucketID]*entry)
+	}
+	if err := s.init(); err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("embedded: open %s: %w", path, err)
+	}
+	go s.flusher()
+	return s, nil
+}
+
+// Close flushes bucket state, stops the background flusher and closes the
+// file. Calls after Close fail with ErrClosed; closing again returns nil.
+func (s *Store) Close() error {
+	if !s.closed.CompareAndSwap(false, true) {
+		return nil
+	}
+	close(s.stop)
+	<-s.done
+	// Every bucket call checks closed under its shard lock, and the final
+	// snapshot visits every shard after closed was set: nothing can change
+	// after it.
+	err := s.flush()
+	return errors.Join(err, s.db.Close())
+}
+
+// Flush writes every bucket change made so far to the file and returns once
+// it is committed.
+func (s *Store) Flush(ctx context.Context) error {
+	if err := s.check(ctx); err != nil {
+		return err
+	}
+	return s.flush()
+}
+
+// Backup flushes bucket state, then writes a consistent copy of the whole
+// file to w while the store keeps serving. The copy is a valid store file
+// that Open accepts. It returns the number of bytes written.
+func (s *Store) Backup(ctx context.Context, w io.Writer) (int64, error) {
+	if err := s.Flush(ctx); err != nil {
+		return 0, err
+	}
+	var n int64
+	err := s.db.View(func(tx *bolt.Tx) error {
+		var err error
+		n, err = tx.WriteTo(w)
+		return err
+	})
+	return n, s.mapErr(err)
+}
+
+// check returns why a call must not run: a done ctx or a closed store.
+func (s *Store) check(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if s.closed.Load() {
+		return ErrClosed
+	}
+	return nil
+}
+
+// mapErr turns bbolt's "not open" (Close ran during the call) into ErrClosed.
+func (s *Store) mapErr(err error) error {
+	if errors.Is(err, berrors.ErrDatabaseNotOpen) {
+		return ErrClosed
+	}
+	return err
+}
