@@ -38,6 +38,13 @@ bench-dynamodb: deps
 		-benchtime $(BENCHTIME) -count $(BENCHCOUNT) ./store/dynamodb/ | tee bench-dynamodb.out | \
 		$(GO) run ./internal/benchratio -baseline baseline -metric p50-us
 
+## load: acquire+commit over HTTP (keep-alive) at 1, 8 and 32 clients
+## against the same in-process, on the memory and the embedded store.
+load: deps
+	$(GO) run ./cmd/tollgate bench --store memory: --clients 1,8,32 --duration 3s
+	rm -f .cache/load.db && mkdir -p .cache
+	$(GO) run ./cmd/tollgate bench --store embedded:.cache/load.db --clients 1,8,32 --duration 3s
+
 ## lint: gofmt, go vet, and staticcheck when it installs.
 lint: deps
 	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
