@@ -324,8 +324,10 @@ domains:
 		}
 		return resp.OverallCode
 	}
-	if ask() != rlsv3.RateLimitResponse_OK || ask() != rlsv3.RateLimitResponse_OK || ask() != rlsv3.RateLimitResponse_OVER_LIMIT {
-		t.Fatal("want OK, OK, OVER_LIMIT from a limit of 2")
+	for i, want := range []rlsv3.RateLimitResponse_Code{rlsv3.RateLimitResponse_OK, rlsv3.RateLimitResponse_OK, rlsv3.RateLimitResponse_OVER_LIMIT} {
+		if got := ask(); got != want {
+			t.Fatalf("call %d: %v, want %v (a limit of 2)", i+1, got, want)
+		}
 	}
 	var av api.AvailableResponse
 	p.want(http.StatusOK, "GET", "/v1/available?entity=key-abc&resource=http&limits=rps:2/hour", nil, &av)

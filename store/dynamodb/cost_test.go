@@ -400,8 +400,10 @@ func TestCostCascade(t *testing.T) {
 				{Key: o, Limits: []store.LimitRequest{{Name: "rpm", Params: rate2, Check: true, Amount: amount}}},
 			}}
 		}
-		if !mustConsume(t, c1, ns, req(1_000)) || !mustConsume(t, c1, ns, req(1_000)) {
-			t.Fatal("refused")
+		for range 2 {
+			if !mustConsume(t, c1, ns, req(1_000)) {
+				t.Fatal("refused")
+			}
 		}
 		c1.calls.take()
 		if mustConsume(t, c1, ns, req(1_000)) {

@@ -237,6 +237,7 @@ func (f *faultTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	// machine, so their context ignores it (and the legacy Cancel channel
 	// the client sets is dropped for the same reason).
 	fwd := req.Clone(context.WithoutCancel(req.Context()))
+	//lint:ignore SA1019 http.Client still sets Cancel for RoundTrippers that are not *http.Transport.
 	fwd.Cancel = nil
 	fwd.Body = io.NopCloser(bytes.NewReader(body))
 	fwd.ContentLength = int64(len(body))
