@@ -262,3 +262,15 @@ func ApplyDelta(r *Record, d Delta) bool {
 
 // NewRecord returns an empty record refilled at now; Prepare fills it.
 func NewRecord(now int64) *Record { return &Record{Refilled: now} }
+
+// IsFull reports whether every limit of r is at capacity at now. A full
+// bucket answers every request exactly like a missing one (which is created
+// full), so backends may forget full buckets.
+func IsFull(r *Record, now int64) bool {
+	for _, l := range r.Limits {
+		if bucket.Refill(l.State, l.Params, now-r.Refilled).Tokens < l.Params.Capacity {
+			return false
+		}
+	}
+	return true
+}

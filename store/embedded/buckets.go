@@ -6,7 +6,6 @@ import (
 	"slices"
 	"sync"
 
-	"github.com/tollgate-rl/tollgate/bucket"
 	"github.com/tollgate-rl/tollgate/model"
 	"github.com/tollgate-rl/tollgate/store"
 )
@@ -193,21 +192,11 @@ func (sh *shard) maybeSweep(now int64) {
 		return
 	}
 	for _, e := range sh.buckets {
-		if full(e.rec, now) {
+		if store.IsFull(e.rec, now) {
 			sh.remove(e, true)
 		}
 	}
 	sh.created = 0
-}
-
-// full reports whether every limit of rec is at capacity at now.
-func full(rec *store.Record, now int64) bool {
-	for _, l := range rec.Limits {
-		if bucket.Refill(l.State, l.Params, now-rec.Refilled).Tokens < l.Params.Capacity {
-			return false
-		}
-	}
-	return true
 }
 
 // ApplyDeltas implements store.Buckets.

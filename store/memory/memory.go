@@ -18,7 +18,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/tollgate-rl/tollgate/bucket"
 	"github.com/tollgate-rl/tollgate/model"
 	"github.com/tollgate-rl/tollgate/store"
 )
@@ -153,21 +152,11 @@ func (sh *shard) maybeSweep(now int64) {
 		return
 	}
 	for id, rec := range sh.buckets {
-		if full(rec, now) {
+		if store.IsFull(rec, now) {
 			delete(sh.buckets, id)
 		}
 	}
 	sh.created = 0
-}
-
-// full reports whether every limit of rec is at capacity at now.
-func full(rec *store.Record, now int64) bool {
-	for _, l := range rec.Limits {
-		if bucket.Refill(l.State, l.Params, now-rec.Refilled).Tokens < l.Params.Capacity {
-			return false
-		}
-	}
-	return true
 }
 
 // ApplyDeltas implements store.Buckets.
