@@ -32,6 +32,8 @@ type Store struct {
 	mu       sync.RWMutex
 	nss      map[string]*namespace      // by namespace id
 	registry map[string]model.Namespace // by name
+
+	usage usageTable
 }
 
 type shard struct {

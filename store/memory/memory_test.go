@@ -61,3 +61,8 @@ func TestConsumeDoesNotAllocate(t *testing.T) {
 		}
 	}
 }
+
+func TestUsageConformance(t *testing.T) {
+	s := memory.New()
+	storetest.RunUsage(t, func(t *testing.T) store.UsageStore { return s })
+}
