@@ -44,6 +44,7 @@ const (
 	CodeRateLimited      = "rate_limited"      // 429
 	CodeUnavailable      = "unavailable"       // 503
 	CodeInternal         = "internal"          // 500
+	CodeUnimplemented    = "unimplemented"     // 501
 )
 
 // AcquireRequest is the body of POST /v1/acquire.
@@ -306,3 +307,35 @@ var (
 	// ErrNoRoute: no endpoint has this method and path.
 	ErrNoRoute = errors.New("no such endpoint")
 )
+
+// Usage is one usage snapshot on the wire (GET /v1/usage).
+type Usage struct {
+	Entity   string           `json:"entity"`
+	Resource string           `json:"resource"`
+	Window   string           `json:"window"` // "hour" or "day"
+	StartMS  int64            `json:"start_ms"`
+	Consumed map[string]int64 `json:"consumed"`
+	Events   int64            `json:"events"`
+}
+
+// UsageResponse answers GET /v1/usage; Next, when set, is the "after"
+// parameter of the following page.
+type UsageResponse struct {
+	Usage []Usage `json:"usage"`
+	Next  string  `json:"next,omitempty"`
+}
+
+// UsageSummary answers GET /v1/usage/summary.
+type UsageSummary struct {
+	Windows int64                 `json:"windows"`
+	Events  int64                 `json:"events"`
+	Limits  map[string]LimitUsage `json:"limits"`
+}
+
+// LimitUsage totals one limit in a usage summary.
+type LimitUsage struct {
+	Total       int64   `json:"total"`
+	Average     float64 `json:"average_per_window"`
+	Peak        int64   `json:"peak"`
+	PeakStartMS int64   `json:"peak_start_ms"`
+}

@@ -27,6 +27,7 @@ var kinds = []struct {
 	{model.ErrLeaseClosed, http.StatusConflict, CodeConflict, "lease_closed"},
 	{ErrConflict, http.StatusConflict, CodeConflict, "conflict"},
 	{ErrNoRoute, http.StatusNotFound, CodeNotFound, "no_route"},
+	{model.ErrUsageUnsupported, http.StatusNotImplemented, CodeUnimplemented, "usage_unsupported"},
 	{ErrTooManyLeases, http.StatusServiceUnavailable, CodeUnavailable, "too_many_leases"},
 	{ErrUnauthenticated, http.StatusUnauthorized, CodeUnauthenticated, ""},
 	{ErrPermissionDenied, http.StatusForbidden, CodePermissionDenied, ""},

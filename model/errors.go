@@ -24,6 +24,9 @@ var (
 	ErrNotFound = errors.New("not found")
 	// ErrLeaseClosed reports use of a lease after Commit or Rollback.
 	ErrLeaseClosed = errors.New("lease closed")
+	// ErrUsageUnsupported reports a usage query to a store that keeps no
+	// usage snapshots.
+	ErrUsageUnsupported = errors.New("this store keeps no usage snapshots")
 )
 
 // Status is one limit's verdict for one entity in an acquire, or its current

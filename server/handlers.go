@@ -32,6 +32,8 @@ func (s *Server) routes() {
 		s.handle("DELETE "+v+path, forAdmin, s.deleteLimits)
 	}
 	s.handle("GET "+v+"/audit", forRead, s.audit)
+	s.handle("GET "+v+"/usage", forRead, s.usage)
+	s.handle("GET "+v+"/usage/summary", forRead, s.usageSummary)
 
 	s.handle("POST "+v+"/namespaces", forRegistry, s.registerNamespace)
 	s.handle("GET "+v+"/namespaces", forRegistry, s.listNamespaces)

@@ -14,8 +14,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tollgate-rl/tollgate/aggregator"
 	"github.com/tollgate-rl/tollgate/api"
 	"github.com/tollgate-rl/tollgate/clock"
+	"github.com/tollgate-rl/tollgate/store"
 	"github.com/tollgate-rl/tollgate/store/memory"
 )
 
@@ -486,4 +488,45 @@ func FuzzAcquireBody(f *testing.F) {
 			}
 		}
 	})
+}
+
+func TestUsageEndpoints(t *testing.T) {
+	clk := clock.NewFake(epoch)
+	mem := memory.New()
+	rec := aggregator.NewRecorder(mem, mem, aggregator.WithClock(clk))
+	srv := New(rec, WithClock(clk), WithLogger(slog.New(slog.DiscardHandler)))
+	ts := httptest.NewServer(srv)
+	defer ts.Close()
+	defer srv.Close(context.Background())
+	e := &env{t: t, srv: srv, ts: ts, clk: clk, hdr: http.Header{}}
+	body := acquireBody("tpm:1000/min")
+	body["consume"] = map[string]int64{"tpm": 250}
+	body["commit"] = true
+	e.want(http.StatusOK, "POST", "/v1/acquire", body, nil)
+	e.want(http.StatusOK, "POST", "/v1/acquire", body, nil)
+	if err := rec.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(time.Minute)
+	var u api.UsageResponse
+	e.want(http.StatusOK, "GET", "/v1/usage?entity=key-1&resource=api", nil, &u)
+	if len(u.Usage) != 1 || u.Usage[0].Consumed["tpm"] != 500 || u.Usage[0].Events != 2 || u.Usage[0].Window != "hour" || u.Usage[0].StartMS != epoch.UnixMilli() {
+		t.Errorf("usage %+v", u)
+	}
+	var sum api.UsageSummary
+	e.want(http.StatusOK, "GET", "/v1/usage/summary?resource=api&window=day", nil, &sum)
+	if sum.Events != 2 || sum.Limits["tpm"].Total != 500 || sum.Windows != 30 {
+		t.Errorf("summary %+v", sum)
+	}
+	e.want(http.StatusBadRequest, "GET", "/v1/usage?entity=key-1&window=week", nil, nil)
+	e.want(http.StatusBadRequest, "GET", "/v1/usage?entity=key-1&from=yesterday", nil, nil)
+	e.want(http.StatusBadRequest, "GET", "/v1/usage", nil, nil)
+
+	plain := newEnv(t) // a store that keeps no usage
+	plain.srv.store = struct{ store.Store }{memory.New()}
+	var er api.Error
+	plain.want(http.StatusNotImplemented, "GET", "/v1/usage?entity=k", nil, &er)
+	if er.Reason != "usage_unsupported" {
+		t.Errorf("no usage: %+v", er)
+	}
 }

@@ -24,6 +24,8 @@ type backend interface {
 	DeleteConfig(ctx context.Context, scope tollgate.Scope) error
 
 	AuditEvents(ctx context.Context, entity, after string, limit int) ([]tollgate.AuditEvent, error)
+	Usage(ctx context.Context, q tollgate.UsageQuery) ([]tollgate.Usage, string, error)
+	UsageSummary(ctx context.Context, q tollgate.UsageQuery) (tollgate.UsageSummary, error)
 
 	RegisterNamespace(ctx context.Context, name string) (tollgate.Namespace, error)
 	ListNamespaces(ctx context.Context) ([]tollgate.Namespace, error)
@@ -44,12 +46,16 @@ func (g *globals) open(ctx context.Context) (backend, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Acquires made here count in usage like the server's: recorded, and
+	// written when the command ends.
+	st, stopRecording := recordUsage(st, g.log)
 	lim, err := tollgate.New(st, tollgate.WithNamespace(g.namespace))
 	if err != nil {
+		stopRecording()
 		_ = closeStore()
 		return nil, err
 	}
-	return &local{Limiter: lim, close: closeStore, principal: principal()}, nil
+	return &local{Limiter: lim, close: func() error { stopRecording(); return closeStore() }, principal: principal()}, nil
 }
 
 // local is a backend over a store, in this process.

@@ -16,8 +16,10 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/tollgate-rl/tollgate"
+	"github.com/tollgate-rl/tollgate/aggregator"
 	"github.com/tollgate-rl/tollgate/rls"
 	"github.com/tollgate-rl/tollgate/server"
+	"github.com/tollgate-rl/tollgate/store"
 )
 
 type serveFlags struct {
@@ -105,8 +107,28 @@ func runServe(ctx context.Context, g *globals, f serveFlags) error {
 			log.Error("closing the store", "err", err)
 		}
 	}()
+	st, stopRecording := recordUsage(st, log)
+	defer stopRecording()
 	srv := server.New(st, opts...)
 	return serveUntilDone(ctx, log, srv, f)
+}
+
+// recordUsage wraps a store that keeps usage snapshots with the in-process
+// usage recorder, flushing every second. stop ends it after a last flush;
+// call it once the server has stopped (its leases committed).
+func recordUsage(st store.Store, log *slog.Logger) (store.Store, func()) {
+	us, ok := st.(store.UsageStore)
+	if !ok {
+		return st, func() {}
+	}
+	rec := aggregator.NewRecorder(st, us)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		rec.Run(ctx, aggregator.DefaultFlushInterval, func(err error) { log.Warn("recording usage", "err", err) })
+	}()
+	return rec, func() { cancel(); <-done }
 }
 
 func serveUntilDone(ctx context.Context, log *slog.Logger, srv *server.Server, f serveFlags) error {

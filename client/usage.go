@@ -1,0 +1,64 @@
+package client
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/tollgate-rl/tollgate"
+	"github.com/tollgate-rl/tollgate/api"
+)
+
+// usageValues encodes a usage query as the server reads it.
+func usageValues(q tollgate.UsageQuery) url.Values {
+	v := url.Values{}
+	set := func(k, s string) {
+		if s != "" {
+			v.Set(k, s)
+		}
+	}
+	set("entity", q.Entity)
+	set("resource", q.Resource)
+	set("window", string(q.Window))
+	set("after", q.After)
+	if !q.From.IsZero() {
+		v.Set("from", strconv.FormatInt(q.From.UnixMilli(), 10))
+	}
+	if !q.To.IsZero() {
+		v.Set("to", strconv.FormatInt(q.To.UnixMilli(), 10))
+	}
+	if q.Limit != 0 {
+		v.Set("limit", strconv.Itoa(q.Limit))
+	}
+	return v
+}
+
+// Usage lists usage snapshots like Limiter.Usage. A zero From or To takes
+// the server's default (the last 24 hours, or 30 days for daily windows).
+func (c *Client) Usage(ctx context.Context, q tollgate.UsageQuery) ([]tollgate.Usage, string, error) {
+	var out api.UsageResponse
+	if err := c.do(ctx, request{method: http.MethodGet, path: api.Version + "/usage", query: usageValues(q)}, &out); err != nil {
+		return nil, "", err
+	}
+	us := make([]tollgate.Usage, len(out.Usage))
+	for i, u := range out.Usage {
+		us[i] = tollgate.Usage{Entity: u.Entity, Resource: u.Resource, Window: tollgate.Window(u.Window),
+			Start: time.UnixMilli(u.StartMS).UTC(), Consumed: u.Consumed, Events: u.Events}
+	}
+	return us, out.Next, nil
+}
+
+// UsageSummary totals usage like Limiter.UsageSummary.
+func (c *Client) UsageSummary(ctx context.Context, q tollgate.UsageQuery) (tollgate.UsageSummary, error) {
+	var out api.UsageSummary
+	if err := c.do(ctx, request{method: http.MethodGet, path: api.Version + "/usage/summary", query: usageValues(q)}, &out); err != nil {
+		return tollgate.UsageSummary{}, err
+	}
+	sum := tollgate.UsageSummary{Windows: out.Windows, Events: out.Events, Limits: map[string]tollgate.LimitUsage{}}
+	for name, l := range out.Limits {
+		sum.Limits[name] = tollgate.LimitUsage{Total: l.Total, Average: l.Average, Peak: l.Peak, PeakStart: time.UnixMilli(l.PeakStartMS).UTC()}
+	}
+	return sum, nil
+}

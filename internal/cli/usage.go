@@ -1,0 +1,206 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/tollgate-rl/tollgate"
+	"github.com/tollgate-rl/tollgate/api"
+)
+
+// usageFlags select usage snapshots.
+type usageFlags struct {
+	entity, resource, window string
+	since                    time.Duration
+	plot                     string
+}
+
+func (f *usageFlags) add(cmd *cobra.Command) {
+	cmd.Flags().StringVarP(&f.entity, "entity", "e", "", "the entity (every resource, or -r's)")
+	cmd.Flags().StringVarP(&f.resource, "resource", "r", "", "the resource (every entity, without -e)")
+	cmd.Flags().StringVar(&f.window, "window", "hour", "hour or day")
+	cmd.Flags().DurationVar(&f.since, "since", 24*time.Hour, "how far back")
+	cmd.MarkFlagsOneRequired("entity", "resource")
+}
+
+func (f *usageFlags) query() (tollgate.UsageQuery, error) {
+	w := tollgate.Window(f.window)
+	if !w.Valid() {
+		return tollgate.UsageQuery{}, usagef("--window %q: want hour or day", f.window)
+	}
+	if f.since <= 0 {
+		return tollgate.UsageQuery{}, usagef("--since %v: want a positive duration", f.since)
+	}
+	to := time.Now()
+	return tollgate.UsageQuery{Entity: f.entity, Resource: f.resource, Window: w, From: to.Add(-f.since), To: to}, nil
+}
+
+func newUsageCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "usage",
+		Short: "Show what entities consumed, per hour or day",
+		Long: `Usage snapshots count, per entity, resource and hour or day, the net
+tokens consumed of each limit and the acquires made. The server records
+them (it flushes every second); they are kept 90 days.`,
+	}
+	cmd.AddCommand(newUsageListCmd(g), newUsageSummaryCmd(g))
+	return cmd
+}
+
+func newUsageListCmd(g *globals) *cobra.Command {
+	var f usageFlags
+	cmd := &cobra.Command{
+		Use:   "list",
+		Short: "List usage snapshots (with --plot, chart one limit over time)",
+		Example: `  tollgate usage list -e key-1 --since 6h
+  tollgate usage list -r openai/gpt-4o --window day --since 720h -o json
+  tollgate usage list -e org-acme --plot tpm`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			q, err := f.query()
+			if err != nil {
+				return err
+			}
+			return g.withBackend(cmd, func(ctx context.Context, b backend) error {
+				us, err := allUsage(ctx, b, q)
+				if err != nil {
+					return err
+				}
+				if f.plot != "" && g.output == "table" {
+					plot(g.stdout, us, f.plot, q.Window)
+					return nil
+				}
+				return g.printUsage(us)
+			})
+		},
+	}
+	f.add(cmd)
+	cmd.Flags().StringVar(&f.plot, "plot", "", "draw this limit's consumption per window as a bar chart")
+	return cmd
+}
+
+// allUsage reads every page of q.
+func allUsage(ctx context.Context, b backend, q tollgate.UsageQuery) ([]tollgate.Usage, error) {
+	var all []tollgate.Usage
+	for {
+		page, next, err := b.Usage(ctx, q)
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, page...)
+		if next == "" {
+			return all, nil
+		}
+		q.After = next
+	}
+}
+
+func (g *globals) printUsage(us []tollgate.Usage) error {
+	out := api.UsageResponse{Usage: make([]api.Usage, len(us))}
+	for i, u := range us {
+		out.Usage[i] = api.Usage{Entity: u.Entity, Resource: u.Resource, Window: string(u.Window), StartMS: u.Start.UnixMilli(), Consumed: u.Consumed, Events: u.Events}
+	}
+	return g.printOut(out, func(w *tabwriter.Writer) {
+		row(w, "START", "ENTITY", "RESOURCE", "ACQUIRES", "CONSUMED")
+		for _, u := range us {
+			row(w, stamp(u.Start), u.Entity, u.Resource, u.Events, consumedText(u.Consumed))
+		}
+	})
+}
+
+func consumedText(m map[string]int64) string {
+	parts := make([]string, 0, len(m))
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		parts = append(parts, fmt.Sprintf("%s=%d", k, m[k]))
+	}
+	return strings.Join(parts, " ")
+}
+
+// plot draws limit's consumption per window (summed over the snapshots of
+// each window) as horizontal bars, empty windows included.
+func plot(w io.Writer, us []tollgate.Usage, limit string, win tollgate.Window) {
+	if len(us) == 0 {
+		fmt.Fprintln(w, "no usage in this range")
+		return
+	}
+	sums := map[time.Time]int64{}
+	var peak int64
+	first, last := us[0].Start, us[0].Start
+	for _, u := range us {
+		sums[u.Start] += u.Consumed[limit]
+		peak = max(peak, sums[u.Start])
+		first, last = minTime(first, u.Start), maxTime(last, u.Start)
+	}
+	const width = 50
+	layout := "2006-01-02 15:04"
+	if win == tollgate.Daily {
+		layout = "2006-01-02"
+	}
+	fmt.Fprintf(w, "%s per %s\n", limit, win)
+	for t := first; !t.After(last); t = t.Add(win.Duration()) {
+		n := sums[t]
+		bar := 0
+		if peak > 0 && n > 0 {
+			bar = max(1, int(n*width/peak))
+		}
+		fmt.Fprintf(w, "%s |%-*s %d\n", t.UTC().Format(layout), width, strings.Repeat("█", bar), n)
+	}
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
+
+func newUsageSummaryCmd(g *globals) *cobra.Command {
+	var f usageFlags
+	cmd := &cobra.Command{
+		Use:     "summary",
+		Short:   "Total, average and peak per limit",
+		Example: "  tollgate usage summary -r openai/gpt-4o --window day --since 720h",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			q, err := f.query()
+			if err != nil {
+				return err
+			}
+			return g.withBackend(cmd, func(ctx context.Context, b backend) error {
+				sum, err := b.UsageSummary(ctx, q)
+				if err != nil {
+					return err
+				}
+				out := api.UsageSummary{Windows: sum.Windows, Events: sum.Events, Limits: map[string]api.LimitUsage{}}
+				for name, l := range sum.Limits {
+					out.Limits[name] = api.LimitUsage{Total: l.Total, Average: l.Average, Peak: l.Peak, PeakStartMS: l.PeakStart.UnixMilli()}
+				}
+				return g.printOut(out, func(w *tabwriter.Writer) {
+					row(w, "LIMIT", "TOTAL", "AVERAGE/"+strings.ToUpper(string(q.Window)), "PEAK", "PEAK AT")
+					for _, name := range slices.Sorted(maps.Keys(sum.Limits)) {
+						l := sum.Limits[name]
+						row(w, name, l.Total, fmt.Sprintf("%.1f", l.Average), l.Peak, stamp(l.PeakStart))
+					}
+					row(w, "acquires", sum.Events, "", "", "")
+				})
+			})
+		},
+	}
+	f.add(cmd)
+	return cmd
+}

@@ -1,0 +1,173 @@
+package tollgate
+
+import (
+	"context"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/tollgate-rl/tollgate/model"
+	"github.com/tollgate-rl/tollgate/store"
+)
+
+// ErrUsageUnsupported is returned by the usage queries when the limiter's
+// store keeps no usage snapshots (it does not implement store.UsageStore).
+var ErrUsageUnsupported = model.ErrUsageUnsupported
+
+// Window is the length of a usage snapshot: Hourly or Daily.
+type Window = store.Window
+
+// Usage windows.
+const (
+	Hourly = store.Hourly
+	Daily  = store.Daily
+)
+
+// Usage is what one entity consumed of one resource in one window.
+type Usage struct {
+	Entity   string
+	Resource string
+	Window   Window
+	Start    time.Time
+	// Consumed is the net tokens consumed per limit: acquires, adjustments
+	// and rollbacks included.
+	Consumed map[string]int64
+	// Events counts the acquires, each once however many limits it used.
+	Events int64
+}
+
+// UsageQuery selects the snapshots of one entity (every resource, or
+// Resource only) or of one resource (every entity, Entity empty), in one
+// window type, whose windows start in [From, To).
+type UsageQuery struct {
+	Entity   string
+	Resource string
+	Window   Window
+	From, To time.Time
+	// After continues a listing (the next value of the previous page).
+	After string
+	// Limit bounds the page (default and maximum store.MaxUsagePage).
+	Limit int
+}
+
+// Usage lists usage snapshots; next, when not empty, is the After of the
+// following page. Snapshots appear once the aggregator has written them
+// (see package aggregator).
+func (l *Limiter) Usage(ctx context.Context, q UsageQuery) (usage []Usage, next string, err error) {
+	us, ok := l.store.(store.UsageStore)
+	if !ok {
+		return nil, "", ErrUsageUnsupported
+	}
+	sq, err := l.storeQuery(q)
+	if err != nil {
+		return nil, "", err
+	}
+	ns, err := l.nsForAdmin(ctx)
+	if err != nil {
+		return nil, "", err
+	}
+	snaps, err := us.ListUsage(ctx, ns, sq)
+	if err != nil {
+		return nil, "", storeErr(ctx, "list usage", q.Entity+q.Resource, err)
+	}
+	out := make([]Usage, len(snaps))
+	for i, s := range snaps {
+		out[i] = Usage{Entity: s.Key.Entity, Resource: s.Key.Resource, Window: s.Key.Window,
+			Start: time.UnixMilli(s.Key.Start).UTC(), Consumed: tokens(s.Consumed), Events: s.Events}
+	}
+	if size, _ := sq.Validate(); len(snaps) == size {
+		next = snaps[len(snaps)-1].Cursor
+	}
+	return out, next, nil
+}
+
+func (l *Limiter) storeQuery(q UsageQuery) (store.UsageQuery, error) {
+	if q.Entity != "" {
+		if err := model.ValidateEntityID(q.Entity); err != nil {
+			return store.UsageQuery{}, err
+		}
+	}
+	if q.Resource != "" {
+		if err := model.ValidateResource(q.Resource); err != nil {
+			return store.UsageQuery{}, err
+		}
+	}
+	if !q.To.After(q.From) {
+		return store.UsageQuery{}, model.Invalid("to", q.To.String(), "must be after from")
+	}
+	sq := store.UsageQuery{Entity: q.Entity, Resource: q.Resource, Window: q.Window,
+		From: q.From.UnixMilli(), To: q.To.UnixMilli(), After: q.After, Limit: q.Limit, Now: l.clock.Now().UnixMilli()}
+	if _, err := sq.Validate(); err != nil {
+		return store.UsageQuery{}, err
+	}
+	return sq, nil
+}
+
+// tokens converts millitokens to whole tokens, rounding toward zero.
+func tokens(milli map[string]int64) map[string]int64 {
+	out := make(map[string]int64, len(milli))
+	for k, v := range milli {
+		out[k] = v / 1000
+	}
+	return out
+}
+
+// UsageSummary totals the snapshots of a query.
+type UsageSummary struct {
+	// Windows is how many windows of the query's type [From, To) spans.
+	Windows int64
+	Events  int64
+	Limits  map[string]LimitUsage
+}
+
+// LimitUsage totals one limit's net consumption.
+type LimitUsage struct {
+	Total int64
+	// Average is Total over every window of the range, empty ones included.
+	Average float64
+	// Peak is the most consumed in one window (summed over the entities or
+	// resources the query covers), and PeakStart when that window began.
+	Peak      int64
+	PeakStart time.Time
+}
+
+// UsageSummary reads every page of q and totals it.
+func (l *Limiter) UsageSummary(ctx context.Context, q UsageQuery) (UsageSummary, error) {
+	perWindow := map[string]map[time.Time]int64{}
+	var sum UsageSummary
+	sum.Limits = map[string]LimitUsage{}
+	for {
+		page, next, err := l.Usage(ctx, q)
+		if err != nil {
+			return UsageSummary{}, err
+		}
+		for _, u := range page {
+			sum.Events += u.Events
+			for limit, n := range u.Consumed {
+				if perWindow[limit] == nil {
+					perWindow[limit] = map[time.Time]int64{}
+				}
+				perWindow[limit][u.Start] += n
+			}
+		}
+		if next == "" {
+			break
+		}
+		q.After = next
+	}
+	d := q.Window.Duration()
+	sum.Windows = max(1, int64((q.To.Sub(q.From)+d-1)/d))
+	for limit, byStart := range perWindow {
+		var lu LimitUsage
+		for _, start := range slices.SortedFunc(maps.Keys(byStart), time.Time.Compare) {
+			n := byStart[start]
+			lu.Total += n
+			if n > lu.Peak || lu.PeakStart.IsZero() {
+				lu.Peak, lu.PeakStart = n, start
+			}
+		}
+		lu.Average = float64(lu.Total) / float64(sum.Windows)
+		sum.Limits[limit] = lu
+	}
+	return sum, nil
+}
