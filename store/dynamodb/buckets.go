@@ -237,6 +237,9 @@ func (s *Store) writeInput(ns string, t *target, now int64, old item, rec, p *st
 			consumed[lr.Name] = lr.Amount
 		}
 		it := encodeBucket(ns, t.key, t.shard, t.shards, debited, consumed)
+		if t.event && debits(br) {
+			it[attrEvents] = num(1)
+		}
 		return writeInput{put: &dynamodb.PutItemInput{
 			TableName:                           &s.table,
 			Item:                                it,
@@ -308,6 +311,9 @@ func (s *Store) writeInput(ns string, t *target, now int64, old item, rec, p *st
 			}
 		}
 	}
+	if t.event && debits(br) {
+		e.addN(attrEvents, 1)
+	}
 	if len(e.set)+len(e.add) > 0 {
 		// The version orders normal writes and refunds among themselves,
 		// which rf alone does not when a write leaves it unchanged;
@@ -358,6 +364,9 @@ func (s *Store) speculate(ctx context.Context, ns string, t *target, now int64) 
 	br := &t.req
 	e := newExpr()
 	e.where("%s = %v", attrShardCount, num(int64(t.shards)))
+	if t.event {
+		e.addN(attrEvents, 1)
+	}
 	for _, lr := range br.Limits {
 		if hidden(lr.Name) {
 			// The meter needs no condition: without its other attributes

@@ -198,7 +198,7 @@ func (s *Store) compensate(ctx context.Context, ns string, req *store.ConsumeReq
 	if len(undo) == 0 {
 		return nil
 	}
-	if err := s.ApplyDeltas(context.WithoutCancel(ctx), ns, undo); err != nil {
+	if err := s.applyDeltas(context.WithoutCancel(ctx), ns, undo, -1); err != nil {
 		return fmt.Errorf("dynamodb: compensate cascade: %w", err)
 	}
 	return nil

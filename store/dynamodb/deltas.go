@@ -49,6 +49,12 @@ func mergeDeltas(ds []store.Delta) []store.Delta {
 // created half-formed), items in parallel. A delta goes to the shard its
 // debit came from (its Placement; shard 0 for a gathered debit).
 func (s *Store) ApplyDeltas(ctx context.Context, ns string, deltas []store.Delta) error {
+	return s.applyDeltas(ctx, ns, deltas, 0)
+}
+
+// applyDeltas applies deltas, and adds events to the acquire counter of
+// each bucket they touch (a compensation takes back the acquire it undoes).
+func (s *Store) applyDeltas(ctx context.Context, ns string, deltas []store.Delta, events int64) error {
 	type dest struct {
 		k     store.BucketKey
 		shard int
@@ -63,7 +69,7 @@ func (s *Store) ApplyDeltas(ctx context.Context, ns string, deltas []store.Delta
 		groups[to] = append(groups[to], d)
 	}
 	apply := func(i int) error {
-		return s.addDeltas(ctx, ns, &target{key: order[i].k, shard: order[i].shard}, groups[order[i]])
+		return s.addDeltas(ctx, ns, &target{key: order[i].k, shard: order[i].shard}, groups[order[i]], events)
 	}
 	if len(order) == 1 {
 		return apply(0)
@@ -80,7 +86,7 @@ func (s *Store) ApplyDeltas(ctx context.Context, ns string, deltas []store.Delta
 // retry that finds its own id knows the first attempt was applied. (Another
 // write landing between the attempts would overwrite the id; that window is
 // one retry delay wide.)
-func (s *Store) addDeltas(ctx context.Context, ns string, t *target, ds []store.Delta) error {
+func (s *Store) addDeltas(ctx context.Context, ns string, t *target, ds []store.Delta, events int64) error {
 	k := t.key
 	ds = mergeDeltas(ds)
 	op := newOpID()
@@ -88,6 +94,9 @@ func (s *Store) addDeltas(ctx context.Context, ns string, t *target, ds []store.
 		e := newExpr()
 		e.where("(attribute_not_exists(%s) OR "+e.name(attrOp)+" <> %v)", attrOp, str(op))
 		e.set = append(e.set, e.name(attrOp)+" = "+e.value(str(op)))
+		if events != 0 {
+			e.addN(attrEvents, events)
+		}
 		refund := false
 		for _, d := range ds {
 			e.where("attribute_exists(%s)", limitAttr(d.Limit, fieldCapacity), nil)

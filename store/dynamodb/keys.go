@@ -64,6 +64,7 @@ const (
 	attrTTL        = "ttl"
 	attrOp         = "op" // id of the last delta write (see addDeltas)
 	attrVersion    = "v"  // counts normal writes and refunds (see writeInput)
+	attrEvents     = "ev" // counts acquires, for usage (see target.event)
 )
 
 func limitAttr(name, field string) string { return "b_" + name + "_" + field }

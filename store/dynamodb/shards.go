@@ -102,11 +102,15 @@ type target struct {
 	key           store.BucketKey
 	shard, shards int
 	req           store.BucketRequest
+	// event makes a debiting write count one acquire in the item's ev
+	// counter, which the stream aggregator turns into usage events: true
+	// except on the second and later shards of a gathered acquire.
+	event bool
 }
 
 // newTarget plans user's request against one shard of n.
 func (s *Store) newTarget(user *store.BucketRequest, shard, n int) *target {
-	t := &target{key: user.Key, shard: shard, shards: n}
+	t := &target{key: user.Key, shard: shard, shards: n, event: true}
 	t.req.Key = user.Key
 	t.req.Limits = make([]store.LimitRequest, len(user.Limits), len(user.Limits)+1)
 	for i, lr := range user.Limits {
@@ -348,6 +352,7 @@ func (s *Store) gather(ctx context.Context, ns string, user *store.BucketRequest
 	var items []types.TransactWriteItem
 	for i, t := range ts {
 		if t.takeShare(remaining) {
+			t.event = len(items) == 0
 			items = append(items, transactItem(s.writeInput(ns, t, now, its[i], recs[i], ps[i])))
 		}
 	}
