@@ -22,7 +22,8 @@ type UsageStore interface {
 	// increment whose Seq is not greater than the last one the snapshot
 	// applied from the same Source is skipped, so a redelivered or replayed
 	// batch changes nothing. Increments of one call may be applied
-	// independently of each other.
+	// independently of each other, except that those of one snapshot and
+	// Source are applied in the order given.
 	AddUsage(ctx context.Context, ns string, incs []UsageIncrement) error
 	// ListUsage returns the snapshots q selects: of an entity ordered by
 	// resource, then window start; of a resource ordered by window start,
@@ -30,6 +31,19 @@ type UsageStore interface {
 	// after q.After (the Cursor of the last snapshot of the previous page).
 	// A query without an entity needs a resource, and a valid window.
 	ListUsage(ctx context.Context, ns string, q UsageQuery) ([]UsageSnapshot, error)
+}
+
+// Change is one bucket change read from a store's change feed: what an
+// entity's bucket consumed (net, per limit) and how many acquires it took,
+// at one time.
+type Change struct {
+	NS       string // namespace id
+	Key      BucketKey
+	Time     int64            // Unix ms when the change happened
+	Consumed map[string]int64 // net millitokens per limit
+	Events   int64
+	// Source and Seq place the change in its feed (see UsageIncrement).
+	Source, Seq string
 }
 
 // MaxUsagePage bounds one page of ListUsage.
@@ -122,12 +136,11 @@ func (k UsageKey) Validate() error {
 		return model.Invalid("window", string(k.Window), "want hour or day")
 	case k.Window.Start(k.Start) != k.Start:
 		return model.Invalid("start", strconv.FormatInt(k.Start, 10), "not the start of a "+string(k.Window))
-	case k.Entity == "":
-		return model.Invalid("entity", "", "must not be empty")
-	case k.Resource == "":
-		return model.Invalid("resource", "", "must not be empty")
 	}
-	return nil
+	if err := model.ValidateEntityID(k.Entity); err != nil {
+		return err
+	}
+	return model.ValidateResource(k.Resource)
 }
 
 // Validate checks a query and returns its page size.

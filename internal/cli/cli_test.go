@@ -248,3 +248,26 @@ func TestThroughServer(t *testing.T) {
 		t.Errorf("without the key: exit %d, want 1", code)
 	}
 }
+
+func TestUsageCommands(t *testing.T) {
+	c := newCLI(t)
+	for range 3 {
+		c.want(ExitOK, "acquire", "-e", "key-1", "-r", "llm", "-c", "tpm=400", "-l", "tpm:100000/min")
+	}
+	c.want(ExitOK, "acquire", "-e", "key-2", "-r", "llm", "-c", "tpm=100", "-l", "tpm:100000/min")
+	var u api.UsageResponse
+	decode(t, c.want(ExitOK, "usage", "list", "-e", "key-1", "-o", "json"), &u)
+	if len(u.Usage) != 1 || u.Usage[0].Consumed["tpm"] != 1200 || u.Usage[0].Events != 3 {
+		t.Errorf("usage of key-1: %+v", u)
+	}
+	var sum api.UsageSummary
+	decode(t, c.want(ExitOK, "usage", "summary", "-r", "llm", "-o", "json"), &sum)
+	if sum.Events != 4 || sum.Limits["tpm"].Total != 1300 {
+		t.Errorf("summary %+v", sum)
+	}
+	if out := c.want(ExitOK, "usage", "list", "-r", "llm", "--plot", "tpm"); !strings.Contains(out, "█") || !strings.Contains(out, " 1300") {
+		t.Errorf("plot:\n%s", out)
+	}
+	c.want(ExitUsage, "usage", "list")
+	c.want(ExitUsage, "usage", "list", "-e", "k", "--window", "week")
+}

@@ -150,9 +150,10 @@ func (s *Store) GetEntity(ctx context.Context, ns, id string) (model.Entity, err
 }
 
 // DeleteEntity implements store.Entities. The entity, its configs, its
-// bucket records and its child-index entry go in one transaction; its
-// buckets then leave memory. flushMu keeps a flush from writing a bucket
-// back in between.
+// bucket records, its usage snapshots and its child-index entry go in one
+// transaction; its buckets then leave memory. flushMu keeps a flush from
+// writing a bucket back in between. Usage goes with the entity as in the
+// DynamoDB backend, which keeps it under the entity's partition.
 func (s *Store) DeleteEntity(ctx context.Context, ns, id string, ev model.AuditEvent) error {
 	if id == "" {
 		return model.ErrEntityNotFound
@@ -181,6 +182,9 @@ func (s *Store) DeleteEntity(ctx context.Context, ns, id string, ev model.AuditE
 			if _, err := deletePrefix(nsb.Bucket(name), entityPrefix(id)); err != nil {
 				return err
 			}
+		}
+		if err := deleteEntityUsage(nsb, id); err != nil {
+			return err
 		}
 		return appendAudit(nsb, ev)
 	})

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/tollgate-rl/tollgate"
+	"github.com/tollgate-rl/tollgate/store"
 	"github.com/tollgate-rl/tollgate/store/embedded"
 )
 
@@ -29,8 +30,16 @@ const (
 	crashMaxRun = 2 * time.Minute
 )
 
-// crashChild is the child's main: it writes the scenario (setUp), prints
-// "ready", then acquires 1 token at a time, alternating key-a and key-b
+// crashUsage is the usage snapshot the child adds before it is ready.
+var crashUsage = store.UsageIncrement{
+	Key:      store.UsageKey{Entity: "key-a", Resource: "api", Window: store.Hourly, Start: store.Hourly.Start(t0)},
+	Consumed: map[string]int64{"rpd": 1000}, Events: 1, Source: "crash", Seq: "1",
+}
+
+const crashUsageNS = "usage-ns"
+
+// crashChild is the child's main: it writes the scenario (setUp) and a
+// usage snapshot (crashUsage), prints "ready", then acquires 1 token at a time, alternating key-a and key-b
 // (each cascading into org), until it is killed. After every flush it
 // prints "durable N": N acquires are in the file for sure (see observe).
 func crashChild() int {
@@ -67,6 +76,11 @@ func runCrashChild(path string) error {
 	if err := setUp(ctx, lim); err != nil {
 		return err
 	}
+	// Usage is written by AddUsage's own transaction, never by a flush:
+	// it must be in the file as soon as the call returns.
+	if err := s.AddUsage(ctx, crashUsageNS, []store.UsageIncrement{crashUsage}); err != nil {
+		return err
+	}
 	fmt.Println("ready")
 	stop := time.Now().Add(crashMaxRun)
 	for i := 0; time.Now().Before(stop); i++ {
@@ -88,7 +102,7 @@ func runCrashChild(path string) error {
 
 // A process killed with SIGKILL in the middle of acquiring leaves a file
 // that opens, holds every config, entity, audit event and namespace it
-// wrote, holds every acquire the child saw flushed (so at most the last
+// wrote (usage included), holds every acquire the child saw flushed (so at most the last
 // interval of consumption is lost), and holds whole cascades only.
 func TestKill9LosesAtMostOneInterval(t *testing.T) {
 	path := tempFile(t)
@@ -156,6 +170,11 @@ func TestKill9LosesAtMostOneInterval(t *testing.T) {
 
 	s := open(t, path)
 	checkSetUp(t, s)
+	k := crashUsage.Key
+	snaps, err := s.ListUsage(t.Context(), crashUsageNS, store.UsageQuery{Entity: k.Entity, Window: k.Window, From: k.Start, To: k.Start + 1})
+	if err != nil || len(snaps) != 1 || snaps[0].Events != 1 || snaps[0].Consumed["rpd"] != 1000 {
+		t.Errorf("usage added before the kill: %+v, %v", snaps, err)
+	}
 	got := consumed(t, s, "key-a", "key-b", "org")
 	a, b, org := got[0], got[1], got[2]
 	t.Logf("after %d flushes: key-a %d, key-b %d, org %d; acknowledged and flushed for sure: %d", p.flushes, a, b, org, p.durable)

@@ -1,17 +1,18 @@
 // Package embedded is a durable Tollgate backend for one process: everything
 // lives in one local file, managed by bbolt (go.etcd.io/bbolt).
 //
-// Configuration, entities, audit events and the namespace registry are
-// written in one committed (fsynced) bbolt transaction before each call
-// returns. Bucket state, the hot path, is kept in memory exactly as the
-// memory backend keeps it (sharded, locked per shard, cascades locking their
-// shards in index order) and written to the file by a background flush every
-// interval (WithFlushInterval, 100ms by default) and by Close. Every flush
-// is one bbolt transaction over a consistent cut of the buckets, so a crash
-// can forget at most the bucket changes of the last interval and flush (an
-// under-count of consumption), never leaves half of a cascade on disk, and
-// never loses configuration, entities, audit events or namespaces. docs/embedded.md describes the file
-// layout, the contract and its measured cost.
+// Configuration, entities, audit events, the namespace registry and usage
+// snapshots (store.UsageStore) are written in one committed (fsynced) bbolt
+// transaction before each call returns. Bucket state, the hot path, is kept
+// in memory exactly as the memory backend keeps it (sharded, locked per
+// shard, cascades locking their shards in index order) and written to the
+// file by a background flush every interval (WithFlushInterval, 100ms by
+// default) and by Close. Every flush is one bbolt transaction over a
+// consistent cut of the buckets, so a crash can forget at most the bucket
+// changes of the last interval and flush (an under-count of consumption),
+// never leaves half of a cascade on disk, and never loses configuration,
+// entities, audit events, namespaces or usage. docs/embedded.md describes
+// the file layout, the contract and its measured cost.
 //
 // Only one process can open the file at a time: Open fails with ErrLocked
 // after the lock timeout (WithLockTimeout, 1s by default).
@@ -30,6 +31,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 	berrors "go.etcd.io/bbolt/errors"
 
+	"github.com/tollgate-rl/tollgate/clock"
 	"github.com/tollgate-rl/tollgate/model"
 	"github.com/tollgate-rl/tollgate/store"
 )
@@ -85,6 +87,7 @@ type options struct {
 	flushInterval time.Duration
 	lockTimeout   time.Duration
 	observer      func(FlushInfo)
+	clock         clock.Clock
 	// beforeCommit, set by this package's tests only, runs at the end of
 	// every flush transaction; an error aborts the flush.
 	beforeCommit func(tx *bolt.Tx) error
@@ -101,6 +104,15 @@ func WithFlushInterval(d time.Duration) Option {
 // process before it fails with ErrLocked. It must be positive.
 func WithLockTimeout(d time.Duration) Option {
 	return func(o *options) { o.lockTimeout = d }
+}
+
+// WithClock sets the clock that decides which usage snapshots have expired
+// (store.UsageIncrement.Expires) and may be deleted; the system clock by
+// default. Give the store the clock that dates the snapshots (the usage
+// aggregator's), or a fake clock in the past makes them expire at once.
+// Bucket state does not read it: every request carries its own time.
+func WithClock(c clock.Clock) Option {
+	return func(o *options) { o.clock = c }
 }
 
 // WithFlushObserver calls f after every flush that wrote or failed (in the
@@ -126,7 +138,7 @@ type FlushInfo struct {
 // Open opens or creates the store file at path. The file is locked for
 // this Store until Close; bucket state is loaded into memory.
 func Open(path string, opts ...Option) (*Store, error) {
-	o := options{flushInterval: DefaultFlushInterval, lockTimeout: DefaultLockTimeout}
+	o := options{flushInterval: DefaultFlushInterval, lockTimeout: DefaultLockTimeout, clock: clock.Real{}}
 	for _, f := range opts {
 		f(&o)
 	}
@@ -135,6 +147,9 @@ func Open(path string, opts ...Option) (*Store, error) {
 	}
 	if o.lockTimeout <= 0 {
 		return nil, model.Invalid("lock_timeout", o.lockTimeout.String(), "must be positive")
+	}
+	if o.clock == nil {
+		return nil, model.Invalid("clock", "nil", "must not be nil")
 	}
 	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: o.lockTimeout, FreelistType: bolt.FreelistMapType})
 	if errors.Is(err, berrors.ErrTimeout) {

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tollgate-rl/tollgate/clock"
 	"github.com/tollgate-rl/tollgate/store"
 	"github.com/tollgate-rl/tollgate/store/embedded"
 	"github.com/tollgate-rl/tollgate/store/storetest"
@@ -48,4 +49,20 @@ func TestConformance(t *testing.T) {
 func TestConformanceSharedFile(t *testing.T) {
 	s := open(t, tempFile(t), embedded.WithFlushInterval(5*time.Millisecond)) // flush often while the cases run
 	storetest.Run(t, func(t *testing.T) store.Store { return s })
+}
+
+// The usage conformance suite, with a fresh file per case, then with every
+// case sharing one file (cases keep apart by namespace). The suite dates
+// expiries from storetest.T0, long past: the fresh files keep the system
+// clock (the default must pass as it is), the shared one runs at T0, as a
+// store behind an aggregator with the same fake clock would.
+func TestUsageConformance(t *testing.T) {
+	t.Run("FreshFile", func(t *testing.T) {
+		storetest.RunUsage(t, func(t *testing.T) store.UsageStore { return open(t, tempFile(t)) })
+	})
+	t.Run("SharedFile", func(t *testing.T) {
+		s := open(t, tempFile(t), embedded.WithFlushInterval(5*time.Millisecond),
+			embedded.WithClock(clock.NewFake(time.UnixMilli(storetest.T0))))
+		storetest.RunUsage(t, func(t *testing.T) store.UsageStore { return s })
+	})
 }

@@ -21,6 +21,8 @@ import (
 //	            configs   lp(entity) + resource -> config (JSON)
 //	            audit     lp(entity) + event id -> event (JSON)
 //	            buckets   lp(entity) + resource -> bucket record (binary)
+//	            usage, usage-by-resource, usage-expiry: usage snapshots
+//	              and their indexes, created by the first AddUsage (usage.go)
 //
 // lp(s) is s prefixed with its length as a uvarint: a prefix-free code, so
 // an entity's keys share a prefix no other entity's keys start with, and any

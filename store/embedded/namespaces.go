@@ -121,7 +121,8 @@ func (s *Store) PurgeNamespace(ctx context.Context, name string, progress func(i
 		if nsb := root.Bucket([]byte(id)); nsb != nil {
 			// Bucket records are counted from memory below, which holds
 			// every bucket of the namespace.
-			for _, name := range [][]byte{bktEntities, bktConfigs, bktAudit} {
+			// Usage snapshots count once (not their index entries).
+			for _, name := range [][]byte{bktEntities, bktConfigs, bktAudit, bktUsage} {
 				if b := nsb.Bucket(name); b != nil {
 					deleted += b.Stats().KeyN
 				}

@@ -332,6 +332,7 @@ func (s *Store) DeleteEntity(ctx context.Context, ns, id string, ev model.AuditE
 			}
 			sh.mu.Unlock()
 		}
+		s.usage.drop(func(u usageID) bool { return u.ns == ns && u.key.Entity == id })
 		n.appendAudit(ev)
 		return nil
 	})
@@ -488,6 +489,7 @@ func (s *Store) PurgeNamespace(ctx context.Context, name string, progress func(i
 		}
 		sh.mu.Unlock()
 	}
+	deleted += s.usage.drop(func(id usageID) bool { return id.ns == n.ID })
 	delete(s.registry, name)
 	if progress != nil {
 		progress(deleted)

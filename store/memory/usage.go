@@ -90,3 +90,17 @@ func (s *Store) ListUsage(ctx context.Context, ns string, q store.UsageQuery) ([
 	}
 	return out, nil
 }
+
+// drop deletes the snapshots that match, reporting how many.
+func (u *usageTable) drop(match func(usageID) bool) int {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	n := 0
+	for id := range u.snaps {
+		if match(id) {
+			delete(u.snaps, id)
+			n++
+		}
+	}
+	return n
+}
