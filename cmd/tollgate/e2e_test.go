@@ -234,6 +234,13 @@ func TestServeEmbedded(t *testing.T) {
 	if len(audit.Events) < 2 {
 		t.Errorf("audit after restart: %+v", audit.Events)
 	}
+	// Usage was recorded and flushed at the stop: three acquires (one
+	// rolled back) of 3 tokens net.
+	var u api.UsageResponse
+	p.want(http.StatusOK, "GET", "/v1/usage?entity=org-1&resource=api&window=day", nil, &u)
+	if len(u.Usage) != 1 || u.Usage[0].Events != 3 || u.Usage[0].Consumed["rpm"] != 3 {
+		t.Errorf("usage after restart: %+v", u.Usage)
+	}
 }
 
 func TestServeKeys(t *testing.T) {
