@@ -127,7 +127,7 @@ or through a running server (--server URL).`,
 var commands = []func(*globals) *cobra.Command{
 	newServeCmd, newAcquireCmd, newAvailableCmd,
 	newEntityCmd, newLimitsCmd, newNamespaceCmd, newAuditCmd, newUsageCmd, newKeysCmd,
-	newDeployCmd, newStatusCmd, newDestroyCmd, newLocalCmd, newBenchCmd,
+	newDeployCmd, newStatusCmd, newDestroyCmd, newLocalCmd, newBenchCmd, newAggregatorCmd,
 }
 
 // resolve fills unset flags from the environment and checks them.

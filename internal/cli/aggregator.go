@@ -1,0 +1,93 @@
+package cli
+
+import (
+	"context"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/tollgate-rl/tollgate/aggregator"
+	"github.com/tollgate-rl/tollgate/store"
+)
+
+func newAggregatorCmd(g *globals) *cobra.Command {
+	var poll, retention time.Duration
+	var logLevel, logFormat string
+	cmd := &cobra.Command{
+		Use:   "aggregator",
+		Short: "Turn the DynamoDB table's stream into usage snapshots",
+		Long: `Read the DynamoDB stream of the table named by --store, from where the last
+run stopped (a checkpoint per stream shard, kept in the table), and write
+hourly and daily usage snapshots from every bucket change. A record handed
+twice counts once, so restarts and crashes never double-count.
+
+Stores other than DynamoDB need no aggregator: tollgate serve records their
+usage itself.`,
+		Example: "  tollgate aggregator --store 'dynamodb://tollgate?region=eu-west-1'",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			log, err := newLogger(g, logLevel, logFormat)
+			if err != nil {
+				return err
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			st, err := g.dynamoStore(ctx)
+			if err != nil {
+				return err
+			}
+			if err := st.CheckTable(ctx); err != nil {
+				return err
+			}
+			log.Info("aggregating usage from the stream", "table", st.Table())
+			var changes int
+			apply := func(ctx context.Context, batch []store.Change) error {
+				// A batch is written before the stream moves on: retry it,
+				// backing off, rather than skip it.
+				for wait := time.Second; ; wait = min(2*wait, 30*time.Second) {
+					err := aggregator.Apply(ctx, st, batch, retention)
+					if err == nil {
+						changes += len(batch)
+						log.Debug("usage written", "changes", len(batch), "total", changes)
+						return nil
+					}
+					log.Warn("writing usage; retrying the batch", "err", err, "in", wait)
+					if sleep(ctx, wait) != nil {
+						return ctx.Err()
+					}
+				}
+			}
+			for wait := time.Second; ; wait = min(2*wait, 30*time.Second) {
+				err := st.ReadChanges(ctx, poll, apply)
+				if ctx.Err() != nil {
+					log.Info("stopped", "changes", changes)
+					return nil
+				}
+				log.Warn("reading the stream; starting again", "err", err, "in", wait)
+				if sleep(ctx, wait) != nil {
+					return nil
+				}
+			}
+		},
+	}
+	cmd.Flags().DurationVar(&poll, "poll", time.Second, "how often to look for new stream records")
+	cmd.Flags().DurationVar(&retention, "retention", aggregator.DefaultRetention, "how long snapshots are kept after their window")
+	cmd.Flags().StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
+	cmd.Flags().StringVar(&logFormat, "log-format", "text", "text or json")
+	return cmd
+}
+
+// sleep waits d or until ctx ends, returning ctx.Err() in that case.
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
