@@ -293,6 +293,29 @@ func TestServeDynamoDBLocal(t *testing.T) {
 	}
 	p := serve(t, env, "--store", store)
 	exercise(t, p)
+
+	// The stream aggregator turns the table's changes into usage.
+	agg := exec.Command(tollgateBinary(t), "aggregator", "--store", store, "--poll", "100ms")
+	agg.Env = append(os.Environ(), env...)
+	var aggLog bytes.Buffer
+	agg.Stderr = &aggLog
+	if err := agg.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var u api.UsageResponse
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		p.want(http.StatusOK, "GET", "/v1/usage?entity=org-1&resource=api&window=day", nil, &u)
+		if len(u.Usage) == 1 && u.Usage[0].Events == 3 {
+			break
+		}
+	}
+	_ = agg.Process.Signal(syscall.SIGTERM)
+	if err := agg.Wait(); err != nil {
+		t.Errorf("aggregator: %v\n%s", err, aggLog.String())
+	}
+	if len(u.Usage) != 1 || u.Usage[0].Events != 3 || u.Usage[0].Consumed["rpm"] != 3 {
+		t.Errorf("usage from the stream: %+v\n%s", u.Usage, aggLog.String())
+	}
 	if code := p.stop(syscall.SIGINT); code != 0 {
 		t.Fatalf("exit code %d after SIGINT", code)
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/tollgate-rl/tollgate/rls"
 	"github.com/tollgate-rl/tollgate/server"
 	"github.com/tollgate-rl/tollgate/store"
+	"github.com/tollgate-rl/tollgate/store/dynamodb"
 )
 
 type serveFlags struct {
@@ -115,10 +116,12 @@ func runServe(ctx context.Context, g *globals, f serveFlags) error {
 
 // recordUsage wraps a store that keeps usage snapshots with the in-process
 // usage recorder, flushing every second. stop ends it after a last flush;
-// call it once the server has stopped (its leases committed).
+// call it once the server has stopped (its leases committed). A DynamoDB
+// store is left alone: its usage comes from its stream (tollgate
+// aggregator), which would count the same writes again.
 func recordUsage(st store.Store, log *slog.Logger) (store.Store, func()) {
 	us, ok := st.(store.UsageStore)
-	if !ok {
+	if _, streamed := st.(*dynamodb.Store); !ok || streamed {
 		return st, func() {}
 	}
 	rec := aggregator.NewRecorder(st, us)
