@@ -166,7 +166,8 @@ func storeErr(ctx context.Context, op, subject string, err error) error {
 	case errors.Is(err, model.ErrInvalid):
 		return err
 	case errors.Is(err, model.ErrNotFound), errors.Is(err, model.ErrEntityNotFound), errors.Is(err, model.ErrEntityExists),
-		errors.Is(err, model.ErrNamespaceNotFound), errors.Is(err, model.ErrNamespaceExists), errors.Is(err, model.ErrNamespaceDeleted):
+		errors.Is(err, model.ErrNamespaceNotFound), errors.Is(err, model.ErrNamespaceExists), errors.Is(err, model.ErrNamespaceDeleted),
+		errors.Is(err, model.ErrUsageUnsupported), errors.Is(err, model.ErrCapacityUnsupported):
 		return fmt.Errorf("%s %s: %w", op, subject, err)
 	}
 	return &model.UnavailableError{Op: op, Err: err}

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/tollgate-rl/tollgate/clock"
+	"github.com/tollgate-rl/tollgate/model"
 	"github.com/tollgate-rl/tollgate/store"
 )
 
@@ -214,4 +215,14 @@ func (r *Recorder) AddUsage(ctx context.Context, ns string, incs []store.UsageIn
 // is recorded but not yet flushed is not in it.
 func (r *Recorder) ListUsage(ctx context.Context, ns string, q store.UsageQuery) ([]store.UsageSnapshot, error) {
 	return r.usage.ListUsage(ctx, ns, q)
+}
+
+// ListBuckets implements store.BucketLister for stores that do, so that
+// capacity reports work through the recorder.
+func (r *Recorder) ListBuckets(ctx context.Context, ns, resource, after string, limit int) ([]store.ListedBucket, error) {
+	bl, ok := r.Store.(store.BucketLister)
+	if !ok {
+		return nil, model.ErrCapacityUnsupported
+	}
+	return bl.ListBuckets(ctx, ns, resource, after, limit)
 }

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/tollgate-rl/tollgate"
 	"github.com/tollgate-rl/tollgate/model"
 )
 
@@ -338,4 +339,46 @@ type LimitUsage struct {
 	Average     float64 `json:"average_per_window"`
 	Peak        int64   `json:"peak"`
 	PeakStartMS int64   `json:"peak_start_ms"`
+}
+
+// Capacity answers GET /v1/capacity.
+type Capacity struct {
+	Resource string          `json:"resource"`
+	Entities int             `json:"entities"`
+	Limits   []LimitCapacity `json:"limits"`
+}
+
+// LimitCapacity is one limit summed over a resource's buckets.
+type LimitCapacity struct {
+	Limit       string  `json:"limit"`
+	Kind        string  `json:"kind"`
+	Capacity    int64   `json:"capacity"`
+	Available   int64   `json:"available"`
+	Utilisation float64 `json:"utilisation"`
+}
+
+// FromCapacity converts a capacity report.
+func FromCapacity(rc tollgate.ResourceCapacity) Capacity {
+	out := Capacity{Resource: rc.Resource, Entities: rc.Entities, Limits: make([]LimitCapacity, len(rc.Limits))}
+	for i, l := range rc.Limits {
+		kind := "rate"
+		if l.Kind == model.Concurrency {
+			kind = "concurrency"
+		}
+		out.Limits[i] = LimitCapacity{Limit: l.Limit, Kind: kind, Capacity: l.Capacity, Available: l.Available, Utilisation: l.Utilisation}
+	}
+	return out
+}
+
+// ToCapacity converts a capacity report back.
+func ToCapacity(c Capacity) tollgate.ResourceCapacity {
+	out := tollgate.ResourceCapacity{Resource: c.Resource, Entities: c.Entities, Limits: make([]tollgate.LimitCapacity, len(c.Limits))}
+	for i, l := range c.Limits {
+		kind := model.Rate
+		if l.Kind == "concurrency" {
+			kind = model.Concurrency
+		}
+		out.Limits[i] = tollgate.LimitCapacity{Limit: l.Limit, Kind: kind, Capacity: l.Capacity, Available: l.Available, Utilisation: l.Utilisation}
+	}
+	return out
 }

@@ -28,6 +28,7 @@ var kinds = []struct {
 	{ErrConflict, http.StatusConflict, CodeConflict, "conflict"},
 	{ErrNoRoute, http.StatusNotFound, CodeNotFound, "no_route"},
 	{model.ErrUsageUnsupported, http.StatusNotImplemented, CodeUnimplemented, "usage_unsupported"},
+	{model.ErrCapacityUnsupported, http.StatusNotImplemented, CodeUnimplemented, "capacity_unsupported"},
 	{ErrTooManyLeases, http.StatusServiceUnavailable, CodeUnavailable, "too_many_leases"},
 	{ErrUnauthenticated, http.StatusUnauthorized, CodeUnauthenticated, ""},
 	{ErrPermissionDenied, http.StatusForbidden, CodePermissionDenied, ""},

@@ -62,3 +62,13 @@ func (c *Client) UsageSummary(ctx context.Context, q tollgate.UsageQuery) (tollg
 	}
 	return sum, nil
 }
+
+// Capacity reports a resource's capacity and use like Limiter.Capacity.
+func (c *Client) Capacity(ctx context.Context, resource string) (tollgate.ResourceCapacity, error) {
+	var out api.Capacity
+	q := url.Values{"resource": {resource}}
+	if err := c.do(ctx, request{method: http.MethodGet, path: api.Version + "/capacity", query: q}, &out); err != nil {
+		return tollgate.ResourceCapacity{}, err
+	}
+	return api.ToCapacity(out), nil
+}

@@ -27,6 +27,9 @@ var (
 	// ErrUsageUnsupported reports a usage query to a store that keeps no
 	// usage snapshots.
 	ErrUsageUnsupported = errors.New("this store keeps no usage snapshots")
+	// ErrCapacityUnsupported reports a capacity query to a store that
+	// cannot list a resource's buckets.
+	ErrCapacityUnsupported = errors.New("this store cannot list buckets")
 )
 
 // Status is one limit's verdict for one entity in an acquire, or its current

@@ -34,6 +34,7 @@ func (s *Server) routes() {
 	s.handle("GET "+v+"/audit", forRead, s.audit)
 	s.handle("GET "+v+"/usage", forRead, s.usage)
 	s.handle("GET "+v+"/usage/summary", forRead, s.usageSummary)
+	s.handle("GET "+v+"/capacity", forRead, s.capacity)
 
 	s.handle("POST "+v+"/namespaces", forRegistry, s.registerNamespace)
 	s.handle("GET "+v+"/namespaces", forRegistry, s.listNamespaces)

@@ -507,6 +507,12 @@ func TestUsageEndpoints(t *testing.T) {
 	if err := rec.Flush(context.Background()); err != nil {
 		t.Fatal(err)
 	}
+	var capacity api.Capacity
+	e.want(http.StatusOK, "GET", "/v1/capacity?resource=api", nil, &capacity)
+	if capacity.Entities != 1 || len(capacity.Limits) != 1 || capacity.Limits[0].Capacity != 1000 || capacity.Limits[0].Available != 500 {
+		t.Errorf("capacity %+v", capacity)
+	}
+	e.want(http.StatusBadRequest, "GET", "/v1/capacity", nil, nil)
 	clk.Advance(time.Minute)
 	var u api.UsageResponse
 	e.want(http.StatusOK, "GET", "/v1/usage?entity=key-1&resource=api", nil, &u)

@@ -95,3 +95,16 @@ func (s *Server) usageSummary(w http.ResponseWriter, r *http.Request, c *call) e
 	writeJSON(w, http.StatusOK, out)
 	return nil
 }
+
+func (s *Server) capacity(w http.ResponseWriter, r *http.Request, c *call) error {
+	lim, err := c.limiter()
+	if err != nil {
+		return err
+	}
+	rc, err := lim.Capacity(r.Context(), r.URL.Query().Get("resource"))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, api.FromCapacity(rc))
+	return nil
+}

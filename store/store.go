@@ -13,6 +13,9 @@ package store
 
 import (
 	"context"
+	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/tollgate-rl/tollgate/bucket"
@@ -273,4 +276,42 @@ func IsFull(r *Record, now int64) bool {
 		}
 	}
 	return true
+}
+
+// BucketLister lists the buckets of a resource, for capacity reports.
+// Backends that can implement it do; the limiter's Capacity needs it.
+type BucketLister interface {
+	// ListBuckets returns the stored buckets of resource in namespace ns
+	// whose entity ids are greater than after, sorted by entity id, at most
+	// limit (1 to MaxBucketPage). Each record is the whole bucket (a
+	// sharded bucket's shards summed) without hidden limits, not refilled.
+	// Buckets a backend has forgotten because they were full are missing.
+	ListBuckets(ctx context.Context, ns, resource, after string, limit int) ([]ListedBucket, error)
+}
+
+// MaxBucketPage bounds one page of ListBuckets.
+const MaxBucketPage = 1000
+
+// ListedBucket is one bucket of a listing.
+type ListedBucket struct {
+	Entity string
+	Record *Record
+}
+
+// ValidateBucketPage checks ListBuckets' arguments.
+func ValidateBucketPage(resource string, limit int) error {
+	if err := model.ValidateResource(resource); err != nil {
+		return err
+	}
+	if limit < 1 || limit > MaxBucketPage {
+		return model.Invalid("limit", strconv.Itoa(limit), "want 1 to "+strconv.Itoa(MaxBucketPage))
+	}
+	return nil
+}
+
+// FirstBuckets sorts a listing by entity and returns its first limit
+// buckets: for backends that collect a listing by scanning.
+func FirstBuckets(bs []ListedBucket, limit int) []ListedBucket {
+	slices.SortFunc(bs, func(a, b ListedBucket) int { return strings.Compare(a.Entity, b.Entity) })
+	return bs[:min(len(bs), limit)]
 }

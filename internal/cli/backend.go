@@ -26,6 +26,7 @@ type backend interface {
 	AuditEvents(ctx context.Context, entity, after string, limit int) ([]tollgate.AuditEvent, error)
 	Usage(ctx context.Context, q tollgate.UsageQuery) ([]tollgate.Usage, string, error)
 	UsageSummary(ctx context.Context, q tollgate.UsageQuery) (tollgate.UsageSummary, error)
+	Capacity(ctx context.Context, resource string) (tollgate.ResourceCapacity, error)
 
 	RegisterNamespace(ctx context.Context, name string) (tollgate.Namespace, error)
 	ListNamespaces(ctx context.Context) ([]tollgate.Namespace, error)

@@ -126,7 +126,7 @@ or through a running server (--server URL).`,
 // commands lists the constructors of the subcommands, in help order.
 var commands = []func(*globals) *cobra.Command{
 	newServeCmd, newAcquireCmd, newAvailableCmd,
-	newEntityCmd, newLimitsCmd, newNamespaceCmd, newAuditCmd, newUsageCmd, newKeysCmd,
+	newEntityCmd, newLimitsCmd, newNamespaceCmd, newAuditCmd, newUsageCmd, newCapacityCmd, newKeysCmd,
 	newDeployCmd, newStatusCmd, newDestroyCmd, newLocalCmd, newBenchCmd, newAggregatorCmd,
 }
 

@@ -268,6 +268,12 @@ func TestUsageCommands(t *testing.T) {
 	if out := c.want(ExitOK, "usage", "list", "-r", "llm", "--plot", "tpm"); !strings.Contains(out, "█") || !strings.Contains(out, " 1300") {
 		t.Errorf("plot:\n%s", out)
 	}
+	var capacity api.Capacity
+	decode(t, c.want(ExitOK, "capacity", "-r", "llm", "-o", "json"), &capacity)
+	if capacity.Entities != 2 || len(capacity.Limits) != 1 || capacity.Limits[0].Capacity != 200_000 || capacity.Limits[0].Available > 200_000-1300 {
+		t.Errorf("capacity %+v", capacity)
+	}
+	c.want(ExitUsage, "capacity")
 	c.want(ExitUsage, "usage", "list")
 	c.want(ExitUsage, "usage", "list", "-e", "k", "--window", "week")
 }

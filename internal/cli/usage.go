@@ -204,3 +204,34 @@ func newUsageSummaryCmd(g *globals) *cobra.Command {
 	f.add(cmd)
 	return cmd
 }
+
+func newCapacityCmd(g *globals) *cobra.Command {
+	var resource string
+	cmd := &cobra.Command{
+		Use:   "capacity",
+		Short: "Sum each limit's capacity and availability over a resource's entities",
+		Long: `Read every bucket of a resource (a sharded one once) and sum, per limit,
+the capacity and the balance now. Entities back at full capacity may be
+missing (stores forget full buckets), which leaves utilisation unchanged.`,
+		Example: "  tollgate capacity -r openai/gpt-4o",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return g.withBackend(cmd, func(ctx context.Context, b backend) error {
+				rc, err := b.Capacity(ctx, resource)
+				if err != nil {
+					return err
+				}
+				return g.printOut(api.FromCapacity(rc), func(w *tabwriter.Writer) {
+					row(w, "LIMIT", "KIND", "CAPACITY", "AVAILABLE", "UTILISATION")
+					for _, l := range rc.Limits {
+						row(w, l.Limit, l.Kind, l.Capacity, l.Available, fmt.Sprintf("%.1f%%", 100*l.Utilisation))
+					}
+					row(w, fmt.Sprintf("(%d entities)", rc.Entities), "", "", "", "")
+				})
+			})
+		},
+	}
+	cmd.Flags().StringVarP(&resource, "resource", "r", "", "the resource (required)")
+	_ = cmd.MarkFlagRequired("resource")
+	return cmd
+}

@@ -546,3 +546,23 @@ func TestUsagePurge(t *testing.T) {
 		t.Errorf("another namespace lost snapshots: %d left, want 12", len(got))
 	}
 }
+
+func TestBucketListerConformance(t *testing.T) {
+	s := newTable(t)
+	storetest.RunBucketLister(t, func(t *testing.T) storetest.ListerStore { return s })
+}
+
+// A sharded bucket is listed once, with its shards summed.
+func TestListBucketsShardedOnce(t *testing.T) {
+	s := newTable(t, WithWritePressureLimit(2), WithMaxShards(4))
+	k := store.BucketKey{Entity: "hot", Resource: "api"}
+	grants := splitTo(t, s, k, hotParams, hotEpoch, 4)
+	bs, err := s.ListBuckets(context.Background(), "ns", "api", "", 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(bs) != 1 || bs[0].Entity != "hot" || bs[0].Record.Limits[0].Params.Capacity != hotParams.Capacity ||
+		bs[0].Record.Limits[0].State.Tokens != hotParams.Capacity-grants*1000 {
+		t.Fatalf("listing %+v", bs)
+	}
+}

@@ -66,3 +66,7 @@ func TestUsageConformance(t *testing.T) {
 	s := memory.New()
 	storetest.RunUsage(t, func(t *testing.T) store.UsageStore { return s })
 }
+
+func TestBucketListerConformance(t *testing.T) {
+	storetest.RunBucketLister(t, func(t *testing.T) storetest.ListerStore { return memory.New() })
+}

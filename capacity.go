@@ -1,0 +1,103 @@
+package tollgate
+
+import (
+	"context"
+	"maps"
+	"slices"
+
+	"github.com/tollgate-rl/tollgate/bucket"
+	"github.com/tollgate-rl/tollgate/model"
+	"github.com/tollgate-rl/tollgate/store"
+)
+
+// ErrCapacityUnsupported is returned by Capacity when the limiter's store
+// cannot list a resource's buckets (it does not implement
+// store.BucketLister).
+var ErrCapacityUnsupported = model.ErrCapacityUnsupported
+
+// ResourceCapacity is how much of a resource's limits is in use across its
+// entities, now.
+type ResourceCapacity struct {
+	Resource string
+	// Entities counts the buckets found: entities that used the resource
+	// and are not back at full capacity (a backend may forget full
+	// buckets, which would add capacity and availability alike).
+	Entities int
+	Limits   []LimitCapacity
+}
+
+// LimitCapacity sums one limit over a resource's buckets.
+type LimitCapacity struct {
+	Limit     string
+	Kind      Kind
+	Capacity  int64 // whole tokens, summed over the buckets
+	Available int64 // whole tokens after refill, summed (debt counts negative)
+	// Utilisation is 1 - Available/Capacity: the share of the summed
+	// capacity in use.
+	Utilisation float64
+}
+
+// Capacity sums, over every bucket of resource in the limiter's namespace,
+// each limit's capacity and current (refilled) balance. A sharded bucket
+// counts once. It reads every bucket: for dashboards, not for hot paths.
+func (l *Limiter) Capacity(ctx context.Context, resource string) (ResourceCapacity, error) {
+	bl, ok := l.store.(store.BucketLister)
+	if !ok {
+		return ResourceCapacity{}, ErrCapacityUnsupported
+	}
+	if err := model.ValidateResource(resource); err != nil {
+		return ResourceCapacity{}, err
+	}
+	ns, err := l.nsForAdmin(ctx)
+	if err != nil {
+		return ResourceCapacity{}, err
+	}
+	now := l.clock.Now().UnixMilli()
+	out := ResourceCapacity{Resource: resource}
+	sums := map[string]*limitSum{}
+	for after := ""; ; {
+		page, err := bl.ListBuckets(ctx, ns, resource, after, store.MaxBucketPage)
+		if err != nil {
+			return ResourceCapacity{}, storeErr(ctx, "list buckets", resource, err)
+		}
+		for _, b := range page {
+			out.Entities++
+			for _, ls := range b.Record.Limits {
+				st := bucket.Refill(ls.State, ls.Params, now-b.Record.Refilled)
+				s := sums[ls.Name]
+				if s == nil {
+					s = &limitSum{}
+					sums[ls.Name] = s
+				}
+				s.capacity = addSat(s.capacity, ls.Params.Capacity)
+				s.tokens = addSat(s.tokens, st.Tokens)
+				s.concurrency = s.concurrency || ls.Params.Amount == 0
+			}
+		}
+		if len(page) < store.MaxBucketPage {
+			break
+		}
+		after = page[len(page)-1].Entity
+	}
+	for _, name := range slices.Sorted(maps.Keys(sums)) {
+		s := sums[name]
+		lc := LimitCapacity{Limit: name, Capacity: s.capacity / 1000, Available: bucket.Available(bucket.State{Tokens: s.tokens})}
+		if s.concurrency {
+			lc.Kind = model.Concurrency
+		}
+		if s.capacity > 0 {
+			lc.Utilisation = 1 - float64(s.tokens)/float64(s.capacity)
+		}
+		out.Limits = append(out.Limits, lc)
+	}
+	return out, nil
+}
+
+// limitSum accumulates one limit over buckets, in millitokens.
+type limitSum struct {
+	capacity, tokens int64
+	concurrency      bool
+}
+
+// addSat adds two balances, saturating at ±bucket.MaxTokens.
+func addSat(a, b int64) int64 { return bucket.ForceConsume(bucket.State{Tokens: a}, -b).Tokens }
