@@ -1,0 +1,44 @@
+package dynamodb
+
+import (
+	"context"
+	"testing"
+
+	"github.com/tollgate-rl/tollgate/store"
+)
+
+func TestProactiveRefill(t *testing.T) {
+	s := newTable(t)
+	ctx := context.Background()
+	k := store.BucketKey{Entity: "hot", Resource: "api"}
+	for range 5 { // 500 of 1000 tokens; after the first, speculative writes that leave rf alone
+		if !mustConsume(t, s, "ns", consumeReq(hotEpoch, hotParams, 100_000, k)) {
+			t.Fatal("refused")
+		}
+	}
+	// 0.5 s later refill has earned 50 tokens: 5% of the capacity, not worth a write.
+	if wrote, err := s.Refill(ctx, "ns", k, 0, hotEpoch+500); err != nil || wrote {
+		t.Fatalf("Refill after 0.5 s: wrote %v, %v; want nothing written", wrote, err)
+	}
+	// 2 s later: 200 tokens earned, worth it.
+	if wrote, err := s.Refill(ctx, "ns", k, 0, hotEpoch+2_000); err != nil || !wrote {
+		t.Fatalf("Refill after 2 s: wrote %v, %v", wrote, err)
+	}
+	it, err := s.getItem(ctx, "ns", &target{key: k})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rf, _ := getN(it, attrRefilled)
+	tk, _ := getN(it, limitAttr("rpm", fieldTokens))
+	ev, _ := getN(it, attrEvents)
+	if rf != hotEpoch+2_000 || tk != 700_000 || ev != 5 {
+		t.Errorf("after the refill: rf %+d ms, balance %d, events %d; want +2000, 700000, 5", rf-hotEpoch, tk, ev)
+	}
+	// The refilled balance is exactly what reading the bucket gives.
+	if got := balanceAt(t, s, "ns", k, "rpm", hotEpoch+2_000); got != 700_000 {
+		t.Errorf("balance read %d, want 700000", got)
+	}
+	if wrote, err := s.Refill(ctx, "ns", store.BucketKey{Entity: "none", Resource: "api"}, 0, hotEpoch); err != nil || wrote {
+		t.Errorf("Refill of a missing bucket: %v, %v", wrote, err)
+	}
+}
