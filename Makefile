@@ -5,7 +5,7 @@ GO        ?= go
 BENCHTIME ?= 1s
 BENCHCOUNT ?= 5
 
-.PHONY: run demo test bench bench-dynamodb load lint deps build clean dynamodb-local
+.PHONY: run demo test bench bench-dynamodb load lint deps build clean dynamodb-local lambda
 
 ## run: tollgate serve on http://127.0.0.1:8080, stored in ./tollgate.db.
 run:
@@ -59,6 +59,15 @@ deps:
 
 build:
 	$(GO) build ./...
+
+## lambda: the stream aggregator as an AWS Lambda function, for the
+## provided.al2023 runtime on arm64: dist/tollgate-lambda.zip, holding the
+## executable bootstrap (docs/aggregator.md, "Deploying as AWS Lambda").
+lambda: deps
+	mkdir -p dist
+	CGO_ENABLED=0 GOOS=linux GOARCH=arm64 $(GO) build -tags lambda.norpc -trimpath -ldflags='-s -w' \
+		-o dist/bootstrap ./cmd/tollgate-lambda
+	$(GO) run ./cmd/tollgate-lambda/internal/mkzip dist/tollgate-lambda.zip dist/bootstrap
 
 clean:
 	rm -f bench.out bench-dynamodb.out

@@ -2,6 +2,9 @@ package cli
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
 	"os"
 	"os/signal"
 	"syscall"
@@ -11,10 +14,11 @@ import (
 
 	"github.com/tollgate-rl/tollgate/aggregator"
 	"github.com/tollgate-rl/tollgate/store"
+	"github.com/tollgate-rl/tollgate/store/dynamodb"
 )
 
 func newAggregatorCmd(g *globals) *cobra.Command {
-	var poll, retention time.Duration
+	var poll, retention, lease time.Duration
 	var logLevel, logFormat string
 	cmd := &cobra.Command{
 		Use:   "aggregator",
@@ -24,11 +28,22 @@ run stopped (a checkpoint per stream shard, kept in the table), and write
 hourly and daily usage snapshots from every bucket change. A record handed
 twice counts once, so restarts and crashes never double-count.
 
+Several instances may run on one table: they divide the stream's shards
+between them with leases kept in the table (--shard-lease long, renewed every
+third of that). One that stops cleanly hands its shards over at once; the
+shards of one that dies wait until its leases expire. The machines' clocks
+must agree to well within --shard-lease.
+
 Stores other than DynamoDB need no aggregator: tollgate serve records their
 usage itself.`,
 		Example: "  tollgate aggregator --store 'dynamodb://tollgate?region=eu-west-1'",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if lease < time.Second {
+				// Shorter leases are mostly spent renewing, and lost to
+				// any slow call.
+				return usagef("--shard-lease %v: at least 1s", lease)
+			}
 			log, err := newLogger(g, logLevel, logFormat)
 			if err != nil {
 				return err
@@ -42,7 +57,10 @@ usage itself.`,
 			if err := st.CheckTable(ctx); err != nil {
 				return err
 			}
-			log.Info("aggregating usage from the stream", "table", st.Table())
+			// One name for the process (kept across restarts of the reader
+			// after errors), telling operators whose lease items they see.
+			owner := leaseOwner()
+			log.Info("aggregating usage from the stream", "table", st.Table(), "owner", owner, "lease", lease)
 			var changes int
 			apply := func(ctx context.Context, batch []store.Change) error {
 				// A batch is written before the stream moves on: retry it,
@@ -61,7 +79,7 @@ usage itself.`,
 				}
 			}
 			for wait := time.Second; ; wait = min(2*wait, 30*time.Second) {
-				err := st.ReadChanges(ctx, poll, apply)
+				err := st.ReadChanges(ctx, poll, apply, dynamodb.WithLease(lease), dynamodb.WithLeaseOwner(owner))
 				if ctx.Err() != nil {
 					log.Info("stopped", "changes", changes)
 					return nil
@@ -74,10 +92,20 @@ usage itself.`,
 		},
 	}
 	cmd.Flags().DurationVar(&poll, "poll", time.Second, "how often to look for new stream records")
+	cmd.Flags().DurationVar(&lease, "shard-lease", dynamodb.DefaultLease, "how long a stream shard stays with an instance that stops renewing its lease")
 	cmd.Flags().DurationVar(&retention, "retention", aggregator.DefaultRetention, "how long snapshots are kept after their window")
 	cmd.Flags().StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	cmd.Flags().StringVar(&logFormat, "log-format", "text", "text or json")
 	return cmd
+}
+
+// leaseOwner names this process in the stream's lease items: host, pid
+// and a random part, since hosts and pids repeat across containers.
+func leaseOwner() string {
+	host, _ := os.Hostname()
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b[:]))
 }
 
 // sleep waits d or until ctx ends, returning ctx.Err() in that case.

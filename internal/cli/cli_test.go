@@ -270,7 +270,7 @@ func TestUsageCommands(t *testing.T) {
 	}
 	var capacity api.Capacity
 	decode(t, c.want(ExitOK, "capacity", "-r", "llm", "-o", "json"), &capacity)
-	if capacity.Entities != 2 || len(capacity.Limits) != 1 || capacity.Limits[0].Capacity != 200_000 || capacity.Limits[0].Available > 200_000-1300 {
+	if capacity.Entities != 2 || len(capacity.Limits) != 1 || capacity.Limits[0].Capacity != 200_000 || capacity.Limits[0].Available < 200_000-1300 || capacity.Limits[0].Available >= 200_000 {
 		t.Errorf("capacity %+v", capacity)
 	}
 	c.want(ExitUsage, "capacity")

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -32,7 +33,16 @@ const seqWidth = 48
 // next call hands the batch again (so handle must be idempotent per
 // (Source, Seq), as store.UsageStore is). It polls open shards every poll
 // interval, and returns nil once ctx ends.
-func (s *Store) ReadChanges(ctx context.Context, poll time.Duration, handle func(context.Context, []store.Change) error) error {
+//
+// Several calls, in one process or many, divide the stream's shards
+// between them with leases kept in the table (see leases.go): each reads
+// only the shards it holds a lease on, takes at most its fair share,
+// renews its leases while it runs and releases them when it returns, so
+// that another reader takes over at once. The shards of a reader that dies
+// wait until its leases expire (WithLease). Two readers of one shard (a
+// lease taken from a reader that was paused) only repeat work: handle is
+// idempotent and checkpoints never move back.
+func (s *Store) ReadChanges(ctx context.Context, poll time.Duration, handle func(context.Context, []store.Change) error, opts ...ReadOption) error {
 	desc, err := s.DescribeTable(ctx)
 	if err != nil {
 		return err
@@ -40,7 +50,28 @@ func (s *Store) ReadChanges(ctx context.Context, poll time.Duration, handle func
 	if desc.StreamARN == "" {
 		return errors.New("dynamodb: the table has no stream (create it without WithoutStreams)")
 	}
-	r := &streamReader{s: s, arn: desc.StreamARN, client: s.streamsClient(), handle: handle}
+	o := newReadOptions(opts)
+	leases := newLeaser(s, o)
+	if err := leases.heartbeat(ctx); err != nil {
+		return err
+	}
+	renewing, stopRenewing := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() { leases.renewEvery(renewing) })
+	defer func() {
+		stopRenewing()
+		wg.Wait()
+		if o.keepLeases {
+			return
+		}
+		// ctx has usually ended here: release on a context of its own,
+		// bounded, since a release that fails only makes the others wait
+		// for the expiry.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_ = leases.releaseAll(rctx)
+	}()
+	r := &streamReader{s: s, arn: desc.StreamARN, client: s.streamsClient(), handle: handle, leases: leases, batch: 1000}
 	for {
 		progressed, err := r.round(ctx)
 		switch {
@@ -74,33 +105,66 @@ type streamReader struct {
 	arn    string
 	client *dynamodbstreams.Client
 	handle func(context.Context, []store.Change) error
+	leases *leaser
+	batch  int32 // records per GetRecords call: 1,000, the most; tests use fewer
 }
 
-// round reads every readable shard as far as it goes; it reports whether
-// anything was read.
+// maxBatchesPerVisit bounds how long one shard is read before the round
+// moves on: a shard that never runs dry would otherwise starve the others
+// this reader holds, and delay the next plan of the leases.
+const maxBatchesPerVisit = 10
+
+// round reads every readable shard it holds (or can take) a lease on as
+// far as it goes; it reports whether anything was read.
 func (r *streamReader) round(ctx context.Context) (bool, error) {
 	shards, err := r.shards(ctx)
+	if err != nil {
+		return false, err
+	}
+	st, err := r.s.streamState(ctx)
 	if err != nil {
 		return false, err
 	}
 	done := map[string]bool{}
 	known := map[string]bool{}
 	for _, sh := range shards {
-		known[aws.ToString(sh.ShardId)] = true
+		id := aws.ToString(sh.ShardId)
+		known[id], done[id] = true, st.checkpoints[id].done
+	}
+	// A shard is read once its parent is finished (or has aged out of the
+	// stream).
+	readable := func(sh types.Shard) bool {
+		p := aws.ToString(sh.ParentShardId)
+		return !done[aws.ToString(sh.ShardId)] && (p == "" || !known[p] || done[p])
+	}
+	var open []string
+	for _, sh := range shards {
+		if readable(sh) {
+			open = append(open, aws.ToString(sh.ShardId))
+		}
+	}
+	if err := r.leases.plan(ctx, st, open); err != nil {
+		return false, err
 	}
 	progressed := false
-	// Parents first: a shard is read once its parent is finished (or has
-	// aged out of the stream). Shards come in creation order, so a few
-	// passes settle every chain.
+	visited := map[string]bool{}
+	// Shards come in creation order, so a few passes settle every chain
+	// of parents finished in this round.
 	for pass := 0; pass < 3; pass++ {
 		for _, sh := range shards {
 			id := aws.ToString(sh.ShardId)
-			if done[id] {
+			if visited[id] || !readable(sh) {
 				continue
 			}
-			if p := aws.ToString(sh.ParentShardId); p != "" && known[p] && !done[p] {
-				continue
+			visited[id] = true
+			ok, err := r.leases.acquire(ctx, id, st)
+			if err != nil {
+				return progressed, err
 			}
+			if !ok {
+				continue // another reader's
+			}
+			// Read afresh: the previous holder may have moved it since st.
 			cp, err := r.s.checkpoint(ctx, id)
 			if err != nil {
 				return progressed, err
@@ -119,6 +183,11 @@ func (r *streamReader) round(ctx context.Context) (bool, error) {
 				}
 			}
 			done[id] = true
+			// A finished shard needs no lease; its children may need this
+			// reader's share.
+			if err := r.leases.release(ctx, id); err != nil {
+				return progressed, err
+			}
 		}
 	}
 	return progressed, nil
@@ -140,19 +209,26 @@ func (r *streamReader) shards(ctx context.Context) ([]types.Shard, error) {
 }
 
 // readShard reads one shard from after seq until it has no more records
-// now; closed reports that it never will (the shard is finished).
+// now, this reader no longer holds its lease, or maxBatchesPerVisit
+// batches were read; closed reports that it never will have more (the
+// shard is finished).
 func (r *streamReader) readShard(ctx context.Context, shard, seq string) (n int, closed bool, err error) {
 	in := &dynamodbstreams.GetShardIteratorInput{StreamArn: &r.arn, ShardId: &shard, ShardIteratorType: types.ShardIteratorTypeTrimHorizon}
 	if seq != "" {
-		in.ShardIteratorType, in.SequenceNumber = types.ShardIteratorTypeAfterSequenceNumber, aws.String(strings.TrimLeft(seq, "0"))
+		in.ShardIteratorType, in.SequenceNumber = types.ShardIteratorTypeAfterSequenceNumber, aws.String(unpadSeq(seq))
 	}
 	it, err := r.client.GetShardIterator(ctx, in)
 	if err != nil {
 		return 0, false, fmt.Errorf("dynamodb: stream shard %s: %w", shard, err)
 	}
 	iter := it.ShardIterator
-	for iter != nil {
-		out, err := r.client.GetRecords(ctx, &dynamodbstreams.GetRecordsInput{ShardIterator: iter, Limit: aws.Int32(1000)})
+	for batches := 0; iter != nil; batches++ {
+		// A lost lease stops the reading at the next batch; the new holder
+		// goes on from the checkpoint.
+		if batches == maxBatchesPerVisit || !r.leases.holds(shard) {
+			return n, false, nil
+		}
+		out, err := r.client.GetRecords(ctx, &dynamodbstreams.GetRecordsInput{ShardIterator: iter, Limit: aws.Int32(r.batch)})
 		if err != nil {
 			return n, false, fmt.Errorf("dynamodb: stream shard %s: %w", shard, err)
 		}
@@ -180,6 +256,21 @@ func (r *streamReader) readShard(ctx context.Context, shard, seq string) (n int,
 	return n, true, nil
 }
 
+// minSeqWidth is the shortest sequence number the Streams API accepts;
+// DynamoDB Local's are zero-padded to it.
+const minSeqWidth = 21
+
+// unpadSeq undoes padSeq for the Streams API: without the padding, but no
+// shorter than minSeqWidth (a sequence number of DynamoDB Local keeps its
+// own leading zeros; AWS's have none and are longer).
+func unpadSeq(seq string) string {
+	seq = strings.TrimLeft(seq, "0")
+	if len(seq) < minSeqWidth {
+		seq = strings.Repeat("0", minSeqWidth-len(seq)) + seq
+	}
+	return seq
+}
+
 func padSeq(seq string) string {
 	if len(seq) >= seqWidth {
 		return seq
@@ -187,34 +278,65 @@ func padSeq(seq string) string {
 	return strings.Repeat("0", seqWidth-len(seq)) + seq
 }
 
-// changeOf turns a stream record of a bucket item into a change: the rise
-// of each limit's consumed counter and of the acquire counter. Other items
-// and deletions are not changes.
+// changeOf turns a stream record of a bucket item into a change.
 func changeOf(shard string, rec types.Record) (store.Change, bool) {
 	sr := rec.Dynamodb
-	if sr == nil || rec.EventName == types.OperationTypeRemove || streamS(sr.NewImage, attrSK) != skState {
+	if sr == nil {
 		return store.Change{}, false
 	}
-	pk := streamS(sr.NewImage, attrPK)
+	var at time.Time
+	if sr.ApproximateCreationDateTime != nil {
+		at = *sr.ApproximateCreationDateTime
+	}
+	return ChangeOf(ImageChange{
+		Source: shard, Seq: aws.ToString(sr.SequenceNumber), Time: at, Removed: rec.EventName == types.OperationTypeRemove,
+		Old: streamImage(sr.OldImage), New: streamImage(sr.NewImage),
+	})
+}
+
+// Image reads attributes of an item image: strings and numbers, as
+// decimal text (the form every DynamoDB stream consumer gets them in).
+type Image interface {
+	S(name string) string
+	N(name string) string
+	Names() []string
+}
+
+// ImageChange is one stream record as any consumer of the stream sees it
+// (this package's reader, or an AWS Lambda handler).
+type ImageChange struct {
+	Source   string // the stream shard
+	Seq      string // the record's sequence number
+	Time     time.Time
+	Removed  bool
+	Old, New Image // nil when absent
+}
+
+// ChangeOf turns a stream record of a bucket item into a change: the rise
+// of each limit's consumed counter and of the acquire counter, dated by the
+// record. Other items and deletions are not changes.
+func ChangeOf(r ImageChange) (store.Change, bool) {
+	if r.Removed || r.New == nil || r.New.S(attrSK) != skState {
+		return store.Change{}, false
+	}
+	pk := r.New.S(attrPK)
 	i := strings.Index(pk, "/BUCKET#")
 	if i < 0 {
 		return store.Change{}, false
 	}
 	c := store.Change{
 		NS:       pk[:i],
-		Key:      store.BucketKey{Entity: streamS(sr.NewImage, attrEntity), Resource: streamS(sr.NewImage, attrResource)},
+		Key:      store.BucketKey{Entity: r.New.S(attrEntity), Resource: r.New.S(attrResource)},
+		Time:     r.Time.UnixMilli(),
 		Consumed: map[string]int64{},
-		Events:   streamN(sr.NewImage, attrEvents) - streamN(sr.OldImage, attrEvents),
-		Source:   shard,
-		Seq:      padSeq(aws.ToString(sr.SequenceNumber)),
-	}
-	if t := sr.ApproximateCreationDateTime; t != nil {
-		c.Time = t.UnixMilli()
+		Events:   imageN(r.New, attrEvents) - imageN(r.Old, attrEvents),
+		Source:   r.Source,
+		Seq:      padSeq(r.Seq),
 	}
 	suffix := "_" + fieldConsumed
-	for name := range sr.NewImage {
+	for _, name := range r.New.Names() {
 		if strings.HasPrefix(name, "b_") && strings.HasSuffix(name, suffix) {
-			if d := streamN(sr.NewImage, name) - streamN(sr.OldImage, name); d != 0 {
+			if d := imageN(r.New, name) - imageN(r.Old, name); d != 0 {
 				c.Consumed[name[2:len(name)-len(suffix)]] = d
 			}
 		}
@@ -222,19 +344,37 @@ func changeOf(shard string, rec types.Record) (store.Change, bool) {
 	return c, len(c.Consumed) > 0 || c.Events != 0
 }
 
-func streamS(img map[string]types.AttributeValue, name string) string {
-	if v, ok := img[name].(*types.AttributeValueMemberS); ok {
+func imageN(img Image, name string) int64 {
+	if img == nil {
+		return 0
+	}
+	n, _ := strconv.ParseInt(img.N(name), 10, 64)
+	return n
+}
+
+// streamImage adapts an image of the DynamoDB Streams API.
+type streamImage map[string]types.AttributeValue
+
+func (m streamImage) S(name string) string {
+	if v, ok := m[name].(*types.AttributeValueMemberS); ok {
 		return v.Value
 	}
 	return ""
 }
 
-func streamN(img map[string]types.AttributeValue, name string) int64 {
-	if v, ok := img[name].(*types.AttributeValueMemberN); ok {
-		n, _ := strconv.ParseInt(v.Value, 10, 64)
-		return n
+func (m streamImage) N(name string) string {
+	if v, ok := m[name].(*types.AttributeValueMemberN); ok {
+		return v.Value
 	}
-	return 0
+	return ""
+}
+
+func (m streamImage) Names() []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
 }
 
 // streamCheckpoint is how far one stream shard has been read.
@@ -244,7 +384,7 @@ type streamCheckpoint struct {
 }
 
 func checkpointKey(shard string) map[string]ddbtypes.AttributeValue {
-	return item{attrPK: str(registryPK()), attrSK: str("#STREAM#" + shard)}
+	return item{attrPK: str(registryPK()), attrSK: str(skCheckpoint + shard)}
 }
 
 func (s *Store) checkpoint(ctx context.Context, shard string) (streamCheckpoint, error) {
@@ -270,8 +410,7 @@ func (s *Store) saveCheckpoint(ctx context.Context, shard, seq string, done bool
 		TableName: &s.table, Key: checkpointKey(shard), UpdateExpression: e.update(),
 		ConditionExpression: e.condition(), ExpressionAttributeNames: e.names, ExpressionAttributeValues: e.attrValues(),
 	})
-	var cond *ddbtypes.ConditionalCheckFailedException
-	if err != nil && !errors.As(err, &cond) {
+	if err != nil && !isConditionFailed(err) {
 		return fmt.Errorf("dynamodb: save stream checkpoint: %w", err)
 	}
 	return nil

@@ -141,3 +141,14 @@ func mustStreamARN(t *testing.T, s *Store) string {
 	}
 	return d.StreamARN
 }
+
+// A checkpoint's padded sequence number goes back to the Streams API in a
+// form it accepts: DynamoDB Local's keep their 21 digits, AWS's come back
+// unchanged.
+func TestStreamSeqPadding(t *testing.T) {
+	for _, seq := range []string{"000000000000000000085", "100000000000000000001", "4421584500000000017450439091"} {
+		if got := unpadSeq(padSeq(seq)); got != seq {
+			t.Errorf("unpadSeq(padSeq(%s)) = %s", seq, got)
+		}
+	}
+}

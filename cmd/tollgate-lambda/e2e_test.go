@@ -1,0 +1,260 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	awsdynamodb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams/types"
+
+	"github.com/tollgate-rl/tollgate"
+	"github.com/tollgate-rl/tollgate/aggregator"
+	"github.com/tollgate-rl/tollgate/clock"
+	"github.com/tollgate-rl/tollgate/internal/ddblocal"
+	"github.com/tollgate-rl/tollgate/store"
+	"github.com/tollgate-rl/tollgate/store/dynamodb"
+	"github.com/tollgate-rl/tollgate/store/memory"
+)
+
+// endpoint is the DynamoDB Local of this test binary, set by TestMain.
+var endpoint string
+
+func TestMain(m *testing.M) { os.Exit(ddblocal.Main(m, &endpoint)) }
+
+func localConfig() aws.Config {
+	return aws.Config{Region: "us-east-1", Credentials: credentials.NewStaticCredentialsProvider("tollgate", "local", "")}
+}
+
+// The stream of a real table, handed to the handler as Lambda would hand it
+// (batch by batch, with the shard id of a tumbling window), gives the same
+// usage as the stream reader of `tollgate aggregator`, and handing it all
+// again changes nothing.
+func TestStreamThroughHandler(t *testing.T) {
+	if endpoint == "" {
+		t.Skip(ddblocal.Help)
+	}
+	ctx := context.Background()
+	s := dynamodb.New(localConfig(), "tollgate-lambda-"+time.Now().Format("150405.000000"), nil,
+		func(o *awsdynamodb.Options) { o.BaseEndpoint = aws.String(endpoint) })
+	if err := s.CreateTable(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.DeleteTable(context.Background()) })
+
+	clk := clock.NewFake(time.Now().Truncate(time.Hour).Add(30 * time.Minute))
+	lim, err := tollgate.New(s, tollgate.WithClock(clk))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := lim.CreateEntity(ctx, tollgate.Entity{ID: "org"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := lim.CreateEntity(ctx, tollgate.Entity{ID: "key", ParentID: "org", Cascade: true}); err != nil {
+		t.Fatal(err)
+	}
+	limits := tollgate.WithLimits(tollgate.PerMinute("tpm", 1_000_000))
+	for i := range 5 {
+		le, err := lim.Acquire(ctx, "key", "llm", tollgate.Consume{"tpm": 100}, limits)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i == 0 {
+			if err := le.Adjust(tollgate.Consume{"tpm": 50}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := le.Commit(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ns, err := s.GetNamespace(ctx, "default")
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	batches := streamBatches(t, s)
+	h := &handler{usage: s, retention: aggregator.DefaultRetention}
+	for _, ev := range batches {
+		if _, err := h.handle(ctx, ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := snapshots(t, s, ns.ID)
+	for _, entity := range []string{"key", "org"} {
+		for _, w := range []store.Window{store.Hourly, store.Daily} {
+			if ev, tpm := total(got, entity, w); ev != 5 || tpm != 550_000 {
+				t.Errorf("%s usage of %s: %d acquires, %d tpm millitokens; want 5 and 550000", w, entity, ev, tpm)
+			}
+		}
+	}
+
+	// The stream reader's usage of the same stream, into memory.
+	mem := memory.New()
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		done <- s.ReadChanges(rctx, 50*time.Millisecond, func(ctx context.Context, cs []store.Change) error {
+			return aggregator.Apply(ctx, mem, cs, aggregator.DefaultRetention)
+		})
+	}()
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); {
+		if sameUsage(snapshots(t, mem, ns.ID), got) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond) // waiting on DynamoDB Local's stream
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if want := snapshots(t, mem, ns.ID); !sameUsage(got, want) {
+		t.Errorf("through the handler: %v; through the stream reader: %v", got, want)
+	}
+
+	// Lambda retries every batch: nothing moves.
+	for _, ev := range slices.Backward(batches) {
+		if _, err := h.handle(ctx, ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if again := snapshots(t, s, ns.ID); !sameUsage(again, got) {
+		t.Errorf("after handing every batch again: %v, want %v", again, got)
+	}
+}
+
+// snapshots returns the snapshots of key and org on llm, by
+// "entity/window/start".
+func snapshots(t *testing.T, us store.UsageStore, ns string) map[string]usage {
+	t.Helper()
+	out := map[string]usage{}
+	for _, entity := range []string{"key", "org"} {
+		for _, w := range []store.Window{store.Hourly, store.Daily} {
+			snaps, err := us.ListUsage(context.Background(), ns, store.UsageQuery{Entity: entity, Resource: "llm", Window: w, From: 0, To: 1 << 50})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, s := range snaps {
+				out[fmt.Sprintf("%s/%s/%d", entity, w, s.Key.Start)] = usage{consumed: s.Consumed, events: s.Events}
+			}
+		}
+	}
+	return out
+}
+
+// total sums the snapshots of one entity and window.
+func total(snaps map[string]usage, entity string, w store.Window) (events, tpm int64) {
+	for k, u := range snaps {
+		if strings.HasPrefix(k, entity+"/"+string(w)+"/") {
+			events += u.events
+			tpm += u.consumed["tpm"]
+		}
+	}
+	return events, tpm
+}
+
+// streamBatches reads the table's whole stream, one Lambda event per
+// GetRecords page of a shard.
+func streamBatches(t *testing.T, s *dynamodb.Store) []events.DynamoDBTimeWindowEvent {
+	t.Helper()
+	ctx := context.Background()
+	desc, err := s.DescribeTable(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := dynamodbstreams.New(dynamodbstreams.Options{Region: "us-east-1",
+		Credentials: credentials.NewStaticCredentialsProvider("tollgate", "local", ""), BaseEndpoint: aws.String(endpoint)})
+	d, err := client.DescribeStream(ctx, &dynamodbstreams.DescribeStreamInput{StreamArn: &desc.StreamARN})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []events.DynamoDBTimeWindowEvent
+	for _, sh := range d.StreamDescription.Shards {
+		it, err := client.GetShardIterator(ctx, &dynamodbstreams.GetShardIteratorInput{StreamArn: &desc.StreamARN,
+			ShardId: sh.ShardId, ShardIteratorType: types.ShardIteratorTypeTrimHorizon})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for iter := it.ShardIterator; iter != nil; {
+			page, err := client.GetRecords(ctx, &dynamodbstreams.GetRecordsInput{ShardIterator: iter, Limit: aws.Int32(7)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(page.Records) == 0 {
+				break
+			}
+			var recs []events.DynamoDBEventRecord
+			for _, r := range page.Records {
+				recs = append(recs, lambdaRecord(r))
+			}
+			out = append(out, event(t, aws.ToString(sh.ShardId), recs...))
+			iter = page.NextShardIterator
+		}
+	}
+	if len(out) == 0 {
+		t.Fatal("the stream is empty")
+	}
+	return out
+}
+
+// lambdaRecord is r as Lambda hands it.
+func lambdaRecord(r types.Record) events.DynamoDBEventRecord {
+	sr := r.Dynamodb
+	return events.DynamoDBEventRecord{
+		AWSRegion: aws.ToString(r.AwsRegion), EventID: aws.ToString(r.EventID), EventName: string(r.EventName),
+		EventSource: aws.ToString(r.EventSource), EventVersion: aws.ToString(r.EventVersion),
+		Change: events.DynamoDBStreamRecord{
+			ApproximateCreationDateTime: events.SecondsEpochTime{Time: aws.ToTime(sr.ApproximateCreationDateTime)},
+			Keys:                        lambdaMap(sr.Keys), OldImage: lambdaMap(sr.OldImage), NewImage: lambdaMap(sr.NewImage),
+			SequenceNumber: aws.ToString(sr.SequenceNumber), SizeBytes: aws.ToInt64(sr.SizeBytes),
+			StreamViewType: string(sr.StreamViewType),
+		},
+	}
+}
+
+func lambdaMap(m map[string]types.AttributeValue) map[string]events.DynamoDBAttributeValue {
+	if m == nil {
+		return nil
+	}
+	out := make(map[string]events.DynamoDBAttributeValue, len(m))
+	for k, v := range m {
+		out[k] = lambdaValue(v)
+	}
+	return out
+}
+
+func lambdaValue(v types.AttributeValue) events.DynamoDBAttributeValue {
+	switch v := v.(type) {
+	case *types.AttributeValueMemberS:
+		return events.NewStringAttribute(v.Value)
+	case *types.AttributeValueMemberN:
+		return events.NewNumberAttribute(v.Value)
+	case *types.AttributeValueMemberB:
+		return events.NewBinaryAttribute(v.Value)
+	case *types.AttributeValueMemberBOOL:
+		return events.NewBooleanAttribute(v.Value)
+	case *types.AttributeValueMemberSS:
+		return events.NewStringSetAttribute(v.Value)
+	case *types.AttributeValueMemberNS:
+		return events.NewNumberSetAttribute(v.Value)
+	case *types.AttributeValueMemberBS:
+		return events.NewBinarySetAttribute(v.Value)
+	case *types.AttributeValueMemberL:
+		l := make([]events.DynamoDBAttributeValue, len(v.Value))
+		for i, e := range v.Value {
+			l[i] = lambdaValue(e)
+		}
+		return events.NewListAttribute(l)
+	case *types.AttributeValueMemberM:
+		return events.NewMapAttribute(lambdaMap(v.Value))
+	}
+	return events.NewNullAttribute()
+}

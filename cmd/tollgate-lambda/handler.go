@@ -1,0 +1,145 @@
+package main
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/tollgate-rl/tollgate/aggregator"
+	"github.com/tollgate-rl/tollgate/store"
+	"github.com/tollgate-rl/tollgate/store/dynamodb"
+)
+
+// handler turns batches of stream records into usage.
+type handler struct {
+	usage     store.UsageStore
+	retention time.Duration
+}
+
+// errNoShard is returned for events without a shard id: the event source
+// mapping has no tumbling window (see source).
+var errNoShard = errors.New("tollgate-lambda: the event names no stream shard; " +
+	"set TumblingWindowInSeconds (e.g. 900) on the event source mapping (docs/aggregator.md)")
+
+// handle applies the bucket changes of one batch of stream records. An error
+// makes Lambda hand the same records again, which is safe: usage is added
+// exactly once per (Source, Seq). The response carries the empty state that
+// Lambda requires of functions invoked with a tumbling window.
+func (h *handler) handle(ctx context.Context, ev events.DynamoDBTimeWindowEvent) (events.DynamoDBTimeWindowEventResponse, error) {
+	resp := events.DynamoDBTimeWindowEventResponse{
+		TimeWindowEventResponseProperties: events.TimeWindowEventResponseProperties{State: map[string]string{}},
+		BatchItemFailures:                 []events.DynamoDBBatchItemFailure{},
+	}
+	changes, err := changesOf(ev)
+	if err != nil {
+		return resp, err
+	}
+	if len(changes) == 0 {
+		return resp, nil
+	}
+	return resp, aggregator.Apply(ctx, h.usage, changes, h.retention)
+}
+
+// changesOf turns the records of a batch into changes, in their order
+// (records of other items than buckets, and deletions, are not changes).
+func changesOf(ev events.DynamoDBTimeWindowEvent) ([]store.Change, error) {
+	if len(ev.Records) == 0 {
+		return nil, nil // e.g. the final invocation of a window
+	}
+	if ev.ShardID == "" {
+		return nil, errNoShard
+	}
+	var out []store.Change
+	for _, rec := range ev.Records {
+		r := rec.Change
+		if r.StreamViewType != string(events.DynamoDBStreamViewTypeNewAndOldImages) {
+			return nil, fmt.Errorf("tollgate-lambda: stream record %s has view type %q; the table's stream must be NEW_AND_OLD_IMAGES",
+				r.SequenceNumber, r.StreamViewType)
+		}
+		if !decimal(r.SequenceNumber) {
+			return nil, fmt.Errorf("tollgate-lambda: stream record %s: sequence number %q is not a decimal number", rec.EventID, r.SequenceNumber)
+		}
+		src, err := source(ev.ShardID, r.Keys)
+		if err != nil {
+			return nil, fmt.Errorf("tollgate-lambda: stream record %s: %w", r.SequenceNumber, err)
+		}
+		c, ok := dynamodb.ChangeOf(dynamodb.ImageChange{
+			Source:  src,
+			Seq:     r.SequenceNumber,
+			Time:    r.ApproximateCreationDateTime.Time,
+			Removed: rec.EventName == string(events.DynamoDBOperationTypeRemove),
+			Old:     imageOf(r.OldImage),
+			New:     imageOf(r.NewImage),
+		})
+		if ok {
+			out = append(out, c)
+		}
+	}
+	return out, nil
+}
+
+// source names the feed a record belongs to: its stream shard and its
+// item's primary key, as in
+//
+//	shardId-00000001700000000000-0123abcd/"PK"=S"ns/BUCKET#key#res#0","SK"=S"#STATE"
+//
+// The record's sequence number is its Seq, which must grow within a
+// Source (store.UsageStore skips an increment whose Seq is not above the
+// last one of its Source). Stream sequence numbers grow within a shard;
+// Lambda hands a shard's records in order, but with ParallelizationFactor
+// above 1 it only keeps the order of each item's records, and the shards of
+// a hot bucket are distinct items feeding one snapshot. A Source per shard
+// could then apply a later record before an earlier one, which would be
+// skipped; a Source per shard and item cannot. Lambda names the shard only
+// in events of a tumbling window (shardId), hence errNoShard.
+//
+// The form must never change: a record handed again after a new version is
+// deployed must name the same Source.
+func source(shard string, keys map[string]events.DynamoDBAttributeValue) (string, error) {
+	if len(keys) == 0 {
+		return "", errors.New("the record has no item key")
+	}
+	var b strings.Builder
+	b.WriteString(shard)
+	b.WriteByte('/')
+	for i, name := range slices.Sorted(maps.Keys(keys)) {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(strconv.Quote(name))
+		b.WriteByte('=')
+		switch v := keys[name]; v.DataType() {
+		case events.DataTypeString:
+			b.WriteString("S" + strconv.Quote(v.String()))
+		case events.DataTypeNumber:
+			b.WriteString("N" + strconv.Quote(v.Number()))
+		case events.DataTypeBinary:
+			b.WriteString("B" + strconv.Quote(base64.StdEncoding.EncodeToString(v.Binary())))
+		default:
+			return "", fmt.Errorf("key attribute %s has a type keys cannot have (%d)", name, v.DataType())
+		}
+	}
+	return b.String(), nil
+}
+
+// decimal reports whether s is a non-empty string of decimal digits, as
+// stream sequence numbers are (they are compared as numbers once padded).
+func decimal(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
+}
