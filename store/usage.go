@@ -42,6 +42,9 @@ type Change struct {
 	Time     int64            // Unix ms when the change happened
 	Consumed map[string]int64 // net millitokens per limit
 	Events   int64
+	// Shard is the backend's part of the bucket the change wrote (a
+	// DynamoDB shard), for the backend's own workers; 0 elsewhere.
+	Shard int
 	// Source and Seq place the change in its feed (see UsageIncrement).
 	Source, Seq string
 }

@@ -330,6 +330,7 @@ func ChangeOf(r ImageChange) (store.Change, bool) {
 		Time:     r.Time.UnixMilli(),
 		Consumed: map[string]int64{},
 		Events:   imageN(r.New, attrEvents) - imageN(r.Old, attrEvents),
+		Shard:    int(imageN(r.New, attrShard)),
 		Source:   r.Source,
 		Seq:      padSeq(r.Seq),
 	}
