@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
-	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
@@ -73,7 +72,9 @@ usage itself.`,
 						changes += len(batch)
 						log.Debug("usage written", "changes", len(batch), "total", changes)
 						if refill {
-							refillHot(ctx, log, st, batch)
+							if n, err := st.RefillHot(ctx, batch, time.Now().UnixMilli()); err != nil && ctx.Err() == nil {
+								log.Debug("proactive refill", "refilled", n, "err", err)
+							}
 						}
 						return nil
 					}
@@ -123,30 +124,5 @@ func sleep(ctx context.Context, d time.Duration) error {
 		return ctx.Err()
 	case <-t.C:
 		return nil
-	}
-}
-
-// refillHot refills, ahead of their writers, the bucket items a batch
-// shows written more than once: hot items, whose speculative writes keep
-// their stored balance behind refill (see dynamodb.Store.Refill). Failures
-// only cost the optimisation.
-func refillHot(ctx context.Context, log *slog.Logger, st *dynamodb.Store, batch []store.Change) {
-	type itemID struct {
-		ns    string
-		key   store.BucketKey
-		shard int
-	}
-	writes := map[itemID]int{}
-	for _, c := range batch {
-		writes[itemID{c.NS, c.Key, c.Shard}]++
-	}
-	now := time.Now().UnixMilli()
-	for id, n := range writes {
-		if n < 2 {
-			continue
-		}
-		if _, err := st.Refill(ctx, id.ns, id.key, id.shard, now); err != nil && ctx.Err() == nil {
-			log.Debug("proactive refill", "entity", id.key.Entity, "resource", id.key.Resource, "err", err)
-		}
 	}
 }

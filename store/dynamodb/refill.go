@@ -64,3 +64,33 @@ func worthRefilling(rec *store.Record, now int64) bool {
 	}
 	return false
 }
+
+// RefillHot refills (see Refill), at now, every bucket item that changes
+// show written more than once: the hot ones. It returns how many it wrote;
+// an error stops it, costing only the optimisation.
+func (s *Store) RefillHot(ctx context.Context, changes []store.Change, now int64) (int, error) {
+	type itemID struct {
+		ns    string
+		key   store.BucketKey
+		shard int
+	}
+	writes := map[itemID]int{}
+	var order []itemID
+	for _, c := range changes {
+		id := itemID{c.NS, c.Key, c.Shard}
+		if writes[id]++; writes[id] == 2 {
+			order = append(order, id)
+		}
+	}
+	n := 0
+	for _, id := range order {
+		wrote, err := s.Refill(ctx, id.ns, id.key, id.shard, now)
+		if err != nil {
+			return n, err
+		}
+		if wrote {
+			n++
+		}
+	}
+	return n, nil
+}

@@ -42,3 +42,27 @@ func TestProactiveRefill(t *testing.T) {
 		t.Errorf("Refill of a missing bucket: %v, %v", wrote, err)
 	}
 }
+
+// RefillHot refills the items written more than once, shard by shard.
+func TestRefillHot(t *testing.T) {
+	s := newTable(t)
+	ctx := context.Background()
+	hot := store.BucketKey{Entity: "hot", Resource: "api"}
+	cold := store.BucketKey{Entity: "cold", Resource: "api"}
+	for _, k := range []store.BucketKey{hot, hot, cold} {
+		if !mustConsume(t, s, "ns", consumeReq(hotEpoch, hotParams, 100_000, k)) {
+			t.Fatal("refused")
+		}
+	}
+	changes := []store.Change{{NS: "ns", Key: hot}, {NS: "ns", Key: cold}, {NS: "ns", Key: hot}}
+	n, err := s.RefillHot(ctx, changes, hotEpoch+5_000)
+	if err != nil || n != 1 {
+		t.Fatalf("RefillHot = %d, %v; want the one hot item", n, err)
+	}
+	for k, want := range map[store.BucketKey]int64{hot: hotEpoch + 5_000, cold: hotEpoch} {
+		it, _ := s.getItem(ctx, "ns", &target{key: k})
+		if rf, _ := getN(it, attrRefilled); rf != want {
+			t.Errorf("%s refilled at %+d ms, want %+d", k.Entity, rf-hotEpoch, want-hotEpoch)
+		}
+	}
+}
