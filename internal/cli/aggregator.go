@@ -72,7 +72,11 @@ usage itself.`,
 						changes += len(batch)
 						log.Debug("usage written", "changes", len(batch), "total", changes)
 						if refill {
-							if n, err := st.RefillHot(ctx, batch, time.Now().UnixMilli()); err != nil && ctx.Err() == nil {
+							now := time.Now().UnixMilli()
+							if n, err := st.SplitHot(ctx, batch, now); n > 0 || err != nil && ctx.Err() == nil {
+								log.Info("split hot buckets", "split", n, "err", err)
+							}
+							if n, err := st.RefillHot(ctx, batch, now); err != nil && ctx.Err() == nil {
 								log.Debug("proactive refill", "refilled", n, "err", err)
 							}
 						}
@@ -98,7 +102,7 @@ usage itself.`,
 		},
 	}
 	cmd.Flags().DurationVar(&poll, "poll", time.Second, "how often to look for new stream records")
-	cmd.Flags().BoolVar(&refill, "refill", true, "refill bucket items written more than once in a batch, ahead of their writers")
+	cmd.Flags().BoolVar(&refill, "refill", true, "refill bucket items written more than once in a batch, and split buckets written at 80% of the write-pressure limit, ahead of their writers")
 	cmd.Flags().DurationVar(&lease, "shard-lease", dynamodb.DefaultLease, "how long a stream shard stays with an instance that stops renewing its lease")
 	cmd.Flags().DurationVar(&retention, "retention", aggregator.DefaultRetention, "how long snapshots are kept after their window")
 	cmd.Flags().StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")

@@ -66,3 +66,37 @@ func TestRefillHot(t *testing.T) {
 		}
 	}
 }
+
+// SplitHot splits a bucket whose shard 0 a batch shows written at 80% of
+// the pressure limit within one second, and leaves cooler ones alone.
+func TestSplitHot(t *testing.T) {
+	s := newTable(t, WithWritePressureLimit(10), WithMaxShards(4))
+	ctx := context.Background()
+	hot := store.BucketKey{Entity: "hot", Resource: "api"}
+	warm := store.BucketKey{Entity: "warm", Resource: "api"}
+	for _, k := range []store.BucketKey{hot, warm} {
+		if !mustConsume(t, s, "ns", consumeReq(hotEpoch, hotParams, 100_000, k)) {
+			t.Fatal("refused")
+		}
+	}
+	var changes []store.Change
+	for i := range 8 {
+		changes = append(changes, store.Change{NS: "ns", Key: hot, Time: hotEpoch + int64(i)})
+	}
+	for i := range 7 { // 70%: not enough
+		changes = append(changes, store.Change{NS: "ns", Key: warm, Time: hotEpoch + int64(i)})
+	}
+	n, err := s.SplitHot(ctx, changes, hotEpoch+100)
+	if err != nil || n != 1 {
+		t.Fatalf("SplitHot = %d, %v; want the hot bucket split", n, err)
+	}
+	if got := len(shardItems(t, s, "ns", hot)); got != 2 {
+		t.Errorf("hot bucket has %d shards, want 2", got)
+	}
+	if got := len(shardItems(t, s, "ns", warm)); got != 1 {
+		t.Errorf("warm bucket has %d shards, want 1", got)
+	}
+	if got, want := balanceAt(t, s, "ns", hot, "rpm", hotEpoch+100), hotParams.Capacity-100_000+10_000; got != want { // 10 tokens refilled in 100 ms
+		t.Errorf("hot balance %d after the split, want %d", got, want)
+	}
+}

@@ -2,6 +2,7 @@ package dynamodb
 
 import (
 	"context"
+	"math"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -206,4 +207,52 @@ func visible(rec *store.Record) *store.Record {
 	}
 	rec.Limits = kept
 	return rec
+}
+
+// splitAt is the share of the write-pressure limit at which SplitHot
+// splits a bucket ahead of its writers (who split it themselves at 100%).
+const splitAt = 0.8
+
+// SplitHot doubles the shard count of every bucket whose shard 0 the
+// changes show written, within one second, at 80% or more of the
+// write-pressure limit: the aggregator's shard management, ahead of the
+// write path's own split. It returns how many buckets it split.
+func (s *Store) SplitHot(ctx context.Context, changes []store.Change, now int64) (int, error) {
+	if s.writesPerSecond == 0 {
+		return 0, nil
+	}
+	type second struct {
+		id bucketID
+		at int64
+	}
+	threshold := int64(math.Ceil(splitAt * float64(s.writesPerSecond)))
+	writes := map[second]int64{}
+	var hot []bucketID
+	seen := map[bucketID]bool{}
+	for _, c := range changes {
+		if c.Shard != 0 {
+			continue
+		}
+		k := second{bucketID{c.NS, c.Key}, c.Time / 1000}
+		if writes[k]++; writes[k] >= threshold && !seen[k.id] {
+			seen[k.id] = true
+			hot = append(hot, k.id)
+		}
+	}
+	n := 0
+	for _, id := range hot {
+		first, err := s.getItem(ctx, id.ns, &target{key: id.k})
+		if err != nil {
+			return n, err
+		}
+		if first == nil {
+			continue
+		}
+		before := s.splits.Load()
+		s.split(ctx, id.ns, &store.BucketRequest{Key: id.k}, shardCount(first), now)
+		if s.splits.Load() > before {
+			n++
+		}
+	}
+	return n, nil
 }
