@@ -124,14 +124,15 @@ func (l *Limiter) plan(ctx context.Context, d *leaseData, entity, resource strin
 	if d.opts.explicit && d.opts.mode == "" {
 		l.refreshSystemMode(ctx, ns, nowNano)
 	}
-	var idBuf [model.MaxCascadeDepth]string
-	ids, err := l.chain(ctx, ns, entity, nowNano, &idBuf)
+	var chainBuf [model.MaxCascadeDepth]*model.Entity
+	chain, err := l.chain(ctx, ns, entity, nowNano, &chainBuf)
 	if err != nil {
 		return err
 	}
 	d.req = store.ConsumeRequest{Now: now.UnixMilli(), Buckets: d.buckets[:0]}
 	limitBuf := d.limits[:0]
-	for depth, id := range ids {
+	for depth, e := range chain {
+		id := e.ID
 		limits := d.opts.limits
 		if !d.opts.explicit {
 			r, err := l.resolve(ctx, ns, id, resource, nowNano)
@@ -171,6 +172,7 @@ func (l *Limiter) plan(ctx context.Context, d *leaseData, entity, resource strin
 		d.req.Buckets = append(d.req.Buckets, store.BucketRequest{
 			Key:    store.BucketKey{Entity: id, Resource: resource},
 			Limits: limitBuf[start:len(limitBuf):len(limitBuf)],
+			Entity: e,
 		})
 	}
 	d.buckets, d.limits = d.req.Buckets[:0], limitBuf[:0] // keep grown buffers

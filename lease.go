@@ -226,7 +226,7 @@ func (le *Lease) end(ctx context.Context, op string, delta func(lr *store.LimitR
 		for j := range b.Limits {
 			lr := &b.Limits[j]
 			if n := delta(lr, d.pendingOf(lr.Name)) - applied[k]; n != 0 {
-				deltas = append(deltas, store.Delta{Key: b.Key, Limit: lr.Name, Amount: n, Placement: b.Placement})
+				deltas = append(deltas, store.Delta{Key: b.Key, Limit: lr.Name, Amount: n, Placement: b.Placement, Params: lr.Params})
 			}
 			k++
 		}

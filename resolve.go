@@ -80,14 +80,22 @@ func (l *Limiter) entity(ctx context.Context, ns, id string, now int64) (*entity
 
 // chain returns the entity followed by the ancestors its acquires debit: each
 // link is followed while the entity cascades and its parent exists, up to
-// model.MaxCascadeDepth entities.
-func (l *Limiter) chain(ctx context.Context, ns, entity string, now int64, buf *[model.MaxCascadeDepth]string) ([]string, error) {
-	ids := append(buf[:0], entity)
+// model.MaxCascadeDepth entities. An entity that does not exist is returned
+// with its id alone.
+func (l *Limiter) chain(ctx context.Context, ns, entity string, now int64, buf *[model.MaxCascadeDepth]*model.Entity) ([]*model.Entity, error) {
 	e, err := l.entity(ctx, ns, entity, now)
-	for err == nil && len(ids) < model.MaxCascadeDepth && e.found && e.entity.Cascade && e.entity.ParentID != "" {
-		if e, err = l.entity(ctx, ns, e.entity.ParentID, now); err == nil && e.found {
-			ids = append(ids, e.entity.ID)
-		}
+	if err != nil {
+		return nil, err
 	}
-	return ids, err
+	chain := append(buf[:0], &e.entity)
+	for len(chain) < model.MaxCascadeDepth && e.found && e.entity.Cascade && e.entity.ParentID != "" {
+		if e, err = l.entity(ctx, ns, e.entity.ParentID, now); err != nil {
+			return nil, err
+		}
+		if !e.found {
+			break
+		}
+		chain = append(chain, &e.entity)
+	}
+	return chain, nil
 }

@@ -130,6 +130,10 @@ type BucketRequest struct {
 	// debited from. The caller hands it back in the Deltas that adjust or
 	// undo that debit, so they land where the debit did. Others leave it 0.
 	Placement int
+	// Entity is the bucket's entity as the caller knows it (nil: not
+	// known), for backends that keep its parent and cascade flag with the
+	// bucket (DynamoDB does, DESIGN 5). It never affects the verdict.
+	Entity *model.Entity
 }
 
 // LimitRequest is one limit of a BucketRequest: its current parameters (which
@@ -161,6 +165,10 @@ type Delta struct {
 	Amount int64 // positive consumes, negative refunds
 	// Placement is the BucketRequest.Placement of the debit being adjusted.
 	Placement int
+	// Params are the limit's parameters as that debit saw them (zero: not
+	// known). Backends that time the expiry of idle buckets use them to
+	// tell how long a debt takes to refill.
+	Params bucket.Params
 }
 
 // Record is a bucket as stored: when it was last refilled and each limit's

@@ -81,7 +81,7 @@ func (s *Store) speculateOne(ctx context.Context, ns string, t *target, now int6
 		return false, true, nil, err
 	}
 	if res.old == nil {
-		s.known.Delete(t.id(ns))
+		s.known.forget(t.id(ns))
 		return false, false, nil, nil
 	}
 	if _, ok, err := prepareFrom(res.old, &t.req, now); err != nil || !ok {
@@ -177,7 +177,7 @@ func (s *Store) writeOne(ctx context.Context, ns string, t *target, now int64, o
 	case err != nil:
 		return false, nil, fmt.Errorf("dynamodb: write bucket %s/%s: %w", t.key.Entity, t.key.Resource, err)
 	}
-	s.known.Store(t.id(ns), t.shards)
+	s.known.store(t.id(ns), t.shards)
 	return true, nil, nil
 }
 
@@ -237,6 +237,8 @@ func (s *Store) writeInput(ns string, t *target, now int64, old item, rec, p *st
 			consumed[lr.Name] = lr.Amount
 		}
 		it := encodeBucket(ns, t.key, t.shard, t.shards, debited, consumed)
+		it[attrTTL] = num(s.expiry(debited))
+		describeEntity(it, br.Entity)
 		if t.event && debits(br) {
 			it[attrEvents] = num(1)
 		}
@@ -314,7 +316,11 @@ func (s *Store) writeInput(ns string, t *target, now int64, old item, rec, p *st
 	if t.event && debits(br) {
 		e.addN(attrEvents, 1)
 	}
-	if len(e.set)+len(e.add) > 0 {
+	debited := p.Clone()
+	store.Debit(debited, br)
+	s.normalExpiry(e, old, rec, debited)
+	redescribeEntity(e, old, br.Entity)
+	if len(e.set)+len(e.add)+len(e.remove) > 0 {
 		// The version orders normal writes and refunds among themselves,
 		// which rf alone does not when a write leaves it unchanged;
 		// speculative debits do not touch it, and commute with everything.
@@ -364,6 +370,7 @@ func (s *Store) speculate(ctx context.Context, ns string, t *target, now int64) 
 	br := &t.req
 	e := newExpr()
 	e.where("%s = %v", attrShardCount, num(int64(t.shards)))
+	speculativeExpiry(e, br, now)
 	if t.event {
 		e.addN(attrEvents, 1)
 	}
@@ -451,7 +458,7 @@ func (s *Store) turn(ns string, t *target) *sync.Mutex {
 }
 
 func (s *Store) isKnown(id bucketID) bool {
-	_, ok := s.known.Load(id)
+	_, ok := s.known.load(id)
 	return ok
 }
 

@@ -133,7 +133,7 @@ func (s *Store) fastMany(ctx context.Context, ns string, req *store.ConsumeReque
 			continue
 		}
 		if specs[i].old == nil {
-			s.known.Delete(ts[i].id(ns))
+			s.known.forget(ts[i].id(ns))
 			missing = true
 			continue
 		}
@@ -266,7 +266,7 @@ func (s *Store) transact(ctx context.Context, ns string, req *store.ConsumeReque
 		return false, false, fmt.Errorf("dynamodb: cascade transaction: %w", err)
 	}
 	for _, t := range ts {
-		s.known.Store(t.id(ns), t.shards)
+		s.known.store(t.id(ns), t.shards)
 	}
 	return true, false, nil
 }

@@ -123,6 +123,45 @@ func encodeBucket(ns string, k store.BucketKey, shard, shards int, rec *store.Re
 	return it
 }
 
+// Bucket items carry their entity's parent and cascade flag (DESIGN 5), for
+// operators reading the table and consumers of its stream.
+const (
+	attrParent  = "parent_id"
+	attrCascade = "cascade"
+)
+
+// describeEntity adds e's parent and cascade flag to a bucket item being
+// created.
+func describeEntity(it item, e *model.Entity) {
+	if e == nil {
+		return
+	}
+	it[attrCascade] = boolean(e.Cascade)
+	if e.ParentID != "" {
+		it[attrParent] = str(e.ParentID)
+	}
+}
+
+// redescribeEntity adds to e the update of a stored bucket item's parent
+// and cascade flag, where they differ from what the caller knows (an entity
+// created after its first acquire, or an item written before they were
+// kept).
+func redescribeEntity(e *expr, old item, ent *model.Entity) {
+	if ent == nil {
+		return
+	}
+	if _, ok := old[attrCascade]; !ok || getBool(old, attrCascade) != ent.Cascade {
+		e.setV(attrCascade, boolean(ent.Cascade))
+	}
+	if getS(old, attrParent) != ent.ParentID {
+		if ent.ParentID == "" {
+			e.remove = append(e.remove, e.name(attrParent))
+		} else {
+			e.setV(attrParent, str(ent.ParentID))
+		}
+	}
+}
+
 // fullAt is when refill alone brings l to capacity, starting at refilled.
 func fullAt(refilled int64, l store.LimitState) int64 {
 	d := bucket.RetryAfter(l.State, l.Params, l.Params.Capacity)

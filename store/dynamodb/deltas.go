@@ -116,6 +116,7 @@ func (s *Store) addDeltas(ctx context.Context, ns string, t *target, ds []store.
 			// its bound on top of the reset: bump the version it checks.
 			e.addN(attrVersion, 1)
 		}
+		s.deltaExpiry(e, ds)
 		_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 			TableName:                           &s.table,
 			Key:                                 t.itemKey(ns),

@@ -35,12 +35,11 @@ type Store struct {
 	speculative bool
 	maxAttempts int
 	noStreams   bool
+	bucketTTL   int64 // ms; see WithBucketTTL
 
 	// known remembers buckets that exist, and their shard counts, so
 	// acquires on them go out as speculative writes without a read.
-	// Entries are never wrong for long: a write planned against a deleted
-	// bucket or another shard count fails and plans again.
-	known sync.Map // bucketID -> int (shard count)
+	known knownBuckets
 
 	writesPerSecond int64    // the pressure limit; 0: no sharding
 	maxShards       int      // a power of two, at most maxShards
@@ -81,7 +80,8 @@ func WithoutStreams() Option { return func(s *Store) { s.noStreams = true } }
 // optFns). Call CreateTable or CheckTable before use.
 func New(cfg aws.Config, table string, opts []Option, optFns ...func(*dynamodb.Options)) *Store {
 	s := &Store{table: table, speculative: true, maxAttempts: 16, seed: maphash.MakeSeed(),
-		writesPerSecond: 1000, maxShards: maxShards}
+		writesPerSecond: 1000, maxShards: maxShards, bucketTTL: DefaultBucketTTL.Milliseconds()}
+	s.known.limit = DefaultKnownBuckets
 	for _, o := range opts {
 		o(s)
 	}

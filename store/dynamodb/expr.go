@@ -15,6 +15,7 @@ type expr struct {
 	byName map[string]string
 	set    []string
 	add    []string
+	remove []string
 	cond   []string
 }
 
@@ -38,7 +39,10 @@ func (e *expr) value(v types.AttributeValue) string {
 	return p
 }
 
-func (e *expr) setN(attr string, v int64) { e.set = append(e.set, e.name(attr)+" = "+e.value(num(v))) }
+func (e *expr) setN(attr string, v int64) { e.setV(attr, num(v)) }
+func (e *expr) setV(attr string, v types.AttributeValue) {
+	e.set = append(e.set, e.name(attr)+" = "+e.value(v))
+}
 func (e *expr) addN(attr string, v int64) { e.add = append(e.add, e.name(attr)+" "+e.value(num(v))) }
 
 // where adds a condition; in it, %s stands for the attribute and %v for the
@@ -58,6 +62,9 @@ func (e *expr) update() *string {
 	}
 	if len(e.add) > 0 {
 		parts = append(parts, "ADD "+strings.Join(e.add, ", "))
+	}
+	if len(e.remove) > 0 {
+		parts = append(parts, "REMOVE "+strings.Join(e.remove, ", "))
 	}
 	if len(parts) == 0 {
 		return nil

@@ -163,12 +163,7 @@ func (s *Store) DeleteEntity(ctx context.Context, ns, id string, ev model.AuditE
 	for _, b := range buckets {
 		rest = append(rest, item{attrPK: b[attrPK], attrSK: b[attrSK]})
 	}
-	s.known.Range(func(k, _ any) bool {
-		if b := k.(bucketID); b.ns == ns && b.k.Entity == id {
-			s.known.Delete(k)
-		}
-		return true
-	})
+	s.known.forgetIf(func(b bucketID) bool { return b.ns == ns && b.k.Entity == id })
 	return s.batchDelete(ctx, rest)
 }
 

@@ -157,11 +157,6 @@ func (s *Store) PurgeNamespace(ctx context.Context, name string, progress func(i
 			return fmt.Errorf("dynamodb: purge %s: items keep appearing after %d passes", name, pass)
 		}
 	}
-	s.known.Range(func(k, _ any) bool {
-		if k.(bucketID).ns == n.ID {
-			s.known.Delete(k)
-		}
-		return true
-	})
+	s.known.forgetIf(func(b bucketID) bool { return b.ns == n.ID })
 	return s.batchDelete(ctx, []item{namespaceKey(name), {attrPK: str(registryPK()), attrSK: str(skNamespaceID + n.ID)}})
 }

@@ -111,7 +111,7 @@ type target struct {
 // newTarget plans user's request against one shard of n.
 func (s *Store) newTarget(user *store.BucketRequest, shard, n int) *target {
 	t := &target{key: user.Key, shard: shard, shards: n, event: true}
-	t.req.Key = user.Key
+	t.req.Key, t.req.Entity = user.Key, user.Entity
 	t.req.Limits = make([]store.LimitRequest, len(user.Limits), len(user.Limits)+1)
 	for i, lr := range user.Limits {
 		lr.Params = shardParams(lr.Params, n)
@@ -229,8 +229,8 @@ func pickShards(n int) []int {
 
 // shardsOf returns the cached shard count of a bucket (1 if unknown).
 func (s *Store) shardsOf(id bucketID) int {
-	if v, ok := s.known.Load(id); ok {
-		return v.(int)
+	if n, ok := s.known.load(id); ok {
+		return n
 	}
 	return 1
 }
@@ -244,10 +244,10 @@ func (s *Store) checkLayout(ns string, t *target, old item) error {
 	case old == nil && t.shard == 0 && t.shards == 1:
 		return nil // a new bucket, to create
 	case old == nil:
-		s.known.Delete(t.id(ns))
+		s.known.forget(t.id(ns))
 		return errReplan
 	case shardCount(old) != t.shards:
-		s.known.Store(t.id(ns), shardCount(old))
+		s.known.store(t.id(ns), shardCount(old))
 		return errReplan
 	}
 	return nil

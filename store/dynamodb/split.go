@@ -47,7 +47,7 @@ func (s *Store) split(ctx context.Context, ns string, user *store.BucketRequest,
 		items = append(items, keep, give)
 	}
 	if _, err := s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items}); err == nil {
-		s.known.Store(id, 2*n)
+		s.known.store(id, 2*n)
 		s.splits.Add(1)
 	}
 }
@@ -80,7 +80,7 @@ func (s *Store) splitShard(ns string, user *store.BucketRequest, i, n int, it it
 	if p.Refilled != rec.Refilled {
 		e.setN(attrRefilled, p.Refilled)
 	}
-	newShard := &store.Record{Refilled: p.Refilled}
+	keptShard, newShard := &store.Record{Refilled: p.Refilled}, &store.Record{Refilled: p.Refilled}
 	for j, l := range p.Limits {
 		if l.Params.Amount == 0 {
 			return keep, give, false
@@ -106,16 +106,25 @@ func (s *Store) splitShard(ns string, user *store.BucketRequest, i, n int, it it
 			oldFA, _ := getN(it, fa)
 			e.addN(fa, fullAt(p.Refilled, store.LimitState{Params: np, State: bucket.State{Tokens: kept}})-oldFA)
 		}
+		keptShard.Limits = append(keptShard.Limits, store.LimitState{Name: l.Name, Params: np, State: bucket.State{Tokens: kept}})
 		newShard.Limits = append(newShard.Limits, store.LimitState{Name: l.Name, Params: np, State: bucket.State{Tokens: given}})
 	}
+	s.normalExpiry(e, it, rec, keptShard)
 	e.addN(attrVersion, 1)
+	created := encodeBucket(ns, user.Key, i+n, 2*n, newShard, nil)
+	created[attrTTL] = num(s.expiry(newShard))
+	for _, a := range []string{attrCascade, attrParent} {
+		if v, ok := it[a]; ok {
+			created[a] = v
+		}
+	}
 	keep = types.TransactWriteItem{Update: &types.Update{
 		TableName: &s.table, Key: shardKey(ns, user.Key, i),
 		UpdateExpression: e.update(), ConditionExpression: e.condition(),
 		ExpressionAttributeNames: e.names, ExpressionAttributeValues: e.attrValues(),
 	}}
 	give = types.TransactWriteItem{Put: &types.Put{
-		TableName: &s.table, Item: encodeBucket(ns, user.Key, i+n, 2*n, newShard, nil),
+		TableName: &s.table, Item: created,
 		ConditionExpression: aws.String("attribute_not_exists(PK)"),
 	}}
 	return keep, give, true
@@ -147,7 +156,7 @@ func (s *Store) readBucket(ctx context.Context, ns string, k store.BucketKey, it
 	n := shardCount(it)
 	its := []item{it}
 	if n > 1 {
-		s.known.Store(bucketID{ns, k}, n)
+		s.known.store(bucketID{ns, k}, n)
 		rest, err := s.batchGet(ctx, shardKeys(ns, k, n)[1:])
 		if err != nil {
 			return nil, err
