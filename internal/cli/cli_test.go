@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/spf13/cobra"
+
 	"github.com/tollgate-rl/tollgate/api"
 	"github.com/tollgate-rl/tollgate/server"
 	"github.com/tollgate-rl/tollgate/store/memory"
@@ -276,4 +278,33 @@ func TestUsageCommands(t *testing.T) {
 	c.want(ExitUsage, "capacity")
 	c.want(ExitUsage, "usage", "list")
 	c.want(ExitUsage, "usage", "list", "-e", "k", "--window", "week")
+}
+
+// Every command a user can run documents itself with examples (issue 4:
+// help text with examples on every command).
+func TestEveryCommandHasExamples(t *testing.T) {
+	var walk func(c *cobra.Command)
+	n := 0
+	walk = func(c *cobra.Command) {
+		for _, sub := range c.Commands() {
+			if sub.Hidden || sub.Name() == "help" || sub.Name() == "completion" {
+				continue
+			}
+			walk(sub)
+		}
+		if c.Runnable() && c.HasParent() {
+			n++
+			if strings.TrimSpace(c.Example) == "" {
+				t.Errorf("%q has no examples", c.CommandPath())
+			}
+			if strings.TrimSpace(c.Short) == "" {
+				t.Errorf("%q has no short help", c.CommandPath())
+			}
+		}
+	}
+	walk(newRoot(&globals{}))
+	if n < 30 {
+		t.Errorf("walked %d runnable commands; the tree looks incomplete", n)
+	}
+	t.Logf("%d commands checked", n)
 }

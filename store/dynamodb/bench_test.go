@@ -44,9 +44,12 @@ func BenchmarkDynamoDB(b *testing.B) {
 	key, parent := store.BucketKey{Entity: "k", Resource: "api"}, store.BucketKey{Entity: "org", Resource: "api"}
 	consume(s, key)
 	consume(s, key, parent)
-	rawKey := item{attrPK: str("raw"), attrSK: str(skState)}
-	if _, err := s.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: &s.table, Item: item{attrPK: str("raw"), attrSK: str(skState), "n": num(1 << 60)}}); err != nil {
-		b.Fatal(err)
+	rawKeys := []item{{attrPK: str("raw"), attrSK: str(skState)}, {attrPK: str("raw2"), attrSK: str(skState)}}
+	rawKey := rawKeys[0]
+	for _, k := range rawKeys {
+		if _, err := s.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: &s.table, Item: item{attrPK: k[attrPK], attrSK: k[attrSK], "n": num(1 << 60)}}); err != nil {
+			b.Fatal(err)
+		}
 	}
 	// DynamoDB Local runs on the JVM: warm it up (JIT) before measuring.
 	for range 2000 {
@@ -61,18 +64,22 @@ func BenchmarkDynamoDB(b *testing.B) {
 		b.Fatal(err)
 	}
 
-	b.Run("write/baseline", func(b *testing.B) {
-		latencies(b, func() {
-			_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-				TableName: &s.table, Key: rawKey,
-				UpdateExpression:          aws.String("ADD n :m"),
-				ConditionExpression:       aws.String("attribute_exists(PK) AND n >= :one"),
-				ExpressionAttributeValues: item{":m": num(-1), ":one": num(1)},
-			})
-			if err != nil {
-				b.Fatal(err)
-			}
+	rawWrite := func(b *testing.B, key item) {
+		_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+			TableName: &s.table, Key: key,
+			UpdateExpression:          aws.String("ADD n :m"),
+			ConditionExpression:       aws.String("attribute_exists(PK) AND n >= :one"),
+			ExpressionAttributeValues: item{":m": num(-1), ":one": num(1)},
 		})
+		if err != nil {
+			b.Error(err)
+		}
+	}
+	b.Run("write/baseline", func(b *testing.B) { latencies(b, func() { rawWrite(b, rawKey) }) })
+	// Two raw writes in parallel, to two items: what DynamoDB Local makes of
+	// the warm cascade's two parallel writes, without Tollgate.
+	b.Run("write/baseline-parallel-pair", func(b *testing.B) {
+		latencies(b, func() { parallel(2, func(i int) { rawWrite(b, rawKeys[i]) }) })
 	})
 	b.Run("write/speculative-acquire", func(b *testing.B) { latencies(b, func() { consume(s, key) }) })
 	b.Run("write/warm-cascade", func(b *testing.B) { latencies(b, func() { consume(s, key, parent) }) })
