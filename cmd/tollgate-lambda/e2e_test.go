@@ -6,6 +6,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	awsdynamodb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams/types"
 
@@ -257,4 +259,218 @@ func lambdaValue(v types.AttributeValue) events.DynamoDBAttributeValue {
 		return events.NewMapAttribute(lambdaMap(v.Value))
 	}
 	return events.NewNullAttribute()
+}
+
+// The function and `tollgate aggregator` are interchangeable: they give a
+// record the same Source, so one applying what the other already applied
+// changes nothing. The process reader applies the first part of a stream;
+// the function is then handed the whole stream (what the reader applied
+// and what it did not, as a mapping at TRIM_HORIZON would be); then the
+// reader goes on from its checkpoint over records the function applied.
+// Every acquire counts exactly once, and each snapshot holds one sequence
+// attribute per Source that fed it, whoever wrote it.
+func TestReaderAndHandlerInterchangeable(t *testing.T) {
+	if endpoint == "" {
+		t.Skip(ddblocal.Help)
+	}
+	ctx := context.Background()
+	s := dynamodb.New(localConfig(), "tollgate-swap-"+time.Now().Format("150405.000000"), nil,
+		func(o *awsdynamodb.Options) { o.BaseEndpoint = aws.String(endpoint) })
+	if err := s.CreateTable(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.DeleteTable(context.Background()) })
+	lim, err := tollgate.New(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := lim.CreateEntity(ctx, tollgate.Entity{ID: "org"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := lim.CreateEntity(ctx, tollgate.Entity{ID: "key", ParentID: "org", Cascade: true}); err != nil {
+		t.Fatal(err)
+	}
+	acquired := 0
+	acquire := func(n int) {
+		t.Helper()
+		for range n {
+			le, err := lim.Acquire(ctx, "key", "llm", tollgate.Consume{"tpm": 100}, tollgate.WithLimits(tollgate.PerMinute("tpm", 1_000_000)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if acquired == 0 {
+				if err := le.Adjust(tollgate.Consume{"tpm": 50}); err != nil { // a delta: no acquire
+					t.Fatal(err)
+				}
+			}
+			if err := le.Commit(ctx); err != nil {
+				t.Fatal(err)
+			}
+			acquired++
+		}
+	}
+	ns, err := s.GetNamespace(ctx, "default")
+	if err != nil {
+		t.Fatal(err)
+	}
+	exact := func() bool {
+		got := snapshots(t, s, ns.ID)
+		for _, entity := range []string{"key", "org"} {
+			for _, w := range []store.Window{store.Hourly, store.Daily} {
+				if ev, tpm := total(got, entity, w); ev != int64(acquired) || tpm != int64(acquired)*100_000+50_000 {
+					return false
+				}
+			}
+		}
+		return true
+	}
+	check := func(when string) {
+		t.Helper()
+		if !exact() {
+			got := snapshots(t, s, ns.ID)
+			ev, tpm := total(got, "key", store.Daily)
+			t.Fatalf("%s: key's daily usage %d acquires, %d tpm millitokens; want %d and %d (all: %v)",
+				when, ev, tpm, acquired, acquired*100_000+50_000, got)
+		}
+	}
+	// read runs the process reader into the table's snapshots until done
+	// reports it has gone far enough; it returns the (Source, Seq) of every
+	// change it handled.
+	read := func(done func(handled map[[2]string]bool) bool) map[[2]string]bool {
+		t.Helper()
+		var mu sync.Mutex
+		handled := map[[2]string]bool{}
+		rctx, cancel := context.WithCancel(ctx)
+		errc := make(chan error, 1)
+		go func() {
+			errc <- s.ReadChanges(rctx, 50*time.Millisecond, func(ctx context.Context, cs []store.Change) error {
+				if err := aggregator.Apply(ctx, s, cs, aggregator.DefaultRetention); err != nil {
+					return err
+				}
+				mu.Lock()
+				defer mu.Unlock()
+				for _, c := range cs {
+					handled[[2]string{c.Source, c.Seq}] = true
+				}
+				return nil
+			})
+		}()
+		deadline := time.Now().Add(time.Minute)
+		for {
+			mu.Lock()
+			ok := done(handled)
+			mu.Unlock()
+			if ok || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(50 * time.Millisecond) // waiting on DynamoDB Local's stream
+		}
+		cancel()
+		if err := <-errc; err != nil {
+			t.Fatal(err)
+		}
+		return handled
+	}
+	h := &handler{usage: s, retention: aggregator.DefaultRetention}
+	// deliver hands the whole stream to the function, and returns the
+	// (Source, Seq) of every change in it.
+	deliver := func() map[[2]string]bool {
+		t.Helper()
+		all := map[[2]string]bool{}
+		for _, ev := range streamBatches(t, s) {
+			cs, err := changesOf(ev)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, c := range cs {
+				all[[2]string{c.Source, c.Seq}] = true
+			}
+			if _, err := h.handle(ctx, ev); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return all
+	}
+
+	// 1. The process applies the first part.
+	acquire(4)
+	byReader := read(func(map[[2]string]bool) bool { return exact() })
+	check("after the process reader")
+
+	// 2. The function gets everything, the first part again.
+	acquire(3)
+	byFunction := deliver()
+	check("after the function, handed what the process had applied")
+	for k := range byReader {
+		if !byFunction[k] {
+			t.Errorf("the process read change %q, which the function does not see under that Source", k)
+		}
+	}
+
+	// 3. The process goes on from its checkpoint, over what the function
+	// applied.
+	acquire(2)
+	byFunction = deliver()
+	check("after the function, handed the whole stream again")
+	var wantRead [][2]string
+	for k := range byFunction {
+		if !byReader[k] {
+			wantRead = append(wantRead, k)
+		}
+	}
+	again := read(func(handled map[[2]string]bool) bool {
+		for _, k := range wantRead {
+			if !handled[k] {
+				return false
+			}
+		}
+		return true
+	})
+	for _, k := range wantRead {
+		if !again[k] {
+			t.Fatalf("the process reader did not read change %q of the function's", k)
+		}
+	}
+	check("after the process read what the function had applied")
+
+	// One sequence attribute per Source in each snapshot: the two consumers
+	// never added one of their own.
+	sources := map[string]map[string]bool{} // key's daily snapshot start -> Sources
+	for _, ev := range streamBatches(t, s) {
+		cs, _ := changesOf(ev)
+		for _, c := range cs {
+			if c.Key.Entity == "key" {
+				start := usageSK(store.Daily, store.Daily.Start(c.Time))
+				if sources[start] == nil {
+					sources[start] = map[string]bool{}
+				}
+				sources[start][c.Source] = true
+			}
+		}
+	}
+	db := awsdynamodb.NewFromConfig(localConfig(), func(o *awsdynamodb.Options) { o.BaseEndpoint = aws.String(endpoint) })
+	for sk, srcs := range sources {
+		out, err := db.GetItem(ctx, &awsdynamodb.GetItemInput{TableName: aws.String(s.Table()), ConsistentRead: aws.Bool(true),
+			Key: map[string]ddbtypes.AttributeValue{
+				"PK": &ddbtypes.AttributeValueMemberS{Value: ns.ID + "/ENTITY#key"},
+				"SK": &ddbtypes.AttributeValueMemberS{Value: sk},
+			}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var seqs []string
+		for name := range out.Item {
+			if strings.HasPrefix(name, "seq") {
+				seqs = append(seqs, name)
+			}
+		}
+		if len(seqs) != len(srcs) {
+			t.Errorf("snapshot %s holds %d sequence attributes %v; want %d, one per Source %v", sk, len(seqs), seqs, len(srcs), srcs)
+		}
+	}
+}
+
+// usageSK is the sort key of key's snapshot on llm (store/dynamodb/usage.go).
+func usageSK(w store.Window, start int64) string {
+	return fmt.Sprintf("#USAGE#llm#%s#%020d", w, start)
 }

@@ -5,10 +5,6 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
-	"maps"
-	"slices"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -91,6 +87,11 @@ func changesOf(ev events.DynamoDBTimeWindowEvent) ([]store.Change, error) {
 //
 //	shardId-00000001700000000000-0123abcd/"PK"=S"ns/BUCKET#key#res#0","SK"=S"#STATE"
 //
+// It is dynamodb.StreamSource of the record's Keys, the Source that
+// `tollgate aggregator` (dynamodb.Store.ReadChanges) gives the same record,
+// so that the function and the process are interchangeable: a record
+// applied by either is skipped by the other.
+//
 // The record's sequence number is its Seq, which must grow within a
 // Source (store.UsageStore skips an increment whose Seq is not above the
 // last one of its Source). Stream sequence numbers grow within a shard;
@@ -104,30 +105,20 @@ func changesOf(ev events.DynamoDBTimeWindowEvent) ([]store.Change, error) {
 // The form must never change: a record handed again after a new version is
 // deployed must name the same Source.
 func source(shard string, keys map[string]events.DynamoDBAttributeValue) (string, error) {
-	if len(keys) == 0 {
-		return "", errors.New("the record has no item key")
-	}
-	var b strings.Builder
-	b.WriteString(shard)
-	b.WriteByte('/')
-	for i, name := range slices.Sorted(maps.Keys(keys)) {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		b.WriteString(strconv.Quote(name))
-		b.WriteByte('=')
-		switch v := keys[name]; v.DataType() {
+	attrs := make(map[string]dynamodb.KeyAttr, len(keys))
+	for name, v := range keys {
+		switch v.DataType() {
 		case events.DataTypeString:
-			b.WriteString("S" + strconv.Quote(v.String()))
+			attrs[name] = dynamodb.KeyAttr{Type: "S", Text: v.String()}
 		case events.DataTypeNumber:
-			b.WriteString("N" + strconv.Quote(v.Number()))
+			attrs[name] = dynamodb.KeyAttr{Type: "N", Text: v.Number()}
 		case events.DataTypeBinary:
-			b.WriteString("B" + strconv.Quote(base64.StdEncoding.EncodeToString(v.Binary())))
+			attrs[name] = dynamodb.KeyAttr{Type: "B", Text: base64.StdEncoding.EncodeToString(v.Binary())}
 		default:
 			return "", fmt.Errorf("key attribute %s has a type keys cannot have (%d)", name, v.DataType())
 		}
 	}
-	return b.String(), nil
+	return dynamodb.StreamSource(shard, attrs)
 }
 
 // decimal reports whether s is a non-empty string of decimal digits, as

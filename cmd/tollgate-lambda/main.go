@@ -2,7 +2,9 @@
 // an AWS Lambda function: an event source mapping hands it the table's
 // DynamoDB stream, batch by batch, and it adds what each bucket change
 // consumed to the usage snapshots in the same table, exactly once (the
-// work `tollgate aggregator` does as a process).
+// work `tollgate aggregator` does as a process). Both name a record's usage
+// alike (dynamodb.StreamSource), so they are interchangeable: a record
+// applied by one is skipped by the other.
 //
 // Build it with `make lambda` (dist/tollgate-lambda.zip, for the
 // provided.al2023 runtime on arm64) and configure it with environment

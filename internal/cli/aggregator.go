@@ -29,6 +29,11 @@ run stopped (a checkpoint per stream shard, kept in the table), and write
 hourly and daily usage snapshots from every bucket change. A record handed
 twice counts once, so restarts and crashes never double-count.
 
+It is interchangeable with the AWS Lambda function (tollgate-lambda): both
+name a record's usage by its stream shard and item key, so a record applied
+by one is skipped by the other, and a deployment can move from one to the
+other (or run both for a while) without counting anything twice.
+
 Several instances may run on one table: they divide the stream's shards
 between them with leases kept in the table (--shard-lease long, renewed every
 third of that). One that stops cleanly hands its shards over at once; the
@@ -76,7 +81,7 @@ usage itself.`,
 							if n, err := st.SplitHot(ctx, batch, now); n > 0 || err != nil && ctx.Err() == nil {
 								log.Info("split hot buckets", "split", n, "err", err)
 							}
-							if n, err := st.RefillHot(ctx, batch, now); err != nil && ctx.Err() == nil {
+							if n, err := st.RefillHot(ctx, batch, now); n > 0 || err != nil && ctx.Err() == nil {
 								log.Debug("proactive refill", "refilled", n, "err", err)
 							}
 						}

@@ -39,7 +39,8 @@ import (
 // clocks of the readers must agree to well within the lease duration; more
 // skew only makes two readers share a shard for a while, which costs
 // repeated reads and never a double count (usage writes are exactly once per
-// (shard, sequence number), checkpoints never move back).
+// source, a stream shard and item, and sequence number; checkpoints never
+// move back).
 
 // DefaultLease is how long a stream shard lease lasts without renewal.
 const DefaultLease = 10 * time.Second

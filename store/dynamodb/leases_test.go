@@ -437,7 +437,7 @@ func TestLeaseLostStopsAtNextBatch(t *testing.T) {
 	r.handle = func(ctx context.Context, cs []store.Change) error {
 		if len(handled) == 0 {
 			// Another reader takes the lease; the renewal finds out.
-			putLease(t, s, cs[0].Source, "thief", time.Now().Add(time.Minute))
+			putLease(t, s, sourceShard(cs[0].Source), "thief", time.Now().Add(time.Minute))
 			if err := me.renew(ctx); err != nil {
 				t.Fatal(err)
 			}
@@ -463,7 +463,7 @@ func TestLeaseLostStopsAtNextBatch(t *testing.T) {
 	if len(handled) != 1 {
 		t.Fatalf("handled %d changes after losing the lease in the first batch, want 1", len(handled))
 	}
-	cp, err := s.checkpoint(ctx, handled[0].Source)
+	cp, err := s.checkpoint(ctx, sourceShard(handled[0].Source))
 	if err != nil {
 		t.Fatal(err)
 	}

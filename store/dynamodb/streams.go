@@ -2,8 +2,11 @@ package dynamodb
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -33,6 +36,12 @@ const seqWidth = 48
 // next call hands the batch again (so handle must be idempotent per
 // (Source, Seq), as store.UsageStore is). It polls open shards every poll
 // interval, and returns nil once ctx ends.
+//
+// A change's Source is StreamSource of its record (the stream shard and the
+// item's key) and its Seq the record's sequence number, exactly as the AWS
+// Lambda handler (cmd/tollgate-lambda) gives them: a record applied by
+// either consumer is skipped by the other, so a deployment can move from
+// one to the other without counting anything twice.
 //
 // Several calls, in one process or many, divide the stream's shards
 // between them with leases kept in the table (see leases.go): each reads
@@ -237,7 +246,11 @@ func (r *streamReader) readShard(ctx context.Context, shard, seq string) (n int,
 		}
 		changes := make([]store.Change, 0, len(out.Records))
 		for _, rec := range out.Records {
-			if c, ok := changeOf(shard, rec); ok {
+			c, ok, err := changeOf(shard, rec)
+			if err != nil {
+				return n, false, err
+			}
+			if ok {
 				changes = append(changes, c)
 			}
 		}
@@ -278,20 +291,111 @@ func padSeq(seq string) string {
 	return strings.Repeat("0", seqWidth-len(seq)) + seq
 }
 
-// changeOf turns a stream record of a bucket item into a change.
-func changeOf(shard string, rec types.Record) (store.Change, bool) {
+// changeOf turns a stream record of a bucket item into a change, whose
+// Source is the one the Lambda handler gives the same record (StreamSource).
+func changeOf(shard string, rec types.Record) (store.Change, bool, error) {
 	sr := rec.Dynamodb
 	if sr == nil {
-		return store.Change{}, false
+		return store.Change{}, false, nil
 	}
 	var at time.Time
 	if sr.ApproximateCreationDateTime != nil {
 		at = *sr.ApproximateCreationDateTime
 	}
-	return ChangeOf(ImageChange{
-		Source: shard, Seq: aws.ToString(sr.SequenceNumber), Time: at, Removed: rec.EventName == types.OperationTypeRemove,
+	c, ok := ChangeOf(ImageChange{
+		Seq: aws.ToString(sr.SequenceNumber), Time: at, Removed: rec.EventName == types.OperationTypeRemove,
 		Old: streamImage(sr.OldImage), New: streamImage(sr.NewImage),
 	})
+	if !ok {
+		return c, false, nil
+	}
+	// Only changes need a Source: records of other items (usage snapshots,
+	// checkpoints, leases: this reader's own writes among them) are
+	// dropped without one.
+	src, err := StreamSourceOf(shard, sr.Keys)
+	if err != nil {
+		return store.Change{}, false, fmt.Errorf("dynamodb: stream shard %s, record %s: %w", shard, aws.ToString(sr.SequenceNumber), err)
+	}
+	c.Source = src
+	return c, true, nil
+}
+
+// KeyAttr is one attribute of a stream record's item key (its Keys), in the
+// form every consumer of the stream reads it: Type "S", "N" or "B", and
+// Text the string, the number's decimal text as the stream gives it, or the
+// binary value in standard base64 (with padding).
+type KeyAttr struct {
+	Type string
+	Text string
+}
+
+// StreamSource is the Source of the change a stream record makes: the
+// stream shard and the record's item key, as in
+//
+//	shardId-00000001700000000000-0123abcd/"PK"=S"ns/BUCKET#key#res#0","SK"=S"#STATE"
+//
+// (the shard, a slash, then each key attribute by name in byte order,
+// separated by commas: the quoted name, "=", the type and the quoted text;
+// quoted as Go's strconv.Quote does).
+//
+// Both consumers of the stream use it, the process reader (ReadChanges,
+// through StreamSourceOf) and the AWS Lambda handler (cmd/tollgate-lambda),
+// so that a record counts once, whichever of them applies it and however
+// often either hands it again. The record's sequence number is the Seq,
+// which must grow within a Source (store.UsageStore skips an increment
+// whose Seq is not above the last one of its Source): sequence numbers grow
+// within a stream shard, and Lambda, with a ParallelizationFactor above 1,
+// keeps the order of each item's records only, while the shards of a split
+// bucket are distinct items feeding one snapshot; a Source per stream shard
+// and item stays in order under both consumers.
+//
+// The form must never change: a record handed again after a new version is
+// deployed must name the same Source, or it counts twice.
+func StreamSource(shard string, keys map[string]KeyAttr) (string, error) {
+	if shard == "" {
+		return "", errors.New("the record names no stream shard")
+	}
+	if len(keys) == 0 {
+		return "", errors.New("the record has no item key")
+	}
+	var b strings.Builder
+	b.WriteString(shard)
+	b.WriteByte('/')
+	for i, name := range slices.Sorted(maps.Keys(keys)) {
+		k := keys[name]
+		switch k.Type {
+		case "S", "N", "B":
+		default:
+			return "", fmt.Errorf("key attribute %s has type %q; keys are S, N or B", name, k.Type)
+		}
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(strconv.Quote(name))
+		b.WriteByte('=')
+		b.WriteString(k.Type)
+		b.WriteString(strconv.Quote(k.Text))
+	}
+	return b.String(), nil
+}
+
+// StreamSourceOf is StreamSource of the Keys of a record read from the
+// DynamoDB Streams API: what ReadChanges gives its changes.
+func StreamSourceOf(shard string, keys map[string]types.AttributeValue) (string, error) {
+	attrs := make(map[string]KeyAttr, len(keys))
+	for name, v := range keys {
+		switch v := v.(type) {
+		case *types.AttributeValueMemberS:
+			attrs[name] = KeyAttr{Type: "S", Text: v.Value}
+		case *types.AttributeValueMemberN:
+			attrs[name] = KeyAttr{Type: "N", Text: v.Value}
+		case *types.AttributeValueMemberB:
+			attrs[name] = KeyAttr{Type: "B", Text: base64.StdEncoding.EncodeToString(v.Value)}
+		default:
+			return "", fmt.Errorf("key attribute %s has a type keys cannot have (%T)", name, v)
+		}
+	}
+	return StreamSource(shard, attrs)
 }
 
 // Image reads attributes of an item image: strings and numbers, as
@@ -305,7 +409,9 @@ type Image interface {
 // ImageChange is one stream record as any consumer of the stream sees it
 // (this package's reader, or an AWS Lambda handler).
 type ImageChange struct {
-	Source   string // the stream shard
+	// Source is the record's stream shard and item key, as StreamSource
+	// writes them; the change's Source.
+	Source   string
 	Seq      string // the record's sequence number
 	Time     time.Time
 	Removed  bool

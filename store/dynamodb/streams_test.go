@@ -2,11 +2,13 @@ package dynamodb
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams/types"
 
 	"github.com/tollgate-rl/tollgate"
 	"github.com/tollgate-rl/tollgate/aggregator"
@@ -150,5 +152,79 @@ func TestStreamSeqPadding(t *testing.T) {
 		if got := unpadSeq(padSeq(seq)); got != seq {
 			t.Errorf("unpadSeq(padSeq(%s)) = %s", seq, got)
 		}
+	}
+}
+
+// sourceShard is the stream shard of a change's Source (StreamSource):
+// shard ids have no slash.
+func sourceShard(source string) string {
+	shard, _, _ := strings.Cut(source, "/")
+	return shard
+}
+
+// The reader's Source of a record: the stream shard and the item key, in the
+// form the Lambda handler writes too (cmd/tollgate-lambda's TestSource pins
+// it, TestSourceMatchesReader compares the two on the same wire records).
+func TestStreamSource(t *testing.T) {
+	for _, c := range []struct {
+		keys map[string]types.AttributeValue
+		want string
+	}{
+		{map[string]types.AttributeValue{"SK": &types.AttributeValueMemberS{Value: "#STATE"}, "PK": &types.AttributeValueMemberS{Value: "ns/BUCKET#a#b#0"}},
+			`shardId-1/"PK"=S"ns/BUCKET#a#b#0","SK"=S"#STATE"`},
+		{map[string]types.AttributeValue{"id": &types.AttributeValueMemberN{Value: "12"}, "b": &types.AttributeValueMemberB{Value: []byte{0xff}}},
+			`shardId-1/"b"=B"/w==","id"=N"12"`},
+		// Names in byte order, everything quoted: no key can pass for another.
+		{map[string]types.AttributeValue{"é": &types.AttributeValueMemberS{Value: `a"b\c`}, "Z": &types.AttributeValueMemberS{Value: `x","y"=S"z`}, "a": &types.AttributeValueMemberS{Value: "\x01é"}},
+			`shardId-1/"Z"=S"x\",\"y\"=S\"z","a"=S"\x01é","é"=S"a\"b\\c"`},
+	} {
+		got, err := StreamSourceOf("shardId-1", c.keys)
+		if err != nil || got != c.want {
+			t.Errorf("StreamSourceOf = %q, %v; want %q", got, err, c.want)
+		}
+	}
+	for name, keys := range map[string]map[string]types.AttributeValue{
+		"no keys":     nil,
+		"boolean key": {"k": &types.AttributeValueMemberBOOL{Value: true}},
+	} {
+		if got, err := StreamSourceOf("shardId-1", keys); err == nil {
+			t.Errorf("%s: StreamSourceOf = %q, want an error", name, got)
+		}
+	}
+	if got, err := StreamSource("", map[string]KeyAttr{"PK": {Type: "S", Text: "x"}}); err == nil {
+		t.Errorf("no shard: StreamSource = %q, want an error", got)
+	}
+	if got, err := StreamSource("s", map[string]KeyAttr{"PK": {Type: "SS", Text: "x"}}); err == nil {
+		t.Errorf("type SS: StreamSource = %q, want an error", got)
+	}
+}
+
+// changeOf gives bucket changes the Source of their record; other records
+// need none, and are dropped even without keys.
+func TestStreamChangeSource(t *testing.T) {
+	s := func(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }
+	n := func(v string) types.AttributeValue { return &types.AttributeValueMemberN{Value: v} }
+	bucket := map[string]types.AttributeValue{
+		attrPK: s("ns1/BUCKET#key1#api#1"), attrSK: s(skState), attrEntity: s("key1"), attrResource: s("api"),
+		attrShard: n("1"), "b_rpm_tc": n("3000"), attrEvents: n("1"),
+	}
+	keys := map[string]types.AttributeValue{attrPK: bucket[attrPK], attrSK: bucket[attrSK]}
+	rec := func(keys, img map[string]types.AttributeValue) types.Record {
+		return types.Record{EventName: types.OperationTypeInsert, Dynamodb: &types.StreamRecord{
+			Keys: keys, NewImage: img, SequenceNumber: aws.String("000000000000000000085"),
+			ApproximateCreationDateTime: aws.Time(time.Unix(1767261600, 0)),
+		}}
+	}
+	c, ok, err := changeOf("shardId-7", rec(keys, bucket))
+	want := `shardId-7/"PK"=S"ns1/BUCKET#key1#api#1","SK"=S"#STATE"`
+	if err != nil || !ok || c.Source != want || c.Seq != padSeq("85") || c.Events != 1 || c.Consumed["rpm"] != 3000 || c.Shard != 1 {
+		t.Errorf("changeOf = %+v, %v, %v; want Source %q, Seq %s, 1 event, rpm 3000, shard 1", c, ok, err, want, padSeq("85"))
+	}
+	if _, _, err := changeOf("shardId-7", rec(nil, bucket)); err == nil {
+		t.Error("a bucket record without keys: no error")
+	}
+	meta := map[string]types.AttributeValue{attrPK: s("ns1/ENTITY#key1"), attrSK: s("#META")}
+	if c, ok, err := changeOf("shardId-7", rec(nil, meta)); ok || err != nil {
+		t.Errorf("a record of another item: %+v, %v, %v; want no change and no error", c, ok, err)
 	}
 }
