@@ -32,11 +32,13 @@ bench: deps
 		./bucket/ . | tee bench.out | $(GO) run ./internal/benchratio
 
 ## bench-dynamodb: the DynamoDB backend against a fresh DynamoDB Local, with
-## p50 ratios against one raw UpdateItem / GetItem measured in the same run.
+## p50 ratios against one raw UpdateItem / GetItem measured in alternation
+## with each case (x-paired; see store/dynamodb/bench_test.go).
 bench-dynamodb: deps
-	TOLLGATE_DYNAMODB_LOCAL_DIR="$$(scripts/dynamodb-local.sh install)" $(GO) test -run '^$$' -bench . \
+	TOLLGATE_DYNAMODB_LOCAL_DIR="$$(scripts/dynamodb-local.sh install)" $(GO) test -run '^$$' -bench 'DynamoDB|StreamToUsage' \
 		-benchtime $(BENCHTIME) -count $(BENCHCOUNT) ./store/dynamodb/ | tee bench-dynamodb.out | \
 		$(GO) run ./internal/benchratio -baseline baseline -metric p50-us
+	$(GO) run ./internal/benchratio -metric x-paired < bench-dynamodb.out
 
 ## load: acquire+commit over HTTP (keep-alive) at 1, 8 and 32 clients
 ## against the same in-process, on the memory and the embedded store.

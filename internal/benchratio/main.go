@@ -87,7 +87,13 @@ func summarise(in io.Reader, out io.Writer, baseline, metric string) error {
 				ratio = fmt.Sprintf("%.2f", med/median(base.ns))
 			}
 		}
-		fmt.Fprintf(out, "%-58s %5d %12.1f %8s %8s %9s\n", name, len(r.ns), med, r.bytes, r.allocs, ratio)
+		// Small values of reported metrics are mostly ratios (x-paired):
+		// show them to three decimals.
+		prec := 1
+		if metric != "ns/op" && med < 100 {
+			prec = 3
+		}
+		fmt.Fprintf(out, "%-58s %5d %12.*f %8s %8s %9s\n", name, len(r.ns), prec, med, r.bytes, r.allocs, ratio)
 	}
 	return nil
 }

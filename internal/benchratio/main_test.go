@@ -50,3 +50,17 @@ BenchmarkD/other-2            	 500	 2000000 ns/op	 300 acquires/s`
 		t.Errorf("a line without the metric was summarised:\n%s", got)
 	}
 }
+
+// Ratios reported as a metric (x-paired) keep three decimals.
+func TestSummarisePairedRatio(t *testing.T) {
+	in := `BenchmarkD/write/acquire-2    	 500	 4000000 ns/op	 1100 p50-us	 880.0 base-p50-us	 1.250 x-paired
+BenchmarkD/write/acquire-2    	 500	 4000000 ns/op	 1100 p50-us	 900.0 base-p50-us	 1.222 x-paired
+BenchmarkD/write/acquire-2    	 500	 4000000 ns/op	 1100 p50-us	 900.0 base-p50-us	 1.274 x-paired`
+	var out strings.Builder
+	if err := summarise(strings.NewReader(in), &out, "baseline", "x-paired"); err != nil {
+		t.Fatal(err)
+	}
+	if want := "BenchmarkD/write/acquire                                       3        1.250"; !strings.Contains(out.String(), want) {
+		t.Errorf("output lacks %q:\n%s", want, out.String())
+	}
+}

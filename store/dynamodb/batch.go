@@ -14,8 +14,17 @@ import (
 
 // batchGet reads items by key, consistently, returning them in key order
 // (nil where absent). It splits at DynamoDB's 100 keys and retries
-// unprocessed keys with backoff.
+// unprocessed keys with backoff. One key is one GetItem: the same read
+// capacity, and a lighter call than a batch of one (on DynamoDB Local,
+// about 10% of a read; BENCHMARKS.md).
 func (s *Store) batchGet(ctx context.Context, keys []item) ([]item, error) {
+	if len(keys) == 1 {
+		res, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: &s.table, Key: keys[0], ConsistentRead: aws.Bool(true)})
+		if err != nil {
+			return nil, fmt.Errorf("dynamodb: read: %w", err)
+		}
+		return []item{res.Item}, nil
+	}
 	out := make([]item, len(keys))
 	index := make(map[string]int, len(keys))
 	for i, k := range keys {

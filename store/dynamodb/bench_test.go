@@ -75,26 +75,27 @@ func BenchmarkDynamoDB(b *testing.B) {
 			b.Error(err)
 		}
 	}
-	b.Run("write/baseline", func(b *testing.B) { latencies(b, func() { rawWrite(b, rawKey) }) })
+	write := func() { rawWrite(b, rawKey) }
+	pair := func() { parallel(2, func(i int) { rawWrite(b, rawKeys[i]) }) }
+	get := func() {
+		if _, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: &s.table, Key: rawKey, ConsistentRead: aws.Bool(true)}); err != nil {
+			b.Error(err)
+		}
+	}
+	// Each case runs in alternation with its baseline (see paired).
+	b.Run("write/baseline", func(b *testing.B) { latencies(b, write) })
 	// Two raw writes in parallel, to two items: what DynamoDB Local makes of
 	// the warm cascade's two parallel writes, without Tollgate.
-	b.Run("write/baseline-parallel-pair", func(b *testing.B) {
-		latencies(b, func() { parallel(2, func(i int) { rawWrite(b, rawKeys[i]) }) })
-	})
-	b.Run("write/speculative-acquire", func(b *testing.B) { latencies(b, func() { consume(s, key) }) })
-	b.Run("write/warm-cascade", func(b *testing.B) { latencies(b, func() { consume(s, key, parent) }) })
-	b.Run("write/cold-acquire", func(b *testing.B) { latencies(b, func() { consume(cold, key) }) })
-	b.Run("read/baseline", func(b *testing.B) {
-		latencies(b, func() {
-			if _, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: &s.table, Key: rawKey, ConsistentRead: aws.Bool(true)}); err != nil {
-				b.Fatal(err)
-			}
-		})
-	})
+	b.Run("write/parallel-pair", func(b *testing.B) { paired(b, write, pair) })
+	b.Run("write/speculative-acquire", func(b *testing.B) { paired(b, write, func() { consume(s, key) }) })
+	b.Run("write/warm-cascade", func(b *testing.B) { paired(b, write, func() { consume(s, key, parent) }) })
+	b.Run("write/warm-cascade-vs-pair", func(b *testing.B) { paired(b, pair, func() { consume(s, key, parent) }) })
+	b.Run("write/cold-acquire", func(b *testing.B) { paired(b, write, func() { consume(cold, key) }) })
+	b.Run("read/baseline", func(b *testing.B) { latencies(b, get) })
 	b.Run("read/available", func(b *testing.B) {
-		latencies(b, func() {
+		paired(b, get, func() {
 			if _, err := lim.Available(ctx, "k", "api", limits); err != nil {
-				b.Fatal(err)
+				b.Error(err)
 			}
 		})
 	})
@@ -127,11 +128,42 @@ func BenchmarkDynamoDB(b *testing.B) {
 func latencies(b *testing.B, op func()) {
 	d := make([]time.Duration, 0, b.N)
 	for b.Loop() {
-		t := time.Now()
-		op()
-		d = append(d, time.Since(t))
+		d = append(d, timed(op))
 	}
+	p50, p99 := percentiles(d)
+	b.ReportMetric(p50, "p50-us")
+	b.ReportMetric(p99, "p99-us")
+}
+
+// paired runs op b.N times, each time right after one run of base, and
+// reports op's median and 99th percentile, base's median, and the ratio of
+// the medians (x-paired). DynamoDB Local's speed drifts during a run (the
+// JVM, the machine's other load), so a baseline measured seconds apart
+// from its case is not a fair one: measured in alternation, both see the
+// same moments. ns/op counts both.
+func paired(b *testing.B, base, op func()) {
+	bd := make([]time.Duration, 0, b.N)
+	d := make([]time.Duration, 0, b.N)
+	for b.Loop() {
+		bd = append(bd, timed(base))
+		d = append(d, timed(op))
+	}
+	p50, p99 := percentiles(d)
+	base50, _ := percentiles(bd)
+	b.ReportMetric(p50, "p50-us")
+	b.ReportMetric(p99, "p99-us")
+	b.ReportMetric(base50, "base-p50-us")
+	b.ReportMetric(p50/base50, "x-paired")
+}
+
+func timed(op func()) time.Duration {
+	t := time.Now()
+	op()
+	return time.Since(t)
+}
+
+// percentiles returns the 50th and 99th percentiles of d in microseconds.
+func percentiles(d []time.Duration) (p50, p99 float64) {
 	slices.Sort(d)
-	b.ReportMetric(float64(d[len(d)/2].Microseconds()), "p50-us")
-	b.ReportMetric(float64(d[len(d)*99/100].Microseconds()), "p99-us")
+	return float64(d[len(d)/2].Microseconds()), float64(d[len(d)*99/100].Microseconds())
 }

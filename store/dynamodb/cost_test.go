@@ -204,6 +204,20 @@ func TestCostSingleBucket(t *testing.T) {
 		}
 	})
 
+	// Reading one bucket (available, statuses): one consistent GetItem.
+	t.Run("read one bucket", func(t *testing.T) {
+		c1.calls.take()
+		recs, err := c1.ReadBuckets(context.Background(), ns, []store.BucketKey{a})
+		if err != nil || recs[0] == nil {
+			t.Fatalf("ReadBuckets: %v %v", recs, err)
+		}
+		expectCalls(t, "reading one bucket", c1.calls.take(), map[string]int{"GetItem": 1})
+		if _, err := c1.ReadBuckets(context.Background(), ns, []store.BucketKey{a, b}); err != nil {
+			t.Fatal(err)
+		}
+		expectCalls(t, "reading two buckets", c1.calls.take(), map[string]int{"BatchGetItem": 1})
+	})
+
 	// A known bucket below capacity: one speculative UpdateItem, no read.
 	t.Run("speculative success", func(t *testing.T) {
 		req := consumeReq(t0, rate100, 1_000, a)
