@@ -7,6 +7,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/tollgate-rl/tollgate/model"
+	"github.com/tollgate-rl/tollgate/store/internal/buckettable"
 )
 
 // Configuration, entities and audit events are read and written in bbolt
@@ -191,7 +192,7 @@ func (s *Store) DeleteEntity(ctx context.Context, ns, id string, ev model.AuditE
 	if err != nil {
 		return err
 	}
-	s.dropBuckets(func(b bucketID) bool { return b.ns == ns && b.entity == id })
+	s.dropBuckets(func(b buckettable.ID) bool { return b.NS == ns && b.Entity == id })
 	return nil
 }
 

@@ -22,7 +22,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/maphash"
 	"io"
 	"sync"
 	"sync/atomic"
@@ -34,6 +33,7 @@ import (
 	"github.com/tollgate-rl/tollgate/clock"
 	"github.com/tollgate-rl/tollgate/model"
 	"github.com/tollgate-rl/tollgate/store"
+	"github.com/tollgate-rl/tollgate/store/internal/buckettable"
 )
 
 // Defaults of the options.
@@ -60,12 +60,10 @@ var (
 type Store struct {
 	db   *bolt.DB
 	opts options
-	seed maphash.Seed
 
-	shards [shardCount]shard
-	// cut is held for reading by cascades and for writing by a flush
-	// snapshot (see buckets.go).
-	cut sync.RWMutex
+	// buckets holds bucket state, tracking changes for the flush (see
+	// buckets.go).
+	buckets *buckettable.Table
 
 	// flushMu serialises flushes with the calls that delete buckets from
 	// the file (DeleteEntity, PurgeNamespace), so that a flush never writes
@@ -158,10 +156,7 @@ func Open(path string, opts ...Option) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("embedded: open %s: %w", path, err)
 	}
-	s := &Store{db: db, opts: o, seed: maphash.MakeSeed(), stop: make(chan struct{}), done: make(chan struct{})}
-	for i := range s.shards {
-		s.shards[i].buckets = make(map[bucketID]*entry)
-	}
+	s := &Store{db: db, opts: o, buckets: buckettable.New(buckettable.Options{Track: true}), stop: make(chan struct{}), done: make(chan struct{})}
 	if err := s.init(); err != nil {
 		_ = db.Close()
 		return nil, fmt.Errorf("embedded: open %s: %w", path, err)
@@ -176,11 +171,12 @@ func (s *Store) Close() error {
 	if !s.closed.CompareAndSwap(false, true) {
 		return nil
 	}
+	s.buckets.Close()
 	close(s.stop)
 	<-s.done
-	// Every bucket call checks closed under its shard lock, and the final
-	// snapshot visits every shard after closed was set: nothing can change
-	// after it.
+	// Every bucket change checks the table's closed flag under its shard
+	// lock, and the final snapshot visits every shard after the table was
+	// closed: nothing can change after it.
 	err := s.flush()
 	return errors.Join(err, s.db.Close())
 }

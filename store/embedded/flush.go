@@ -9,14 +9,18 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/tollgate-rl/tollgate/store"
+	"github.com/tollgate-rl/tollgate/store/internal/buckettable"
 )
 
 // A flush writes bucket state to the file in three steps:
 //
-//  1. snapshot: holding cut for writing (no cascade runs), visit the
-//     shards one at a time: take each shard's dirty and forgotten lists and
-//     encode the dirty records. Every cascade is wholly in or wholly out of
-//     the snapshot; every single-bucket change is in it or not;
+//  1. snapshot: the bucket table's Drain keeps cascades out and visits
+//     the shards one at a time; it hands over each shard's changed and
+//     forgotten buckets, and the changed records are encoded under the
+//     shard's lock. Every cascade is wholly in or wholly out of the
+//     snapshot; every single-bucket change is in it or not;
 //  2. write: one bbolt transaction deletes the forgotten records and puts
 //     the encoded ones, and commits (fsync). bbolt's commit is atomic, so
 //     the file holds the whole cut or the previous one;
@@ -31,12 +35,12 @@ import (
 type flushBatch struct {
 	slab []byte
 	puts []pendingPut
-	dels []bucketID
+	dels []buckettable.ID
 }
 
 // pendingPut is a record to write: key slab[start:mid], value slab[mid:end].
 type pendingPut struct {
-	e               *entry
+	c               buckettable.Change
 	start, mid, end int
 }
 
@@ -91,36 +95,26 @@ func (b *flushBatch) reset() {
 	b.dels = b.dels[:0]
 }
 
-// snapshot fills b with every shard's changes and clears the shards' lists.
+// snapshot fills b with every change listed in the bucket table and clears
+// the table's lists.
 func (s *Store) snapshot(b *flushBatch) {
-	s.cut.Lock()
-	defer s.cut.Unlock()
-	for i := range s.shards {
-		s.shards[i].take(b)
-	}
+	s.buckets.Drain(b.put, b.forgotten)
 }
 
-// take moves the shard's changes into b.
-func (sh *shard) take(b *flushBatch) {
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	b.dels = append(b.dels, sh.gone...)
-	clear(sh.gone)
-	sh.gone = sh.gone[:0]
-	for _, e := range sh.dirty {
-		e.listed = false
-		if e.removed {
-			continue
-		}
-		p := pendingPut{e: e, start: len(b.slab)}
-		b.slab = append(appendLP(b.slab, e.id.entity), e.id.resource...)
-		p.mid = len(b.slab)
-		b.slab = appendRecord(b.slab, e.rec)
-		p.end = len(b.slab)
-		b.puts = append(b.puts, p)
-	}
-	clear(sh.dirty)
-	sh.dirty = sh.dirty[:0]
+// put encodes a changed bucket into b; Drain calls it under the bucket's
+// shard lock.
+func (b *flushBatch) put(c buckettable.Change, rec *store.Record) {
+	p := pendingPut{c: c, start: len(b.slab)}
+	b.slab = append(appendLP(b.slab, c.ID.Entity), c.ID.Resource...)
+	p.mid = len(b.slab)
+	b.slab = appendRecord(b.slab, rec)
+	p.end = len(b.slab)
+	b.puts = append(b.puts, p)
+}
+
+// forgotten lists a forgotten bucket for deletion from the file.
+func (b *flushBatch) forgotten(id buckettable.ID) {
+	b.dels = append(b.dels, id)
 }
 
 // write applies b in one transaction: deletions first, so that a bucket
@@ -128,20 +122,20 @@ func (sh *shard) take(b *flushBatch) {
 func (s *Store) write(b *flushBatch) error {
 	// bbolt fills pages better with keys in order.
 	slices.SortFunc(b.puts, func(x, y pendingPut) int {
-		return cmp.Or(cmp.Compare(x.e.id.ns, y.e.id.ns), bytes.Compare(b.slab[x.start:x.mid], b.slab[y.start:y.mid]))
+		return cmp.Or(cmp.Compare(x.c.ID.NS, y.c.ID.NS), bytes.Compare(b.slab[x.start:x.mid], b.slab[y.start:y.mid]))
 	})
 	return s.db.Update(func(tx *bolt.Tx) error {
 		for _, id := range b.dels {
-			if bk := sub(nsBucket(tx, id.ns), bktBuckets); bk != nil {
-				if err := bk.Delete(pairKey(id.entity, id.resource)); err != nil {
+			if bk := sub(nsBucket(tx, id.NS), bktBuckets); bk != nil {
+				if err := bk.Delete(pairKey(id.Entity, id.Resource)); err != nil {
 					return err
 				}
 			}
 		}
 		var bk *bolt.Bucket
 		for i, p := range b.puts {
-			if i == 0 || p.e.id.ns != b.puts[i-1].e.id.ns {
-				nsb, err := nsBucketForWrite(tx, p.e.id.ns)
+			if i == 0 || p.c.ID.NS != b.puts[i-1].c.ID.NS {
+				nsb, err := nsBucketForWrite(tx, p.c.ID.NS)
 				if err != nil {
 					return err
 				}
@@ -162,18 +156,10 @@ func (s *Store) write(b *flushBatch) error {
 // flushMu, so no other flush or deletion ran since the snapshot.
 func (s *Store) requeue(b *flushBatch) {
 	for _, p := range b.puts {
-		sh := &s.shards[s.shardOf(p.e.id)]
-		sh.mu.Lock()
-		if !p.e.removed {
-			sh.markDirty(p.e)
-		}
-		sh.mu.Unlock()
+		s.buckets.Requeue(p.c)
 	}
 	for _, id := range b.dels {
-		sh := &s.shards[s.shardOf(id)]
-		sh.mu.Lock()
-		sh.gone = append(sh.gone, id)
-		sh.mu.Unlock()
+		s.buckets.RequeueGone(id)
 	}
 }
 
@@ -192,8 +178,7 @@ func (s *Store) load(tx *bolt.Tx) error {
 			if !ok || err != nil {
 				return fmt.Errorf("namespace %q, bucket key %q: %w", ns, k, errCorrupt)
 			}
-			id := bucketID{ns, entity, resource}
-			s.shards[s.shardOf(id)].buckets[id] = &entry{rec: rec, id: id}
+			s.buckets.Put(buckettable.ID{NS: ns, Entity: entity, Resource: resource}, *rec)
 			return nil
 		})
 	})

@@ -199,25 +199,13 @@ func TestFailedFlushIsRetried(t *testing.T) {
 	}
 }
 
-// forget makes the shard of entity's bucket sweep at now, as it does once
-// it has created enough buckets, by creating one more bucket in it.
+// forget changes one more bucket (filler), then makes the bucket table
+// sweep at now, as each shard does once it has created enough buckets.
 func (s *Store) forget(t *testing.T, now int64, entity string) {
 	t.Helper()
-	i := s.shardOf(bucketID{"ns", entity, "api"})
-	other := ""
-	for n := 0; other == ""; n++ {
-		if c := "filler-" + strconv.Itoa(n); s.shardOf(bucketID{"ns", c, "api"}) == i {
-			other = c
-		}
-	}
-	sh := &s.shards[i]
-	sh.mu.Lock()
-	sh.created = 1 << 30
-	sh.mu.Unlock()
-	mustConsume(t, s, request(now, 1_000, other))
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	if sh.buckets[bucketID{"ns", entity, "api"}] != nil {
+	mustConsume(t, s, request(now, 1_000, "filler"))
+	s.buckets.Sweep(now)
+	if s.buckets.Read("ns", []store.BucketKey{key(entity)})[0] != nil {
 		t.Fatalf("%s was not forgotten", entity)
 	}
 }

@@ -17,16 +17,5 @@ func (s *Store) ListBuckets(ctx context.Context, ns, resource, after string, lim
 	if err := store.ValidateBucketPage(resource, limit); err != nil {
 		return nil, err
 	}
-	var out []store.ListedBucket
-	for i := range s.shards {
-		sh := &s.shards[i]
-		sh.mu.Lock()
-		for id, e := range sh.buckets {
-			if id.ns == ns && id.resource == resource && id.entity > after {
-				out = append(out, store.ListedBucket{Entity: id.entity, Record: e.rec.Clone()})
-			}
-		}
-		sh.mu.Unlock()
-	}
-	return store.FirstBuckets(out, limit), nil
+	return s.buckets.List(ns, resource, after, limit), nil
 }

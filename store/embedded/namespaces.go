@@ -8,6 +8,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/tollgate-rl/tollgate/model"
+	"github.com/tollgate-rl/tollgate/store/internal/buckettable"
 )
 
 // The registry maps names to namespaces (bucket registry) and ids back to
@@ -139,7 +140,7 @@ func (s *Store) PurgeNamespace(ctx context.Context, name string, progress func(i
 	if err != nil {
 		return s.mapErr(err)
 	}
-	deleted += s.dropBuckets(func(b bucketID) bool { return b.ns == id })
+	deleted += s.dropBuckets(func(b buckettable.ID) bool { return b.NS == id })
 	if progress != nil {
 		progress(deleted)
 	}

@@ -5,13 +5,14 @@
 // Bucket state is split over 256 independently locked shards, so acquires on
 // different keys proceed in parallel; an acquire that spans several buckets
 // (cascade) locks their shards in index order, which makes it atomic and
-// deadlock-free. Configuration, entities and audit events sit behind one
-// read-write lock: they change rarely and the limiter caches them.
+// deadlock-free. That table (package store/internal/buckettable) is shared
+// with the embedded backend; this one does not track changes for a flush.
+// Configuration, entities and audit events sit behind one read-write lock:
+// they change rarely and the limiter caches them.
 package memory
 
 import (
 	"context"
-	"hash/maphash"
 	"slices"
 	"sort"
 	"strings"
@@ -20,14 +21,12 @@ import (
 
 	"github.com/tollgate-rl/tollgate/model"
 	"github.com/tollgate-rl/tollgate/store"
+	"github.com/tollgate-rl/tollgate/store/internal/buckettable"
 )
-
-const shardCount = 256
 
 // Store is the memory backend. The zero value is not usable; call New.
 type Store struct {
-	seed   maphash.Seed
-	shards [shardCount]shard
+	buckets *buckettable.Table
 
 	mu       sync.RWMutex
 	nss      map[string]*namespace      // by namespace id
@@ -35,16 +34,6 @@ type Store struct {
 
 	usage usageTable
 }
-
-type shard struct {
-	mu      sync.Mutex
-	buckets map[bucketID]*store.Record
-	// created counts buckets created since the last sweep (see record).
-	created int
-	_       [32]byte // keep neighbouring shards' locks off one cache line
-}
-
-type bucketID struct{ ns, entity, resource string }
 
 type namespace struct {
 	configs  map[model.Scope]model.Config
@@ -57,17 +46,11 @@ var _ store.Store = (*Store)(nil)
 
 // New returns an empty memory store.
 func New() *Store {
-	s := &Store{seed: maphash.MakeSeed(), nss: make(map[string]*namespace), registry: make(map[string]model.Namespace)}
-	for i := range s.shards {
-		s.shards[i].buckets = make(map[bucketID]*store.Record)
+	return &Store{
+		buckets:  buckettable.New(buckettable.Options{}),
+		nss:      make(map[string]*namespace),
+		registry: make(map[string]model.Namespace),
 	}
-	return s
-}
-
-// shardOf spreads buckets by entity: one hash is enough, and an entity's
-// buckets for several resources sharing a shard costs nothing.
-func (s *Store) shardOf(id bucketID) int {
-	return int(maphash.String(s.seed, id.entity) % shardCount)
 }
 
 // Consume implements store.Buckets.
@@ -75,90 +58,7 @@ func (s *Store) Consume(ctx context.Context, ns string, req *store.ConsumeReques
 	if err := ctx.Err(); err != nil {
 		return false, err
 	}
-	if len(req.Buckets) == 1 {
-		br := &req.Buckets[0]
-		id := bucketID{ns, br.Key.Entity, br.Key.Resource}
-		sh := &s.shards[s.shardOf(id)]
-		sh.mu.Lock()
-		rec := sh.record(id, req.Now)
-		ok := store.Prepare(rec, br, req.Now)
-		if ok {
-			store.Debit(rec, br)
-		}
-		sh.maybeSweep(req.Now)
-		sh.mu.Unlock()
-		return ok, nil
-	}
-
-	var buf [model.MaxCascadeDepth]int
-	idx := buf[:0]
-	for i := range req.Buckets {
-		k := req.Buckets[i].Key
-		idx = append(idx, s.shardOf(bucketID{ns, k.Entity, k.Resource}))
-	}
-	var lockBuf [model.MaxCascadeDepth]int
-	locked := append(lockBuf[:0], idx...)
-	slices.Sort(locked)
-	locked = slices.Compact(locked)
-	for _, i := range locked {
-		s.shards[i].mu.Lock()
-	}
-	defer func() {
-		for _, i := range locked {
-			s.shards[i].maybeSweep(req.Now)
-			s.shards[i].mu.Unlock()
-		}
-	}()
-	var recBuf [model.MaxCascadeDepth]*store.Record
-	recs := recBuf[:0]
-	ok := true
-	for i := range req.Buckets {
-		br := &req.Buckets[i]
-		rec := s.shards[idx[i]].record(bucketID{ns, br.Key.Entity, br.Key.Resource}, req.Now)
-		recs = append(recs, rec)
-		if !store.Prepare(rec, br, req.Now) {
-			ok = false
-		}
-	}
-	if ok {
-		for i := range req.Buckets {
-			store.Debit(recs[i], &req.Buckets[i])
-		}
-	}
-	return ok, nil
-}
-
-// record returns the bucket, creating an empty one; the caller holds sh.mu.
-func (sh *shard) record(id bucketID, now int64) *store.Record {
-	rec := sh.buckets[id]
-	if rec == nil {
-		rec = store.NewRecord(now)
-		sh.buckets[id] = rec
-		sh.created++
-	}
-	return rec
-}
-
-// minSweep keeps small shards from sweeping on every creation.
-const minSweep = 64
-
-// maybeSweep forgets idle buckets; the caller holds sh.mu and has finished
-// the operation. A bucket that is full in every limit behaves exactly like
-// one that does not exist (a missing bucket is created full), so it can be
-// deleted without changing any answer. Once a shard has created as many
-// buckets as it held at its last sweep, it deletes those full by now: memory
-// stays proportional to the buckets in use, at an amortised constant cost
-// per creation.
-func (sh *shard) maybeSweep(now int64) {
-	if sh.created <= max(len(sh.buckets)/2, minSweep) {
-		return
-	}
-	for id, rec := range sh.buckets {
-		if store.IsFull(rec, now) {
-			delete(sh.buckets, id)
-		}
-	}
-	sh.created = 0
+	return s.buckets.Consume(ns, req) // never closed: no error
 }
 
 // ApplyDeltas implements store.Buckets.
@@ -166,21 +66,7 @@ func (s *Store) ApplyDeltas(ctx context.Context, ns string, deltas []store.Delta
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	// Deltas of one bucket are consecutive (a lease lists its limits bucket
-	// by bucket): look each bucket up once.
-	for i := 0; i < len(deltas); {
-		id := bucketID{ns, deltas[i].Key.Entity, deltas[i].Key.Resource}
-		sh := &s.shards[s.shardOf(id)]
-		sh.mu.Lock()
-		rec := sh.buckets[id]
-		for ; i < len(deltas) && deltas[i].Key == (store.BucketKey{Entity: id.entity, Resource: id.resource}); i++ {
-			if rec != nil {
-				store.ApplyDelta(rec, deltas[i])
-			}
-		}
-		sh.mu.Unlock()
-	}
-	return nil
+	return s.buckets.ApplyDeltas(ns, deltas)
 }
 
 // ReadBuckets implements store.Buckets.
@@ -188,17 +74,7 @@ func (s *Store) ReadBuckets(ctx context.Context, ns string, keys []store.BucketK
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	out := make([]*store.Record, len(keys))
-	for i, k := range keys {
-		id := bucketID{ns, k.Entity, k.Resource}
-		sh := &s.shards[s.shardOf(id)]
-		sh.mu.Lock()
-		if rec := sh.buckets[id]; rec != nil {
-			out[i] = rec.Clone()
-		}
-		sh.mu.Unlock()
-	}
-	return out, nil
+	return s.buckets.Read(ns, keys), nil
 }
 
 // ns returns the namespace, creating it when create is set; the caller holds
@@ -322,16 +198,7 @@ func (s *Store) DeleteEntity(ctx context.Context, ns, id string, ev model.AuditE
 				delete(n.configs, sc)
 			}
 		}
-		for i := range s.shards {
-			sh := &s.shards[i]
-			sh.mu.Lock()
-			for bid := range sh.buckets {
-				if bid.ns == ns && bid.entity == id {
-					delete(sh.buckets, bid)
-				}
-			}
-			sh.mu.Unlock()
-		}
+		s.buckets.Delete(func(b buckettable.ID) bool { return b.NS == ns && b.Entity == id })
 		s.usage.drop(func(u usageID) bool { return u.ns == ns && u.key.Entity == id })
 		n.appendAudit(ev)
 		return nil
@@ -478,17 +345,7 @@ func (s *Store) PurgeNamespace(ctx context.Context, name string, progress func(i
 		}
 		delete(s.nss, n.ID)
 	}
-	for i := range s.shards {
-		sh := &s.shards[i]
-		sh.mu.Lock()
-		for bid := range sh.buckets {
-			if bid.ns == n.ID {
-				delete(sh.buckets, bid)
-				deleted++
-			}
-		}
-		sh.mu.Unlock()
-	}
+	deleted += s.buckets.Delete(func(b buckettable.ID) bool { return b.NS == n.ID })
 	deleted += s.usage.drop(func(id usageID) bool { return id.ns == n.ID })
 	delete(s.registry, name)
 	if progress != nil {

@@ -21,13 +21,7 @@ func TestIdleBucketsAreForgotten(t *testing.T) {
 			Limits: []store.LimitRequest{{Name: "rps", Params: p, Check: true, Amount: amount}},
 		}}}
 	}
-	count := func() int {
-		n := 0
-		for i := range s.shards {
-			n += len(s.shards[i].buckets)
-		}
-		return n
-	}
+	count := s.buckets.Len
 	const t0, keys = 1_700_000_000_000, 50_000
 	// One key stays in debt-free use but not full: it must survive.
 	if ok, _ := s.Consume(ctx, "ns", req(t0, "busy", 10_000)); !ok {

@@ -1,0 +1,437 @@
+// Package buckettable is the in-memory bucket table of the memory and
+// embedded backends: token-bucket records in 256 maps, each behind its own
+// mutex, so that acquires on different keys run in parallel, changed under
+// those locks by the shared helpers of package store.
+//
+// A cascade (one consume over several buckets) locks its shards in index
+// order, which makes it atomic and deadlock-free. Every shard forgets its
+// full buckets from time to time (see store.IsFull), so memory follows the
+// buckets in use.
+//
+// The embedded backend also writes the table to a file. A table made with
+// Options.Track lists, per shard, the buckets changed and forgotten since
+// the last Drain, so that a flush costs what changed rather than what
+// exists, and keeps cascades out while Drain runs, so that Drain hands over
+// a consistent cut. Without it (the memory backend) a consume pays only for
+// testing the option.
+package buckettable
+
+import (
+	"errors"
+	"hash/maphash"
+	"slices"
+	"sync"
+	"sync/atomic"
+
+	"github.com/tollgate-rl/tollgate/model"
+	"github.com/tollgate-rl/tollgate/store"
+)
+
+const shardCount = 256
+
+// minSweep keeps small shards from sweeping on every creation.
+const minSweep = 64
+
+// ErrClosed is returned by Consume and ApplyDeltas once the table is closed.
+var ErrClosed = errors.New("buckettable: closed")
+
+// ID names a bucket: a namespace id, an entity and a resource.
+type ID struct{ NS, Entity, Resource string }
+
+// Options configures New.
+type Options struct {
+	// Track lists the buckets changed and forgotten since the last Drain,
+	// for a backend that keeps a durable copy of the table. Without it
+	// Drain hands over nothing.
+	Track bool
+}
+
+// Table is a sharded bucket table, safe for concurrent use. Create it with
+// New.
+type Table struct {
+	seed  maphash.Seed
+	track bool
+	// closed makes changes fail; it is read under the shard lock (see
+	// Close).
+	closed atomic.Bool
+	shards [shardCount]shard
+	// cut is held, in a tracking table only, for reading by cascades and
+	// for writing by Drain. It sits after the shards so that cascades
+	// taking it do not bounce the cache line every consume reads.
+	cut sync.RWMutex
+}
+
+type shard struct {
+	mu      sync.Mutex
+	buckets map[ID]*entry
+	// created counts buckets created since the last sweep (see
+	// maybeSweep).
+	created int
+	// dirty lists, in a tracking table, the buckets changed since the last
+	// Drain (each once: see entry.listed); gone the buckets forgotten by a
+	// sweep since then.
+	dirty []Change
+	gone  []ID
+	_     [32]byte // keep neighbouring shards' locks off one cache line
+}
+
+// entry is one bucket; its shard's lock guards it. The record is held by
+// value, so that a bucket costs one allocation.
+type entry struct {
+	rec store.Record
+	// listed is set while the entry is in its shard's dirty list.
+	listed bool
+	// removed is set, in a tracking table, once the entry left its shard's
+	// map (forgotten or deleted): Drain must never hand it over again.
+	removed bool
+}
+
+// Change is a changed bucket handed over by Drain. It is kept only to give
+// back to Requeue.
+type Change struct {
+	ID ID
+	e  *entry
+}
+
+// New returns an empty table.
+func New(o Options) *Table {
+	t := &Table{seed: maphash.MakeSeed(), track: o.Track}
+	for i := range t.shards {
+		t.shards[i].buckets = make(map[ID]*entry)
+	}
+	return t
+}
+
+// shardOf spreads buckets by entity: one hash is enough, and an entity's
+// buckets for several resources sharing a shard costs nothing.
+func (t *Table) shardOf(id ID) int {
+	return int(maphash.String(t.seed, id.Entity) % shardCount)
+}
+
+// Consume applies req to namespace ns as store.Buckets.Consume says: all
+// or nothing, missing buckets created full, every Observed set. It fails
+// only with ErrClosed, having changed nothing.
+func (t *Table) Consume(ns string, req *store.ConsumeRequest) (bool, error) {
+	if len(req.Buckets) != 1 {
+		return t.consumeCascade(ns, req)
+	}
+	br := &req.Buckets[0]
+	id := ID{ns, br.Key.Entity, br.Key.Resource}
+	sh := &t.shards[t.shardOf(id)]
+	sh.mu.Lock()
+	if t.closed.Load() {
+		sh.mu.Unlock()
+		return false, ErrClosed
+	}
+	e := sh.entry(id, req.Now)
+	ok := store.Prepare(&e.rec, br, req.Now)
+	if ok {
+		store.Debit(&e.rec, br)
+	}
+	if t.track {
+		sh.markDirty(id, e)
+	}
+	t.maybeSweep(sh, req.Now)
+	sh.mu.Unlock()
+	return ok, nil
+}
+
+// consumeCascade is Consume over several buckets. It locks their shards in
+// index order (each once), so that two cascades sharing shards never wait
+// for each other in a cycle, and holds them all while it prepares and
+// debits, so that no other call sees it half-applied.
+func (t *Table) consumeCascade(ns string, req *store.ConsumeRequest) (bool, error) {
+	var buf [model.MaxCascadeDepth]int
+	idx := buf[:0]
+	for i := range req.Buckets {
+		k := req.Buckets[i].Key
+		idx = append(idx, t.shardOf(ID{ns, k.Entity, k.Resource}))
+	}
+	var lockBuf [model.MaxCascadeDepth]int
+	locked := append(lockBuf[:0], idx...)
+	slices.Sort(locked)
+	locked = slices.Compact(locked)
+	// Drain takes cut for writing, then the shards one at a time: taking
+	// cut first keeps the order the same everywhere.
+	if t.track {
+		t.cut.RLock()
+	}
+	for _, i := range locked {
+		t.shards[i].mu.Lock()
+	}
+	defer func() {
+		for _, i := range locked {
+			t.maybeSweep(&t.shards[i], req.Now)
+			t.shards[i].mu.Unlock()
+		}
+		if t.track {
+			t.cut.RUnlock()
+		}
+	}()
+	if t.closed.Load() {
+		return false, ErrClosed
+	}
+	var entBuf [model.MaxCascadeDepth]*entry
+	ents := entBuf[:0]
+	ok := true
+	for i := range req.Buckets {
+		br := &req.Buckets[i]
+		sh := &t.shards[idx[i]]
+		id := ID{ns, br.Key.Entity, br.Key.Resource}
+		e := sh.entry(id, req.Now)
+		ents = append(ents, e)
+		if t.track {
+			sh.markDirty(id, e)
+		}
+		if !store.Prepare(&e.rec, br, req.Now) {
+			ok = false
+		}
+	}
+	if ok {
+		for i := range req.Buckets {
+			store.Debit(&ents[i].rec, &req.Buckets[i])
+		}
+	}
+	return ok, nil
+}
+
+// entry returns the bucket, creating an empty one; the caller holds sh.mu.
+func (sh *shard) entry(id ID, now int64) *entry {
+	e := sh.buckets[id]
+	if e == nil {
+		e = &entry{rec: store.Record{Refilled: now}} // store.NewRecord, held by value
+		sh.buckets[id] = e
+		sh.created++
+	}
+	return e
+}
+
+// markDirty lists e for the next Drain; the caller holds sh.mu.
+func (sh *shard) markDirty(id ID, e *entry) {
+	if !e.listed {
+		e.listed = true
+		sh.dirty = append(sh.dirty, Change{id, e})
+	}
+}
+
+// remove takes e out of sh; the caller holds sh.mu. In a tracking table,
+// forget lists it for Drain as forgotten.
+func (t *Table) remove(sh *shard, id ID, e *entry, forget bool) {
+	delete(sh.buckets, id)
+	if t.track {
+		e.removed = true
+		if forget {
+			sh.gone = append(sh.gone, id)
+		}
+	}
+}
+
+// maybeSweep forgets idle buckets; the caller holds sh.mu and has finished
+// the operation. A bucket that is full in every limit behaves exactly like
+// one that does not exist (a missing bucket is created full), so it can be
+// deleted without changing any answer. Once a shard has created as many
+// buckets as it held at its last sweep, it deletes those full by now:
+// memory stays proportional to the buckets in use, at an amortised
+// constant cost per creation.
+func (t *Table) maybeSweep(sh *shard, now int64) {
+	if sh.created > max(len(sh.buckets)/2, minSweep) {
+		t.sweep(sh, now)
+	}
+}
+
+// sweep forgets the buckets of sh that are full at now; the caller holds
+// sh.mu.
+func (t *Table) sweep(sh *shard, now int64) {
+	for id, e := range sh.buckets {
+		if store.IsFull(&e.rec, now) {
+			t.remove(sh, id, e, true)
+		}
+	}
+	sh.created = 0
+}
+
+// Sweep forgets at once every bucket full at now, in every shard, as each
+// shard does by itself once it has created enough buckets. The backends
+// leave sweeping to the shards; tests call Sweep to forget a bucket at a
+// known moment.
+func (t *Table) Sweep(now int64) {
+	for i := range t.shards {
+		sh := &t.shards[i]
+		sh.mu.Lock()
+		t.sweep(sh, now)
+		sh.mu.Unlock()
+	}
+}
+
+// ApplyDeltas adds each delta to its limit's balance unconditionally, as
+// store.Buckets.ApplyDeltas says; deltas for missing buckets or limits are
+// dropped. It fails only with ErrClosed, which stops it before the next
+// bucket.
+func (t *Table) ApplyDeltas(ns string, deltas []store.Delta) error {
+	// Deltas of one bucket are consecutive (a lease lists its limits
+	// bucket by bucket): look each bucket up once.
+	for i := 0; i < len(deltas); {
+		k := deltas[i].Key
+		id := ID{ns, k.Entity, k.Resource}
+		sh := &t.shards[t.shardOf(id)]
+		sh.mu.Lock()
+		if t.closed.Load() {
+			sh.mu.Unlock()
+			return ErrClosed
+		}
+		e := sh.buckets[id]
+		for ; i < len(deltas) && deltas[i].Key == k; i++ {
+			if e != nil && store.ApplyDelta(&e.rec, deltas[i]) && t.track {
+				sh.markDirty(id, e)
+			}
+		}
+		sh.mu.Unlock()
+	}
+	return nil
+}
+
+// Read returns a copy of the record of each key in namespace ns, nil where
+// there is none, without refilling.
+func (t *Table) Read(ns string, keys []store.BucketKey) []*store.Record {
+	out := make([]*store.Record, len(keys))
+	for i, k := range keys {
+		id := ID{ns, k.Entity, k.Resource}
+		sh := &t.shards[t.shardOf(id)]
+		sh.mu.Lock()
+		if e := sh.buckets[id]; e != nil {
+			out[i] = e.rec.Clone()
+		}
+		sh.mu.Unlock()
+	}
+	return out
+}
+
+// List returns copies of the buckets of resource in namespace ns whose
+// entity is greater than after, sorted by entity, at most limit: a page of
+// store.BucketLister.ListBuckets. It scans every shard, one at a time.
+func (t *Table) List(ns, resource, after string, limit int) []store.ListedBucket {
+	var out []store.ListedBucket
+	for i := range t.shards {
+		sh := &t.shards[i]
+		sh.mu.Lock()
+		for id, e := range sh.buckets {
+			if id.NS == ns && id.Resource == resource && id.Entity > after {
+				out = append(out, store.ListedBucket{Entity: id.Entity, Record: e.rec.Clone()})
+			}
+		}
+		sh.mu.Unlock()
+	}
+	return store.FirstBuckets(out, limit)
+}
+
+// Len returns how many buckets the table holds. It locks every shard in
+// turn: it is for tests and reports, not for the hot path.
+func (t *Table) Len() int {
+	n := 0
+	for i := range t.shards {
+		sh := &t.shards[i]
+		sh.mu.Lock()
+		n += len(sh.buckets)
+		sh.mu.Unlock()
+	}
+	return n
+}
+
+// Put stores rec as bucket id, replacing any, without listing it as
+// changed: it loads a bucket whose durable copy is rec. The table keeps
+// rec.Limits, which the caller must not use again.
+func (t *Table) Put(id ID, rec store.Record) {
+	sh := &t.shards[t.shardOf(id)]
+	sh.mu.Lock()
+	sh.buckets[id] = &entry{rec: rec}
+	sh.mu.Unlock()
+}
+
+// Delete removes every bucket match selects and returns how many, for a
+// backend deleting an entity or a namespace. A tracking table does not
+// list them for Drain: the caller deletes their durable copies itself, and
+// must keep the writes of a Drain from landing after that deletion (the
+// embedded backend runs both under one lock); changes of them listed
+// before are never handed over.
+func (t *Table) Delete(match func(ID) bool) int {
+	n := 0
+	for i := range t.shards {
+		sh := &t.shards[i]
+		sh.mu.Lock()
+		for id, e := range sh.buckets {
+			if match(id) {
+				t.remove(sh, id, e, false)
+				n++
+			}
+		}
+		sh.mu.Unlock()
+	}
+	return n
+}
+
+// Drain hands over, and clears, what a tracking table listed since the
+// last Drain: each bucket forgotten by a sweep to gone, and each bucket
+// changed (once, however often it changed) to put with its record as it
+// is now. rec is valid only during the call; put copies what it needs.
+//
+// Drain keeps cascades out (they hold cut for reading) while it visits the
+// shards one at a time, each under its lock, so what it hands over is a
+// consistent cut: every cascade is wholly in it or wholly out, every
+// single-bucket change (atomic under its shard lock alone) in it or not.
+// A single-bucket consume waits for Drain only while Drain holds its
+// shard.
+func (t *Table) Drain(put func(c Change, rec *store.Record), gone func(ID)) {
+	t.cut.Lock()
+	defer t.cut.Unlock()
+	for i := range t.shards {
+		t.shards[i].drain(put, gone)
+	}
+}
+
+// drain is Drain for one shard.
+func (sh *shard) drain(put func(c Change, rec *store.Record), gone func(ID)) {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	for _, id := range sh.gone {
+		gone(id)
+	}
+	clear(sh.gone)
+	sh.gone = sh.gone[:0]
+	for _, c := range sh.dirty {
+		c.e.listed = false
+		if !c.e.removed {
+			put(c, &c.e.rec)
+		}
+	}
+	clear(sh.dirty) // drop the entries, so forgotten ones can be collected
+	sh.dirty = sh.dirty[:0]
+}
+
+// Requeue lists c again for the next Drain, which hands it over with its
+// state as it is by then, unless the bucket was removed in between: for a
+// caller whose write of a drained change failed.
+func (t *Table) Requeue(c Change) {
+	sh := &t.shards[t.shardOf(c.ID)]
+	sh.mu.Lock()
+	if !c.e.removed {
+		sh.markDirty(c.ID, c.e)
+	}
+	sh.mu.Unlock()
+}
+
+// RequeueGone lists id again as forgotten for the next Drain: for a caller
+// whose deletion of a drained forgotten bucket failed.
+func (t *Table) RequeueGone(id ID) {
+	sh := &t.shards[t.shardOf(id)]
+	sh.mu.Lock()
+	sh.gone = append(sh.gone, id)
+	sh.mu.Unlock()
+}
+
+// Close makes every later Consume and ApplyDeltas fail with ErrClosed.
+// Both check it under the lock of the shard they change, so a change that
+// passed the check is complete by the time Drain visits that shard: a
+// Drain started after Close returns hands over every change they made.
+func (t *Table) Close() {
+	t.closed.Store(true)
+}
