@@ -54,6 +54,20 @@ type UsageQuery struct {
 // following page. Snapshots appear once the aggregator has written them
 // (see package aggregator).
 func (l *Limiter) Usage(ctx context.Context, q UsageQuery) (usage []Usage, next string, err error) {
+	snaps, next, err := l.usagePage(ctx, q)
+	if err != nil {
+		return nil, "", err
+	}
+	out := make([]Usage, len(snaps))
+	for i, s := range snaps {
+		out[i] = Usage{Entity: s.Key.Entity, Resource: s.Key.Resource, Window: s.Key.Window,
+			Start: time.UnixMilli(s.Key.Start).UTC(), Consumed: tokens(s.Consumed), Events: s.Events}
+	}
+	return out, next, nil
+}
+
+// usagePage reads one page of stored snapshots, in millitokens.
+func (l *Limiter) usagePage(ctx context.Context, q UsageQuery) (snaps []store.UsageSnapshot, next string, err error) {
 	us, ok := l.store.(store.UsageStore)
 	if !ok {
 		return nil, "", ErrUsageUnsupported
@@ -66,19 +80,14 @@ func (l *Limiter) Usage(ctx context.Context, q UsageQuery) (usage []Usage, next 
 	if err != nil {
 		return nil, "", err
 	}
-	snaps, err := us.ListUsage(ctx, ns, sq)
+	snaps, err = us.ListUsage(ctx, ns, sq)
 	if err != nil {
 		return nil, "", storeErr(ctx, "list usage", q.Entity+q.Resource, err)
-	}
-	out := make([]Usage, len(snaps))
-	for i, s := range snaps {
-		out[i] = Usage{Entity: s.Key.Entity, Resource: s.Key.Resource, Window: s.Key.Window,
-			Start: time.UnixMilli(s.Key.Start).UTC(), Consumed: tokens(s.Consumed), Events: s.Events}
 	}
 	if size, _ := sq.Validate(); len(snaps) == size {
 		next = snaps[len(snaps)-1].Cursor
 	}
-	return out, next, nil
+	return snaps, next, nil
 }
 
 func (l *Limiter) storeQuery(q UsageQuery) (store.UsageQuery, error) {
@@ -131,23 +140,25 @@ type LimitUsage struct {
 	PeakStart time.Time
 }
 
-// UsageSummary reads every page of q and totals it.
+// UsageSummary reads every page of q and totals it. It sums millitokens
+// and rounds only the results, so many snapshots of fractions of a token
+// add up as they should.
 func (l *Limiter) UsageSummary(ctx context.Context, q UsageQuery) (UsageSummary, error) {
-	perWindow := map[string]map[time.Time]int64{}
+	perWindow := map[string]map[int64]int64{} // limit -> window start -> millitokens
 	var sum UsageSummary
 	sum.Limits = map[string]LimitUsage{}
 	for {
-		page, next, err := l.Usage(ctx, q)
+		page, next, err := l.usagePage(ctx, q)
 		if err != nil {
 			return UsageSummary{}, err
 		}
-		for _, u := range page {
-			sum.Events += u.Events
-			for limit, n := range u.Consumed {
+		for _, s := range page {
+			sum.Events += s.Events
+			for limit, n := range s.Consumed {
 				if perWindow[limit] == nil {
-					perWindow[limit] = map[time.Time]int64{}
+					perWindow[limit] = map[int64]int64{}
 				}
-				perWindow[limit][u.Start] += n
+				perWindow[limit][s.Key.Start] = addSat(perWindow[limit][s.Key.Start], n)
 			}
 		}
 		if next == "" {
@@ -158,16 +169,21 @@ func (l *Limiter) UsageSummary(ctx context.Context, q UsageQuery) (UsageSummary,
 	d := q.Window.Duration()
 	sum.Windows = max(1, int64((q.To.Sub(q.From)+d-1)/d))
 	for limit, byStart := range perWindow {
-		var lu LimitUsage
-		for _, start := range slices.SortedFunc(maps.Keys(byStart), time.Time.Compare) {
+		var total, peak int64
+		var peakStart int64
+		for i, start := range slices.Sorted(maps.Keys(byStart)) {
 			n := byStart[start]
-			lu.Total += n
-			if n > lu.Peak || lu.PeakStart.IsZero() {
-				lu.Peak, lu.PeakStart = n, start
+			total = addSat(total, n)
+			if i == 0 || n > peak {
+				peak, peakStart = n, start
 			}
 		}
-		lu.Average = float64(lu.Total) / float64(sum.Windows)
-		sum.Limits[limit] = lu
+		sum.Limits[limit] = LimitUsage{
+			Total:     total / 1000,
+			Average:   float64(total) / 1000 / float64(sum.Windows),
+			Peak:      peak / 1000,
+			PeakStart: time.UnixMilli(peakStart).UTC(),
+		}
 	}
 	return sum, nil
 }

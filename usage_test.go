@@ -73,3 +73,41 @@ func TestUsageQueriesAndSummary(t *testing.T) {
 		t.Errorf("a store without usage: %v", err)
 	}
 }
+
+// TestUsageSummarySumsMillitokens checks that the summary adds snapshots
+// before rounding: three windows of half a token each are one and a half
+// tokens, reported as 1 (rounded down) with an average of 0.5, not 0.
+func TestUsageSummarySumsMillitokens(t *testing.T) {
+	ctx := context.Background()
+	start := time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)
+	mem := memory.New()
+	lim, err := tollgate.New(mem, tollgate.WithClock(clock.NewFake(start.Add(3*time.Hour))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The limiter registers its namespace on first use.
+	q := tollgate.UsageQuery{Entity: "key-a", Window: tollgate.Hourly, From: start, To: start.Add(3 * time.Hour)}
+	if _, _, err := lim.Usage(ctx, q); err != nil {
+		t.Fatal(err)
+	}
+	ns, err := mem.GetNamespace(ctx, tollgate.DefaultNamespace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var incs []store.UsageIncrement
+	for h, milli := range []int64{500, 500, 700} {
+		key := store.UsageKey{Entity: "key-a", Resource: "llm", Window: store.Hourly, Start: start.Add(time.Duration(h) * time.Hour).UnixMilli()}
+		incs = append(incs, store.UsageIncrement{Key: key, Consumed: map[string]int64{"tpm": milli}, Events: 1, Source: "test", Seq: "1"})
+	}
+	if err := mem.AddUsage(ctx, ns.ID, incs); err != nil {
+		t.Fatal(err)
+	}
+	sum, err := lim.UsageSummary(ctx, q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := tollgate.LimitUsage{Total: 1, Average: 1.7 / 3, Peak: 0, PeakStart: start.Add(2 * time.Hour)}
+	if got := sum.Limits["tpm"]; got != want || sum.Events != 3 {
+		t.Errorf("summary %+v, tpm %+v; want tpm %+v", sum, got, want)
+	}
+}

@@ -15,7 +15,15 @@ var _ store.UsageStore = (*Store)(nil)
 type usageTable struct {
 	mu    sync.Mutex
 	snaps map[usageID]*usageSnap
+	// newest is the latest window start written: usage is dated when it
+	// happened, so the clock has passed it, and a snapshot that expired by
+	// then can go. created counts snapshots made since the last sweep.
+	newest  int64
+	created int
 }
+
+// minUsageSweep keeps a small table from sweeping on every creation.
+const minUsageSweep = 64
 
 type usageID struct {
 	ns  string
@@ -51,7 +59,9 @@ func (s *Store) AddUsage(ctx context.Context, ns string, incs []store.UsageIncre
 		if sn == nil {
 			sn = &usageSnap{consumed: map[string]int64{}, applied: map[string]string{}}
 			u.snaps[id] = sn
+			u.created++
 		}
+		u.newest = max(u.newest, in.Key.Start)
 		if last, ok := sn.applied[in.Source]; ok && in.Seq <= last {
 			continue
 		}
@@ -62,7 +72,24 @@ func (s *Store) AddUsage(ctx context.Context, ns string, incs []store.UsageIncre
 		sn.events += in.Events
 		sn.expires = max(sn.expires, in.Expires)
 	}
+	u.maybeSweep()
 	return nil
+}
+
+// maybeSweep deletes expired snapshots once the table has created as many
+// as half of what it holds, so that memory follows the retention at an
+// amortised constant cost per snapshot; the caller holds u.mu. Queries
+// hide expired snapshots in between (UsageQuery.Now).
+func (u *usageTable) maybeSweep() {
+	if u.created <= max(len(u.snaps)/2, minUsageSweep) {
+		return
+	}
+	for id, sn := range u.snaps {
+		if sn.expires != 0 && sn.expires <= u.newest {
+			delete(u.snaps, id)
+		}
+	}
+	u.created = 0
 }
 
 // ListUsage implements store.UsageStore.
