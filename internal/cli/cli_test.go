@@ -267,7 +267,7 @@ func TestUsageCommands(t *testing.T) {
 	if sum.Events != 4 || sum.Limits["tpm"].Total != 1300 {
 		t.Errorf("summary %+v", sum)
 	}
-	if out := c.want(ExitOK, "usage", "list", "-r", "llm", "--plot", "tpm"); !strings.Contains(out, "█") || !strings.Contains(out, " 1300") {
+	if out := c.want(ExitOK, "usage", "list", "-r", "llm", "--plot", "tpm"); !strings.Contains(out, "#") || !strings.Contains(out, " 1300") {
 		t.Errorf("plot:\n%s", out)
 	}
 	var capacity api.Capacity

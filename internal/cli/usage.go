@@ -28,6 +28,7 @@ func (f *usageFlags) add(cmd *cobra.Command) {
 	cmd.Flags().StringVarP(&f.resource, "resource", "r", "", "the resource (every entity, without -e)")
 	cmd.Flags().StringVar(&f.window, "window", "hour", "hour or day")
 	cmd.Flags().DurationVar(&f.since, "since", 24*time.Hour, "how far back")
+	cmd.Flags().StringVar(&f.plot, "plot", "", "also draw this limit's consumption per window as an ASCII bar chart")
 	cmd.MarkFlagsOneRequired("entity", "resource")
 }
 
@@ -49,7 +50,10 @@ func newUsageCmd(g *globals) *cobra.Command {
 		Short: "Show what entities consumed, per hour or day",
 		Long: `Usage snapshots count, per entity, resource and hour or day, the net
 tokens consumed of each limit and the acquires made. The server records
-them (it flushes every second); they are kept 90 days.`,
+them (it flushes every second); they are kept 90 days unless the
+server or aggregator was given another --retention.`,
+		Example: `  tollgate usage list -e key-1 --since 6h
+  tollgate usage summary -r openai/gpt-4o --window day --since 720h --plot tpm`,
 	}
 	cmd.AddCommand(newUsageListCmd(g), newUsageSummaryCmd(g))
 	return cmd
@@ -59,7 +63,7 @@ func newUsageListCmd(g *globals) *cobra.Command {
 	var f usageFlags
 	cmd := &cobra.Command{
 		Use:   "list",
-		Short: "List usage snapshots (with --plot, chart one limit over time)",
+		Short: "List usage snapshots (with --plot, chart one limit over time instead)",
 		Example: `  tollgate usage list -e key-1 --since 6h
   tollgate usage list -r openai/gpt-4o --window day --since 720h -o json
   tollgate usage list -e org-acme --plot tpm`,
@@ -83,7 +87,6 @@ func newUsageListCmd(g *globals) *cobra.Command {
 		},
 	}
 	f.add(cmd)
-	cmd.Flags().StringVar(&f.plot, "plot", "", "draw this limit's consumption per window as a bar chart")
 	return cmd
 }
 
@@ -151,7 +154,7 @@ func plot(w io.Writer, us []tollgate.Usage, limit string, win tollgate.Window) {
 		if peak > 0 && n > 0 {
 			bar = max(1, int(n*width/peak))
 		}
-		fmt.Fprintf(w, "%s |%-*s %d\n", t.UTC().Format(layout), width, strings.Repeat("█", bar), n)
+		fmt.Fprintf(w, "%s |%-*s %d\n", t.UTC().Format(layout), width, strings.Repeat("#", bar), n)
 	}
 }
 
@@ -172,10 +175,11 @@ func maxTime(a, b time.Time) time.Time {
 func newUsageSummaryCmd(g *globals) *cobra.Command {
 	var f usageFlags
 	cmd := &cobra.Command{
-		Use:     "summary",
-		Short:   "Total, average and peak per limit",
-		Example: "  tollgate usage summary -r openai/gpt-4o --window day --since 720h",
-		Args:    cobra.NoArgs,
+		Use:   "summary",
+		Short: "Total, average and peak per limit (with --plot, and a chart of one limit)",
+		Example: `  tollgate usage summary -r openai/gpt-4o --window day --since 720h
+  tollgate usage summary -e org-acme --plot tpm`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			q, err := f.query()
 			if err != nil {
@@ -190,7 +194,7 @@ func newUsageSummaryCmd(g *globals) *cobra.Command {
 				for name, l := range sum.Limits {
 					out.Limits[name] = api.LimitUsage{Total: l.Total, Average: l.Average, Peak: l.Peak, PeakStartMS: l.PeakStart.UnixMilli()}
 				}
-				return g.printOut(out, func(w *tabwriter.Writer) {
+				err = g.printOut(out, func(w *tabwriter.Writer) {
 					row(w, "LIMIT", "TOTAL", "AVERAGE/"+strings.ToUpper(string(q.Window)), "PEAK", "PEAK AT")
 					for _, name := range slices.Sorted(maps.Keys(sum.Limits)) {
 						l := sum.Limits[name]
@@ -198,6 +202,16 @@ func newUsageSummaryCmd(g *globals) *cobra.Command {
 					}
 					row(w, "acquires", sum.Events, "", "", "")
 				})
+				if err != nil || f.plot == "" || g.output != "table" {
+					return err
+				}
+				us, err := allUsage(ctx, b, q)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintln(g.stdout)
+				plot(g.stdout, us, f.plot, q.Window)
+				return nil
 			})
 		},
 	}
@@ -211,8 +225,9 @@ func newCapacityCmd(g *globals) *cobra.Command {
 		Use:   "capacity",
 		Short: "Sum each limit's capacity and availability over a resource's entities",
 		Long: `Read every bucket of a resource (a sharded one once) and sum, per limit,
-the capacity and the balance now. Entities back at full capacity may be
-missing (stores forget full buckets), which leaves utilisation unchanged.`,
+the capacity and the balance now, over the entities using it. Entities
+back at full capacity may be left out (stores forget full buckets): the
+sums and the utilisation describe the entities that are drawing on it.`,
 		Example: "  tollgate capacity -r openai/gpt-4o",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
