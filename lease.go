@@ -74,6 +74,22 @@ func (d *leaseData) release() {
 	d.lim.leases.Put(d)
 }
 
+// netOf returns the lease's net consumption of limit name so far, in
+// millitokens: the initial amount plus pending adjustments, in the bucket of
+// the cascade that has the least of it (every bucket with the limit receives
+// the same adjustments).
+func (d *leaseData) netOf(name string) int64 {
+	least := int64(-1)
+	for i := range d.req.Buckets {
+		if j := d.req.Buckets[i].Find(name); j >= 0 {
+			if a := d.req.Buckets[i].Limits[j].Amount; least < 0 || a < least {
+				least = a
+			}
+		}
+	}
+	return saturatingAdd(max(least, 0), d.pendingOf(name))
+}
+
 func (d *leaseData) pendingOf(name string) int64 {
 	for _, a := range d.pending {
 		if a.name == name {
@@ -129,8 +145,16 @@ func (le *Lease) Statuses() []Status {
 // between an estimate and the real cost. Positive amounts consume more and
 // may drive a bucket into debt; negative amounts give back. Adjustments never
 // fail for lack of tokens; they are written by Commit, and applied to every
-// bucket of the cascade that has the limit. Naming a limit the lease does not
-// have, or a concurrency limit, is a *ValidationError.
+// bucket of the cascade that has the limit.
+//
+// A lease gives back at most what it took: its net consumption of a limit
+// (the initial amount plus every adjustment) never goes below zero, so that
+// a lease cannot refund consumption it did not make (another caller's). An
+// adjustment that would make it negative, like naming a limit the lease does
+// not have or a concurrency limit, is a *ValidationError naming the field
+// consume.NAME. A rejected call changes nothing: the whole delta applies, or
+// none of it. A degraded lease, which wrote nothing and will write nothing,
+// accepts any adjustment within range.
 func (le *Lease) Adjust(delta Consume) error {
 	d, ok := le.open()
 	if !ok {
@@ -150,6 +174,11 @@ func (le *Lease) Adjust(delta Consume) error {
 		case d.req.Buckets[0].Limits[i].Params.Amount == 0:
 			return model.Invalid("consume."+name, strconv.FormatInt(n, 10), "concurrency limit "+strconv.Quote(name)+
 				" cannot be adjusted: its tokens are held for the whole lease and returned when it ends")
+		}
+		if net := d.netOf(name); saturatingAdd(net, n*1000) < 0 {
+			return model.Invalid("consume."+name, strconv.FormatInt(n, 10), "would make the lease's net consumption of "+
+				strconv.Quote(name)+" negative: a lease gives back at most what it consumed, "+
+				strconv.FormatInt(bucket.Available(bucket.State{Tokens: net}), 10)+" so far")
 		}
 	}
 	for name, n := range delta {

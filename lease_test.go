@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"strings"
 	"sync"
 	"testing"
 
@@ -311,5 +312,95 @@ func TestLeaseAdjustRejectsConcurrencyLimit(t *testing.T) {
 	}
 	if s := statusOf(t, sts, "k", "slots"); s.Available != 3 {
 		t.Errorf("slots available after commit = %d, want 3", s.Available)
+	}
+}
+
+// A lease gives back at most what it consumed: a negative adjustment
+// cannot refund another caller's consumption (here, a committed acquire
+// that spent the whole hour).
+func TestLeaseAdjustCannotRefundOthers(t *testing.T) {
+	ctx := context.Background()
+	lim, _ := newLim(t, memory.New())
+	hour := tollgate.WithLimits(tollgate.PerHour("rpm", 10))
+	if err := mustAcquire(t, lim, "k", "api", tollgate.Consume{"rpm": 10}, hour).Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	le := mustAcquire(t, lim, "k", "api", tollgate.Consume{"rpm": 0}, hour)
+	ve := wantValidation(t, le.Adjust(tollgate.Consume{"rpm": -10}), "consume.rpm")
+	if ve.Value != "-10" || !strings.Contains(ve.Reason, "negative") {
+		t.Errorf("ValidationError value %q, reason %q; want -10 and why", ve.Value, ve.Reason)
+	}
+	if err := le.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := availableOf(t, lim, "k", "api", "rpm", hour); got != 0 {
+		t.Errorf("rpm available = %d after the rejected refund, want 0", got)
+	}
+}
+
+// Net consumption may reach zero but not pass it, over any sequence of
+// adjustments; a rejected delta applies none of its names.
+func TestLeaseAdjustNetNeverNegative(t *testing.T) {
+	ctx := context.Background()
+	lim, _ := newLim(t, memory.New())
+	le := mustAcquire(t, lim, "k", "llm", tollgate.Consume{"rpm": 1, "tpm": 500}, llmLimits)
+	for _, d := range []tollgate.Consume{{"tpm": -200}, {"tpm": 100}, {"tpm": -400}} {
+		if err := le.Adjust(d); err != nil {
+			t.Fatalf("Adjust(%v): %v", d, err)
+		}
+	}
+	// tpm is at 0 net; tph was never consumed.
+	wantValidation(t, le.Adjust(tollgate.Consume{"tpm": -1}), "consume.tpm")
+	wantValidation(t, le.Adjust(tollgate.Consume{"tph": -1}), "consume.tph")
+	wantValidation(t, le.Adjust(tollgate.Consume{"rpm": 5, "tpm": -1}), "consume.tpm")
+	if got := le.Consumed(); got["rpm"] != 1 || got["tpm"] != 0 {
+		t.Errorf("Consumed = %v after rejected adjustments, want rpm 1, tpm 0", got)
+	}
+	if err := le.Adjust(tollgate.Consume{"rpm": -1, "tph": 7}); err != nil {
+		t.Fatal(err)
+	}
+	if err := le.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]int64{"rpm": 100, "tpm": 10_000, "tph": 99_993} {
+		if got := availableOf(t, lim, "k", "llm", name, llmLimits); got != want {
+			t.Errorf("%s available = %d, want %d", name, got, want)
+		}
+	}
+}
+
+// In a cascade every bucket receives the adjustment, so the bound holds in
+// each of them.
+func TestLeaseAdjustNetNeverNegativeInCascade(t *testing.T) {
+	ctx := context.Background()
+	lim, _ := newLim(t, memory.New())
+	mustCreate(t, lim, tollgate.Entity{ID: "org"})
+	mustCreate(t, lim, tollgate.Entity{ID: "key", ParentID: "org", Cascade: true})
+	le := mustAcquire(t, lim, "key", "llm", tollgate.Consume{"tpm": 100}, llmLimits)
+	wantValidation(t, le.Adjust(tollgate.Consume{"tpm": -101}), "consume.tpm")
+	if err := le.Adjust(tollgate.Consume{"tpm": -100}); err != nil {
+		t.Fatal(err)
+	}
+	if err := le.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"key", "org"} {
+		if got := availableOf(t, lim, id, "llm", "tpm", llmLimits); got != 10_000 {
+			t.Errorf("%s tpm = %d, want 10000", id, got)
+		}
+	}
+}
+
+// A degraded lease wrote nothing and writes nothing: any adjustment in
+// range is accepted.
+func TestLeaseAdjustDegradedAcceptsRefunds(t *testing.T) {
+	lim, fs, _ := newFaultLim(t)
+	fs.failOn(errConnReset, mConsume)
+	le := mustAcquire(t, lim, "k", "api", tollgate.Consume{"rpm": 1}, rpm100, tollgate.WithOnUnavailable(tollgate.Allow))
+	if !le.Degraded() {
+		t.Fatal("want a degraded lease")
+	}
+	if err := le.Adjust(tollgate.Consume{"rpm": -5}); err != nil {
+		t.Errorf("Adjust of a degraded lease: %v", err)
 	}
 }

@@ -91,6 +91,12 @@ func (le *Lease) Statuses() []tollgate.Status {
 // the difference between an estimate and the real cost; negative amounts
 // give back. Unlike the library's Adjust it is a network call, hence the
 // context. The server applies it at Commit.
+//
+// As with the library's Adjust, a lease gives back at most what it took:
+// an adjustment that would make the lease's net consumption of a limit
+// negative (like an unknown or concurrency limit) is a
+// *tollgate.ValidationError naming the field consume.NAME, and the server
+// records none of it.
 func (le *Lease) Adjust(ctx context.Context, delta tollgate.Consume) error {
 	var resp api.LeaseResponse
 	if err := le.call(ctx, "adjust", api.AdjustRequest{Consume: delta}, &resp); err != nil {

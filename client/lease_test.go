@@ -90,6 +90,25 @@ func TestAdjustUnknownLimitIsInvalid(t *testing.T) {
 	must(t, "Rollback after a failed Adjust", le.Rollback(ctx))
 }
 
+// A refund beyond what the lease consumed is the library's validation
+// error, field and value included, and leaves the lease as it was.
+func TestAdjustBelowZeroNetIsInvalid(t *testing.T) {
+	c := newEnv(t).client(t)
+	ctx := context.Background()
+	le, err := c.Acquire(ctx, "key-1", "gpt", tollgate.Consume{"rpm": 1}, client.WithLimits(tollgate.PerMinute("rpm", 10)))
+	must(t, "Acquire", err)
+	err = le.Adjust(ctx, tollgate.Consume{"rpm": -2})
+	var ve *tollgate.ValidationError
+	if !errors.As(err, &ve) || ve.Field != "consume.rpm" || ve.Value != "-2" {
+		t.Fatalf("Adjust below zero: err = %v (%T), want *ValidationError on consume.rpm, value -2", err, err)
+	}
+	if got := le.Consumed(); got["rpm"] != 1 {
+		t.Errorf("Consumed %v after the rejected adjustment, want rpm 1", got)
+	}
+	must(t, "Adjust -1", le.Adjust(ctx, tollgate.Consume{"rpm": -1}))
+	must(t, "Commit", le.Commit(ctx))
+}
+
 func TestRollbackRestoresAvailability(t *testing.T) {
 	e := newEnv(t)
 	c := e.client(t)
