@@ -159,9 +159,9 @@ func (s *Server) endLease(state string) handlerFunc {
 		}
 		consumed := l.lease.Consumed()
 		if state == stateCommitted {
-			err = l.lease.Commit(r.Context())
+			err = l.write(func() error { return l.lease.Commit(r.Context()) })
 		} else {
-			err = l.lease.Rollback(r.Context())
+			err = l.write(func() error { return l.lease.Rollback(r.Context()) })
 			consumed = tollgate.Consume{}
 		}
 		switch {
@@ -407,9 +407,20 @@ func (s *Server) namespaceOp(w http.ResponseWriter, r *http.Request, op func(*to
 	return nil
 }
 
+// deleteNamespace first ends the namespace's open leases on this server by
+// committing them, as a graceful stop does (their concurrency tokens come
+// back); their ids are then unknown. If a commit fails, the namespace is
+// not deleted and the error is returned.
 func (s *Server) deleteNamespace(w http.ResponseWriter, r *http.Request, _ *call) error {
-	if r.PathValue("name") == model.DefaultNamespace {
+	name := r.PathValue("name")
+	if name == model.DefaultNamespace {
 		return model.Invalid("name", model.DefaultNamespace, "the default namespace cannot be deleted")
+	}
+	for _, l := range s.leases.openIn(name) {
+		if err := s.commitLease(r.Context(), l); err != nil {
+			return err
+		}
+		s.leases.remove(l)
 	}
 	return s.namespaceOp(w, r, (*tollgate.Limiter).DeleteNamespace)
 }
@@ -424,6 +435,18 @@ func (s *Server) purgeNamespace(w http.ResponseWriter, r *http.Request, _ *call)
 		return err
 	}
 	name := r.PathValue("name")
+	n, err := lim.GetNamespace(r.Context(), name)
+	if err != nil {
+		return err
+	}
+	if !n.DeletedAt.IsZero() {
+		// Leases that outlived the delete (acquired while it ran) are
+		// dropped without writing: nothing may write under the id once its
+		// data is purged.
+		for _, l := range s.leases.removeIn(name) {
+			l.drop()
+		}
+	}
 	deleted := 0
 	if err := lim.PurgeNamespace(r.Context(), name, func(n int) { deleted = n }); err != nil {
 		return err

@@ -28,6 +28,31 @@ type serverLease struct {
 	expires time.Time
 	state   string    // guarded by leaseTable.mu
 	forget  time.Time // when a closed lease's tombstone goes
+
+	// writing serialises the calls that write the lease's end (a client's
+	// commit or rollback, the reaper, a namespace delete, a graceful stop)
+	// with dropping it: once a namespace purge has dropped a lease, nothing
+	// may write under the purged namespace's id.
+	writing sync.Mutex
+	dropped bool // guarded by writing
+}
+
+// write runs end (a Commit or Rollback of the lease) unless the lease was
+// dropped, which is errLeaseNotFound.
+func (l *serverLease) write(end func() error) error {
+	l.writing.Lock()
+	defer l.writing.Unlock()
+	if l.dropped {
+		return errLeaseNotFound
+	}
+	return end()
+}
+
+// drop makes every later write of l fail, waiting for one in progress.
+func (l *serverLease) drop() {
+	l.writing.Lock()
+	defer l.writing.Unlock()
+	l.dropped = true
 }
 
 // leaseTable holds the server's leases: open ones, counted per namespace
@@ -97,8 +122,8 @@ func (t *leaseTable) get(ns, id string, now time.Time) (*serverLease, error) {
 func (t *leaseTable) closeLease(l *serverLease, state string, now time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if l.state != stateOpen {
-		return
+	if l.state != stateOpen || t.byID[l.id] != l {
+		return // closed already, or removed from the table meanwhile
 	}
 	l.state = state
 	l.forget = now.Add(tombstoneTTL)
@@ -129,10 +154,44 @@ func (t *leaseTable) expired(now time.Time) []*serverLease {
 func (t *leaseTable) remove(l *serverLease) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if t.byID[l.id] != l {
+		return // removed already
+	}
 	if l.state == stateOpen {
 		t.releaseLocked(l.ns)
 	}
 	delete(t.byID, l.id)
+}
+
+// openIn returns the open leases of namespace ns (they stay in the table).
+func (t *leaseTable) openIn(ns string) []*serverLease {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var out []*serverLease
+	for _, l := range t.byID {
+		if l.ns == ns && l.state == stateOpen {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// removeIn deletes every lease of namespace ns, open ones and tombstones,
+// and returns them.
+func (t *leaseTable) removeIn(ns string) []*serverLease {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var out []*serverLease
+	for id, l := range t.byID {
+		if l.ns == ns {
+			if l.state == stateOpen {
+				t.releaseLocked(ns)
+			}
+			out = append(out, l)
+			delete(t.byID, id)
+		}
+	}
+	return out
 }
 
 // drain removes and returns every open lease.

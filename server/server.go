@@ -135,11 +135,22 @@ func (s *Server) Close(ctx context.Context) error {
 	<-s.done
 	var errs []error
 	for _, l := range s.leases.drain() {
-		if err := l.lease.Commit(ctx); err != nil && !errors.Is(err, model.ErrLeaseClosed) {
+		if err := s.commitLease(ctx, l); err != nil {
 			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// commitLease commits a lease the server ends by itself (expired, at a
+// graceful stop, or in a namespace being deleted). A lease its client ended
+// meanwhile, or a namespace purge dropped, needs nothing more.
+func (s *Server) commitLease(ctx context.Context, l *serverLease) error {
+	err := l.write(func() error { return l.lease.Commit(ctx) })
+	if errors.Is(err, model.ErrLeaseClosed) || errors.Is(err, errLeaseNotFound) {
+		return nil
+	}
+	return err
 }
 
 // Limiter returns the limiter of namespace ns, creating it on first use.
@@ -199,9 +210,9 @@ func (s *Server) reap() {
 		}
 		for _, l := range s.leases.expired(s.clock.Now()) {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			err := l.lease.Commit(ctx)
+			err := s.commitLease(ctx, l)
 			cancel()
-			if err != nil && !errors.Is(err, model.ErrLeaseClosed) {
+			if err != nil {
 				// Kept: the next round tries again, so pending adjustments
 				// and concurrency slots are not lost to a passing outage.
 				s.log.Warn("commit of an expired lease failed; will retry", "lease", l.id, "namespace", l.ns, "err", err)

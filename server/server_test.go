@@ -33,8 +33,14 @@ type env struct {
 
 func newEnv(t testing.TB, opts ...Option) *env {
 	t.Helper()
+	return newEnvOver(t, memory.New(), opts...)
+}
+
+// newEnvOver is newEnv over the store st.
+func newEnvOver(t testing.TB, st store.Store, opts ...Option) *env {
+	t.Helper()
 	clk := clock.NewFake(epoch)
-	srv := New(memory.New(), append([]Option{WithClock(clk), WithLogger(slog.New(slog.DiscardHandler))}, opts...)...)
+	srv := New(st, append([]Option{WithClock(clk), WithLogger(slog.New(slog.DiscardHandler))}, opts...)...)
 	ts := httptest.NewServer(srv)
 	t.Cleanup(func() {
 		ts.Close()
