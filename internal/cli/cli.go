@@ -38,11 +38,12 @@ const DefaultStore = "embedded:tollgate.db"
 
 // globals are the flags every command shares.
 type globals struct {
-	store     string
-	server    string
-	namespace string
-	apiKey    string
-	output    string // "table" or "json"
+	store      string
+	server     string
+	serverFlag bool // --server was given on the command line
+	namespace  string
+	apiKey     string
+	output     string // "table" or "json"
 
 	stdin          io.Reader
 	stdout, stderr io.Writer
@@ -130,22 +131,21 @@ var commands = []func(*globals) *cobra.Command{
 	newDeployCmd, newStatusCmd, newDestroyCmd, newLocalCmd, newBenchCmd, newAggregatorCmd,
 }
 
-// resolve fills unset flags from the environment and checks them.
+// resolve fills unset flags from the environment and checks them. A flag
+// given on the command line always beats the environment.
 func (g *globals) resolve(cmd *cobra.Command) error {
-	fromEnv := func(v *string, name string) {
-		if *v == "" {
+	fromEnv := func(v *string, flag, name string) {
+		if !cmd.Flags().Changed(flag) {
 			*v = os.Getenv(name)
 		}
 	}
-	fromEnv(&g.store, EnvStore)
-	fromEnv(&g.server, EnvServer)
-	fromEnv(&g.namespace, EnvNamespace)
-	fromEnv(&g.apiKey, EnvAPIKey)
+	fromEnv(&g.namespace, "namespace", EnvNamespace)
+	fromEnv(&g.apiKey, "api-key", EnvAPIKey)
 	if g.namespace == "" {
 		g.namespace = model.DefaultNamespace
 	}
-	if g.store != "" && g.server != "" && cmd.Flags().Changed("store") && cmd.Flags().Changed("server") {
-		return usagef("--store and --server exclude each other")
+	if err := g.resolveTarget(cmd.Flags().Changed("store"), cmd.Flags().Changed("server")); err != nil {
+		return err
 	}
 	switch g.output {
 	case "table", "json":
@@ -154,6 +154,28 @@ func (g *globals) resolve(cmd *cobra.Command) error {
 	}
 	if g.log == nil {
 		g.log = slog.New(slog.NewTextHandler(g.stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	}
+	return nil
+}
+
+// resolveTarget picks between a store and a server. --store and --server
+// exclude each other; either one, given explicitly, sets aside both
+// environment variables; with neither, the environment may name one of
+// them, not both.
+func (g *globals) resolveTarget(storeFlag, serverFlag bool) error {
+	g.serverFlag = serverFlag
+	switch {
+	case storeFlag && serverFlag:
+		return usagef("--store and --server exclude each other")
+	case storeFlag:
+		g.server = ""
+	case serverFlag:
+		g.store = ""
+	default:
+		g.store, g.server = os.Getenv(EnvStore), os.Getenv(EnvServer)
+		if g.store != "" && g.server != "" {
+			return usagef("%s and %s are both set: unset one, or choose with --store or --server", EnvStore, EnvServer)
+		}
 	}
 	return nil
 }

@@ -75,6 +75,9 @@ func runServe(ctx context.Context, g *globals, f serveFlags) error {
 	if err != nil {
 		return err
 	}
+	if g.serverFlag {
+		return usagef("serve works on a store (--store), not through another server (--server)")
+	}
 	if (f.tlsCert == "") != (f.tlsKey == "") {
 		return usagef("--tls-cert and --tls-key go together")
 	}
