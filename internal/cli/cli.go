@@ -5,6 +5,7 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/tollgate-rl/tollgate/api"
 	"github.com/tollgate-rl/tollgate/model"
 )
 
@@ -53,6 +55,8 @@ type globals struct {
 // usageError marks an error as bad usage (exit code 2).
 type usageError struct{ error }
 
+func (e usageError) Unwrap() error { return e.error }
+
 func usagef(format string, args ...any) error { return usageError{fmt.Errorf(format, args...)} }
 
 // Main runs the tollgate command with args (without the program name) and
@@ -69,7 +73,26 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 		return ExitOK
 	}
 	fmt.Fprintln(stderr, "tollgate:", err)
-	return exitCode(err)
+	code := exitCode(err)
+	if g.output == "json" && !errors.Is(err, errDrift) { // diff printed its JSON already
+		g.printError(err, code)
+	}
+	return code
+}
+
+// printError writes err to standard output as a JSON object shaped like
+// the HTTP API's error bodies (api.Error), for scripts using -o json: the
+// stable code, the message and, depending on the code, field, value and
+// reason, or retry_after_ms and limits.
+func (g *globals) printError(err error, code int) {
+	_, body := api.ErrorBody(err)
+	body.Message = err.Error()
+	if code == ExitUsage && body.Code != api.CodeInvalidArgument {
+		body.Code, body.Reason = api.CodeInvalidArgument, "usage"
+	}
+	enc := json.NewEncoder(g.stdout)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(body)
 }
 
 func exitCode(err error) int {
@@ -104,7 +127,16 @@ func newRoot(g *globals) *cobra.Command {
 reservations for entities in a hierarchy (API key -> project -> org).
 
 Commands work on a store directly (--store, default ` + DefaultStore + `)
-or through a running server (--server URL).`,
+or through a running server (--server URL). A flag given on the command
+line beats its environment variable (` + EnvStore + `, ` + EnvServer + `,
+` + EnvNamespace + `, ` + EnvAPIKey + `).
+
+Exit codes: 0 ok, 1 failure, 2 usage error, 3 rate-limited (acquire).
+With -o json, results and errors are JSON on standard output; errors have
+the HTTP API's error shape ({"error": CODE, "message": ..., ...}).`,
+		Example: `  tollgate serve
+  tollgate entity create org-1 --server http://127.0.0.1:8080
+  tollgate acquire -e key-1 -r api -c rpm=1 -l rpm:100/min -o json`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {

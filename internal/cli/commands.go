@@ -26,7 +26,10 @@ func (g *globals) withBackend(cmd *cobra.Command, f func(ctx context.Context, b 
 }
 
 func newEntityCmd(g *globals) *cobra.Command {
-	cmd := &cobra.Command{Use: "entity", Short: "Create, show and delete entities"}
+	cmd := &cobra.Command{Use: "entity", Short: "Create, show and delete entities",
+		Example: `  tollgate entity create org-1 --name Acme
+  tollgate entity create key-1 --parent org-1 --cascade
+  tollgate entity children org-1`}
 	var e tollgate.Entity
 	var meta map[string]string
 	create := &cobra.Command{
@@ -88,7 +91,10 @@ func newEntityCmd(g *globals) *cobra.Command {
 }
 
 func newNamespaceCmd(g *globals) *cobra.Command {
-	cmd := &cobra.Command{Use: "namespace", Aliases: []string{"ns"}, Short: "Manage namespaces (tenants)"}
+	cmd := &cobra.Command{Use: "namespace", Aliases: []string{"ns"}, Short: "Manage namespaces (tenants)",
+		Example: `  tollgate namespace register tenant-a
+  tollgate entity create org-1 -n tenant-a
+  tollgate namespace delete tenant-a && tollgate namespace purge tenant-a`}
 	simple := func(use, short, example string, f func(ctx context.Context, b backend, name string) error) *cobra.Command {
 		return &cobra.Command{Use: use + " NAME", Short: short, Example: example, Args: cobra.ExactArgs(1),
 			RunE: func(cmd *cobra.Command, args []string) error {
@@ -136,7 +142,8 @@ func newNamespaceCmd(g *globals) *cobra.Command {
 }
 
 func newAuditCmd(g *globals) *cobra.Command {
-	cmd := &cobra.Command{Use: "audit", Short: "Read the audit log"}
+	cmd := &cobra.Command{Use: "audit", Short: "Read the audit log",
+		Example: "  tollgate audit list -e org-1"}
 	var entity, after string
 	var limit int
 	list := &cobra.Command{
@@ -204,7 +211,7 @@ func newAcquireCmd(g *globals) *cobra.Command {
 		Use:   "acquire",
 		Short: "Acquire and commit at once (exit code 3 when rate-limited)",
 		Example: `  tollgate acquire -e key-1 -r api -c rpm=1
-  tollgate acquire -e key-1 -r openai/gpt-4o -c tpm=1500 -l tpm:100000/min || echo "retry later"`,
+  tollgate acquire -e key-1 -r openai/gpt-4o -c tpm=1500 -l tpm:100000/min; [ $? -ne 3 ] || echo "retry later"`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			limits, err := f.parsedLimits()
@@ -213,11 +220,12 @@ func newAcquireCmd(g *globals) *cobra.Command {
 			}
 			return g.withBackend(cmd, func(ctx context.Context, b backend) error {
 				sts, err := b.AcquireCommit(ctx, f.entity, f.resource, f.consume, limits)
-				if rl, ok := asRateLimited(err); ok {
+				if rl, ok := asRateLimited(err); ok && g.output != "json" {
+					// The table shows which limits denied; -o json prints
+					// them in the error object instead.
 					if perr := g.printStatuses(rl.Statuses); perr != nil {
 						return perr
 					}
-					return fmt.Errorf("%w (retry after %v)", err, rl.RetryAfter)
 				}
 				if err != nil {
 					return err
@@ -256,7 +264,9 @@ func newAvailableCmd(g *globals) *cobra.Command {
 }
 
 func newKeysCmd(g *globals) *cobra.Command {
-	cmd := &cobra.Command{Use: "keys", Short: "Make API keys for tollgate serve --keys"}
+	cmd := &cobra.Command{Use: "keys", Short: "Make API keys for tollgate serve --keys",
+		Example: `  tollgate keys new --name checkout --role acquire >> keys.txt
+  tollgate serve --keys keys.txt`}
 	var role, name string
 	newKey := &cobra.Command{
 		Use:   "new",

