@@ -17,7 +17,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
+	"sync"
 	"time"
 )
 
@@ -38,11 +40,21 @@ var ErrNotInstalled = errors.New(Help)
 type Server struct {
 	Endpoint string // e.g. http://127.0.0.1:41234
 	cmd      *exec.Cmd
-	log      *bytes.Buffer
+	log      *syncBuffer
+	exited   chan struct{} // closed when the process has exited
 }
 
+// startAttempts is how many ports Start tries: a free port may be taken by
+// another process between the moment it is picked and the moment Java binds
+// it (test binaries of several packages start servers at once).
+const startAttempts = 5
+
 // Start starts a fresh in-memory DynamoDB Local on a free loopback port and
-// waits until it answers, or returns the server named by EnvEndpoint.
+// waits until it answers, or returns the server named by EnvEndpoint. The
+// server is ours: Start checks that the process it started holds the
+// listening socket that answers (on Linux), and tries another port if Java
+// could not bind the one picked. On Linux the server dies with the process
+// that started it, even if that process is killed or panics.
 func Start(ctx context.Context) (*Server, error) {
 	if ep := os.Getenv(EnvEndpoint); ep != "" {
 		return &Server{Endpoint: ep}, nil
@@ -51,32 +63,87 @@ func Start(ctx context.Context) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	var errs []error
+	for range startAttempts {
+		s, err := start(ctx, dir)
+		if err == nil {
+			return s, nil
+		}
+		errs = append(errs, err)
+		if !errors.Is(err, errBind) {
+			break
+		}
+	}
+	return nil, errors.Join(errs...)
+}
+
+// errBind reports that Java exited, most likely because the port was taken.
+var errBind = errors.New("DynamoDB Local exited before it answered (port taken?)")
+
+// start runs DynamoDB Local on a new free port and waits until it answers.
+func start(ctx context.Context, dir string) (*Server, error) {
 	port, err := freePort()
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{Endpoint: "http://127.0.0.1:" + strconv.Itoa(port), log: new(bytes.Buffer)}
+	s := &Server{Endpoint: "http://127.0.0.1:" + strconv.Itoa(port), log: new(syncBuffer), exited: make(chan struct{})}
 	s.cmd = exec.Command("java", "-Djava.library.path="+filepath.Join(dir, "DynamoDBLocal_lib"),
 		"-jar", filepath.Join(dir, "DynamoDBLocal.jar"), "-inMemory", "-disableTelemetry", "-port", strconv.Itoa(port))
 	s.cmd.Stdout, s.cmd.Stderr = s.log, s.log
-	if err := s.cmd.Start(); err != nil {
+	s.cmd.SysProcAttr = childAttr()
+	started := make(chan error, 1)
+	go func() {
+		// The parent-death signal (Linux) is tied to the thread that
+		// started the child: keep that thread alive, and the goroutine on
+		// it, for as long as the child runs.
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		if err := s.cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
+		_ = s.cmd.Wait()
+		close(s.exited)
+	}()
+	if err := <-started; err != nil {
 		return nil, fmt.Errorf("ddblocal: start java: %w", err)
 	}
-	exited := make(chan error, 1)
-	go func() { exited <- s.cmd.Wait() }()
-	if err := waitReady(ctx, s.Endpoint, exited); err != nil {
+	if err := s.waitReady(ctx, port); err != nil {
 		_ = s.Stop()
 		return nil, fmt.Errorf("ddblocal: %w; output:\n%s", err, s.log.String())
 	}
 	return s, nil
 }
 
-// Stop ends the server (not one named by EnvEndpoint).
+// Stop ends the server (not one named by EnvEndpoint) and waits until it
+// has exited.
 func (s *Server) Stop() error {
 	if s.cmd == nil || s.cmd.Process == nil {
 		return nil
 	}
-	return s.cmd.Process.Kill()
+	err := killChild(s.cmd.Process)
+	<-s.exited
+	return err
+}
+
+// syncBuffer is a bytes.Buffer safe for the process's output copier and
+// a concurrent reader.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 func jarDir() (string, error) {
@@ -102,6 +169,8 @@ func jarDir() (string, error) {
 	}
 }
 
+// freePort returns a loopback port free at the moment. Java binds it a
+// moment later, and another process may take it in between: see Start.
 func freePort() (int, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -111,30 +180,49 @@ func freePort() (int, error) {
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
-// waitReady polls until the server answers a DynamoDB request.
-func waitReady(ctx context.Context, endpoint string, exited <-chan error) error {
+// waitReady polls until the server answers a DynamoDB request on port and
+// the listening socket there is held by our process (where that can be
+// checked): another test binary's server may have taken the port first.
+// It returns errBind if our process exits first.
+func (s *Server) waitReady(ctx context.Context, port int) error {
 	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
 	client := &http.Client{Timeout: time.Second}
+	poll := time.NewTicker(50 * time.Millisecond)
+	defer poll.Stop()
 	for {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, endpoint, bytes.NewBufferString("{}"))
-		req.Header.Set("X-Amz-Target", "DynamoDB_20120810.ListTables")
-		req.Header.Set("Content-Type", "application/x-amz-json-1.0")
-		req.Header.Set("Authorization", "AWS4-HMAC-SHA256 Credential=local/20260101/us-east-1/dynamodb/aws4_request, SignedHeaders=host, Signature=0")
-		if resp, err := client.Do(req); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode < 500 {
+		if answers(ctx, client, s.Endpoint) {
+			owned, err := listens(s.cmd.Process.Pid, port)
+			if err != nil {
+				return err
+			}
+			if owned {
 				return nil
 			}
+			// Someone else's server: ours will fail to bind and exit.
 		}
 		select {
-		case err := <-exited:
-			return fmt.Errorf("DynamoDB Local exited: %v", err)
+		case <-s.exited:
+			return errBind
 		case <-ctx.Done():
 			return errors.New("DynamoDB Local did not answer within 60s")
-		case <-time.After(50 * time.Millisecond):
+		case <-poll.C:
 		}
 	}
+}
+
+// answers reports whether a DynamoDB server answers at endpoint.
+func answers(ctx context.Context, client *http.Client, endpoint string) bool {
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, endpoint, bytes.NewBufferString("{}"))
+	req.Header.Set("X-Amz-Target", "DynamoDB_20120810.ListTables")
+	req.Header.Set("Content-Type", "application/x-amz-json-1.0")
+	req.Header.Set("Authorization", "AWS4-HMAC-SHA256 Credential=local/20260101/us-east-1/dynamodb/aws4_request, SignedHeaders=host, Signature=0")
+	resp, err := client.Do(req)
+	if err != nil {
+		return false
+	}
+	resp.Body.Close()
+	return resp.StatusCode < 500
 }
 
 // Main runs a test binary's tests against a fresh DynamoDB Local, setting
