@@ -25,7 +25,7 @@ import (
 const (
 	crashChildEnv = "TOLLGATE_EMBEDDED_CRASH_FILE" // the store file of the child
 	crashInterval = 50 * time.Millisecond          // the child's flush interval
-	crashFlushes  = 5                              // flushes the test waits for before the kill
+	crashFlushes  = 5                              // flushes the test waits for before the kill (at least)
 	// crashMaxRun ends a child nobody killed (its test failed or hung).
 	crashMaxRun = 2 * time.Minute
 )
@@ -133,17 +133,23 @@ func TestKill9LosesAtMostOneInterval(t *testing.T) {
 		}
 	}()
 
+	// Wait for a few flushes, and for one that committed acquires, however
+	// slowly a loaded machine runs the child: the loss bound below is in
+	// terms of what the child saw flushed, never of wall time. Only a
+	// child that reports nothing for a minute (hung) fails the test.
 	var p childProgress
-	watchdog := time.After(time.Minute) // turns a hung child into a failure
-	for p.flushes < crashFlushes {
+	idle := time.NewTimer(time.Minute)
+	defer idle.Stop()
+	for p.flushes < crashFlushes || p.durable == 0 {
 		select {
 		case l, ok := <-lines:
 			if !ok {
 				t.Fatalf("child exited early: %s", stderr.Bytes())
 			}
 			p.read(t, l)
-		case <-watchdog:
-			t.Fatalf("no %d flushes within a minute; child: %+v", crashFlushes, p)
+			idle.Reset(time.Minute)
+		case <-idle.C:
+			t.Fatalf("the child reported nothing for a minute; so far: %+v", p)
 		}
 	}
 	if !p.ready {
@@ -186,9 +192,6 @@ func TestKill9LosesAtMostOneInterval(t *testing.T) {
 	}
 	if a+b < p.durable {
 		t.Errorf("%d acquires in the file, but %d were acknowledged before a flush that committed", a+b, p.durable)
-	}
-	if p.durable == 0 {
-		t.Error("no acquire was reported durable: the test proved nothing")
 	}
 	// The recovered store serves on.
 	lim, err := newLimiter(s)
