@@ -429,13 +429,23 @@ func (s *Server) recoverNamespace(w http.ResponseWriter, r *http.Request, _ *cal
 	return s.namespaceOp(w, r, (*tollgate.Limiter).RecoverNamespace)
 }
 
+// purgeNamespace may run for minutes: it extends the connection's read
+// and write deadlines (HTTPServer's timeouts would otherwise cut it off,
+// cancelling its context) to PurgeTimeout, which also bounds it.
 func (s *Server) purgeNamespace(w http.ResponseWriter, r *http.Request, _ *call) error {
+	rc := http.NewResponseController(w)
+	deadline := time.Now().Add(PurgeTimeout)
+	// Errors mean the writer has no deadlines to move (e.g. in tests).
+	_ = rc.SetReadDeadline(deadline)
+	_ = rc.SetWriteDeadline(deadline)
+	ctx, cancel := context.WithDeadline(r.Context(), deadline)
+	defer cancel()
 	lim, err := s.registry()
 	if err != nil {
 		return err
 	}
 	name := r.PathValue("name")
-	n, err := lim.GetNamespace(r.Context(), name)
+	n, err := lim.GetNamespace(ctx, name)
 	if err != nil {
 		return err
 	}
@@ -448,7 +458,7 @@ func (s *Server) purgeNamespace(w http.ResponseWriter, r *http.Request, _ *call)
 		}
 	}
 	deleted := 0
-	if err := lim.PurgeNamespace(r.Context(), name, func(n int) { deleted = n }); err != nil {
+	if err := lim.PurgeNamespace(ctx, name, func(n int) { deleted = n }); err != nil {
 		return err
 	}
 	s.forget(name)

@@ -29,8 +29,18 @@ const (
 	DefaultLeaseTTL  = 5 * time.Minute
 	MaxLeaseTTL      = 24 * time.Hour
 	DefaultMaxLeases = 100_000
+	// PurgeTimeout bounds a namespace purge, which deletes every item of
+	// the namespace and can outlast HTTPServer's read and write timeouts:
+	// the purge route extends its connection's deadlines to this.
+	PurgeTimeout = 10 * time.Minute
 	// reapInterval is how often expired leases are committed.
 	reapInterval = time.Second
+	// maxHeaderBytes is HTTPServer's MaxHeaderBytes. net/http reads 4 KiB
+	// more than that before it gives up with 431, so the largest request
+	// head (request line, headers and the blank line after them) it takes
+	// is maxRequestHead bytes, the figure docs/http-api.md gives.
+	maxHeaderBytes = 16 << 10
+	maxRequestHead = maxHeaderBytes + 4<<10
 )
 
 // Server serves the API. Create it with New; call Close when done.
@@ -119,7 +129,7 @@ func (s *Server) HTTPServer(addr string) *http.Server {
 		ReadTimeout:       30 * time.Second,
 		WriteTimeout:      30 * time.Second,
 		IdleTimeout:       120 * time.Second,
-		MaxHeaderBytes:    16 << 10,
+		MaxHeaderBytes:    maxHeaderBytes,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 	}
 }
