@@ -12,11 +12,14 @@ import (
 	"log/slog"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/tollgate-rl/tollgate/api"
+	"github.com/tollgate-rl/tollgate/client"
 	"github.com/tollgate-rl/tollgate/model"
+	"github.com/tollgate-rl/tollgate/server"
 )
 
 // Exit codes.
@@ -38,6 +41,14 @@ const (
 // DefaultStore is the store of every command without --store or --server.
 const DefaultStore = "embedded:tollgate.db"
 
+// longCallTimeout is the default --timeout of commands that make one long
+// call to the server (namespace purge): a little more than the server
+// allows itself, so that the server's answer, not ours, ends the wait.
+const longCallTimeout = server.PurgeTimeout + time.Minute
+
+// annotationLong marks a command that gets longCallTimeout by default.
+const annotationLong = "tollgate.long"
+
 // globals are the flags every command shares.
 type globals struct {
 	store      string
@@ -45,7 +56,8 @@ type globals struct {
 	serverFlag bool // --server was given on the command line
 	namespace  string
 	apiKey     string
-	output     string // "table" or "json"
+	output     string        // "table" or "json"
+	timeout    time.Duration // of each call to --server; 0: none
 
 	stdin          io.Reader
 	stdout, stderr io.Writer
@@ -149,6 +161,7 @@ the HTTP API's error shape ({"error": CODE, "message": ..., ...}).`,
 	f.StringVarP(&g.namespace, "namespace", "n", "", "namespace (env "+EnvNamespace+"; default \"default\")")
 	f.StringVar(&g.apiKey, "api-key", "", "API key for --server (env "+EnvAPIKey+")")
 	f.StringVarP(&g.output, "output", "o", "table", "output format: table or json")
+	f.DurationVar(&g.timeout, "timeout", client.DefaultTimeout, "how long one call to --server may take, 0 for no limit (long operations such as namespace purge default to "+longCallTimeout.String()+")")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	for _, add := range commands {
 		root.AddCommand(add(g))
@@ -178,6 +191,12 @@ func (g *globals) resolve(cmd *cobra.Command) error {
 	}
 	if err := g.resolveTarget(cmd.Flags().Changed("store"), cmd.Flags().Changed("server")); err != nil {
 		return err
+	}
+	if g.timeout < 0 {
+		return usagef("--timeout %v: want a positive duration, or 0 for no limit", g.timeout)
+	}
+	if cmd.Annotations[annotationLong] != "" && !cmd.Flags().Changed("timeout") {
+		g.timeout = longCallTimeout
 	}
 	switch g.output {
 	case "table", "json":

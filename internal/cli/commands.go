@@ -119,13 +119,15 @@ func newNamespaceCmd(g *globals) *cobra.Command {
 		func(ctx context.Context, b backend, name string) error { return b.DeleteNamespace(ctx, name) })
 	recov := simple("recover", "Undo a soft delete", "  tollgate namespace recover tenant-a",
 		func(ctx context.Context, b backend, name string) error { return b.RecoverNamespace(ctx, name) })
-	purge := simple("purge", "Delete every item of a soft-deleted namespace, then the namespace", "  tollgate namespace purge tenant-a",
+	purge := simple("purge", "Delete every item of a soft-deleted namespace, then the namespace",
+		"  tollgate namespace purge tenant-a\n  tollgate namespace purge tenant-a --server http://127.0.0.1:8080 --timeout 30m",
 		func(ctx context.Context, b backend, name string) error {
-			p := newProgress(g.stderr, "purging "+name)
+			p := newProgress(g.stderr, "purging "+name, -1)
 			err := b.PurgeNamespace(ctx, name, p.set)
 			p.done()
 			return err
 		})
+	purge.Annotations = map[string]string{annotationLong: "true"}
 	list := &cobra.Command{Use: "list", Short: "List namespaces, deleted ones included", Args: cobra.NoArgs,
 		Example: "  tollgate namespace list -o json",
 		RunE: func(cmd *cobra.Command, _ []string) error {

@@ -285,7 +285,7 @@ func configText(c tollgate.Config, none bool) []string {
 }
 
 func (g *globals) apply(ctx context.Context, b backend, changes []change) error {
-	p := newProgress(g.stderr, "applying")
+	p := newProgress(g.stderr, "applying", countChanges(changes))
 	defer p.done()
 	for _, c := range changes {
 		var err error

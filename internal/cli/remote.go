@@ -13,7 +13,7 @@ type remote struct {
 }
 
 func (g *globals) openRemote() (backend, error) {
-	opts := []client.Option{client.WithNamespace(g.namespace), client.WithPrincipal(principal())}
+	opts := []client.Option{client.WithNamespace(g.namespace), client.WithPrincipal(principal()), client.WithTimeout(g.timeout)}
 	if g.apiKey != "" {
 		opts = append(opts, client.WithAPIKey(g.apiKey))
 	}
