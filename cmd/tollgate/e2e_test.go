@@ -187,6 +187,7 @@ func exercise(t *testing.T, p *proc) {
 	p.want(http.StatusOK, "PUT", "/v1/limits/entities/org-1?resource=api", api.Limits{Limits: []string{"rpm:3/hour"}}, nil)
 	acquire := map[string]any{"entity": "org-1", "resource": "api", "consume": map[string]int64{"rpm": 1}}
 	var a api.AcquireResponse
+	start := time.Now() // the bucket is created (full) after this
 	p.want(http.StatusOK, "POST", "/v1/acquire", acquire, &a)
 	p.want(http.StatusOK, "POST", "/v1/leases/"+a.LeaseID+"/adjust", api.AdjustRequest{Consume: map[string]int64{"rpm": 1}}, nil)
 	var lr api.LeaseResponse
@@ -201,8 +202,19 @@ func exercise(t *testing.T, p *proc) {
 	p.want(http.StatusOK, "POST", "/v1/acquire", acquire, nil)
 	var er api.Error
 	h := p.want(http.StatusTooManyRequests, "POST", "/v1/acquire", acquire, &er)
-	if h.Get("Retry-After") != "1200" || er.Code != "rate_limited" || len(er.Limits) != 1 || !er.Limits[0].Exceeded {
-		t.Errorf("429: Retry-After %q, body %+v", h.Get("Retry-After"), er)
+	elapsed := time.Since(start).Milliseconds()
+	if er.Code != "rate_limited" || len(er.Limits) != 1 || !er.Limits[0].Exceeded || er.Limits[0].RetryAfterMS != er.RetryAfterMS {
+		t.Errorf("429 body %+v", er)
+	}
+	// A token takes 1200 s to refill, of which at most the time since the
+	// bucket was created has passed: however slow the machine, the wait is
+	// in (1200 s - elapsed, 1200 s], and the header is it in whole seconds,
+	// rounded up.
+	if er.RetryAfterMS > 1_200_000 || er.RetryAfterMS < 1_200_000-elapsed {
+		t.Errorf("retry_after_ms %d, want within %d ms of 1200000", er.RetryAfterMS, elapsed)
+	}
+	if want := strconv.FormatInt((er.RetryAfterMS+999)/1000, 10); h.Get("Retry-After") != want {
+		t.Errorf("Retry-After %q, want %s (retry_after_ms %d rounded up)", h.Get("Retry-After"), want, er.RetryAfterMS)
 	}
 }
 
@@ -384,24 +396,26 @@ func TestLocalUpDown(t *testing.T) {
 	if err := os.Symlink(modules, filepath.Join(dir, "node_modules")); err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
-	ln.Close()
 	tg := func(args ...string) (int, string) {
 		cmd := exec.Command(tollgateBinary(t), append(args, "--dir", dir)...)
-		out, _ := cmd.CombinedOutput()
+		out, _ := cmd.Output()
 		return cmd.ProcessState.ExitCode(), string(out)
 	}
 	if code, out := tg("local", "status"); code != 1 {
 		t.Errorf("status before up: exit %d: %s", code, out)
 	}
-	if code, out := tg("local", "up", "--port", port); code != 0 || !strings.Contains(out, "127.0.0.1:"+port) {
+	// Port 0: the command picks a free port (again, if Java finds it
+	// taken) and reports it.
+	code, out := tg("local", "up", "--port", "0", "-o", "json")
+	var up struct {
+		Port     int    `json:"port"`
+		Endpoint string `json:"endpoint"`
+	}
+	if code != 0 || json.Unmarshal([]byte(out), &up) != nil || up.Port == 0 || up.Endpoint != "http://127.0.0.1:"+strconv.Itoa(up.Port) {
 		t.Fatalf("local up: exit %d: %s", code, out)
 	}
 	t.Cleanup(func() { tg("local", "down") })
+	port := strconv.Itoa(up.Port)
 	if code, out := tg("local", "status", "-o", "json"); code != 0 || !strings.Contains(out, `"endpoint": "http://127.0.0.1:`+port+`"`) {
 		t.Errorf("status: exit %d: %s", code, out)
 	}

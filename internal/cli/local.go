@@ -55,7 +55,7 @@ DynamoDB backend can be tried without an AWS account.`,
 			return g.printLocal(st, true)
 		},
 	}
-	up.Flags().IntVar(&port, "port", 8000, "port on 127.0.0.1")
+	up.Flags().IntVar(&port, "port", 8000, "port on 127.0.0.1 (0: any free port, reported in the output)")
 	down := &cobra.Command{
 		Use: "down", Short: "Stop DynamoDB Local (its data stays in --dir)", Args: cobra.NoArgs,
 		Example: "  tollgate local down",
@@ -106,13 +106,39 @@ func localUp(ctx context.Context, g *globals, dir string, port int) (localState,
 	if st, err := readLocalState(dir); err == nil && answers(st.Port) {
 		return st, nil // already up
 	}
-	if answers(port) {
+	if port != 0 && answers(port) {
 		return localState{}, fmt.Errorf("port %d is taken by another program", port)
 	}
 	jar, err := installLocal(ctx, g, dir)
 	if err != nil {
 		return localState{}, err
 	}
+	// A port picked here may be taken before Java binds it: pick another.
+	for attempt := 1; ; attempt++ {
+		p := port
+		if port == 0 {
+			if p, err = freePort(); err != nil {
+				return localState{}, err
+			}
+		}
+		st, err := startLocal(dir, jar, p)
+		if err == nil {
+			data, _ := json.Marshal(st)
+			return st, os.WriteFile(filepath.Join(dir, "state.json"), data, 0o644)
+		}
+		if port != 0 || !errors.Is(err, errLocalExited) || attempt == 3 {
+			return localState{}, err
+		}
+	}
+}
+
+// errLocalExited is DynamoDB Local ending before it answered, e.g. because
+// its port was taken.
+var errLocalExited = errors.New("DynamoDB Local exited at start")
+
+// startLocal starts DynamoDB Local on port in the background, with its data
+// and log in dir, and waits until it answers.
+func startLocal(dir, jar string, port int) (localState, error) {
 	st := localState{Port: port, Data: filepath.Join(dir, "data"), Endpoint: "http://127.0.0.1:" + strconv.Itoa(port)}
 	if err := os.MkdirAll(st.Data, 0o755); err != nil {
 		return localState{}, err
@@ -130,15 +156,32 @@ func localUp(ctx context.Context, g *globals, dir string, port int) (localState,
 		return localState{}, fmt.Errorf("start java (Java 17 is needed): %w", err)
 	}
 	st.PID = java.Process.Pid
-	_ = java.Process.Release()
-	for deadline := time.Now().Add(30 * time.Second); !answers(port); {
+	exited := make(chan struct{})
+	go func() { _ = java.Wait(); close(exited) }()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		select {
+		case <-exited:
+			return localState{}, fmt.Errorf("%w on port %d; see %s", errLocalExited, port, logf.Name())
+		default:
+		}
+		if answers(port) {
+			return st, nil
+		}
 		if time.Now().After(deadline) {
+			_ = java.Process.Kill()
 			return localState{}, fmt.Errorf("DynamoDB Local did not answer on port %d within 30s; see %s", port, logf.Name())
 		}
-		time.Sleep(100 * time.Millisecond)
 	}
-	data, _ := json.Marshal(st)
-	return st, os.WriteFile(filepath.Join(dir, "state.json"), data, 0o644)
+}
+
+// freePort returns a loopback port that was free a moment ago.
+func freePort() (int, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port, nil
 }
 
 // installLocal installs the npm package under dir once and returns the
