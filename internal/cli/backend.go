@@ -49,7 +49,12 @@ func (g *globals) open(ctx context.Context) (backend, error) {
 	}
 	// Acquires made here count in usage like the server's: recorded, and
 	// written when the command ends.
-	st, stopRecording := recordUsage(st, g.log)
+	retention, err := envRetention()
+	if err != nil {
+		_ = closeStore()
+		return nil, err
+	}
+	st, stopRecording := recordUsage(st, g.log, retention)
 	lim, err := tollgate.New(st, tollgate.WithNamespace(g.namespace))
 	if err != nil {
 		stopRecording()

@@ -32,6 +32,7 @@ type serveFlags struct {
 	logLevel, logFormat       string
 	allowOpen                 bool
 	shutdownTimeout           time.Duration
+	retention                 time.Duration
 }
 
 func newServeCmd(g *globals) *cobra.Command {
@@ -52,7 +53,16 @@ leases still open are committed.`,
   tollgate serve --addr 0.0.0.0:8080 --keys keys.txt --store 'dynamodb://tollgate?region=eu-west-1'
   tollgate serve --grpc-addr 127.0.0.1:8081 --rls-config envoy.yaml`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error { return runServe(cmd.Context(), g, f) },
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if !cmd.Flags().Changed("retention") {
+				d, err := envRetention()
+				if err != nil {
+					return err
+				}
+				f.retention = d
+			}
+			return runServe(cmd.Context(), g, f)
+		},
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&f.addr, "addr", "127.0.0.1:8080", "HTTP listen address")
@@ -67,7 +77,25 @@ leases still open are committed.`,
 	fl.StringVar(&f.logFormat, "log-format", "text", "text or json")
 	fl.BoolVar(&f.allowOpen, "allow-unauthenticated", false, "listen beyond loopback without --keys")
 	fl.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 15*time.Second, "how long a graceful stop may take")
+	fl.DurationVar(&f.retention, "retention", aggregator.DefaultRetention, "how long usage snapshots are kept after their window (env "+envRetentionName+")")
 	return cmd
+}
+
+// envRetentionName names the environment variable of --retention.
+const envRetentionName = "TOLLGATE_RETENTION"
+
+// envRetention returns the retention of usage snapshots that
+// TOLLGATE_RETENTION sets, or the default.
+func envRetention() (time.Duration, error) {
+	v := os.Getenv(envRetentionName)
+	if v == "" {
+		return aggregator.DefaultRetention, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		return 0, usagef("%s %q: want a duration such as 2160h", envRetentionName, v)
+	}
+	return d, nil
 }
 
 func runServe(ctx context.Context, g *globals, f serveFlags) error {
@@ -90,6 +118,9 @@ func runServe(ctx context.Context, g *globals, f serveFlags) error {
 	if (f.grpcAddr == "") != (f.rlsConfig == "") {
 		return usagef("--grpc-addr and --rls-config go together")
 	}
+	if f.retention <= 0 {
+		return usagef("--retention %v: want a positive duration", f.retention)
+	}
 	opts := []server.Option{server.WithLogger(log), server.WithLeaseTTL(f.leaseTTL), server.WithMaxLeases(f.maxLeases)}
 	if f.keysFile != "" {
 		keys, err := loadKeys(f.keysFile)
@@ -111,23 +142,24 @@ func runServe(ctx context.Context, g *globals, f serveFlags) error {
 			log.Error("closing the store", "err", err)
 		}
 	}()
-	st, stopRecording := recordUsage(st, log)
+	st, stopRecording := recordUsage(st, log, f.retention)
 	defer stopRecording()
 	srv := server.New(st, opts...)
 	return serveUntilDone(ctx, log, srv, f)
 }
 
 // recordUsage wraps a store that keeps usage snapshots with the in-process
-// usage recorder, flushing every second. stop ends it after a last flush;
+// usage recorder, flushing every second and keeping snapshots retention
+// after their window. stop ends it after a last flush;
 // call it once the server has stopped (its leases committed). A DynamoDB
 // store is left alone: its usage comes from its stream (tollgate
 // aggregator), which would count the same writes again.
-func recordUsage(st store.Store, log *slog.Logger) (store.Store, func()) {
+func recordUsage(st store.Store, log *slog.Logger, retention time.Duration) (store.Store, func()) {
 	us, ok := st.(store.UsageStore)
 	if _, streamed := st.(*dynamodb.Store); !ok || streamed {
 		return st, func() {}
 	}
-	rec := aggregator.NewRecorder(st, us)
+	rec := aggregator.NewRecorder(st, us, aggregator.WithRetention(retention))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {

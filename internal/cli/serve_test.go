@@ -1,0 +1,230 @@
+package cli
+
+import (
+	"bufio"
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"errors"
+	"io"
+	"math/big"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tollgate-rl/tollgate"
+	"github.com/tollgate-rl/tollgate/client"
+	"github.com/tollgate-rl/tollgate/store"
+	"github.com/tollgate-rl/tollgate/store/embedded"
+)
+
+// served is a `tollgate serve` running in this process.
+type served struct {
+	url  string
+	stop func() int // stops it gracefully and returns its exit code
+}
+
+var listeningRE = regexp.MustCompile(`msg=listening url=(\S+)`)
+
+// startServe runs `tollgate serve --addr 127.0.0.1:0 args...` in-process
+// and waits until it listens.
+func startServe(t *testing.T, args ...string) served {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	pr, pw := io.Pipe()
+	code := make(chan int, 1)
+	go func() {
+		code <- Main(ctx, append([]string{"serve", "--addr", "127.0.0.1:0"}, args...), strings.NewReader(""), io.Discard, pw)
+		pw.Close()
+	}()
+	found := make(chan string, 1)
+	var log strings.Builder
+	go func() {
+		sc := bufio.NewScanner(pr)
+		for sc.Scan() {
+			log.WriteString(sc.Text() + "\n")
+			if m := listeningRE.FindStringSubmatch(sc.Text()); m != nil {
+				found <- m[1]
+			}
+		}
+		close(found)
+	}()
+	url, ok := <-found
+	if !ok {
+		cancel()
+		t.Fatalf("serve exited with %d: %s", <-code, log.String())
+	}
+	go func() { _, _ = io.Copy(io.Discard, pr) }()
+	stopped := false
+	stop := func() int {
+		stopped = true
+		cancel()
+		return <-code
+	}
+	t.Cleanup(func() {
+		if !stopped {
+			stop()
+		}
+	})
+	return served{url: url, stop: stop}
+}
+
+// usageExpiry returns the expiry of the usage snapshots in the default
+// namespace of the embedded file at path, by window.
+func usageExpiry(t *testing.T, path string) map[store.Window]time.Duration {
+	t.Helper()
+	st, err := embedded.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	ctx := context.Background()
+	ns, err := st.GetNamespace(ctx, "default")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[store.Window]time.Duration{}
+	for _, w := range []store.Window{store.Hourly, store.Daily} {
+		snaps, err := st.ListUsage(ctx, ns.ID, store.UsageQuery{Entity: "k", Window: w, From: 0, To: time.Now().Add(time.Hour).UnixMilli()})
+		if err != nil || len(snaps) != 1 {
+			t.Fatalf("%s usage: %+v, %v", w, snaps, err)
+		}
+		out[w] = time.Duration(snaps[0].Expires-snaps[0].Key.Start)*time.Millisecond - w.Duration()
+	}
+	return out
+}
+
+// serve --retention (or TOLLGATE_RETENTION, which the flag beats) sets how
+// long the usage snapshots it records are kept after their window.
+func TestServeRetention(t *testing.T) {
+	for _, tt := range []struct {
+		env, flag string
+		want      time.Duration
+	}{
+		{"", "", 90 * 24 * time.Hour},
+		{"72h", "", 72 * time.Hour},
+		{"72h", "48h", 48 * time.Hour},
+	} {
+		t.Setenv(envRetentionName, tt.env)
+		path := filepath.Join(t.TempDir(), "t.db")
+		args := []string{"--store", "embedded:" + path}
+		if tt.flag != "" {
+			args = append(args, "--retention", tt.flag)
+		}
+		s := startServe(t, args...)
+		c, err := client.New(s.url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.AcquireAndCommit(context.Background(), "k", "api", tollgate.Consume{"rpm": 1}, client.WithLimits(tollgate.PerMinute("rpm", 5))); err != nil {
+			t.Fatal(err)
+		}
+		if code := s.stop(); code != ExitOK { // the recorder flushes at the stop
+			t.Fatalf("serve exited with %d", code)
+		}
+		for w, got := range usageExpiry(t, path) {
+			if got != tt.want {
+				t.Errorf("env %q flag %q: %s snapshot kept %v after its window, want %v", tt.env, tt.flag, w, got, tt.want)
+			}
+		}
+	}
+	t.Setenv(envRetentionName, "")
+	if code, _, _ := run(t, "", "serve", "--store", "memory:", "--retention", "0s"); code != ExitUsage {
+		t.Errorf("--retention 0s: exit %d, want %d", code, ExitUsage)
+	}
+	t.Setenv(envRetentionName, "forever")
+	if code, _, _ := run(t, "", "serve", "--store", "memory:"); code != ExitUsage {
+		t.Errorf("%s=forever: exit %d, want %d", envRetentionName, code, ExitUsage)
+	}
+}
+
+// selfSigned writes a certificate for 127.0.0.1 and its key into dir, and
+// returns their paths and a pool that trusts the certificate.
+func selfSigned(t *testing.T, dir string) (certFile, keyFile string, pool *x509.CertPool) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1),
+		Subject:      pkix.Name{CommonName: "tollgate test"},
+		NotBefore:    time.Now().Add(-time.Hour),
+		NotAfter:     time.Now().Add(time.Hour),
+		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1)},
+		KeyUsage:     x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		IsCA:         true, BasicConstraintsValid: true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	certFile, keyFile = filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool = x509.NewCertPool()
+	pool.AddCert(cert)
+	return certFile, keyFile, pool
+}
+
+// serve --tls-cert/--tls-key serves HTTPS: a client trusting the
+// certificate works, one that does not is refused, and plain HTTP gets no
+// API answer.
+func TestServeTLS(t *testing.T) {
+	certFile, keyFile, pool := selfSigned(t, t.TempDir())
+	s := startServe(t, "--store", "memory:", "--tls-cert", certFile, "--tls-key", keyFile)
+	if !strings.HasPrefix(s.url, "https://127.0.0.1:") {
+		t.Fatalf("serve listens on %s, want https", s.url)
+	}
+	ctx := context.Background()
+	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	c, err := client.New(s.url, client.WithHTTPClient(hc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := c.AcquireAndCommit(ctx, "k", "api", tollgate.Consume{"rpm": 1}, client.WithLimits(tollgate.PerMinute("rpm", 5)))
+	if err != nil || g.Consumed["rpm"] != 1 {
+		t.Fatalf("over TLS: %+v, %v", g, err)
+	}
+	untrusting, err := client.New(s.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var unknownCA x509.UnknownAuthorityError
+	if err := untrusting.Healthy(ctx); !errors.As(err, &unknownCA) {
+		t.Errorf("a client without the CA: %v, want an unknown-authority error", err)
+	}
+	plain, err := client.New("http://" + strings.TrimPrefix(s.url, "https://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := plain.Healthy(ctx); err == nil {
+		t.Error("plain HTTP to the TLS port succeeded")
+	}
+	if code, _, _ := run(t, "", "serve", "--store", "memory:", "--tls-cert", certFile); code != ExitUsage {
+		t.Errorf("--tls-cert without --tls-key: exit %d, want %d", code, ExitUsage)
+	}
+}
