@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"strings"
 	"time"
@@ -51,8 +52,26 @@ func (s *Server) handle(pattern string, a access, h handlerFunc) {
 		if err != nil {
 			s.writeError(sw, r, c, err)
 		}
-		s.metrics.request(r.Method, route, sw.status, time.Since(start))
+		d := time.Since(start)
+		s.metrics.request(r.Method, route, sw.status, d)
+		s.logRequest(r, c, sw.status, d)
 	})
+}
+
+// logRequest writes one Debug line per request.
+func (s *Server) logRequest(r *http.Request, c *call, status int, d time.Duration) {
+	if !s.log.Enabled(r.Context(), slog.LevelDebug) {
+		return
+	}
+	if status == 0 {
+		status = http.StatusOK
+	}
+	ns := "" // not authorised: no namespace was settled
+	if c != nil {
+		ns = c.ns
+	}
+	s.log.LogAttrs(r.Context(), slog.LevelDebug, "request", slog.String("method", r.Method), slog.String("path", r.URL.Path),
+		slog.Int("status", status), slog.Duration("duration", d), slog.String("namespace", ns))
 }
 
 // writeError answers with the error body; a namespace that turned out not
