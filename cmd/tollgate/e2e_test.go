@@ -65,6 +65,7 @@ type proc struct {
 	cmd *exec.Cmd
 	url string
 	key string // bearer key sent with every request, if set
+	ns  string // X-Tollgate-Namespace sent with every request, if set
 	log *logBuffer
 }
 
@@ -153,6 +154,9 @@ func (p *proc) call(method, path string, body any, out any) (int, http.Header) {
 	req, _ := http.NewRequest(method, p.url+path, rd)
 	if p.key != "" {
 		req.Header.Set("Authorization", "Bearer "+p.key)
+	}
+	if p.ns != "" {
+		req.Header.Set(api.NamespaceHeader, p.ns)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -259,8 +263,9 @@ func TestServeKeys(t *testing.T) {
 	dir := t.TempDir()
 	admin, adminHash := server.GenerateKey()
 	reader, readerHash := server.GenerateKey()
+	teamA, teamAHash := server.GenerateKey()
 	keys := filepath.Join(dir, "keys.txt")
-	if err := os.WriteFile(keys, []byte(adminHash+" * admin ops\n"+readerHash+" default read dash\n"), 0o600); err != nil {
+	if err := os.WriteFile(keys, []byte(adminHash+" * admin ops\n"+readerHash+" default read dash\n"+teamAHash+" team-a admin alice\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	p := serve(t, nil, "--store", "embedded:"+filepath.Join(dir, "t.db"), "--keys", keys)
@@ -275,6 +280,26 @@ func TestServeKeys(t *testing.T) {
 	if len(audit.Events) != 1 || audit.Events[0].Principal != "ops" {
 		t.Errorf("audit %+v, want the key's name as principal", audit.Events)
 	}
+
+	// A key bound to team-a works there, and only there.
+	p.want(http.StatusCreated, "POST", "/v1/namespaces", api.Namespace{Name: "team-a"}, nil)
+	p.want(http.StatusCreated, "POST", "/v1/namespaces", api.Namespace{Name: "team-b"}, nil)
+	p.key = teamA
+	p.want(http.StatusCreated, "POST", "/v1/entities", api.Entity{ID: "in-a"}, nil) // its namespace without a header
+	p.ns = "team-a"
+	p.want(http.StatusOK, "GET", "/v1/entities/in-a", nil, nil)
+	for _, ns := range []string{"default", "team-b"} {
+		p.ns = ns
+		p.want(http.StatusForbidden, "GET", "/v1/entities/x", nil, nil)
+		p.want(http.StatusForbidden, "POST", "/v1/acquire", map[string]any{"entity": "x", "resource": "api",
+			"consume": map[string]int64{"rpm": 1}, "limits": []string{"rpm:5/min"}}, nil)
+	}
+	p.ns = ""
+	p.want(http.StatusForbidden, "GET", "/v1/namespaces", nil, nil) // the registry needs a * key
+	p.key = admin
+	p.want(http.StatusNotFound, "GET", "/v1/entities/in-a", nil, nil) // default does not see team-a's
+	p.ns = "team-a"
+	p.want(http.StatusOK, "GET", "/v1/entities/in-a", nil, nil) // a * key reaches every namespace
 }
 
 // Without keys, serve refuses to listen beyond loopback.
@@ -303,6 +328,22 @@ func TestServeDynamoDBLocal(t *testing.T) {
 	if out, err := deploy.CombinedOutput(); err != nil {
 		t.Fatalf("deploy: %v: %s", err, out)
 	}
+	tg := func(args ...string) (int, string) {
+		cmd := exec.Command(tollgateBinary(t), append(args, "--store", store)...)
+		cmd.Env = append(os.Environ(), env...)
+		out, _ := cmd.Output()
+		return cmd.ProcessState.ExitCode(), string(out)
+	}
+	var status struct {
+		Table     string `json:"table"`
+		Reachable bool   `json:"reachable"`
+		SchemaOK  bool   `json:"schema_ok"`
+		Status    string `json:"status"`
+	}
+	code, out := tg("status", "-o", "json")
+	if code != 0 || json.Unmarshal([]byte(out), &status) != nil || status.Table != "e2e" || !status.Reachable || !status.SchemaOK || status.Status != "ACTIVE" {
+		t.Errorf("status after deploy: exit %d: %s", code, out)
+	}
 	p := serve(t, env, "--store", store)
 	exercise(t, p)
 
@@ -330,6 +371,16 @@ func TestServeDynamoDBLocal(t *testing.T) {
 	}
 	if code := p.stop(syscall.SIGINT); code != 0 {
 		t.Fatalf("exit code %d after SIGINT", code)
+	}
+
+	if code, _ := tg("destroy"); code != 2 {
+		t.Errorf("destroy without --yes: exit %d, want 2", code)
+	}
+	if code, out := tg("destroy", "--yes"); code != 0 || !strings.Contains(out, "table e2e deleted") {
+		t.Errorf("destroy --yes: exit %d: %s", code, out)
+	}
+	if code, out := tg("status", "-o", "json"); code != 1 || json.Unmarshal([]byte(out), &status) != nil || status.SchemaOK {
+		t.Errorf("status after destroy: exit %d: %s, want 1 and no schema", code, out)
 	}
 }
 

@@ -69,6 +69,13 @@ type usageError struct{ error }
 
 func (e usageError) Unwrap() error { return e.error }
 
+// reportedError marks a failure the command's output already describes
+// (diff's drift, status's unreachable table): with -o json, Main prints no
+// error object after that output.
+type reportedError struct{ error }
+
+func (e reportedError) Unwrap() error { return e.error }
+
 func usagef(format string, args ...any) error { return usageError{fmt.Errorf(format, args...)} }
 
 // Main runs the tollgate command with args (without the program name) and
@@ -86,7 +93,8 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 	}
 	fmt.Fprintln(stderr, "tollgate:", err)
 	code := exitCode(err)
-	if g.output == "json" && !errors.Is(err, errDrift) { // diff printed its JSON already
+	var done reportedError
+	if g.output == "json" && !errors.As(err, &done) {
 		g.printError(err, code)
 	}
 	return code

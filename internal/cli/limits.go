@@ -210,7 +210,7 @@ listed with an empty list ("limits: []") is deleted:
 					return err
 				}
 				if verb == "diff" && countChanges(changes) > 0 {
-					return errDrift
+					return reportedError{errDrift}
 				}
 				return nil
 			})

@@ -85,7 +85,7 @@ DynamoDB backend can be tried without an AWS account.`,
 				return err
 			}
 			if !running {
-				return fmt.Errorf("DynamoDB Local (pid %d) does not answer on port %d", st.PID, st.Port)
+				return reportedError{fmt.Errorf("DynamoDB Local (pid %d) does not answer on port %d", st.PID, st.Port)}
 			}
 			return nil
 		},

@@ -140,7 +140,10 @@ reached or has another schema.`,
 			}); perr != nil {
 				return perr
 			}
-			return err
+			if err != nil {
+				return reportedError{err}
+			}
+			return nil
 		},
 	}
 }
