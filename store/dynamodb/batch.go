@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
-	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -14,10 +12,15 @@ import (
 
 // batchGet reads items by key, consistently, returning them in key order
 // (nil where absent). It splits at DynamoDB's 100 keys and retries
-// unprocessed keys with backoff. One key is one GetItem: the same read
-// capacity, and a lighter call than a batch of one (on DynamoDB Local,
-// about 10% of a read; BENCHMARKS.md).
+// unprocessed keys with backoff, within one budget. One key is one GetItem:
+// the same read capacity, and a lighter call than a batch of one (on
+// DynamoDB Local, about 10% of a read; BENCHMARKS.md).
 func (s *Store) batchGet(ctx context.Context, keys []item) ([]item, error) {
+	return s.readItems(ctx, s.newBudget(), keys)
+}
+
+// readItems is batchGet retrying within b.
+func (s *Store) readItems(ctx context.Context, b *budget, keys []item) ([]item, error) {
 	if len(keys) == 1 {
 		res, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: &s.table, Key: keys[0], ConsistentRead: aws.Bool(true)})
 		if err != nil {
@@ -32,15 +35,7 @@ func (s *Store) batchGet(ctx context.Context, keys []item) ([]item, error) {
 	}
 	for start := 0; start < len(keys); start += 100 {
 		pending := keys[start:min(start+100, len(keys))]
-		for attempt := 0; len(pending) > 0; attempt++ {
-			if attempt >= s.maxAttempts {
-				return nil, fmt.Errorf("dynamodb: batch read: %d keys unprocessed after %d attempts", len(pending), attempt)
-			}
-			if attempt > 0 {
-				if err := backoff(ctx, attempt); err != nil {
-					return nil, err
-				}
-			}
+		for {
 			res, err := s.db.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{
 				RequestItems: map[string]types.KeysAndAttributes{
 					s.table: {Keys: pending, ConsistentRead: aws.Bool(true)},
@@ -52,55 +47,46 @@ func (s *Store) batchGet(ctx context.Context, keys []item) ([]item, error) {
 			for _, it := range res.Responses[s.table] {
 				out[index[keyString(it)]] = it
 			}
-			pending = res.UnprocessedKeys[s.table].Keys
+			if pending = res.UnprocessedKeys[s.table].Keys; len(pending) == 0 {
+				break
+			}
+			// Unprocessed keys were throttled: back off.
+			if err := b.retry(ctx, errContended); err != nil {
+				return nil, b.giveUp(err, fmt.Sprintf("batch read (%d keys unprocessed)", len(pending)))
+			}
 		}
 	}
 	return out, nil
 }
 
-// batchDelete deletes items by key, 25 at a time, retrying unprocessed ones.
+// batchDelete deletes items by key, 25 at a time, retrying unprocessed ones
+// with backoff, within one budget per 25 (a purge deletes many).
 func (s *Store) batchDelete(ctx context.Context, keys []item) error {
 	for start := 0; start < len(keys); start += 25 {
+		b := s.newBudget()
 		var reqs []types.WriteRequest
 		for _, k := range keys[start:min(start+25, len(keys))] {
 			reqs = append(reqs, types.WriteRequest{DeleteRequest: &types.DeleteRequest{Key: k}})
 		}
-		for attempt := 0; len(reqs) > 0; attempt++ {
-			if attempt >= s.maxAttempts {
-				return fmt.Errorf("dynamodb: batch delete: %d items unprocessed after %d attempts", len(reqs), attempt)
-			}
-			if attempt > 0 {
-				if err := backoff(ctx, attempt); err != nil {
-					return err
-				}
-			}
+		for {
 			res, err := s.db.BatchWriteItem(ctx, &dynamodb.BatchWriteItemInput{
 				RequestItems: map[string][]types.WriteRequest{s.table: reqs},
 			})
 			if err != nil {
 				return fmt.Errorf("dynamodb: batch delete: %w", err)
 			}
-			reqs = res.UnprocessedItems[s.table]
+			if reqs = res.UnprocessedItems[s.table]; len(reqs) == 0 {
+				break
+			}
+			if err := b.retry(ctx, errContended); err != nil {
+				return b.giveUp(err, fmt.Sprintf("batch delete (%d items unprocessed)", len(reqs)))
+			}
 		}
 	}
 	return nil
 }
 
 func keyString(it item) string { return getS(it, attrPK) + "\x00" + getS(it, attrSK) }
-
-// backoff sleeps before retry number attempt+1: exponential from 5ms, capped
-// at 200ms, with full jitter so that contending writers spread out.
-func backoff(ctx context.Context, attempt int) error {
-	d := min(5*time.Millisecond<<min(attempt, 6), 200*time.Millisecond)
-	t := time.NewTimer(time.Duration(rand.Int64N(int64(d)) + 1))
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
-}
 
 func asCond(err error, target **types.ConditionalCheckFailedException) bool {
 	return err != nil && errors.As(err, target)

@@ -15,44 +15,47 @@ import (
 	"github.com/tollgate-rl/tollgate/store"
 )
 
-// ErrContention is wrapped by the error returned when an operation kept
-// losing races with concurrent writers and gave up (see WithMaxAttempts).
-var ErrContention = errors.New("dynamodb: gave up under write contention")
-
 // Consume implements store.Buckets.
 func (s *Store) Consume(ctx context.Context, ns string, req *store.ConsumeRequest) (bool, error) {
-	if len(req.Buckets) == 1 {
-		return s.consumeOne(ctx, ns, &req.Buckets[0], req.Now)
+	if s.optErr != nil {
+		return false, s.optErr
 	}
-	return s.consumeMany(ctx, ns, req)
+	b := s.newBudget()
+	if len(req.Buckets) == 1 {
+		return s.consumeOne(ctx, b, ns, &req.Buckets[0], req.Now)
+	}
+	return s.consumeMany(ctx, b, ns, req)
 }
 
 // consumeOne is the single-bucket path. It plans the request against the
 // bucket's shard count as cached (see shards.go) and plans again whenever
-// the stored layout turns out to differ.
-func (s *Store) consumeOne(ctx context.Context, ns string, br *store.BucketRequest, now int64) (bool, error) {
+// the stored layout turns out to differ, or a gathering transaction lost.
+func (s *Store) consumeOne(ctx context.Context, b *budget, ns string, br *store.BucketRequest, now int64) (bool, error) {
 	id := bucketID{ns, br.Key}
-	for attempt := 0; attempt < s.maxAttempts; attempt++ {
+	for {
 		n := s.shardsOf(id)
 		var granted bool
 		var err error
 		if n > 1 && exceedsShard(br, n) {
-			granted, err = s.gather(ctx, ns, br, n, now)
+			granted, err = s.gather(ctx, b, ns, br, n, now)
 		} else {
-			granted, err = s.tryShards(ctx, ns, br, n, now)
+			granted, err = s.tryShards(ctx, b, ns, br, n, now)
 		}
-		if !errors.Is(err, errReplan) {
+		cause := retryCause(err)
+		if cause == nil {
 			return granted, err
 		}
+		if err := b.retry(ctx, cause); err != nil {
+			return false, b.giveUp(err, "bucket "+br.Key.Entity+"/"+br.Key.Resource)
+		}
 	}
-	return false, fmt.Errorf("%w: bucket %s/%s kept changing layout", ErrContention, br.Key.Entity, br.Key.Resource)
 }
 
 // consumeTarget writes one bucket item: a speculative write when the bucket
 // is known, else (or when that fails and refill could help) a write guarded
 // by the refill timestamp, after reading the item (or from the old item a
 // failed speculative write returned).
-func (s *Store) consumeTarget(ctx context.Context, ns string, t *target, now int64) (bool, error) {
+func (s *Store) consumeTarget(ctx context.Context, b *budget, ns string, t *target, now int64) (bool, error) {
 	var old item
 	read := false
 	if s.speculative && s.isKnown(t.id(ns)) && debits(&t.req) {
@@ -62,7 +65,7 @@ func (s *Store) consumeTarget(ctx context.Context, ns string, t *target, now int
 		}
 		old, read = from, true
 	}
-	return s.writeLoop(ctx, ns, t, now, old, read)
+	return s.writeLoop(ctx, b, ns, t, now, old, read)
 }
 
 // speculateOne tries a speculative debit of one bucket. decided reports an
@@ -91,11 +94,11 @@ func (s *Store) speculateOne(ctx context.Context, ns string, t *target, now int6
 }
 
 // writeLoop writes one bucket through the read path: from old (when read;
-// nil meaning absent) or a fresh read, retrying lost races. Writers of one
-// process take turns per bucket (a local lock), so that a hot bucket sees
-// one read-path writer per process rather than one per goroutine racing on
-// its refill timestamp; speculative writes need no turn.
-func (s *Store) writeLoop(ctx context.Context, ns string, t *target, now int64, old item, read bool) (bool, error) {
+// nil meaning absent) or a fresh read, retrying lost races within b.
+// Writers of one process take turns per bucket (a local lock), so that a
+// hot bucket sees one read-path writer per process rather than one per
+// goroutine racing on its refill timestamp; speculative writes need no turn.
+func (s *Store) writeLoop(ctx context.Context, b *budget, ns string, t *target, now int64, old item, read bool) (bool, error) {
 	mu := s.turn(ns, t)
 	waited := !mu.TryLock()
 	if waited {
@@ -111,7 +114,7 @@ func (s *Store) writeLoop(ctx context.Context, ns string, t *target, now int64, 
 		}
 		old, read = from, true
 	}
-	for attempt := 0; attempt < s.maxAttempts; attempt++ {
+	for {
 		if !read {
 			var err error
 			if old, err = s.getItem(ctx, ns, t); err != nil {
@@ -127,20 +130,14 @@ func (s *Store) writeLoop(ctx context.Context, ns string, t *target, now int64, 
 		}
 		// A failed write normally returns the item it met; if it did not
 		// (it may be gone), read it again. Losing the race means another
-		// writer made progress, and the returned item is fresh: retry at
-		// once, and back off only if that keeps happening.
-		old, read = retry.old, retry.old != nil
-		if attempt >= immediateRetries && attempt+1 < s.maxAttempts {
-			if err := backoff(ctx, attempt-immediateRetries); err != nil {
-				return false, err
-			}
+		// writer made progress, and the returned item is fresh: the budget
+		// retries at once, and backs off only if that keeps happening.
+		if err := b.retry(ctx, errLostRace); err != nil {
+			return false, b.giveUp(err, "bucket "+t.key.Entity+"/"+t.key.Resource)
 		}
+		old, read = retry.old, retry.old != nil
 	}
-	return false, fmt.Errorf("%w: bucket %s/%s after %d attempts", ErrContention, t.key.Entity, t.key.Resource, s.maxAttempts)
 }
-
-// immediateRetries is how many lost races a write retries without sleeping.
-const immediateRetries = 4
 
 // retryFrom carries the item a failed conditional write returned.
 type retryFrom struct{ old item }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"sync"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
@@ -20,53 +19,46 @@ import (
 // refuses, everything debited is compensated. Otherwise (a cold cascade) all
 // buckets are read and written in one transaction. A cascade through a
 // sharded bucket goes bucket by bucket (see consumeEach).
-func (s *Store) consumeMany(ctx context.Context, ns string, req *store.ConsumeRequest) (bool, error) {
-	for attempt := 0; attempt < s.maxAttempts; attempt++ {
+func (s *Store) consumeMany(ctx context.Context, b *budget, ns string, req *store.ConsumeRequest) (bool, error) {
+	for {
+		var granted bool
+		var err error
 		if s.anySharded(ns, req) {
-			granted, err := s.consumeEach(ctx, ns, req)
-			if !errors.Is(err, errReplan) {
-				return granted, err
+			granted, err = s.consumeEach(ctx, b, ns, req)
+		} else {
+			ts := make([]*target, len(req.Buckets))
+			for i := range req.Buckets {
+				ts[i] = s.newTarget(&req.Buckets[i], 0, 1)
 			}
-			continue
-		}
-		ts := make([]*target, len(req.Buckets))
-		for i := range req.Buckets {
-			ts[i] = s.newTarget(&req.Buckets[i], 0, 1)
-		}
-		granted, retry, err := s.consumeManyOnce(ctx, ns, req, ts)
-		for i, t := range ts {
-			t.report(&req.Buckets[i])
-			if granted && t.pressured() {
-				s.split(ctx, ns, &req.Buckets[i], 1, req.Now)
+			granted, err = s.consumeManyOnce(ctx, b, ns, req, ts)
+			for i, t := range ts {
+				t.report(&req.Buckets[i])
+				if granted && t.pressured() {
+					s.split(ctx, ns, &req.Buckets[i], 1, req.Now)
+				}
 			}
 		}
-		switch {
-		case err == errReplan: // bare: joined with another error, that one wins
-			continue
-		case err != nil || !retry:
+		cause := retryCause(err)
+		if cause == nil {
 			return granted, err
 		}
-		if attempt >= immediateRetries && attempt+1 < s.maxAttempts {
-			if err := backoff(ctx, attempt-immediateRetries); err != nil {
-				return false, err
-			}
+		if err := b.retry(ctx, cause); err != nil {
+			return false, b.giveUp(err, "cascade of "+req.Buckets[0].Key.Entity+"/"+req.Buckets[0].Key.Resource)
 		}
 	}
-	return false, fmt.Errorf("%w: cascade of %s/%s after %d attempts", ErrContention,
-		req.Buckets[0].Key.Entity, req.Buckets[0].Key.Resource, s.maxAttempts)
 }
 
 // consumeManyOnce makes one attempt at an unsharded cascade. Every attempt
 // prefers the fast path: a lost race on the slow path usually means a
 // concurrent writer has just created the buckets.
-func (s *Store) consumeManyOnce(ctx context.Context, ns string, req *store.ConsumeRequest, ts []*target) (granted, retry bool, err error) {
+func (s *Store) consumeManyOnce(ctx context.Context, b *budget, ns string, req *store.ConsumeRequest, ts []*target) (bool, error) {
 	if s.speculative && s.allKnownAndDebited(ns, req) {
-		granted, decided, err := s.fastMany(ctx, ns, req, ts)
+		granted, decided, err := s.fastMany(ctx, b, ns, req, ts)
 		if err != nil || decided {
-			return granted, false, err
+			return granted, err
 		}
 	}
-	return s.transact(ctx, ns, req, ts)
+	return s.transact(ctx, b, ns, req, ts)
 }
 
 func (s *Store) anySharded(ns string, req *store.ConsumeRequest) bool {
@@ -92,11 +84,11 @@ func (s *Store) allKnownAndDebited(ns string, req *store.ConsumeRequest) bool {
 // retries and gathering included), and if any refuses, the others are given
 // back. Like the fast path, it never over-admits; a concurrent request may
 // see a debit that is about to be given back.
-func (s *Store) consumeEach(ctx context.Context, ns string, req *store.ConsumeRequest) (bool, error) {
+func (s *Store) consumeEach(ctx context.Context, b *budget, ns string, req *store.ConsumeRequest) (bool, error) {
 	n := len(req.Buckets)
 	granted := make([]bool, n)
 	errs := make([]error, n)
-	parallel(n, func(i int) { granted[i], errs[i] = s.consumeOne(ctx, ns, &req.Buckets[i], req.Now) })
+	parallel(n, func(i int) { granted[i], errs[i] = s.consumeOne(ctx, b, ns, &req.Buckets[i], req.Now) })
 	all := true
 	for _, g := range granted {
 		all = all && g
@@ -114,7 +106,7 @@ func (s *Store) consumeEach(ctx context.Context, ns string, req *store.ConsumeRe
 // fastMany runs the fast cascade path. decided is false when a bucket turned
 // out to be missing and the slow path must create it (nothing stays debited
 // then).
-func (s *Store) fastMany(ctx context.Context, ns string, req *store.ConsumeRequest, ts []*target) (granted, decided bool, err error) {
+func (s *Store) fastMany(ctx context.Context, b *budget, ns string, req *store.ConsumeRequest, ts []*target) (granted, decided bool, err error) {
 	n := len(ts)
 	specs := make([]speculation, n)
 	errs := make([]error, n)
@@ -154,7 +146,7 @@ func (s *Store) fastMany(ctx context.Context, ns string, req *store.ConsumeReque
 	// Refill covers every failed bucket: write those through the read path.
 	parallel(n, func(i int) {
 		if !debited[i] {
-			debited[i], errs[i] = s.writeLoop(ctx, ns, ts[i], req.Now, specs[i].old, true)
+			debited[i], errs[i] = s.writeLoop(ctx, b, ns, ts[i], req.Now, specs[i].old, true)
 		}
 	})
 	all := true
@@ -171,13 +163,27 @@ func (s *Store) fastMany(ctx context.Context, ns string, req *store.ConsumeReque
 	return false, true, joinReplan(err, nil)
 }
 
-// joinReplan joins errors, except that a layout change alone stays the
-// bare errReplan the caller checks for.
+// joinReplan joins errors, except that a layout change alone (on one or
+// more buckets) stays the bare errReplan the caller checks for.
 func joinReplan(err, cerr error) error {
-	if cerr == nil && errors.Is(err, errReplan) {
+	if cerr == nil && onlyReplan(err) {
 		return errReplan
 	}
 	return errors.Join(err, cerr)
+}
+
+// onlyReplan reports whether err is errReplan, or errors joining only
+// errReplan.
+func onlyReplan(err error) bool {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		for _, e := range j.Unwrap() {
+			if !onlyReplan(e) {
+				return false
+			}
+		}
+		return len(j.Unwrap()) > 0
+	}
+	return err == errReplan
 }
 
 // compensate gives back what the request debited in the marked buckets,
@@ -218,26 +224,26 @@ func parallel(n int, f func(i int)) {
 }
 
 // transact reads every bucket, prepares them, and writes them in one
-// transaction. retry reports a lost race.
-func (s *Store) transact(ctx context.Context, ns string, req *store.ConsumeRequest, ts []*target) (granted, retry bool, err error) {
+// transaction. A cancelled transaction returns its retry cause (see txRetry).
+func (s *Store) transact(ctx context.Context, b *budget, ns string, req *store.ConsumeRequest, ts []*target) (bool, error) {
 	keys := make([]item, len(ts))
 	for i, t := range ts {
 		keys[i] = t.itemKey(ns)
 	}
-	olds, err := s.batchGet(ctx, keys)
+	olds, err := s.readItems(ctx, b, keys)
 	if err != nil {
-		return false, false, err
+		return false, err
 	}
 	recs := make([]*store.Record, len(olds))
 	ps := make([]*store.Record, len(olds))
 	ok := true
 	for i, it := range olds {
 		if err := s.checkLayout(ns, ts[i], it); err != nil {
-			return false, false, err
+			return false, err
 		}
 		if it != nil {
 			if recs[i], err = decodeRecord(it); err != nil {
-				return false, false, err
+				return false, err
 			}
 		}
 		ps[i] = prepared(recs[i], req.Now)
@@ -246,29 +252,23 @@ func (s *Store) transact(ctx context.Context, ns string, req *store.ConsumeReque
 		}
 	}
 	if !ok {
-		return false, false, nil
+		return false, nil
 	}
 	items := make([]types.TransactWriteItem, len(ts))
 	for i, t := range ts {
 		items[i] = transactItem(s.writeInput(ns, t, req.Now, olds[i], recs[i], ps[i]))
 	}
 	_, err = s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
-	var canceled *types.TransactionCanceledException
-	switch {
-	case errors.As(err, &canceled):
-		if retryable(canceled) {
-			return false, true, nil
+	if err != nil {
+		if cause := txRetry(err); cause != nil {
+			return false, cause
 		}
-		return false, false, fmt.Errorf("dynamodb: cascade transaction: %w", err)
-	case isConflict(err):
-		return false, true, nil
-	case err != nil:
-		return false, false, fmt.Errorf("dynamodb: cascade transaction: %w", err)
+		return false, fmt.Errorf("dynamodb: cascade transaction: %w", err)
 	}
 	for _, t := range ts {
 		s.known.store(t.id(ns), t.shards)
 	}
-	return true, false, nil
+	return true, nil
 }
 
 // transactItem turns a single-item write into a transaction item; a write
@@ -292,22 +292,4 @@ func transactItem(in writeInput) types.TransactWriteItem {
 		ConditionExpression: u.ConditionExpression, ExpressionAttributeNames: u.ExpressionAttributeNames,
 		ExpressionAttributeValues: u.ExpressionAttributeValues,
 	}}
-}
-
-// retryable reports a transaction cancelled by a lost race (a failed
-// condition, a conflict with another transaction) or by throttling.
-func retryable(e *types.TransactionCanceledException) bool {
-	for _, r := range e.CancellationReasons {
-		switch aws.ToString(r.Code) {
-		case "", "None", "ConditionalCheckFailed", "TransactionConflict", "ThrottlingError", "ProvisionedThroughputExceeded":
-		default:
-			return false
-		}
-	}
-	return true
-}
-
-func isConflict(err error) bool {
-	var tc *types.TransactionConflictException
-	return errors.As(err, &tc)
 }

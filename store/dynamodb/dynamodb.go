@@ -12,7 +12,6 @@ package dynamodb
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"hash/maphash"
 	"net/http"
@@ -25,6 +24,7 @@ import (
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
+	"github.com/tollgate-rl/tollgate/model"
 	"github.com/tollgate-rl/tollgate/store"
 )
 
@@ -47,7 +47,12 @@ type Store struct {
 	splits          atomic.Int64
 
 	seed  maphash.Seed
-	turns [256]sync.Mutex // see writeLoop
+	turns [256]sync.Mutex   // see writeLoop
+	sleep sleepFunc         // backoff between retries; tests count it
+	pick  func(n int) []int // the shards an acquire tries; tests fix them
+
+	// optErr is the first invalid option New met; see New.
+	optErr error
 }
 
 type bucketID struct {
@@ -57,18 +62,41 @@ type bucketID struct {
 
 var _ store.Store = (*Store)(nil)
 
-// Option configures a Store.
+// Option configures a Store. An invalid option is reported by New's
+// Store (see New) and Connect as a *model.ValidationError naming it.
 type Option func(*Store)
+
+// invalid records that option was given a bad value, keeping the first
+// such error; the option then leaves the default in place.
+func (s *Store) invalid(option string, value any, reason string) {
+	if s.optErr == nil {
+		s.optErr = model.Invalid("dynamodb option "+option, fmt.Sprint(value), reason)
+	}
+}
 
 // WithSpeculative turns the speculative fast path on (the default) or off.
 // Off, every acquire reads the bucket first (1 read + 1 write).
 func WithSpeculative(on bool) Option { return func(s *Store) { s.speculative = on } }
 
-// WithMaxAttempts bounds how often one operation is tried when it meets
-// write contention or transaction conflicts (default 16). Throttling and
-// transport errors are retried by the SDK's retryer, configured in the
-// aws.Config.
-func WithMaxAttempts(n int) Option { return func(s *Store) { s.maxAttempts = n } }
+// DefaultMaxAttempts is the default of WithMaxAttempts.
+const DefaultMaxAttempts = 16
+
+// WithMaxAttempts bounds how often one operation is tried, in all, when it
+// meets lost races, changed bucket layouts, transaction conflicts or
+// throttled transactions (default DefaultMaxAttempts; at least 1). Retries
+// after the first few lost races back off with jitter, so one operation
+// sleeps at most 5+10+20+40+80+160 ms and then 200 ms per further attempt.
+// Throttling and transport errors of single calls are retried by the SDK's
+// retryer, configured in the aws.Config.
+func WithMaxAttempts(n int) Option {
+	return func(s *Store) {
+		if n < 1 {
+			s.invalid("WithMaxAttempts", n, "must be at least 1")
+			return
+		}
+		s.maxAttempts = n
+	}
+}
 
 // WithoutStreams makes CreateTable create the table without DynamoDB
 // Streams. Only for tests of the backend alone: the aggregator needs the
@@ -77,11 +105,17 @@ func WithoutStreams() Option { return func(s *Store) { s.noStreams = true } }
 
 // New returns a Store using table through a client made from cfg (region,
 // credentials, endpoint, HTTP client and middleware come from cfg and
-// optFns). Call CreateTable or CheckTable before use.
+// optFns). Call CreateTable or CheckTable before use: an empty table name or
+// an invalid option makes them (and Consume) return a *model.ValidationError
+// naming it, before any call to DynamoDB; the invalid option does not take
+// effect. Connect returns that error at once.
 func New(cfg aws.Config, table string, opts []Option, optFns ...func(*dynamodb.Options)) *Store {
-	s := &Store{table: table, speculative: true, maxAttempts: 16, seed: maphash.MakeSeed(),
-		writesPerSecond: 1000, maxShards: maxShards, bucketTTL: DefaultBucketTTL.Milliseconds()}
+	s := &Store{table: table, speculative: true, maxAttempts: DefaultMaxAttempts, seed: maphash.MakeSeed(),
+		writesPerSecond: 1000, maxShards: maxShards, bucketTTL: DefaultBucketTTL.Milliseconds(), sleep: sleepCtx, pick: pickShards}
 	s.known.limit = DefaultKnownBuckets
+	if table == "" {
+		s.optErr = model.Invalid("dynamodb table", "", "a table name is required")
+	}
 	for _, o := range opts {
 		o(s)
 	}
@@ -106,7 +140,7 @@ type ConnectConfig struct {
 // table; call CheckTable (or CreateTable).
 func Connect(ctx context.Context, c ConnectConfig, opts ...Option) (*Store, error) {
 	if c.Table == "" {
-		return nil, errors.New("dynamodb: a table name is required")
+		return nil, model.Invalid("dynamodb table", "", "a table name is required")
 	}
 	loadOpts := []func(*awsconfig.LoadOptions) error{
 		// A buildable client, so that the configuration chain can still
@@ -125,8 +159,17 @@ func Connect(ctx context.Context, c ConnectConfig, opts ...Option) (*Store, erro
 	if c.Endpoint != "" {
 		optFns = append(optFns, func(o *dynamodb.Options) { o.BaseEndpoint = aws.String(c.Endpoint) })
 	}
-	return New(cfg, c.Table, opts, optFns...), nil
+	s := New(cfg, c.Table, opts, optFns...)
+	if s.optErr != nil {
+		return nil, s.optErr
+	}
+	return s, nil
 }
+
+// Err returns the error of an invalid option given to New (a
+// *model.ValidationError), or nil. CheckTable, CreateTable and Consume
+// return it too.
+func (s *Store) Err() error { return s.optErr }
 
 // NewHTTPClient returns an HTTP client suited to many concurrent DynamoDB
 // calls: the default transport keeps too few idle connections per host.

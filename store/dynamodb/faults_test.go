@@ -24,6 +24,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -81,6 +82,27 @@ type faultTransport struct {
 	requests map[string]int // requests per operation
 	injected map[string]int // faults injected per operation
 	rv       *rendezvous
+	edits    map[string]exchangeEdit // by operation
+}
+
+// exchangeEdit changes what is forwarded of a request (its body) and,
+// through the function it returns (if not nil), what comes back of the
+// response.
+type exchangeEdit func(body []byte) (forward []byte, response func([]byte) []byte)
+
+// editExchange installs an edit of every request to op that is forwarded.
+func (f *faultTransport) editExchange(op string, e exchangeEdit) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.edits == nil {
+		f.edits = map[string]exchangeEdit{}
+	}
+	f.edits[op] = e
+}
+
+// editResponse rewrites the body of every response to op with fn.
+func (f *faultTransport) editResponse(op string, fn func([]byte) []byte) {
+	f.editExchange(op, func(body []byte) ([]byte, func([]byte) []byte) { return body, fn })
 }
 
 func newFaultTransport() *faultTransport {
@@ -98,11 +120,12 @@ func (f *faultTransport) fail(r faultRule) {
 	f.rules = append(f.rules, &r)
 }
 
-// heal removes every rule.
+// heal removes every rule and edit.
 func (f *faultTransport) heal() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.rules = nil
+	f.edits = nil
 }
 
 // take returns the requests and injected faults per operation since the last
@@ -178,6 +201,7 @@ func (f *faultTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 			break
 		}
 	}
+	edit := f.edits[op]
 	rv := f.rv
 	if rv != nil && (rv.op != op || rv.arrived >= rv.n) {
 		rv = nil
@@ -236,6 +260,10 @@ func (f *faultTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	// injected hangs only: real requests must not time out on a busy
 	// machine, so their context ignores it (and the legacy Cancel channel
 	// the client sets is dropped for the same reason).
+	var editResp func([]byte) []byte
+	if edit != nil && kind == "" {
+		body, editResp = edit(body)
+	}
 	fwd := req.Clone(context.WithoutCancel(req.Context()))
 	//lint:ignore SA1019 http.Client still sets Cancel for RoundTrippers that are not *http.Transport.
 	fwd.Cancel = nil
@@ -243,6 +271,19 @@ func (f *faultTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	fwd.ContentLength = int64(len(body))
 	fwd.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
 	resp, err := f.base.RoundTrip(fwd)
+	if err == nil && editResp != nil {
+		var rb []byte
+		rb, err = io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		if err != nil {
+			return nil, err
+		}
+		rb = editResp(rb)
+		resp.Body = io.NopCloser(bytes.NewReader(rb))
+		resp.ContentLength = int64(len(rb))
+		resp.Header.Set("Content-Length", strconv.Itoa(len(rb)))
+		resp.Header.Del("X-Amz-Crc32") // it was the original body's
+	}
 	if kind == faultLost {
 		if err == nil {
 			_, _ = io.Copy(io.Discard, resp.Body)

@@ -13,9 +13,16 @@ const DefaultKnownBuckets = 200_000
 // with their shard counts (default DefaultKnownBuckets). Acquires on a
 // remembered bucket go out as one speculative write; when the set is full
 // it starts afresh, and each forgotten bucket's next acquire takes the read
-// path once (1 read + 1 write). Each entry costs about 200 bytes.
+// path once (1 read + 1 write). Each entry costs about 200 bytes. n must be
+// at least 1.
 func WithKnownBuckets(n int) Option {
-	return func(s *Store) { s.known.limit = int64(max(n, 1)) }
+	return func(s *Store) {
+		if n < 1 {
+			s.invalid("WithKnownBuckets", n, "must be at least 1")
+			return
+		}
+		s.known.limit = int64(n)
+	}
 }
 
 // knownBuckets is the set of buckets known to exist: bucketID -> shard

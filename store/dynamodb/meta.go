@@ -243,29 +243,32 @@ func (s *Store) entityMustExist(ns, id string) types.TransactWriteItem {
 }
 
 // transactMeta runs a transaction of configuration or entity changes,
-// retrying conflicts. On a failed condition it returns the cancellation
-// reasons (and a non-nil error).
+// retrying conflicts and throttling with backoff, within one budget. On a
+// failed condition it returns the cancellation reasons (and a non-nil
+// error): a domain answer, not a race to retry.
 func (s *Store) transactMeta(ctx context.Context, items []types.TransactWriteItem) ([]types.CancellationReason, error) {
-	for attempt := 0; ; attempt++ {
+	b := s.newBudget()
+	for {
 		_, err := s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
-		var canceled *types.TransactionCanceledException
-		conflict := isConflict(err)
-		if errors.As(err, &canceled) {
-			for _, r := range canceled.CancellationReasons {
-				if aws.ToString(r.Code) == "ConditionalCheckFailed" {
-					return canceled.CancellationReasons, err
-				}
-			}
-			conflict = retryable(canceled)
-		}
 		if err == nil {
 			return nil, nil
 		}
-		if !conflict || attempt+1 >= s.maxAttempts {
+		var canceled *types.TransactionCanceledException
+		if errors.As(err, &canceled) {
+			for i := range canceled.CancellationReasons {
+				if failed(canceled.CancellationReasons, i) {
+					return canceled.CancellationReasons, err
+				}
+			}
+		}
+		if txRetry(err) != errContended {
 			return nil, fmt.Errorf("dynamodb: transaction: %w", err)
 		}
-		if err := backoff(ctx, attempt); err != nil {
-			return nil, err
+		if rerr := b.retry(ctx, errContended); rerr != nil {
+			if rerr == ErrContention {
+				return nil, fmt.Errorf("%w: transaction after %d attempts: %w", ErrContention, b.max, err)
+			}
+			return nil, rerr
 		}
 	}
 }

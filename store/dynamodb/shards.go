@@ -2,7 +2,6 @@ package dynamodb
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"strings"
@@ -45,28 +44,33 @@ const maxShards = 64
 // refuses (or gathers).
 const shardTries = 3
 
-// errReplan reports that a request was planned against a bucket layout that
-// has changed (another shard count, a reset bucket) or lost a race in a
-// multi-shard transaction; the cache is updated and the caller plans again.
-var errReplan = errors.New("dynamodb: bucket layout changed")
-
 func hidden(limit string) bool { return strings.HasPrefix(limit, "_") }
 
 // WithWritePressureLimit sets how many writes per second one bucket item
 // takes before its bucket is split (default 1,000, DynamoDB's per-partition
-// write limit; the burst is one second's worth). 0 turns sharding off.
+// write limit; the burst is one second's worth). 0 turns sharding off;
+// a negative value is invalid.
 func WithWritePressureLimit(perSecond int) Option {
-	return func(s *Store) { s.writesPerSecond = int64(max(perSecond, 0)) }
+	return func(s *Store) {
+		if perSecond < 0 {
+			s.invalid("WithWritePressureLimit", perSecond, "must be 0 (no sharding) or more")
+			return
+		}
+		s.writesPerSecond = int64(perSecond)
+	}
 }
 
-// WithMaxShards caps how far a bucket is split (default and maximum 64; it
-// is rounded down to a power of two).
+// WithMaxShards caps how far a bucket is split: a power of two from 2 to
+// 64 (the default; a split of n shards is one transaction of 2n items, and
+// a transaction holds at most 100). To turn sharding off, use
+// WithWritePressureLimit(0).
 func WithMaxShards(n int) Option {
 	return func(s *Store) {
-		s.maxShards = 1
-		for s.maxShards*2 <= min(n, maxShards) {
-			s.maxShards *= 2
+		if n < 2 || n > maxShards || n&(n-1) != 0 {
+			s.invalid("WithMaxShards", n, fmt.Sprintf("must be a power of two from 2 to %d", maxShards))
+			return
 		}
+		s.maxShards = n
 	}
 }
 
@@ -257,11 +261,11 @@ func (s *Store) checkLayout(ns string, t *target, old item) error {
 // reports the first grant, or the refusal with the shortest wait; where
 // the tried shards suggest the whole bucket could cover the request, it
 // gathers from every shard instead of refusing.
-func (s *Store) tryShards(ctx context.Context, ns string, user *store.BucketRequest, n int, now int64) (bool, error) {
+func (s *Store) tryShards(ctx context.Context, b *budget, ns string, user *store.BucketRequest, n int, now int64) (bool, error) {
 	var best *target
-	for _, shard := range pickShards(n) {
+	for _, shard := range s.pick(n) {
 		t := s.newTarget(user, shard, n)
-		granted, err := s.consumeTarget(ctx, ns, t, now)
+		granted, err := s.consumeTarget(ctx, b, ns, t, now)
 		if err != nil {
 			return false, err
 		}
@@ -277,7 +281,7 @@ func (s *Store) tryShards(ctx context.Context, ns string, user *store.BucketRequ
 		}
 	}
 	if n > 1 && best.mightCover() {
-		return s.gather(ctx, ns, user, n, now)
+		return s.gather(ctx, b, ns, user, n, now)
 	}
 	best.report(user)
 	return false, nil
@@ -295,7 +299,12 @@ func shardKeys(ns string, k store.BucketKey, n int) []item {
 // readShards reads every shard of a bucket of n shards. It returns
 // errReplan (after updating the cache) if the layout is not n shards.
 func (s *Store) readShards(ctx context.Context, ns string, k store.BucketKey, n int) ([]item, error) {
-	its, err := s.batchGet(ctx, shardKeys(ns, k, n))
+	return s.readShardsWithin(ctx, s.newBudget(), ns, k, n)
+}
+
+// readShardsWithin is readShards retrying unprocessed keys within b.
+func (s *Store) readShardsWithin(ctx context.Context, b *budget, ns string, k store.BucketKey, n int) ([]item, error) {
+	its, err := s.readItems(ctx, b, shardKeys(ns, k, n))
 	if err != nil {
 		return nil, err
 	}
@@ -313,8 +322,8 @@ func (s *Store) readShards(ctx context.Context, ns string, k store.BucketKey, n 
 // met. The observation reported is the exact sum over the shards.
 //
 // Deltas for a gathered debit (Placement -1) go to shard 0.
-func (s *Store) gather(ctx context.Context, ns string, user *store.BucketRequest, n int, now int64) (bool, error) {
-	its, err := s.readShards(ctx, ns, user.Key, n)
+func (s *Store) gather(ctx context.Context, b *budget, ns string, user *store.BucketRequest, n int, now int64) (bool, error) {
+	its, err := s.readShardsWithin(ctx, b, ns, user.Key, n)
 	if err != nil {
 		return false, err
 	}
@@ -357,11 +366,10 @@ func (s *Store) gather(ctx context.Context, ns string, user *store.BucketRequest
 		}
 	}
 	_, err = s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
-	var canceled *types.TransactionCanceledException
-	switch {
-	case errors.As(err, &canceled) && retryable(canceled), isConflict(err):
-		return false, errReplan
-	case err != nil:
+	if err != nil {
+		if cause := txRetry(err); cause != nil {
+			return false, cause // read the shards again and plan anew
+		}
 		return false, fmt.Errorf("dynamodb: gather bucket %s/%s: %w", user.Key.Entity, user.Key.Resource, err)
 	}
 	return true, nil

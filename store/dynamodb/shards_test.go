@@ -3,6 +3,8 @@ package dynamodb
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -384,5 +386,77 @@ func TestCascadeSplitsHotParent(t *testing.T) {
 		if got, want := balanceAt(t, s, "ns", k, "rpm", hotEpoch), hotParams.Capacity-n*1_000; got != want {
 			t.Errorf("%s balance %d, want %d", k.Entity, got, want)
 		}
+	}
+}
+
+// An acquire on a sharded bucket tries up to 3 shards: refused by the
+// first, it is granted by the second or the third; refused by all three
+// (and their balances show the bucket could not cover it), it is refused
+// without trying the fourth. Each empty shard costs one failed speculative
+// write and nothing else.
+func TestShardRetriesOtherShards(t *testing.T) {
+	tt := newTestTable(t)
+	c := tt.client(t, 5*time.Second, WithWritePressureLimit(2), WithMaxShards(4))
+	k := store.BucketKey{Entity: "hot", Resource: "api"}
+	splitTo(t, c.Store, k, hotParams, hotEpoch, 4)
+	ctx := context.Background()
+	tokens := func() []int64 {
+		t.Helper()
+		var out []int64
+		for _, it := range shardItems(t, tt.admin, "ns", k) {
+			n, err := getN(it, limitAttr("rpm", fieldTokens))
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, n)
+		}
+		return out
+	}
+	// Empty shards 1 and 2 (the clock stands still: no refill).
+	drain := func(shards ...int) {
+		t.Helper()
+		have := tokens()
+		for _, i := range shards {
+			if err := c.ApplyDeltas(ctx, "ns", []store.Delta{{Key: k, Limit: "rpm", Amount: have[i], Placement: i}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	drain(1, 2)
+
+	for _, order := range [][]int{{1, 0, 2}, {1, 2, 0}} {
+		c.pick = func(int) []int { return order }
+		before := tokens()
+		c.calls.take()
+		req := consumeReq(hotEpoch, hotParams, 1_000, k)
+		if !mustConsume(t, c, "ns", req) {
+			t.Fatalf("shards %v: refused with shard 0 holding %d", order, before[0])
+		}
+		tried := slices.Index(order, 0) + 1
+		expectCalls(t, fmt.Sprintf("grant from shard %d of the order %v", tried, order), c.calls.take(), map[string]int{"UpdateItem": tried})
+		if p := req.Buckets[0].Placement; p != 0 {
+			t.Errorf("granted on shard %d, want 0", p)
+		}
+		after := tokens()
+		before[0] -= 1_000
+		if !slices.Equal(after, before) {
+			t.Errorf("shard balances %v, want %v: one token from shard 0 only", after, before)
+		}
+	}
+
+	drain(0)
+	c.pick = func(int) []int { return []int{0, 1, 2} }
+	before := tokens()
+	c.calls.take()
+	req := consumeReq(hotEpoch, hotParams, 1_000, k)
+	if mustConsume(t, c, "ns", req) {
+		t.Fatal("granted although the 3 shards tried are empty")
+	}
+	expectCalls(t, "refusal after 3 shards", c.calls.take(), map[string]int{"UpdateItem": 3})
+	if after := tokens(); !slices.Equal(after, before) {
+		t.Errorf("shard balances %v after a refusal, want %v", after, before)
+	}
+	if w := req.Buckets[0].Limits[0].Wait; w <= 0 {
+		t.Errorf("refusal carries wait %d ms, want a positive hint", w)
 	}
 }

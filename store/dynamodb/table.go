@@ -16,27 +16,45 @@ import (
 // whose version record differs is refused.
 const SchemaVersion = 1
 
-// ErrSchemaMismatch is returned by CheckTable and CreateTable when the table
-// was written by an incompatible version of Tollgate.
+// ErrSchemaMismatch is returned by CheckTable and CreateTable when the
+// table is not one this package can use: its key schema, its indexes or its
+// stream differ from what CreateTable makes (the error names what differs),
+// or it was written by an incompatible version of Tollgate.
 var ErrSchemaMismatch = errors.New("dynamodb: incompatible table schema")
 
 // ErrTableNotFound is returned by CheckTable when the table does not exist.
 var ErrTableNotFound = errors.New("dynamodb: table not found")
 
+// ErrTableNotActive is returned by CheckTable when the table exists but is
+// not ACTIVE (being created, updated or deleted).
+var ErrTableNotActive = errors.New("dynamodb: table not active")
+
 // CreateTable creates the table (keys, the four GSIs, streams with new and
 // old images, TTL on "ttl", on-demand billing), waits until it is active and
-// writes the schema version record. An existing table is checked instead.
+// writes the schema version record. An existing table (perhaps created by
+// another process) is checked instead, before anything is written to it: a
+// table of another layout is refused with ErrSchemaMismatch.
 func (s *Store) CreateTable(ctx context.Context) error {
+	if s.optErr != nil {
+		return s.optErr
+	}
 	_, err := s.db.CreateTable(ctx, s.createTableInput())
 	var inUse *types.ResourceInUseException
-	switch {
-	case errors.As(err, &inUse):
-		// Already there (perhaps created by another process): wait and check.
-	case err != nil:
+	existed := errors.As(err, &inUse)
+	if err != nil && !existed {
 		return fmt.Errorf("dynamodb: create table %s: %w", s.table, err)
 	}
 	if err := dynamodb.NewTableExistsWaiter(s.db).Wait(ctx, &dynamodb.DescribeTableInput{TableName: &s.table}, 5*time.Minute); err != nil {
 		return fmt.Errorf("dynamodb: wait for table %s: %w", s.table, err)
+	}
+	if existed {
+		desc, err := s.describe(ctx)
+		if err != nil {
+			return err
+		}
+		if err := s.verifyLayout(desc); err != nil {
+			return err
+		}
 	}
 	if err := s.enableTTL(ctx); err != nil {
 		return err
@@ -47,6 +65,30 @@ func (s *Store) CreateTable(ctx context.Context) error {
 	return s.CheckTable(ctx)
 }
 
+// indexSpec is a global secondary index as this package creates it.
+type indexSpec struct {
+	name, pk, sk string
+	projection   types.ProjectionType
+}
+
+// indexes are the four GSIs (DESIGN 5; docs/dynamodb.md 2.3). Only GSI1
+// projects everything: it indexes entity items, which change only on create
+// and delete; the others are keys only, so that token updates never write
+// an index.
+var indexes = []indexSpec{
+	{gsi1, attrGSI1PK, attrGSI1SK, types.ProjectionTypeAll},
+	{gsi2, attrGSI2PK, attrGSI2SK, types.ProjectionTypeKeysOnly},
+	{gsi3, attrGSI3PK, attrGSI3SK, types.ProjectionTypeKeysOnly},
+	{gsi4, attrGSI4PK, attrGSI4SK, types.ProjectionTypeKeysOnly},
+}
+
+func keySchema(pk, sk string) []types.KeySchemaElement {
+	return []types.KeySchemaElement{
+		{AttributeName: aws.String(pk), KeyType: types.KeyTypeHash},
+		{AttributeName: aws.String(sk), KeyType: types.KeyTypeRange},
+	}
+}
+
 func (s *Store) createTableInput() *dynamodb.CreateTableInput {
 	streams := &types.StreamSpecification{
 		StreamEnabled:  aws.Bool(true),
@@ -55,37 +97,103 @@ func (s *Store) createTableInput() *dynamodb.CreateTableInput {
 	if s.noStreams {
 		streams = nil
 	}
-	key := func(pk, sk string) []types.KeySchemaElement {
-		return []types.KeySchemaElement{
-			{AttributeName: aws.String(pk), KeyType: types.KeyTypeHash},
-			{AttributeName: aws.String(sk), KeyType: types.KeyTypeRange},
-		}
+	attrs := []types.AttributeDefinition{
+		{AttributeName: aws.String(attrPK), AttributeType: types.ScalarAttributeTypeS},
+		{AttributeName: aws.String(attrSK), AttributeType: types.ScalarAttributeTypeS},
 	}
-	gsi := func(name, pk, sk string, projection types.ProjectionType) types.GlobalSecondaryIndex {
-		return types.GlobalSecondaryIndex{
-			IndexName:  aws.String(name),
-			KeySchema:  key(pk, sk),
-			Projection: &types.Projection{ProjectionType: projection},
-		}
-	}
-	var attrs []types.AttributeDefinition
-	for _, a := range []string{attrPK, attrSK, attrGSI1PK, attrGSI1SK, attrGSI2PK, attrGSI2SK, attrGSI3PK, attrGSI3SK, attrGSI4PK, attrGSI4SK} {
-		attrs = append(attrs, types.AttributeDefinition{AttributeName: aws.String(a), AttributeType: types.ScalarAttributeTypeS})
+	var gsis []types.GlobalSecondaryIndex
+	for _, ix := range indexes {
+		attrs = append(attrs,
+			types.AttributeDefinition{AttributeName: aws.String(ix.pk), AttributeType: types.ScalarAttributeTypeS},
+			types.AttributeDefinition{AttributeName: aws.String(ix.sk), AttributeType: types.ScalarAttributeTypeS})
+		gsis = append(gsis, types.GlobalSecondaryIndex{
+			IndexName:  aws.String(ix.name),
+			KeySchema:  keySchema(ix.pk, ix.sk),
+			Projection: &types.Projection{ProjectionType: ix.projection},
+		})
 	}
 	return &dynamodb.CreateTableInput{
-		TableName:            &s.table,
-		AttributeDefinitions: attrs,
-		KeySchema:            key(attrPK, attrSK),
-		BillingMode:          types.BillingModePayPerRequest,
-		GlobalSecondaryIndexes: []types.GlobalSecondaryIndex{
-			gsi(gsi1, attrGSI1PK, attrGSI1SK, types.ProjectionTypeAll),
-			// Keys only: token updates then never write the index.
-			gsi(gsi2, attrGSI2PK, attrGSI2SK, types.ProjectionTypeKeysOnly),
-			gsi(gsi3, attrGSI3PK, attrGSI3SK, types.ProjectionTypeKeysOnly),
-			gsi(gsi4, attrGSI4PK, attrGSI4SK, types.ProjectionTypeKeysOnly),
-		},
-		StreamSpecification: streams,
+		TableName:              &s.table,
+		AttributeDefinitions:   attrs,
+		KeySchema:              keySchema(attrPK, attrSK),
+		BillingMode:            types.BillingModePayPerRequest,
+		GlobalSecondaryIndexes: gsis,
+		StreamSpecification:    streams,
 	}
+}
+
+// verifyLayout compares a table's description with what CreateTable makes:
+// the key schema, the four GSIs (keys and projections; other indexes are
+// allowed) and, unless the Store was made WithoutStreams, a stream with new
+// and old images. It returns ErrSchemaMismatch naming every difference.
+func (s *Store) verifyLayout(d *types.TableDescription) error {
+	attrTypes := map[string]types.ScalarAttributeType{}
+	for _, a := range d.AttributeDefinitions {
+		attrTypes[aws.ToString(a.AttributeName)] = a.AttributeType
+	}
+	var diffs []string
+	if got, want := describeKeys(d.KeySchema, attrTypes), describeKeys(keySchema(attrPK, attrSK), nil); got != want {
+		diffs = append(diffs, fmt.Sprintf("key schema is %s, want %s", got, want))
+	}
+	found := map[string]bool{}
+	for _, g := range d.GlobalSecondaryIndexes {
+		for _, ix := range indexes {
+			if aws.ToString(g.IndexName) != ix.name {
+				continue
+			}
+			found[ix.name] = true
+			if got, want := describeKeys(g.KeySchema, attrTypes), describeKeys(keySchema(ix.pk, ix.sk), nil); got != want {
+				diffs = append(diffs, fmt.Sprintf("index %s keys are %s, want %s", ix.name, got, want))
+			}
+			var got types.ProjectionType
+			if g.Projection != nil {
+				got = g.Projection.ProjectionType
+			}
+			if got != ix.projection {
+				diffs = append(diffs, fmt.Sprintf("index %s projects %s, want %s", ix.name, orNone(string(got)), ix.projection))
+			}
+		}
+	}
+	for _, ix := range indexes {
+		if !found[ix.name] {
+			diffs = append(diffs, "index "+ix.name+" is missing")
+		}
+	}
+	if !s.noStreams {
+		view := "none"
+		if sp := d.StreamSpecification; sp != nil && aws.ToBool(sp.StreamEnabled) {
+			view = string(sp.StreamViewType)
+		}
+		if view != string(types.StreamViewTypeNewAndOldImages) {
+			diffs = append(diffs, fmt.Sprintf("stream is %s, want %s", view, types.StreamViewTypeNewAndOldImages))
+		}
+	}
+	if len(diffs) > 0 {
+		return fmt.Errorf("%w: table %s: %s", ErrSchemaMismatch, s.table, strings.Join(diffs, "; "))
+	}
+	return nil
+}
+
+// describeKeys renders a key schema as "[PK HASH S, SK RANGE S]", with the
+// attribute types where types is not nil (key attributes must be strings).
+func describeKeys(ks []types.KeySchemaElement, attrTypes map[string]types.ScalarAttributeType) string {
+	parts := make([]string, len(ks))
+	for i, k := range ks {
+		name := aws.ToString(k.AttributeName)
+		typ := types.ScalarAttributeTypeS
+		if attrTypes != nil {
+			typ = attrTypes[name]
+		}
+		parts[i] = fmt.Sprintf("%s %s %s", name, k.KeyType, orNone(string(typ)))
+	}
+	return "[" + strings.Join(parts, ", ") + "]"
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
 }
 
 func (s *Store) enableTTL(ctx context.Context) error {
@@ -138,48 +246,76 @@ type TableStatus struct {
 
 // DescribeTable reports the table's state and schema version.
 func (s *Store) DescribeTable(ctx context.Context) (TableStatus, error) {
-	out, err := s.db.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: &s.table})
-	var nf *types.ResourceNotFoundException
-	if errors.As(err, &nf) {
-		return TableStatus{}, fmt.Errorf("%w: %s", ErrTableNotFound, s.table)
+	if s.optErr != nil {
+		return TableStatus{}, s.optErr
 	}
+	d, err := s.describe(ctx)
 	if err != nil {
-		return TableStatus{}, fmt.Errorf("dynamodb: describe table %s: %w", s.table, err)
+		return TableStatus{}, err
 	}
 	st := TableStatus{
 		Name:      s.table,
-		Status:    string(out.Table.TableStatus),
-		ItemCount: aws.ToInt64(out.Table.ItemCount),
-		SizeBytes: aws.ToInt64(out.Table.TableSizeBytes),
-		StreamARN: aws.ToString(out.Table.LatestStreamArn),
+		Status:    string(d.TableStatus),
+		ItemCount: aws.ToInt64(d.ItemCount),
+		SizeBytes: aws.ToInt64(d.TableSizeBytes),
+		StreamARN: aws.ToString(d.LatestStreamArn),
 	}
+	st.SchemaVersion, err = s.readVersion(ctx)
+	return st, err
+}
+
+// describe returns the table's description, or ErrTableNotFound.
+func (s *Store) describe(ctx context.Context) (*types.TableDescription, error) {
+	out, err := s.db.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: &s.table})
+	var nf *types.ResourceNotFoundException
+	if errors.As(err, &nf) {
+		return nil, fmt.Errorf("%w: %s", ErrTableNotFound, s.table)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("dynamodb: describe table %s: %w", s.table, err)
+	}
+	return out.Table, nil
+}
+
+// readVersion returns the recorded schema version, 0 if none is recorded.
+func (s *Store) readVersion(ctx context.Context) (int64, error) {
 	v, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName:      &s.table,
 		Key:            item{attrPK: str(registryPK()), attrSK: str(skVersion)},
 		ConsistentRead: aws.Bool(true),
 	})
 	if err != nil {
-		return st, fmt.Errorf("dynamodb: read schema version: %w", err)
+		return 0, fmt.Errorf("dynamodb: read schema version: %w", err)
 	}
-	if v.Item != nil {
-		st.SchemaVersion, _ = getN(v.Item, "version")
-	}
-	return st, nil
+	n, _ := getN(v.Item, "version")
+	return n, nil
 }
 
-// CheckTable verifies that the table exists, is active, and has this
-// package's schema version.
+// CheckTable verifies that the table exists (else ErrTableNotFound), is
+// active (else ErrTableNotActive), has the layout CreateTable makes and this
+// package's schema version (else ErrSchemaMismatch, naming what differs).
+// It also returns the error of an invalid option given to New.
 func (s *Store) CheckTable(ctx context.Context) error {
-	st, err := s.DescribeTable(ctx)
+	if s.optErr != nil {
+		return s.optErr
+	}
+	d, err := s.describe(ctx)
 	if err != nil {
 		return err
 	}
-	if st.SchemaVersion != SchemaVersion {
-		return fmt.Errorf("%w: table %s has schema version %d, this Tollgate needs %d",
-			ErrSchemaMismatch, s.table, st.SchemaVersion, SchemaVersion)
+	if d.TableStatus != types.TableStatusActive {
+		return fmt.Errorf("%w: table %s is %s", ErrTableNotActive, s.table, d.TableStatus)
 	}
-	if st.Status != string(types.TableStatusActive) {
-		return fmt.Errorf("dynamodb: table %s is %s, not ACTIVE", s.table, st.Status)
+	if err := s.verifyLayout(d); err != nil {
+		return err
+	}
+	v, err := s.readVersion(ctx)
+	if err != nil {
+		return err
+	}
+	if v != SchemaVersion {
+		return fmt.Errorf("%w: table %s has schema version %d, this Tollgate needs %d",
+			ErrSchemaMismatch, s.table, v, SchemaVersion)
 	}
 	return nil
 }

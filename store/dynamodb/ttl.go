@@ -49,9 +49,15 @@ const DefaultBucketTTL = time.Hour
 // expire (default DefaultBucketTTL; DynamoDB deletes expired items within
 // about two days). An expired bucket is a full one, so expiry never changes
 // a verdict: it only frees storage. The next acquire of an expired bucket
-// costs what the first acquire of a new one does.
+// costs what the first acquire of a new one does. A negative d is invalid.
 func WithBucketTTL(d time.Duration) Option {
-	return func(s *Store) { s.bucketTTL = max(d.Milliseconds(), 0) }
+	return func(s *Store) {
+		if d < 0 {
+			s.invalid("WithBucketTTL", d, "must not be negative")
+			return
+		}
+		s.bucketTTL = d.Milliseconds()
+	}
 }
 
 // expiry returns the ttl of an item holding rec: when every limit is full
