@@ -33,6 +33,7 @@ func newProgress(w io.Writer, label string, total int) *progress {
 	return newProgressOn(w, label, total, isTerminal(w))
 }
 
+// newProgressOn is newProgress with the terminal test done by the caller.
 func newProgressOn(w io.Writer, label string, total int, tty bool) *progress {
 	p := &progress{w: w, label: label, total: total}
 	if tty {
