@@ -213,7 +213,7 @@ func newAcquireCmd(g *globals) *cobra.Command {
 		Use:   "acquire",
 		Short: "Acquire and commit at once (exit code 3 when rate-limited)",
 		Example: `  tollgate acquire -e key-1 -r api -c rpm=1
-  tollgate acquire -e key-1 -r openai/gpt-4o -c tpm=1500 -l tpm:100000/min; [ $? -ne 3 ] || echo "retry later"`,
+  tollgate acquire -e key-1 -r openai/gpt-4o -c tpm=1500 -l tpm:100000/min || { [ $? -eq 3 ] && echo "retry later"; }`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			limits, err := f.parsedLimits()
