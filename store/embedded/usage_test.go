@@ -255,10 +255,10 @@ func TestUsageClosedStore(t *testing.T) {
 // random queries: bounds, resources, Now, page sizes and cursors.
 func TestUsageListsAsMemory(t *testing.T) {
 	ctx := t.Context()
-	// Time 0: no expiry passes, so the embedded store deletes nothing the
-	// memory backend keeps.
+	// Time 0: no expiry passes, so neither store deletes anything the
+	// other keeps.
 	emb := open(t, tempFile(t), embedded.WithClock(clock.NewFake(time.UnixMilli(0))))
-	mem := memory.New()
+	mem := memory.New(memory.WithClock(clock.NewFake(time.UnixMilli(0))))
 	rng := rand.New(rand.NewPCG(1, 2))
 	entities := []string{"a", "ab", "a.b", "b", "a-1"}
 	resources := []string{"api", "api2", "ap", "x/y", "api.v2"}

@@ -19,6 +19,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tollgate-rl/tollgate/clock"
 	"github.com/tollgate-rl/tollgate/model"
 	"github.com/tollgate-rl/tollgate/store"
 	"github.com/tollgate-rl/tollgate/store/internal/buckettable"
@@ -33,6 +34,7 @@ type Store struct {
 	registry map[string]model.Namespace // by name
 
 	usage usageTable
+	clock clock.Clock // for usage expiry only
 }
 
 type namespace struct {
@@ -44,13 +46,31 @@ type namespace struct {
 
 var _ store.Store = (*Store)(nil)
 
+// Option configures New.
+type Option func(*Store)
+
+// WithClock sets the clock that decides which usage snapshots have expired
+// (store.UsageIncrement.Expires) and may be deleted; the system clock by
+// default. Give the store the clock that dates the snapshots (the usage
+// aggregator's), or a fake clock in the past keeps expired snapshots in
+// memory (queries still hide them: store.UsageQuery.Now). Bucket state
+// does not read it: every request carries its own time.
+func WithClock(c clock.Clock) Option {
+	return func(s *Store) { s.clock = c }
+}
+
 // New returns an empty memory store.
-func New() *Store {
-	return &Store{
+func New(opts ...Option) *Store {
+	s := &Store{
 		buckets:  buckettable.New(buckettable.Options{}),
 		nss:      make(map[string]*namespace),
 		registry: make(map[string]model.Namespace),
+		clock:    clock.Real{},
 	}
+	for _, o := range opts {
+		o(s)
+	}
+	return s
 }
 
 // Consume implements store.Buckets.

@@ -15,10 +15,7 @@ var _ store.UsageStore = (*Store)(nil)
 type usageTable struct {
 	mu    sync.Mutex
 	snaps map[usageID]*usageSnap
-	// newest is the latest window start written: usage is dated when it
-	// happened, so the clock has passed it, and a snapshot that expired by
-	// then can go. created counts snapshots made since the last sweep.
-	newest  int64
+	// created counts snapshots made since the last sweep.
 	created int
 }
 
@@ -61,7 +58,6 @@ func (s *Store) AddUsage(ctx context.Context, ns string, incs []store.UsageIncre
 			u.snaps[id] = sn
 			u.created++
 		}
-		u.newest = max(u.newest, in.Key.Start)
 		if last, ok := sn.applied[in.Source]; ok && in.Seq <= last {
 			continue
 		}
@@ -72,20 +68,20 @@ func (s *Store) AddUsage(ctx context.Context, ns string, incs []store.UsageIncre
 		sn.events += in.Events
 		sn.expires = max(sn.expires, in.Expires)
 	}
-	u.maybeSweep()
+	if u.created > max(len(u.snaps)/2, minUsageSweep) {
+		u.sweep(s.clock.Now().UnixMilli())
+	}
 	return nil
 }
 
-// maybeSweep deletes expired snapshots once the table has created as many
-// as half of what it holds, so that memory follows the retention at an
-// amortised constant cost per snapshot; the caller holds u.mu. Queries
-// hide expired snapshots in between (UsageQuery.Now).
-func (u *usageTable) maybeSweep() {
-	if u.created <= max(len(u.snaps)/2, minUsageSweep) {
-		return
-	}
+// sweep deletes the snapshots expired at now; the caller holds u.mu.
+// AddUsage calls it once the table has created as many snapshots as half
+// of what it holds, so that memory follows the retention at an amortised
+// constant cost per snapshot. Queries hide expired snapshots in between
+// (UsageQuery.Now).
+func (u *usageTable) sweep(now int64) {
 	for id, sn := range u.snaps {
-		if sn.expires != 0 && sn.expires <= u.newest {
+		if sn.expires != 0 && sn.expires <= now {
 			delete(u.snaps, id)
 		}
 	}

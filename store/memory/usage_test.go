@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tollgate-rl/tollgate/clock"
 	"github.com/tollgate-rl/tollgate/store"
 )
 
@@ -14,9 +15,10 @@ import (
 // within it stay.
 func TestExpiredUsageIsDeleted(t *testing.T) {
 	ctx := context.Background()
-	s := New()
 	hour := time.Hour.Milliseconds()
 	t0, retention := store.Hourly.Start(1_700_000_000_000), 90*24*hour
+	clk := clock.NewFake(time.UnixMilli(t0))
+	s := New(WithClock(clk))
 	add := func(start int64, entity string) {
 		t.Helper()
 		inc := store.UsageIncrement{
@@ -34,6 +36,7 @@ func TestExpiredUsageIsDeleted(t *testing.T) {
 	// Written just before the old ones expire: they must survive.
 	add(t0+retention-hour, "recent")
 	// After the retention, new usage makes the table sweep.
+	clk.Advance(time.Duration(retention) * time.Millisecond)
 	for i := range old {
 		add(t0+retention, fmt.Sprintf("new-%d", i))
 	}
