@@ -176,9 +176,14 @@ func testLimiterAdjustRefund(t *testing.T, e *env) {
 	e.wantAvailable(lim, "key-1", "gpt", "tpm", 500, opt)
 	e.wantAvailable(lim, "key-1", "gpt", "rpm", 9, opt)
 
-	// A refund larger than the consumption is clamped to the capacity.
+	// A lease gives back at most what it took; a refund landing on a
+	// bucket refilled in the meantime is clamped to the capacity.
 	le = e.acquire(lim, "key-1", "gpt", tollgate.Consume{"tpm": 100}, opt)
-	if err := le.Adjust(tollgate.Consume{"tpm": -5_000}); err != nil {
+	if err := le.Adjust(tollgate.Consume{"tpm": -101}); !errors.Is(err, tollgate.ErrInvalid) {
+		t.Errorf("Adjust below zero net = %v, want ErrInvalid", err)
+	}
+	e.advance(60_000)
+	if err := le.Adjust(tollgate.Consume{"tpm": -100}); err != nil {
 		t.Fatal(err)
 	}
 	e.commit(le)
