@@ -40,6 +40,16 @@ third of that). One that stops cleanly hands its shards over at once; the
 shards of one that dies wait until its leases expire. The machines' clocks
 must agree to well within --shard-lease.
 
+With --refill (the default) it also keeps hot buckets on the fast path, as
+the Lambda function does: it refills bucket items whose stored balance will
+not cover their observed consumption until the next pass, and doubles the
+shards of a bucket whose shard 0 takes writes at 80% of its write-pressure
+limit.
+
+A stream shard whose checkpoint is older than the stream keeps (24 hours) is
+read again from its oldest record: the records in between are lost to usage,
+and an error says so.
+
 Stores other than DynamoDB need no aggregator: tollgate serve records their
 usage itself.`,
 		Example: "  tollgate aggregator --store 'dynamodb://tollgate?region=eu-west-1'",
@@ -76,15 +86,6 @@ usage itself.`,
 					if err == nil {
 						changes += len(batch)
 						log.Debug("usage written", "changes", len(batch), "total", changes)
-						if refill {
-							now := time.Now().UnixMilli()
-							if n, err := st.SplitHot(ctx, batch, now); n > 0 || err != nil && ctx.Err() == nil {
-								log.Info("split hot buckets", "split", n, "err", err)
-							}
-							if n, err := st.RefillHot(ctx, batch, now); n > 0 || err != nil && ctx.Err() == nil {
-								log.Debug("proactive refill", "refilled", n, "err", err)
-							}
-						}
 						return nil
 					}
 					log.Warn("writing usage; retrying the batch", "err", err, "in", wait)
@@ -93,10 +94,19 @@ usage itself.`,
 					}
 				}
 			}
+			var stats dynamodb.ReadStats
+			opts := []dynamodb.ReadOption{dynamodb.WithLease(lease), dynamodb.WithLeaseOwner(owner),
+				dynamodb.WithLogger(log), dynamodb.WithReadStats(&stats)}
+			if refill {
+				// The next pass sees an item again a poll (or a batch) and
+				// the stream's latency later.
+				opts = append(opts, dynamodb.WithUpkeep(st.NewUpkeep(dynamodb.WithLookahead(max(dynamodb.DefaultLookahead, 2*poll)))))
+			}
 			for wait := time.Second; ; wait = min(2*wait, 30*time.Second) {
-				err := st.ReadChanges(ctx, poll, apply, dynamodb.WithLease(lease), dynamodb.WithLeaseOwner(owner))
+				err := st.ReadChanges(ctx, poll, apply, opts...)
 				if ctx.Err() != nil {
-					log.Info("stopped", "changes", changes)
+					log.Info("stopped", "changes", changes, "records", stats.Records.Load(),
+						"refilled", stats.Refilled.Load(), "split", stats.Split.Load(), "trimmed", stats.Trimmed.Load())
 					return nil
 				}
 				log.Warn("reading the stream; starting again", "err", err, "in", wait)
@@ -107,7 +117,7 @@ usage itself.`,
 		},
 	}
 	cmd.Flags().DurationVar(&poll, "poll", time.Second, "how often to look for new stream records")
-	cmd.Flags().BoolVar(&refill, "refill", true, "refill bucket items written more than once in a batch, and split buckets written at 80% of the write-pressure limit, ahead of their writers")
+	cmd.Flags().BoolVar(&refill, "refill", true, "refill bucket items whose balance will not cover their observed consumption, and split buckets written at 80% of their write-pressure limit, ahead of their writers")
 	cmd.Flags().DurationVar(&lease, "shard-lease", dynamodb.DefaultLease, "how long a stream shard stays with an instance that stops renewing its lease")
 	cmd.Flags().DurationVar(&retention, "retention", aggregator.DefaultRetention, "how long snapshots are kept after their window")
 	cmd.Flags().StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")

@@ -56,18 +56,6 @@ const (
 	leaseKeep = 24 * time.Hour
 )
 
-// ReadOption configures ReadChanges.
-type ReadOption func(*readOptions)
-
-type readOptions struct {
-	owner string
-	lease time.Duration
-	clock clock.Clock
-	// keepLeases makes ReadChanges stop as a crash would, releasing
-	// nothing (tests only).
-	keepLeases bool
-}
-
 // WithLeaseOwner names the reader in its lease items (default: a random id
 // per ReadChanges call). Two readers with one name share its leases, so
 // names must be unique among the readers of a table.
@@ -82,20 +70,6 @@ func WithLease(d time.Duration) ReadOption { return func(o *readOptions) { o.lea
 // WithLeaseClock sets the clock that dates leases and paces their renewal
 // (default: the wall clock).
 func WithLeaseClock(c clock.Clock) ReadOption { return func(o *readOptions) { o.clock = c } }
-
-func newReadOptions(opts []ReadOption) readOptions {
-	o := readOptions{lease: DefaultLease, clock: clock.Real{}}
-	for _, f := range opts {
-		f(&o)
-	}
-	if o.owner == "" {
-		o.owner = newOpID() // 64 random bits: unique among the readers of a table
-	}
-	if o.lease <= 0 {
-		o.lease = DefaultLease
-	}
-	return o
-}
 
 // lease is a lease item as read.
 type lease struct {

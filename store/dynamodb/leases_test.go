@@ -293,7 +293,8 @@ func (w *streamWorkload) waitEvents(n int64) {
 	w.t.Fatalf("usage counts %d acquires after a minute, want %d", e, n)
 }
 
-// testReader is one ReadChanges call applying usage, counting its batches.
+// testReader is one ReadChanges call applying usage, counting its batches
+// and rounds.
 type testReader struct {
 	owner  string
 	cancel context.CancelFunc
@@ -303,19 +304,19 @@ type testReader struct {
 
 	mu      sync.Mutex
 	batches int
-	first   time.Time // of its first batch
-	minSeq  string    // the lowest sequence number it handled
+	minSeq  string        // the lowest sequence number it handled
+	round   chan struct{} // closed at the end of the current round
 }
 
 func startReader(t *testing.T, s *Store, owner string, opts ...ReadOption) *testReader {
 	ctx, cancel := context.WithCancel(context.Background())
-	r := &testReader{owner: owner, cancel: cancel, done: make(chan error, 1)}
-	opts = append([]ReadOption{WithLeaseOwner(owner)}, opts...)
+	r := &testReader{owner: owner, cancel: cancel, done: make(chan error, 1), round: make(chan struct{})}
+	opts = append([]ReadOption{WithLeaseOwner(owner), func(o *readOptions) { o.onRound = r.roundEnded }}, opts...)
 	go func() {
 		r.done <- s.ReadChanges(ctx, 50*time.Millisecond, func(ctx context.Context, cs []store.Change) error {
 			r.mu.Lock()
 			if r.batches++; r.batches == 1 {
-				r.first, r.minSeq = time.Now(), cs[0].Seq
+				r.minSeq = cs[0].Seq
 			}
 			r.minSeq = min(r.minSeq, cs[0].Seq)
 			r.mu.Unlock()
@@ -324,6 +325,30 @@ func startReader(t *testing.T, s *Store, owner string, opts ...ReadOption) *test
 	}()
 	t.Cleanup(func() { r.stop(t) })
 	return r
+}
+
+func (r *testReader) roundEnded() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	close(r.round)
+	r.round = make(chan struct{})
+}
+
+// waitRounds returns once the reader has run a whole round that began
+// after the call.
+func (r *testReader) waitRounds(t *testing.T) {
+	t.Helper()
+	// The first round to end may have begun before; the second began after it.
+	for range 2 {
+		r.mu.Lock()
+		ended := r.round
+		r.mu.Unlock()
+		select {
+		case <-ended:
+		case <-time.After(time.Minute):
+			t.Fatalf("reader %s ran no round in a minute", r.owner)
+		}
+	}
 }
 
 func (r *testReader) stop(t *testing.T) {
@@ -336,10 +361,10 @@ func (r *testReader) stop(t *testing.T) {
 	})
 }
 
-func (r *testReader) stats() (batches int, first time.Time, minSeq string) {
+func (r *testReader) stats() (batches int, minSeq string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.batches, r.first, r.minSeq
+	return r.batches, r.minSeq
 }
 
 func mustCheckpoint(t *testing.T, s *Store, shard string) string {
@@ -351,9 +376,12 @@ func mustCheckpoint(t *testing.T, s *Store, shard string) string {
 	return cp.seq
 }
 
-// Two readers of a stream with one shard: only the lease holder reads; when
-// it crashes the other takes over once the lease expires, and when it stops
-// cleanly the other takes over at once; every acquire counts once.
+// Two readers of a stream with one shard, their leases dated by one fake
+// clock: only the lease holder reads; when it crashes the other reads
+// nothing until the lease expires by that clock, then goes on from the
+// checkpoint; when it stops cleanly the other takes over with the clock
+// standing still, so before the lease would have expired; every acquire
+// counts once.
 func TestLeaseTwoReaders(t *testing.T) {
 	s := newStreamTable(t)
 	ctx := context.Background()
@@ -367,54 +395,61 @@ func TestLeaseTwoReaders(t *testing.T) {
 	}
 	shard := aws.ToString(shards[0].ShardId)
 	const lease = 3 * time.Second
+	clk := clock.NewFake(time.UnixMilli(time.Now().UnixMilli()))
 	w.acquire(3)
-	a := startReader(t, s, "a", WithLease(lease), withoutRelease())
+	a := startReader(t, s, "a", WithLease(lease), WithLeaseClock(clk), withoutRelease())
 	w.waitEvents(3)
-	b := startReader(t, s, "b", WithLease(lease))
+	b := startReader(t, s, "b", WithLease(lease), WithLeaseClock(clk))
 	w.acquire(3)
 	w.waitEvents(6)
-	if n, _, _ := b.stats(); n != 0 {
+	b.waitRounds(t)
+	if n, _ := b.stats(); n != 0 {
 		t.Fatalf("b read %d batches while a held the lease", n)
 	}
 
-	// a crashes: b reads nothing before a's lease expires, then goes on
-	// from a's checkpoint.
+	// a crashes: b reads nothing while a's lease lasts, however many rounds
+	// it runs, then goes on from a's checkpoint once the clock passes it.
 	a.stop(t)
-	expires := mustState(t, s).leases[shard]
-	if expires.owner != "a" {
-		t.Fatalf("lease after a's crash: %+v", expires)
+	held := mustState(t, s).leases[shard]
+	if held.owner != "a" || held.expires != clk.Now().Add(lease).UnixMilli() {
+		t.Fatalf("lease after a's crash: %+v; want a's, expiring %v after the start", held, lease)
 	}
 	cp := mustCheckpoint(t, s, shard)
 	w.acquire(3)
-	w.waitEvents(9)
-	n, first, minSeq := b.stats()
-	if n == 0 || first.Before(time.UnixMilli(expires.expires)) {
-		t.Fatalf("b read %d batches, the first at %v, before a's lease expired at %v", n, first, time.UnixMilli(expires.expires))
+	b.waitRounds(t)
+	if n, _ := b.stats(); n != 0 {
+		t.Fatalf("b read %d batches before a's lease expired", n)
 	}
-	if minSeq <= cp {
-		t.Fatalf("b read from %s, not after a's checkpoint %s", minSeq, cp)
+	if e, _ := w.usage(); e != 6 {
+		t.Fatalf("usage counts %d acquires while nobody read, want 6", e)
+	}
+	clk.Advance(lease)
+	w.waitEvents(9)
+	if n, minSeq := b.stats(); n == 0 || minSeq <= cp {
+		t.Fatalf("b read %d batches from %s; want some, after a's checkpoint %s", n, minSeq, cp)
 	}
 
 	// c starts and reads nothing while b holds the lease; b stops cleanly
-	// and c takes over long before b's lease would have expired.
-	c := startReader(t, s, "c", WithLease(lease))
+	// and c takes over with the clock standing still: b's lease would not
+	// have expired.
+	c := startReader(t, s, "c", WithLease(lease), WithLeaseClock(clk))
 	w.acquire(3)
 	w.waitEvents(12)
-	if n, _, _ := c.stats(); n != 0 {
+	c.waitRounds(t)
+	if n, _ := c.stats(); n != 0 {
 		t.Fatalf("c read %d batches while b held the lease", n)
 	}
-	held := mustState(t, s).leases[shard]
 	b.stop(t)
 	cp = mustCheckpoint(t, s, shard)
-	for mustState(t, s).leases[shard].owner != "c" {
-		if time.Now().UnixMilli() >= held.expires {
-			t.Fatalf("c did not take the lease b released before it would have expired (%+v)", held)
+	for deadline := time.Now().Add(time.Minute); mustState(t, s).leases[shard].owner != "c"; {
+		if time.Now().After(deadline) {
+			t.Fatalf("c did not take the lease b released: %+v", mustState(t, s).leases[shard])
 		}
-		time.Sleep(20 * time.Millisecond)
+		c.waitRounds(t)
 	}
 	w.acquire(3)
 	w.waitEvents(15)
-	if n, _, minSeq := c.stats(); n == 0 || minSeq <= cp {
+	if n, minSeq := c.stats(); n == 0 || minSeq <= cp {
 		t.Fatalf("c read %d batches from %s after taking over; want some, after b's checkpoint %s", n, minSeq, cp)
 	}
 	c.stop(t)
@@ -431,10 +466,10 @@ func TestLeaseLostStopsAtNextBatch(t *testing.T) {
 	ctx := context.Background()
 	w := newStreamWorkload(t, s)
 	w.acquire(4)
-	me := newLeaser(s, newReadOptions([]ReadOption{WithLeaseOwner("me")}))
-	r := &streamReader{s: s, client: s.streamsClient(), arn: mustStreamARN(t, s), leases: me, batch: 1}
+	o := newReadOptions([]ReadOption{WithLeaseOwner("me")})
+	me := newLeaser(s, o)
 	var handled []store.Change
-	r.handle = func(ctx context.Context, cs []store.Change) error {
+	r := newStreamReader(s, mustStreamARN(t, s), func(ctx context.Context, cs []store.Change) error {
 		if len(handled) == 0 {
 			// Another reader takes the lease; the renewal finds out.
 			putLease(t, s, sourceShard(cs[0].Source), "thief", time.Now().Add(time.Minute))
@@ -444,7 +479,8 @@ func TestLeaseLostStopsAtNextBatch(t *testing.T) {
 		}
 		handled = append(handled, cs...)
 		return nil
-	}
+	}, me, o)
+	r.batch = 1
 	for deadline := time.Now().Add(time.Minute); len(handled) == 0; {
 		if time.Now().After(deadline) {
 			t.Fatal("no change read in a minute")

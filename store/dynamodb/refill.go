@@ -3,94 +3,89 @@ package dynamodb
 import (
 	"context"
 
+	"github.com/tollgate-rl/tollgate/bucket"
 	"github.com/tollgate-rl/tollgate/store"
 )
 
-// refillShare is how much of a limit's capacity refill must have earned
-// since the item's refill time before a proactive refill writes it.
-const refillShare = 10 // percent
-
-// Refill brings one bucket item's stored balances up to now, if refill has
-// earned at least a tenth of some rate limit's capacity since the item was
-// last refilled. Hot buckets are mostly written by speculative debits,
-// which never refill; their stored balance then lags the true one until a
-// speculative debit fails and falls back to a read and a normal write.
-// Refilling them ahead keeps their acquires on the one-write fast path.
+// Proactive refill.
 //
-// The write is a normal write without debit, guarded like any other by the
-// item's refill time and version, so it never double-refills against
-// clients: if another writer gets in first, Refill does nothing. It
-// reports whether it wrote.
-func (s *Store) Refill(ctx context.Context, ns string, k store.BucketKey, shard int, now int64) (bool, error) {
-	t := &target{key: k, shard: shard}
-	old, err := s.getItem(ctx, ns, t)
-	if err != nil || old == nil {
-		return false, err
-	}
-	rec, err := decodeRecord(old)
-	if err != nil {
-		return false, err
-	}
-	if !worthRefilling(rec, now) {
-		return false, nil
-	}
-	t.shards = shardCount(old)
-	// The request names every stored limit at its stored parameters, so
-	// nothing is reconfigured, and debits nothing.
-	t.req.Key = k
-	for _, l := range rec.Limits {
-		t.req.Limits = append(t.req.Limits, store.LimitRequest{Name: l.Name, Params: l.Params})
-	}
-	granted, retry, err := s.writeOne(ctx, ns, t, now, old)
-	return granted && retry == nil && err == nil, err
-}
+// A hot bucket item is written mostly by speculative debits, which never
+// refill it: its stored balance falls while the true one (stored plus what
+// refill has earned since the item's refill time) does not, until a debit
+// finds the stored balance short, fails its condition and falls back to a
+// normal write (two calls instead of one). The upkeep refills such an item
+// ahead of that, from what the stream shows of it:
+//
+//   - the observed consumption rate of each limit: the net consumed
+//     counter's rise (tc) per second over the item's recent writes
+//     (Heat.rate);
+//   - the item is due when, for some rate limit, its stored balance will
+//     not cover what that rate consumes before the next pass (the
+//     lookahead), and refill has earned at least one mean acquire's worth
+//     of it since the item's refill time: less would not let one more
+//     acquire through on the fast path, and is not worth a write.
+//
+// The decision is made first on the newest image the stream shows, then
+// again on a consistent read of the item just before the write.
 
-// worthRefilling reports whether refill since rec's refill time has earned
-// refillShare of the capacity of some rate limit not yet full.
-func worthRefilling(rec *store.Record, now int64) bool {
-	elapsed := now - rec.Refilled
-	if elapsed <= 0 {
-		return false
-	}
+// refillDue reports whether rec (a bucket item's stored state, every limit
+// at its stored, per-shard parameters) is due a refill at `at`, given its
+// pace r and lookahead ms until the next pass (see above).
+func refillDue(rec *store.Record, at, lookahead int64, r itemRate) bool {
 	for _, l := range rec.Limits {
-		if hidden(l.Name) || l.Params.Amount == 0 || l.State.Tokens >= l.Params.Capacity {
+		if hidden(l.Name) || l.Params.Amount <= 0 {
 			continue
 		}
-		// credit = elapsed*Amount/Period >= Capacity*share/100, without
-		// overflow for realistic values (both sides fit in float64).
-		if float64(elapsed)*float64(l.Params.Amount)/float64(l.Params.Period) >= float64(l.Params.Capacity)*refillShare/100 {
+		perSec := r.consumed[l.Name]
+		if perSec <= 0 {
+			continue
+		}
+		if float64(l.State.Tokens) >= perSec*float64(lookahead)/1000 {
+			continue // the stored balance covers the lookahead
+		}
+		earned := bucket.Refill(l.State, l.Params, at-rec.Refilled).Tokens - l.State.Tokens
+		if earned > 0 && earned >= r.debit[l.Name] {
 			return true
 		}
 	}
 	return false
 }
 
-// RefillHot refills (see Refill), at now, every bucket item that changes
-// show written more than once: the hot ones. It returns how many it wrote;
-// an error stops it, costing only the optimisation.
-func (s *Store) RefillHot(ctx context.Context, changes []store.Change, now int64) (int, error) {
-	type itemID struct {
-		ns    string
-		key   store.BucketKey
-		shard int
+// refill brings one bucket item's stored balances up to at, if it is due
+// (refillDue, on a consistent read of the item). It reports whether it
+// wrote.
+func (s *Store) refill(ctx context.Context, ns string, k store.BucketKey, shard int, at, lookahead int64, r itemRate) (bool, error) {
+	t := &target{key: k, shard: shard}
+	old, err := s.getItem(ctx, ns, t)
+	if err != nil || old == nil {
+		return false, err
 	}
-	writes := map[itemID]int{}
-	var order []itemID
-	for _, c := range changes {
-		id := itemID{c.NS, c.Key, c.Shard}
-		if writes[id]++; writes[id] == 2 {
-			order = append(order, id)
-		}
+	return s.refillFrom(ctx, ns, t, old, at, lookahead, r)
+}
+
+// refillFrom is refill from old, the item as read.
+//
+// The write is a normal write without debit, guarded like a client's by
+// the item's refill time and version: if a client's normal write (which
+// refills too) or a refund lands between the read and this write, the
+// write fails its condition and refillFrom does nothing, so it never
+// refills the same time twice. Speculative debits in between commute with
+// it (they move the balance by ADD, and leave rf alone). Every stored limit
+// is named at its stored parameters, those of its shard when the bucket is
+// split, so nothing is reconfigured.
+func (s *Store) refillFrom(ctx context.Context, ns string, t *target, old item, at, lookahead int64, r itemRate) (bool, error) {
+	rec, err := decodeRecord(old)
+	if err != nil {
+		return false, err
 	}
-	n := 0
-	for _, id := range order {
-		wrote, err := s.Refill(ctx, id.ns, id.key, id.shard, now)
-		if err != nil {
-			return n, err
-		}
-		if wrote {
-			n++
-		}
+	if !refillDue(rec, at, lookahead, r) {
+		return false, nil
 	}
-	return n, nil
+	t.shards = shardCount(old)
+	t.req = store.BucketRequest{Key: t.key}
+	for _, l := range rec.Limits {
+		t.req.Limits = append(t.req.Limits, store.LimitRequest{Name: l.Name, Params: l.Params})
+	}
+	wrote, retry, err := s.writeOne(ctx, ns, t, at, old)
+	return wrote && retry == nil && err == nil, err
 }

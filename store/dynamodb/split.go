@@ -2,7 +2,6 @@ package dynamodb
 
 import (
 	"context"
-	"math"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -19,37 +18,40 @@ import (
 // shard where halving an odd capacity rounds down), so a split never
 // creates tokens.
 //
-// It is best effort, run by the writer whose write found the pressure: if
-// another writer split first, or a normal write or refund changed a shard
-// in between, the transaction fails and the next pressured write tries
-// again. Speculative debits landing in between commute with it (balances
-// move by ADD). Buckets with a concurrency limit are not split: a slot
-// taken on one shard and released on another would be lost.
-func (s *Store) split(ctx context.Context, ns string, user *store.BucketRequest, n int, now int64) {
+// It is best effort, run by the writer whose write found the pressure, or
+// by the aggregator's upkeep ahead of it: if another writer split first, or
+// a normal write or refund changed a shard in between, the transaction
+// fails and the next pressured write tries again. Speculative debits
+// landing in between commute with it (balances move by ADD). Buckets with a
+// concurrency limit are not split: a slot taken on one shard and released
+// on another would be lost. It reports whether it split.
+func (s *Store) split(ctx context.Context, ns string, user *store.BucketRequest, n int, now int64) bool {
 	if n*2 > s.maxShards || !rateOnly(user) || ctx.Err() != nil {
-		return
+		return false
 	}
 	id := bucketID{ns, user.Key}
 	if _, busy := s.splitting.LoadOrStore(id, struct{}{}); busy {
-		return
+		return false
 	}
 	defer s.splitting.Delete(id)
 	its, err := s.readShards(ctx, ns, user.Key, n)
 	if err != nil {
-		return
+		return false
 	}
 	items := make([]types.TransactWriteItem, 0, 2*n)
 	for i, it := range its {
 		keep, give, ok := s.splitShard(ns, user, i, n, it, now)
 		if !ok {
-			return
+			return false
 		}
 		items = append(items, keep, give)
 	}
-	if _, err := s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items}); err == nil {
-		s.known.store(id, 2*n)
-		s.splits.Add(1)
+	if _, err := s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items}); err != nil {
+		return false
 	}
+	s.known.store(id, 2*n)
+	s.splits.Add(1)
+	return true
 }
 
 func rateOnly(br *store.BucketRequest) bool {
@@ -91,7 +93,10 @@ func (s *Store) splitShard(ns string, user *store.BucketRequest, i, n int, it it
 		}
 		kept, given := halve(l.State.Tokens, np.Capacity)
 		if hidden(l.Name) {
-			np = s.pressureParams()
+			// The meter is per item, not shared: each shard keeps the
+			// item's own limit (the writers' setting, which the upkeep's
+			// store need not share), with a full allowance.
+			np = l.Params
 			kept, given = np.Capacity, np.Capacity
 		}
 		// The balance moves by ADD, so speculative debits landing after
@@ -218,50 +223,23 @@ func visible(rec *store.Record) *store.Record {
 	return rec
 }
 
-// splitAt is the share of the write-pressure limit at which SplitHot
+// splitAt is the share of the write-pressure limit at which the upkeep
 // splits a bucket ahead of its writers (who split it themselves at 100%).
 const splitAt = 0.8
 
-// SplitHot doubles the shard count of every bucket whose shard 0 the
-// changes show written, within one second, at 80% or more of the
-// write-pressure limit: the aggregator's shard management, ahead of the
-// write path's own split. It returns how many buckets it split.
-func (s *Store) SplitHot(ctx context.Context, changes []store.Change, now int64) (int, error) {
-	if s.writesPerSecond == 0 {
-		return 0, nil
+// splitDue reports whether a bucket whose shard 0 is rec (its image, hidden
+// meter included) and takes writes at pace r is at splitAt or more of its
+// write-pressure limit. An item without a meter (its writers do not shard)
+// never is.
+func splitDue(rec *store.Record, r itemRate) bool {
+	j := rec.Find(pressureLimit)
+	if j < 0 {
+		return false
 	}
-	type second struct {
-		id bucketID
-		at int64
+	p := rec.Limits[j].Params
+	if p.Amount <= 0 || p.Period <= 0 {
+		return false
 	}
-	threshold := int64(math.Ceil(splitAt * float64(s.writesPerSecond)))
-	writes := map[second]int64{}
-	var hot []bucketID
-	seen := map[bucketID]bool{}
-	for _, c := range changes {
-		if c.Shard != 0 {
-			continue
-		}
-		k := second{bucketID{c.NS, c.Key}, c.Time / 1000}
-		if writes[k]++; writes[k] >= threshold && !seen[k.id] {
-			seen[k.id] = true
-			hot = append(hot, k.id)
-		}
-	}
-	n := 0
-	for _, id := range hot {
-		first, err := s.getItem(ctx, id.ns, &target{key: id.k})
-		if err != nil {
-			return n, err
-		}
-		if first == nil {
-			continue
-		}
-		before := s.splits.Load()
-		s.split(ctx, id.ns, &store.BucketRequest{Key: id.k}, shardCount(first), now)
-		if s.splits.Load() > before {
-			n++
-		}
-	}
-	return n, nil
+	limit := float64(p.Amount) / float64(writeCost) * 1000 / float64(p.Period) // writes per second
+	return r.writes >= splitAt*limit
 }

@@ -5,11 +5,13 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"log/slog"
 	"maps"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -18,6 +20,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams/types"
 
+	"github.com/tollgate-rl/tollgate/clock"
 	"github.com/tollgate-rl/tollgate/store"
 )
 
@@ -51,6 +54,14 @@ const seqWidth = 48
 // wait until its leases expire (WithLease). Two readers of one shard (a
 // lease taken from a reader that was paused) only repeat work: handle is
 // idempotent and checkpoints never move back.
+//
+// With WithUpkeep, every batch handled is then handed to the Upkeep, which
+// refills and splits the bucket items it shows hot.
+//
+// A shard whose checkpoint has aged out of the stream (the stream keeps
+// records 24 hours; an outage longer than that) is read again from its
+// oldest record: the records in between are lost to usage. ReadChanges logs
+// it as an error and counts it (ReadStats.Trimmed).
 func (s *Store) ReadChanges(ctx context.Context, poll time.Duration, handle func(context.Context, []store.Change) error, opts ...ReadOption) error {
 	desc, err := s.DescribeTable(ctx)
 	if err != nil {
@@ -80,9 +91,12 @@ func (s *Store) ReadChanges(ctx context.Context, poll time.Duration, handle func
 		defer cancel()
 		_ = leases.releaseAll(rctx)
 	}()
-	r := &streamReader{s: s, arn: desc.StreamARN, client: s.streamsClient(), handle: handle, leases: leases, batch: 1000}
+	r := newStreamReader(s, desc.StreamARN, handle, leases, o)
 	for {
 		progressed, err := r.round(ctx)
+		if o.onRound != nil {
+			o.onRound()
+		}
 		switch {
 		case ctx.Err() != nil:
 			return nil // stopped; the checkpoints say where to go on
@@ -97,6 +111,66 @@ func (s *Store) ReadChanges(ctx context.Context, poll time.Duration, handle func
 			}
 		}
 	}
+}
+
+// ReadOption configures ReadChanges.
+type ReadOption func(*readOptions)
+
+type readOptions struct {
+	owner  string
+	lease  time.Duration
+	clock  clock.Clock
+	upkeep *Upkeep
+	log    *slog.Logger
+	stats  *ReadStats
+
+	// Tests only: keepLeases makes ReadChanges stop as a crash would,
+	// releasing nothing; onRound is called after every round.
+	keepLeases bool
+	onRound    func()
+}
+
+// WithUpkeep makes ReadChanges hand every batch it has handled to u, which
+// refills and splits the bucket items the batch shows hot (see Upkeep).
+func WithUpkeep(u *Upkeep) ReadOption { return func(o *readOptions) { o.upkeep = u } }
+
+// WithLogger sets where ReadChanges logs what the caller does not see
+// otherwise: records lost to an aged-out checkpoint (error), splits (info),
+// refills (debug), and upkeep failures (warn). Default: nowhere.
+func WithLogger(l *slog.Logger) ReadOption { return func(o *readOptions) { o.log = l } }
+
+// WithReadStats makes ReadChanges count its work in st.
+func WithReadStats(st *ReadStats) ReadOption { return func(o *readOptions) { o.stats = st } }
+
+// ReadStats counts what ReadChanges did. It is safe for concurrent use.
+type ReadStats struct {
+	Records atomic.Int64 // stream records read
+	// Trimmed counts shards read again from their oldest record because
+	// their checkpoint had aged out of the stream: the records in between
+	// were lost to usage.
+	Trimmed  atomic.Int64
+	Refilled atomic.Int64 // bucket items refilled (WithUpkeep)
+	Split    atomic.Int64 // buckets split (WithUpkeep)
+}
+
+func newReadOptions(opts []ReadOption) readOptions {
+	o := readOptions{lease: DefaultLease, clock: clock.Real{}}
+	for _, f := range opts {
+		f(&o)
+	}
+	if o.owner == "" {
+		o.owner = newOpID() // 64 random bits: unique among the readers of a table
+	}
+	if o.lease <= 0 {
+		o.lease = DefaultLease
+	}
+	if o.log == nil {
+		o.log = slog.New(slog.DiscardHandler)
+	}
+	if o.stats == nil {
+		o.stats = new(ReadStats)
+	}
+	return o
 }
 
 // streamsClient returns a DynamoDB Streams client reaching the same
@@ -116,12 +190,43 @@ type streamReader struct {
 	handle func(context.Context, []store.Change) error
 	leases *leaser
 	batch  int32 // records per GetRecords call: 1,000, the most; tests use fewer
+	upkeep *Upkeep
+	log    *slog.Logger
+	stats  *ReadStats
+
+	// Per stream shard this reader holds: where its reading goes on, and
+	// what the upkeep remembers of its recent writes.
+	iters map[string]shardIter
+	heats map[string]*Heat
+}
+
+// shardIter is the iterator a shard's last visit stopped at, to go on from
+// at the next visit if the checkpoint is still the one it follows: it saves
+// a GetShardIterator call per visit, and is the only way past empty pages
+// of a closed shard and past a stretch of the shard read from its oldest
+// record without anything in it to checkpoint.
+type shardIter struct {
+	after string // the checkpoint (padded sequence number) it follows
+	iter  *string
+}
+
+func newStreamReader(s *Store, arn string, handle func(context.Context, []store.Change) error, leases *leaser, o readOptions) *streamReader {
+	return &streamReader{
+		s: s, arn: arn, client: s.streamsClient(), handle: handle, leases: leases, batch: 1000,
+		upkeep: o.upkeep, log: o.log, stats: o.stats,
+		iters: map[string]shardIter{}, heats: map[string]*Heat{},
+	}
 }
 
 // maxBatchesPerVisit bounds how long one shard is read before the round
 // moves on: a shard that never runs dry would otherwise starve the others
 // this reader holds, and delay the next plan of the leases.
 const maxBatchesPerVisit = 10
+
+// maxEmptyPagesPerVisit bounds how many empty pages of a closed shard one
+// visit follows towards its end (AWS may return empty pages before a
+// shard's last one); the next visit goes on from the last of them.
+const maxEmptyPagesPerVisit = 32
 
 // round reads every readable shard it holds (or can take) a lease on as
 // far as it goes; it reports whether anything was read.
@@ -135,37 +240,27 @@ func (r *streamReader) round(ctx context.Context) (bool, error) {
 		return false, err
 	}
 	done := map[string]bool{}
-	known := map[string]bool{}
+	closed := map[string]bool{}
 	for _, sh := range shards {
 		id := aws.ToString(sh.ShardId)
-		known[id], done[id] = true, st.checkpoints[id].done
+		done[id] = st.checkpoints[id].done
+		closed[id] = sh.SequenceNumberRange != nil && sh.SequenceNumberRange.EndingSequenceNumber != nil
 	}
-	// A shard is read once its parent is finished (or has aged out of the
-	// stream).
-	readable := func(sh types.Shard) bool {
-		p := aws.ToString(sh.ParentShardId)
-		return !done[aws.ToString(sh.ShardId)] && (p == "" || !known[p] || done[p])
-	}
-	var open []string
-	for _, sh := range shards {
-		if readable(sh) {
-			open = append(open, aws.ToString(sh.ShardId))
-		}
-	}
-	if err := r.leases.plan(ctx, st, open); err != nil {
+	if err := r.leases.plan(ctx, st, readableShards(shards, done)); err != nil {
 		return false, err
 	}
+	r.forgetUnheld()
 	progressed := false
 	visited := map[string]bool{}
-	// Shards come in creation order, so a few passes settle every chain
-	// of parents finished in this round.
-	for pass := 0; pass < 3; pass++ {
-		for _, sh := range shards {
-			id := aws.ToString(sh.ShardId)
-			if visited[id] || !readable(sh) {
+	// Finishing a shard makes its children readable: go on until a pass
+	// finds nothing new to visit.
+	for more := true; more; {
+		more = false
+		for _, id := range readableShards(shards, done) {
+			if visited[id] {
 				continue
 			}
-			visited[id] = true
+			visited[id], more = true, true
 			ok, err := r.leases.acquire(ctx, id, st)
 			if err != nil {
 				return progressed, err
@@ -179,12 +274,12 @@ func (r *streamReader) round(ctx context.Context) (bool, error) {
 				return progressed, err
 			}
 			if !cp.done {
-				n, closed, err := r.readShard(ctx, id, cp.seq)
+				n, finished, err := r.readShard(ctx, id, closed[id], cp.seq)
 				if err != nil {
 					return progressed, err
 				}
 				progressed = progressed || n > 0
-				if !closed {
+				if !finished {
 					continue
 				}
 				if err := r.s.saveCheckpoint(ctx, id, "", true); err != nil {
@@ -202,6 +297,40 @@ func (r *streamReader) round(ctx context.Context) (bool, error) {
 	return progressed, nil
 }
 
+// readableShards returns, in the order given (DescribeStream's, creation
+// order), the shards to read now: those not done whose parent is done or
+// no longer in the stream (aged out), so that a parent's records are read
+// before its children's.
+func readableShards(shards []types.Shard, done map[string]bool) []string {
+	known := make(map[string]bool, len(shards))
+	for _, sh := range shards {
+		known[aws.ToString(sh.ShardId)] = true
+	}
+	var out []string
+	for _, sh := range shards {
+		id, p := aws.ToString(sh.ShardId), aws.ToString(sh.ParentShardId)
+		if !done[id] && (p == "" || !known[p] || done[p]) {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// forgetUnheld drops the iterators and heat of shards this reader no
+// longer holds: another reader may move them on meanwhile.
+func (r *streamReader) forgetUnheld() {
+	for id := range r.iters {
+		if !r.leases.holding(id) {
+			delete(r.iters, id)
+		}
+	}
+	for id := range r.heats {
+		if !r.leases.holding(id) {
+			delete(r.heats, id)
+		}
+	}
+}
+
 func (r *streamReader) shards(ctx context.Context) ([]types.Shard, error) {
 	var out []types.Shard
 	var start *string
@@ -217,56 +346,213 @@ func (r *streamReader) shards(ctx context.Context) ([]types.Shard, error) {
 	}
 }
 
+// pageStep is what reading a shard does after a page of GetRecords.
+type pageStep int
+
+const (
+	stepMore     pageStep = iota // read the next page
+	stepCaughtUp                 // nothing more for now: stop this visit
+	stepFinished                 // the shard is closed and read to its end
+)
+
+// nextStep decides from a page (how many records, whether it returned a
+// next iterator) of a shard (closed: DescribeStream gave it an ending
+// sequence number) whether to read on. No next iterator is the only sign
+// that a shard is read to its end; an empty page of an open shard means the
+// reader has caught up, but AWS may return empty pages from a closed shard
+// before its end, which are followed.
+func nextStep(records int, hasNext, closed bool) pageStep {
+	switch {
+	case !hasNext:
+		return stepFinished
+	case records == 0 && !closed:
+		return stepCaughtUp
+	}
+	return stepMore
+}
+
 // readShard reads one shard from after seq until it has no more records
 // now, this reader no longer holds its lease, or maxBatchesPerVisit
-// batches were read; closed reports that it never will have more (the
-// shard is finished).
-func (r *streamReader) readShard(ctx context.Context, shard, seq string) (n int, closed bool, err error) {
+// batches were read; finished reports that it never will have more.
+func (r *streamReader) readShard(ctx context.Context, shard string, closed bool, seq string) (n int, finished bool, err error) {
+	iter, err := r.iterator(ctx, shard, seq)
+	if err != nil {
+		return 0, false, err
+	}
+	recovered := false
+	for batches, empty := 0, 0; batches < maxBatchesPerVisit && empty < maxEmptyPagesPerVisit; {
+		// A lost lease stops the reading at the next batch; the new holder
+		// goes on from the checkpoint.
+		if !r.leases.holds(shard) {
+			return n, false, nil
+		}
+		out, err := r.client.GetRecords(ctx, &dynamodbstreams.GetRecordsInput{ShardIterator: iter, Limit: aws.Int32(r.batch)})
+		if err != nil {
+			delete(r.iters, shard)
+			if recovered || recoveryFor(err) == recoverNone {
+				return n, false, fmt.Errorf("dynamodb: stream shard %s: %w", shard, err)
+			}
+			// Once per visit, so that a recovery that fails again is an
+			// error rather than a loop.
+			recovered = true
+			if iter, err = r.recover(ctx, shard, seq, err); err != nil {
+				return n, false, err
+			}
+			continue
+		}
+		if len(out.Records) > 0 {
+			last, err := r.batchRead(ctx, shard, out.Records)
+			if err != nil {
+				return n, false, err
+			}
+			seq, n, batches = last, n+len(out.Records), batches+1
+		} else {
+			empty++
+		}
+		iter = out.NextShardIterator
+		r.iters[shard] = shardIter{after: seq, iter: iter}
+		switch nextStep(len(out.Records), iter != nil, closed) {
+		case stepFinished:
+			delete(r.iters, shard)
+			return n, true, nil
+		case stepCaughtUp:
+			return n, false, nil
+		}
+	}
+	return n, false, nil
+}
+
+// batchRead hands one page of a shard's records to handle, checkpoints
+// it, then hands it to the upkeep; it returns the checkpoint.
+func (r *streamReader) batchRead(ctx context.Context, shard string, recs []types.Record) (string, error) {
+	r.stats.Records.Add(int64(len(recs)))
+	images := make([]ImageChange, 0, len(recs))
+	changes := make([]store.Change, 0, len(recs))
+	for _, rec := range recs {
+		img, ok := recordImage(rec)
+		if !ok {
+			continue
+		}
+		images = append(images, img)
+		c, ok, err := changeOfImage(shard, rec, img)
+		if err != nil {
+			return "", err
+		}
+		if ok {
+			changes = append(changes, c)
+		}
+	}
+	if len(changes) > 0 {
+		if err := r.handle(ctx, changes); err != nil {
+			return "", err
+		}
+	}
+	last := padSeq(aws.ToString(recs[len(recs)-1].Dynamodb.SequenceNumber))
+	if err := r.s.saveCheckpoint(ctx, shard, last, false); err != nil {
+		return "", err
+	}
+	r.tend(ctx, shard, images)
+	return last, nil
+}
+
+// tend hands a batch to the upkeep, if any. Its failures cost only the
+// optimisation: they are logged, never returned.
+func (r *streamReader) tend(ctx context.Context, shard string, images []ImageChange) {
+	if r.upkeep == nil {
+		return
+	}
+	heat := r.heats[shard]
+	if heat == nil {
+		heat = NewHeat()
+		r.heats[shard] = heat
+	}
+	res, err := r.upkeep.Tend(ctx, heat, images)
+	r.stats.Refilled.Add(int64(res.Refilled))
+	r.stats.Split.Add(int64(res.Split))
+	if res.Split > 0 {
+		r.log.Info("split hot buckets", "shard", shard, "split", res.Split)
+	}
+	if res.Refilled > 0 {
+		r.log.Debug("proactive refill", "shard", shard, "refilled", res.Refilled)
+	}
+	if err != nil && ctx.Err() == nil {
+		r.log.Warn("refilling and splitting hot buckets", "shard", shard, "err", err)
+	}
+}
+
+// iterator returns where to read shard from after seq: the iterator the
+// last visit stopped at if it follows seq, else a new one.
+func (r *streamReader) iterator(ctx context.Context, shard, seq string) (*string, error) {
+	if it, ok := r.iters[shard]; ok && it.after == seq && it.iter != nil {
+		return it.iter, nil
+	}
+	iter, err := r.newIterator(ctx, shard, seq)
+	if err != nil && recoveryFor(err) == recoverFromTrimHorizon {
+		return r.recover(ctx, shard, seq, err)
+	}
+	return iter, err
+}
+
+// newIterator returns an iterator of shard after seq ("": from the oldest
+// record).
+func (r *streamReader) newIterator(ctx context.Context, shard, seq string) (*string, error) {
 	in := &dynamodbstreams.GetShardIteratorInput{StreamArn: &r.arn, ShardId: &shard, ShardIteratorType: types.ShardIteratorTypeTrimHorizon}
 	if seq != "" {
 		in.ShardIteratorType, in.SequenceNumber = types.ShardIteratorTypeAfterSequenceNumber, aws.String(unpadSeq(seq))
 	}
 	it, err := r.client.GetShardIterator(ctx, in)
 	if err != nil {
-		return 0, false, fmt.Errorf("dynamodb: stream shard %s: %w", shard, err)
+		return nil, fmt.Errorf("dynamodb: stream shard %s: %w", shard, err)
 	}
-	iter := it.ShardIterator
-	for batches := 0; iter != nil; batches++ {
-		// A lost lease stops the reading at the next batch; the new holder
-		// goes on from the checkpoint.
-		if batches == maxBatchesPerVisit || !r.leases.holds(shard) {
-			return n, false, nil
+	return it.ShardIterator, nil
+}
+
+// recover returns the iterator to go on with after err (see recoveryFor).
+func (r *streamReader) recover(ctx context.Context, shard, seq string, err error) (*string, error) {
+	switch recoveryFor(err) {
+	case recoverFromCheckpoint:
+		return r.newIterator(ctx, shard, seq)
+	case recoverFromTrimHorizon:
+		r.stats.Trimmed.Add(1)
+		r.log.Error("stream records lost to usage: the shard's checkpoint is older than the stream keeps (24 hours); "+
+			"reading the shard again from its oldest record", "shard", shard, "checkpoint", seq, "err", err,
+			"trimmed_total", r.stats.Trimmed.Load())
+		iter, err := r.newIterator(ctx, shard, "")
+		if err == nil {
+			// Until a record of it is checkpointed, go on from here rather
+			// than from the aged-out checkpoint again.
+			r.iters[shard] = shardIter{after: seq, iter: iter}
 		}
-		out, err := r.client.GetRecords(ctx, &dynamodbstreams.GetRecordsInput{ShardIterator: iter, Limit: aws.Int32(r.batch)})
-		if err != nil {
-			return n, false, fmt.Errorf("dynamodb: stream shard %s: %w", shard, err)
-		}
-		if len(out.Records) == 0 {
-			return n, out.NextShardIterator == nil, nil
-		}
-		changes := make([]store.Change, 0, len(out.Records))
-		for _, rec := range out.Records {
-			c, ok, err := changeOf(shard, rec)
-			if err != nil {
-				return n, false, err
-			}
-			if ok {
-				changes = append(changes, c)
-			}
-		}
-		if len(changes) > 0 {
-			if err := r.handle(ctx, changes); err != nil {
-				return n, false, err
-			}
-		}
-		last := padSeq(aws.ToString(out.Records[len(out.Records)-1].Dynamodb.SequenceNumber))
-		if err := r.s.saveCheckpoint(ctx, shard, last, false); err != nil {
-			return n, false, err
-		}
-		n += len(out.Records)
-		iter = out.NextShardIterator
+		return iter, err
 	}
-	return n, true, nil
+	return nil, fmt.Errorf("dynamodb: stream shard %s: %w", shard, err)
+}
+
+// recovery is how reading a shard goes on after a failed Streams call.
+type recovery int
+
+const (
+	recoverNone recovery = iota // the call failed: the round fails, and is tried again
+	// The iterator expired (15 minutes after it was made, e.g. behind a
+	// long retry of a batch): a new one from the checkpoint loses nothing.
+	recoverFromCheckpoint
+	// The checkpoint is older than the stream keeps: nothing after it can
+	// be read, and the shard is read from its oldest record.
+	recoverFromTrimHorizon
+)
+
+// recoveryFor decides how reading goes on after err, from GetShardIterator
+// or GetRecords.
+func recoveryFor(err error) recovery {
+	var trimmed *types.TrimmedDataAccessException
+	var expired *types.ExpiredIteratorException
+	switch {
+	case errors.As(err, &trimmed):
+		return recoverFromTrimHorizon
+	case errors.As(err, &expired):
+		return recoverFromCheckpoint
+	}
+	return recoverNone
 }
 
 // minSeqWidth is the shortest sequence number the Streams API accepts;
@@ -294,27 +580,49 @@ func padSeq(seq string) string {
 // changeOf turns a stream record of a bucket item into a change, whose
 // Source is the one the Lambda handler gives the same record (StreamSource).
 func changeOf(shard string, rec types.Record) (store.Change, bool, error) {
-	sr := rec.Dynamodb
-	if sr == nil {
+	img, ok := recordImage(rec)
+	if !ok {
 		return store.Change{}, false, nil
 	}
-	var at time.Time
-	if sr.ApproximateCreationDateTime != nil {
-		at = *sr.ApproximateCreationDateTime
+	return changeOfImage(shard, rec, img)
+}
+
+// recordImage is a record of the Streams API as any consumer sees it; ok is
+// false for a record without its stream part.
+func recordImage(rec types.Record) (ImageChange, bool) {
+	sr := rec.Dynamodb
+	if sr == nil {
+		return ImageChange{}, false
 	}
-	c, ok := ChangeOf(ImageChange{
-		Seq: aws.ToString(sr.SequenceNumber), Time: at, Removed: rec.EventName == types.OperationTypeRemove,
-		Old: streamImage(sr.OldImage), New: streamImage(sr.NewImage),
-	})
+	img := ImageChange{
+		Seq: aws.ToString(sr.SequenceNumber), Removed: rec.EventName == types.OperationTypeRemove,
+		Old: imageOrNil(sr.OldImage), New: imageOrNil(sr.NewImage),
+	}
+	if sr.ApproximateCreationDateTime != nil {
+		img.Time = *sr.ApproximateCreationDateTime
+	}
+	return img, true
+}
+
+func imageOrNil(m map[string]types.AttributeValue) Image {
+	if m == nil {
+		return nil
+	}
+	return streamImage(m)
+}
+
+// changeOfImage is changeOf of rec, seen as img.
+func changeOfImage(shard string, rec types.Record, img ImageChange) (store.Change, bool, error) {
+	c, ok := ChangeOf(img)
 	if !ok {
 		return c, false, nil
 	}
 	// Only changes need a Source: records of other items (usage snapshots,
 	// checkpoints, leases: this reader's own writes among them) are
 	// dropped without one.
-	src, err := StreamSourceOf(shard, sr.Keys)
+	src, err := StreamSourceOf(shard, rec.Dynamodb.Keys)
 	if err != nil {
-		return store.Change{}, false, fmt.Errorf("dynamodb: stream shard %s, record %s: %w", shard, aws.ToString(sr.SequenceNumber), err)
+		return store.Change{}, false, fmt.Errorf("dynamodb: stream shard %s, record %s: %w", shard, img.Seq, err)
 	}
 	c.Source = src
 	return c, true, nil
@@ -411,8 +719,11 @@ type Image interface {
 type ImageChange struct {
 	// Source is the record's stream shard and item key, as StreamSource
 	// writes them; the change's Source.
-	Source   string
-	Seq      string // the record's sequence number
+	Source string
+	Seq    string // the record's sequence number
+	// Time is the record's creation time (ApproximateCreationDateTime;
+	// AWS gives it to the second, DynamoDB Local to the minute). The zero
+	// time means the record had none (see ChangeOf).
 	Time     time.Time
 	Removed  bool
 	Old, New Image // nil when absent
@@ -421,19 +732,22 @@ type ImageChange struct {
 // ChangeOf turns a stream record of a bucket item into a change: the rise
 // of each limit's consumed counter and of the acquire counter, dated by the
 // record. Other items and deletions are not changes.
+//
+// A record without a creation time (none was ever seen: the field is
+// optional in the API) is dated by its new image's refill time, a time of
+// the writers' at or before the write: the same on every replay, so that
+// the record counts in the same snapshots whoever applies it and however
+// often (exactly once holds per snapshot). Only an image without one either
+// is dated by this process's clock.
 func ChangeOf(r ImageChange) (store.Change, bool) {
-	if r.Removed || r.New == nil || r.New.S(attrSK) != skState {
-		return store.Change{}, false
-	}
-	pk := r.New.S(attrPK)
-	i := strings.Index(pk, "/BUCKET#")
-	if i < 0 {
+	ns, ok := bucketNS(r)
+	if !ok {
 		return store.Change{}, false
 	}
 	c := store.Change{
-		NS:       pk[:i],
+		NS:       ns,
 		Key:      store.BucketKey{Entity: r.New.S(attrEntity), Resource: r.New.S(attrResource)},
-		Time:     r.Time.UnixMilli(),
+		Time:     recordTime(r),
 		Consumed: map[string]int64{},
 		Events:   imageN(r.New, attrEvents) - imageN(r.Old, attrEvents),
 		Shard:    int(imageN(r.New, attrShard)),
@@ -449,6 +763,31 @@ func ChangeOf(r ImageChange) (store.Change, bool) {
 		}
 	}
 	return c, len(c.Consumed) > 0 || c.Events != 0
+}
+
+// bucketNS returns the namespace of the bucket item r writes; ok is false
+// for records of other items and for deletions.
+func bucketNS(r ImageChange) (string, bool) {
+	if r.Removed || r.New == nil || r.New.S(attrSK) != skState {
+		return "", false
+	}
+	pk := r.New.S(attrPK)
+	i := strings.Index(pk, "/BUCKET#")
+	if i < 0 {
+		return "", false
+	}
+	return pk[:i], true
+}
+
+// recordTime dates a record of a bucket item, in Unix ms (see ChangeOf).
+func recordTime(r ImageChange) int64 {
+	if r.Time.Unix() > 0 {
+		return r.Time.UnixMilli()
+	}
+	if rf := imageN(r.New, attrRefilled); rf > 0 {
+		return rf
+	}
+	return time.Now().UnixMilli()
 }
 
 func imageN(img Image, name string) int64 {

@@ -12,8 +12,15 @@ import (
 
 // BenchmarkStreamToUsage measures the stream aggregator: how many stream
 // records per second it turns into usage snapshots (2 conditional
-// UpdateItems each, hour and day), reading DynamoDB Local's stream.
+// UpdateItems each, hour and day), reading DynamoDB Local's stream; and the
+// same with the upkeep (refill and split) deciding on every batch, which
+// here writes nothing (no bucket is short or hot): its cost of deciding.
 func BenchmarkStreamToUsage(b *testing.B) {
+	b.Run("usage", func(b *testing.B) { benchStreamToUsage(b, false) })
+	b.Run("usage+upkeep", func(b *testing.B) { benchStreamToUsage(b, true) })
+}
+
+func benchStreamToUsage(b *testing.B, upkeep bool) {
 	const records = 400
 	for b.Loop() {
 		b.StopTimer()
@@ -29,6 +36,11 @@ func BenchmarkStreamToUsage(b *testing.B) {
 				b.Fatalf("Consume: %v %v", ok, err)
 			}
 		}
+		var opts []ReadOption
+		var stats ReadStats
+		if upkeep {
+			opts = append(opts, WithUpkeep(s.NewUpkeep()), WithReadStats(&stats))
+		}
 		b.StartTimer()
 		start := time.Now()
 		var seen int
@@ -41,15 +53,41 @@ func BenchmarkStreamToUsage(b *testing.B) {
 				cancel()
 			}
 			return nil
-		})
+		}, opts...)
 		elapsed := time.Since(start)
 		cancel()
 		b.StopTimer()
 		if err != nil || seen != records {
 			b.Fatalf("read %d of %d records: %v", seen, records, err)
 		}
+		if n := stats.Refilled.Load() + stats.Split.Load(); n != 0 {
+			b.Fatalf("the upkeep wrote %d times; this measures its decisions alone", n)
+		}
 		b.ReportMetric(float64(records)/elapsed.Seconds(), "records/s")
 		_ = s.DeleteTable(ctx)
 		b.StartTimer()
 	}
+}
+
+// BenchmarkUpkeepDecide measures the upkeep's decisions alone, without
+// DynamoDB: noting 1,000 records of 20 bucket items in their shard's heat
+// and planning refills and splits from it (none due), per record.
+func BenchmarkUpkeepDecide(b *testing.B) {
+	u := New(localConfig(), "unused", nil).NewUpkeep()
+	seq := 0
+	var ws []*writer
+	for i := range 20 {
+		ws = append(ws, newWriter(store.BucketKey{Entity: "key-" + strconv.Itoa(i), Resource: "api"}, hotParams, 1000, 1_000, &seq))
+	}
+	recs := make([]ImageChange, 1000)
+	for i := range recs {
+		recs[i] = ws[i%20].write(hotEpoch + int64(i))
+	}
+	for b.Loop() {
+		heat := NewHeat()
+		if _, refills := u.plan(heat, heat.noteAll(recs), hotEpoch+1_000); len(refills) != 0 {
+			b.Fatal("refills planned")
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(recs)), "ns/record")
 }

@@ -2,6 +2,8 @@ package dynamodb
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +14,7 @@ import (
 
 	"github.com/tollgate-rl/tollgate"
 	"github.com/tollgate-rl/tollgate/aggregator"
+	"github.com/tollgate-rl/tollgate/bucket"
 	"github.com/tollgate-rl/tollgate/clock"
 	"github.com/tollgate-rl/tollgate/store"
 )
@@ -69,6 +72,7 @@ func TestStreamToUsage(t *testing.T) {
 		t.Fatal(err)
 	}
 	limits := tollgate.WithLimits(tollgate.PerMinute("tpm", 1_000_000))
+	before := time.Now()
 	for i := range 5 {
 		le, err := lim.Acquire(ctx, "key", "llm", tollgate.Consume{"tpm": 100}, limits)
 		if err != nil {
@@ -107,6 +111,23 @@ func TestStreamToUsage(t *testing.T) {
 	if !complete() {
 		ek, tk := usageOf("key")
 		t.Fatalf("usage of key: %d events, %d tpm millitokens; want 5 and 550000", ek, tk)
+	}
+	// Dated by when the writes happened (the records' creation times): the
+	// hour of the writes, which may have crossed into the next one by now.
+	after := time.Now()
+	for _, w := range []store.Window{store.Hourly, store.Daily} {
+		for _, entity := range []string{"key", "org"} {
+			snaps, err := s.ListUsage(ctx, ns.ID, store.UsageQuery{Entity: entity, Window: w, From: 0, To: 1 << 50})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, u := range snaps {
+				if from, to := w.Start(before.UnixMilli()), w.Start(after.UnixMilli()); u.Key.Start != from && u.Key.Start != to {
+					t.Errorf("%s's %s snapshot starts at %v; the writes were made between %v and %v",
+						entity, w, time.UnixMilli(u.Key.Start).UTC(), before.UTC(), after.UTC())
+				}
+			}
+		}
 	}
 	// Forget the checkpoints: the whole stream is read again, to no effect.
 	shards, err := (&streamReader{s: s, client: s.streamsClient(), arn: mustStreamARN(t, s)}).shards(ctx)
@@ -226,5 +247,168 @@ func TestStreamChangeSource(t *testing.T) {
 	meta := map[string]types.AttributeValue{attrPK: s("ns1/ENTITY#key1"), attrSK: s("#META")}
 	if c, ok, err := changeOf("shardId-7", rec(nil, meta)); ok || err != nil {
 		t.Errorf("a record of another item: %+v, %v, %v; want no change and no error", c, ok, err)
+	}
+}
+
+// Shard lineage: a shard is read once its parent is done (or gone from the
+// stream), in the order DescribeStream lists them; done shards are not.
+func TestReadableShards(t *testing.T) {
+	shard := func(id, parent string) types.Shard {
+		sh := types.Shard{ShardId: aws.String(id)}
+		if parent != "" {
+			sh.ParentShardId = aws.String(parent)
+		}
+		return sh
+	}
+	// root -> a -> (a1, a2) after a split; b's parent aged out.
+	shards := []types.Shard{shard("root", ""), shard("a", "root"), shard("b", "gone"), shard("a1", "a"), shard("a2", "a")}
+	for _, c := range []struct {
+		done []string
+		want []string
+	}{
+		{nil, []string{"root", "b"}},
+		{[]string{"root"}, []string{"a", "b"}},
+		{[]string{"root", "a"}, []string{"b", "a1", "a2"}},
+		{[]string{"root", "a", "a1", "b"}, []string{"a2"}},
+		{[]string{"root", "a", "a1", "a2", "b"}, nil},
+		// A child whose parent is not done waits even if the parent's
+		// own parent is.
+		{[]string{"a"}, []string{"root", "b", "a1", "a2"}},
+	} {
+		done := map[string]bool{}
+		for _, id := range c.done {
+			done[id] = true
+		}
+		if got := readableShards(shards, done); !slices.Equal(got, c.want) {
+			t.Errorf("done %v: readable %v, want %v", c.done, got, c.want)
+		}
+	}
+}
+
+// After a page: no next iterator means the shard is read to its end (done);
+// an empty page means caught up on an open shard, but not on a closed one,
+// whose empty pages are followed to its end.
+func TestNextStep(t *testing.T) {
+	for _, c := range []struct {
+		records        int
+		hasNext, close bool
+		want           pageStep
+	}{
+		{3, true, false, stepMore},
+		{0, true, false, stepCaughtUp},
+		{3, false, false, stepFinished},
+		{0, false, false, stepFinished},
+		{0, true, true, stepMore},
+		{3, true, true, stepMore},
+		{3, false, true, stepFinished},
+		{0, false, true, stepFinished},
+	} {
+		if got := nextStep(c.records, c.hasNext, c.close); got != c.want {
+			t.Errorf("nextStep(%d records, next %v, closed %v) = %v, want %v", c.records, c.hasNext, c.close, got, c.want)
+		}
+	}
+}
+
+// A checkpoint older than the stream keeps (TrimmedDataAccessException) is
+// read again from the oldest record; an expired iterator is made again from
+// the checkpoint; anything else fails the round.
+func TestRecoveryFor(t *testing.T) {
+	wrap := func(err error) error { return fmt.Errorf("dynamodb: stream shard s: %w", err) }
+	for _, c := range []struct {
+		err  error
+		want recovery
+	}{
+		{&types.TrimmedDataAccessException{Message: aws.String("trimmed")}, recoverFromTrimHorizon},
+		{wrap(&types.TrimmedDataAccessException{}), recoverFromTrimHorizon},
+		{&types.ExpiredIteratorException{}, recoverFromCheckpoint},
+		{wrap(&types.ExpiredIteratorException{}), recoverFromCheckpoint},
+		{&types.ResourceNotFoundException{}, recoverNone},
+		{&types.LimitExceededException{}, recoverNone},
+		{context.Canceled, recoverNone},
+	} {
+		if got := recoveryFor(c.err); got != c.want {
+			t.Errorf("recoveryFor(%v) = %v, want %v", c.err, got, c.want)
+		}
+	}
+}
+
+// A record without a creation time is dated by its image's refill time
+// (the same on every replay), never at year 1.
+func TestChangeOfWithoutCreationTime(t *testing.T) {
+	img := testImage{attrPK: "ns/BUCKET#k#api#0", attrSK: skState, attrEntity: "k", attrResource: "api",
+		attrRefilled: "\x001767261600123", limitAttr("rpm", fieldConsumed): "\x001000", attrEvents: "\x001"}
+	c, ok := ChangeOf(ImageChange{Seq: "1", New: img})
+	if !ok || c.Time != 1767261600123 {
+		t.Errorf("no creation time: dated %d (%v), want the refill time 1767261600123", c.Time, ok)
+	}
+	c, _ = ChangeOf(ImageChange{Seq: "1", New: img, Time: time.Unix(1767261700, 0)})
+	if c.Time != 1767261700_000 {
+		t.Errorf("with a creation time: dated %d, want 1767261700000", c.Time)
+	}
+	delete(img, attrRefilled)
+	before := time.Now().UnixMilli()
+	if c, _ = ChangeOf(ImageChange{Seq: "1", New: img}); c.Time < before {
+		t.Errorf("neither: dated %d, want this process's clock (>= %d)", c.Time, before)
+	}
+}
+
+// The reader hands every batch to the upkeep with the heat of its stream
+// shard: through DynamoDB Local's stream, a bucket whose shard 0 took 9
+// writes within a second (its writers' meter allows 10 a second) is split,
+// and an item drained by its 5 acquires is refilled. DynamoDB Local dates
+// records to the minute, which the heat reads as one second; the writes are
+// made again on other buckets should they straddle a minute.
+func TestStreamUpkeep(t *testing.T) {
+	s := newStreamTable(t)
+	writers := New(localConfig(), s.table, []Option{WithWritePressureLimit(10)}, atLocal)
+	small := bucket.Params{Capacity: 5_000, Amount: 1_000, Period: 1_000}
+	var hot, drained store.BucketKey
+	for try := 0; ; try++ {
+		hot = store.BucketKey{Entity: fmt.Sprintf("hot-%d", try), Resource: "api"}
+		drained = store.BucketKey{Entity: fmt.Sprintf("drained-%d", try), Resource: "api"}
+		before := time.Now()
+		// Writers dated long ago: whatever the records' minute, refill has
+		// earned plenty by then.
+		for range 9 {
+			mustConsume(t, writers, "ns", consumeReq(hotEpoch, hotParams, 1_000, hot))
+		}
+		for range 5 { // below a split
+			mustConsume(t, writers, "ns", consumeReq(hotEpoch, small, 1_000, drained))
+		}
+		if before.Truncate(time.Minute).Equal(time.Now().Truncate(time.Minute)) || try == 2 {
+			break
+		}
+	}
+	if got := len(shardItems(t, s, "ns", hot)); got != 1 {
+		t.Fatalf("the writers split the hot bucket themselves (%d shards)", got)
+	}
+	var stats ReadStats
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- s.ReadChanges(ctx, 50*time.Millisecond, func(context.Context, []store.Change) error { return nil },
+			WithUpkeep(s.NewUpkeep()), WithReadStats(&stats))
+	}()
+	for deadline := time.Now().Add(time.Minute); stats.Split.Load() == 0 || stats.Refilled.Load() == 0; {
+		if time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond) // waiting on DynamoDB Local's stream
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if got := len(shardItems(t, s, "ns", hot)); got != 2 || stats.Split.Load() != 1 {
+		t.Errorf("hot bucket has %d shards after %d splits; want 2 after 1", got, stats.Split.Load())
+	}
+	it, err := s.getItem(context.Background(), "ns", &target{key: drained})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rf, _ := getN(it, attrRefilled)
+	tk, _ := getN(it, limitAttr("rpm", fieldTokens))
+	if rf == hotEpoch || tk != small.Capacity || stats.Refilled.Load() != 1 {
+		t.Errorf("drained item: rf %d, balance %d after %d refills; want refilled to its capacity once", rf, tk, stats.Refilled.Load())
 	}
 }

@@ -1,0 +1,301 @@
+package dynamodb
+
+import (
+	"context"
+	"maps"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/tollgate-rl/tollgate/bucket"
+	"github.com/tollgate-rl/tollgate/clock"
+	"github.com/tollgate-rl/tollgate/store"
+)
+
+// testImage is an item image: strings and numbers by name.
+type testImage map[string]string // numbers are marked by a leading NUL
+
+func (m testImage) S(name string) string {
+	if v := m[name]; len(v) > 0 && v[0] != 0 {
+		return v
+	}
+	return ""
+}
+
+func (m testImage) N(name string) string {
+	if v := m[name]; len(v) > 0 && v[0] == 0 {
+		return v[1:]
+	}
+	return ""
+}
+
+func (m testImage) Names() []string { return slices.Collect(maps.Keys(m)) }
+
+// imageOfItem is a stored item as its stream record's image shows it.
+func imageOfItem(it item) testImage {
+	img := testImage{}
+	for name, v := range it {
+		switch v := v.(type) {
+		case *types.AttributeValueMemberS:
+			img[name] = v.Value
+		case *types.AttributeValueMemberN:
+			img[name] = "\x00" + v.Value
+		}
+	}
+	return img
+}
+
+// bucketImage is shard `shard` of n of bucket k in namespace "ns", holding
+// rpm at p with the given balance and consumed counter, after ev acquires,
+// refilled at rf, with a write-pressure meter of wps writes a second.
+func bucketImage(k store.BucketKey, shard, n int, p bucket.Params, tokens, consumed, ev, rf int64, wps int64) testImage {
+	num := func(v int64) string { return "\x00" + strconv.FormatInt(v, 10) }
+	img := testImage{
+		attrPK: bucketPK("ns", k, shard), attrSK: skState, attrEntity: k.Entity, attrResource: k.Resource,
+		attrShard: num(int64(shard)), attrShardCount: num(int64(n)), attrRefilled: num(rf), attrEvents: num(ev),
+		limitAttr("rpm", fieldCapacity): num(p.Capacity), limitAttr("rpm", fieldAmount): num(p.Amount),
+		limitAttr("rpm", fieldPeriod): num(p.Period), limitAttr("rpm", fieldTokens): num(tokens),
+		limitAttr("rpm", fieldRem): num(0), limitAttr("rpm", fieldConsumed): num(consumed),
+	}
+	if wps > 0 {
+		m := wps * writeCost
+		img[limitAttr(pressureLimit, fieldCapacity)], img[limitAttr(pressureLimit, fieldAmount)] = num(m), num(m)
+		img[limitAttr(pressureLimit, fieldPeriod)], img[limitAttr(pressureLimit, fieldTokens)] = num(1_000), num(0)
+		img[limitAttr(pressureLimit, fieldRem)] = num(0)
+	}
+	return img
+}
+
+// writer produces the stream records of one bucket item taking acquires
+// of `debit` millitokens each.
+type writer struct {
+	k        store.BucketKey
+	shard, n int
+	p        bucket.Params
+	wps      int64
+	debit    int64
+	tokens   int64
+	consumed int64
+	ev       int64
+	rf       int64
+	last     testImage
+	writeSeq *int
+}
+
+func newWriter(k store.BucketKey, p bucket.Params, wps, debit int64, seq *int) *writer {
+	return &writer{k: k, n: 1, p: p, wps: wps, debit: debit, tokens: p.Capacity, rf: hotEpoch, writeSeq: seq}
+}
+
+// write is the record of one acquire at `at` (Unix ms).
+func (w *writer) write(at int64) ImageChange {
+	w.tokens -= w.debit
+	w.consumed += w.debit
+	w.ev++
+	*w.writeSeq++
+	img := bucketImage(w.k, w.shard, w.n, w.p, w.tokens, w.consumed, w.ev, w.rf, w.wps)
+	r := ImageChange{Seq: strconv.Itoa(*w.writeSeq), Time: time.UnixMilli(at).Truncate(time.Second), Old: w.last, New: img}
+	if w.last == nil {
+		r.Old = nil
+	}
+	w.last = img
+	return r
+}
+
+// Detection is stateful across batches: a bucket whose shard 0 takes
+// writes at 85% of its write-pressure limit, handed over in batches of a
+// few records as a reader that keeps up gets them, is split once its
+// window shows it; one at 70% never is; an item that goes quiet is
+// forgotten.
+func TestUpkeepPlanAcrossBatches(t *testing.T) {
+	s := New(localConfig(), "unused", nil) // plan makes no call
+	u := s.NewUpkeep()
+	heat := NewHeat()
+	seq := 0
+	const wps = 100 // the meter: 100 writes a second
+	hot := newWriter(store.BucketKey{Entity: "hot", Resource: "api"}, hotParams, wps, 1, &seq)
+	warm := newWriter(store.BucketKey{Entity: "warm", Resource: "api"}, hotParams, wps, 1, &seq)
+	start := int64(hotEpoch)
+	var splitAt int64 = -1
+	// 85 writes a second of hot and 70 of warm, 3 records a batch.
+	var batch []ImageChange
+	for i := 0; i < 85*8; i++ {
+		at := start + int64(i)*1000/85
+		batch = append(batch, hot.write(at))
+		if i%85 < 70 {
+			batch = append(batch, warm.write(start+int64(i%85)*1000/70+int64(i/85)*1000))
+		}
+		if len(batch) < 3 {
+			continue
+		}
+		latest := heat.noteAll(batch)
+		batch = nil
+		splits, _ := u.plan(heat, latest, at)
+		for _, w := range splits {
+			if w.key != hot.k {
+				t.Fatalf("split %v at %d ms, at 70%% of its write-pressure limit", w.key, at-start)
+			}
+			if splitAt < 0 {
+				splitAt = at - start
+			}
+		}
+	}
+	// Decided once 80 writes have landed in the first second (at 941 ms),
+	// across some 25 batches: never from one batch of 3 records.
+	if splitAt < 900 || splitAt >= 1_000 {
+		t.Errorf("hot bucket split decided at %d ms of 85%% pressure, want at its 80th write of the first second", splitAt)
+	}
+	if r := heat.rate(bucketPK("ns", warm.k, 0)); r.writes < 55 || r.writes > 70 {
+		t.Errorf("warm's rate %.1f writes/s, want about 70 (never above)", r.writes)
+	}
+
+	// Quiet for longer than the window: forgotten, and its rate is zero.
+	other := newWriter(store.BucketKey{Entity: "other", Resource: "api"}, hotParams, wps, 1, &seq)
+	heat.noteAll([]ImageChange{other.write(start + 20_000)})
+	if len(heat.items) != 1 {
+		t.Errorf("heat remembers %d items after 12 idle seconds, want only the one just written", len(heat.items))
+	}
+	if r := heat.rate(bucketPK("ns", hot.k, 0)); r.writes != 0 {
+		t.Errorf("forgotten item's rate: %v", r.writes)
+	}
+}
+
+// The rate: writes, consumption and mean debit over the window's seconds
+// since the item was first seen, the newest second counted whole.
+func TestHeatRate(t *testing.T) {
+	h := NewHeat()
+	pk := "ns/BUCKET#a#api#0"
+	base := int64(hotEpoch)
+	for i := range 10 {
+		h.note(pk, base+int64(i)*100, 1, map[string]int64{"rpm": 2_000})
+	}
+	h.note(pk, base+300, 0, map[string]int64{"rpm": -1_000}) // a refund: a write, no acquire
+	r := h.rate(pk)
+	if r.writes != 11 || r.consumed["rpm"] != 19_000 || r.debit["rpm"] != 1_900 {
+		t.Errorf("one second: %+v; want 11 writes, 19000 millitokens a second, 1900 a debit", r)
+	}
+	h.note(pk, base+2_500, 1, map[string]int64{"rpm": 1_000})
+	if r := h.rate(pk); r.writes != 4 {
+		t.Errorf("12 writes over 3 seconds: %.2f writes/s, want 4", r.writes)
+	}
+	h.note(pk, base+9_000, 1, nil) // the window is now seconds 5..9
+	if r := h.rate(pk); r.writes != 0.2 {
+		t.Errorf("one write in the window of 5 seconds: %.2f writes/s, want 0.2", r.writes)
+	}
+}
+
+// The tumbling-window state carries a heat from invocation to invocation:
+// rates survive the round trip; what cannot be decoded is dropped.
+func TestHeatState(t *testing.T) {
+	h := NewHeat()
+	base := int64(hotEpoch)
+	for i := range 40 {
+		h.note("ns/BUCKET#a#api#0", base+int64(i)*100, 1, map[string]int64{"rpm": 1_000, "tpm": 50_000})
+		h.note("ns/BUCKET#b#api.v2/x#3", base+int64(i)*50, 2, map[string]int64{"rpm": -7})
+	}
+	st := h.State()
+	back, err := HeatFromState(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for pk := range h.items {
+		if a, b := h.rate(pk), back.rate(pk); a.writes != b.writes || !maps.Equal(a.consumed, b.consumed) || !maps.Equal(a.debit, b.debit) {
+			t.Errorf("%s: rate %+v before the round trip, %+v after", pk, a, b)
+		}
+	}
+	if back.newest != h.newest {
+		t.Errorf("newest %d after the round trip, want %d", back.newest, h.newest)
+	}
+	if fresh, err := HeatFromState(nil); err != nil || len(fresh.items) != 0 {
+		t.Errorf("empty state: %v, %v", fresh, err)
+	}
+	st["ns/BUCKET#c#api#0"] = "12;x,1,2"
+	if got, err := HeatFromState(st); err == nil || len(got.items) != 2 {
+		t.Errorf("a damaged entry: %d items, %v; want the 2 others and an error", len(got.items), err)
+	}
+	if got, err := HeatFromState(map[string]string{heatStateKey: "0 1"}); err == nil || len(got.items) != 0 {
+		t.Errorf("another version: %d items, %v; want none and an error", len(got.items), err)
+	}
+}
+
+// Tend against DynamoDB Local, fed records in small batches: it splits a
+// bucket at 90% of its own write-pressure limit (the writers' setting, not
+// the upkeep store's), keeps the meter's limit on every shard, and refills
+// a drained item with its consumption, leaving a quiet one alone.
+func TestUpkeepTend(t *testing.T) {
+	writers := newTable(t, WithWritePressureLimit(20))
+	ctx := context.Background()
+	hot := store.BucketKey{Entity: "hot", Resource: "api"}
+	drained := store.BucketKey{Entity: "drained", Resource: "api"}
+	quiet := store.BucketKey{Entity: "quiet", Resource: "api"}
+	small := bucket.Params{Capacity: 10_000, Amount: 1_000, Period: 1_000} // 10 tokens, 1 a second
+	for _, c := range []struct {
+		k    store.BucketKey
+		p    bucket.Params
+		acqs int
+	}{{hot, hotParams, 1}, {drained, small, 10}, {quiet, hotParams, 1}} {
+		for range c.acqs {
+			if !mustConsume(t, writers, "ns", consumeReq(hotEpoch, c.p, 1_000, c.k)) {
+				t.Fatal("refused")
+			}
+		}
+	}
+	// The upkeep's own store shards nothing itself (another setting).
+	s := New(localConfig(), writers.table, []Option{WithWritePressureLimit(0)}, atLocal)
+	clk := clock.NewFake(time.UnixMilli(hotEpoch + 60_000))
+	u := s.NewUpkeep(WithUpkeepClock(clk))
+	heat := NewHeat()
+	image := func(k store.BucketKey) testImage {
+		it, err := s.getItem(ctx, "ns", &target{key: k})
+		if err != nil || it == nil {
+			t.Fatalf("read %v: %v", k, err)
+		}
+		return imageOfItem(it)
+	}
+	hotImg, drainedImg, quietImg := image(hot), image(drained), image(quiet)
+	// 18 writes a second of hot (90% of 20) for 3 seconds, then the quiet
+	// item (1 token of 1,000 taken) and the drained one (10 acquires of 1
+	// token, none left), in batches of 2 records.
+	var recs []ImageChange
+	for i := range 54 {
+		at := hotEpoch + int64(i)*1000/18
+		recs = append(recs, ImageChange{Seq: strconv.Itoa(1 + i), Time: time.UnixMilli(at).Truncate(time.Second), New: hotImg})
+	}
+	last := time.UnixMilli(hotEpoch + 2_999).Truncate(time.Second)
+	recs = append(recs, ImageChange{Seq: "55", Time: last, New: quietImg}, ImageChange{Seq: "56", Time: last, New: drainedImg})
+	var total Tended
+	for i := 0; i < len(recs); i += 2 {
+		res, err := u.Tend(ctx, heat, recs[i:i+2])
+		if err != nil {
+			t.Fatal(err)
+		}
+		total.Refilled += res.Refilled
+		total.Split += res.Split
+	}
+	if total.Split != 1 || total.Refilled != 1 {
+		t.Errorf("Tend split %d buckets and refilled %d items; want the hot one split, the drained one refilled", total.Split, total.Refilled)
+	}
+	its := shardItems(t, s, "ns", hot)
+	if len(its) != 2 {
+		t.Fatalf("hot bucket has %d shards, want 2", len(its))
+	}
+	for i, it := range its {
+		if ra, _ := getN(it, limitAttr(pressureLimit, fieldAmount)); ra != 20*writeCost {
+			t.Errorf("shard %d's meter refills %d a second, want the writers' %d", i, ra, 20*writeCost)
+		}
+	}
+	// Refilled to the newest record's time plus a second (the records' own
+	// clock bounds the upkeep's, which runs a minute ahead).
+	it, _ := s.getItem(ctx, "ns", &target{key: drained})
+	rf, _ := getN(it, attrRefilled)
+	tk, _ := getN(it, limitAttr("rpm", fieldTokens))
+	if rf != hotEpoch+3_000 || tk != 3_000 {
+		t.Errorf("drained item after the refill: rf %+d ms, balance %d; want +3000 and 3000", rf-hotEpoch, tk)
+	}
+	it, _ = s.getItem(ctx, "ns", &target{key: quiet})
+	if rf, _ := getN(it, attrRefilled); rf != hotEpoch {
+		t.Errorf("quiet item refilled (rf %+d ms)", rf-hotEpoch)
+	}
+}
