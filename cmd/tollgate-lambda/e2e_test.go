@@ -3,8 +3,10 @@ package main
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -164,8 +166,15 @@ func total(snaps map[string]usage, entity string, w store.Window) (events, tpm i
 }
 
 // streamBatches reads the table's whole stream, one Lambda event per
-// GetRecords page of a shard.
+// GetRecords page of a shard (of 7 records).
 func streamBatches(t *testing.T, s *dynamodb.Store) []events.DynamoDBTimeWindowEvent {
+	t.Helper()
+	return streamPages(t, s, 7)
+}
+
+// streamPages reads the table's whole stream, one Lambda event per
+// GetRecords page of a shard, of at most size records.
+func streamPages(t *testing.T, s *dynamodb.Store, size int32) []events.DynamoDBTimeWindowEvent {
 	t.Helper()
 	ctx := context.Background()
 	desc, err := s.DescribeTable(ctx)
@@ -186,7 +195,7 @@ func streamBatches(t *testing.T, s *dynamodb.Store) []events.DynamoDBTimeWindowE
 			t.Fatal(err)
 		}
 		for iter := it.ShardIterator; iter != nil; {
-			page, err := client.GetRecords(ctx, &dynamodbstreams.GetRecordsInput{ShardIterator: iter, Limit: aws.Int32(7)})
+			page, err := client.GetRecords(ctx, &dynamodbstreams.GetRecordsInput{ShardIterator: iter, Limit: aws.Int32(size)})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -473,4 +482,107 @@ func TestReaderAndHandlerInterchangeable(t *testing.T) {
 // usageSK is the sort key of key's snapshot on llm (store/dynamodb/usage.go).
 func usageSK(w store.Window, start int64) string {
 	return fmt.Sprintf("#USAGE#llm#%s#%020d", w, start)
+}
+
+// The function refills and splits with the process's code (dynamodb.Upkeep),
+// its memory of the shard's recent writes carried from invocation to
+// invocation in the tumbling window's state. Handed a real stream one
+// record per invocation: an item its 5 acquires drained is refilled to its
+// capacity; a bucket whose shard 0 took 9 writes within a second (its
+// writers' meter allows 10 a second) is split only when the state is
+// carried. DynamoDB Local dates records to the minute, which the upkeep
+// reads as one second; the writes are made again on other buckets should
+// they straddle a minute.
+func TestHandlerUpkeep(t *testing.T) {
+	if endpoint == "" {
+		t.Skip(ddblocal.Help)
+	}
+	ctx := context.Background()
+	atLocal := func(o *awsdynamodb.Options) { o.BaseEndpoint = aws.String(endpoint) }
+	s := dynamodb.New(localConfig(), "tollgate-upkeep-"+time.Now().Format("150405.000000"), nil, atLocal)
+	if err := s.CreateTable(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.DeleteTable(context.Background()) })
+	// Writers with a meter of 10 writes a second, dated long ago: whatever
+	// the records' minute, refill has earned plenty by then.
+	writers := dynamodb.New(localConfig(), s.Table(), []dynamodb.Option{dynamodb.WithWritePressureLimit(10)}, atLocal)
+	lim, err := tollgate.New(writers, tollgate.WithClock(clock.NewFake(time.Now().Add(-time.Hour))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	acquire := func(entity string, n int, l tollgate.Limit) {
+		t.Helper()
+		for range n {
+			le, err := lim.Acquire(ctx, entity, "llm", tollgate.Consume{l.Name: 1}, tollgate.WithLimits(l))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := le.Commit(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	var hot, drained string
+	for try := 0; ; try++ {
+		hot, drained = fmt.Sprintf("hot-%d", try), fmt.Sprintf("drained-%d", try)
+		before := time.Now()
+		acquire(hot, 9, tollgate.PerSecond("rps", 1_000))
+		acquire(drained, 5, tollgate.PerSecond("tps", 5)) // 5 writes: below a split
+		if before.Truncate(time.Minute).Equal(time.Now().Truncate(time.Minute)) || try == 2 {
+			break
+		}
+	}
+	ns, err := s.GetNamespace(ctx, "default")
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := awsdynamodb.NewFromConfig(localConfig(), atLocal)
+	read := func(entity, attr string) int64 {
+		t.Helper()
+		out, err := db.GetItem(ctx, &awsdynamodb.GetItemInput{TableName: aws.String(s.Table()), ConsistentRead: aws.Bool(true),
+			Key: map[string]ddbtypes.AttributeValue{
+				"PK": &ddbtypes.AttributeValueMemberS{Value: ns.ID + "/BUCKET#" + entity + "#llm#0"},
+				"SK": &ddbtypes.AttributeValueMemberS{Value: "#STATE"},
+			}})
+		if err != nil || out.Item == nil {
+			t.Fatalf("read %s: %v", entity, err)
+		}
+		v, _ := out.Item[attr].(*ddbtypes.AttributeValueMemberN)
+		if v == nil {
+			t.Fatalf("%s has no %s", entity, attr)
+		}
+		n, _ := strconv.ParseInt(v.Value, 10, 64)
+		return n
+	}
+	// run hands the stream to a function, one record per invocation
+	// (usage into memory, to keep the stream short).
+	run := func(carry bool) {
+		t.Helper()
+		h := &handler{usage: memory.New(), retention: aggregator.DefaultRetention, upkeep: s.NewUpkeep(),
+			log: slog.New(slog.DiscardHandler)}
+		state := map[string]string{}
+		for _, ev := range streamPages(t, s, 1) {
+			if carry {
+				ev.State = state
+			}
+			resp, err := h.handle(ctx, ev)
+			if err != nil {
+				t.Fatal(err)
+			}
+			state = resp.State
+		}
+	}
+
+	run(false)
+	if tk := read(drained, "b_tps_tk"); tk != 5_000 {
+		t.Errorf("drained item's balance %d after the stream, want refilled to 5000", tk)
+	}
+	if n := read(hot, "shard_count"); n != 1 {
+		t.Errorf("state not carried, one write an invocation: the hot bucket split to %d shards", n)
+	}
+	run(true)
+	if n := read(hot, "shard_count"); n != 2 {
+		t.Errorf("state carried: the hot bucket has %d shards, want 2", n)
+	}
 }

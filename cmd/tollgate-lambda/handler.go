@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -14,10 +15,15 @@ import (
 	"github.com/tollgate-rl/tollgate/store/dynamodb"
 )
 
-// handler turns batches of stream records into usage.
+// handler turns batches of stream records into usage, then hands them to
+// the upkeep (refill and split of hot buckets), as `tollgate aggregator`
+// does.
 type handler struct {
 	usage     store.UsageStore
 	retention time.Duration
+	// upkeep refills and splits the buckets a batch shows hot; nil: none.
+	upkeep *dynamodb.Upkeep
+	log    *slog.Logger
 }
 
 // errNoShard is returned for events without a shard id: the event source
@@ -27,33 +33,85 @@ var errNoShard = errors.New("tollgate-lambda: the event names no stream shard; "
 
 // handle applies the bucket changes of one batch of stream records. An error
 // makes Lambda hand the same records again, which is safe: usage is added
-// exactly once per (Source, Seq). The response carries the empty state that
-// Lambda requires of functions invoked with a tumbling window.
+// exactly once per (Source, Seq). The upkeep's memory of the shard's recent
+// writes (dynamodb.Heat) goes from one invocation to the next in the
+// tumbling window's state, which Lambda keeps per stream shard whichever
+// execution environment runs the next batch, and starts afresh with every
+// window. Its failures cost only the optimisation: they are logged, and the
+// batch succeeds.
 func (h *handler) handle(ctx context.Context, ev events.DynamoDBTimeWindowEvent) (events.DynamoDBTimeWindowEventResponse, error) {
 	resp := events.DynamoDBTimeWindowEventResponse{
 		TimeWindowEventResponseProperties: events.TimeWindowEventResponseProperties{State: map[string]string{}},
 		BatchItemFailures:                 []events.DynamoDBBatchItemFailure{},
 	}
-	changes, err := changesOf(ev)
+	recs, err := imagesOf(ev)
 	if err != nil {
 		return resp, err
 	}
-	if len(changes) == 0 {
-		return resp, nil
+	if changes := changesOfImages(recs); len(changes) > 0 {
+		if err := aggregator.Apply(ctx, h.usage, changes, h.retention); err != nil {
+			return resp, err
+		}
 	}
-	return resp, aggregator.Apply(ctx, h.usage, changes, h.retention)
+	if h.upkeep != nil {
+		resp.State = h.tend(ctx, ev, recs)
+	}
+	return resp, nil
+}
+
+// tend hands the batch to the upkeep with the heat the window's state
+// carries, and returns the state to carry on.
+func (h *handler) tend(ctx context.Context, ev events.DynamoDBTimeWindowEvent, recs []dynamodb.ImageChange) map[string]string {
+	heat, err := dynamodb.HeatFromState(ev.State)
+	if err != nil {
+		h.log.Warn("tumbling window state", "shard", ev.ShardID, "err", err)
+	}
+	if len(recs) == 0 {
+		return heat.State()
+	}
+	res, err := h.upkeep.Tend(ctx, heat, recs)
+	if res.Split > 0 {
+		h.log.Info("split hot buckets", "shard", ev.ShardID, "split", res.Split)
+	}
+	if res.Refilled > 0 {
+		h.log.Debug("proactive refill", "shard", ev.ShardID, "refilled", res.Refilled)
+	}
+	if err != nil {
+		h.log.Warn("refilling and splitting hot buckets", "shard", ev.ShardID, "err", err)
+	}
+	return heat.State()
 }
 
 // changesOf turns the records of a batch into changes, in their order
 // (records of other items than buckets, and deletions, are not changes).
 func changesOf(ev events.DynamoDBTimeWindowEvent) ([]store.Change, error) {
+	recs, err := imagesOf(ev)
+	if err != nil {
+		return nil, err
+	}
+	return changesOfImages(recs), nil
+}
+
+func changesOfImages(recs []dynamodb.ImageChange) []store.Change {
+	var out []store.Change
+	for _, r := range recs {
+		if c, ok := dynamodb.ChangeOf(r); ok {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// imagesOf checks the records of a batch and turns them into what the
+// backend reads of a record, with their Source, in their order.
+func imagesOf(ev events.DynamoDBTimeWindowEvent) ([]dynamodb.ImageChange, error) {
 	if len(ev.Records) == 0 {
 		return nil, nil // e.g. the final invocation of a window
 	}
 	if ev.ShardID == "" {
 		return nil, errNoShard
 	}
-	var out []store.Change
+	out := make([]dynamodb.ImageChange, 0, len(ev.Records))
 	for _, rec := range ev.Records {
 		r := rec.Change
 		if r.StreamViewType != string(events.DynamoDBStreamViewTypeNewAndOldImages) {
@@ -67,7 +125,7 @@ func changesOf(ev events.DynamoDBTimeWindowEvent) ([]store.Change, error) {
 		if err != nil {
 			return nil, fmt.Errorf("tollgate-lambda: stream record %s: %w", r.SequenceNumber, err)
 		}
-		c, ok := dynamodb.ChangeOf(dynamodb.ImageChange{
+		out = append(out, dynamodb.ImageChange{
 			Source:  src,
 			Seq:     r.SequenceNumber,
 			Time:    r.ApproximateCreationDateTime.Time,
@@ -75,9 +133,6 @@ func changesOf(ev events.DynamoDBTimeWindowEvent) ([]store.Change, error) {
 			Old:     imageOf(r.OldImage),
 			New:     imageOf(r.NewImage),
 		})
-		if ok {
-			out = append(out, c)
-		}
 	}
 	return out, nil
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/tollgate-rl/tollgate/aggregator"
 	"github.com/tollgate-rl/tollgate/store"
+	"github.com/tollgate-rl/tollgate/store/dynamodb"
 	"github.com/tollgate-rl/tollgate/store/memory"
 )
 
@@ -285,11 +286,15 @@ func TestConfigFrom(t *testing.T) {
 	if err != nil || c.table != "tollgate" || c.retention != aggregator.DefaultRetention {
 		t.Errorf("defaults: %+v, %v", c, err)
 	}
-	c, err = configFrom(env("TOLLGATE_TABLE", "t", "TOLLGATE_RETENTION", "720h"))
-	if err != nil || c.retention != 720*time.Hour {
-		t.Errorf("retention 720h: %+v, %v", c, err)
+	if !c.refill || c.lookahead != dynamodb.DefaultLookahead {
+		t.Errorf("defaults: refill %v, lookahead %v; want on, %v", c.refill, c.lookahead, dynamodb.DefaultLookahead)
 	}
-	for _, bad := range [][]string{{}, {"TOLLGATE_TABLE", "t", "TOLLGATE_RETENTION", "90d"}, {"TOLLGATE_TABLE", "t", "TOLLGATE_RETENTION", "-1h"}} {
+	c, err = configFrom(env("TOLLGATE_TABLE", "t", "TOLLGATE_RETENTION", "720h", "TOLLGATE_REFILL", "false", "TOLLGATE_LOOKAHEAD", "5s"))
+	if err != nil || c.retention != 720*time.Hour || c.refill || c.lookahead != 5*time.Second {
+		t.Errorf("retention 720h, no refill, lookahead 5s: %+v, %v", c, err)
+	}
+	for _, bad := range [][]string{{}, {"TOLLGATE_TABLE", "t", "TOLLGATE_RETENTION", "90d"}, {"TOLLGATE_TABLE", "t", "TOLLGATE_RETENTION", "-1h"},
+		{"TOLLGATE_TABLE", "t", "TOLLGATE_REFILL", "maybe"}, {"TOLLGATE_TABLE", "t", "TOLLGATE_LOOKAHEAD", "0s"}} {
 		if _, err := configFrom(env(bad...)); err == nil {
 			t.Errorf("%q: no error", bad)
 		}

@@ -1,10 +1,11 @@
-// Command tollgate-lambda is the usage aggregator of the DynamoDB backend as
-// an AWS Lambda function: an event source mapping hands it the table's
+// Command tollgate-lambda is the stream aggregator of the DynamoDB backend
+// as an AWS Lambda function: an event source mapping hands it the table's
 // DynamoDB stream, batch by batch, and it adds what each bucket change
-// consumed to the usage snapshots in the same table, exactly once (the
-// work `tollgate aggregator` does as a process). Both name a record's usage
-// alike (dynamodb.StreamSource), so they are interchangeable: a record
-// applied by one is skipped by the other.
+// consumed to the usage snapshots in the same table, exactly once, then
+// refills and splits the buckets the batch shows hot (dynamodb.Upkeep): the
+// work `tollgate aggregator` does as a process, with the same code. Both
+// name a record's usage alike (dynamodb.StreamSource), so they are
+// interchangeable: a record applied by one is skipped by the other.
 //
 // Build it with `make lambda` (dist/tollgate-lambda.zip, for the
 // provided.al2023 runtime on arm64) and configure it with environment
@@ -13,6 +14,10 @@
 //	TOLLGATE_TABLE      the table (required)
 //	TOLLGATE_RETENTION  how long snapshots are kept after their window ends,
 //	                    as a Go duration (default 2160h, 90 days)
+//	TOLLGATE_REFILL     "false" turns proactive refill and splits off
+//	                    (default true, as tollgate aggregator --refill)
+//	TOLLGATE_LOOKAHEAD  how long a proactive refill should last, as a Go
+//	                    duration (default 2s)
 //
 // The region and credentials come from the standard AWS configuration
 // chain (in Lambda: AWS_REGION and the function's execution role). The
@@ -26,7 +31,9 @@ import (
 	"errors"
 	"fmt"
 	"log"
+	"log/slog"
 	"os"
+	"strconv"
 	"time"
 
 	"github.com/aws/aws-lambda-go/lambda"
@@ -39,20 +46,36 @@ import (
 type config struct {
 	table     string
 	retention time.Duration
+	refill    bool
+	lookahead time.Duration
 }
 
 // configFrom reads the configuration through getenv (os.Getenv).
 func configFrom(getenv func(string) string) (config, error) {
-	c := config{table: getenv("TOLLGATE_TABLE"), retention: aggregator.DefaultRetention}
+	c := config{table: getenv("TOLLGATE_TABLE"), retention: aggregator.DefaultRetention,
+		refill: true, lookahead: dynamodb.DefaultLookahead}
 	if c.table == "" {
 		return c, errors.New("TOLLGATE_TABLE is not set: name the Tollgate table")
 	}
-	if v := getenv("TOLLGATE_RETENTION"); v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil || d <= 0 {
-			return c, fmt.Errorf("TOLLGATE_RETENTION=%q: want a positive Go duration, e.g. 2160h", v)
+	for _, d := range []struct {
+		name    string
+		v       *time.Duration
+		example string
+	}{{"TOLLGATE_RETENTION", &c.retention, "2160h"}, {"TOLLGATE_LOOKAHEAD", &c.lookahead, "2s"}} {
+		if v := getenv(d.name); v != "" {
+			x, err := time.ParseDuration(v)
+			if err != nil || x <= 0 {
+				return c, fmt.Errorf("%s=%q: want a positive Go duration, e.g. %s", d.name, v, d.example)
+			}
+			*d.v = x
 		}
-		c.retention = d
+	}
+	if v := getenv("TOLLGATE_REFILL"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return c, fmt.Errorf("TOLLGATE_REFILL=%q: want true or false", v)
+		}
+		c.refill = b
 	}
 	return c, nil
 }
@@ -76,6 +99,9 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	h := &handler{usage: st, retention: cfg.retention}
+	h := &handler{usage: st, retention: cfg.retention, log: slog.New(slog.NewJSONHandler(os.Stderr, nil))}
+	if cfg.refill {
+		h.upkeep = st.NewUpkeep(dynamodb.WithLookahead(cfg.lookahead))
+	}
 	lambda.Start(h.handle)
 }
