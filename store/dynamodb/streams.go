@@ -577,16 +577,6 @@ func padSeq(seq string) string {
 	return strings.Repeat("0", seqWidth-len(seq)) + seq
 }
 
-// changeOf turns a stream record of a bucket item into a change, whose
-// Source is the one the Lambda handler gives the same record (StreamSource).
-func changeOf(shard string, rec types.Record) (store.Change, bool, error) {
-	img, ok := recordImage(rec)
-	if !ok {
-		return store.Change{}, false, nil
-	}
-	return changeOfImage(shard, rec, img)
-}
-
 // recordImage is a record of the Streams API as any consumer sees it; ok is
 // false for a record without its stream part.
 func recordImage(rec types.Record) (ImageChange, bool) {
@@ -611,7 +601,9 @@ func imageOrNil(m map[string]types.AttributeValue) Image {
 	return streamImage(m)
 }
 
-// changeOfImage is changeOf of rec, seen as img.
+// changeOfImage turns a stream record of a bucket item, seen as img, into
+// a change, whose Source is the one the Lambda handler gives the same
+// record (StreamSource).
 func changeOfImage(shard string, rec types.Record, img ImageChange) (store.Change, bool, error) {
 	c, ok := ChangeOf(img)
 	if !ok {

@@ -220,7 +220,16 @@ func TestStreamSource(t *testing.T) {
 	}
 }
 
-// changeOf gives bucket changes the Source of their record; other records
+// changeOf is the reader's conversion of one record.
+func changeOf(shard string, rec types.Record) (store.Change, bool, error) {
+	img, ok := recordImage(rec)
+	if !ok {
+		return store.Change{}, false, nil
+	}
+	return changeOfImage(shard, rec, img)
+}
+
+// The reader gives bucket changes the Source of their record; other records
 // need none, and are dropped even without keys.
 func TestStreamChangeSource(t *testing.T) {
 	s := func(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }
