@@ -307,8 +307,12 @@ func TestAggregatorProcesses(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond) // polling the process's work in DynamoDB Local
 	}
-	if !strings.Contains(c.out.String(), "proactive refill") {
-		t.Errorf("no proactive refill in the log:\n%s", c.out)
+	// The process logs the refills of a batch once they are all written.
+	for deadline := time.Now().Add(processWait); !strings.Contains(c.out.String(), "proactive refill"); {
+		if time.Now().After(deadline) {
+			t.Fatalf("no proactive refill in the log:\n%s", c.out)
+		}
+		time.Sleep(50 * time.Millisecond) // polling the process's output
 	}
 	// A restart counts nothing twice either.
 	waitUsage("after a restart", "e2e", "rpm", 14)
