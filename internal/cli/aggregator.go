@@ -55,6 +55,16 @@ usage itself.`,
 		Example: "  tollgate aggregator --store 'dynamodb://tollgate?region=eu-west-1'",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if !cmd.Flags().Changed("retention") {
+				d, err := envRetention()
+				if err != nil {
+					return err
+				}
+				retention = d
+			}
+			if retention <= 0 {
+				return usagef("--retention %v: want a positive duration", retention)
+			}
 			if lease < time.Second {
 				// Shorter leases are mostly spent renewing, and lost to
 				// any slow call.
@@ -119,7 +129,7 @@ usage itself.`,
 	cmd.Flags().DurationVar(&poll, "poll", time.Second, "how often to look for new stream records")
 	cmd.Flags().BoolVar(&refill, "refill", true, "refill bucket items whose balance will not cover their observed consumption, and split buckets written at 80% of their write-pressure limit, ahead of their writers")
 	cmd.Flags().DurationVar(&lease, "shard-lease", dynamodb.DefaultLease, "how long a stream shard stays with an instance that stops renewing its lease")
-	cmd.Flags().DurationVar(&retention, "retention", aggregator.DefaultRetention, "how long snapshots are kept after their window")
+	cmd.Flags().DurationVar(&retention, "retention", aggregator.DefaultRetention, "how long snapshots are kept after their window (env "+envRetentionName+")")
 	cmd.Flags().StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	cmd.Flags().StringVar(&logFormat, "log-format", "text", "text or json")
 	return cmd

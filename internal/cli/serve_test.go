@@ -228,3 +228,17 @@ func TestServeTLS(t *testing.T) {
 		t.Errorf("--tls-cert without --tls-key: exit %d, want %d", code, ExitUsage)
 	}
 }
+
+// The aggregator reads --retention and TOLLGATE_RETENTION as serve does,
+// and refuses a bad one before it opens the store.
+func TestAggregatorRetentionIsChecked(t *testing.T) {
+	const unreachable = "dynamodb://t?region=us-east-1&endpoint=http://127.0.0.1:1"
+	t.Setenv(envRetentionName, "")
+	if code, _, errOut := run(t, "", "aggregator", "--store", unreachable, "--retention", "0s"); code != ExitUsage {
+		t.Errorf("--retention 0s: exit %d (%s), want %d", code, errOut, ExitUsage)
+	}
+	t.Setenv(envRetentionName, "forever")
+	if code, _, errOut := run(t, "", "aggregator", "--store", unreachable); code != ExitUsage || !strings.Contains(errOut, envRetentionName) {
+		t.Errorf("%s=forever: exit %d (%s), want %d naming the variable", envRetentionName, code, errOut, ExitUsage)
+	}
+}
