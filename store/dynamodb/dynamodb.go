@@ -62,8 +62,9 @@ type bucketID struct {
 
 var _ store.Store = (*Store)(nil)
 
-// Option configures a Store. An invalid option is reported by New's
-// Store (see New) and Connect as a *model.ValidationError naming it.
+// Option configures a Store. An invalid option value is a
+// *model.ValidationError naming the option and the value: Connect returns
+// it, and a Store made by New reports it (see New).
 type Option func(*Store)
 
 // invalid records that option was given a bad value, keeping the first
@@ -106,9 +107,10 @@ func WithoutStreams() Option { return func(s *Store) { s.noStreams = true } }
 // New returns a Store using table through a client made from cfg (region,
 // credentials, endpoint, HTTP client and middleware come from cfg and
 // optFns). Call CreateTable or CheckTable before use: an empty table name or
-// an invalid option makes them (and Consume) return a *model.ValidationError
-// naming it, before any call to DynamoDB; the invalid option does not take
-// effect. Connect returns that error at once.
+// an invalid option makes them (and DescribeTable and Consume) return a
+// *model.ValidationError naming it, before any call to DynamoDB, and the
+// invalid option does not take effect (see also Err). Connect returns that
+// error at once.
 func New(cfg aws.Config, table string, opts []Option, optFns ...func(*dynamodb.Options)) *Store {
 	s := &Store{table: table, speculative: true, maxAttempts: DefaultMaxAttempts, seed: maphash.MakeSeed(),
 		writesPerSecond: 1000, maxShards: maxShards, bucketTTL: DefaultBucketTTL.Milliseconds(), sleep: sleepCtx, pick: pickShards}
@@ -166,9 +168,9 @@ func Connect(ctx context.Context, c ConnectConfig, opts ...Option) (*Store, erro
 	return s, nil
 }
 
-// Err returns the error of an invalid option given to New (a
-// *model.ValidationError), or nil. CheckTable, CreateTable and Consume
-// return it too.
+// Err returns the error of an invalid option or table name given to New (a
+// *model.ValidationError), or nil. CheckTable, CreateTable, DescribeTable
+// and Consume return it too.
 func (s *Store) Err() error { return s.optErr }
 
 // NewHTTPClient returns an HTTP client suited to many concurrent DynamoDB
