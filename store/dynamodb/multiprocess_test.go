@@ -279,7 +279,7 @@ func TestMultiProcessShardedBucket(t *testing.T) {
 		t.Errorf("consumed counters over the shards %d millitokens, want %d (the grants)", tc, grants*1000)
 	}
 	// Lower by design (a request refused by the 3 shards it tries while
-	// others hold tokens): 75-99% seen, on a loaded machine too.
+	// others hold tokens): 75-100% seen, on a loaded machine too.
 	if frac < 0.5 {
 		t.Errorf("admitted only %.1f%% of the bound", 100*frac)
 	}
@@ -323,7 +323,7 @@ func TestMultiProcessCascade(t *testing.T) {
 			t.Errorf("%s over-admitted: %d grants, bound %d", keys[i], r.Grants, a)
 		}
 	}
-	// 85-100% seen, on a loaded machine too.
+	// 93-100% seen, on a loaded machine too.
 	if frac < 0.6 {
 		t.Errorf("admitted only %.1f%% of the org's bound", 100*frac)
 	}
