@@ -182,11 +182,7 @@ func TestBatchGetRetriesUnprocessedKeys(t *testing.T) {
 	if req, _ := c.net.take(); req["BatchGetItem"] != 2 {
 		t.Errorf("%d BatchGetItem requests, want 2 (one retry of the unprocessed keys)", req["BatchGetItem"])
 	}
-	s := rec.take()
-	if len(s) != 1 {
-		t.Errorf("%d backoffs, want 1", len(s))
-	}
-	checkBackoffs(t, s, DefaultMaxAttempts)
+	expectBackoffs(t, rec, 1, DefaultMaxAttempts)
 
 	// Keys left unprocessed on every attempt: the budget runs out.
 	c = tt.client(t, 5*time.Second, withSleep(rec.sleep), WithMaxAttempts(3))
@@ -198,9 +194,7 @@ func TestBatchGetRetriesUnprocessedKeys(t *testing.T) {
 	if req, _ := c.net.take(); req["BatchGetItem"] != 3 {
 		t.Errorf("%d BatchGetItem requests, want 3 (WithMaxAttempts)", req["BatchGetItem"])
 	}
-	if s := rec.take(); len(s) != 2 {
-		t.Errorf("%d backoffs, want 2", len(s))
-	}
+	expectBackoffs(t, rec, 2, 3)
 }
 
 // batchDelete retries the items a BatchWriteItem left unprocessed, with a
@@ -220,11 +214,7 @@ func TestBatchDeleteRetriesUnprocessedItems(t *testing.T) {
 	if req, _ := c.net.take(); req["BatchWriteItem"] != 3 {
 		t.Errorf("%d BatchWriteItem requests, want 3 (25 of which 15 unprocessed and retried, then 5)", req["BatchWriteItem"])
 	}
-	s := rec.take()
-	if len(s) != 1 {
-		t.Errorf("%d backoffs, want 1", len(s))
-	}
-	checkBackoffs(t, s, DefaultMaxAttempts)
+	expectBackoffs(t, rec, 1, DefaultMaxAttempts)
 	left, err := tt.admin.batchGet(context.Background(), keys)
 	if err != nil {
 		t.Fatal(err)

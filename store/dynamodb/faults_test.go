@@ -932,16 +932,8 @@ func TestFaultTransactionCancelled(t *testing.T) {
 			opts: []Option{WithSpeculative(false), WithMaxAttempts(maxAttempts), withSleep(rec.sleep)}}
 		return newFaultScene(t, tt, p, 5*time.Second, prefix), rec
 	}
-	// Every retry of a cancelled transaction backs off: one sleep per
-	// retry, each within the budget's limits.
-	expectBackoffs := func(t *testing.T, rec *sleepRecorder, n int) {
-		t.Helper()
-		s := rec.take()
-		if len(s) != n {
-			t.Errorf("%d backoffs %v, want %d", len(s), s, n)
-		}
-		checkBackoffs(t, s, maxAttempts)
-	}
+	// Every retry of a cancelled transaction backs off: the tests expect
+	// one sleep per retry, each within the budget's limits.
 
 	t.Run("transient conflict", func(t *testing.T) {
 		t.Parallel()
@@ -961,7 +953,7 @@ func TestFaultTransactionCancelled(t *testing.T) {
 		if req["BatchGetItem"] != maxAttempts {
 			t.Errorf("%d reads, want %d (one per attempt)", req["BatchGetItem"], maxAttempts)
 		}
-		expectBackoffs(t, rec, maxAttempts-1)
+		expectBackoffs(t, rec, maxAttempts-1, maxAttempts)
 		s.c.net.heal()
 		s.expectRPM(t, "after retried conflicts", s.entity, 98)
 	})
@@ -982,7 +974,7 @@ func TestFaultTransactionCancelled(t *testing.T) {
 		if req, _ := s.c.net.take(); req["TransactWriteItems"] != maxAttempts {
 			t.Errorf("%d transactions, want %d (WithMaxAttempts)", req["TransactWriteItems"], maxAttempts)
 		}
-		expectBackoffs(t, rec, maxAttempts-1)
+		expectBackoffs(t, rec, maxAttempts-1, maxAttempts)
 		s.c.net.heal()
 		s.expectRPM(t, "after giving up", s.entity, 99)
 	})
@@ -1011,7 +1003,7 @@ func TestFaultTransactionCancelled(t *testing.T) {
 			if req["TransactWriteItems"] != 2 {
 				t.Errorf("%d transactions, want 2", req["TransactWriteItems"])
 			}
-			expectBackoffs(t, rec, 1)
+			expectBackoffs(t, rec, 1, maxAttempts)
 			s.c.net.heal()
 			s.expectRPM(t, "after a throttled transaction", s.entity, 98)
 		})
@@ -1032,7 +1024,7 @@ func TestFaultTransactionCancelled(t *testing.T) {
 			if req, _ := s.c.net.take(); req["TransactWriteItems"] != maxAttempts {
 				t.Errorf("%d transactions, want %d (WithMaxAttempts)", req["TransactWriteItems"], maxAttempts)
 			}
-			expectBackoffs(t, rec, maxAttempts-1)
+			expectBackoffs(t, rec, maxAttempts-1, maxAttempts)
 			s.c.net.heal()
 			s.expectRPM(t, "after giving up", s.entity, 99)
 		})

@@ -54,6 +54,17 @@ func checkBackoffs(t testing.TB, sleeps []time.Duration, maxAttempts int) {
 	}
 }
 
+// expectBackoffs checks the sleeps rec recorded since the last take: n of
+// them, a valid backoff sequence for a budget of maxAttempts.
+func expectBackoffs(t testing.TB, rec *sleepRecorder, n, maxAttempts int) {
+	t.Helper()
+	s := rec.take()
+	if len(s) != n {
+		t.Errorf("%d backoffs %v, want %d", len(s), s, n)
+	}
+	checkBackoffs(t, s, maxAttempts)
+}
+
 // The bound docs/dynamodb.md 4.8 states for the default budget.
 func TestMaxSleep(t *testing.T) {
 	if got := maxSleep(DefaultMaxAttempts); got != 2115*time.Millisecond {

@@ -90,17 +90,6 @@ func (s *shardScene) blocked(t *testing.T, entity string, amount int64, kind fau
 	}
 }
 
-// expectBackoffs checks the sleeps recorded since the last check: n of
-// them, a valid backoff sequence.
-func (s *shardScene) expectBackoffs(t *testing.T, n int) {
-	t.Helper()
-	got := s.sleeps.take()
-	if len(got) != n {
-		t.Errorf("%d backoffs %v, want %d", len(got), got, n)
-	}
-	checkBackoffs(t, got, shardFaultAttempts)
-}
-
 // The gathering transaction (150 tokens from shards of 100) is cancelled:
 // conflicts and throttled items back off and retry within the budget;
 // persistently, the acquire gives up after WithMaxAttempts transactions,
@@ -119,7 +108,7 @@ func TestFaultShardGather(t *testing.T) {
 				t.Errorf("%d transactions after %d reads, want %d of each (WithMaxAttempts)",
 					req["TransactWriteItems"], req["BatchGetItem"], shardFaultAttempts)
 			}
-			s.expectBackoffs(t, shardFaultAttempts-1)
+			expectBackoffs(t, s.sleeps, shardFaultAttempts-1, shardFaultAttempts)
 			s.c.net.heal()
 			expectAvailable(t, "after giving up", s.balances(t), before)
 		})
@@ -135,7 +124,7 @@ func TestFaultShardGather(t *testing.T) {
 			if req, _ := s.c.net.take(); req["TransactWriteItems"] != shardFaultAttempts {
 				t.Errorf("%d transactions, want %d", req["TransactWriteItems"], shardFaultAttempts)
 			}
-			s.expectBackoffs(t, shardFaultAttempts-1)
+			expectBackoffs(t, s.sleeps, shardFaultAttempts-1, shardFaultAttempts)
 			s.c.net.heal()
 			before[s.org+"/rpm"] -= 150
 			expectAvailable(t, "after a retried gather", s.balances(t), before)
@@ -153,7 +142,7 @@ func TestFaultShardGather(t *testing.T) {
 		if req, _ := s.c.net.take(); req["BatchGetItem"] != sdkAttempts || req["TransactWriteItems"] != 0 {
 			t.Errorf("requests %v, want %d BatchGetItem and no transaction", req, sdkAttempts)
 		}
-		s.expectBackoffs(t, 0)
+		expectBackoffs(t, s.sleeps, 0, shardFaultAttempts)
 		s.c.net.heal()
 		expectAvailable(t, "after a failed read", s.balances(t), before)
 	})
@@ -178,7 +167,7 @@ func TestFaultShardCascade(t *testing.T) {
 				t.Errorf("UpdateItem requests %d (faulted %d), want %d (faulted %d)",
 					req["UpdateItem"], inj["UpdateItem"], sdkAttempts+2, sdkAttempts)
 			}
-			s.expectBackoffs(t, 0)
+			expectBackoffs(t, s.sleeps, 0, shardFaultAttempts)
 			s.c.net.heal()
 			expectAvailable(t, "after a compensated cascade", s.balances(t), before)
 		})
@@ -196,7 +185,7 @@ func TestFaultShardCascade(t *testing.T) {
 		if req, _ := s.c.net.take(); req["TransactWriteItems"] != shardFaultAttempts {
 			t.Errorf("%d transactions, want %d (one budget for the cascade)", req["TransactWriteItems"], shardFaultAttempts)
 		}
-		s.expectBackoffs(t, shardFaultAttempts-1)
+		expectBackoffs(t, s.sleeps, shardFaultAttempts-1, shardFaultAttempts)
 		s.c.net.heal()
 		expectAvailable(t, "after a compensated cascade", s.balances(t), before)
 	})
