@@ -39,6 +39,8 @@ bench-dynamodb: deps
 		-benchtime $(BENCHTIME) -count $(BENCHCOUNT) ./store/dynamodb/ | tee bench-dynamodb.out | \
 		$(GO) run ./internal/benchratio -baseline baseline -metric p50-us
 	$(GO) run ./internal/benchratio -metric x-paired < bench-dynamodb.out
+	$(GO) run ./internal/benchratio -metric acquires/s < bench-dynamodb.out
+	$(GO) run ./internal/benchratio -metric base-writes/s < bench-dynamodb.out
 
 ## load: acquire+commit over HTTP (keep-alive) at 1, 8 and 32 clients
 ## against the same in-process, on the memory and the embedded store.

@@ -34,6 +34,16 @@ var endpoint string
 
 func TestMain(m *testing.M) { os.Exit(ddblocal.Main(m, &endpoint)) }
 
+// newDynamo is dynamodb.New for arguments a test knows to be valid.
+func newDynamo(t testing.TB, cfg aws.Config, table string, opts []dynamodb.Option, optFns ...func(*awsdynamodb.Options)) *dynamodb.Store {
+	t.Helper()
+	s, err := dynamodb.New(cfg, table, opts, optFns...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
 func localConfig() aws.Config {
 	return aws.Config{Region: "us-east-1", Credentials: credentials.NewStaticCredentialsProvider("tollgate", "local", "")}
 }
@@ -47,7 +57,7 @@ func TestStreamThroughHandler(t *testing.T) {
 		t.Skip(ddblocal.Help)
 	}
 	ctx := context.Background()
-	s := dynamodb.New(localConfig(), "tollgate-lambda-"+time.Now().Format("150405.000000"), nil,
+	s := newDynamo(t, localConfig(), "tollgate-lambda-"+time.Now().Format("150405.000000"), nil,
 		func(o *awsdynamodb.Options) { o.BaseEndpoint = aws.String(endpoint) })
 	if err := s.CreateTable(ctx); err != nil {
 		t.Fatal(err)
@@ -283,7 +293,7 @@ func TestReaderAndHandlerInterchangeable(t *testing.T) {
 		t.Skip(ddblocal.Help)
 	}
 	ctx := context.Background()
-	s := dynamodb.New(localConfig(), "tollgate-swap-"+time.Now().Format("150405.000000"), nil,
+	s := newDynamo(t, localConfig(), "tollgate-swap-"+time.Now().Format("150405.000000"), nil,
 		func(o *awsdynamodb.Options) { o.BaseEndpoint = aws.String(endpoint) })
 	if err := s.CreateTable(ctx); err != nil {
 		t.Fatal(err)
@@ -499,14 +509,14 @@ func TestHandlerUpkeep(t *testing.T) {
 	}
 	ctx := context.Background()
 	atLocal := func(o *awsdynamodb.Options) { o.BaseEndpoint = aws.String(endpoint) }
-	s := dynamodb.New(localConfig(), "tollgate-upkeep-"+time.Now().Format("150405.000000"), nil, atLocal)
+	s := newDynamo(t, localConfig(), "tollgate-upkeep-"+time.Now().Format("150405.000000"), nil, atLocal)
 	if err := s.CreateTable(ctx); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = s.DeleteTable(context.Background()) })
 	// Writers with a meter of 10 writes a second, dated long ago: whatever
 	// the records' minute, refill has earned plenty by then.
-	writers := dynamodb.New(localConfig(), s.Table(), []dynamodb.Option{dynamodb.WithWritePressureLimit(10)}, atLocal)
+	writers := newDynamo(t, localConfig(), s.Table(), []dynamodb.Option{dynamodb.WithWritePressureLimit(10)}, atLocal)
 	lim, err := tollgate.New(writers, tollgate.WithClock(clock.NewFake(time.Now().Add(-time.Hour))))
 	if err != nil {
 		t.Fatal(err)

@@ -71,7 +71,10 @@ func TestAggregatorProcesses(t *testing.T) {
 
 	cfg := aws.Config{Region: "us-east-1", Credentials: credentials.NewStaticCredentialsProvider("local", "local", "")}
 	atLocal := func(o *awsdynamodb.Options) { o.BaseEndpoint = aws.String(local.Endpoint) }
-	s := dynamodb.New(cfg, table, nil, atLocal)
+	s, err := dynamodb.New(cfg, table, nil, atLocal)
+	if err != nil {
+		t.Fatal(err)
+	}
 	// Cleanups run last first: the processes are killed before this.
 	t.Cleanup(func() { _ = s.DeleteTable(context.Background()) })
 	db := awsdynamodb.NewFromConfig(cfg, atLocal) // to read lease and bucket items

@@ -24,7 +24,7 @@ import (
 func BenchmarkDynamoDB(b *testing.B) {
 	ctx := context.Background()
 	s := newTable(b)
-	cold := New(localConfig(), s.table, []Option{WithSpeculative(false)}, atLocal)
+	cold := mustNew(b, localConfig(), s.table, []Option{WithSpeculative(false)}, atLocal)
 	// Huge capacity, slow refill: the buckets never fill, so speculative
 	// writes are always allowed.
 	p := bucket.Params{Capacity: bucket.MaxTokens / 2, Amount: 1000, Period: 1000}

@@ -17,9 +17,6 @@ import (
 
 // Consume implements store.Buckets.
 func (s *Store) Consume(ctx context.Context, ns string, req *store.ConsumeRequest) (bool, error) {
-	if s.optErr != nil {
-		return false, s.optErr
-	}
 	b := s.newBudget()
 	if len(req.Buckets) == 1 {
 		return s.consumeOne(ctx, b, ns, &req.Buckets[0], req.Now)

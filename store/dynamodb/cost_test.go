@@ -120,7 +120,7 @@ func (tt *testTable) client(t testing.TB, attemptTimeout time.Duration, opts ...
 	t.Cleanup(ft.base.CloseIdleConnections)
 	calls := newOpCounter()
 	hc := &http.Client{Transport: ft, Timeout: attemptTimeout}
-	s := New(localConfig(func(c *aws.Config) { c.HTTPClient = hc }), tt.admin.Table(),
+	s := mustNew(t, localConfig(func(c *aws.Config) { c.HTTPClient = hc }), tt.admin.Table(),
 		append([]Option{WithoutStreams()}, opts...), atLocal,
 		func(o *dynamodb.Options) {
 			o.APIOptions = append(o.APIOptions, calls.apiOption)

@@ -51,7 +51,7 @@ type Store struct {
 	sleep sleepFunc         // backoff between retries; tests count it
 	pick  func(n int) []int // the shards an acquire tries; tests fix them
 
-	// optErr is the first invalid option New met; see New.
+	// optErr is the first invalid option New met; New returns it.
 	optErr error
 }
 
@@ -63,12 +63,12 @@ type bucketID struct {
 var _ store.Store = (*Store)(nil)
 
 // Option configures a Store. An invalid option value is a
-// *model.ValidationError naming the option and the value: Connect returns
-// it, and a Store made by New reports it (see New).
+// *model.ValidationError naming the option and the value, which New and
+// Connect return.
 type Option func(*Store)
 
 // invalid records that option was given a bad value, keeping the first
-// such error; the option then leaves the default in place.
+// such error for New to return.
 func (s *Store) invalid(option string, value any, reason string) {
 	if s.optErr == nil {
 		s.optErr = model.Invalid("dynamodb option "+option, fmt.Sprint(value), reason)
@@ -106,20 +106,21 @@ func WithoutStreams() Option { return func(s *Store) { s.noStreams = true } }
 
 // New returns a Store using table through a client made from cfg (region,
 // credentials, endpoint, HTTP client and middleware come from cfg and
-// optFns). Call CreateTable or CheckTable before use: an empty table name or
-// an invalid option makes them (and DescribeTable and Consume) return a
-// *model.ValidationError naming it, before any call to DynamoDB, and the
-// invalid option does not take effect (see also Err). Connect returns that
-// error at once.
-func New(cfg aws.Config, table string, opts []Option, optFns ...func(*dynamodb.Options)) *Store {
+// optFns). It makes no call to DynamoDB: call CreateTable or CheckTable
+// before use. An empty table name or an invalid option is a
+// *model.ValidationError naming it.
+func New(cfg aws.Config, table string, opts []Option, optFns ...func(*dynamodb.Options)) (*Store, error) {
+	if table == "" {
+		return nil, model.Invalid("dynamodb table", "", "a table name is required")
+	}
 	s := &Store{table: table, speculative: true, maxAttempts: DefaultMaxAttempts, seed: maphash.MakeSeed(),
 		writesPerSecond: 1000, maxShards: maxShards, bucketTTL: DefaultBucketTTL.Milliseconds(), sleep: sleepCtx, pick: pickShards}
 	s.known.limit = DefaultKnownBuckets
-	if table == "" {
-		s.optErr = model.Invalid("dynamodb table", "", "a table name is required")
-	}
 	for _, o := range opts {
 		o(s)
+	}
+	if s.optErr != nil {
+		return nil, s.optErr
 	}
 	optFns = append([]func(*dynamodb.Options){func(o *dynamodb.Options) {
 		// DynamoDB Local omits the CRC32 header on error responses; the
@@ -127,7 +128,7 @@ func New(cfg aws.Config, table string, opts []Option, optFns ...func(*dynamodb.O
 		o.DisableValidateResponseChecksum = true
 	}}, optFns...)
 	s.db = dynamodb.NewFromConfig(cfg, optFns...)
-	return s
+	return s, nil
 }
 
 // ConnectConfig names a table and how to reach it.
@@ -161,17 +162,8 @@ func Connect(ctx context.Context, c ConnectConfig, opts ...Option) (*Store, erro
 	if c.Endpoint != "" {
 		optFns = append(optFns, func(o *dynamodb.Options) { o.BaseEndpoint = aws.String(c.Endpoint) })
 	}
-	s := New(cfg, c.Table, opts, optFns...)
-	if s.optErr != nil {
-		return nil, s.optErr
-	}
-	return s, nil
+	return New(cfg, c.Table, opts, optFns...)
 }
-
-// Err returns the error of an invalid option or table name given to New (a
-// *model.ValidationError), or nil. CheckTable, CreateTable, DescribeTable
-// and Consume return it too.
-func (s *Store) Err() error { return s.optErr }
 
 // NewHTTPClient returns an HTTP client suited to many concurrent DynamoDB
 // calls: the default transport keeps too few idle connections per host.

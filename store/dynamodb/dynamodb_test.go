@@ -42,13 +42,23 @@ func localConfig(opts ...func(*aws.Config)) aws.Config {
 
 func atLocal(o *dynamodb.Options) { o.BaseEndpoint = aws.String(endpoint) }
 
+// mustNew is New for arguments a test knows to be valid.
+func mustNew(t testing.TB, cfg aws.Config, table string, opts []Option, optFns ...func(*dynamodb.Options)) *Store {
+	t.Helper()
+	s, err := New(cfg, table, opts, optFns...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
 // newTable creates a uniquely named table and returns a store on it.
 func newTable(t testing.TB, opts ...Option) *Store {
 	t.Helper()
 	if endpoint == "" {
 		t.Skip(ddblocal.Help)
 	}
-	s := New(localConfig(), "tollgate-test-"+randomHex(6), append([]Option{WithoutStreams()}, opts...), atLocal, func(o *dynamodb.Options) {
+	s := mustNew(t, localConfig(), "tollgate-test-"+randomHex(6), append([]Option{WithoutStreams()}, opts...), atLocal, func(o *dynamodb.Options) {
 		if os.Getenv("TOLLGATE_TEST_NO_SDK_RETRY") != "" {
 			o.RetryMaxAttempts = 1
 		}

@@ -71,9 +71,12 @@ func work(scenario string) (res mpResult) {
 		// bucket splits while the processes hammer it.
 		storeOpts = []Option{WithWritePressureLimit(mpPressure), WithMaxShards(8)}
 	}
-	s := New(localConfig(func(c *aws.Config) {
+	s, err := New(localConfig(func(c *aws.Config) {
 		c.HTTPClient = &http.Client{Transport: countingRT{NewHTTPClient().Transport, &calls}}
 	}), os.Getenv(mpTableEnv), storeOpts, atLocal)
+	if err != nil {
+		return mpResult{Error: err.Error()}
+	}
 	defer func() { res.Calls = calls.Load() }()
 	entity, opts := "hot", []tollgate.AcquireOption{tollgate.WithLimits(mpBucketLimit)}
 	if scenario == "cascade" {

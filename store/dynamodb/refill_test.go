@@ -123,7 +123,7 @@ func TestRefillLockConflict(t *testing.T) {
 	}
 	// A client that does not know the bucket reads it and writes through
 	// the normal path at +1 s: refill 100 tokens, debit 100.
-	client := New(localConfig(), s.table, []Option{WithSpeculative(false)}, atLocal)
+	client := mustNew(t, localConfig(), s.table, []Option{WithSpeculative(false)}, atLocal)
 	if !mustConsume(t, client, "ns", consumeReq(hotEpoch+1_000, hotParams, 100_000, k)) {
 		t.Fatal("client refused")
 	}

@@ -241,7 +241,7 @@ func TestShardedGathersLargeRequest(t *testing.T) {
 // write and never over-admits.
 func TestStaleShardCount(t *testing.T) {
 	s := newTable(t, WithWritePressureLimit(2), WithMaxShards(4))
-	other := New(localConfig(), s.table, []Option{WithWritePressureLimit(0)}, atLocal)
+	other := mustNew(t, localConfig(), s.table, []Option{WithWritePressureLimit(0)}, atLocal)
 	k := store.BucketKey{Entity: "hot", Resource: "api"}
 	grants := int64(0)
 	if mustConsume(t, other, "ns", consumeReq(hotEpoch, hotParams, 1_000, k)) {

@@ -24,7 +24,7 @@ func benchStreamToUsage(b *testing.B, upkeep bool) {
 	const records = 400
 	for b.Loop() {
 		b.StopTimer()
-		s := New(localConfig(), "tollgate-bench-"+randomHex(6), nil, atLocal)
+		s := mustNew(b, localConfig(), "tollgate-bench-"+randomHex(6), nil, atLocal)
 		ctx := context.Background()
 		if err := s.CreateTable(ctx); err != nil {
 			b.Fatal(err)
@@ -73,7 +73,7 @@ func benchStreamToUsage(b *testing.B, upkeep bool) {
 // DynamoDB: noting 1,000 records of 20 bucket items in their shard's heat
 // and planning refills and splits from it (none due), per record.
 func BenchmarkUpkeepDecide(b *testing.B) {
-	u := New(localConfig(), "unused", nil).NewUpkeep()
+	u := mustNew(b, localConfig(), "unused", nil).NewUpkeep()
 	seq := 0
 	var ws []*writer
 	for i := range 20 {

@@ -25,7 +25,7 @@ func newStreamTable(t *testing.T) *Store {
 	if endpoint == "" {
 		t.Skip("DynamoDB Local is not running")
 	}
-	s := New(localConfig(), "tollgate-stream-"+randomHex(6), nil, atLocal)
+	s := mustNew(t, localConfig(), "tollgate-stream-"+randomHex(6), nil, atLocal)
 	if err := s.CreateTable(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -369,7 +369,7 @@ func TestChangeOfWithoutCreationTime(t *testing.T) {
 // made again on other buckets should they straddle a minute.
 func TestStreamUpkeep(t *testing.T) {
 	s := newStreamTable(t)
-	writers := New(localConfig(), s.table, []Option{WithWritePressureLimit(10)}, atLocal)
+	writers := mustNew(t, localConfig(), s.table, []Option{WithWritePressureLimit(10)}, atLocal)
 	small := bucket.Params{Capacity: 5_000, Amount: 1_000, Period: 1_000}
 	var hot, drained store.BucketKey
 	for try := 0; ; try++ {

@@ -110,7 +110,7 @@ func (w *writer) write(at int64) ImageChange {
 // window shows it; one at 70% never is; an item that goes quiet is
 // forgotten.
 func TestUpkeepPlanAcrossBatches(t *testing.T) {
-	s := New(localConfig(), "unused", nil) // plan makes no call
+	s := mustNew(t, localConfig(), "unused", nil) // plan makes no call
 	u := s.NewUpkeep()
 	heat := NewHeat()
 	seq := 0
@@ -243,7 +243,7 @@ func TestUpkeepTend(t *testing.T) {
 		}
 	}
 	// The upkeep's own store shards nothing itself (another setting).
-	s := New(localConfig(), writers.table, []Option{WithWritePressureLimit(0)}, atLocal)
+	s := mustNew(t, localConfig(), writers.table, []Option{WithWritePressureLimit(0)}, atLocal)
 	clk := clock.NewFake(time.UnixMilli(hotEpoch + 60_000))
 	u := s.NewUpkeep(WithUpkeepClock(clk))
 	heat := NewHeat()

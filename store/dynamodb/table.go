@@ -35,9 +35,6 @@ var ErrTableNotActive = errors.New("dynamodb: table not active")
 // another process) is checked instead, before anything is written to it: a
 // table of another layout is refused with ErrSchemaMismatch.
 func (s *Store) CreateTable(ctx context.Context) error {
-	if s.optErr != nil {
-		return s.optErr
-	}
 	_, err := s.db.CreateTable(ctx, s.createTableInput())
 	var inUse *types.ResourceInUseException
 	existed := errors.As(err, &inUse)
@@ -246,9 +243,6 @@ type TableStatus struct {
 
 // DescribeTable reports the table's state and schema version.
 func (s *Store) DescribeTable(ctx context.Context) (TableStatus, error) {
-	if s.optErr != nil {
-		return TableStatus{}, s.optErr
-	}
 	d, err := s.describe(ctx)
 	if err != nil {
 		return TableStatus{}, err
@@ -294,11 +288,7 @@ func (s *Store) readVersion(ctx context.Context) (int64, error) {
 // CheckTable verifies that the table exists (else ErrTableNotFound), is
 // active (else ErrTableNotActive), has the layout CreateTable makes and this
 // package's schema version (else ErrSchemaMismatch, naming what differs).
-// It also returns the error of an invalid option given to New.
 func (s *Store) CheckTable(ctx context.Context) error {
-	if s.optErr != nil {
-		return s.optErr
-	}
 	d, err := s.describe(ctx)
 	if err != nil {
 		return err

@@ -51,7 +51,7 @@ func TestTableLifecycle(t *testing.T) {
 	}
 
 	// A missing table is reported as such.
-	other := New(localConfig(), "tollgate-missing-"+randomHex(4), nil, atLocal)
+	other := mustNew(t, localConfig(), "tollgate-missing-"+randomHex(4), nil, atLocal)
 	if err := other.CheckTable(ctx); !errors.Is(err, ErrTableNotFound) {
 		t.Errorf("CheckTable of a missing table: %v, want ErrTableNotFound", err)
 	}
@@ -65,7 +65,7 @@ func TestStreamsEnabledByDefault(t *testing.T) {
 		t.Skip("no DynamoDB Local")
 	}
 	ctx := context.Background()
-	s := New(localConfig(), "tollgate-streams-"+randomHex(4), nil, atLocal)
+	s := mustNew(t, localConfig(), "tollgate-streams-"+randomHex(4), nil, atLocal)
 	if err := s.CreateTable(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -142,7 +142,7 @@ func TestForeignTableRefused(t *testing.T) {
 			}
 			// A foreign table's stream, where there is one, never gets
 			// records here: it cannot slow DynamoDB Local down.
-			s := New(localConfig(), "tollgate-foreign-"+randomHex(4), opts, atLocal)
+			s := mustNew(t, localConfig(), "tollgate-foreign-"+randomHex(4), opts, atLocal)
 			in := s.createTableInput()
 			tt.edit(in)
 			if _, err := s.db.CreateTable(ctx, in); err != nil {

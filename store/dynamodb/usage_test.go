@@ -561,7 +561,7 @@ func TestListBucketsShardedOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(bs) != 1 || bs[0].Entity != "hot" || bs[0].Record.Limits[0].Params.Capacity != hotParams.Capacity ||
+	if len(bs) != 1 || bs[0].Entity != "hot" || len(bs[0].Record.Limits) != 1 || bs[0].Record.Limits[0].Params.Capacity != hotParams.Capacity ||
 		bs[0].Record.Limits[0].State.Tokens != hotParams.Capacity-grants*1000 {
 		t.Fatalf("listing %+v", bs)
 	}
