@@ -53,8 +53,8 @@ load: deps
 lint: deps
 	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
-	@if $(GO) run honnef.co/go/tools/cmd/staticcheck@2025.1.1 -version >/dev/null 2>&1; then \
-		$(GO) run honnef.co/go/tools/cmd/staticcheck@2025.1.1 ./...; \
+	@if $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 -version >/dev/null 2>&1; then \
+		$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...; \
 	else echo "staticcheck unavailable; skipped"; fi
 
 ## deps: download Go modules.
