@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/tollgate-rl/tollgate/bucket"
+	"github.com/tollgate-rl/tollgate/clock"
 	"github.com/tollgate-rl/tollgate/model"
 	"github.com/tollgate-rl/tollgate/store"
 )
@@ -314,10 +315,8 @@ func (l *Limiter) Wait(ctx context.Context, entity, resource string, consume Con
 		if deadline, ok := ctx.Deadline(); ok && time.Until(deadline) < d {
 			return nil, err
 		}
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-l.clock.After(d):
+		if err := clock.Sleep(ctx, l.clock, d); err != nil {
+			return nil, err
 		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/tollgate-rl/tollgate"
 	"github.com/tollgate-rl/tollgate/api"
+	"github.com/tollgate-rl/tollgate/clock"
 	"github.com/tollgate-rl/tollgate/model"
 )
 
@@ -136,10 +137,8 @@ func (c *Client) AcquireWait(ctx context.Context, entity, resource string, consu
 		if deadline, ok := ctx.Deadline(); ok && time.Until(deadline) < d {
 			return nil, err
 		}
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-c.clock.After(d):
+		if err := clock.Sleep(ctx, c.clock, d); err != nil {
+			return nil, err
 		}
 	}
 }

@@ -3,6 +3,7 @@
 package clock
 
 import (
+	"context"
 	"sort"
 	"sync"
 	"time"
@@ -23,6 +24,17 @@ func (Real) Now() time.Time { return time.Now() }
 
 // After returns time.After(d).
 func (Real) After(d time.Duration) <-chan time.Time { return time.After(d) }
+
+// Sleep waits until d has passed on c, or until ctx ends, whichever comes
+// first; it returns ctx.Err() in the second case.
+func Sleep(ctx context.Context, c Clock, d time.Duration) error {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-c.After(d):
+		return nil
+	}
+}
 
 // Fake is a Clock that moves only when Advance or Set is called. It is safe
 // for concurrent use. The zero value is not usable; call NewFake.

@@ -1,6 +1,8 @@
 package clock
 
 import (
+	"context"
+	"errors"
 	"testing"
 	"time"
 )
@@ -102,5 +104,32 @@ func TestReal(t *testing.T) {
 	}
 	if _, ok := <-c.After(0); !ok {
 		t.Fatal("Real.After(0) channel closed")
+	}
+}
+
+// Sleep returns once the clock has moved d on, or with the context's error
+// once the context ends, whichever comes first.
+func TestSleep(t *testing.T) {
+	f := NewFake(time.Unix(0, 0))
+	done := make(chan error, 1)
+	go func() { done <- Sleep(context.Background(), f, time.Second) }()
+	f.BlockUntilWaiters(1, nil)
+	f.Advance(999 * time.Millisecond)
+	select {
+	case err := <-done:
+		t.Fatalf("Sleep returned %v before its second had passed", err)
+	default:
+	}
+	f.Advance(time.Millisecond)
+	if err := <-done; err != nil {
+		t.Fatalf("Sleep = %v, want nil", err)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { done <- Sleep(ctx, f, time.Hour) }()
+	f.BlockUntilWaiters(1, nil)
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Sleep after cancel = %v, want context.Canceled", err)
 	}
 }

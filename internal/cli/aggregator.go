@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/tollgate-rl/tollgate/aggregator"
+	"github.com/tollgate-rl/tollgate/clock"
 	"github.com/tollgate-rl/tollgate/store"
 	"github.com/tollgate-rl/tollgate/store/dynamodb"
 )
@@ -99,7 +100,7 @@ usage itself.`,
 						return nil
 					}
 					log.Warn("writing usage; retrying the batch", "err", err, "in", wait)
-					if sleep(ctx, wait) != nil {
+					if clock.Sleep(ctx, clock.Real{}, wait) != nil {
 						return ctx.Err()
 					}
 				}
@@ -120,7 +121,7 @@ usage itself.`,
 					return nil
 				}
 				log.Warn("reading the stream; starting again", "err", err, "in", wait)
-				if sleep(ctx, wait) != nil {
+				if clock.Sleep(ctx, clock.Real{}, wait) != nil {
 					return nil
 				}
 			}
@@ -142,16 +143,4 @@ func leaseOwner() string {
 	var b [4]byte
 	_, _ = rand.Read(b[:])
 	return fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b[:]))
-}
-
-// sleep waits d or until ctx ends, returning ctx.Err() in that case.
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }

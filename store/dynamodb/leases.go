@@ -364,10 +364,8 @@ func (l *leaser) acquire(ctx context.Context, shard string, st streamState) (boo
 // reading of its shard.
 func (l *leaser) renewEvery(ctx context.Context) {
 	for {
-		select {
-		case <-ctx.Done():
+		if clock.Sleep(ctx, l.clk, l.lease/3) != nil {
 			return
-		case <-l.clk.After(l.lease / 3):
 		}
 		_ = l.renew(ctx)
 	}

@@ -10,6 +10,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/tollgate-rl/tollgate/clock"
 )
 
 // Retries.
@@ -81,16 +83,7 @@ func maxSleep(maxAttempts int) time.Duration {
 // sleepFunc waits d or until ctx ends, returning ctx's error then.
 type sleepFunc func(ctx context.Context, d time.Duration) error
 
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
-}
+func sleepCtx(ctx context.Context, d time.Duration) error { return clock.Sleep(ctx, clock.Real{}, d) }
 
 // budget is the retry budget of one operation. It is safe for concurrent
 // use: the parallel branches of a cascade share it.

@@ -99,12 +99,8 @@ func (s *Store) ReadChanges(ctx context.Context, poll time.Duration, handle func
 		case err != nil:
 			return err
 		}
-		if !progressed {
-			select {
-			case <-ctx.Done():
-				return nil
-			case <-time.After(poll):
-			}
+		if !progressed && clock.Sleep(ctx, clock.Real{}, poll) != nil {
+			return nil
 		}
 	}
 }
