@@ -86,12 +86,18 @@ func (p *partialBatch) get(body []byte) ([]byte, func([]byte) []byte) {
 	if rest == nil {
 		return fwd, nil
 	}
-	return fwd, func(resp []byte) []byte {
+	return fwd, unprocessed("UnprocessedKeys", map[string]any{p.table: map[string]any{"Keys": rest, "ConsistentRead": true}})
+}
+
+// unprocessed returns a rewrite of a batch response that names v, under
+// field, as left unprocessed.
+func unprocessed(field string, v any) func([]byte) []byte {
+	return func(resp []byte) []byte {
 		var out map[string]json.RawMessage
 		if err := json.Unmarshal(resp, &out); err != nil {
 			panic(err)
 		}
-		out["UnprocessedKeys"], _ = json.Marshal(map[string]any{p.table: map[string]any{"Keys": rest, "ConsistentRead": true}})
+		out[field], _ = json.Marshal(v)
 		b, _ := json.Marshal(out)
 		return b
 	}
@@ -121,15 +127,7 @@ func (p *partialBatch) write(body []byte) ([]byte, func([]byte) []byte) {
 	if rest == nil {
 		return fwd, nil
 	}
-	return fwd, func(resp []byte) []byte {
-		var out map[string]json.RawMessage
-		if err := json.Unmarshal(resp, &out); err != nil {
-			panic(err)
-		}
-		out["UnprocessedItems"], _ = json.Marshal(map[string]any{p.table: rest})
-		b, _ := json.Marshal(out)
-		return b
-	}
+	return fwd, unprocessed("UnprocessedItems", map[string]any{p.table: rest})
 }
 
 // exactlyOnce fails unless every key was forwarded exactly once.
