@@ -86,7 +86,7 @@ func TestTimeoutIsUnavailable(t *testing.T) {
 	elapsed := time.Since(start)
 	wantErr(t, "GetEntity from a slow server", err, tollgate.ErrUnavailable)
 	wantErr(t, "GetEntity from a slow server", err, context.DeadlineExceeded)
-	if elapsed < timeout || elapsed > timeout+2*time.Second {
+	if elapsed < timeout || elapsed > timeout+10*time.Second {
 		t.Errorf("gave up after %v, want just over %v", elapsed, timeout)
 	}
 }

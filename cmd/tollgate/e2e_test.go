@@ -206,13 +206,16 @@ func exercise(t *testing.T, p *proc) {
 	p.want(http.StatusOK, "POST", "/v1/acquire", acquire, nil)
 	var er api.Error
 	h := p.want(http.StatusTooManyRequests, "POST", "/v1/acquire", acquire, &er)
-	elapsed := time.Since(start).Milliseconds()
+	// The server dates buckets in whole milliseconds (truncated), so its view
+	// of the time since creation can exceed ours by the fraction truncated:
+	// round ours up.
+	elapsed := (time.Since(start) + time.Millisecond - 1).Milliseconds()
 	if er.Code != "rate_limited" || len(er.Limits) != 1 || !er.Limits[0].Exceeded || er.Limits[0].RetryAfterMS != er.RetryAfterMS {
 		t.Errorf("429 body %+v", er)
 	}
 	// A token takes 1200 s to refill, of which at most the time since the
 	// bucket was created has passed: however slow the machine, the wait is
-	// in (1200 s - elapsed, 1200 s], and the header is it in whole seconds,
+	// in [1200 s - elapsed, 1200 s], and the header is it in whole seconds,
 	// rounded up.
 	if er.RetryAfterMS > 1_200_000 || er.RetryAfterMS < 1_200_000-elapsed {
 		t.Errorf("retry_after_ms %d, want within %d ms of 1200000", er.RetryAfterMS, elapsed)
