@@ -40,6 +40,10 @@ type Params struct {
 	Period   int64 // milliseconds; > 0 when Amount > 0
 }
 
+// Refills reports whether the limit refills (Amount > 0); one that does
+// not is a concurrency limit.
+func (p Params) Refills() bool { return p.Amount > 0 }
+
 // Validate reports whether p can be used with this package's functions.
 func (p Params) Validate() error {
 	switch {

@@ -16,12 +16,12 @@ import (
 )
 
 // handler turns batches of stream records into usage, then hands them to
-// the upkeep (refill and split of hot buckets), as `tollgate aggregator`
+// the upkeep (splits of hot buckets), as `tollgate aggregator`
 // does.
 type handler struct {
 	usage     store.UsageStore
 	retention time.Duration
-	// upkeep refills and splits the buckets a batch shows hot; nil: none.
+	// upkeep splits the buckets a batch shows hot; nil: none.
 	upkeep *dynamodb.Upkeep
 	log    *slog.Logger
 }
@@ -73,11 +73,8 @@ func (h *handler) tend(ctx context.Context, ev events.DynamoDBTimeWindowEvent, r
 	if res.Split > 0 {
 		h.log.Info("split hot buckets", "shard", ev.ShardID, "split", res.Split)
 	}
-	if res.Refilled > 0 {
-		h.log.Debug("proactive refill", "shard", ev.ShardID, "refilled", res.Refilled)
-	}
 	if err != nil {
-		h.log.Warn("refilling and splitting hot buckets", "shard", ev.ShardID, "err", err)
+		h.log.Warn("splitting hot buckets", "shard", ev.ShardID, "err", err)
 	}
 	return heat.State()
 }

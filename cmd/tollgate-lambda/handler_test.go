@@ -14,7 +14,6 @@ import (
 
 	"github.com/tollgate-rl/tollgate/aggregator"
 	"github.com/tollgate-rl/tollgate/store"
-	"github.com/tollgate-rl/tollgate/store/dynamodb"
 	"github.com/tollgate-rl/tollgate/store/memory"
 )
 
@@ -286,15 +285,19 @@ func TestConfigFrom(t *testing.T) {
 	if err != nil || c.table != "tollgate" || c.retention != aggregator.DefaultRetention {
 		t.Errorf("defaults: %+v, %v", c, err)
 	}
-	if !c.refill || c.lookahead != dynamodb.DefaultLookahead {
-		t.Errorf("defaults: refill %v, lookahead %v; want on, %v", c.refill, c.lookahead, dynamodb.DefaultLookahead)
+	if !c.upkeep {
+		t.Errorf("defaults: upkeep %v; want on", c.upkeep)
 	}
-	c, err = configFrom(env("TOLLGATE_TABLE", "t", "TOLLGATE_RETENTION", "720h", "TOLLGATE_REFILL", "false", "TOLLGATE_LOOKAHEAD", "5s"))
-	if err != nil || c.retention != 720*time.Hour || c.refill || c.lookahead != 5*time.Second {
-		t.Errorf("retention 720h, no refill, lookahead 5s: %+v, %v", c, err)
+	c, err = configFrom(env("TOLLGATE_TABLE", "t", "TOLLGATE_RETENTION", "720h", "TOLLGATE_UPKEEP", "false", "TOLLGATE_LOOKAHEAD", "5s"))
+	if err != nil || c.retention != 720*time.Hour || c.upkeep {
+		t.Errorf("retention 720h, no upkeep, a lookahead (ignored): %+v, %v", c, err)
+	}
+	c, err = configFrom(env("TOLLGATE_TABLE", "t", "TOLLGATE_REFILL", "false"))
+	if err != nil || c.upkeep {
+		t.Errorf("TOLLGATE_REFILL, the former name: %+v, %v; want no upkeep", c, err)
 	}
 	for _, bad := range [][]string{{}, {"TOLLGATE_TABLE", "t", "TOLLGATE_RETENTION", "90d"}, {"TOLLGATE_TABLE", "t", "TOLLGATE_RETENTION", "-1h"},
-		{"TOLLGATE_TABLE", "t", "TOLLGATE_REFILL", "maybe"}, {"TOLLGATE_TABLE", "t", "TOLLGATE_LOOKAHEAD", "0s"}} {
+		{"TOLLGATE_TABLE", "t", "TOLLGATE_REFILL", "maybe"}, {"TOLLGATE_TABLE", "t", "TOLLGATE_UPKEEP", "sometimes"}} {
 		if _, err := configFrom(env(bad...)); err == nil {
 			t.Errorf("%q: no error", bad)
 		}

@@ -2,8 +2,8 @@
 // as an AWS Lambda function: an event source mapping hands it the table's
 // DynamoDB stream, batch by batch, and it adds what each bucket change
 // consumed to the usage snapshots in the same table, exactly once, then
-// refills and splits the buckets the batch shows hot (dynamodb.Upkeep): the
-// work `tollgate aggregator` does as a process, with the same code. Both
+// splits the buckets the batch shows hot (dynamodb.Upkeep): the work
+// `tollgate aggregator` does as a process, with the same code. Both
 // name a record's usage alike (dynamodb.StreamSource), so they are
 // interchangeable: a record applied by one is skipped by the other.
 //
@@ -14,10 +14,12 @@
 //	TOLLGATE_TABLE      the table (required)
 //	TOLLGATE_RETENTION  how long snapshots are kept after their window ends,
 //	                    as a Go duration (default 2160h, 90 days)
-//	TOLLGATE_REFILL     "false" turns proactive refill and splits off
-//	                    (default true, as tollgate aggregator --refill)
-//	TOLLGATE_LOOKAHEAD  how long a proactive refill should last, as a Go
-//	                    duration (default 2s)
+//	TOLLGATE_UPKEEP     "false" turns the splitting of hot buckets off
+//	                    (default true, as tollgate aggregator --upkeep);
+//	                    TOLLGATE_REFILL is its former name
+//
+// TOLLGATE_LOOKAHEAD, which timed the proactive refill of earlier versions,
+// is ignored: bucket items refill in every write's condition now.
 //
 // The region and credentials come from the standard AWS configuration
 // chain (in Lambda: AWS_REGION and the function's execution role). The
@@ -46,36 +48,30 @@ import (
 type config struct {
 	table     string
 	retention time.Duration
-	refill    bool
-	lookahead time.Duration
+	upkeep    bool
 }
 
 // configFrom reads the configuration through getenv (os.Getenv).
 func configFrom(getenv func(string) string) (config, error) {
-	c := config{table: getenv("TOLLGATE_TABLE"), retention: aggregator.DefaultRetention,
-		refill: true, lookahead: dynamodb.DefaultLookahead}
+	c := config{table: getenv("TOLLGATE_TABLE"), retention: aggregator.DefaultRetention, upkeep: true}
 	if c.table == "" {
 		return c, errors.New("TOLLGATE_TABLE is not set: name the Tollgate table")
 	}
-	for _, d := range []struct {
-		name    string
-		v       *time.Duration
-		example string
-	}{{"TOLLGATE_RETENTION", &c.retention, "2160h"}, {"TOLLGATE_LOOKAHEAD", &c.lookahead, "2s"}} {
-		if v := getenv(d.name); v != "" {
-			x, err := time.ParseDuration(v)
-			if err != nil || x <= 0 {
-				return c, fmt.Errorf("%s=%q: want a positive Go duration, e.g. %s", d.name, v, d.example)
-			}
-			*d.v = x
+	if v := getenv("TOLLGATE_RETENTION"); v != "" {
+		x, err := time.ParseDuration(v)
+		if err != nil || x <= 0 {
+			return c, fmt.Errorf("TOLLGATE_RETENTION=%q: want a positive Go duration, e.g. 2160h", v)
 		}
+		c.retention = x
 	}
-	if v := getenv("TOLLGATE_REFILL"); v != "" {
-		b, err := strconv.ParseBool(v)
-		if err != nil {
-			return c, fmt.Errorf("TOLLGATE_REFILL=%q: want true or false", v)
+	for _, name := range []string{"TOLLGATE_REFILL", "TOLLGATE_UPKEEP"} { // the later name wins
+		if v := getenv(name); v != "" {
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				return c, fmt.Errorf("%s=%q: want true or false", name, v)
+			}
+			c.upkeep = b
 		}
-		c.refill = b
 	}
 	return c, nil
 }
@@ -100,8 +96,8 @@ func main() {
 		log.Fatal(err)
 	}
 	h := &handler{usage: st, retention: cfg.retention, log: slog.New(slog.NewJSONHandler(os.Stderr, nil))}
-	if cfg.refill {
-		h.upkeep = st.NewUpkeep(dynamodb.WithLookahead(cfg.lookahead))
+	if cfg.upkeep {
+		h.upkeep = st.NewUpkeep()
 	}
 	lambda.Start(h.handle)
 }

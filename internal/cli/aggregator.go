@@ -19,7 +19,7 @@ import (
 )
 
 func newAggregatorCmd(g *globals) *cobra.Command {
-	var refill bool
+	var upkeep bool
 	var poll, retention, lease time.Duration
 	var logLevel, logFormat string
 	cmd := &cobra.Command{
@@ -41,11 +41,9 @@ third of that). One that stops cleanly hands its shards over at once; the
 shards of one that dies wait until its leases expire. The machines' clocks
 must agree to well within --shard-lease.
 
-With --refill (the default) it also keeps hot buckets on the fast path, as
-the Lambda function does: it refills bucket items whose stored balance will
-not cover their observed consumption until the next pass, and doubles the
-shards of a bucket whose shard 0 takes writes at 80% of its write-pressure
-limit.
+With --upkeep (the default) it also splits hot buckets ahead of their
+writers, as the Lambda function does: it doubles the shards of a bucket
+whose shard 0 takes writes at 80% of its write-pressure limit.
 
 A stream shard whose checkpoint is older than the stream keeps (24 hours) is
 read again from its oldest record: the records in between are lost to usage,
@@ -108,16 +106,14 @@ usage itself.`,
 			var stats dynamodb.ReadStats
 			opts := []dynamodb.ReadOption{dynamodb.WithLease(lease), dynamodb.WithLeaseOwner(owner),
 				dynamodb.WithLogger(log), dynamodb.WithReadStats(&stats)}
-			if refill {
-				// The next pass sees an item again a poll (or a batch) and
-				// the stream's latency later.
-				opts = append(opts, dynamodb.WithUpkeep(st.NewUpkeep(dynamodb.WithLookahead(max(dynamodb.DefaultLookahead, 2*poll)))))
+			if upkeep {
+				opts = append(opts, dynamodb.WithUpkeep(st.NewUpkeep()))
 			}
 			for wait := time.Second; ; wait = min(2*wait, 30*time.Second) {
 				err := st.ReadChanges(ctx, poll, apply, opts...)
 				if ctx.Err() != nil {
 					log.Info("stopped", "changes", changes, "records", stats.Records.Load(),
-						"refilled", stats.Refilled.Load(), "split", stats.Split.Load(), "trimmed", stats.Trimmed.Load())
+						"split", stats.Split.Load(), "trimmed", stats.Trimmed.Load())
 					return nil
 				}
 				log.Warn("reading the stream; starting again", "err", err, "in", wait)
@@ -128,7 +124,11 @@ usage itself.`,
 		},
 	}
 	cmd.Flags().DurationVar(&poll, "poll", time.Second, "how often to look for new stream records")
-	cmd.Flags().BoolVar(&refill, "refill", true, "refill bucket items whose balance will not cover their observed consumption, and split buckets written at 80% of their write-pressure limit, ahead of their writers")
+	cmd.Flags().BoolVar(&upkeep, "upkeep", true, "split buckets written at 80% of their write-pressure limit, ahead of their writers")
+	// Its former name, from when the upkeep also refilled bucket items
+	// (which a stored full tick does not need).
+	cmd.Flags().BoolVar(&upkeep, "refill", true, "")
+	_ = cmd.Flags().MarkDeprecated("refill", "use --upkeep (bucket items need no proactive refill any more)")
 	cmd.Flags().DurationVar(&lease, "shard-lease", dynamodb.DefaultLease, "how long a stream shard stays with an instance that stops renewing its lease")
 	cmd.Flags().DurationVar(&retention, "retention", aggregator.DefaultRetention, "how long snapshots are kept after their window (env "+envRetentionName+")")
 	cmd.Flags().StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")

@@ -35,7 +35,10 @@ func newDeployCmd(g *globals) *cobra.Command {
 		Use:   "deploy",
 		Short: "Create the DynamoDB table (keys, indexes, stream, TTL, on-demand billing)",
 		Long: `Create the DynamoDB table named by --store and wait until it is active.
-An existing table with the right schema is left as it is.`,
+An existing table with the right schema is left as it is. A table of schema
+1 (Tollgate before bucket items held full ticks) is upgraded in place; stop
+every process of the older version first, as it cannot read the buckets
+this version writes (they are converted as they are next written).`,
 		Example: `  tollgate deploy --store 'dynamodb://tollgate?region=eu-west-1'
   tollgate deploy --store 'dynamodb://tollgate?endpoint=http://127.0.0.1:8000'`,
 		Args: cobra.NoArgs,
@@ -45,17 +48,20 @@ An existing table with the right schema is left as it is.`,
 			if err != nil {
 				return err
 			}
+			verb := "deployed"
 			switch err := st.CheckTable(ctx); {
 			case err == nil:
 				fmt.Fprintf(g.stdout, "table %s already deployed (schema %d)\n", st.Table(), dynamodb.SchemaVersion)
 				return nil
+			case errors.Is(err, dynamodb.ErrSchemaUpgradable):
+				verb = "upgraded"
 			case !errors.Is(err, dynamodb.ErrTableNotFound):
 				return err
 			}
 			if err := st.CreateTable(ctx); err != nil {
 				return err
 			}
-			fmt.Fprintf(g.stdout, "table %s deployed (schema %d)\n", st.Table(), dynamodb.SchemaVersion)
+			fmt.Fprintf(g.stdout, "table %s %s (schema %d)\n", st.Table(), verb, dynamodb.SchemaVersion)
 			return nil
 		},
 	}

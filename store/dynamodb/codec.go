@@ -4,14 +4,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	"github.com/tollgate-rl/tollgate/bucket"
 	"github.com/tollgate-rl/tollgate/model"
-	"github.com/tollgate-rl/tollgate/store"
 )
 
 type item = map[string]types.AttributeValue
@@ -48,38 +45,6 @@ func getBool(it item, name string) bool {
 	return ok && v.Value
 }
 
-// decodeRecord reads a bucket item. Limits are found by their capacity
-// attribute; a limit with a partial set of attributes is an error.
-func decodeRecord(it item) (*store.Record, error) {
-	rf, err := getN(it, attrRefilled)
-	if err != nil {
-		return nil, err
-	}
-	rec := &store.Record{Refilled: rf}
-	for name := range it {
-		if !strings.HasPrefix(name, "b_") || !strings.HasSuffix(name, "_"+fieldCapacity) {
-			continue
-		}
-		limit := name[2 : len(name)-3]
-		var l store.LimitState
-		l.Name = limit
-		fields := []struct {
-			f string
-			v *int64
-		}{
-			{fieldCapacity, &l.Params.Capacity}, {fieldAmount, &l.Params.Amount}, {fieldPeriod, &l.Params.Period},
-			{fieldTokens, &l.State.Tokens}, {fieldRem, &l.State.Rem},
-		}
-		for _, f := range fields {
-			if *f.v, err = getN(it, limitAttr(limit, f.f)); err != nil {
-				return nil, err
-			}
-		}
-		rec.Limits = append(rec.Limits, l)
-	}
-	return rec, nil
-}
-
 // shardCount reads a bucket item's shard count (1 when absent).
 func shardCount(it item) int {
 	n, err := getN(it, attrShardCount)
@@ -87,40 +52,6 @@ func shardCount(it item) int {
 		return 1
 	}
 	return int(n)
-}
-
-// encodeBucket builds a complete bucket item.
-func encodeBucket(ns string, k store.BucketKey, shard, shards int, rec *store.Record, consumed map[string]int64) item {
-	it := item{
-		attrPK:         str(bucketPK(ns, k, shard)),
-		attrSK:         str(skState),
-		attrEntity:     str(k.Entity),
-		attrResource:   str(k.Resource),
-		attrShard:      num(int64(shard)),
-		attrShardCount: num(int64(shards)),
-		attrRefilled:   num(rec.Refilled),
-		attrGSI2PK:     str(resourcePK(ns, k.Resource)),
-		attrGSI2SK:     str("BUCKET#" + k.Entity + "#" + strconv.Itoa(shard)),
-		attrGSI3PK:     str(entityPK(ns, k.Entity)),
-		attrGSI3SK:     str("BUCKET#" + k.Resource + "#" + strconv.Itoa(shard)),
-		attrGSI4PK:     str(ns),
-		attrGSI4SK:     str(bucketPK(ns, k, shard)),
-	}
-	for _, l := range rec.Limits {
-		it[limitAttr(l.Name, fieldTokens)] = num(l.State.Tokens)
-		it[limitAttr(l.Name, fieldRem)] = num(l.State.Rem)
-		it[limitAttr(l.Name, fieldCapacity)] = num(l.Params.Capacity)
-		it[limitAttr(l.Name, fieldAmount)] = num(l.Params.Amount)
-		it[limitAttr(l.Name, fieldPeriod)] = num(l.Params.Period)
-		if hidden(l.Name) {
-			continue
-		}
-		it[limitAttr(l.Name, fieldConsumed)] = num(consumed[l.Name])
-		if l.Params.Amount > 0 {
-			it[limitAttr(l.Name, fieldFullAt)] = num(fullAt(rec.Refilled, l))
-		}
-	}
-	return it
 }
 
 // Bucket items carry their entity's parent and cascade flag (DESIGN 5), for
@@ -145,30 +76,21 @@ func describeEntity(it item, e *model.Entity) {
 // redescribeEntity adds to e the update of a stored bucket item's parent
 // and cascade flag, where they differ from what the caller knows (an entity
 // created after its first acquire, or an item written before they were
-// kept).
-func redescribeEntity(e *expr, old item, ent *model.Entity) {
-	if ent == nil {
+// kept). An item not known (a guessed image) is left as it is.
+func redescribeEntity(e *expr, img *image, ent *model.Entity) {
+	if ent == nil || img.guessed {
 		return
 	}
-	if _, ok := old[attrCascade]; !ok || getBool(old, attrCascade) != ent.Cascade {
+	if !img.hasCascade || img.cascade != ent.Cascade {
 		e.setV(attrCascade, boolean(ent.Cascade))
 	}
-	if getS(old, attrParent) != ent.ParentID {
+	if img.parent != ent.ParentID {
 		if ent.ParentID == "" {
 			e.remove = append(e.remove, e.name(attrParent))
 		} else {
 			e.setV(attrParent, str(ent.ParentID))
 		}
 	}
-}
-
-// fullAt is when refill alone brings l to capacity, starting at refilled.
-func fullAt(refilled int64, l store.LimitState) int64 {
-	d := bucket.RetryAfter(l.State, l.Params, l.Params.Capacity)
-	if d == bucket.Never || d > bucket.MaxPeriod*2 {
-		d = bucket.MaxPeriod * 2 // far future; never reached by real clocks
-	}
-	return refilled + d
 }
 
 func encodeEntity(ns string, e model.Entity) (item, error) {

@@ -95,6 +95,15 @@ func expectCalls(t testing.TB, what string, got, want map[string]int) {
 	}
 }
 
+// expectCallCount fails unless got has n calls in all, each a GetItem or
+// an UpdateItem (single-item calls: no batch, no transaction).
+func expectCallCount(t testing.TB, what string, got map[string]int, n int) {
+	t.Helper()
+	if got["GetItem"]+got["UpdateItem"] != n || len(got) > 2 || len(got) == 2 && (got["GetItem"] == 0 || got["UpdateItem"] == 0) {
+		t.Errorf("%s: API calls %s, want %d GetItem or UpdateItem in all", what, formatCalls(got), n)
+	}
+}
+
 // testTable is a table of DynamoDB Local shared by the instrumented stores
 // of one test.
 type testTable struct {
@@ -181,6 +190,21 @@ func balanceAt(t testing.TB, s *Store, ns string, k store.BucketKey, limit strin
 	return bucket.Refill(l.State, l.Params, now-recs[0].Refilled).Tokens
 }
 
+// itemTokens returns limit's balance at now in one stored item (a shard),
+// as its image gives it.
+func itemTokens(t testing.TB, it item, limit string, now int64) int64 {
+	t.Helper()
+	img, err := itemImage(it)
+	if err != nil {
+		t.Fatal(err)
+	}
+	j := img.find(limit)
+	if j < 0 {
+		t.Fatalf("item has no limit %s", limit)
+	}
+	return img.stateAt(&img.limits[j], now).Tokens
+}
+
 // TestCostSingleBucket walks one bucket through every single-bucket write
 // path and counts the calls of each step. None uses a transaction.
 func TestCostSingleBucket(t *testing.T) {
@@ -191,14 +215,14 @@ func TestCostSingleBucket(t *testing.T) {
 	b := store.BucketKey{Entity: "b", Resource: "r"}
 	c1 := tt.client(t, 5*time.Second)
 
-	// A new bucket: one consistent read finds nothing, one conditional put
-	// creates it with the debit.
+	// A new bucket: the write that assumes an unseen item full finds none,
+	// and one conditional put creates it with the debit.
 	t.Run("create", func(t *testing.T) {
 		c1.calls.take()
 		if !mustConsume(t, c1, ns, consumeReq(t0, rate100, 1_000, a)) {
 			t.Fatal("a new bucket refused 1 of 100")
 		}
-		expectCalls(t, "creating a bucket", c1.calls.take(), map[string]int{"GetItem": 1, "PutItem": 1})
+		expectCalls(t, "creating a bucket", c1.calls.take(), map[string]int{"UpdateItem": 1, "PutItem": 1})
 		if got := balanceAt(t, tt.admin, ns, a, "rpm", t0); got != 99_000 {
 			t.Errorf("balance after create = %d, want 99000", got)
 		}
@@ -218,24 +242,24 @@ func TestCostSingleBucket(t *testing.T) {
 		expectCalls(t, "reading two buckets", c1.calls.take(), map[string]int{"BatchGetItem": 1})
 	})
 
-	// A known bucket below capacity: one speculative UpdateItem, no read.
-	t.Run("speculative success", func(t *testing.T) {
+	// A known bucket below capacity: one UpdateItem, no read.
+	t.Run("warm, below capacity", func(t *testing.T) {
 		req := consumeReq(t0, rate100, 1_000, a)
 		if !mustConsume(t, c1, ns, req) {
 			t.Fatal("refused")
 		}
-		expectCalls(t, "speculative success", c1.calls.take(), map[string]int{"UpdateItem": 1})
+		expectCalls(t, "warm acquire", c1.calls.take(), map[string]int{"UpdateItem": 1})
 		if got := req.Buckets[0].Limits[0].Observed.Tokens; got != 99_000 {
 			t.Errorf("Observed = %d, want 99000 (the balance before the debit)", got)
 		}
 		// Later, with refill pending (credit of 600 ms = 1 token; still
-		// below capacity), the speculative write still suffices and the
-		// balance is exact: 98 + 1 refilled - 1 = 98.
+		// below capacity), one write still suffices and the balance is
+		// exact: 98 + 1 refilled - 1 = 98.
 		req = consumeReq(t0+600, rate100, 1_000, a)
 		if !mustConsume(t, c1, ns, req) {
 			t.Fatal("refused")
 		}
-		expectCalls(t, "speculative success with refill pending", c1.calls.take(), map[string]int{"UpdateItem": 1})
+		expectCalls(t, "warm acquire with refill pending", c1.calls.take(), map[string]int{"UpdateItem": 1})
 		if got := req.Buckets[0].Limits[0].Observed.Tokens; got != 99_000 {
 			t.Errorf("Observed = %d, want 99000 (98 + 1 refilled)", got)
 		}
@@ -244,10 +268,10 @@ func TestCostSingleBucket(t *testing.T) {
 		}
 	})
 
-	// An empty bucket whose refill cannot help by now: the failed
-	// speculative write returns the old item, and the request is rejected
-	// from it without another call.
-	t.Run("fast rejection", func(t *testing.T) {
+	// An empty bucket whose refill cannot help by now: the image refuses
+	// the request, and one consistent read confirms it (another process
+	// may have given tokens back); no write.
+	t.Run("refusal", func(t *testing.T) {
 		if !mustConsume(t, c1, ns, consumeReq(t0, rate2, 2_000, b)) {
 			t.Fatal("a new bucket refused its whole capacity")
 		}
@@ -256,79 +280,85 @@ func TestCostSingleBucket(t *testing.T) {
 		if mustConsume(t, c1, ns, req) {
 			t.Fatal("granted 1 token from an empty bucket")
 		}
-		expectCalls(t, "fast rejection", c1.calls.take(), map[string]int{"UpdateItem": 1})
+		expectCalls(t, "refusal", c1.calls.take(), map[string]int{"GetItem": 1})
 		if got := req.Buckets[0].Limits[0].Observed.Tokens; got != 0 {
 			t.Errorf("Observed = %d, want 0", got)
 		}
 	})
 
-	// The speculative write fails but the old item it returns shows that
-	// refill covers the request: the guarded write goes out from that item,
-	// still without a read.
-	t.Run("speculative miss, refill helps", func(t *testing.T) {
+	// An empty bucket that refill has partly refilled: the write's
+	// condition includes the refill, so one write debits it.
+	t.Run("empty, refill helps", func(t *testing.T) {
 		req := consumeReq(t0+30_000, rate2, 1_000, b) // 30 s refill 1 token
 		if !mustConsume(t, c1, ns, req) {
 			t.Fatal("refused although 30 s refilled 1 token")
 		}
-		expectCalls(t, "speculative miss then guarded write", c1.calls.take(), map[string]int{"UpdateItem": 2})
+		expectCalls(t, "refilled empty bucket", c1.calls.take(), map[string]int{"UpdateItem": 1})
 		if got := balanceAt(t, tt.admin, ns, b, "rpm", t0+30_000); got != 0 {
 			t.Errorf("balance = %d, want 0", got)
 		}
 	})
 
-	// A known bucket that refill has brought back to capacity cannot take
-	// a speculative debit (refill would have clamped): the speculative
-	// write fails on the full-time bound and the guarded write follows.
+	// A known bucket that refill has brought back to capacity (an idle
+	// entity): the write sets its full tick afresh, on condition that it
+	// is full: one write.
 	t.Run("full bucket", func(t *testing.T) {
 		req := consumeReq(t0+10*60_000, rate100, 1_000, a)
 		if !mustConsume(t, c1, ns, req) {
 			t.Fatal("refused")
 		}
-		expectCalls(t, "full known bucket", c1.calls.take(), map[string]int{"UpdateItem": 2})
+		expectCalls(t, "full known bucket", c1.calls.take(), map[string]int{"UpdateItem": 1})
 		if got := balanceAt(t, tt.admin, ns, a, "rpm", t0+10*60_000); got != 99_000 {
 			t.Errorf("balance = %d, want 99000", got)
 		}
 	})
 
 	t1 := t0 + 10*60_000
+	t2 := t1 + 60_000
 
-	// A second client has never seen the bucket: one read, one guarded
-	// write; after that it knows the bucket and speculates.
+	// A second client has never seen the bucket: it assumes it full.
+	// Right (99 of 100 at t1, full again a minute later): one write.
+	// Wrong (b is empty): the failed write returns the item, and the write
+	// from it succeeds: two. Then it knows both.
 	t.Run("cold store", func(t *testing.T) {
 		c2 := tt.client(t, 5*time.Second)
-		if !mustConsume(t, c2, ns, consumeReq(t1, rate100, 1_000, a)) {
+		if !mustConsume(t, c2, ns, consumeReq(t2, rate100, 1_000, a)) {
 			t.Fatal("refused")
 		}
-		expectCalls(t, "cold store, existing bucket", c2.calls.take(), map[string]int{"GetItem": 1, "UpdateItem": 1})
-		if !mustConsume(t, c2, ns, consumeReq(t1, rate100, 1_000, a)) {
+		expectCalls(t, "cold store, full bucket", c2.calls.take(), map[string]int{"UpdateItem": 1})
+		if !mustConsume(t, c2, ns, consumeReq(t2, rate100, 1_000, a)) {
 			t.Fatal("refused")
 		}
 		expectCalls(t, "same store, now warm", c2.calls.take(), map[string]int{"UpdateItem": 1})
-		if got := balanceAt(t, tt.admin, ns, a, "rpm", t1); got != 97_000 {
-			t.Errorf("balance = %d, want 97000", got)
+		if got := balanceAt(t, tt.admin, ns, a, "rpm", t2); got != 98_000 {
+			t.Errorf("balance = %d, want 98000", got)
 		}
+		if !mustConsume(t, c2, ns, consumeReq(t0+60_000, rate2, 1_000, b)) {
+			t.Fatal("refused although 30 s more refilled 1 token")
+		}
+		expectCalls(t, "cold store, bucket not full", c2.calls.take(), map[string]int{"UpdateItem": 2})
 	})
 
 	// Speculation off: every acquire reads first.
 	t.Run("speculation off", func(t *testing.T) {
 		c3 := tt.client(t, 5*time.Second, WithSpeculative(false))
 		for i := range 2 {
-			if !mustConsume(t, c3, ns, consumeReq(t1, rate100, 1_000, a)) {
+			if !mustConsume(t, c3, ns, consumeReq(t2, rate100, 1_000, a)) {
 				t.Fatal("refused")
 			}
 			expectCalls(t, fmt.Sprintf("slow path, acquire %d", i+1), c3.calls.take(), map[string]int{"GetItem": 1, "UpdateItem": 1})
 		}
 		d := store.BucketKey{Entity: "d", Resource: "r"}
-		if !mustConsume(t, c3, ns, consumeReq(t1, rate2, 2_000, d)) {
+		if !mustConsume(t, c3, ns, consumeReq(t2, rate2, 2_000, d)) {
 			t.Fatal("refused")
 		}
 		expectCalls(t, "slow path, create", c3.calls.take(), map[string]int{"GetItem": 1, "PutItem": 1})
-		if mustConsume(t, c3, ns, consumeReq(t1, rate2, 1_000, d)) {
+		if mustConsume(t, c3, ns, consumeReq(t2, rate2, 1_000, d)) {
 			t.Fatal("granted from an empty bucket")
 		}
 		expectCalls(t, "slow path, rejection", c3.calls.take(), map[string]int{"GetItem": 1})
-		if got := balanceAt(t, tt.admin, ns, a, "rpm", t1); got != 95_000 {
-			t.Errorf("balance = %d, want 95000", got)
+		if got := balanceAt(t, tt.admin, ns, a, "rpm", t2); got != 96_000 {
+			t.Errorf("balance = %d, want 96000", got)
 		}
 	})
 }
@@ -350,17 +380,17 @@ func TestCostCascade(t *testing.T) {
 		}
 	}
 
+	// New buckets: each assumed full, found missing, created, in parallel.
 	t.Run("cold create", func(t *testing.T) {
 		if !mustConsume(t, c1, ns, consumeReq(t0, rate100, 1_000, child, parent)) {
 			t.Fatal("refused")
 		}
-		expectCalls(t, "cold cascade creating both buckets", c1.calls.take(), map[string]int{"BatchGetItem": 1, "TransactWriteItems": 1})
+		expectCalls(t, "cold cascade creating both buckets", c1.calls.take(), map[string]int{"UpdateItem": 2, "PutItem": 2})
 		balances(t, 99_000)
 	})
 
-	// Both buckets known and below capacity: two speculative writes, sent
-	// in parallel (the transport holds the first until the second
-	// arrives), no read, no transaction.
+	// Both buckets known: two writes, sent in parallel (the transport
+	// holds the first until the second arrives), no read, no transaction.
 	t.Run("warm parallel", func(t *testing.T) {
 		rv := c1.net.gather("UpdateItem", 2, 5*time.Second)
 		ok := mustConsume(t, c1, ns, consumeReq(t0, rate100, 1_000, child, parent))
@@ -370,19 +400,20 @@ func TestCostCascade(t *testing.T) {
 		}
 		expectCalls(t, "warm cascade", c1.calls.take(), map[string]int{"UpdateItem": 2})
 		if arrived != 2 || missed != 0 {
-			t.Errorf("the two speculative writes were not in flight together (%d arrived, %d waited in vain)", arrived, missed)
+			t.Errorf("the two writes were not in flight together (%d arrived, %d waited in vain)", arrived, missed)
 		}
 		balances(t, 98_000)
 	})
 
-	// A client that has not seen the buckets reads both in one batch and
-	// writes both in one transaction; then it speculates.
+	// A client that has not seen the buckets assumes them full; they are
+	// not, so each write fails and returns its item, and the write from it
+	// succeeds; then it knows them.
 	t.Run("cold existing", func(t *testing.T) {
 		c2 := tt.client(t, 5*time.Second)
 		if !mustConsume(t, c2, ns, consumeReq(t0, rate100, 1_000, child, parent)) {
 			t.Fatal("refused")
 		}
-		expectCalls(t, "cold cascade, existing buckets", c2.calls.take(), map[string]int{"BatchGetItem": 1, "TransactWriteItems": 1})
+		expectCalls(t, "cold cascade, existing buckets not full", c2.calls.take(), map[string]int{"UpdateItem": 4})
 		if !mustConsume(t, c2, ns, consumeReq(t0, rate100, 1_000, child, parent)) {
 			t.Fatal("refused")
 		}
@@ -401,10 +432,10 @@ func TestCostCascade(t *testing.T) {
 		balances(t, 94_000)
 	})
 
-	// The parent is exhausted: the child's speculative write succeeds, the
-	// parent's fails and shows refill cannot help; the child's debit is
-	// given back (one more UpdateItem) and the request is rejected with no
-	// read and no transaction.
+	// The parent is exhausted: the child's write succeeds; the parent's
+	// image refuses, which one read confirms; the child's debit is given
+	// back (one more UpdateItem) and the request is refused, with no
+	// transaction.
 	t.Run("warm rejection compensated", func(t *testing.T) {
 		k := store.BucketKey{Entity: "key2", Resource: "r"}
 		o := store.BucketKey{Entity: "org2", Resource: "r"}
@@ -423,7 +454,7 @@ func TestCostCascade(t *testing.T) {
 		if mustConsume(t, c1, ns, req(1_000)) {
 			t.Fatal("granted although the parent is empty")
 		}
-		expectCalls(t, "warm cascade rejected by the parent", c1.calls.take(), map[string]int{"UpdateItem": 3})
+		expectCalls(t, "warm cascade refused by the parent", c1.calls.take(), map[string]int{"UpdateItem": 2, "GetItem": 1})
 		if got := balanceAt(t, tt.admin, ns, k, "rpm", t0); got != 98_000 {
 			t.Errorf("child balance = %d, want 98000 (the compensated debit given back)", got)
 		}

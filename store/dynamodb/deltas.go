@@ -10,6 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/tollgate-rl/tollgate/bucket"
 	"github.com/tollgate-rl/tollgate/store"
 )
 
@@ -79,51 +80,66 @@ func (s *Store) applyDeltas(ctx context.Context, ns string, deltas []store.Delta
 	return errors.Join(errs...)
 }
 
-// addDeltas applies deltas to one bucket with one UpdateItem. The ADDs are
-// not idempotent, and the SDK retries a request whose response was lost
-// after DynamoDB applied it; so the write also records a random operation id
-// (attribute "op"), on condition that the item does not hold it already. A
-// retry that finds its own id knows the first attempt was applied. (Another
-// write landing between the attempts would overwrite the id; that window is
-// one retry delay wide.)
+// addDeltas applies deltas to one bucket item with one UpdateItem:
+//
+//	SET  op = :id
+//	ADD  b_L_ft :d·rp             -- each refilling limit L (a full tick moves by d·Period, at any time)
+//	ADD  b_L_tk :−d               -- each concurrency limit
+//	ADD  b_L_tc :d, ev :events
+//	CONDITION (attribute_not_exists(op) OR op <> :id)
+//	      AND b_L_ra = :ra AND b_L_rp = :rp AND attribute_exists(b_L_ft)  -- b_L_ra = 0 for a concurrency limit
+//
+// The rate comes from the item's image in this process's lane (it was
+// just written), else from the delta's parameters at the shard count
+// cached, else from a read; the condition pins it (the period sizes the
+// addition, the rate times a debt's expiry, ttl.go), and a failed write
+// returns the item to compute it again from. A limit still in the schema 1
+// form takes the schema 1 delta (ADD tk, and for a refund SET fa = 0 and
+// ADD v 1, which stop that schema's speculative debits).
+//
+// The ADDs are not idempotent, and the SDK retries a request whose
+// response was lost after DynamoDB applied it; so the write also records a
+// random operation id (attribute "op"), on condition that the item does
+// not hold it already. A retry that finds its own id knows the first
+// attempt was applied. (Another write landing between the attempts would
+// overwrite the id; that window is one retry delay wide.)
 func (s *Store) addDeltas(ctx context.Context, ns string, t *target, ds []store.Delta, events int64) error {
 	k := t.key
+	id := itemID{ns, k, t.shard}
 	ds = mergeDeltas(ds)
 	op := newOpID()
+	img := s.lanes.image(id)
+	b := s.newBudget()
 	for len(ds) > 0 {
+		forms, ok := s.deltaForms(id, img, ds)
+		if !ok {
+			var err error
+			if img, err = s.readImage(ctx, id); err != nil {
+				return err
+			}
+			if ds = keepPresent(ds, img); len(ds) == 0 {
+				return nil
+			}
+			continue
+		}
 		e := newExpr()
 		e.where("(attribute_not_exists(%s) OR "+e.name(attrOp)+" <> %v)", attrOp, str(op))
 		e.set = append(e.set, e.name(attrOp)+" = "+e.value(str(op)))
 		if events != 0 {
 			e.addN(attrEvents, events)
 		}
-		refund := false
-		for _, d := range ds {
-			e.where("attribute_exists(%s)", limitAttr(d.Limit, fieldCapacity), nil)
-			e.addN(limitAttr(d.Limit, fieldTokens), -d.Amount)
-			e.addN(limitAttr(d.Limit, fieldConsumed), d.Amount)
-			if d.Amount < 0 {
-				// A refund brings the full time nearer by an amount this
-				// call cannot compute without the parameters; 0 is a lower
-				// bound of any time, and stops speculative debits until the
-				// next normal write sets the bound afresh.
-				e.setN(limitAttr(d.Limit, fieldFullAt), 0)
-				refund = true
-			}
+		for i, d := range ds {
+			forms[i].express(e, d)
 		}
-		if refund {
-			// A normal write prepared before this refund must not apply
-			// its bound on top of the reset: bump the version it checks.
-			e.addN(attrVersion, 1)
-		}
-		s.deltaExpiry(e, ds)
-		_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		deltaExpiry(e, ds, forms)
+		out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 			TableName:                           &s.table,
 			Key:                                 t.itemKey(ns),
 			UpdateExpression:                    e.update(),
 			ConditionExpression:                 e.condition(),
 			ExpressionAttributeNames:            e.names,
 			ExpressionAttributeValues:           e.attrValues(),
+			ReturnValues:                        types.ReturnValueAllNew,
 			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 		})
 		var cond *types.ConditionalCheckFailedException
@@ -131,22 +147,91 @@ func (s *Store) addDeltas(ctx context.Context, ns string, t *target, ds []store.
 			if err != nil {
 				return fmt.Errorf("dynamodb: adjust bucket %s/%s: %w", k.Entity, k.Resource, err)
 			}
+			if after, err := itemImage(out.Attributes); err == nil {
+				s.lanes.offer(id, after)
+			}
 			return nil
 		}
 		if getS(cond.Item, attrOp) == op {
 			return nil // an earlier attempt of this call was applied
 		}
-		// The bucket or some limits are gone: drop their deltas, keep the rest.
-		var kept []store.Delta
-		for _, d := range ds {
-			if cond.Item != nil && cond.Item[limitAttr(d.Limit, fieldCapacity)] != nil {
-				kept = append(kept, d)
-			}
+		// The item differs from what was assumed: a limit is gone (its
+		// deltas are dropped, as the contract says), or has other
+		// parameters or form. Plan again from the item returned.
+		if img, err = itemImage(cond.Item); err != nil {
+			return err
 		}
-		if len(kept) == len(ds) {
-			return fmt.Errorf("dynamodb: adjust bucket %s/%s: condition failed with every limit present", k.Entity, k.Resource)
+		if ds = keepPresent(ds, img); len(ds) == 0 {
+			return nil
 		}
-		ds = kept
+		if err := b.retry(ctx, errLostRace); err != nil {
+			return b.giveUp(err, "adjust bucket "+k.Entity+"/"+k.Resource)
+		}
 	}
 	return nil
+}
+
+// keepPresent returns the deltas of limits img holds.
+func keepPresent(ds []store.Delta, img *image) []store.Delta {
+	var kept []store.Delta
+	for _, d := range ds {
+		if img.find(d.Limit) >= 0 {
+			kept = append(kept, d)
+		}
+	}
+	return kept
+}
+
+// deltaForm is how one delta is written: as its limit is stored, with the
+// item's parameters.
+type deltaForm struct {
+	params bucket.Params
+	legacy bool
+}
+
+// deltaForms returns each delta's form, from img (nil: not known) or the
+// delta's parameters; ok is false if some form is not known.
+func (s *Store) deltaForms(id itemID, img *image, ds []store.Delta) ([]deltaForm, bool) {
+	forms := make([]deltaForm, len(ds))
+	for i, d := range ds {
+		if img != nil {
+			j := img.find(d.Limit)
+			if j < 0 {
+				return nil, false
+			}
+			l := &img.limits[j]
+			forms[i] = deltaForm{params: l.params, legacy: l.legacy}
+			continue
+		}
+		if d.Params.Capacity <= 0 {
+			return nil, false
+		}
+		forms[i] = deltaForm{params: shardParams(d.Params, s.shardCounts.load(bucketID{id.ns, id.key}))}
+	}
+	return forms, true
+}
+
+// express adds delta d to e, in form f.
+func (f deltaForm) express(e *expr, d store.Delta) {
+	switch {
+	case f.legacy:
+		tk := limitAttr(d.Limit, fieldTokens)
+		e.where("attribute_exists(%s)", tk, nil)
+		e.where("attribute_not_exists(%s)", limitAttr(d.Limit, fieldFullTick), nil)
+		e.addN(tk, -d.Amount)
+		if d.Amount < 0 {
+			e.setN(limitAttr(d.Limit, fieldFullAt), 0)
+			e.addN(attrVersion, 1)
+		}
+	case f.params.Refills():
+		ft := limitAttr(d.Limit, fieldFullTick)
+		e.where("attribute_exists(%s)", ft, nil)
+		e.where("%s = %v", limitAttr(d.Limit, fieldAmount), num(f.params.Amount))
+		e.where("%s = %v", limitAttr(d.Limit, fieldPeriod), num(f.params.Period))
+		e.add = append(e.add, e.name(ft)+" "+e.value(tickValue(bucket.DebitTicks(d.Amount, f.params))))
+	default:
+		e.where("%s = %v", limitAttr(d.Limit, fieldAmount), num(0))
+		e.addN(limitAttr(d.Limit, fieldTokens), -d.Amount)
+	}
+	e.addN(limitAttr(d.Limit, fieldConsumed), d.Amount)
 }

@@ -1,19 +1,21 @@
 // Package dynamodb is the production Tollgate backend: many processes on many
 // machines share one DynamoDB table (single-table design, DESIGN 5).
 //
-// A bucket is one item per entity, resource and shard holding every limit.
-// Acquires go out as one speculative conditional UpdateItem (no read) when
-// the bucket is known to exist; a failed condition returns the old item in the
-// same call, from which the backend either rejects at once (refill could not
-// help) or writes again guarded by the refill timestamp. Cascades use
-// parallel speculative writes with compensation, or one TransactWriteItems on
-// the slow path. Adjustments and returns are unconditional ADDs.
+// A bucket is one item per entity, resource and shard holding every limit;
+// a refilling limit is stored as the instant it is full again (its full
+// tick), so that a debit is one addition whose condition compares that
+// instant with constants. An acquire is one conditional UpdateItem planned
+// from the item as this process last saw it, with no read; a failed
+// condition returns the item in the same call, from which the backend
+// either refuses at once or writes again. The acquires of one process on
+// one item go out together, one write at a time. Cascades write their
+// buckets in parallel and give back a partial debit. Adjustments and
+// returns are unconditional ADDs.
 package dynamodb
 
 import (
 	"context"
 	"fmt"
-	"hash/maphash"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -37,17 +39,17 @@ type Store struct {
 	noStreams   bool
 	bucketTTL   int64 // ms; see WithBucketTTL
 
-	// known remembers buckets that exist, and their shard counts, so
-	// acquires on them go out as speculative writes without a read.
-	known knownBuckets
+	// lanes hold the images of the items this process writes and queue
+	// its writes to them (lane.go); knownLimit bounds them.
+	lanes       *laneTable
+	knownLimit  int
+	shardCounts shardCounts
 
 	writesPerSecond int64    // the pressure limit; 0: no sharding
 	maxShards       int      // a power of two, at most maxShards
 	splitting       sync.Map // bucketID -> struct{}: splits under way here
 	splits          atomic.Int64
 
-	seed  maphash.Seed
-	turns [256]sync.Mutex   // see writeLoop
 	sleep sleepFunc         // backoff between retries; tests count it
 	pick  func(n int) []int // the shards an acquire tries; tests fix them
 
@@ -75,8 +77,10 @@ func (s *Store) invalid(option string, value any, reason string) {
 	}
 }
 
-// WithSpeculative turns the speculative fast path on (the default) or off.
-// Off, every acquire reads the bucket first (1 read + 1 write).
+// WithSpeculative turns speculation on (the default) or off: with it, a
+// write is planned from the item as this process last saw it (or, for an
+// item not seen, assumed full), with no read. Off, every write reads the
+// item first (1 read + 1 write), and a cascade is one transaction.
 func WithSpeculative(on bool) Option { return func(s *Store) { s.speculative = on } }
 
 // DefaultMaxAttempts is the default of WithMaxAttempts.
@@ -113,15 +117,16 @@ func New(cfg aws.Config, table string, opts []Option, optFns ...func(*dynamodb.O
 	if table == "" {
 		return nil, model.Invalid("dynamodb table", "", "a table name is required")
 	}
-	s := &Store{table: table, speculative: true, maxAttempts: DefaultMaxAttempts, seed: maphash.MakeSeed(),
+	s := &Store{table: table, speculative: true, maxAttempts: DefaultMaxAttempts, knownLimit: DefaultKnownBuckets,
 		writesPerSecond: 1000, maxShards: maxShards, bucketTTL: DefaultBucketTTL.Milliseconds(), sleep: sleepCtx, pick: pickShards}
-	s.known.limit = DefaultKnownBuckets
 	for _, o := range opts {
 		o(s)
 	}
 	if s.optErr != nil {
 		return nil, s.optErr
 	}
+	s.lanes = newLaneTable(s.knownLimit)
+	s.shardCounts.limit = int64(s.knownLimit)
 	optFns = append([]func(*dynamodb.Options){func(o *dynamodb.Options) {
 		// DynamoDB Local omits the CRC32 header on error responses; the
 		// transport's own integrity checks are enough.

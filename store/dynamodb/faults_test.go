@@ -363,13 +363,14 @@ type faultPath struct {
 }
 
 var faultPaths = []faultPath{
-	// A warm bucket: one speculative UpdateItem.
+	// A warm bucket: one UpdateItem, planned from the item as last seen.
 	{name: "speculative", op: "UpdateItem", writes: 1},
 	// Speculation off: GetItem then UpdateItem; the read fails.
 	{name: "read", op: "GetItem", opts: []Option{WithSpeculative(false)}, writes: 1},
-	// A new bucket: GetItem then PutItem; the put fails.
+	// A new bucket: the UpdateItem that assumed it full finds none, then
+	// PutItem creates it; the put fails.
 	{name: "create", op: "PutItem", fresh: true, writes: 1},
-	// A warm cascade: two speculative UpdateItems in parallel, both fail.
+	// A warm cascade: two UpdateItems in parallel, both fail.
 	{name: "cascade-speculative", op: "UpdateItem", cascade: true, writes: 2},
 	// A cascade without speculation: BatchGetItem then TransactWriteItems.
 	{name: "cascade-transaction", op: "TransactWriteItems", opts: []Option{WithSpeculative(false)}, cascade: true, writes: 1},
@@ -591,8 +592,14 @@ func TestFaultResponseLost(t *testing.T) {
 		// The same, when the write moves the refill time: its retry fails
 		// the refill-time condition.
 		{faultPath{name: "guarded-write-later", op: "UpdateItem", opts: []Option{WithSpeculative(false)}, writes: 1}, 1, 10 * time.Second},
-		// A new cascade: the creating TransactWriteItems is lost.
-		{faultPath{name: "cascade-create", op: "TransactWriteItems", cascade: true, fresh: true, writes: 1}, 1, 0},
+		// A new cascade: the child's creating PutItem is lost. Its retry
+		// fails its condition, and the item it returns (the child created,
+		// debited) is debited again.
+		{faultPath{name: "cascade-create", op: "PutItem", cascade: true, fresh: true, writes: 1}, 1, 0},
+		// A new cascade without speculation: the creating
+		// TransactWriteItems is lost, and its retry is answered without
+		// being applied again (its idempotency token).
+		{faultPath{name: "cascade-create-transaction", op: "TransactWriteItems", opts: []Option{WithSpeculative(false)}, cascade: true, fresh: true, writes: 1}, 1, 0},
 		// The bucket's last token: the retry of the applied speculative
 		// write fails its condition, and the old item it returns shows an
 		// empty bucket, so the acquire is denied although it was debited.

@@ -48,22 +48,27 @@ func bucketPK(ns string, k store.BucketKey, shard int) string {
 // '_' or contain '#', and the field is always the last two characters, so a
 // name decodes unambiguously.
 const (
-	fieldTokens   = "tk" // balance, millitokens
-	fieldRem      = "rm" // refill remainder
+	fieldFullTick = "ft" // refilling limits: the full tick (bucket.FullTick; image.go)
+	fieldTokens   = "tk" // concurrency limits: balance, millitokens
 	fieldCapacity = "cp"
 	fieldAmount   = "ra" // refill amount, millitokens
 	fieldPeriod   = "rp" // refill period, ms
 	fieldConsumed = "tc" // net consumed counter, millitokens (for usage)
-	fieldFullAt   = "fa" // lower bound of when refill fills the bucket, ms (see speculate)
 
-	attrRefilled   = "rf"
+	// Schema 1 refilling limits held their balance (tk) and refill
+	// remainder at the item's rf, with a lower bound of their full time;
+	// the next write converts them (image.go).
+	fieldRem    = "rm"
+	fieldFullAt = "fa"
+
+	attrRefilled   = "rf" // the time of the last write (schema 1: of the last refill)
 	attrEntity     = "entity"
 	attrResource   = "resource"
 	attrShard      = "shard"
 	attrShardCount = "shard_count"
 	attrTTL        = "ttl"
 	attrOp         = "op" // id of the last delta write (see addDeltas)
-	attrVersion    = "v"  // counts normal writes and refunds (see writeInput)
+	attrVersion    = "v"  // schema 1: counted normal writes and refunds; removed on conversion
 	attrEvents     = "ev" // counts acquires, for usage (see target.event)
 )
 

@@ -3,66 +3,81 @@ package dynamodb
 import (
 	"sync"
 	"sync/atomic"
+
+	"github.com/tollgate-rl/tollgate/store"
 )
 
-// DefaultKnownBuckets is how many buckets a Store remembers by default
+// DefaultKnownBuckets is how many bucket items a Store remembers by default
 // (see WithKnownBuckets).
-const DefaultKnownBuckets = 200_000
+const DefaultKnownBuckets = 100_000
 
-// WithKnownBuckets bounds how many buckets the Store remembers as existing,
-// with their shard counts (default DefaultKnownBuckets). Acquires on a
-// remembered bucket go out as one speculative write; when the set is full
-// it starts afresh, and each forgotten bucket's next acquire takes the read
-// path once (1 read + 1 write). Each entry costs about 200 bytes. n must be
-// at least 1.
+// WithKnownBuckets bounds how many bucket items the Store remembers: the
+// image of each item as its last write returned it, from which the next
+// write is planned without a read (default DefaultKnownBuckets; each costs
+// a few hundred bytes). Beyond it, idle items are forgotten at random; the
+// next acquire of a forgotten item assumes it is full, which costs one
+// write when it is (an idle entity) and two otherwise. n must be at least 1.
 func WithKnownBuckets(n int) Option {
 	return func(s *Store) {
 		if n < 1 {
 			s.invalid("WithKnownBuckets", n, "must be at least 1")
 			return
 		}
-		s.known.limit = int64(n)
+		s.knownLimit = n
 	}
 }
 
-// knownBuckets is the set of buckets known to exist: bucketID -> shard
-// count. Entries are never wrong for long: a write planned against a
-// deleted bucket or another shard count fails and plans again.
-type knownBuckets struct {
+// shardsOf returns the shard count of a bucket as cached (1 if not known).
+func (s *Store) shardsOf(id bucketID) int { return s.shardCounts.load(id) }
+
+// shardCounts remembers the shard counts of split buckets (a bucket not in
+// it has one item). Entries are never wrong for long: a write planned
+// against another shard count, or a deleted bucket, fails and plans again.
+type shardCounts struct {
 	m     sync.Map // bucketID -> int
 	n     atomic.Int64
 	limit int64
 }
 
-func (k *knownBuckets) load(id bucketID) (shards int, ok bool) {
-	v, ok := k.m.Load(id)
-	if !ok {
-		return 0, false
+func (c *shardCounts) load(id bucketID) int {
+	if v, ok := c.m.Load(id); ok {
+		return v.(int)
 	}
-	return v.(int), true
+	return 1
 }
 
-func (k *knownBuckets) store(id bucketID, shards int) {
-	if _, loaded := k.m.Swap(id, shards); !loaded && k.n.Add(1) > k.limit {
-		// Starting afresh is cheaper than tracking recency on the hot
-		// path; a concurrent store may survive it, which only keeps a
-		// little more than the limit.
-		k.m.Clear()
-		k.n.Store(0)
+func (c *shardCounts) store(id bucketID, shards int) {
+	if shards <= 1 {
+		c.forget(id)
+		return
+	}
+	if _, loaded := c.m.Swap(id, shards); !loaded && c.n.Add(1) > c.limit {
+		// Starting afresh is cheaper than tracking recency; a forgotten
+		// count is learnt again from the next write's failed condition.
+		c.m.Clear()
+		c.n.Store(0)
 	}
 }
 
-func (k *knownBuckets) forget(id bucketID) {
-	if _, loaded := k.m.LoadAndDelete(id); loaded {
-		k.n.Add(-1)
+func (c *shardCounts) forget(id bucketID) {
+	if _, loaded := c.m.LoadAndDelete(id); loaded {
+		c.n.Add(-1)
 	}
+}
+
+// forgetIf forgets what this process knows of every bucket for which match
+// is true: its items' images and its shard count (a deleted entity's, a
+// purged namespace's).
+func (s *Store) forgetIf(match func(ns string, k store.BucketKey) bool) {
+	s.lanes.forgetIf(func(id itemID) bool { return match(id.ns, id.key) })
+	s.shardCounts.forgetIf(func(id bucketID) bool { return match(id.ns, id.k) })
 }
 
 // forgetIf forgets every bucket for which match is true.
-func (k *knownBuckets) forgetIf(match func(bucketID) bool) {
-	k.m.Range(func(key, _ any) bool {
+func (c *shardCounts) forgetIf(match func(bucketID) bool) {
+	c.m.Range(func(key, _ any) bool {
 		if id := key.(bucketID); match(id) {
-			k.forget(id)
+			c.forget(id)
 		}
 		return true
 	})

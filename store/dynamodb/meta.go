@@ -10,6 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/tollgate-rl/tollgate/model"
+	"github.com/tollgate-rl/tollgate/store"
 )
 
 // GetConfigs implements store.Configs with one consistent BatchGetItem.
@@ -163,7 +164,7 @@ func (s *Store) DeleteEntity(ctx context.Context, ns, id string, ev model.AuditE
 	for _, b := range buckets {
 		rest = append(rest, item{attrPK: b[attrPK], attrSK: b[attrSK]})
 	}
-	s.known.forgetIf(func(b bucketID) bool { return b.ns == ns && b.k.Entity == id })
+	s.forgetIf(func(ns2 string, k store.BucketKey) bool { return ns2 == ns && k.Entity == id })
 	return s.batchDelete(ctx, rest)
 }
 

@@ -10,6 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/tollgate-rl/tollgate/model"
+	"github.com/tollgate-rl/tollgate/store"
 )
 
 // The registry lives under the reserved partition "_/SYSTEM#" (no namespace
@@ -157,6 +158,6 @@ func (s *Store) PurgeNamespace(ctx context.Context, name string, progress func(i
 			return fmt.Errorf("dynamodb: purge %s: items keep appearing after %d passes", name, pass)
 		}
 	}
-	s.known.forgetIf(func(b bucketID) bool { return b.ns == n.ID })
+	s.forgetIf(func(ns string, _ store.BucketKey) bool { return ns == n.ID })
 	return s.batchDelete(ctx, []item{namespaceKey(name), {attrPK: str(registryPK()), attrSK: str(skNamespaceID + n.ID)}})
 }

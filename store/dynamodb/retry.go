@@ -104,27 +104,35 @@ func (s *Store) newBudget() *budget { return &budget{max: s.maxAttempts, sleep: 
 // ErrContention when the budget is spent (without sleeping), or ctx's error
 // if ctx ends first; see giveUp.
 func (b *budget) retry(ctx context.Context, cause error) error {
-	b.mu.Lock()
-	if b.retries+1 >= b.max {
-		b.mu.Unlock()
-		return ErrContention
+	d, err := b.charge(cause)
+	if err != nil {
+		return err
 	}
-	b.retries++
-	var d time.Duration
-	switch {
-	case cause == errReplan:
-	case cause == errLostRace && b.immediate < immediateRetries:
-		b.immediate++
-	default:
-		limit := backoffLimit(b.backoffs)
-		b.backoffs++
-		d = time.Duration(rand.Int64N(int64(limit))) + 1
-	}
-	b.mu.Unlock()
 	if d == 0 {
 		return ctx.Err()
 	}
 	return b.sleep(ctx, d)
+}
+
+// charge spends one retry for cause and returns how long to sleep before
+// it, or ErrContention when the budget is spent.
+func (b *budget) charge(cause error) (time.Duration, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.retries+1 >= b.max {
+		return 0, ErrContention
+	}
+	b.retries++
+	switch {
+	case cause == errReplan:
+		return 0, nil
+	case cause == errLostRace && b.immediate < immediateRetries:
+		b.immediate++
+		return 0, nil
+	}
+	limit := backoffLimit(b.backoffs)
+	b.backoffs++
+	return time.Duration(rand.Int64N(int64(limit))) + 1, nil
 }
 
 // giveUp describes err, an error of retry, for the operation what: a spent

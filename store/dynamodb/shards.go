@@ -100,8 +100,8 @@ func shardParams(p bucket.Params, n int) bucket.Params {
 }
 
 // target is one bucket item a write goes to: a shard of a bucket, with the
-// request as that shard sees it. req.Limits are the caller's limits in
-// order, at per-shard parameters, followed by the pressure limit (if on).
+// request as that shard sees it: the caller's limits in order, at
+// per-shard parameters.
 type target struct {
 	key           store.BucketKey
 	shard, shards int
@@ -110,24 +110,20 @@ type target struct {
 	// counter, which the stream aggregator turns into usage events: true
 	// except on the second and later shards of a gathered acquire.
 	event bool
+	// pressured is set by a granted write that drove the item's
+	// write-pressure meter into debt.
+	pressured bool
 }
 
 // newTarget plans user's request against one shard of n.
 func (s *Store) newTarget(user *store.BucketRequest, shard, n int) *target {
 	t := &target{key: user.Key, shard: shard, shards: n, event: true}
 	t.req.Key, t.req.Entity = user.Key, user.Entity
-	t.req.Limits = make([]store.LimitRequest, len(user.Limits), len(user.Limits)+1)
+	t.req.Limits = make([]store.LimitRequest, len(user.Limits))
 	for i, lr := range user.Limits {
 		lr.Params = shardParams(lr.Params, n)
 		lr.Observed, lr.Wait = bucket.State{}, 0
 		t.req.Limits[i] = lr
-	}
-	if s.writesPerSecond > 0 {
-		var cost int64
-		if debits(user) {
-			cost = writeCost
-		}
-		t.req.Limits = append(t.req.Limits, store.LimitRequest{Name: pressureLimit, Params: s.pressureParams(), Amount: cost})
 	}
 	return t
 }
@@ -138,13 +134,6 @@ func (t *target) itemKey(ns string) item { return shardKey(ns, t.key, t.shard) }
 
 func shardKey(ns string, k store.BucketKey, shard int) item {
 	return item{attrPK: str(bucketPK(ns, k, shard)), attrSK: str(skState)}
-}
-
-// pressured reports whether the write just made drove the pressure limit
-// into debt.
-func (t *target) pressured() bool {
-	lr := &t.req.Limits[len(t.req.Limits)-1]
-	return lr.Name == pressureLimit && lr.Observed.Tokens < lr.Amount
 }
 
 // wait is how long this shard needs before it could grant the request.
@@ -231,27 +220,19 @@ func pickShards(n int) []int {
 	return out
 }
 
-// shardsOf returns the cached shard count of a bucket (1 if unknown).
-func (s *Store) shardsOf(id bucketID) int {
-	if n, ok := s.known.load(id); ok {
-		return n
-	}
-	return 1
-}
-
-// checkLayout checks the item old (nil: absent) a target was planned
+// checkLayout checks the item img (perhaps absent) a target was planned
 // against. If the bucket has another shard count, or the target's shard is
 // missing where it should exist (the bucket was deleted), it updates the
 // cache and returns errReplan.
-func (s *Store) checkLayout(ns string, t *target, old item) error {
+func (s *Store) checkLayout(ns string, t *target, img *image) error {
 	switch {
-	case old == nil && t.shard == 0 && t.shards == 1:
+	case !img.exists && t.shard == 0 && t.shards == 1:
 		return nil // a new bucket, to create
-	case old == nil:
-		s.known.forget(t.id(ns))
+	case !img.exists:
+		s.shardCounts.forget(t.id(ns))
 		return errReplan
-	case shardCount(old) != t.shards:
-		s.known.store(t.id(ns), shardCount(old))
+	case img.shards != t.shards:
+		s.shardCounts.store(t.id(ns), img.shards)
 		return errReplan
 	}
 	return nil
@@ -271,7 +252,7 @@ func (s *Store) tryShards(ctx context.Context, b *budget, ns string, user *store
 		}
 		if granted {
 			t.report(user)
-			if t.pressured() {
+			if t.pressured {
 				s.split(ctx, ns, user, n, now)
 			}
 			return true, nil
@@ -298,22 +279,26 @@ func shardKeys(ns string, k store.BucketKey, n int) []item {
 
 // readShards reads every shard of a bucket of n shards. It returns
 // errReplan (after updating the cache) if the layout is not n shards.
-func (s *Store) readShards(ctx context.Context, ns string, k store.BucketKey, n int) ([]item, error) {
+func (s *Store) readShards(ctx context.Context, ns string, k store.BucketKey, n int) ([]*image, error) {
 	return s.readShardsWithin(ctx, s.newBudget(), ns, k, n)
 }
 
 // readShardsWithin is readShards retrying unprocessed keys within b.
-func (s *Store) readShardsWithin(ctx context.Context, b *budget, ns string, k store.BucketKey, n int) ([]item, error) {
+func (s *Store) readShardsWithin(ctx context.Context, b *budget, ns string, k store.BucketKey, n int) ([]*image, error) {
 	its, err := s.readItems(ctx, b, shardKeys(ns, k, n))
 	if err != nil {
 		return nil, err
 	}
+	imgs := make([]*image, len(its))
 	for i, it := range its {
-		if err := s.checkLayout(ns, &target{key: k, shard: i, shards: n}, it); err != nil {
+		if imgs[i], err = itemImage(it); err != nil {
+			return nil, err
+		}
+		if err := s.checkLayout(ns, &target{key: k, shard: i, shards: n}, imgs[i]); err != nil {
 			return nil, err
 		}
 	}
-	return its, nil
+	return imgs, nil
 }
 
 // gather serves user's request from every shard of n in one transaction:
@@ -323,26 +308,21 @@ func (s *Store) readShardsWithin(ctx context.Context, b *budget, ns string, k st
 //
 // Deltas for a gathered debit (Placement -1) go to shard 0.
 func (s *Store) gather(ctx context.Context, b *budget, ns string, user *store.BucketRequest, n int, now int64) (bool, error) {
-	its, err := s.readShardsWithin(ctx, b, ns, user.Key, n)
+	imgs, err := s.readShardsWithin(ctx, b, ns, user.Key, n)
 	if err != nil {
 		return false, err
 	}
 	ts := make([]*target, n)
-	recs := make([]*store.Record, n)
-	ps := make([]*store.Record, n)
 	sums := make([]int64, len(user.Limits))
-	for i, it := range its {
+	for i, img := range imgs {
 		ts[i] = s.newTarget(user, i, n)
 		for j := range ts[i].req.Limits {
 			ts[i].req.Limits[j].Check, ts[i].req.Limits[j].Amount = false, 0
 		}
-		if recs[i], err = decodeRecord(it); err != nil {
-			return false, err
-		}
-		ps[i] = recs[i].Clone()
-		store.Prepare(ps[i], &ts[i].req, now)
+		obs := simulate(img, single(ns, ts[i], now), false).observed[0]
 		for j := range user.Limits {
-			sums[j] = bucket.ForceConsume(bucket.State{Tokens: sums[j]}, -ts[i].req.Limits[j].Observed.Tokens).Tokens
+			ts[i].req.Limits[j].Observed = obs[j]
+			sums[j] = bucket.ForceConsume(bucket.State{Tokens: sums[j]}, -obs[j].Tokens).Tokens
 		}
 	}
 	user.Placement = -1
@@ -362,7 +342,8 @@ func (s *Store) gather(ctx context.Context, b *budget, ns string, user *store.Bu
 	for i, t := range ts {
 		if t.takeShare(remaining) {
 			t.event = len(items) == 0
-			items = append(items, transactItem(s.writeInput(ns, t, now, its[i], recs[i], ps[i])))
+			one := single(ns, t, now)
+			items = append(items, s.planWrite(one, imgs[i], simulate(imgs[i], one, false)).transactItem())
 		}
 	}
 	_, err = s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
@@ -373,6 +354,11 @@ func (s *Store) gather(ctx context.Context, b *budget, ns string, user *store.Bu
 		return false, fmt.Errorf("dynamodb: gather bucket %s/%s: %w", user.Key.Entity, user.Key.Resource, err)
 	}
 	return true, nil
+}
+
+// single is a batch of t's request alone, at now.
+func single(ns string, t *target, now int64) *batch {
+	return &batch{id: itemID{ns, t.key, t.shard}, parts: []*part{newPart(&t.req, now, t.shards, t.event, nil)}}
 }
 
 // takeShare debits this shard as much of each remaining amount as its
@@ -386,9 +372,6 @@ func (t *target) takeShare(remaining []int64) bool {
 			remaining[j] -= take
 			taken = true
 		}
-	}
-	if taken && len(t.req.Limits) > len(remaining) {
-		t.req.Limits[len(remaining)].Amount = writeCost
 	}
 	return taken
 }

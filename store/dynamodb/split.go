@@ -19,12 +19,14 @@ import (
 // creates tokens.
 //
 // It is best effort, run by the writer whose write found the pressure, or
-// by the aggregator's upkeep ahead of it: if another writer split first, or
-// a normal write or refund changed a shard in between, the transaction
-// fails and the next pressured write tries again. Speculative debits
-// landing in between commute with it (balances move by ADD). Buckets with a
-// concurrency limit are not split: a slot taken on one shard and released
-// on another would be lost. It reports whether it split.
+// by the aggregator's upkeep ahead of it: every shard is pinned to the
+// full tick (or balance) it was read with, so if another write landed in
+// between, or another writer split first, the transaction fails and the
+// next pressured write tries again. This process's own writes to the
+// shards wait meanwhile (their lanes are held), so that only other
+// processes' writes can come in between. Buckets with a concurrency limit are
+// not split: a slot taken on one shard and released on another would be
+// lost. It reports whether it split.
 func (s *Store) split(ctx context.Context, ns string, user *store.BucketRequest, n int, now int64) bool {
 	if n*2 > s.maxShards || !rateOnly(user) || ctx.Err() != nil {
 		return false
@@ -34,22 +36,40 @@ func (s *Store) split(ctx context.Context, ns string, user *store.BucketRequest,
 		return false
 	}
 	defer s.splitting.Delete(id)
-	its, err := s.readShards(ctx, ns, user.Key, n)
+	lanes := make([]*lane, n)
+	after := make([]*image, 2*n)
+	for i := range lanes {
+		lanes[i] = s.hold(itemID{ns, user.Key, i})
+	}
+	defer func() {
+		for i, l := range lanes {
+			s.release(l, itemID{ns, user.Key, i}, after[i])
+		}
+	}()
+	imgs, err := s.readShards(ctx, ns, user.Key, n)
 	if err != nil {
 		return false
 	}
 	items := make([]types.TransactWriteItem, 0, 2*n)
-	for i, it := range its {
-		keep, give, ok := s.splitShard(ns, user, i, n, it, now)
+	for i, img := range imgs {
+		keep, give, ok := s.splitShard(ns, user, i, n, img, now, after)
 		if !ok {
+			copy(after, imgs)
 			return false
 		}
 		items = append(items, keep, give)
 	}
 	if _, err := s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items}); err != nil {
+		copy(after, imgs) // as read: the freshest known
 		return false
 	}
-	s.known.store(id, 2*n)
+	s.shardCounts.store(id, 2*n)
+	// The transaction was pinned to every shard as read: the items are
+	// now exactly as planned, and this process's next writes need no
+	// failed write to learn them.
+	for i := n; i < 2*n; i++ {
+		s.lanes.offer(itemID{ns, user.Key, i}, after[i])
+	}
 	s.splits.Add(1)
 	return true
 }
@@ -63,65 +83,74 @@ func rateOnly(br *store.BucketRequest) bool {
 	return true
 }
 
-// splitShard builds the two writes that split shard i of n (stored as it):
-// an update of shard i, relative to what was read, and the creation of
-// shard i+n.
-func (s *Store) splitShard(ns string, user *store.BucketRequest, i, n int, it item, now int64) (keep, give types.TransactWriteItem, ok bool) {
-	rec, err := decodeRecord(it)
-	if err != nil {
-		return keep, give, false
-	}
-	p := rec.Clone()
-	store.Prepare(p, &store.BucketRequest{}, now) // refill only; limits stay in order
-
+// splitShard builds the two writes that split shard i of n (stored as
+// img): an update of shard i, pinned to what was read, and the creation of
+// shard i+n. It sets after[i] and after[i+n] to the images they leave.
+func (s *Store) splitShard(ns string, user *store.BucketRequest, i, n int, img *image, now int64, after []*image) (keep, give types.TransactWriteItem, ok bool) {
 	e := newExpr()
-	e.where("%s = %v", attrRefilled, num(rec.Refilled))
 	e.where("%s = %v", attrShardCount, num(int64(n)))
-	whereVersion(e, it)
 	e.setN(attrShardCount, int64(2*n))
-	if p.Refilled != rec.Refilled {
-		e.setN(attrRefilled, p.Refilled)
-	}
-	keptShard, newShard := &store.Record{Refilled: p.Refilled}, &store.Record{Refilled: p.Refilled}
-	for j, l := range p.Limits {
-		if l.Params.Amount == 0 {
+	e.setN(attrRefilled, now)
+	kept, given := &image{exists: true, shards: 2 * n, rf: now}, &image{exists: true, shards: 2 * n, rf: now}
+	legacy := false
+	for j := range img.limits {
+		l := &img.limits[j]
+		if !l.refills() {
 			return keep, give, false
 		}
-		np := shardParams(l.Params, 2)
-		if k := user.Find(l.Name); k >= 0 {
+		np := shardParams(l.params, 2)
+		if k := user.Find(l.name); k >= 0 {
 			np = shardParams(user.Limits[k].Params, 2*n)
 		}
-		kept, given := halve(l.State.Tokens, np.Capacity)
-		if hidden(l.Name) {
+		a, b := halve(img.stateAt(l, now).Tokens, np.Capacity)
+		if hidden(l.name) {
 			// The meter is per item, not shared: each shard keeps the
 			// item's own limit (the writers' setting, which the upkeep's
 			// store need not share), with a full allowance.
-			np = l.Params
-			kept, given = np.Capacity, np.Capacity
+			np = l.params
+			a, b = np.Capacity, np.Capacity
 		}
-		// The balance moves by ADD, so speculative debits landing after
-		// the read stay counted; everything else is SET.
-		e.addN(limitAttr(l.Name, fieldTokens), kept-rec.Limits[j].State.Tokens)
-		e.setN(limitAttr(l.Name, fieldRem), 0)
-		e.setN(limitAttr(l.Name, fieldCapacity), np.Capacity)
-		e.setN(limitAttr(l.Name, fieldAmount), np.Amount)
-		e.setN(limitAttr(l.Name, fieldPeriod), np.Period)
-		if !hidden(l.Name) {
-			fa := limitAttr(l.Name, fieldFullAt)
-			oldFA, _ := getN(it, fa)
-			e.addN(fa, fullAt(p.Refilled, store.LimitState{Params: np, State: bucket.State{Tokens: kept}})-oldFA)
+		whereParams(e, l.name, l.params)
+		if l.legacy {
+			whereLegacy(e, l)
+			removeLegacy(e, l.name)
+			legacy = true
+		} else {
+			e.where("%s = %v", limitAttr(l.name, fieldFullTick), tickValue(l.ft))
 		}
-		keptShard.Limits = append(keptShard.Limits, store.LimitState{Name: l.Name, Params: np, State: bucket.State{Tokens: kept}})
-		newShard.Limits = append(newShard.Limits, store.LimitState{Name: l.Name, Params: np, State: bucket.State{Tokens: given}})
+		ka := imageLimit{name: l.name, params: np, ft: bucket.FullTick(bucket.State{Tokens: a}, np, now)}
+		kb := imageLimit{name: l.name, params: np, ft: bucket.FullTick(bucket.State{Tokens: b}, np, now)}
+		e.setV(limitAttr(l.name, fieldFullTick), tickValue(ka.ft))
+		setParams(e, l.name, np)
+		kept.limits = append(kept.limits, ka)
+		given.limits = append(given.limits, kb)
 	}
-	s.normalExpiry(e, it, rec, keptShard)
-	e.addN(attrVersion, 1)
-	created := encodeBucket(ns, user.Key, i+n, 2*n, newShard, nil)
-	created[attrTTL] = num(s.expiry(newShard))
-	for _, a := range []string{attrCascade, attrParent} {
-		if v, ok := it[a]; ok {
-			created[a] = v
-		}
+	if legacy {
+		e.where("%s = %v", attrRefilled, num(img.rf))
+		e.remove = append(e.remove, e.name(attrVersion))
+	}
+	// The ttl never decreases (ttl.go): raise it to what the kept half
+	// needs, if it does not have it yet.
+	need := s.expiry(kept)
+	kept.ttl, kept.hasTTL = max(need, img.ttl), true
+	switch {
+	case !img.hasTTL:
+		e.where("attribute_not_exists(%s)", attrTTL, nil)
+		e.setN(attrTTL, need)
+	case need > img.ttl:
+		e.where("%s = %v", attrTTL, num(img.ttl))
+		e.addN(attrTTL, need-img.ttl)
+	}
+	kept.parent, kept.cascade, kept.hasCascade = img.parent, img.cascade, img.hasCascade
+	given.parent, given.cascade, given.hasCascade = img.parent, img.cascade, img.hasCascade
+	after[i], after[i+n] = kept, given
+	given.ttl, given.hasTTL = s.expiry(given), true
+	created := encodeItem(itemID{ns, user.Key, i + n}, given, nil)
+	if img.hasCascade {
+		created[attrCascade] = boolean(img.cascade)
+	}
+	if img.parent != "" {
+		created[attrParent] = str(img.parent)
 	}
 	keep = types.TransactWriteItem{Update: &types.Update{
 		TableName: &s.table, Key: shardKey(ns, user.Key, i),
@@ -145,15 +174,6 @@ func halve(tokens, c int64) (kept, given int64) {
 	return kept, min(tokens-kept, c)
 }
 
-// whereVersion conditions a write on the item's version (see writeInput).
-func whereVersion(e *expr, it item) {
-	if v, err := getN(it, attrVersion); err == nil {
-		e.where("%s = %v", attrVersion, num(v))
-	} else {
-		e.where("attribute_not_exists(%s)", attrVersion, nil)
-	}
-}
-
 // readBucket returns the bucket-level record of a bucket whose shard 0 is
 // it: for a sharded bucket, every shard brought to the latest refill time
 // and summed (the remainders of refill dropped). Hidden limits are left out.
@@ -161,7 +181,7 @@ func (s *Store) readBucket(ctx context.Context, ns string, k store.BucketKey, it
 	n := shardCount(it)
 	its := []item{it}
 	if n > 1 {
-		s.known.store(bucketID{ns, k}, n)
+		s.shardCounts.store(bucketID{ns, k}, n)
 		rest, err := s.batchGet(ctx, shardKeys(ns, k, n)[1:])
 		if err != nil {
 			return nil, err

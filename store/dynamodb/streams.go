@@ -123,12 +123,12 @@ type readOptions struct {
 }
 
 // WithUpkeep makes ReadChanges hand every batch it has handled to u, which
-// refills and splits the bucket items the batch shows hot (see Upkeep).
+// splits the buckets the batch shows hot (see Upkeep).
 func WithUpkeep(u *Upkeep) ReadOption { return func(o *readOptions) { o.upkeep = u } }
 
 // WithLogger sets where ReadChanges logs what the caller does not see
-// otherwise: records lost to an aged-out checkpoint (error), splits (info),
-// refills (debug), and upkeep failures (warn). Default: nowhere.
+// otherwise: records lost to an aged-out checkpoint (error) and splits
+// (info). Default: nowhere.
 func WithLogger(l *slog.Logger) ReadOption { return func(o *readOptions) { o.log = l } }
 
 // WithReadStats makes ReadChanges count its work in st.
@@ -140,9 +140,8 @@ type ReadStats struct {
 	// Trimmed counts shards read again from their oldest record because
 	// their checkpoint had aged out of the stream: the records in between
 	// were lost to usage.
-	Trimmed  atomic.Int64
-	Refilled atomic.Int64 // bucket items refilled (WithUpkeep)
-	Split    atomic.Int64 // buckets split (WithUpkeep)
+	Trimmed atomic.Int64
+	Split   atomic.Int64 // buckets split (WithUpkeep)
 }
 
 func newReadOptions(opts []ReadOption) readOptions {
@@ -448,7 +447,7 @@ func (r *streamReader) batchRead(ctx context.Context, shard string, recs []types
 }
 
 // tend hands a batch to the upkeep, if any. Its failures cost only the
-// optimisation: they are logged, never returned.
+// optimisation.
 func (r *streamReader) tend(ctx context.Context, shard string, images []ImageChange) {
 	if r.upkeep == nil {
 		return
@@ -458,17 +457,10 @@ func (r *streamReader) tend(ctx context.Context, shard string, images []ImageCha
 		heat = NewHeat()
 		r.heats[shard] = heat
 	}
-	res, err := r.upkeep.Tend(ctx, heat, images)
-	r.stats.Refilled.Add(int64(res.Refilled))
+	res, _ := r.upkeep.Tend(ctx, heat, images)
 	r.stats.Split.Add(int64(res.Split))
 	if res.Split > 0 {
 		r.log.Info("split hot buckets", "shard", shard, "split", res.Split)
-	}
-	if res.Refilled > 0 {
-		r.log.Debug("proactive refill", "shard", shard, "refilled", res.Refilled)
-	}
-	if err != nil && ctx.Err() == nil {
-		r.log.Warn("refilling and splitting hot buckets", "shard", shard, "err", err)
 	}
 }
 

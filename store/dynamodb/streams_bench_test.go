@@ -60,7 +60,7 @@ func benchStreamToUsage(b *testing.B, upkeep bool) {
 		if err != nil || seen != records {
 			b.Fatalf("read %d of %d records: %v", seen, records, err)
 		}
-		if n := stats.Refilled.Load() + stats.Split.Load(); n != 0 {
+		if n := stats.Split.Load(); n != 0 {
 			b.Fatalf("the upkeep wrote %d times; this measures its decisions alone", n)
 		}
 		b.ReportMetric(float64(records)/elapsed.Seconds(), "records/s")
@@ -71,7 +71,7 @@ func benchStreamToUsage(b *testing.B, upkeep bool) {
 
 // BenchmarkUpkeepDecide measures the upkeep's decisions alone, without
 // DynamoDB: noting 1,000 records of 20 bucket items in their shard's heat
-// and planning refills and splits from it (none due), per record.
+// and planning splits from it (none due), per record.
 func BenchmarkUpkeepDecide(b *testing.B) {
 	u := mustNew(b, localConfig(), "unused", nil).NewUpkeep()
 	seq := 0
@@ -85,8 +85,8 @@ func BenchmarkUpkeepDecide(b *testing.B) {
 	}
 	for b.Loop() {
 		heat := NewHeat()
-		if _, refills := u.plan(heat, heat.noteAll(recs), hotEpoch+1_000); len(refills) != 0 {
-			b.Fatal("refills planned")
+		if splits := u.plan(heat, heat.noteAll(recs)); len(splits) != 0 {
+			b.Fatal("splits planned")
 		}
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(recs)), "ns/record")

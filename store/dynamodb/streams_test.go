@@ -14,7 +14,6 @@ import (
 
 	"github.com/tollgate-rl/tollgate"
 	"github.com/tollgate-rl/tollgate/aggregator"
-	"github.com/tollgate-rl/tollgate/bucket"
 	"github.com/tollgate-rl/tollgate/clock"
 	"github.com/tollgate-rl/tollgate/store"
 )
@@ -363,26 +362,19 @@ func TestChangeOfWithoutCreationTime(t *testing.T) {
 
 // The reader hands every batch to the upkeep with the heat of its stream
 // shard: through DynamoDB Local's stream, a bucket whose shard 0 took 9
-// writes within a second (its writers' meter allows 10 a second) is split,
-// and an item drained by its 5 acquires is refilled. DynamoDB Local dates
+// writes within a second (its writers' meter allows 10 a second) is split.
+// DynamoDB Local dates
 // records to the minute, which the heat reads as one second; the writes are
 // made again on other buckets should they straddle a minute.
 func TestStreamUpkeep(t *testing.T) {
 	s := newStreamTable(t)
 	writers := mustNew(t, localConfig(), s.table, []Option{WithWritePressureLimit(10)}, atLocal)
-	small := bucket.Params{Capacity: 5_000, Amount: 1_000, Period: 1_000}
-	var hot, drained store.BucketKey
+	var hot store.BucketKey
 	for try := 0; ; try++ {
 		hot = store.BucketKey{Entity: fmt.Sprintf("hot-%d", try), Resource: "api"}
-		drained = store.BucketKey{Entity: fmt.Sprintf("drained-%d", try), Resource: "api"}
 		before := time.Now()
-		// Writers dated long ago: whatever the records' minute, refill has
-		// earned plenty by then.
 		for range 9 {
 			mustConsume(t, writers, "ns", consumeReq(hotEpoch, hotParams, 1_000, hot))
-		}
-		for range 5 { // below a split
-			mustConsume(t, writers, "ns", consumeReq(hotEpoch, small, 1_000, drained))
 		}
 		if before.Truncate(time.Minute).Equal(time.Now().Truncate(time.Minute)) || try == 2 {
 			break
@@ -398,7 +390,7 @@ func TestStreamUpkeep(t *testing.T) {
 		done <- s.ReadChanges(ctx, 50*time.Millisecond, func(context.Context, []store.Change) error { return nil },
 			WithUpkeep(s.NewUpkeep()), WithReadStats(&stats))
 	}()
-	for deadline := time.Now().Add(time.Minute); stats.Split.Load() == 0 || stats.Refilled.Load() == 0; {
+	for deadline := time.Now().Add(time.Minute); stats.Split.Load() == 0; {
 		if time.Now().After(deadline) {
 			break
 		}
@@ -410,14 +402,5 @@ func TestStreamUpkeep(t *testing.T) {
 	}
 	if got := len(shardItems(t, s, "ns", hot)); got != 2 || stats.Split.Load() != 1 {
 		t.Errorf("hot bucket has %d shards after %d splits; want 2 after 1", got, stats.Split.Load())
-	}
-	it, err := s.getItem(context.Background(), "ns", &target{key: drained})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rf, _ := getN(it, attrRefilled)
-	tk, _ := getN(it, limitAttr("rpm", fieldTokens))
-	if rf == hotEpoch || tk != small.Capacity || stats.Refilled.Load() != 1 {
-		t.Errorf("drained item: rf %d, balance %d after %d refills; want refilled to its capacity once", rf, tk, stats.Refilled.Load())
 	}
 }

@@ -2,73 +2,52 @@ package dynamodb
 
 import (
 	"context"
-	"errors"
-	"strconv"
-	"strings"
-	"time"
 
 	"github.com/tollgate-rl/tollgate/clock"
 	"github.com/tollgate-rl/tollgate/store"
 )
 
-// DefaultLookahead is how far ahead the upkeep looks by default when it
-// decides whether a bucket item's stored balance will last until its next
-// pass: a second of stream latency and a second of polling or batching.
-const DefaultLookahead = 2 * time.Second
-
 // recordPrecision is how coarse the stream's creation times are on AWS:
 // rounded down to the second.
 const recordPrecision = 1000 // ms
 
-// Bounds on the work of one pass, so that a batch of many hot items does
-// not hold its stream shard (or a Lambda invocation) for long; items left
-// over are due again at the next pass.
-const (
-	maxRefillsPerPass = 100
-	maxSplitsPerPass  = 8
-)
+// maxSplitsPerPass bounds the work of one pass, so that a batch of many
+// hot items does not hold its stream shard (or a Lambda invocation) for
+// long; items left over are due again at the next pass.
+const maxSplitsPerPass = 8
 
-// Upkeep keeps hot buckets on the one-write fast path from what the stream
-// shows of their writes: it refills bucket items whose stored balance will
-// not cover their observed consumption until the next pass (refill.go), and
-// doubles the shards of a bucket whose shard 0 takes writes at 80% or more
-// of its write-pressure limit (DESIGN 6). The process reader
-// (ReadChanges with WithUpkeep) and the AWS Lambda function
+// Upkeep splits hot buckets ahead of their writers, from what the stream
+// shows of their writes: it doubles the shards of a bucket whose shard 0
+// takes writes at 80% or more of its write-pressure limit (DESIGN 6). The
+// process reader (ReadChanges with WithUpkeep) and the AWS Lambda function
 // (cmd/tollgate-lambda) both hand it every batch they have applied, with
 // the Heat of the batch's stream shard: the same code decides and writes
 // in both.
 //
-// Refill and split write through the store's usual conditional writes, so
-// they never conflict with the writers: a write that loses a race does
-// nothing. An Upkeep is safe for concurrent use if each Heat is used by one
-// caller at a time.
+// Writers need no proactive refill (DESIGN 6 asked for one when a debit
+// without a read could not refill): a stored full tick refills itself, in
+// every write's condition (docs/dynamodb.md 4.1).
+//
+// A split writes through the store's usual conditional writes, so it
+// never conflicts with the writers: a split that loses a race does
+// nothing. An Upkeep is safe for concurrent use if each Heat is used by
+// one caller at a time.
 type Upkeep struct {
-	s         *Store
-	lookahead int64 // ms
-	clk       clock.Clock
+	s   *Store
+	clk clock.Clock
 }
 
 // UpkeepOption configures an Upkeep.
 type UpkeepOption func(*Upkeep)
 
-// WithLookahead sets how long a refilled balance should last: about the
-// time until the next pass sees the item again (default DefaultLookahead).
-func WithLookahead(d time.Duration) UpkeepOption {
-	return func(u *Upkeep) {
-		if d > 0 {
-			u.lookahead = d.Milliseconds()
-		}
-	}
-}
-
-// WithUpkeepClock sets the clock refills are dated by (default: the wall
+// WithUpkeepClock sets the clock splits are dated by (default: the wall
 // clock), within the bound the stream sets (see Tend).
 func WithUpkeepClock(c clock.Clock) UpkeepOption { return func(u *Upkeep) { u.clk = c } }
 
 // NewUpkeep returns the upkeep of s's buckets. Splits are bounded by s's
 // WithMaxShards.
 func (s *Store) NewUpkeep(opts ...UpkeepOption) *Upkeep {
-	u := &Upkeep{s: s, lookahead: DefaultLookahead.Milliseconds(), clk: clock.Real{}}
+	u := &Upkeep{s: s, clk: clock.Real{}}
 	for _, o := range opts {
 		o(u)
 	}
@@ -77,60 +56,35 @@ func (s *Store) NewUpkeep(opts ...UpkeepOption) *Upkeep {
 
 // Tended is what one pass of the upkeep wrote.
 type Tended struct {
-	Refilled int // bucket items refilled
-	Split    int // buckets whose shards were doubled
+	Split int // buckets whose shards were doubled
 }
 
 // Tend notes in heat the writes of bucket items that recs (one batch of a
-// stream shard, in order) show, then splits and refills the items the heat
-// shows hot, from the newest image of each in recs. heat must be the one of
+// stream shard, in order) show, then splits the buckets the heat shows
+// hot, from the newest image of each in recs. heat must be the one of
 // recs' stream shard: a bucket item's records go to one shard at a time.
 //
-// Refills are dated by the upkeep's clock, but never later than a second
+// Splits are dated by the upkeep's clock, but never later than a second
 // after the newest record's creation time (DynamoDB's clock, rounded down
-// to the second): an upkeep whose clock runs ahead of DynamoDB's grants
-// nothing early. Writers' clocks must agree with DynamoDB's, as their
-// refill times are compared with the upkeep's (a writer behind by δ sees
-// refills up to δ early, as it would from a writer ahead by δ).
+// to the second): an upkeep whose clock runs ahead of DynamoDB's credits
+// no refill early when it halves the balances.
 //
-// Errors of single items do not stop the others; they are returned
-// together. They cost only the optimisation.
+// A split that fails costs only the optimisation; the context's error is
+// returned.
 func (u *Upkeep) Tend(ctx context.Context, heat *Heat, recs []ImageChange) (Tended, error) {
 	latest := heat.noteAll(recs)
 	at := min(u.clk.Now().UnixMilli(), heat.newest+recordPrecision)
-	splits, refills := u.plan(heat, latest, at)
 	var res Tended
-	var errs []error
-	split := map[bucketID]bool{}
-	for _, w := range splits {
+	for _, w := range u.plan(heat, latest) {
 		if ctx.Err() != nil {
 			break
 		}
 		if u.s.split(ctx, w.ns, &store.BucketRequest{Key: w.key}, w.shards, at) {
 			res.Split++
-			split[bucketID{w.ns, w.key}] = true
 			heat.forget(w.pk) // shard 0 now takes half the writes
 		}
 	}
-	for _, w := range refills {
-		if ctx.Err() != nil {
-			break
-		}
-		if split[bucketID{w.ns, w.key}] {
-			continue // the split refilled it, and changed its parameters
-		}
-		wrote, err := u.s.refill(ctx, w.ns, w.key, w.shard, at, u.lookahead, heat.rate(w.pk))
-		if err != nil {
-			errs = append(errs, err)
-		}
-		if wrote {
-			res.Refilled++
-		}
-	}
-	if err := ctx.Err(); err != nil {
-		errs = append(errs, err)
-	}
-	return res, errors.Join(errs...)
+	return res, ctx.Err()
 }
 
 // bucketWrite is the newest write of one bucket item in a batch.
@@ -178,50 +132,23 @@ func (h *Heat) noteAll(recs []ImageChange) []bucketWrite {
 }
 
 // plan decides, from the heat and the newest image of each item written
-// in the batch, which buckets to split (by their shard 0) and which items
-// to refill at `at`.
-func (u *Upkeep) plan(heat *Heat, latest []bucketWrite, at int64) (splits, refills []bucketWrite) {
+// in the batch, which buckets to split (by their shard 0).
+func (u *Upkeep) plan(heat *Heat, latest []bucketWrite) (splits []bucketWrite) {
 	for _, w := range latest {
-		r := heat.rate(w.pk)
-		if w.shard == 0 && 2*w.shards <= u.s.maxShards && splitDue(w.rec, r) {
-			if len(splits) < maxSplitsPerPass {
-				splits = append(splits, w)
-			}
-			continue
-		}
-		if len(refills) < maxRefillsPerPass && refillDue(w.rec, at, u.lookahead, r) {
-			refills = append(refills, w)
+		if w.shard == 0 && 2*w.shards <= u.s.maxShards && splitDue(w.rec, heat.rate(w.pk)) && len(splits) < maxSplitsPerPass {
+			splits = append(splits, w)
 		}
 	}
-	return splits, refills
+	return splits
 }
 
-// imageRecord reads the limits and refill time of a bucket item's image,
-// as decodeRecord reads a stored item; ok is false if any is missing.
+// imageRecord reads the limits of a bucket item's image (at its rf), as
+// decodeRecord reads a stored item; ok is false if it is not a complete
+// bucket item.
 func imageRecord(img Image) (*store.Record, bool) {
-	rf, err := strconv.ParseInt(img.N(attrRefilled), 10, 64)
-	if err != nil {
+	d, err := decodeImage(img)
+	if err != nil || img.N(attrRefilled) == "" {
 		return nil, false
 	}
-	rec := &store.Record{Refilled: rf}
-	suffix := "_" + fieldCapacity
-	for _, name := range img.Names() {
-		if !strings.HasPrefix(name, "b_") || !strings.HasSuffix(name, suffix) {
-			continue
-		}
-		l := store.LimitState{Name: name[2 : len(name)-len(suffix)]}
-		for _, f := range []struct {
-			field string
-			v     *int64
-		}{
-			{fieldCapacity, &l.Params.Capacity}, {fieldAmount, &l.Params.Amount}, {fieldPeriod, &l.Params.Period},
-			{fieldTokens, &l.State.Tokens}, {fieldRem, &l.State.Rem},
-		} {
-			if *f.v, err = strconv.ParseInt(img.N(limitAttr(l.Name, f.field)), 10, 64); err != nil {
-				return nil, false
-			}
-		}
-		rec.Limits = append(rec.Limits, l)
-	}
-	return rec, true
+	return d.record(d.rf), true
 }

@@ -132,7 +132,7 @@ func TestUpkeepPlanAcrossBatches(t *testing.T) {
 		}
 		latest := heat.noteAll(batch)
 		batch = nil
-		splits, _ := u.plan(heat, latest, at)
+		splits := u.plan(heat, latest)
 		for _, w := range splits {
 			if w.key != hot.k {
 				t.Fatalf("split %v at %d ms, at 70%% of its write-pressure limit", w.key, at-start)
@@ -222,8 +222,9 @@ func TestHeatState(t *testing.T) {
 
 // Tend against DynamoDB Local, fed records in small batches: it splits a
 // bucket at 90% of its own write-pressure limit (the writers' setting, not
-// the upkeep store's), keeps the meter's limit on every shard, and refills
-// a drained item with its consumption, leaving a quiet one alone.
+// the upkeep store's), keeps the meter's limit on every shard, and leaves
+// a drained item and a quiet one alone (a stored full tick needs no
+// proactive refill).
 func TestUpkeepTend(t *testing.T) {
 	writers := newTable(t, WithWritePressureLimit(20))
 	ctx := context.Background()
@@ -271,11 +272,10 @@ func TestUpkeepTend(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		total.Refilled += res.Refilled
 		total.Split += res.Split
 	}
-	if total.Split != 1 || total.Refilled != 1 {
-		t.Errorf("Tend split %d buckets and refilled %d items; want the hot one split, the drained one refilled", total.Split, total.Refilled)
+	if total.Split != 1 {
+		t.Errorf("Tend split %d buckets; want the hot one split", total.Split)
 	}
 	its := shardItems(t, s, "ns", hot)
 	if len(its) != 2 {
@@ -286,16 +286,9 @@ func TestUpkeepTend(t *testing.T) {
 			t.Errorf("shard %d's meter refills %d a second, want the writers' %d", i, ra, 20*writeCost)
 		}
 	}
-	// Refilled to the newest record's time plus a second (the records' own
-	// clock bounds the upkeep's, which runs a minute ahead).
-	it, _ := s.getItem(ctx, "ns", &target{key: drained})
-	rf, _ := getN(it, attrRefilled)
-	tk, _ := getN(it, limitAttr("rpm", fieldTokens))
-	if rf != hotEpoch+3_000 || tk != 3_000 {
-		t.Errorf("drained item after the refill: rf %+d ms, balance %d; want +3000 and 3000", rf-hotEpoch, tk)
-	}
-	it, _ = s.getItem(ctx, "ns", &target{key: quiet})
-	if rf, _ := getN(it, attrRefilled); rf != hotEpoch {
-		t.Errorf("quiet item refilled (rf %+d ms)", rf-hotEpoch)
+	for _, k := range []store.BucketKey{drained, quiet} {
+		if got := imageOfItem(mustItem(t, s, "ns", k)); !maps.Equal(got, image(k)) || len(shardItems(t, s, "ns", k)) != 1 {
+			t.Errorf("%s written by the upkeep", k.Entity)
+		}
 	}
 }

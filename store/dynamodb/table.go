@@ -13,14 +13,31 @@ import (
 )
 
 // SchemaVersion is the layout of items this package reads and writes. A table
-// whose version record differs is refused.
-const SchemaVersion = 1
+// whose version record differs is refused, except one of version 1, which
+// CreateTable upgrades (see upgradableVersion).
+//
+// Version 2 stores a refilling limit as its full tick (docs/dynamodb.md
+// 4.1); version 1 stored its balance at the item's refill time. This
+// package reads version 1 bucket items and converts each at its next
+// write; a process of version 1 cannot read a converted item, so every
+// process of an older Tollgate must be stopped before the upgrade.
+const SchemaVersion = 2
+
+// upgradableVersion is the schema version CreateTable upgrades in place:
+// its items differ only in bucket items, which are converted as they are
+// written.
+const upgradableVersion = 1
 
 // ErrSchemaMismatch is returned by CheckTable and CreateTable when the
 // table is not one this package can use: its key schema, its indexes or its
 // stream differ from what CreateTable makes (the error names what differs),
 // or it was written by an incompatible version of Tollgate.
 var ErrSchemaMismatch = errors.New("dynamodb: incompatible table schema")
+
+// ErrSchemaUpgradable is returned by CheckTable for a table of an earlier
+// schema version that CreateTable upgrades in place (see SchemaVersion).
+// It matches ErrSchemaMismatch too.
+var ErrSchemaUpgradable = fmt.Errorf("%w (upgradable)", ErrSchemaMismatch)
 
 // ErrTableNotFound is returned by CheckTable when the table does not exist.
 var ErrTableNotFound = errors.New("dynamodb: table not found")
@@ -33,7 +50,9 @@ var ErrTableNotActive = errors.New("dynamodb: table not active")
 // old images, TTL on "ttl", on-demand billing), waits until it is active and
 // writes the schema version record. An existing table (perhaps created by
 // another process) is checked instead, before anything is written to it: a
-// table of another layout is refused with ErrSchemaMismatch.
+// table of another layout is refused with ErrSchemaMismatch. An existing
+// table of schema version 1 is upgraded to SchemaVersion (stop the
+// processes of older versions first: see SchemaVersion).
 func (s *Store) CreateTable(ctx context.Context) error {
 	_, err := s.db.CreateTable(ctx, s.createTableInput())
 	var inUse *types.ResourceInUseException
@@ -213,7 +232,8 @@ func isAlreadyEnabled(err error) bool {
 	return errors.As(err, &apiErr) && strings.Contains(strings.ToLower(apiErr.ErrorMessage()), "already enabled")
 }
 
-// writeVersion records SchemaVersion unless a version is already recorded.
+// writeVersion records SchemaVersion unless a version is already
+// recorded, or upgrades a recorded upgradableVersion to it.
 func (s *Store) writeVersion(ctx context.Context) error {
 	_, err := s.db.PutItem(ctx, &dynamodb.PutItemInput{
 		TableName: &s.table,
@@ -222,7 +242,8 @@ func (s *Store) writeVersion(ctx context.Context) error {
 			attrSK:    str(skVersion),
 			"version": num(SchemaVersion),
 		},
-		ConditionExpression: aws.String("attribute_not_exists(PK)"),
+		ConditionExpression:       aws.String("attribute_not_exists(PK) OR version = :old"),
+		ExpressionAttributeValues: item{":old": num(upgradableVersion)},
 	})
 	var cond *types.ConditionalCheckFailedException
 	if err != nil && !errors.As(err, &cond) {
@@ -303,11 +324,16 @@ func (s *Store) CheckTable(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if v != SchemaVersion {
-		return fmt.Errorf("%w: table %s has schema version %d, this Tollgate needs %d",
-			ErrSchemaMismatch, s.table, v, SchemaVersion)
+	switch v {
+	case SchemaVersion:
+		return nil
+	case upgradableVersion:
+		return fmt.Errorf("%w: table %s has schema version %d, this Tollgate needs %d: stop the processes of older "+
+			"Tollgate versions, then upgrade the table with CreateTable (tollgate deploy); its buckets are converted as they are written",
+			ErrSchemaUpgradable, s.table, v, SchemaVersion)
 	}
-	return nil
+	return fmt.Errorf("%w: table %s has schema version %d, this Tollgate needs %d",
+		ErrSchemaMismatch, s.table, v, SchemaVersion)
 }
 
 // DeleteTable deletes the table and waits until it is gone.

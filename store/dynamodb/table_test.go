@@ -40,14 +40,37 @@ func TestTableLifecycle(t *testing.T) {
 		t.Errorf("billing mode %+v, want PAY_PER_REQUEST", out.Table.BillingModeSummary)
 	}
 
-	// A table written by another schema version is refused.
-	if _, err := s.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: &s.table, Item: item{
-		attrPK: str(registryPK()), attrSK: str(skVersion), "version": num(SchemaVersion + 1),
-	}}); err != nil {
-		t.Fatal(err)
+	setVersion := func(v int64) {
+		t.Helper()
+		if _, err := s.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: &s.table, Item: item{
+			attrPK: str(registryPK()), attrSK: str(skVersion), "version": num(v),
+		}}); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if err := s.CheckTable(ctx); !errors.Is(err, ErrSchemaMismatch) {
-		t.Errorf("CheckTable with version %d: %v, want ErrSchemaMismatch", SchemaVersion+1, err)
+	// A table of schema version 1 is refused by CheckTable, naming the
+	// upgrade, and upgraded by CreateTable.
+	setVersion(upgradableVersion)
+	if err := s.CheckTable(ctx); !errors.Is(err, ErrSchemaUpgradable) || !errors.Is(err, ErrSchemaMismatch) || !strings.Contains(err.Error(), "upgrade") {
+		t.Errorf("CheckTable with version %d: %v, want ErrSchemaMismatch naming the upgrade", upgradableVersion, err)
+	}
+	if err := s.CreateTable(ctx); err != nil {
+		t.Fatalf("CreateTable upgrading version %d: %v", upgradableVersion, err)
+	}
+	if err := s.CheckTable(ctx); err != nil {
+		t.Errorf("CheckTable after the upgrade: %v", err)
+	}
+
+	// A table written by a later schema version is refused, and left alone.
+	setVersion(SchemaVersion + 1)
+	if err := s.CheckTable(ctx); !errors.Is(err, ErrSchemaMismatch) || errors.Is(err, ErrSchemaUpgradable) {
+		t.Errorf("CheckTable with version %d: %v, want ErrSchemaMismatch, not upgradable", SchemaVersion+1, err)
+	}
+	if err := s.CreateTable(ctx); !errors.Is(err, ErrSchemaMismatch) {
+		t.Errorf("CreateTable over version %d: %v, want ErrSchemaMismatch", SchemaVersion+1, err)
+	}
+	if st, err := s.DescribeTable(ctx); err != nil || st.SchemaVersion != SchemaVersion+1 {
+		t.Errorf("CreateTable over version %d: %+v, %v; want the version kept", SchemaVersion+1, st, err)
 	}
 
 	// A missing table is reported as such.

@@ -11,32 +11,43 @@ import (
 //
 // A bucket item's ttl, in Unix seconds, is never earlier than the moment
 // refill alone brings every limit of the item to capacity, plus the bucket
-// TTL (WithBucketTTL). So an item past its ttl holds a full bucket, and a
-// full bucket answers every request exactly as a missing one does (a
-// missing bucket is created full): DynamoDB may delete it whenever its TTL
-// process gets round to it, and until then every read path already treats
-// it as absent, with no clock comparison. Only the speculative write, which
-// does not refill, tests ttl in its condition, as DESIGN 5 asks.
+// TTL (WithBucketTTL); or it is ttlNever, once a concurrency slot has been
+// taken (a slot never refills). So an item past its ttl holds a full
+// bucket, and a full bucket answers every request exactly as a missing one
+// does (a missing bucket is created full): DynamoDB may delete it whenever
+// its TTL process gets round to it, and until then every read already
+// treats it as absent, with no clock comparison.
 //
-// The bound is kept as writes land:
-//   - a create or a normal write computes it from the state it writes (see
-//     expiry); a normal write moves it relative to what it read, so that
-//     speculative debits landing in between keep their share;
-//   - a speculative debit of a rate limit postpones the full time by at
-//     most the time refill takes to earn the debit back, and adds that;
-//   - a debit of a concurrency limit (which never refills) and a positive
-//     delta (debt, which deltas cannot time: they do not carry the rate)
-//     set ttlNever; the next normal write computes the bound again;
-//   - refunds only bring the full time nearer, and leave ttl alone.
+// The ttl never decreases (a creation sets it; every other write adds to
+// it or sets ttlNever), and each write keeps the bound for the limits it
+// changes:
+//   - a limit whose new full tick the write knows (a constant path:
+//     rebased, or found full) needs its full time plus the bucket TTL; a
+//     limit that the write moved by an addition, the greatest full time
+//     its path allows (the path's upper pin, plus the addition). The
+//     write adds what the image's ttl lacks for that, on condition that
+//     the stored ttl is at least the image's: as the ttl never decreases,
+//     only a re-created item can fail that, and it is then planned again;
+//   - a limit debited without a check (no upper pin) moves its full time
+//     by at most the time refill takes to earn the debit, which is added;
+//   - a concurrency debit sets ttlNever;
+//   - refunds only bring full times nearer, and leave ttl alone; a debt
+//     (a positive delta) adds the time refill takes to earn it.
 //
-// An expired item that is written again gets a ttl in the future, and
-// DynamoDB does not delete an item whose ttl was moved past the present
-// before its deletion.
+// An item not known to this process (a guessed image, serve) is written
+// with its ttl SET to what the write needs, on condition that the stored
+// one is not greater: a raise, never a decrease. A schema 1 item without a
+// ttl gets one, computed from the whole item, on condition it still has
+// none.
 //
-// A bucket with a concurrency limit expires only after a normal write finds
-// every slot free; its acquires are speculative writes, so in practice such
-// buckets stay. They are few: one per entity and resource holding a
-// concurrency limit.
+// So a hot bucket's ttl stays near now plus the time it takes to fill plus
+// the bucket TTL, whatever its write rate. An expired item that is written
+// again gets a ttl in the future, and DynamoDB does not delete an item
+// whose ttl was moved past the present before its deletion.
+//
+// A bucket with a concurrency limit keeps ttlNever once a slot has been
+// taken: such buckets are few (one per entity and resource holding a
+// concurrency limit) and are deleted with their entity.
 
 // ttlNever is the ttl of an item that must not expire: 2100-01-01.
 const ttlNever = 4102444800
@@ -60,25 +71,98 @@ func WithBucketTTL(d time.Duration) Option {
 	}
 }
 
-// expiry returns the ttl of an item holding rec: when every limit is full
-// again, plus the bucket TTL, rounded up to a second; ttlNever if some limit
-// never fills (a concurrency slot is taken).
-func (s *Store) expiry(rec *store.Record) int64 {
-	at := rec.Refilled
-	for _, l := range rec.Limits {
-		if hidden(l.Name) || l.State.Tokens >= l.Params.Capacity {
-			continue
+// expiry returns the ttl of an item whose image is img: when every limit
+// is full again (not before its rf), plus the bucket TTL, rounded up to a
+// second; ttlNever if a concurrency slot is taken.
+func (s *Store) expiry(img *image) int64 {
+	at := img.rf
+	for i := range img.limits {
+		l := &img.limits[i]
+		switch {
+		case hidden(l.name):
+		case !l.refills():
+			if l.tk < l.params.Capacity {
+				return ttlNever
+			}
+		default:
+			at = max(at, bucket.FullAt(img.fullTick(l), l.params))
 		}
-		if l.Params.Amount == 0 {
-			return ttlNever
-		}
-		d := bucket.RetryAfter(l.State, l.Params, l.Params.Capacity)
-		if d == bucket.Never || d > ttlNever*1000-at {
-			return ttlNever
-		}
-		at = max(at, rec.Refilled+d)
 	}
-	return min(ceilSeconds(at+s.bucketTTL), ttlNever)
+	return s.ttlAfter(at)
+}
+
+// ttlAfter returns the ttl of an item full at the Unix ms full.
+func (s *Store) ttlAfter(full int64) int64 {
+	return min(ceilSeconds(min(full, ttlNever*1000)+s.bucketTTL), ttlNever)
+}
+
+// expiryNeeds returns what the limits a simulated write changes need of
+// the item's ttl: the latest full time (ms) they can have after it, if
+// known; the time to earn debits made without a check (s); whether a
+// concurrency slot stays taken.
+func (sim *simulation) expiryNeeds() (full int64, hasFull bool, postpone int64, never bool) {
+	for j := range sim.paths {
+		p := &sim.paths[j]
+		switch {
+		case !p.changed():
+		case !p.refills():
+			never = never || p.debit > 0 || p.constant && p.kt < p.params.Capacity
+		case p.constant && !p.kFull:
+			full, hasFull = max(full, bucket.FullAt(p.k, p.params)), true
+		case p.constant:
+		case p.hasHi:
+			full, hasFull = max(full, bucket.FullAt(p.hi.Add(p.off), p.params)), true
+		default:
+			postpone = max(postpone, ceilSeconds(bucket.FullAt(p.off, p.params)))
+		}
+	}
+	for _, i := range sim.extras {
+		l := &sim.img.limits[i]
+		full, hasFull = max(full, bucket.FullAt(sim.img.fullTick(l), l.params)), true
+	}
+	return full, hasFull, postpone, never
+}
+
+// ttlExpr adds to e the ttl update of a write planned from img (see the
+// rules above), and returns it.
+func (s *Store) ttlExpr(e *expr, img *image, sim *simulation) ttlOp {
+	full, hasFull, postpone, never := sim.expiryNeeds()
+	var need int64
+	if hasFull {
+		need = s.ttlAfter(full)
+	}
+	switch {
+	case never:
+		e.setN(attrTTL, ttlNever)
+		return ttlOp{set: true, v: ttlNever}
+	case img.guessed:
+		if !hasFull {
+			return ttlOp{}
+		}
+		e.where("%s <= %v", attrTTL, num(need))
+		e.setN(attrTTL, need)
+		return ttlOp{set: true, v: need}
+	case !img.hasTTL:
+		v := max(need, s.expiry(sim.after(img)))
+		e.where("attribute_not_exists(%s)", attrTTL, nil)
+		e.setN(attrTTL, v)
+		return ttlOp{set: true, v: v}
+	case img.ttl >= ttlNever:
+		if hasFull {
+			e.where("%s >= %v", attrTTL, num(ttlNever))
+		}
+		return ttlOp{}
+	}
+	x := max(postpone, need-img.ttl, 0)
+	x = min(x, ttlNever-img.ttl)
+	if hasFull {
+		e.where("%s >= %v", attrTTL, num(img.ttl))
+	}
+	if x == 0 {
+		return ttlOp{}
+	}
+	e.addN(attrTTL, x)
+	return ttlOp{add: true, v: x}
 }
 
 // ceilSeconds converts Unix milliseconds to seconds, rounding up.
@@ -100,32 +184,6 @@ func refillTime(amount int64, p bucket.Params) int64 {
 	return min(ceilSeconds(d), ttlNever)
 }
 
-// speculativeExpiry adds to e what a speculative debit of br does to the
-// item's ttl, and the condition that the item has not expired at now. The
-// condition also requires a ttl, so that a plain ADD is safe (an ADD to a
-// missing ttl would set one near 1970): an item without one (written before
-// expiry existed) takes the normal path once, which sets it. On DynamoDB
-// Local this form costs measurably less than if_not_exists and an OR.
-func speculativeExpiry(e *expr, br *store.BucketRequest, now int64) {
-	var postpone int64
-	for _, lr := range br.Limits {
-		switch {
-		case hidden(lr.Name) || lr.Amount <= 0:
-		case lr.Params.Amount == 0:
-			postpone = ttlNever
-		default:
-			postpone = max(postpone, refillTime(lr.Amount, lr.Params))
-		}
-	}
-	e.where("%s > %v", attrTTL, num(now/1000))
-	switch {
-	case postpone >= ttlNever:
-		e.setN(attrTTL, ttlNever)
-	case postpone > 0:
-		e.addN(attrTTL, postpone)
-	}
-}
-
 // addExpiry adds to e the postponement of the item's ttl by postpone
 // seconds (ttlNever: to ttlNever).
 func addExpiry(e *expr, postpone int64) {
@@ -143,49 +201,19 @@ func addExpiry(e *expr, postpone int64) {
 	}
 }
 
-// normalExpiry adds to e the ttl of a normal write that leaves the item
-// holding debited, where the stored item was old (rec decoded). A finite
-// ttl relies on every concurrency limit being free: the write is
-// conditioned on their stored balances not having dropped since the read,
-// as a concurrent speculative debit of one would make that ttl wrong.
-func (s *Store) normalExpiry(e *expr, old item, rec, debited *store.Record) {
-	ttl := s.expiry(debited)
-	if ttl < ttlNever {
-		for _, l := range rec.Limits {
-			if l.Params.Amount == 0 && !hidden(l.Name) {
-				e.where("%s >= %v", limitAttr(l.Name, fieldTokens), num(l.State.Tokens))
-			}
-		}
-	}
-	oldTTL, err := getN(old, attrTTL)
-	switch {
-	case err != nil:
-		// No ttl yet: SET it, unless a speculative write sets one first.
-		e.where("attribute_not_exists(%s)", attrTTL, nil)
-		e.setN(attrTTL, ttl)
-	case ttl != oldTTL:
-		e.addN(attrTTL, ttl-oldTTL)
-	}
-}
-
-// deltaExpiry adds to e what deltas do to the item's ttl: a debt postpones
-// the full time by the time refill takes to earn it. A delta may land on
-// any shard of a bucket split since its debit, so that time is taken at
-// the rate of the smallest shard there can be. Without the parameters, the
-// item must not expire until a normal write times it again.
-func (s *Store) deltaExpiry(e *expr, ds []store.Delta) {
+// deltaExpiry adds to e what deltas, written in forms, do to the item's
+// ttl: a debt postpones the full time by at most the time refill takes to
+// earn it, at the item's rate (which the delta's condition pins); a debt
+// of a concurrency limit never refills.
+func deltaExpiry(e *expr, ds []store.Delta, forms []deltaForm) {
 	var postpone int64
-	for _, d := range ds {
+	for i, d := range ds {
 		switch {
 		case d.Amount <= 0:
-		case d.Params.Period <= 0 || d.Params.Amount <= 0:
+		case !forms[i].params.Refills():
 			postpone = ttlNever
 		default:
-			p := d.Params
-			if s.writesPerSecond > 0 {
-				p = shardParams(p, s.maxShards)
-			}
-			postpone = max(postpone, refillTime(d.Amount, p))
+			postpone = max(postpone, refillTime(d.Amount, forms[i].params))
 		}
 	}
 	addExpiry(e, postpone)

@@ -1,0 +1,377 @@
+package dynamodb
+
+import (
+	"context"
+	"hash/maphash"
+	"sync"
+	"sync/atomic"
+
+	"github.com/tollgate-rl/tollgate/bucket"
+	"github.com/tollgate-rl/tollgate/store"
+)
+
+// Lanes.
+//
+// Each bucket item this process writes has a lane: the item's image as
+// last seen (image.go), and a queue of parts, requests waiting for a write
+// to the item. One write per item is in flight from this process at a
+// time; the parts that arrive meanwhile go out together in the next one,
+// simulated in their order (plan.go). So the writes of one process never
+// race each other on an item (each is planned from the image the previous
+// one returned, and takes the path it assumed), and a hot item takes one
+// write per round trip however many goroutines acquire from it: a batch of
+// n parts costs one write. Writes of other processes can still make a
+// write's condition fail; the failed write returns the item, and the batch
+// is planned again from it.
+
+// itemID names one bucket item: a shard of a bucket.
+type itemID struct {
+	ns    string
+	key   store.BucketKey
+	shard int
+}
+
+// part is one request for one bucket item. The lane reads req while the
+// part is queued or written, and writes the outcome (and req's Observed)
+// only once it has claimed the part, which a caller that gave up first
+// prevents by abandoning it.
+type part struct {
+	req    *store.BucketRequest // the limits at the item's parameters
+	now    int64
+	shards int  // the layout it was planned for
+	event  bool // a debit counts one acquire (ev)
+	budget *budget
+
+	// Set by the lane, once claimed, before done is closed.
+	granted   bool
+	pressured bool // the write drove the item's write-pressure meter into debt
+	err       error
+
+	state atomic.Int32 // partWaiting, partClaimed or partAbandoned
+	done  chan struct{}
+}
+
+const (
+	partWaiting int32 = iota
+	partClaimed
+	partAbandoned
+)
+
+// outcome is what the lane decided for a part.
+type outcome struct {
+	granted   bool
+	pressured bool
+	observed  []bucket.State // per limit of req
+	err       error
+}
+
+func newPart(req *store.BucketRequest, now int64, shards int, event bool, b *budget) *part {
+	return &part{req: req, now: now, shards: shards, event: event, budget: b, done: make(chan struct{})}
+}
+
+// compatible reports whether p can share a write with q: the same layout,
+// and the same limits with the same parameters (amounts and checks may
+// differ).
+func (p *part) compatible(q *part) bool {
+	if p.shards != q.shards || len(p.req.Limits) != len(q.req.Limits) {
+		return false
+	}
+	for i := range p.req.Limits {
+		if p.req.Limits[i].Name != q.req.Limits[i].Name || p.req.Limits[i].Params != q.req.Limits[i].Params {
+			return false
+		}
+	}
+	return true
+}
+
+// batch is the parts one write serves, in order.
+type batch struct {
+	id    itemID
+	parts []*part
+}
+
+// maxBatch bounds the parts of one write.
+const maxBatch = 64
+
+// lane is one bucket item's image and queue.
+type lane struct {
+	mu      sync.Mutex
+	img     *image // nil: not known
+	running bool   // a goroutine serves the queue, or a holder holds the lane
+	queue   []*part
+	gone    bool          // dropped from the table: look it up again
+	handoff chan struct{} // closed when the goroutine serving the queue hands the lane to a holder
+}
+
+// take removes the next batch from the queue: the first waiting part and
+// the waiting parts compatible with it, in order. Abandoned parts are
+// dropped. It returns nil when nothing waits.
+func (l *lane) take(id itemID) *batch {
+	var b *batch
+	kept := l.queue[:0]
+	for _, p := range l.queue {
+		switch {
+		case p.state.Load() != partWaiting:
+			// abandoned before its write: nothing to undo
+		case b == nil:
+			b = &batch{id: id, parts: []*part{p}}
+		case len(b.parts) < maxBatch && b.parts[0].compatible(p):
+			b.parts = append(b.parts, p)
+		default:
+			kept = append(kept, p)
+		}
+	}
+	clear(l.queue[len(kept):])
+	l.queue = kept
+	return b
+}
+
+// laneShards is how many independently locked parts the lane table has.
+const laneShards = 64
+
+// laneTable holds the lanes of the items this process has used, at most a
+// bound: beyond it, idle lanes are dropped (their next write plans as for
+// an item never seen).
+type laneTable struct {
+	seed     maphash.Seed
+	perShard int
+	shards   [laneShards]struct {
+		mu sync.Mutex
+		m  map[itemID]*lane
+	}
+}
+
+func newLaneTable(limit int) *laneTable {
+	t := &laneTable{seed: maphash.MakeSeed(), perShard: max(limit/laneShards, 1)}
+	for i := range t.shards {
+		t.shards[i].m = map[itemID]*lane{}
+	}
+	return t
+}
+
+func (t *laneTable) shardOf(id itemID) int {
+	h := maphash.String(t.seed, id.ns) ^ maphash.String(t.seed, id.key.Entity)*31 ^ maphash.String(t.seed, id.key.Resource)*1_000_003
+	return int((h + uint64(id.shard)*0x9e3779b97f4a7c15) % laneShards)
+}
+
+// get returns the lane of id, creating it.
+func (t *laneTable) get(id itemID) *lane {
+	sh := &t.shards[t.shardOf(id)]
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if l := sh.m[id]; l != nil {
+		return l
+	}
+	if len(sh.m) >= t.perShard {
+		t.evict(sh.m)
+	}
+	l := &lane{}
+	sh.m[id] = l
+	return l
+}
+
+// lookup returns the lane of id, or nil.
+func (t *laneTable) lookup(id itemID) *lane {
+	sh := &t.shards[t.shardOf(id)]
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	return sh.m[id]
+}
+
+// evict drops about an eighth of m's idle lanes (the map's iteration
+// order picks them at random).
+func (t *laneTable) evict(m map[itemID]*lane) {
+	n := max(len(m)/8, 1)
+	for id, l := range m {
+		if n == 0 {
+			return
+		}
+		l.mu.Lock()
+		if !l.running && len(l.queue) == 0 {
+			l.gone = true
+			delete(m, id)
+			n--
+		}
+		l.mu.Unlock()
+	}
+}
+
+// forgetIf drops what is known of every item for which match is true (a
+// deleted entity's, a purged namespace's).
+func (t *laneTable) forgetIf(match func(itemID) bool) {
+	for i := range t.shards {
+		sh := &t.shards[i]
+		sh.mu.Lock()
+		for id, l := range sh.m {
+			if match(id) {
+				l.mu.Lock()
+				l.img = nil
+				l.mu.Unlock()
+			}
+		}
+		sh.mu.Unlock()
+	}
+}
+
+// len returns how many lanes the table holds.
+func (t *laneTable) len() int {
+	n := 0
+	for i := range t.shards {
+		t.shards[i].mu.Lock()
+		n += len(t.shards[i].m)
+		t.shards[i].mu.Unlock()
+	}
+	return n
+}
+
+// image returns a copy of the image the lane of id holds, or nil.
+func (t *laneTable) image(id itemID) *image {
+	l := t.lookup(id)
+	if l == nil {
+		return nil
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.img == nil {
+		return nil
+	}
+	return l.img.clone()
+}
+
+// offer gives the lane of id a fresher image (a read's, a delta's), unless
+// a write is under way there, whose outcome will be fresher still.
+func (t *laneTable) offer(id itemID, img *image) {
+	l := t.lookup(id)
+	if l == nil {
+		return
+	}
+	l.mu.Lock()
+	if !l.running {
+		l.img = img
+	}
+	l.mu.Unlock()
+}
+
+// submit queues p on the lane of id and waits for its outcome. If ctx ends
+// first, p is abandoned and submit returns ctx's error: a write under way
+// still completes, and the lane gives back what it debited for p.
+func (s *Store) submit(ctx context.Context, id itemID, p *part) error {
+	for {
+		l := s.lanes.get(id)
+		l.mu.Lock()
+		if l.gone {
+			l.mu.Unlock()
+			continue
+		}
+		l.queue = append(l.queue, p)
+		start := !l.running
+		l.running = true
+		l.mu.Unlock()
+		if start {
+			go s.run(l, id)
+		}
+		break
+	}
+	select {
+	case <-p.done:
+	case <-ctx.Done():
+		if p.state.CompareAndSwap(partWaiting, partAbandoned) {
+			return ctx.Err()
+		}
+		<-p.done
+	}
+	return nil
+}
+
+// run serves the lane's queue until it is empty, or a holder asks for the
+// lane (hold).
+func (s *Store) run(l *lane, id itemID) {
+	for {
+		l.mu.Lock()
+		if l.handoff != nil {
+			close(l.handoff)
+			l.handoff = nil
+			l.mu.Unlock()
+			return
+		}
+		b := l.take(id)
+		if b == nil {
+			l.running = false
+			l.mu.Unlock()
+			return
+		}
+		img := l.img
+		l.mu.Unlock()
+		img = s.serve(b, img)
+		l.mu.Lock()
+		l.img = img
+		l.mu.Unlock()
+	}
+}
+
+// hold takes the lane of id for a write of its own (a split): it waits
+// until this process's write under way there has returned, and keeps the
+// queued ones waiting until release. Holders of one lane must not overlap
+// (splits of one bucket run one at a time).
+func (s *Store) hold(id itemID) *lane {
+	for {
+		l := s.lanes.get(id)
+		l.mu.Lock()
+		switch {
+		case l.gone:
+			l.mu.Unlock()
+			continue
+		case !l.running:
+			l.running = true
+			l.mu.Unlock()
+			return l
+		}
+		if l.handoff == nil {
+			l.handoff = make(chan struct{})
+		}
+		wait := l.handoff
+		l.mu.Unlock()
+		<-wait
+		return l
+	}
+}
+
+// release gives a held lane back, with img as what the holder's write left
+// (nil: not known), and serves what queued meanwhile.
+func (s *Store) release(l *lane, id itemID, img *image) {
+	l.mu.Lock()
+	l.img = img
+	start := len(l.queue) > 0
+	l.running = start
+	l.mu.Unlock()
+	if start {
+		go s.run(l, id)
+	}
+}
+
+// finish hands p its outcome. A part abandoned meanwhile (its caller's
+// context ended) that was granted is given back.
+func (s *Store) finish(id itemID, p *part, o outcome) {
+	if p.state.CompareAndSwap(partWaiting, partClaimed) {
+		p.granted, p.pressured, p.err = o.granted, o.pressured, o.err
+		for j := range o.observed {
+			p.req.Limits[j].Observed = o.observed[j]
+		}
+		close(p.done)
+		return
+	}
+	if o.granted && o.err == nil {
+		_ = s.applyDeltas(context.Background(), id.ns, undoDeltas(p.req, id.shard), -1)
+	}
+}
+
+// undoDeltas returns the refunds of what br debited on shard.
+func undoDeltas(br *store.BucketRequest, shard int) []store.Delta {
+	var undo []store.Delta
+	for _, lr := range br.Limits {
+		if lr.Amount > 0 {
+			undo = append(undo, store.Delta{Key: br.Key, Limit: lr.Name, Amount: -lr.Amount, Placement: shard, Params: lr.Params})
+		}
+	}
+	return undo
+}
