@@ -2,6 +2,9 @@ package dynamodb
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"net/http"
 	"slices"
 	"strconv"
 	"sync"
@@ -13,60 +16,54 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/tollgate-rl/tollgate"
-	"github.com/tollgate-rl/tollgate/bucket"
-	"github.com/tollgate-rl/tollgate/store"
+	"github.com/tollgate-rl/tollgate/clock"
 )
 
-// BenchmarkDynamoDB measures the backend against DynamoDB Local. Each group
-// starts with a baseline measured in the same run (one raw conditional
-// UpdateItem, one raw GetItem), and every case reports its median latency
-// (p50-us) so that `make bench-dynamodb` can print p50 ratios.
+// BenchmarkDynamoDB measures the backend where users call it: Acquire and
+// Commit through a tollgate.Limiter, on DynamoDB Local, in the cases users
+// live in. Every case runs in alternation with its baseline, measured in
+// the same run: one raw conditional UpdateItem (ADD with a condition, on a
+// small item) for acquires, one consistent GetItem for reads. It reports
+// the case's median latency (p50-us), the baseline's (base-p50-us), their
+// ratio (x-paired), and the DynamoDB calls each acquire made, counted at
+// the HTTP transport (calls/acquire: SDK retries count).
+//
+// Latency cases, one goroutine:
+//   - idle-entities: 1,000 keys of 10/s in turn, the clock moving a second
+//     per acquire: every bucket is full again when its key comes back;
+//   - busy-bucket: one key of 10,000/min, the clock moving 1 ms per
+//     acquire: the bucket is below capacity, drained faster than it fills;
+//   - generous-limit: one key of 1,000,000/s on the wall clock: full again
+//     before every acquire;
+//   - cascade-idle: 100 keys cascading into one organisation (two buckets
+//     an acquire), the clock moving a second per acquire: both full again;
+//   - cascade-busy: one key cascading into its organisation, both of
+//     10,000/min, the clock moving 1 ms per acquire: both below capacity;
+//   - available: Limiter.Available of a warm key, against one GetItem.
+//
+// The cascades are also measured against two raw writes in parallel
+// (-vs-pair): on this 2-core machine DynamoDB Local does not overlap two
+// writes, so one write is not their floor.
+//
+// Throughput (hot/...): one key acquired from 1, 8 and 32 goroutines on
+// the wall clock, in 8 rounds alternating with raw conditional UpdateItems
+// of one item at the same concurrency (acquires/s, base-writes/s, and
+// x-paired: the raw rate over the acquire rate); generous: 1,000,000/s,
+// always full; busy: 6,000/min, so most acquires are refused.
+//
+// The fake clocks are the limiter's (WithClock), with a config cache as
+// long as the run (WithCacheTTL), so that the namespace is resolved once as
+// on the wall clock within its 60 s TTL.
 func BenchmarkDynamoDB(b *testing.B) {
 	ctx := context.Background()
-	s := newTable(b)
-	cold := mustNew(b, localConfig(), s.table, []Option{WithSpeculative(false)}, atLocal)
-	// Huge capacity, slow refill: the buckets never fill, so speculative
-	// writes are always allowed.
-	p := bucket.Params{Capacity: bucket.MaxTokens / 2, Amount: 1000, Period: 1000}
-	req := func(keys ...store.BucketKey) *store.ConsumeRequest {
-		r := &store.ConsumeRequest{Now: time.Now().UnixMilli()}
-		for _, k := range keys {
-			r.Buckets = append(r.Buckets, store.BucketRequest{Key: k, Limits: []store.LimitRequest{{Name: "rps", Params: p, Check: true, Amount: 1000}}})
-		}
-		return r
-	}
-	consume := func(st *Store, keys ...store.BucketKey) {
-		ok, err := st.Consume(ctx, "bench", req(keys...))
-		if err != nil || !ok {
-			b.Fatalf("Consume: %v %v", ok, err)
-		}
-	}
-	key, parent := store.BucketKey{Entity: "k", Resource: "api"}, store.BucketKey{Entity: "org", Resource: "api"}
-	consume(s, key)
-	consume(s, key, parent)
-	rawKeys := []item{{attrPK: str("raw"), attrSK: str(skState)}, {attrPK: str("raw2"), attrSK: str(skState)}}
-	rawKey := rawKeys[0]
-	for _, k := range rawKeys {
-		if _, err := s.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: &s.table, Item: item{attrPK: k[attrPK], attrSK: k[attrSK], "n": num(1 << 60)}}); err != nil {
-			b.Fatal(err)
-		}
-	}
-	// DynamoDB Local runs on the JVM: warm it up (JIT) before measuring.
-	for range 2000 {
-		consume(s, key)
-	}
-	lim, err := tollgate.New(s)
-	if err != nil {
+	tbl := newTable(b)
+	rawKey := item{attrPK: str("raw"), attrSK: str(skState)}
+	if _, err := tbl.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: &tbl.table, Item: item{attrPK: rawKey[attrPK], attrSK: rawKey[attrSK], "n": num(1 << 60)}}); err != nil {
 		b.Fatal(err)
 	}
-	limits := tollgate.WithLimits(tollgate.PerSecond("rps", 1))
-	if _, err := lim.Available(ctx, "k", "api", limits); err != nil {
-		b.Fatal(err)
-	}
-
-	rawWrite := func(b *testing.B, key item) {
-		_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-			TableName: &s.table, Key: key,
+	rawWrite := func() {
+		_, err := tbl.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+			TableName: &tbl.table, Key: rawKey,
 			UpdateExpression:          aws.String("ADD n :m"),
 			ConditionExpression:       aws.String("attribute_exists(PK) AND n >= :one"),
 			ExpressionAttributeValues: item{":m": num(-1), ":one": num(1)},
@@ -75,55 +72,228 @@ func BenchmarkDynamoDB(b *testing.B) {
 			b.Error(err)
 		}
 	}
-	write := func() { rawWrite(b, rawKey) }
-	pair := func() { parallel(2, func(i int) { rawWrite(b, rawKeys[i]) }) }
-	get := func() {
-		if _, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: &s.table, Key: rawKey, ConsistentRead: aws.Bool(true)}); err != nil {
+	rawKey2 := item{attrPK: str("raw2"), attrSK: str(skState)}
+	if _, err := tbl.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: &tbl.table, Item: item{attrPK: rawKey2[attrPK], attrSK: rawKey2[attrSK], "n": num(1 << 60)}}); err != nil {
+		b.Fatal(err)
+	}
+	// Two raw writes in parallel, to two items: what DynamoDB Local makes
+	// of a cascade's two parallel writes, without Tollgate (on this 2-core
+	// machine it does not overlap them).
+	rawPair := func() {
+		parallel(2, func(i int) {
+			k := []item{rawKey, rawKey2}[i]
+			if _, err := tbl.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+				TableName: &tbl.table, Key: k,
+				UpdateExpression:          aws.String("ADD n :m"),
+				ConditionExpression:       aws.String("attribute_exists(PK) AND n >= :one"),
+				ExpressionAttributeValues: item{":m": num(-1), ":one": num(1)},
+			}); err != nil {
+				b.Error(err)
+			}
+		})
+	}
+	rawRead := func() {
+		if _, err := tbl.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: &tbl.table, Key: rawKey, ConsistentRead: aws.Bool(true)}); err != nil {
 			b.Error(err)
 		}
 	}
-	// Each case runs in alternation with its baseline (see paired).
-	b.Run("write/baseline", func(b *testing.B) { latencies(b, write) })
-	// Two raw writes in parallel, to two items: what DynamoDB Local makes of
-	// the warm cascade's two parallel writes, without Tollgate.
-	b.Run("write/parallel-pair", func(b *testing.B) { paired(b, write, pair) })
-	b.Run("write/speculative-acquire", func(b *testing.B) { paired(b, write, func() { consume(s, key) }) })
-	b.Run("write/warm-cascade", func(b *testing.B) { paired(b, write, func() { consume(s, key, parent) }) })
-	b.Run("write/warm-cascade-vs-pair", func(b *testing.B) { paired(b, pair, func() { consume(s, key, parent) }) })
-	b.Run("write/cold-acquire", func(b *testing.B) { paired(b, write, func() { consume(cold, key) }) })
-	b.Run("read/baseline", func(b *testing.B) { latencies(b, get) })
-	b.Run("read/available", func(b *testing.B) {
-		paired(b, get, func() {
-			if _, err := lim.Available(ctx, "k", "api", limits); err != nil {
+	// DynamoDB Local runs on the JVM: warm it up (JIT) before measuring.
+	for range 2000 {
+		rawWrite()
+	}
+
+	for _, c := range latencyCases() {
+		b.Run("latency/"+c.name, func(b *testing.B) {
+			env := newBenchEnv(b, tbl.table, c.clock)
+			op := c.setup(b, env)
+			paired(b, rawWrite, op)
+			env.reportCalls(b)
+		})
+		if c.pair {
+			b.Run("latency/"+c.name+"-vs-pair", func(b *testing.B) {
+				env := newBenchEnv(b, tbl.table, c.clock)
+				op := c.setup(b, env)
+				paired(b, rawPair, op)
+				env.reportCalls(b)
+			})
+		}
+	}
+	b.Run("latency/available", func(b *testing.B) {
+		env := newBenchEnv(b, tbl.table, false)
+		limits := tollgate.WithLimits(tollgate.PerSecond("rps", 10))
+		env.acquire(b, "reader", limits)
+		paired(b, rawRead, func() {
+			if _, err := env.lim.Available(ctx, "reader", "api", limits); err != nil {
 				b.Error(err)
 			}
 		})
 	})
-	// Throughput at 1, 8 and 32 goroutines, each on its own key: acquires
-	// (and commits) through the limiter, in alternation with raw writes of
-	// the same concurrency, each goroutine on its own item (see
-	// pairedThroughput). As above, the buckets never fill (a bucket full
-	// again cannot take a speculative debit: docs/dynamodb.md 4.2), so every
-	// acquire is one speculative write.
-	neverFull := tollgate.WithLimits(tollgate.Limit{Name: "rps", Capacity: 1_000_000_000, RefillAmount: 1, RefillPeriod: time.Second})
-	rawItems := make([]item, 32)
-	for w := range rawItems {
-		rawItems[w] = item{attrPK: str("raw-w" + strconv.Itoa(w)), attrSK: str(skState)}
-		if _, err := s.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: &s.table, Item: item{attrPK: rawItems[w][attrPK], attrSK: rawItems[w][attrSK], "n": num(1 << 60)}}); err != nil {
+
+	for _, hot := range []struct {
+		name  string
+		limit tollgate.Limit
+	}{{"generous", tollgate.PerSecond("rps", 1_000_000)}, {"busy", tollgate.PerMinute("rps", 6_000)}} {
+		for _, g := range []int{1, 8, 32} {
+			b.Run(fmt.Sprintf("hot/%s/goroutines-%d", hot.name, g), func(b *testing.B) {
+				env := newBenchEnv(b, tbl.table, false)
+				limits := tollgate.WithLimits(hot.limit)
+				key := uniquePrefix("hot-" + hot.name)
+				env.acquire(b, key, limits)
+				env.reset()
+				pairedThroughput(b, g, func(int) { rawWrite() }, func(int) {
+					env.tryAcquire(b, key, limits)
+				})
+				env.reportCalls(b)
+			})
+		}
+	}
+}
+
+// latencyCase is one case of BenchmarkDynamoDB's latency group: setup
+// warms its buckets and returns one acquire + commit.
+type latencyCase struct {
+	name  string
+	clock bool // a fake clock (moved by the case) instead of the wall clock
+	pair  bool // a cascade: also measured against two raw writes in parallel
+	setup func(b *testing.B, env *benchEnv) func()
+}
+
+func latencyCases() []latencyCase {
+	return []latencyCase{
+		{"idle-entities", true, false, func(b *testing.B, env *benchEnv) func() {
+			limits := tollgate.WithLimits(tollgate.PerSecond("rps", 10))
+			return env.inTurn(b, uniquePrefix("idle"), 1000, time.Second, limits)
+		}},
+		{"busy-bucket", true, false, func(b *testing.B, env *benchEnv) func() {
+			limits := tollgate.WithLimits(tollgate.PerMinute("rps", 10_000))
+			return env.inTurn(b, uniquePrefix("busy"), 1, time.Millisecond, limits)
+		}},
+		{"generous-limit", false, false, func(b *testing.B, env *benchEnv) func() {
+			limits := tollgate.WithLimits(tollgate.PerSecond("rps", 1_000_000))
+			return env.inTurn(b, uniquePrefix("generous"), 1, 0, limits)
+		}},
+		{"cascade-idle", true, true, func(b *testing.B, env *benchEnv) func() {
+			p := uniquePrefix("ci")
+			env.cascade(b, p, 100)
+			limits := tollgate.WithLimits(tollgate.PerSecond("rps", 10))
+			return env.inTurn(b, p, 100, time.Second, limits)
+		}},
+		{"cascade-busy", true, true, func(b *testing.B, env *benchEnv) func() {
+			p := uniquePrefix("cb")
+			env.cascade(b, p, 1)
+			limits := tollgate.WithLimits(tollgate.PerMinute("rps", 10_000))
+			return env.inTurn(b, p, 1, time.Millisecond, limits)
+		}},
+	}
+}
+
+// benchEnv is a limiter over a Store of its own on the benchmark's table,
+// whose HTTP transport counts the calls it makes.
+type benchEnv struct {
+	s        *Store
+	lim      *tollgate.Limiter
+	clk      *clock.Fake // nil: the wall clock
+	calls    atomic.Int64
+	acquires atomic.Int64
+}
+
+func newBenchEnv(b *testing.B, table string, fake bool) *benchEnv {
+	b.Helper()
+	env := &benchEnv{}
+	env.s = mustNew(b, localConfig(func(c *aws.Config) {
+		c.HTTPClient = &http.Client{Transport: countingRT{NewHTTPClient().Transport, &env.calls}}
+	}), table, nil, atLocal)
+	opts := []tollgate.Option{tollgate.WithCacheTTL(24 * time.Hour)}
+	if fake {
+		env.clk = clock.NewFake(time.Now())
+		opts = append(opts, tollgate.WithClock(env.clk))
+	}
+	var err error
+	if env.lim, err = tollgate.New(env.s, opts...); err != nil {
+		b.Fatal(err)
+	}
+	return env
+}
+
+// tryAcquire acquires one token of entity on api and commits; a refusal
+// is a fine outcome, an error is not.
+func (env *benchEnv) tryAcquire(b *testing.B, entity string, limits tollgate.AcquireOption) {
+	env.acquires.Add(1)
+	le, err := env.lim.Acquire(context.Background(), entity, "api", tollgate.Consume{"rps": 1}, limits)
+	switch {
+	case err == nil:
+		if err := le.Commit(context.Background()); err != nil {
+			b.Error(err)
+		}
+	case !errors.Is(err, tollgate.ErrRateLimited):
+		b.Error(err)
+	}
+}
+
+// acquire is tryAcquire that must be granted.
+func (env *benchEnv) acquire(b *testing.B, entity string, limits tollgate.AcquireOption) {
+	b.Helper()
+	le, err := env.lim.Acquire(context.Background(), entity, "api", tollgate.Consume{"rps": 1}, limits)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := le.Commit(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// inTurn warms n keys (prefix0 ...) and returns an op that acquires them
+// in turn, moving the fake clock by step before each (step 0: the wall
+// clock). Counting starts afresh.
+func (env *benchEnv) inTurn(b *testing.B, prefix string, n int, step time.Duration, limits tollgate.AcquireOption) func() {
+	keys := make([]string, n)
+	for i := range keys {
+		keys[i] = prefix + strconv.Itoa(i)
+		if env.clk != nil {
+			env.clk.Advance(step)
+		}
+		env.acquire(b, keys[i], limits)
+	}
+	env.reset()
+	i := 0
+	return func() {
+		if env.clk != nil {
+			env.clk.Advance(step)
+		}
+		env.tryAcquire(b, keys[i%n], limits)
+		i++
+	}
+}
+
+var benchRuns atomic.Int64
+
+// uniquePrefix returns a prefix of entity ids no other run of a case has
+// used (the benchmark function runs several times, on one table).
+func uniquePrefix(name string) string { return name + strconv.FormatInt(benchRuns.Add(1), 10) + "-" }
+
+// cascade creates an organisation and n keys (prefix0 ...) cascading into
+// it.
+func (env *benchEnv) cascade(b *testing.B, prefix string, n int) {
+	ctx := context.Background()
+	if _, err := env.lim.CreateEntity(ctx, tollgate.Entity{ID: prefix + "org"}); err != nil {
+		b.Fatal(err)
+	}
+	for i := range n {
+		if _, err := env.lim.CreateEntity(ctx, tollgate.Entity{ID: prefix + strconv.Itoa(i), ParentID: prefix + "org", Cascade: true}); err != nil {
 			b.Fatal(err)
 		}
 	}
-	for _, g := range []int{1, 8, 32} {
-		b.Run("throughput/goroutines-"+strconv.Itoa(g), func(b *testing.B) {
-			pairedThroughput(b, g, func(w int) { rawWrite(b, rawItems[w]) }, func(w int) {
-				lease, err := lim.Acquire(ctx, "t"+strconv.Itoa(w), "api", tollgate.Consume{"rps": 1}, neverFull)
-				if err != nil {
-					b.Error(err)
-					return
-				}
-				_ = lease.Commit(ctx)
-			})
-		})
+}
+
+func (env *benchEnv) reset() {
+	env.calls.Store(0)
+	env.acquires.Store(0)
+}
+
+// reportCalls reports the DynamoDB calls per acquire since the last reset.
+func (env *benchEnv) reportCalls(b *testing.B) {
+	if n := env.acquires.Load(); n > 0 {
+		b.ReportMetric(float64(env.calls.Load())/float64(n), "calls/acquire")
 	}
 }
 

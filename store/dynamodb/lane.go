@@ -252,9 +252,19 @@ func (t *laneTable) offer(id itemID, img *image) {
 	l.mu.Unlock()
 }
 
-// submit queues p on the lane of id and waits for its outcome. If ctx ends
-// first, p is abandoned and submit returns ctx's error: a write under way
-// still completes, and the lane gives back what it debited for p.
+// submit queues p on the lane of id and waits for its outcome.
+//
+// On an idle lane, the caller writes p itself, at once and with its own
+// context (the common case: no goroutine in between); requests that
+// arrive meanwhile queue, and a goroutine serves them once the write has
+// returned. If the caller's context ends during that write, the write's
+// outcome is not known (as with any call the context cuts short): the
+// caller gets the context's error, and the debit may have been applied.
+//
+// A queued part is served by that goroutine, with the others queued, with
+// no caller's context. If ctx ends first, p is abandoned and submit
+// returns ctx's error: a write under way still completes, and the lane
+// gives back what it debited for p.
 func (s *Store) submit(ctx context.Context, id itemID, p *part) error {
 	for {
 		l := s.lanes.get(id)
@@ -264,12 +274,14 @@ func (s *Store) submit(ctx context.Context, id itemID, p *part) error {
 			continue
 		}
 		l.queue = append(l.queue, p)
-		start := !l.running
-		l.running = true
-		l.mu.Unlock()
-		if start {
-			go s.run(l, id)
+		if !l.running {
+			l.running = true
+			b, img := l.take(id), l.img
+			l.mu.Unlock()
+			s.served(l, id, s.serve(ctx, b, img))
+			return nil
 		}
+		l.mu.Unlock()
 		break
 	}
 	select {
@@ -283,30 +295,35 @@ func (s *Store) submit(ctx context.Context, id itemID, p *part) error {
 	return nil
 }
 
-// run serves the lane's queue until it is empty, or a holder asks for the
-// lane (hold).
-func (s *Store) run(l *lane, id itemID) {
-	for {
-		l.mu.Lock()
-		if l.handoff != nil {
-			close(l.handoff)
-			l.handoff = nil
-			l.mu.Unlock()
-			return
-		}
-		b := l.take(id)
-		if b == nil {
-			l.running = false
-			l.mu.Unlock()
-			return
-		}
-		img := l.img
-		l.mu.Unlock()
-		img = s.serve(b, img)
-		l.mu.Lock()
-		l.img = img
-		l.mu.Unlock()
+// served records the image a batch's write left (nil: not known) and
+// decides what the lane does next: a holder waiting for it takes it
+// (hold), requests queued meanwhile are served by a goroutine (run), or it
+// falls idle.
+func (s *Store) served(l *lane, id itemID, img *image) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.img = img
+	switch {
+	case l.handoff != nil:
+		close(l.handoff)
+		l.handoff = nil
+	case len(l.queue) > 0:
+		go s.run(l, id)
+	default:
+		l.running = false
 	}
+}
+
+// run serves a lane's queue, batch after batch, until served lets go.
+func (s *Store) run(l *lane, id itemID) {
+	l.mu.Lock()
+	b, img := l.take(id), l.img
+	l.mu.Unlock()
+	if b == nil {
+		s.served(l, id, img) // every queued part was abandoned
+		return
+	}
+	s.served(l, id, s.serve(context.Background(), b, img))
 }
 
 // hold takes the lane of id for a write of its own (a split): it waits
@@ -338,16 +355,7 @@ func (s *Store) hold(id itemID) *lane {
 
 // release gives a held lane back, with img as what the holder's write left
 // (nil: not known), and serves what queued meanwhile.
-func (s *Store) release(l *lane, id itemID, img *image) {
-	l.mu.Lock()
-	l.img = img
-	start := len(l.queue) > 0
-	l.running = start
-	l.mu.Unlock()
-	if start {
-		go s.run(l, id)
-	}
-}
+func (s *Store) release(l *lane, id itemID, img *image) { s.served(l, id, img) }
 
 // finish hands p its outcome. A part abandoned meanwhile (its caller's
 // context ended) that was granted is given back.

@@ -248,10 +248,10 @@ func visible(rec *store.Record) *store.Record {
 const splitAt = 0.8
 
 // splitDue reports whether a bucket whose shard 0 is rec (its image, hidden
-// meter included) and takes writes at pace r is at splitAt or more of its
-// write-pressure limit. An item without a meter (its writers do not shard)
-// never is.
-func splitDue(rec *store.Record, r itemRate) bool {
+// meter included) and takes writes writes a second is at splitAt or more
+// of its write-pressure limit. An item without a meter (its writers do not
+// shard) never is.
+func splitDue(rec *store.Record, writes float64) bool {
 	j := rec.Find(pressureLimit)
 	if j < 0 {
 		return false
@@ -261,5 +261,5 @@ func splitDue(rec *store.Record, r itemRate) bool {
 		return false
 	}
 	limit := float64(p.Amount) / float64(writeCost) * 1000 / float64(p.Period) // writes per second
-	return r.writes >= splitAt*limit
+	return writes >= splitAt*limit
 }

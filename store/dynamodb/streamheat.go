@@ -26,9 +26,8 @@ const maxHeatState = 256 << 10
 
 // Heat is what the upkeep remembers of the recent writes of the bucket
 // items of one stream shard: per item and per second of the records'
-// creation times, how many writes it took, how many acquires they counted
-// and what they consumed of each limit, over the last heatWindow seconds of
-// the stream. Items with no write in that window are forgotten, so its size
+// creation times, how many writes it took, over the last heatWindow seconds
+// of the stream. Items with no write in that window are forgotten, so its size
 // follows the shard's busy items, and it needs nothing but the records: the
 // process keeps one per stream shard it reads, the Lambda function carries
 // one from invocation to invocation in the tumbling window's state (State,
@@ -49,10 +48,8 @@ type itemHeat struct {
 // heatSlot is one second of an item's writes; slot i of an itemHeat holds
 // a second s with s mod heatWindow = i.
 type heatSlot struct {
-	sec      int64
-	writes   int64
-	events   int64
-	consumed map[string]int64 // net millitokens, per limit
+	sec    int64
+	writes int64 // 0: the slot holds no second
 }
 
 // NewHeat returns an empty Heat.
@@ -70,10 +67,9 @@ func floorSec(ms int64) int64 {
 // windowStart is the first second the window holds.
 func (h *Heat) windowStart() int64 { return h.newestSec() - heatWindow + 1 }
 
-// note counts one write of item pk, created at (Unix ms), which counted
-// events acquires and consumed what consumed says. Writes older than the
-// window are ignored.
-func (h *Heat) note(pk string, at int64, events int64, consumed map[string]int64) {
+// note counts one write of item pk, created at (Unix ms). Writes older
+// than the window are ignored.
+func (h *Heat) note(pk string, at int64) {
 	h.newest = max(h.newest, at)
 	sec := floorSec(at)
 	if sec < h.windowStart() {
@@ -86,14 +82,10 @@ func (h *Heat) note(pk string, at int64, events int64, consumed map[string]int64
 	}
 	it.first, it.last = min(it.first, sec), max(it.last, sec)
 	s := &it.slots[slotOf(sec)]
-	if s.sec != sec || s.consumed == nil {
-		*s = heatSlot{sec: sec, consumed: map[string]int64{}}
+	if s.sec != sec {
+		*s = heatSlot{sec: sec}
 	}
 	s.writes++
-	s.events += events
-	for name, v := range consumed {
-		s.consumed[name] += v
-	}
 }
 
 func slotOf(sec int64) int {
@@ -124,50 +116,28 @@ func (h *Heat) forgetIdle() {
 // share of the bucket's writes).
 func (h *Heat) forget(pk string) { delete(h.items, pk) }
 
-// itemRate is an item's pace over the window.
-type itemRate struct {
-	writes   float64            // per second
-	consumed map[string]float64 // net millitokens per second, per limit
-	debit    map[string]int64   // mean millitokens per acquire, per limit that consumed
-}
-
-// rate is item pk's pace: what it took in the seconds of the window since
-// it was first seen, divided by as many whole seconds. The newest second
-// counts though it may not be over, so the rate is never above the true
-// average with times to the second (AWS); DynamoDB Local's, to the minute,
-// read as one second, make it far above.
-func (h *Heat) rate(pk string) itemRate {
-	r := itemRate{consumed: map[string]float64{}, debit: map[string]int64{}}
+// rate is item pk's pace in writes per second: the writes of the seconds
+// of the window since it was first seen, divided by as many whole seconds.
+// The newest second counts though it may not be over, so the rate is never
+// above the true average with times to the second (AWS); DynamoDB Local's,
+// to the minute, read as one second, make it far above.
+func (h *Heat) rate(pk string) float64 {
 	it := h.items[pk]
 	if it == nil {
-		return r
+		return 0
 	}
 	to := h.newestSec()
 	from := max(h.windowStart(), it.first)
 	if from > to {
-		return r
+		return 0
 	}
-	var writes, events int64
-	consumed := map[string]int64{}
+	var writes int64
 	for _, s := range it.slots {
-		if s.consumed == nil || s.sec < from || s.sec > to {
-			continue
-		}
-		writes += s.writes
-		events += s.events
-		for name, v := range s.consumed {
-			consumed[name] += v
+		if s.writes > 0 && s.sec >= from && s.sec <= to {
+			writes += s.writes
 		}
 	}
-	secs := float64(to - from + 1)
-	r.writes = float64(writes) / secs
-	for name, v := range consumed {
-		r.consumed[name] = float64(v) / secs
-		if v > 0 {
-			r.debit[name] = v / max(events, 1)
-		}
-	}
-	return r
+	return float64(writes) / float64(to-from+1)
 }
 
 // heatStateKey is the key of the Heat's own entry in its State; item keys
@@ -175,8 +145,10 @@ func (h *Heat) rate(pk string) itemRate {
 const heatStateKey = "#heat"
 
 // heatStateVersion names the encoding of State; a state of another version
-// is dropped (HeatFromState), costing a window of detection.
-const heatStateVersion = "1"
+// is dropped (HeatFromState), costing a window of detection. (Version 1
+// also carried what each second consumed, for the proactive refill of
+// earlier releases.)
+const heatStateVersion = "2"
 
 // State encodes h for AWS Lambda's tumbling-window state: one entry per
 // item (its key, and its seconds in the window), and one for h itself. It
@@ -197,14 +169,11 @@ func (h *Heat) State() map[string]string {
 		b.WriteString(strconv.FormatInt(it.first, 10))
 		var writes int64
 		for _, s := range it.slots {
-			if s.consumed == nil || s.sec < from {
+			if s.writes == 0 || s.sec < from {
 				continue
 			}
 			writes += s.writes
-			fmt.Fprintf(&b, ";%d,%d,%d", s.sec, s.writes, s.events)
-			for _, name := range slices.Sorted(maps.Keys(s.consumed)) {
-				fmt.Fprintf(&b, ",%s=%d", name, s.consumed[name])
-			}
+			fmt.Fprintf(&b, ";%d,%d", s.sec, s.writes)
 		}
 		entries = append(entries, entry{pk, b.String(), writes})
 	}
@@ -261,24 +230,13 @@ func decodeItemHeat(v string) (*itemHeat, error) {
 	}
 	it := &itemHeat{first: first, last: first}
 	for _, p := range parts[1:] {
-		fields := strings.Split(p, ",")
-		if len(fields) < 3 {
+		sec, writes, ok := strings.Cut(p, ",")
+		var s heatSlot
+		var err1, err2 error
+		s.sec, err1 = strconv.ParseInt(sec, 10, 64)
+		s.writes, err2 = strconv.ParseInt(writes, 10, 64)
+		if !ok || err1 != nil || err2 != nil || s.writes <= 0 {
 			return nil, fmt.Errorf("second %q", p)
-		}
-		var n [3]int64
-		for i := range n {
-			if n[i], err = strconv.ParseInt(fields[i], 10, 64); err != nil {
-				return nil, fmt.Errorf("second %q", p)
-			}
-		}
-		s := heatSlot{sec: n[0], writes: n[1], events: n[2], consumed: map[string]int64{}}
-		for _, f := range fields[3:] {
-			name, val, ok := strings.Cut(f, "=")
-			c, err := strconv.ParseInt(val, 10, 64)
-			if !ok || name == "" || err != nil {
-				return nil, fmt.Errorf("consumed %q", f)
-			}
-			s.consumed[name] = c
 		}
 		it.slots[slotOf(s.sec)] = s
 		it.first, it.last = min(it.first, s.sec), max(it.last, s.sec)

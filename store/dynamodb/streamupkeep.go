@@ -106,9 +106,8 @@ func (h *Heat) noteAll(recs []ImageChange) []bucketWrite {
 		if _, ok := bucketNS(r); !ok {
 			continue
 		}
-		c, _ := ChangeOf(r) // Consumed and Events are those of the write, possibly none
 		pk := r.New.S(attrPK)
-		h.note(pk, c.Time, c.Events, c.Consumed)
+		h.note(pk, recordTime(r))
 		if _, seen := latest[pk]; !seen {
 			order = append(order, pk)
 		}

@@ -372,8 +372,7 @@ func encodeItem(id itemID, img *image, sim *simulation) item {
 // speculation off, every batch starts from a consistent read. A batch whose
 // parts the image refuses is confirmed by a read, unless the image is
 // fresh (a moment old: the item a failed write returned, or a read).
-func (s *Store) serve(b *batch, img *image) *image {
-	ctx := context.Background()
+func (s *Store) serve(ctx context.Context, b *batch, img *image) *image {
 	fresh := false
 	if !s.speculative {
 		img = nil
