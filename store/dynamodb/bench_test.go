@@ -17,6 +17,7 @@ import (
 
 	"github.com/tollgate-rl/tollgate"
 	"github.com/tollgate-rl/tollgate/clock"
+	"github.com/tollgate-rl/tollgate/store"
 )
 
 // BenchmarkDynamoDB measures the backend where users call it: Acquire and
@@ -49,7 +50,9 @@ import (
 // the wall clock, in 8 rounds alternating with raw conditional UpdateItems
 // of one item at the same concurrency (acquires/s, base-writes/s, and
 // x-paired: the raw rate over the acquire rate); generous: 1,000,000/s,
-// always full; busy: 6,000/min, so most acquires are refused.
+// always full; busy: 6,000/min, so most acquires are refused;
+// generous-4shards: the generous key split into 4 shards first (what
+// sharding costs or buys when the limit is generous).
 //
 // The fake clocks are the limiter's (WithClock), with a config cache as
 // long as the run (WithCacheTTL), so that the namespace is resolved once as
@@ -130,15 +133,36 @@ func BenchmarkDynamoDB(b *testing.B) {
 	})
 
 	for _, hot := range []struct {
-		name  string
-		limit tollgate.Limit
-	}{{"generous", tollgate.PerSecond("rps", 1_000_000)}, {"busy", tollgate.PerMinute("rps", 6_000)}} {
+		name   string
+		limit  tollgate.Limit
+		shards int
+	}{
+		{"generous", tollgate.PerSecond("rps", 1_000_000), 1},
+		{"busy", tollgate.PerMinute("rps", 6_000), 1},
+		{"generous-4shards", tollgate.PerSecond("rps", 1_000_000), 4},
+	} {
 		for _, g := range []int{1, 8, 32} {
+			if hot.shards > 1 && g != 32 {
+				continue
+			}
 			b.Run(fmt.Sprintf("hot/%s/goroutines-%d", hot.name, g), func(b *testing.B) {
-				env := newBenchEnv(b, tbl.table, false)
+				var opts []Option
+				if hot.shards > 1 {
+					// A meter of one write a second, so that the warm-up
+					// splits the bucket to its shards at once.
+					opts = []Option{WithWritePressureLimit(1), WithMaxShards(hot.shards)}
+				}
+				env := newBenchEnv(b, tbl.table, false, opts...)
 				limits := tollgate.WithLimits(hot.limit)
 				key := uniquePrefix("hot-" + hot.name)
-				env.acquire(b, key, limits)
+				env.acquire(b, key, limits) // registers the namespace
+				id := bucketID{env.ns(b), store.BucketKey{Entity: key, Resource: "api"}}
+				for i := 0; env.s.shardsOf(id) < hot.shards; i++ {
+					if i == 100 {
+						b.Fatalf("%s did not split to %d shards", key, hot.shards)
+					}
+					env.acquire(b, key, limits)
+				}
 				env.reset()
 				pairedThroughput(b, g, func(int) { rawWrite() }, func(int) {
 					env.tryAcquire(b, key, limits)
@@ -197,22 +221,31 @@ type benchEnv struct {
 	acquires atomic.Int64
 }
 
-func newBenchEnv(b *testing.B, table string, fake bool) *benchEnv {
+func newBenchEnv(b *testing.B, table string, fake bool, opts ...Option) *benchEnv {
 	b.Helper()
 	env := &benchEnv{}
 	env.s = mustNew(b, localConfig(func(c *aws.Config) {
 		c.HTTPClient = &http.Client{Transport: countingRT{NewHTTPClient().Transport, &env.calls}}
-	}), table, nil, atLocal)
-	opts := []tollgate.Option{tollgate.WithCacheTTL(24 * time.Hour)}
+	}), table, opts, atLocal)
+	limOpts := []tollgate.Option{tollgate.WithCacheTTL(24 * time.Hour)}
 	if fake {
 		env.clk = clock.NewFake(time.Now())
-		opts = append(opts, tollgate.WithClock(env.clk))
+		limOpts = append(limOpts, tollgate.WithClock(env.clk))
 	}
 	var err error
-	if env.lim, err = tollgate.New(env.s, opts...); err != nil {
+	if env.lim, err = tollgate.New(env.s, limOpts...); err != nil {
 		b.Fatal(err)
 	}
 	return env
+}
+
+// ns returns the id of the limiter's namespace.
+func (env *benchEnv) ns(b *testing.B) string {
+	n, err := env.lim.GetNamespace(context.Background(), env.lim.Namespace())
+	if err != nil {
+		b.Fatal(err)
+	}
+	return n.ID
 }
 
 // tryAcquire acquires one token of entity on api and commits; a refusal
