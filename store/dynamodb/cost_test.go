@@ -339,6 +339,20 @@ func TestCostSingleBucket(t *testing.T) {
 		expectCalls(t, "cold store, bucket not full", c2.calls.take(), map[string]int{"UpdateItem": 2})
 	})
 
+	// A read (Available) warms the image as a write does: the acquire that
+	// follows, on a bucket that is not full, is one write.
+	t.Run("read warms", func(t *testing.T) {
+		c4 := tt.client(t, 5*time.Second)
+		if _, err := c4.ReadBuckets(context.Background(), ns, []store.BucketKey{b}); err != nil {
+			t.Fatal(err)
+		}
+		c4.calls.take()
+		if !mustConsume(t, c4, ns, consumeReq(t0+90_000, rate2, 1_000, b)) {
+			t.Fatal("refused although 30 s more refilled 1 token")
+		}
+		expectCalls(t, "acquire after a read, bucket not full", c4.calls.take(), map[string]int{"UpdateItem": 1})
+	})
+
 	// Speculation off: every acquire reads first.
 	t.Run("speculation off", func(t *testing.T) {
 		c3 := tt.client(t, 5*time.Second, WithSpeculative(false))

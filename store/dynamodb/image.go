@@ -227,15 +227,6 @@ func (m itemAttrs) Names() []string {
 	return out
 }
 
-// decodeRecord reads a bucket item as a store.Record at its rf.
-func decodeRecord(it item) (*store.Record, error) {
-	img, err := itemImage(it)
-	if err != nil {
-		return nil, err
-	}
-	return img.record(img.rf), nil
-}
-
 // tickValue is a full tick as a DynamoDB number.
 func tickValue(t bucket.Tick) types.AttributeValue {
 	return &types.AttributeValueMemberN{Value: t.String()}

@@ -238,6 +238,13 @@ func (t *laneTable) image(id itemID) *image {
 	return l.img.clone()
 }
 
+// remember is offer for an item this process may not have written yet (a
+// read): the lane is created if need be.
+func (t *laneTable) remember(id itemID, img *image) {
+	t.get(id)
+	t.offer(id, img)
+}
+
 // offer gives the lane of id a fresher image (a read's, a delta's), unless
 // a write is under way there, whose outcome will be fresher still.
 func (t *laneTable) offer(id itemID, img *image) {

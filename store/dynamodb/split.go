@@ -190,14 +190,17 @@ func (s *Store) readBucket(ctx context.Context, ns string, k store.BucketKey, it
 	}
 	var recs []*store.Record
 	var latest int64
-	for _, it := range its {
+	for shard, it := range its {
 		if it == nil {
 			continue // a shard deleted with its bucket, mid-read
 		}
-		rec, err := decodeRecord(it)
+		img, err := itemImage(it)
 		if err != nil {
 			return nil, err
 		}
+		// A read warms this process's image of the item, as a write does.
+		s.lanes.remember(itemID{ns, k, shard}, img)
+		rec := img.record(img.rf)
 		recs = append(recs, rec)
 		latest = max(latest, rec.Refilled)
 	}

@@ -142,7 +142,7 @@ func (u *Upkeep) plan(heat *Heat, latest []bucketWrite) (splits []bucketWrite) {
 }
 
 // imageRecord reads the limits of a bucket item's image (at its rf), as
-// decodeRecord reads a stored item; ok is false if it is not a complete
+// itemImage reads a stored item; ok is false if it is not a complete
 // bucket item.
 func imageRecord(img Image) (*store.Record, bool) {
 	d, err := decodeImage(img)

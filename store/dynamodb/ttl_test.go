@@ -210,10 +210,11 @@ func TestBucketTTLBoundHolds(t *testing.T) {
 				continue
 			}
 			finite++
-			rec, err := decodeRecord(it)
+			img, err := itemImage(it)
 			if err != nil {
 				t.Fatal(err)
 			}
+			rec := img.record(img.rf)
 			if at := ttl*1000 - grace; !store.IsFull(visible(rec), at) {
 				t.Fatalf("step %d: shard %d expires at %d but is not full %d ms before: %+v", step, shard, ttl, grace, rec)
 			}
