@@ -66,7 +66,7 @@ func (l *Limiter) Acquire(ctx context.Context, entity, resource string, consume 
 		granted, err = l.store.Consume(ctx, d.ns, &d.req)
 		switch {
 		case err == nil && granted:
-			return &Lease{d: d, gen: d.gen.Load(), entity: entity, resource: resource}, nil
+			return d.newLease(entity, resource), nil
 		case err == nil:
 			err = l.denial(&d.req)
 		default:
@@ -91,8 +91,9 @@ func (l *Limiter) failed(ctx context.Context, ns, entity, resource string, mode 
 		return nil, err
 	}
 	l.degraded.Add(1)
-	d := l.getLeaseData()
-	return &Lease{d: d, gen: d.gen.Load(), entity: entity, resource: resource, cause: err}, nil
+	// State of its own, never recycled, so that the handle keeps its cause.
+	d := &leaseData{lim: l, cause: err}
+	return &Lease{d: d, entity: entity, resource: resource}, nil
 }
 
 // plan validates the call and fills le.req with every bucket and limit it
@@ -167,6 +168,9 @@ func (l *Limiter) plan(ctx context.Context, d *leaseData, entity, resource strin
 				lr.Amount = 0
 			} else if lr.Amount > p.params.Capacity {
 				return exceedsCapacity(p.limit, id, lr.Amount/1000)
+			}
+			if p.params.Amount == 0 {
+				d.holds = true
 			}
 			limitBuf = append(limitBuf, lr)
 		}
