@@ -40,14 +40,15 @@ type leaseData struct {
 	// holds is set when req holds concurrency tokens, which the ending
 	// returns: without it and without adjustments, Commit writes nothing.
 	holds   bool
-	buckets []store.BucketRequest
-	limits  []store.LimitRequest
-	amounts []int64      // scratch: the entity's amounts per limit, millitokens
-	pending []adjustment // unwritten adjustments, millitokens
+	limits  []store.LimitRequest // the array of req's limits
+	amounts []int64              // scratch: the entity's amounts per limit, millitokens
+	pending []adjustment         // unwritten adjustments, millitokens
 	deltas  []store.Delta
 	applied []int64 // deltas already written, per limit of req in order
-	// spare holds lease handles never given out (see newLease).
-	spare []Lease
+	// handles is the batch of lease handles that newLease gives out;
+	// those from next on were never given out.
+	handles []Lease
+	next    int
 	// cause is the store error behind a degraded lease. It is set only in
 	// state made for that lease, which is never recycled, so the handle
 	// reports it for good.
@@ -60,11 +61,9 @@ type adjustment struct {
 }
 
 func newLeaseData(l *Limiter) *leaseData {
-	return &leaseData{
-		lim:     l,
-		buckets: make([]store.BucketRequest, 0, model.MaxCascadeDepth),
-		limits:  make([]store.LimitRequest, 0, 4),
-	}
+	d := &leaseData{lim: l, limits: make([]store.LimitRequest, 0, 4)}
+	d.req.Buckets = make([]store.BucketRequest, 0, model.MaxCascadeDepth)
+	return d
 }
 
 // getLeaseData takes recycled lease state from the limiter's pool.
@@ -82,25 +81,32 @@ const handleBatch = 8
 // next lease through it.) A handle kept after its lease ended keeps its
 // batch in memory, handleBatch handles' worth at most.
 func (d *leaseData) newLease(entity, resource string) *Lease {
-	if len(d.spare) == 0 {
-		d.spare = make([]Lease, handleBatch)
+	if d.next == len(d.handles) {
+		d.handles, d.next = make([]Lease, handleBatch), 0
 	}
-	le := &d.spare[0]
-	d.spare = d.spare[1:]
+	le := &d.handles[d.next]
+	d.next++
 	le.d, le.gen, le.entity, le.resource = d, d.gen.Load(), entity, resource
 	return le
 }
 
 // release invalidates every handle to d and recycles it. The caller holds
 // d.mu, or no handle to d exists.
+//
+// It resets what the next call relies on and no more: pointers (the
+// namespace, the request's keys, an option's limits) stay for plan to
+// overwrite, or to find already in place, rather than be stored twice (see
+// plan). They are meaningless until then.
 func (d *leaseData) release() {
 	d.gen.Add(1)
 	if d.cause != nil {
 		return // a degraded lease's state: never recycled (see cause)
 	}
-	d.opts = acquireOptions{}
-	d.ns = ""
-	d.req = store.ConsumeRequest{}
+	d.opts.explicit = false
+	if d.opts.mode != "" {
+		d.opts.mode = ""
+	}
+	d.req.Buckets = d.req.Buckets[:0]
 	d.holds = false
 	d.pending = d.pending[:0]
 	d.deltas = d.deltas[:0]
