@@ -74,7 +74,7 @@ func (l *Limiter) Acquire(ctx context.Context, entity, resource string, consume 
 	for _, o := range opts {
 		o(&d.opts)
 	}
-	now := l.clock.Now()
+	now := d.now()
 	ns, err := l.plan(ctx, d, entity, resource, consume, now)
 	if err == nil {
 		var granted bool
@@ -95,12 +95,12 @@ func (l *Limiter) Acquire(ctx context.Context, entity, resource string, consume 
 
 // failed decides what a failed acquire returns: a degraded lease in Allow
 // mode when the store is unavailable, the error otherwise.
-func (l *Limiter) failed(ctx context.Context, ns, entity, resource string, mode model.OnUnavailable, err error, now time.Time) (*Lease, error) {
+func (l *Limiter) failed(ctx context.Context, ns, entity, resource string, mode model.OnUnavailable, err error, now int64) (*Lease, error) {
 	if !errors.Is(err, model.ErrUnavailable) {
 		return nil, err
 	}
 	if mode == "" && ns != "" {
-		l.refreshSystemMode(ctx, ns, now.UnixNano())
+		l.refreshSystemMode(ctx, ns, now)
 	}
 	if l.mode(mode) != model.Allow {
 		return nil, err
@@ -112,7 +112,8 @@ func (l *Limiter) failed(ctx context.Context, ns, entity, resource string, mode 
 }
 
 // plan validates the call and fills d.req with every bucket and limit it
-// touches; limits that consume names are checked. It returns the namespace
+// touches, at now (Unix nanoseconds); limits that consume names are
+// checked. It returns the namespace
 // id, once resolved, also on failure. Store failures come back as
 // *UnavailableError.
 //
@@ -121,7 +122,7 @@ func (l *Limiter) failed(ctx context.Context, ns, entity, resource string, mode 
 // previous request, common under load) is not stored again: while the
 // garbage collector marks, which an allocating process has it do much of
 // the time, every pointer stored costs a write barrier.
-func (l *Limiter) plan(ctx context.Context, d *leaseData, entity, resource string, consume Consume, now time.Time) (string, error) {
+func (l *Limiter) plan(ctx context.Context, d *leaseData, entity, resource string, consume Consume, nowNano int64) (string, error) {
 	if err := model.ValidateEntityID(entity); err != nil {
 		return "", err
 	}
@@ -140,7 +141,6 @@ func (l *Limiter) plan(ctx context.Context, d *leaseData, entity, resource strin
 			return "", err
 		}
 	}
-	nowNano := now.UnixNano()
 	ns, err := l.namespaceID(ctx, nowNano)
 	if err != nil {
 		return "", err
@@ -154,7 +154,7 @@ func (l *Limiter) plan(ctx context.Context, d *leaseData, entity, resource strin
 	if err != nil {
 		return ns, err
 	}
-	d.req.Now = now.UnixMilli()
+	d.req.Now = unixMilli(nowNano)
 	buckets, limitBuf := d.req.Buckets[:0], d.limits[:0]
 	for depth, e := range chain {
 		id := e.ID
@@ -243,6 +243,16 @@ func setIfChanged[T comparable](p *T, v T) {
 // same first element, length and capacity.
 func sameSlice[T any](a, b []T) bool {
 	return len(a) == len(b) && cap(a) == cap(b) && (cap(a) == 0 || &a[:1][0] == &b[:1][0])
+}
+
+// unixMilli converts Unix nanoseconds to Unix milliseconds, rounding down
+// as time.Time.UnixMilli does.
+func unixMilli(nano int64) int64 {
+	ms := nano / 1e6
+	if nano%1e6 < 0 {
+		ms--
+	}
+	return ms
 }
 
 // extend returns s one element longer, and a pointer to that element,
@@ -477,7 +487,7 @@ func (l *Limiter) peek(ctx context.Context, entity, resource string, consume Con
 	for _, o := range opts {
 		o(&d.opts)
 	}
-	now := l.clock.Now()
+	now := d.now()
 	if _, err := l.plan(ctx, d, entity, resource, consume, now); err != nil {
 		d.release()
 		return nil, err
