@@ -112,16 +112,15 @@ func (l *Limiter) failed(ctx context.Context, ns, entity, resource string, mode 
 }
 
 // plan validates the call and fills d.req with every bucket and limit it
-// touches, at now (Unix nanoseconds); limits that consume names are
-// checked. It returns the namespace
-// id, once resolved, also on failure. Store failures come back as
-// *UnavailableError.
+// touches, at nowNano (Unix nanoseconds); limits that consume names are
+// checked. It returns the namespace id once resolved, also on failure.
+// Store failures come back as *UnavailableError.
 //
 // The request is built in d's recycled buffers, and a field that already
-// holds the value it needs (the same key, entity and limits as this state's
-// previous request, common under load) is not stored again: while the
-// garbage collector marks, which an allocating process has it do much of
-// the time, every pointer stored costs a write barrier.
+// holds the value it needs (this state's previous request usually had the
+// same limit names, and often the same key and entity) is not stored
+// again: while the garbage collector marks, which an allocating process has
+// it do much of the time, every pointer stored costs a write barrier.
 func (l *Limiter) plan(ctx context.Context, d *leaseData, entity, resource string, consume Consume, nowNano int64) (string, error) {
 	if err := model.ValidateEntityID(entity); err != nil {
 		return "", err

@@ -76,11 +76,10 @@ func newLeaseData(l *Limiter) *leaseData {
 const wallResync = time.Millisecond
 
 // now returns the time for an acquire or a peek, in Unix nanoseconds: the
-// limiter's clock, read
-// the cheap way when it is the real clock. time.Now reads two clocks, the
-// wall clock and the monotonic one (about 25 ns each on a Linux VM with the
-// TSC), where the time elapsed since an earlier time.Now needs only the
-// monotonic one. So now reads the wall clock at most once every wallResync
+// limiter's clock, read the cheap way when it is the real clock. time.Now
+// reads two clocks, the wall clock and the monotonic one (about 25 ns each
+// on a Linux VM with the TSC), where the time elapsed since an earlier
+// time.Now needs only the monotonic one. So now reads the wall clock at most once every wallResync
 // (per recycled lease state, so that nothing is shared between goroutines)
 // and in between adds the monotonic time elapsed since that reading.
 //
@@ -111,8 +110,9 @@ func (l *Limiter) getLeaseData() *leaseData { return l.leases.Get().(*leaseData)
 const handleBatch = 8
 
 // newLease returns a handle to d's current lease. Handles are allocated
-// handleBatch at a time, and each is given out once, ever: d keeps only
-// those not yet given out. A handle therefore never aliases another lease's,
+// handleBatch at a time, and each is given out once, ever: d hands out the
+// slots of its batch in order and then allocates a new batch, never going
+// back. A handle therefore never aliases another lease's,
 // however long its holder keeps it; after its lease ended it still points at
 // its own memory, whose gen no longer matches d's, and answers closed. (A
 // pooled handle could not do that: a holder of an ended lease would see the
