@@ -16,11 +16,20 @@ import (
 // TimeUntilAvailable call.
 type AcquireOption func(*acquireOptions)
 
+// acquireOptions are the options of one call. They live in recycled lease
+// state; see leaseData.release for what is reset between calls.
 type acquireOptions struct {
-	explicit  bool
-	limits    []prepared
-	limitsErr error
-	mode      model.OnUnavailable
+	// explicit is set when WithLimits was given: ex holds its limits.
+	// Otherwise ex is meaningless (it may hold an earlier call's).
+	explicit bool
+	ex       *explicitLimits
+	mode     model.OnUnavailable
+}
+
+// explicitLimits are the limits of one WithLimits option, prepared once.
+type explicitLimits struct {
+	limits []prepared
+	err    error // why the limits are invalid, or nil
 }
 
 // WithLimits makes the call use limits instead of the stored configuration,
@@ -31,8 +40,14 @@ func WithLimits(limits ...Limit) AcquireOption {
 	if err == nil && len(limits) == 0 {
 		err = model.Invalid("limits", "", "WithLimits needs at least one limit")
 	}
-	p := prepare(limits)
-	return func(o *acquireOptions) { o.explicit, o.limits, o.limitsErr = true, p, err }
+	ex := &explicitLimits{limits: prepare(limits), err: err}
+	return func(o *acquireOptions) {
+		o.explicit = true
+		// A hoisted option finds itself here from the call before: storing
+		// the pointer again would only cost a write barrier (see
+		// setIfChanged).
+		setIfChanged(&o.ex, ex)
+	}
 }
 
 // WithOnUnavailable sets what this call does if the store cannot answer,
@@ -59,95 +74,103 @@ func (l *Limiter) Acquire(ctx context.Context, entity, resource string, consume 
 	for _, o := range opts {
 		o(&d.opts)
 	}
-	now := l.clock.Now()
-	err := l.plan(ctx, d, entity, resource, consume, now)
+	now := d.now()
+	ns, err := l.plan(ctx, d, entity, resource, consume, now)
 	if err == nil {
 		var granted bool
 		granted, err = l.store.Consume(ctx, d.ns, &d.req)
 		switch {
 		case err == nil && granted:
-			return &Lease{d: d, gen: d.gen.Load(), entity: entity, resource: resource}, nil
+			return d.newLease(entity, resource), nil
 		case err == nil:
 			err = l.denial(&d.req)
 		default:
 			err = storeErr(ctx, "acquire", entity+"/"+resource, err)
 		}
 	}
-	mode, ns := d.opts.mode, d.ns
+	mode := d.opts.mode
 	d.release()
 	return l.failed(ctx, ns, entity, resource, mode, err, now)
 }
 
 // failed decides what a failed acquire returns: a degraded lease in Allow
 // mode when the store is unavailable, the error otherwise.
-func (l *Limiter) failed(ctx context.Context, ns, entity, resource string, mode model.OnUnavailable, err error, now time.Time) (*Lease, error) {
+func (l *Limiter) failed(ctx context.Context, ns, entity, resource string, mode model.OnUnavailable, err error, now int64) (*Lease, error) {
 	if !errors.Is(err, model.ErrUnavailable) {
 		return nil, err
 	}
 	if mode == "" && ns != "" {
-		l.refreshSystemMode(ctx, ns, now.UnixNano())
+		l.refreshSystemMode(ctx, ns, now)
 	}
 	if l.mode(mode) != model.Allow {
 		return nil, err
 	}
 	l.degraded.Add(1)
-	d := l.getLeaseData()
-	return &Lease{d: d, gen: d.gen.Load(), entity: entity, resource: resource, cause: err}, nil
+	// State of its own, never recycled, so that the handle keeps its cause.
+	d := &leaseData{lim: l, cause: err}
+	return &Lease{d: d, entity: entity, resource: resource}, nil
 }
 
-// plan validates the call and fills le.req with every bucket and limit it
-// touches; limits that consume names are checked. Store failures come back as
-// *UnavailableError.
-func (l *Limiter) plan(ctx context.Context, d *leaseData, entity, resource string, consume Consume, now time.Time) error {
+// plan validates the call and fills d.req with every bucket and limit it
+// touches, at nowNano (Unix nanoseconds); limits that consume names are
+// checked. It returns the namespace id once resolved, also on failure.
+// Store failures come back as *UnavailableError.
+//
+// The request is built in d's recycled buffers, and a field that already
+// holds the value it needs (this state's previous request usually had the
+// same limit names, and often the same key and entity) is not stored
+// again: while the garbage collector marks, which an allocating process has
+// it do much of the time, every pointer stored costs a write barrier.
+func (l *Limiter) plan(ctx context.Context, d *leaseData, entity, resource string, consume Consume, nowNano int64) (string, error) {
 	if err := model.ValidateEntityID(entity); err != nil {
-		return err
+		return "", err
 	}
 	if err := model.ValidateResource(resource); err != nil {
-		return err
+		return "", err
 	}
-	if d.opts.limitsErr != nil {
-		return d.opts.limitsErr
-	}
-	var err error
+	var explicit []prepared
 	if d.opts.explicit {
+		if err := d.opts.ex.err; err != nil {
+			return "", err
+		}
+		explicit = d.opts.ex.limits
 		// Check what needs no store first, so that a request that can never
 		// be granted is refused even while the store is down.
-		if d.amounts, err = fitConsume(consume, d.opts.limits, entity, resource, d.amounts); err != nil {
-			return err
+		if err := fitConsume(consume, explicit, entity, resource, &d.amounts); err != nil {
+			return "", err
 		}
 	}
-	nowNano := now.UnixNano()
 	ns, err := l.namespaceID(ctx, nowNano)
 	if err != nil {
-		return err
+		return "", err
 	}
-	d.ns = ns
+	setIfChanged(&d.ns, ns)
 	if d.opts.explicit && d.opts.mode == "" {
 		l.refreshSystemMode(ctx, ns, nowNano)
 	}
 	var chainBuf [model.MaxCascadeDepth]*model.Entity
 	chain, err := l.chain(ctx, ns, entity, nowNano, &chainBuf)
 	if err != nil {
-		return err
+		return ns, err
 	}
-	d.req = store.ConsumeRequest{Now: now.UnixMilli(), Buckets: d.buckets[:0]}
-	limitBuf := d.limits[:0]
+	d.req.Now = unixMilli(nowNano)
+	buckets, limitBuf := d.req.Buckets[:0], d.limits[:0]
 	for depth, e := range chain {
 		id := e.ID
-		limits := d.opts.limits
+		limits := explicit
 		if !d.opts.explicit {
 			r, err := l.resolve(ctx, ns, id, resource, nowNano)
 			if err != nil {
-				return err
+				return ns, err
 			}
 			if !r.found {
-				return model.Invalid("limits", id+"/"+resource, "no limits are configured for entity "+
+				return ns, model.Invalid("limits", id+"/"+resource, "no limits are configured for entity "+
 					strconv.Quote(id)+" and resource "+strconv.Quote(resource)+" at any level, and none were passed")
 			}
 			limits = r.limits
 			if depth == 0 {
-				if d.amounts, err = fitConsume(consume, limits, entity, resource, d.amounts); err != nil {
-					return err
+				if err := fitConsume(consume, limits, entity, resource, &d.amounts); err != nil {
+					return ns, err
 				}
 			}
 		}
@@ -156,56 +179,124 @@ func (l *Limiter) plan(ctx context.Context, d *leaseData, entity, resource strin
 		// may have a smaller capacity.
 		fitted := depth == 0 || d.opts.explicit
 		start := len(limitBuf)
-		for i, p := range limits {
-			lr := store.LimitRequest{Name: p.limit.Name, Params: p.params, Amount: -1}
+		for i := range limits {
+			p := &limits[i]
+			amount := int64(-1)
 			if fitted {
-				lr.Amount = d.amounts[i]
+				amount = d.amounts[i]
 			} else if n, ok := consume[p.limit.Name]; ok {
-				lr.Amount = n * 1000
+				amount = n * 1000
 			}
-			if lr.Check = lr.Amount >= 0; !lr.Check {
-				lr.Amount = 0
-			} else if lr.Amount > p.params.Capacity {
-				return exceedsCapacity(p.limit, id, lr.Amount/1000)
+			check := amount >= 0
+			if !check {
+				amount = 0
+			} else if amount > p.params.Capacity {
+				return ns, exceedsCapacity(p.limit, id, amount/1000)
 			}
-			limitBuf = append(limitBuf, lr)
+			if p.params.Amount == 0 {
+				d.holds = true
+			}
+			// Field by field, in place: copying a whole struct goes
+			// through the bulk write barrier while the GC marks.
+			var lr *store.LimitRequest
+			limitBuf, lr = extend(limitBuf)
+			setIfChanged(&lr.Name, p.limit.Name)
+			lr.Params, lr.Check, lr.Amount = p.params, check, amount
+			lr.Observed, lr.Wait = bucket.State{}, 0
 		}
-		d.req.Buckets = append(d.req.Buckets, store.BucketRequest{
-			Key:    store.BucketKey{Entity: id, Resource: resource},
-			Limits: limitBuf[start:len(limitBuf):len(limitBuf)],
-			Entity: e,
-		})
+		var br *store.BucketRequest
+		buckets, br = extend(buckets)
+		setIfChanged(&br.Key.Entity, id)
+		setIfChanged(&br.Key.Resource, resource)
+		if lim := limitBuf[start:len(limitBuf):len(limitBuf)]; !sameSlice(br.Limits, lim) {
+			br.Limits = lim
+		}
+		setIfChanged(&br.Entity, e)
+		br.Placement = 0
 	}
-	d.buckets, d.limits = d.req.Buckets[:0], limitBuf[:0] // keep grown buffers
-	return nil
+	// Keep the buffers for the next request. They came from d's by extend,
+	// which moves to a new array only to grow it: an unchanged capacity
+	// means the same array, and then only the length needs storing.
+	if cap(buckets) != cap(d.req.Buckets) {
+		d.req.Buckets = buckets
+	} else {
+		d.req.Buckets = d.req.Buckets[:len(buckets)]
+	}
+	if cap(limitBuf) != cap(d.limits) {
+		d.limits = limitBuf[:0]
+	}
+	return ns, nil
+}
+
+// setIfChanged stores v in *p unless *p already equals it. Storing a
+// pointer (a string's, a slice's, an interface's) costs a write barrier
+// while the garbage collector marks; comparing equal strings is cheap when
+// they share their bytes, as a key used again usually does.
+func setIfChanged[T comparable](p *T, v T) {
+	if *p != v {
+		*p = v
+	}
+}
+
+// sameSlice reports whether a and b are the same slice of the same array:
+// same first element, length and capacity.
+func sameSlice[T any](a, b []T) bool {
+	return len(a) == len(b) && cap(a) == cap(b) && (cap(a) == 0 || &a[:1][0] == &b[:1][0])
+}
+
+// unixMilli converts Unix nanoseconds to Unix milliseconds, rounding down
+// as time.Time.UnixMilli does.
+func unixMilli(nano int64) int64 {
+	ms := nano / 1e6
+	if nano%1e6 < 0 {
+		ms--
+	}
+	return ms
+}
+
+// extend returns s one element longer, and a pointer to that element,
+// which may hold what an earlier use of the backing array left there.
+func extend[T any](s []T) ([]T, *T) {
+	if len(s) < cap(s) {
+		s = s[:len(s)+1]
+	} else {
+		var zero T
+		s = append(s, zero)
+	}
+	return s, &s[len(s)-1]
 }
 
 // fitConsume checks consume against the entity's limits: every name must be
 // a limit in effect, every amount representable, non-negative and within the
-// limit's capacity. It returns, reusing buf, each limit's amount in
-// millitokens, or -1 where consume does not name it. The common case costs
-// one map lookup per limit and no iteration over the map.
-func fitConsume(consume Consume, limits []prepared, entity, resource string, buf []int64) ([]int64, error) {
-	amounts := buf[:0]
+// limit's capacity. It sets *amounts, reusing its array, to each limit's
+// amount in millitokens, or -1 where consume does not name it. The common
+// case costs one map lookup per limit and no iteration over the map.
+func fitConsume(consume Consume, limits []prepared, entity, resource string, amounts *[]int64) error {
+	if cap(*amounts) < len(limits) {
+		*amounts = make([]int64, len(limits))
+	}
+	*amounts = (*amounts)[:len(limits)] // only the length changes: no write barrier
+	a := *amounts
 	matched := 0
-	for _, p := range limits {
+	for i := range limits {
+		p := &limits[i] // not a copy: a prepared limit is 80 bytes
 		n, ok := consume[p.limit.Name]
 		switch {
 		case !ok:
-			amounts = append(amounts, -1)
+			a[i] = -1
 			continue
 		case n < 0 || n > model.MaxTokens:
-			return amounts, badConsume(consume, limits, entity, resource)
+			return badConsume(consume, limits, entity, resource)
 		case n*1000 > p.params.Capacity:
-			return amounts, exceedsCapacity(p.limit, entity, n)
+			return exceedsCapacity(p.limit, entity, n)
 		}
-		amounts = append(amounts, n*1000)
+		a[i] = n * 1000
 		matched++
 	}
 	if matched != len(consume) {
-		return amounts, badConsume(consume, limits, entity, resource)
+		return badConsume(consume, limits, entity, resource)
 	}
-	return amounts, nil
+	return nil
 }
 
 // badConsume explains why consume does not fit limits: an amount is negative
@@ -395,8 +486,8 @@ func (l *Limiter) peek(ctx context.Context, entity, resource string, consume Con
 	for _, o := range opts {
 		o(&d.opts)
 	}
-	now := l.clock.Now()
-	if err := l.plan(ctx, d, entity, resource, consume, now); err != nil {
+	now := d.now()
+	if _, err := l.plan(ctx, d, entity, resource, consume, now); err != nil {
 		d.release()
 		return nil, err
 	}

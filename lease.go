@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/tollgate-rl/tollgate/bucket"
 	"github.com/tollgate-rl/tollgate/model"
@@ -19,30 +20,44 @@ import (
 // Cause reports it closed: Adjust, Commit and Rollback return ErrLeaseClosed,
 // and Consumed and Statuses return nil. Read them before ending the lease.
 type Lease struct {
-	// The lease's state is recycled when it ends (an acquire then allocates
-	// only this small handle); gen tells a stale handle from the live one.
+	// The lease's state is recycled when it ends (an acquire then needs
+	// only this small handle, see leaseData.newLease); gen tells a stale
+	// handle from the live one.
 	d                *leaseData
 	gen              uint64
 	entity, resource string
-	cause            error
 }
 
 // leaseData is the recyclable state of a lease: the request it wrote and its
 // pending adjustments. gen changes when it is recycled; fields other than gen
 // may be touched only by the holder of a handle whose gen matches, under mu.
 type leaseData struct {
-	lim     *Limiter
-	ns      string // the namespace id the request was written in
-	gen     atomic.Uint64
-	mu      sync.Mutex
-	opts    acquireOptions
-	req     store.ConsumeRequest
-	buckets []store.BucketRequest
-	limits  []store.LimitRequest
-	amounts []int64      // scratch: the entity's amounts per limit, millitokens
-	pending []adjustment // unwritten adjustments, millitokens
+	lim  *Limiter
+	ns   string // the namespace id the request was written in
+	gen  atomic.Uint64
+	mu   sync.Mutex
+	opts acquireOptions
+	req  store.ConsumeRequest
+	// holds is set when req holds concurrency tokens, which the ending
+	// returns: without it and without adjustments, Commit writes nothing.
+	holds   bool
+	limits  []store.LimitRequest // the array of req's limits
+	amounts []int64              // scratch: the entity's amounts per limit, millitokens
+	pending []adjustment         // unwritten adjustments, millitokens
 	deltas  []store.Delta
 	applied []int64 // deltas already written, per limit of req in order
+	// handles is the batch of lease handles that newLease gives out;
+	// those from next on were never given out.
+	handles []Lease
+	next    int
+	// wall is the reading of the wall clock that now derives the time
+	// from, with its monotonic part; wallNano is its Unix time.
+	wall     time.Time
+	wallNano int64
+	// cause is the store error behind a degraded lease. It is set only in
+	// state made for that lease, which is never recycled, so the handle
+	// reports it for good.
+	cause error
 }
 
 type adjustment struct {
@@ -51,23 +66,86 @@ type adjustment struct {
 }
 
 func newLeaseData(l *Limiter) *leaseData {
-	return &leaseData{
-		lim:     l,
-		buckets: make([]store.BucketRequest, 0, model.MaxCascadeDepth),
-		limits:  make([]store.LimitRequest, 0, 4),
+	d := &leaseData{lim: l, limits: make([]store.LimitRequest, 0, 4)}
+	d.req.Buckets = make([]store.BucketRequest, 0, model.MaxCascadeDepth)
+	return d
+}
+
+// wallResync is how long now derives the wall-clock time from one reading
+// of the wall clock before it reads it again.
+const wallResync = time.Millisecond
+
+// now returns the time for an acquire or a peek, in Unix nanoseconds: the
+// limiter's clock, read the cheap way when it is the real clock. time.Now
+// reads two clocks, the wall clock and the monotonic one (about 25 ns each
+// on a Linux VM with the TSC), where the time elapsed since an earlier
+// time.Now needs only the monotonic one. So now reads the wall clock at most once every wallResync
+// (per recycled lease state, so that nothing is shared between goroutines)
+// and in between adds the monotonic time elapsed since that reading.
+//
+// The two clocks advance together: the kernel slews both alike for NTP
+// (on Linux; elsewhere they may drift apart by NTP's slew rate, at most
+// 0.5 microseconds per wallResync). They part only when the wall clock is
+// stepped (set by hand, a large NTP correction) or the machine was
+// suspended; the derived time then lags the wall clock for at most
+// wallResync, under the millisecond that bucket times are counted in.
+func (d *leaseData) now() int64 {
+	if !d.lim.realClock {
+		return d.lim.clock.Now().UnixNano()
 	}
+	// The zero wall (fresh state) has no monotonic reading: Since then
+	// measures on the wall clock, decades, and the clock is read.
+	if e := time.Since(d.wall); e >= 0 && e < wallResync {
+		return d.wallNano + int64(e)
+	}
+	d.wall = time.Now()
+	d.wallNano = d.wall.UnixNano()
+	return d.wallNano
 }
 
 // getLeaseData takes recycled lease state from the limiter's pool.
 func (l *Limiter) getLeaseData() *leaseData { return l.leases.Get().(*leaseData) }
 
+// handleBatch is how many lease handles newLease allocates at once.
+const handleBatch = 8
+
+// newLease returns a handle to d's current lease. Handles are allocated
+// handleBatch at a time, and each is given out once, ever: d hands out the
+// slots of its batch in order and then allocates a new batch, never going
+// back. A handle therefore never aliases another lease's,
+// however long its holder keeps it; after its lease ended it still points at
+// its own memory, whose gen no longer matches d's, and answers closed. (A
+// pooled handle could not do that: a holder of an ended lease would see the
+// next lease through it.) A handle kept after its lease ended keeps its
+// batch in memory, handleBatch handles' worth at most.
+func (d *leaseData) newLease(entity, resource string) *Lease {
+	if d.next == len(d.handles) {
+		d.handles, d.next = make([]Lease, handleBatch), 0
+	}
+	le := &d.handles[d.next]
+	d.next++
+	le.d, le.gen, le.entity, le.resource = d, d.gen.Load(), entity, resource
+	return le
+}
+
 // release invalidates every handle to d and recycles it. The caller holds
 // d.mu, or no handle to d exists.
+//
+// It resets what the next call relies on and no more: pointers (the
+// namespace, the request's keys, an option's limits) stay for plan to
+// overwrite, or to find already in place, rather than be stored twice (see
+// plan). They are meaningless until then.
 func (d *leaseData) release() {
 	d.gen.Add(1)
-	d.opts = acquireOptions{}
-	d.ns = ""
-	d.req = store.ConsumeRequest{}
+	if d.cause != nil {
+		return // a degraded lease's state: never recycled (see cause)
+	}
+	d.opts.explicit = false
+	if d.opts.mode != "" {
+		d.opts.mode = ""
+	}
+	d.req.Buckets = d.req.Buckets[:0]
+	d.holds = false
 	d.pending = d.pending[:0]
 	d.deltas = d.deltas[:0]
 	d.applied = d.applied[:0]
@@ -122,10 +200,10 @@ func (le *Lease) Resource() string { return le.resource }
 // Degraded reports whether the lease was granted without the store (Allow
 // mode while the store was unavailable): nothing was consumed, and Commit and
 // Rollback write nothing.
-func (le *Lease) Degraded() bool { return le.cause != nil }
+func (le *Lease) Degraded() bool { return le.d.cause != nil }
 
 // Cause returns the store error that made the lease degraded, or nil.
-func (le *Lease) Cause() error { return le.cause }
+func (le *Lease) Cause() error { return le.d.cause }
 
 // Statuses reports every limit the lease debited, with balances just after
 // the grant. A degraded or ended lease has none.
@@ -221,32 +299,51 @@ func (le *Lease) Consumed() Consume {
 // Commit writes pending adjustments and returns the lease's concurrency
 // tokens. If the store fails, Commit returns the error and the lease stays
 // open, so Commit (or Rollback) can be called again.
-func (le *Lease) Commit(ctx context.Context) error {
-	return le.end(ctx, "commit", func(lr *store.LimitRequest, pending int64) int64 {
-		if lr.Params.Amount == 0 {
-			return -lr.Amount // concurrency: give back what was taken; adjustments cancel
-		}
-		return pending
-	})
-}
+func (le *Lease) Commit(ctx context.Context) error { return le.end(ctx, false) }
 
 // Rollback gives back everything the lease consumed, in every bucket, and
 // discards pending adjustments. If the store fails, Rollback returns the error
 // and the lease stays open.
-func (le *Lease) Rollback(ctx context.Context) error {
-	return le.end(ctx, "rollback", func(lr *store.LimitRequest, _ int64) int64 { return -lr.Amount })
-}
+func (le *Lease) Rollback(ctx context.Context) error { return le.end(ctx, true) }
 
-// end writes what the lease's outcome needs: for each limit, delta gives
-// the net change the outcome wants relative to the initial debit. Deltas go
-// out one bucket at a time, and what each bucket has received is recorded,
-// so that after a partial failure a retried (or different) ending writes
-// only the difference and nothing is applied twice.
-func (le *Lease) end(ctx context.Context, op string, delta func(lr *store.LimitRequest, pending int64) int64) error {
+// end ends the lease: it writes what the outcome (commit, or rollback)
+// needs, then recycles the lease's state.
+func (le *Lease) end(ctx context.Context, rollback bool) error {
 	d, ok := le.open()
 	if !ok {
 		return model.ErrLeaseClosed
 	}
+	// A commit without adjustments, of a lease that holds no concurrency
+	// tokens and has written nothing yet, wants no change anywhere (see
+	// outcome): the common lease ends without looking at its limits.
+	if rollback || d.holds || len(d.pending) > 0 || len(d.applied) > 0 {
+		if err := le.write(ctx, d, rollback); err != nil {
+			d.mu.Unlock()
+			return err
+		}
+	}
+	d.release()
+	d.mu.Unlock()
+	return nil
+}
+
+// outcome returns the net change that ending the lease wants for lr,
+// relative to its initial debit, given its pending adjustment.
+func outcome(lr *store.LimitRequest, pending int64, rollback bool) int64 {
+	if rollback || lr.Params.Amount == 0 {
+		// Rollback, or concurrency tokens: give back what was taken;
+		// adjustments cancel.
+		return -lr.Amount
+	}
+	return pending
+}
+
+// write writes, for each limit, the difference between its outcome and what
+// was written already. Deltas go out one bucket at a time, and what each
+// bucket has received is recorded, so that after a partial failure a
+// retried (or different) ending writes only the difference and nothing is
+// applied twice. The caller holds d.mu.
+func (le *Lease) write(ctx context.Context, d *leaseData, rollback bool) error {
 	applied := d.appliedFor()
 	k := 0 // index into applied, across buckets
 	for i := range d.req.Buckets {
@@ -254,7 +351,7 @@ func (le *Lease) end(ctx context.Context, op string, delta func(lr *store.LimitR
 		deltas, first := d.deltas[:0], k
 		for j := range b.Limits {
 			lr := &b.Limits[j]
-			if n := delta(lr, d.pendingOf(lr.Name)) - applied[k]; n != 0 {
+			if n := outcome(lr, d.pendingOf(lr.Name), rollback) - applied[k]; n != 0 {
 				deltas = append(deltas, store.Delta{Key: b.Key, Limit: lr.Name, Amount: n, Placement: b.Placement, Params: lr.Params})
 			}
 			k++
@@ -264,15 +361,16 @@ func (le *Lease) end(ctx context.Context, op string, delta func(lr *store.LimitR
 			continue
 		}
 		if err := d.lim.store.ApplyDeltas(ctx, d.ns, deltas); err != nil {
-			d.mu.Unlock()
+			op := "commit"
+			if rollback {
+				op = "rollback"
+			}
 			return storeErr(ctx, op, le.entity+"/"+le.resource, err)
 		}
 		for j := range b.Limits {
-			applied[first+j] = delta(&b.Limits[j], d.pendingOf(b.Limits[j].Name))
+			applied[first+j] = outcome(&b.Limits[j], d.pendingOf(b.Limits[j].Name), rollback)
 		}
 	}
-	d.release()
-	d.mu.Unlock()
 	return nil
 }
 

@@ -64,6 +64,9 @@ type Limiter struct {
 	clock            clock.Clock
 	cache            *cache
 	concurrencyRetry time.Duration
+	// realClock is set when clock is clock.Real: acquires then read the
+	// wall clock the cheap way (see leaseData.now).
+	realClock bool
 
 	// storedMode is the system's OnUnavailable as last read from the store,
 	// remembered for when the store is down.
@@ -117,6 +120,7 @@ func New(s store.Store, opts ...Option) (*Limiter, error) {
 		o(l)
 	}
 	l.leases.New = func() any { return newLeaseData(l) }
+	_, l.realClock = l.clock.(clock.Real)
 	switch {
 	case model.ValidateNamespace(l.ns) != nil:
 		return nil, model.ValidateNamespace(l.ns)

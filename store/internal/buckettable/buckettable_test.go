@@ -41,7 +41,7 @@ func tokens(tb *Table, entity string) int64 {
 func inShard(tb *Table, i, n int) []string {
 	var out []string
 	for c := 0; len(out) < n; c++ {
-		if e := "e" + strconv.Itoa(c); tb.shardOf(ID{"ns", e, "api"}) == i {
+		if e := "e" + strconv.Itoa(c); shardOf(tb.hash(ID{"ns", e, "api"})) == i {
 			out = append(out, e)
 		}
 	}
@@ -137,10 +137,10 @@ func TestCascadeLockOrder(t *testing.T) {
 				a, b := "a", ""
 				switch layout {
 				case "same shard":
-					b = inShard(tb, tb.shardOf(ID{"ns", a, "api"}), 2)[1]
+					b = inShard(tb, shardOf(tb.hash(ID{"ns", a, "api"})), 2)[1]
 				default:
 					for c := 0; b == ""; c++ {
-						if e := "b" + strconv.Itoa(c); tb.shardOf(ID{"ns", e, "api"}) != tb.shardOf(ID{"ns", a, "api"}) {
+						if e := "b" + strconv.Itoa(c); shardOf(tb.hash(ID{"ns", e, "api"})) != shardOf(tb.hash(ID{"ns", a, "api"})) {
 							b = e
 						}
 					}
@@ -379,8 +379,8 @@ func TestShardSweepsAfterEnoughCreations(t *testing.T) {
 	}
 	check := func(step string, buckets, created int) {
 		t.Helper()
-		if len(sh.buckets) != buckets || sh.created != created {
-			t.Fatalf("%s: %d buckets, created %d; want %d and %d", step, len(sh.buckets), sh.created, buckets, created)
+		if sh.n != buckets || sh.created != created {
+			t.Fatalf("%s: %d buckets, created %d; want %d and %d", step, sh.n, sh.created, buckets, created)
 		}
 	}
 	// A small shard creates minSweep buckets without sweeping.
@@ -500,4 +500,55 @@ func TestHotPathDoesNotAllocate(t *testing.T) {
 			}
 		}
 	})
+}
+
+// Buckets whose IDs share a hash are chained in their shard: each is found
+// by its own ID, and unlinking one, wherever it sits in the chain, leaves
+// the others. (maphash collisions cannot be provoked, so the chain is
+// driven with a chosen hash.)
+func TestShardChainsEqualHashes(t *testing.T) {
+	const h = 42
+	ids := []ID{{"ns", "a", "api"}, {"ns", "b", "api"}, {"ns", "a", "web"}, {"other", "a", "api"}}
+	for _, drop := range []int{0, 1, 2, 3} {
+		sh := shard{buckets: make(map[uint64]*entry)}
+		ents := make([]*entry, len(ids))
+		for i, id := range ids {
+			ents[i] = sh.entry(h, id, t0)
+		}
+		if sh.n != len(ids) || len(sh.buckets) != 1 {
+			t.Fatalf("%d entries under %d hashes, want %d under 1", sh.n, len(sh.buckets), len(ids))
+		}
+		for i, id := range ids {
+			if e := sh.entry(h, id, t0); e != ents[i] {
+				t.Errorf("entry(%v) is not the bucket created for it", id)
+			}
+		}
+		if sh.find(h, ID{"ns", "c", "api"}) != nil || sh.find(h+1, ids[0]) != nil {
+			t.Error("find returned a bucket for an ID or hash never added")
+		}
+		sh.unlink(h, ents[drop])
+		var seen []ID
+		sh.each(func(hh uint64, e *entry) {
+			if hh != h {
+				t.Errorf("each passed hash %d, want %d", hh, h)
+			}
+			seen = append(seen, e.id)
+		})
+		if sh.n != len(ids)-1 || len(seen) != len(ids)-1 {
+			t.Errorf("drop %d: n = %d, each visited %d; want %d", drop, sh.n, len(seen), len(ids)-1)
+		}
+		for i, id := range ids {
+			if got := sh.find(h, id); (got == nil) != (i == drop) || (got != nil && got != ents[i]) {
+				t.Errorf("drop %d: find(%v) = %p, want %v", drop, id, got, map[bool]string{true: "nil", false: "its bucket"}[i == drop])
+			}
+		}
+		for _, e := range ents {
+			if e != ents[drop] {
+				sh.unlink(h, e)
+			}
+		}
+		if sh.n != 0 || len(sh.buckets) != 0 {
+			t.Errorf("drop %d: %d entries under %d hashes after unlinking all, want none", drop, sh.n, len(sh.buckets))
+		}
+	}
 }
