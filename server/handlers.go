@@ -58,7 +58,7 @@ func (s *Server) acquire(w http.ResponseWriter, r *http.Request, c *call) (err e
 	var le *tollgate.Lease
 	defer func() { s.metrics.acquired(le, err) }()
 	var req api.AcquireRequest
-	if err := decode(w, r, &req); err != nil {
+	if err := decodeAcquire(w, r, &req); err != nil {
 		return err
 	}
 	opts, err := acquireOptions(req.Limits, req.OnUnavailable)
@@ -83,7 +83,10 @@ func (s *Server) acquire(w http.ResponseWriter, r *http.Request, c *call) (err e
 		}
 		return err
 	}
-	resp := api.AcquireResponse{Consumed: le.Consumed(), Limits: api.FromStatuses(le.Statuses()), Degraded: le.Degraded()}
+	buf := getRespBuf()
+	defer putRespBuf(buf)
+	buf.limits = appendStatuses(buf.limits[:0], le.Statuses())
+	resp := api.AcquireResponse{Consumed: le.Consumed(), Limits: buf.limits, Degraded: le.Degraded()}
 	if req.Commit {
 		if err := le.Commit(r.Context()); err != nil {
 			// The debit stands; keep the lease so the reaper commits it
@@ -97,7 +100,7 @@ func (s *Server) acquire(w http.ResponseWriter, r *http.Request, c *call) (err e
 		l := s.leases.add(c.ns, le, s.clock.Now().Add(ttl))
 		resp.LeaseID, resp.ExpiresMS = l.id, l.expires.UnixMilli()
 	}
-	writeJSON(w, http.StatusOK, resp)
+	writeAcquireResponse(w, &resp, buf)
 	return nil
 }
 

@@ -101,10 +101,24 @@ func retryAfterHeader(ms int64) string {
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Cache-Control", "no-store")
+	setJSONHeaders(w.Header())
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(v)
+}
+
+// The header values of every JSON answer, shared rather than allocated per
+// request: net/http only reads them, and their capacity equals their
+// length, so an Add to the same header elsewhere copies before appending.
+var (
+	contentTypeJSON = []string{"application/json"}
+	cacheControlNo  = []string{"no-store"}
+)
+
+// setJSONHeaders is Set("Content-Type", "application/json") and
+// Set("Cache-Control", "no-store") (both names are canonical already).
+func setJSONHeaders(h http.Header) {
+	h["Content-Type"] = contentTypeJSON
+	h["Cache-Control"] = cacheControlNo
 }
 
 // decode reads a JSON body of at most api.MaxBodyBytes into v, strictly:
