@@ -61,7 +61,8 @@ func (s *Server) acquire(w http.ResponseWriter, r *http.Request, c *call) (err e
 	if err := decodeAcquire(w, r, &req); err != nil {
 		return err
 	}
-	opts, err := acquireOptions(req.Limits, req.OnUnavailable)
+	var optsBuf [2]tollgate.AcquireOption
+	opts, err := s.acquireOptions(optsBuf[:0], req.Limits, req.OnUnavailable)
 	if err != nil {
 		return err
 	}
@@ -102,27 +103,6 @@ func (s *Server) acquire(w http.ResponseWriter, r *http.Request, c *call) (err e
 	}
 	writeAcquireResponse(w, &resp, buf)
 	return nil
-}
-
-// acquireOptions turns the optional limits and mode of a request into
-// options, validating them.
-func acquireOptions(limits []string, mode string) ([]tollgate.AcquireOption, error) {
-	var opts []tollgate.AcquireOption
-	if len(limits) > 0 {
-		cfg, err := api.ToConfig(api.Limits{Limits: limits})
-		if err != nil {
-			return nil, err
-		}
-		opts = append(opts, tollgate.WithLimits(cfg.Limits...))
-	}
-	if mode != "" {
-		m := model.OnUnavailable(mode)
-		if err := m.Validate(); err != nil {
-			return nil, err
-		}
-		opts = append(opts, tollgate.WithOnUnavailable(m))
-	}
-	return opts, nil
 }
 
 func (s *Server) leaseTTLOf(ms int64) (time.Duration, error) {
@@ -181,7 +161,7 @@ func (s *Server) endLease(state string) handlerFunc {
 
 func (s *Server) available(w http.ResponseWriter, r *http.Request, c *call) error {
 	q := r.URL.Query()
-	opts, err := acquireOptions(q["limits"], "")
+	opts, err := s.acquireOptions(nil, q["limits"], "")
 	if err != nil {
 		return err
 	}
