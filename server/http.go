@@ -41,7 +41,7 @@ type handlerFunc func(w http.ResponseWriter, r *http.Request, c *call) error
 // handle registers h for pattern behind authorisation, error mapping, logs
 // and metrics.
 func (s *Server) handle(pattern string, a access, h handlerFunc) {
-	route := pattern[strings.IndexByte(pattern, ' ')+1:]
+	rm := s.metrics.route(pattern)
 	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		sw := &statusWriter{ResponseWriter: w}
@@ -53,7 +53,7 @@ func (s *Server) handle(pattern string, a access, h handlerFunc) {
 			s.writeError(sw, r, c, err)
 		}
 		d := time.Since(start)
-		s.metrics.request(r.Method, route, sw.status, d)
+		rm.request(r.Method, sw.status, d)
 		s.logRequest(r, c, sw.status, d)
 	})
 }
