@@ -39,7 +39,7 @@ var bodyBufs = sync.Pool{New: func() any { b := make([]byte, maxFastBody+1); ret
 // to maxFastBody bytes that parseAcquireRequest accepts.
 func decodeAcquire(w http.ResponseWriter, r *http.Request, req *api.AcquireRequest) error {
 	if r.ContentLength <= 0 || r.ContentLength > maxFastBody {
-		return decode(w, r, req)
+		return decodeCopy(w, r, req)
 	}
 	buf := bodyBufs.Get().(*[]byte)
 	defer bodyBufs.Put(buf)
@@ -58,7 +58,17 @@ func decodeAcquire(w http.ResponseWriter, r *http.Request, req *api.AcquireReque
 		rest = io.NopCloser(errReader{err})
 	}
 	r.Body = replayedBody{Reader: io.MultiReader(bytes.NewReader(bytes.Clone(data)), rest), Closer: r.Body}
-	return decode(w, r, req)
+	return decodeCopy(w, r, req)
+}
+
+// decodeCopy is decode into req through a copy, which alone goes to the
+// heap (encoding/json takes an interface), so that the caller's request
+// can stay on its stack when the fast path takes it.
+func decodeCopy(w http.ResponseWriter, r *http.Request, req *api.AcquireRequest) error {
+	v := new(api.AcquireRequest)
+	err := decode(w, r, v)
+	*req = *v
+	return err
 }
 
 // readSome reads from rd until buf is full or a read fails, and returns

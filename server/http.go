@@ -44,9 +44,13 @@ func (s *Server) handle(pattern string, a access, h handlerFunc) {
 	rm := s.metrics.route(pattern)
 	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
-		sw := &statusWriter{ResponseWriter: w}
-		c, err := s.authorize(r, a)
+		// One allocation for the request's writer and call.
+		st := &requestState{statusWriter: statusWriter{ResponseWriter: w}}
+		sw := &st.statusWriter
+		var c *call // nil unless authorised
+		err := s.authorize(r, a, &st.call)
 		if err == nil {
+			c = &st.call
 			err = h(sw, r, c)
 		}
 		if err != nil {
@@ -153,6 +157,12 @@ func bodyError(err error) error {
 		return model.Invalid(strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`), "", "unknown field")
 	}
 	return model.Invalid("body", "", "unreadable: "+err.Error())
+}
+
+// requestState is what handle keeps for one request.
+type requestState struct {
+	statusWriter
+	call call
 }
 
 // statusWriter remembers the status written.
