@@ -135,26 +135,27 @@ var (
 	forEveryone  = access{}
 )
 
-// authorize resolves the request's namespace and principal and checks its
-// key. Without keys configured everything is allowed, and the principal is
-// the api.PrincipalHeader header.
-func (s *Server) authorize(r *http.Request, a access) (*call, error) {
-	c := &call{s: s, ns: r.Header.Get(api.NamespaceHeader)}
+// authorize resolves the request's namespace and principal into c and
+// checks its key; c is the request's only if authorize returns nil.
+// Without keys configured everything is allowed, and the principal is the
+// api.PrincipalHeader header.
+func (s *Server) authorize(r *http.Request, a access, c *call) error {
+	*c = call{s: s, ns: r.Header.Get(api.NamespaceHeader)}
 	if s.keys == nil || a.roles == nil {
 		c.principal = r.Header.Get(api.PrincipalHeader)
 		if c.ns == "" {
 			c.ns = model.DefaultNamespace
 		}
-		return c, nil
+		return nil
 	}
 	auth := r.Header.Get("Authorization")
 	scheme, token, _ := strings.Cut(auth, " ")
 	if !strings.EqualFold(scheme, "Bearer") || token == "" {
-		return nil, fmt.Errorf("%w: send Authorization: Bearer <key>", api.ErrUnauthenticated)
+		return fmt.Errorf("%w: send Authorization: Bearer <key>", api.ErrUnauthenticated)
 	}
 	key, ok := s.keys.byHash[HashKey(token)]
 	if !ok {
-		return nil, fmt.Errorf("%w: unknown API key", api.ErrUnauthenticated)
+		return fmt.Errorf("%w: unknown API key", api.ErrUnauthenticated)
 	}
 	c.principal = key.Name
 	switch {
@@ -163,15 +164,15 @@ func (s *Server) authorize(r *http.Request, a access) (*call, error) {
 	case c.ns == "":
 		c.ns = model.DefaultNamespace
 	case key.Namespace != AnyNamespace && c.ns != key.Namespace:
-		return nil, fmt.Errorf("%w: key %s is for namespace %s", api.ErrPermissionDenied, key.Name, key.Namespace)
+		return fmt.Errorf("%w: key %s is for namespace %s", api.ErrPermissionDenied, key.Name, key.Namespace)
 	}
 	if a.registry && key.Namespace != AnyNamespace {
-		return nil, fmt.Errorf("%w: the namespace registry needs a key for namespace *", api.ErrPermissionDenied)
+		return fmt.Errorf("%w: the namespace registry needs a key for namespace *", api.ErrPermissionDenied)
 	}
 	for _, role := range a.roles {
 		if key.Role == role {
-			return c, nil
+			return nil
 		}
 	}
-	return nil, fmt.Errorf("%w: role %s may not do this", api.ErrPermissionDenied, key.Role)
+	return fmt.Errorf("%w: role %s may not do this", api.ErrPermissionDenied, key.Role)
 }

@@ -58,10 +58,11 @@ func (s *Server) acquire(w http.ResponseWriter, r *http.Request, c *call) (err e
 	var le *tollgate.Lease
 	defer func() { s.metrics.acquired(le, err) }()
 	var req api.AcquireRequest
-	if err := decode(w, r, &req); err != nil {
+	if err := decodeAcquire(w, r, &req); err != nil {
 		return err
 	}
-	opts, err := acquireOptions(req.Limits, req.OnUnavailable)
+	var optsBuf [2]tollgate.AcquireOption
+	opts, err := s.acquireOptions(optsBuf[:0], req.Limits, req.OnUnavailable)
 	if err != nil {
 		return err
 	}
@@ -83,7 +84,10 @@ func (s *Server) acquire(w http.ResponseWriter, r *http.Request, c *call) (err e
 		}
 		return err
 	}
-	resp := api.AcquireResponse{Consumed: le.Consumed(), Limits: api.FromStatuses(le.Statuses()), Degraded: le.Degraded()}
+	buf := getRespBuf()
+	defer putRespBuf(buf)
+	buf.limits = appendStatuses(buf.limits[:0], le.Statuses())
+	resp := api.AcquireResponse{Consumed: le.Consumed(), Limits: buf.limits, Degraded: le.Degraded()}
 	if req.Commit {
 		if err := le.Commit(r.Context()); err != nil {
 			// The debit stands; keep the lease so the reaper commits it
@@ -97,29 +101,8 @@ func (s *Server) acquire(w http.ResponseWriter, r *http.Request, c *call) (err e
 		l := s.leases.add(c.ns, le, s.clock.Now().Add(ttl))
 		resp.LeaseID, resp.ExpiresMS = l.id, l.expires.UnixMilli()
 	}
-	writeJSON(w, http.StatusOK, resp)
+	writeAcquireResponse(w, &resp, buf)
 	return nil
-}
-
-// acquireOptions turns the optional limits and mode of a request into
-// options, validating them.
-func acquireOptions(limits []string, mode string) ([]tollgate.AcquireOption, error) {
-	var opts []tollgate.AcquireOption
-	if len(limits) > 0 {
-		cfg, err := api.ToConfig(api.Limits{Limits: limits})
-		if err != nil {
-			return nil, err
-		}
-		opts = append(opts, tollgate.WithLimits(cfg.Limits...))
-	}
-	if mode != "" {
-		m := model.OnUnavailable(mode)
-		if err := m.Validate(); err != nil {
-			return nil, err
-		}
-		opts = append(opts, tollgate.WithOnUnavailable(m))
-	}
-	return opts, nil
 }
 
 func (s *Server) leaseTTLOf(ms int64) (time.Duration, error) {
@@ -178,7 +161,7 @@ func (s *Server) endLease(state string) handlerFunc {
 
 func (s *Server) available(w http.ResponseWriter, r *http.Request, c *call) error {
 	q := r.URL.Query()
-	opts, err := acquireOptions(q["limits"], "")
+	opts, err := s.acquireOptions(nil, q["limits"], "")
 	if err != nil {
 		return err
 	}

@@ -41,19 +41,23 @@ type handlerFunc func(w http.ResponseWriter, r *http.Request, c *call) error
 // handle registers h for pattern behind authorisation, error mapping, logs
 // and metrics.
 func (s *Server) handle(pattern string, a access, h handlerFunc) {
-	route := pattern[strings.IndexByte(pattern, ' ')+1:]
+	rm := s.metrics.route(pattern)
 	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
-		sw := &statusWriter{ResponseWriter: w}
-		c, err := s.authorize(r, a)
+		// One allocation for the request's writer and call.
+		st := &requestState{statusWriter: statusWriter{ResponseWriter: w}}
+		sw := &st.statusWriter
+		var c *call // nil unless authorised
+		err := s.authorize(r, a, &st.call)
 		if err == nil {
+			c = &st.call
 			err = h(sw, r, c)
 		}
 		if err != nil {
 			s.writeError(sw, r, c, err)
 		}
 		d := time.Since(start)
-		s.metrics.request(r.Method, route, sw.status, d)
+		rm.request(r.Method, sw.status, d)
 		s.logRequest(r, c, sw.status, d)
 	})
 }
@@ -101,10 +105,24 @@ func retryAfterHeader(ms int64) string {
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Cache-Control", "no-store")
+	setJSONHeaders(w.Header())
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(v)
+}
+
+// The header values of every JSON answer, shared rather than allocated per
+// request: net/http only reads them, and their capacity equals their
+// length, so an Add to the same header elsewhere copies before appending.
+var (
+	contentTypeJSON = []string{"application/json"}
+	cacheControlNo  = []string{"no-store"}
+)
+
+// setJSONHeaders is Set("Content-Type", "application/json") and
+// Set("Cache-Control", "no-store") (both names are canonical already).
+func setJSONHeaders(h http.Header) {
+	h["Content-Type"] = contentTypeJSON
+	h["Cache-Control"] = cacheControlNo
 }
 
 // decode reads a JSON body of at most api.MaxBodyBytes into v, strictly:
@@ -139,6 +157,12 @@ func bodyError(err error) error {
 		return model.Invalid(strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`), "", "unknown field")
 	}
 	return model.Invalid("body", "", "unreadable: "+err.Error())
+}
+
+// requestState is what handle keeps for one request.
+type requestState struct {
+	statusWriter
+	call call
 }
 
 // statusWriter remembers the status written.

@@ -54,6 +54,8 @@ type Server struct {
 	limOpts   []tollgate.Option
 	metrics   *metrics
 
+	limitsCache limitOptions // of the limits requests carry
+
 	mu       sync.Mutex
 	limiters map[string]*tollgate.Limiter
 	retired  tollgate.CacheStats // of limiters forgotten, so the metrics never go down

@@ -110,7 +110,11 @@ func runBench(ctx context.Context, g *globals, clients []int, d time.Duration) (
 	}
 	var out []benchResult
 	for _, n := range clients {
-		out = append(out, load("http", n, d, httpAcquirer(base, g.apiKey, g.namespace, n)))
+		op, err := httpAcquirer(base, g.apiKey, g.namespace, n)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, load("http", n, d, op))
 		out = append(out, load("in-process", n, d, libAcquirer(ctx, lim)))
 	}
 	return out, nil
@@ -151,20 +155,42 @@ func load(mode string, n int, d time.Duration, op func(i int) error) benchResult
 	return r
 }
 
-func httpAcquirer(base, key, ns string, n int) func(int) error {
+// httpAcquirer returns op for load: one POST /v1/acquire with commit by
+// client i, over keep-alive connections, its answer read whole and its
+// status checked. Each client's request is built once and sent again (as
+// net/http allows once the previous response's body is closed), so the
+// generator, which shares the machine with the server, spends its time on
+// HTTP rather than on building requests (URL parsing and header maps were
+// about 6% of its CPU time).
+func httpAcquirer(base, key, ns string, n int) (func(int) error, error) {
 	hc := &http.Client{Transport: &http.Transport{MaxIdleConns: n, MaxIdleConnsPerHost: n, IdleConnTimeout: time.Minute}, Timeout: 10 * time.Second}
-	bodies := make([][]byte, n)
-	for i := range bodies {
-		bodies[i], _ = json.Marshal(map[string]any{"entity": "bench-" + strconv.Itoa(i), "resource": "bench",
+	reqs := make([]*http.Request, n)
+	for i := range reqs {
+		body, err := json.Marshal(map[string]any{"entity": "bench-" + strconv.Itoa(i), "resource": "bench",
 			"consume": map[string]int64{"rps": 1}, "limits": []string{benchLimit.String()}, "commit": true})
-	}
-	return func(i int) error {
-		req, _ := http.NewRequest("POST", base+"/v1/acquire", bytes.NewReader(bodies[i]))
+		if err != nil {
+			return nil, err
+		}
+		// As http.NewRequest with a bytes.Reader: the length and GetBody
+		// (which lets the transport resend on a connection that died
+		// before the request went out) are set.
+		req, err := http.NewRequest("POST", base+"/v1/acquire", bytes.NewReader(body))
+		if err != nil {
+			return nil, err
+		}
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("X-Tollgate-Namespace", ns)
 		if key != "" {
 			req.Header.Set("Authorization", "Bearer "+key)
 		}
+		reqs[i] = req
+	}
+	return func(i int) error {
+		req := reqs[i]
+		// A new body each time: the transport may close the last one
+		// from another goroutine after the response came.
+		body, _ := req.GetBody()
+		req.Body = body
 		resp, err := hc.Do(req)
 		if err != nil {
 			return err
@@ -175,7 +201,7 @@ func httpAcquirer(base, key, ns string, n int) func(int) error {
 			return fmt.Errorf("status %d", resp.StatusCode)
 		}
 		return nil
-	}
+	}, nil
 }
 
 func libAcquirer(ctx context.Context, lim *tollgate.Limiter) func(int) error {

@@ -1,0 +1,97 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"maps"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tollgate-rl/tollgate/server"
+	"github.com/tollgate-rl/tollgate/store/memory"
+)
+
+// The load generator sends one acquire with commit per operation, for the
+// client's own entity, with the API key and namespace, and reports any
+// answer but 200 as an error.
+func TestHTTPAcquirer(t *testing.T) {
+	key, hash := server.GenerateKey()
+	keys, err := server.LoadKeys(strings.NewReader(hash + " default acquire bench\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := server.New(memory.New(), server.WithKeys(keys), server.WithLogger(slog.New(slog.DiscardHandler)))
+	defer srv.Close(context.Background())
+	var mu sync.Mutex
+	perEntity := map[string]int{}
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		var req struct {
+			Entity string
+			Commit bool
+		}
+		if err := json.Unmarshal(body, &req); err != nil || !req.Commit || r.URL.Path != "/v1/acquire" {
+			t.Errorf("%s %s %s: not an acquire with commit", r.Method, r.URL, body)
+		}
+		mu.Lock()
+		perEntity[req.Entity]++
+		mu.Unlock()
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		srv.ServeHTTP(w, r)
+	}))
+	defer ts.Close()
+
+	op, err := httpAcquirer(ts.URL, key, "default", 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for i := range 3 {
+		wg.Go(func() {
+			for range 5 {
+				if err := op(i); err != nil {
+					t.Error(err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if want := map[string]int{"bench-0": 5, "bench-1": 5, "bench-2": 5}; !maps.Equal(perEntity, want) {
+		t.Errorf("requests by entity %v, want %v", perEntity, want)
+	}
+
+	op, err = httpAcquirer(ts.URL, "tg_wrong", "default", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := op(0); err == nil || err.Error() != "status 401" {
+		t.Errorf("with an unknown key: %v, want status 401", err)
+	}
+}
+
+// tollgate bench runs each number of clients over HTTP, then in-process,
+// without errors.
+func TestRunBench(t *testing.T) {
+	g := &globals{store: "memory:", namespace: "default"}
+	results, err := runBench(context.Background(), g, []int{1, 4}, 100*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, r := range results {
+		got = append(got, r.Mode)
+		if r.Requests == 0 || r.Errors != 0 || r.P50 <= 0 || r.P99 < r.P50 {
+			t.Errorf("%+v", r)
+		}
+	}
+	if strings.Join(got, ",") != "http,in-process,http,in-process" {
+		t.Errorf("modes %v", got)
+	}
+}
