@@ -26,9 +26,11 @@ dynamodb-local:
 	scripts/dynamodb-local.sh run 8000
 
 ## bench: benchmarks, $(BENCHCOUNT) runs each, with medians and ratios
-## against golang.org/x/time/rate measured in the same run.
+## against golang.org/x/time/rate measured in the same run (one package at a
+## time: -p 1, so that the bucket benchmarks do not share the cores with the
+## limiter's).
 bench: deps
-	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) -count $(BENCHCOUNT) \
+	$(GO) test -p 1 -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) -count $(BENCHCOUNT) \
 		./bucket/ . | tee bench.out | $(GO) run ./internal/benchratio
 
 ## bench-dynamodb: the DynamoDB backend through the limiter (Acquire +
