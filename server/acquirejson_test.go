@@ -42,19 +42,26 @@ func FuzzAcquireRequestJSON(f *testing.F) {
 		f.Add(b)
 	}
 	f.Fuzz(func(t *testing.T, body string) {
-		var fast api.AcquireRequest
-		if !parseAcquireRequest([]byte(body), &fast) {
-			return
-		}
-		var want api.AcquireRequest
-		r := httptest.NewRequest("POST", "/v1/acquire", strings.NewReader(body))
-		if err := decode(httptest.NewRecorder(), r, &want); err != nil {
-			t.Fatalf("parsed %q, which decode refuses: %v", body, err)
-		}
-		if !reflect.DeepEqual(fast, want) {
-			t.Fatalf("%q: parsed %#v, decode reads %#v", body, fast, want)
-		}
+		parsesAsDecodes(t, body)
 	})
+}
+
+// parsesAsDecodes checks that a body the fast parser accepts is one
+// decode accepts too, with the same result.
+func parsesAsDecodes(t *testing.T, body string) {
+	t.Helper()
+	var fast api.AcquireRequest
+	if !parseAcquireRequest([]byte(body), &fast) {
+		return
+	}
+	var want api.AcquireRequest
+	r := httptest.NewRequest("POST", "/v1/acquire", strings.NewReader(body))
+	if err := decode(httptest.NewRecorder(), r, &want); err != nil {
+		t.Fatalf("parsed %q, which decode refuses: %v", body, err)
+	}
+	if !reflect.DeepEqual(fast, want) {
+		t.Fatalf("%q: parsed %#v, decode reads %#v", body, fast, want)
+	}
 }
 
 // FuzzAcquireRequestJSONParts is FuzzAcquireRequestJSON on bodies of the
@@ -67,18 +74,7 @@ func FuzzAcquireRequestJSONParts(f *testing.F) {
 	f.Fuzz(func(t *testing.T, entity, resource, name, amount, limit, commit, ws string) {
 		body := ws + `{"entity":"` + entity + `",` + ws + `"resource":"` + resource + `","consume":{"` + name + `":` + amount +
 			ws + `},"limits":["` + limit + `"` + ws + `],"commit":` + commit + `}` + ws
-		var fast api.AcquireRequest
-		if !parseAcquireRequest([]byte(body), &fast) {
-			return
-		}
-		var want api.AcquireRequest
-		r := httptest.NewRequest("POST", "/v1/acquire", strings.NewReader(body))
-		if err := decode(httptest.NewRecorder(), r, &want); err != nil {
-			t.Fatalf("parsed %q, which decode refuses: %v", body, err)
-		}
-		if !reflect.DeepEqual(fast, want) {
-			t.Fatalf("%q: parsed %#v, decode reads %#v", body, fast, want)
-		}
+		parsesAsDecodes(t, body)
 	})
 }
 
