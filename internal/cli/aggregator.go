@@ -15,7 +15,7 @@ import (
 	"github.com/tollgate-rl/tollgate/aggregator"
 	"github.com/tollgate-rl/tollgate/clock"
 	"github.com/tollgate-rl/tollgate/store"
-	"github.com/tollgate-rl/tollgate/store/dynamodb"
+	"github.com/tollgate-rl/tollgate/store/dynamodb/stream"
 )
 
 func newAggregatorCmd(g *globals) *cobra.Command {
@@ -103,14 +103,14 @@ usage itself.`,
 					}
 				}
 			}
-			var stats dynamodb.ReadStats
-			opts := []dynamodb.ReadOption{dynamodb.WithLease(lease), dynamodb.WithLeaseOwner(owner),
-				dynamodb.WithLogger(log), dynamodb.WithReadStats(&stats)}
+			var stats stream.Stats
+			opts := []stream.Option{stream.WithShardLease(lease), stream.WithShardLeaseOwner(owner),
+				stream.WithLogger(log), stream.WithStats(&stats)}
 			if upkeep {
-				opts = append(opts, dynamodb.WithUpkeep(st.NewUpkeep()))
+				opts = append(opts, stream.WithUpkeep(stream.NewUpkeep(st)))
 			}
 			for wait := time.Second; ; wait = min(2*wait, 30*time.Second) {
-				err := st.ReadChanges(ctx, poll, apply, opts...)
+				err := stream.Read(ctx, st, poll, apply, opts...)
 				if ctx.Err() != nil {
 					log.Info("stopped", "changes", changes, "records", stats.Records.Load(),
 						"split", stats.Split.Load(), "trimmed", stats.Trimmed.Load())
@@ -129,7 +129,7 @@ usage itself.`,
 	// (which a stored full tick does not need).
 	cmd.Flags().BoolVar(&upkeep, "refill", true, "")
 	_ = cmd.Flags().MarkDeprecated("refill", "use --upkeep (bucket items need no proactive refill any more)")
-	cmd.Flags().DurationVar(&lease, "shard-lease", dynamodb.DefaultLease, "how long a stream shard stays with an instance that stops renewing its lease")
+	cmd.Flags().DurationVar(&lease, "shard-lease", stream.DefaultShardLease, "how long a stream shard stays with an instance that stops renewing its lease")
 	cmd.Flags().DurationVar(&retention, "retention", aggregator.DefaultRetention, "how long snapshots are kept after their window (env "+envRetentionName+")")
 	cmd.Flags().StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	cmd.Flags().StringVar(&logFormat, "log-format", "text", "text or json")

@@ -11,6 +11,11 @@
 // one item go out together, one write at a time. Cascades write their
 // buckets in parallel and give back a partial debit. Adjustments and
 // returns are unconditional ADDs.
+//
+// The table's stream is read by package stream (store/dynamodb/stream),
+// a program of its own: usage from the stream, and the upkeep that splits
+// hot buckets ahead of their writers through Split. The table's layout,
+// which both read, is internal/schema's.
 package dynamodb
 
 import (
@@ -193,3 +198,9 @@ func (s *Store) Splits() int64 { return s.splits.Load() }
 
 // Table returns the table name.
 func (s *Store) Table() string { return s.table }
+
+// Client returns the DynamoDB client the store uses. The stream consumer
+// (package stream) keeps its checkpoint and lease items in the store's
+// table through it, and reaches DynamoDB Streams with its endpoint, region
+// and credentials.
+func (s *Store) Client() *dynamodb.Client { return s.db }

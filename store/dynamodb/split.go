@@ -11,6 +11,17 @@ import (
 	"github.com/tollgate-rl/tollgate/store"
 )
 
+// Split doubles the shards of bucket key of namespace ns, which has shards
+// shards now, as a writer does when it finds the bucket's write pressure
+// too high (see split); at (Unix ms) dates the split. The stream's upkeep
+// (package stream) calls it to split a bucket ahead of its writers, once
+// SplitDue says so. It reports whether it split: a split that loses a race
+// to another write or another split does nothing, and so does one beyond
+// WithMaxShards or of a bucket with a concurrency limit.
+func (s *Store) Split(ctx context.Context, ns string, key store.BucketKey, shards int, at int64) bool {
+	return s.split(ctx, ns, &store.BucketRequest{Key: key}, shards, at)
+}
+
 // split doubles the shard count of a bucket of n shards: in one
 // transaction, each shard i hands half of every balance to a new shard
 // i+n, and all 2n items take the per-shard parameters of 2n shards. The
@@ -244,6 +255,20 @@ func visible(rec *store.Record) *store.Record {
 	}
 	rec.Limits = kept
 	return rec
+}
+
+// SplitDue reports whether the bucket item img shows (a stream record's
+// image of a bucket's shard 0), taking writesPerSecond writes a second,
+// should be split ahead of its writers: its shards can still double within
+// WithMaxShards, and the pace is at splitAt or more of its write-pressure
+// limit (the meter its writers set, with WithWritePressureLimit). An
+// image that is not a complete bucket item never is.
+func (s *Store) SplitDue(img Image, writesPerSecond float64) bool {
+	d, err := decodeImage(img)
+	if err != nil || img.N(attrRefilled) == "" {
+		return false
+	}
+	return 2*d.shards <= s.maxShards && splitDue(d.record(d.rf), writesPerSecond)
 }
 
 // splitAt is the share of the write-pressure limit at which the upkeep
