@@ -67,7 +67,10 @@ type bucketID struct {
 	k  store.BucketKey
 }
 
-var _ store.Store = (*Store)(nil)
+var (
+	_ store.Store        = (*Store)(nil)
+	_ store.ChangeFeeder = (*Store)(nil)
+)
 
 // Option configures a Store. An invalid option value is a
 // *model.ValidationError naming the option and the value, which New and
@@ -204,3 +207,10 @@ func (s *Store) Table() string { return s.table }
 // table through it, and reaches DynamoDB Streams with its endpoint, region
 // and credentials.
 func (s *Store) Client() *dynamodb.Client { return s.db }
+
+// FeedsChanges reports true (store.ChangeFeeder): every write of the store
+// reaches its table's stream, which package stream (`tollgate aggregator`,
+// or the Lambda function) turns into usage, so a process writing the table
+// records none itself. A table made WithoutStreams (tests) has no stream,
+// and its usage is recorded by nothing.
+func (s *Store) FeedsChanges() bool { return true }
