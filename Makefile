@@ -36,10 +36,11 @@ bench: deps
 ## bench-dynamodb: the DynamoDB backend through the limiter (Acquire +
 ## Commit) against a fresh DynamoDB Local, each case in alternation with a
 ## raw conditional UpdateItem / GetItem (x-paired: p50 or rate over the raw
-## one's), with the DynamoDB calls per acquire (see store/dynamodb/bench_test.go).
+## one's), with the DynamoDB calls per acquire (see store/dynamodb/bench_test.go),
+## and the stream reader (store/dynamodb/stream); one package at a time.
 bench-dynamodb: deps
-	TOLLGATE_DYNAMODB_LOCAL_DIR="$$(scripts/dynamodb-local.sh install)" $(GO) test -run '^$$' -bench 'DynamoDB|StreamToUsage' \
-		-benchtime $(BENCHTIME) -count $(BENCHCOUNT) ./store/dynamodb/ | tee bench-dynamodb.out | \
+	TOLLGATE_DYNAMODB_LOCAL_DIR="$$(scripts/dynamodb-local.sh install)" $(GO) test -p 1 -run '^$$' -bench 'DynamoDB|StreamToUsage' \
+		-benchtime $(BENCHTIME) -count $(BENCHCOUNT) ./store/dynamodb/ ./store/dynamodb/stream/ | tee bench-dynamodb.out | \
 		$(GO) run ./internal/benchratio -metric x-paired
 	$(GO) run ./internal/benchratio -metric calls/acquire < bench-dynamodb.out
 	$(GO) run ./internal/benchratio -metric p50-us < bench-dynamodb.out

@@ -49,6 +49,17 @@ type Change struct {
 	Source, Seq string
 }
 
+// ChangeFeeder is implemented by a backend whose writes reach a change
+// feed of their own, outside any one process: the DynamoDB backend, whose
+// table's stream the stream aggregator turns into usage. Such a store's
+// usage comes from that feed, so a process must not record it as well (an
+// aggregator.Recorder around it would count every write twice).
+type ChangeFeeder interface {
+	// FeedsChanges reports whether the store's writes reach a change feed
+	// of its own.
+	FeedsChanges() bool
+}
+
 // MaxUsagePage bounds one page of ListUsage.
 const MaxUsagePage = 1000
 

@@ -26,6 +26,7 @@ import (
 	"github.com/tollgate-rl/tollgate/internal/ddblocal"
 	"github.com/tollgate-rl/tollgate/store"
 	"github.com/tollgate-rl/tollgate/store/dynamodb"
+	"github.com/tollgate-rl/tollgate/store/dynamodb/stream"
 	"github.com/tollgate-rl/tollgate/store/memory"
 )
 
@@ -116,7 +117,7 @@ func TestStreamThroughHandler(t *testing.T) {
 	rctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() {
-		done <- s.ReadChanges(rctx, 50*time.Millisecond, func(ctx context.Context, cs []store.Change) error {
+		done <- stream.Read(rctx, s, 50*time.Millisecond, func(ctx context.Context, cs []store.Change) error {
 			return aggregator.Apply(ctx, mem, cs, aggregator.DefaultRetention)
 		})
 	}()
@@ -362,7 +363,7 @@ func TestReaderAndHandlerInterchangeable(t *testing.T) {
 		rctx, cancel := context.WithCancel(ctx)
 		errc := make(chan error, 1)
 		go func() {
-			errc <- s.ReadChanges(rctx, 50*time.Millisecond, func(ctx context.Context, cs []store.Change) error {
+			errc <- stream.Read(rctx, s, 50*time.Millisecond, func(ctx context.Context, cs []store.Change) error {
 				if err := aggregator.Apply(ctx, s, cs, aggregator.DefaultRetention); err != nil {
 					return err
 				}
@@ -494,7 +495,7 @@ func usageSK(w store.Window, start int64) string {
 	return fmt.Sprintf("#USAGE#llm#%s#%020d", w, start)
 }
 
-// The function splits with the process's code (dynamodb.Upkeep), its
+// The function splits with the process's code (stream.Upkeep), its
 // memory of the shard's recent writes carried from invocation to
 // invocation in the tumbling window's state. Handed a real stream one
 // record per invocation: a bucket whose shard 0 took 9 writes within a
@@ -568,7 +569,7 @@ func TestHandlerUpkeep(t *testing.T) {
 	// (usage into memory, to keep the stream short).
 	run := func(carry bool) {
 		t.Helper()
-		h := &handler{usage: memory.New(), retention: aggregator.DefaultRetention, upkeep: s.NewUpkeep(),
+		h := &handler{usage: memory.New(), retention: aggregator.DefaultRetention, upkeep: stream.NewUpkeep(s),
 			log: slog.New(slog.DiscardHandler)}
 		state := map[string]string{}
 		for _, ev := range streamPages(t, s, 1) {

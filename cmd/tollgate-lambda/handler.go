@@ -12,7 +12,7 @@ import (
 
 	"github.com/tollgate-rl/tollgate/aggregator"
 	"github.com/tollgate-rl/tollgate/store"
-	"github.com/tollgate-rl/tollgate/store/dynamodb"
+	"github.com/tollgate-rl/tollgate/store/dynamodb/stream"
 )
 
 // handler turns batches of stream records into usage, then hands them to
@@ -22,7 +22,7 @@ type handler struct {
 	usage     store.UsageStore
 	retention time.Duration
 	// upkeep splits the buckets a batch shows hot; nil: none.
-	upkeep *dynamodb.Upkeep
+	upkeep *stream.Upkeep
 	log    *slog.Logger
 }
 
@@ -34,7 +34,7 @@ var errNoShard = errors.New("tollgate-lambda: the event names no stream shard; "
 // handle applies the bucket changes of one batch of stream records. An error
 // makes Lambda hand the same records again, which is safe: usage is added
 // exactly once per (Source, Seq). The upkeep's memory of the shard's recent
-// writes (dynamodb.Heat) goes from one invocation to the next in the
+// writes (stream.Heat) goes from one invocation to the next in the
 // tumbling window's state, which Lambda keeps per stream shard whichever
 // execution environment runs the next batch, and starts afresh with every
 // window. Its failures cost only the optimisation: they are logged, and the
@@ -61,8 +61,8 @@ func (h *handler) handle(ctx context.Context, ev events.DynamoDBTimeWindowEvent)
 
 // tend hands the batch to the upkeep with the heat the window's state
 // carries, and returns the state to carry on.
-func (h *handler) tend(ctx context.Context, ev events.DynamoDBTimeWindowEvent, recs []dynamodb.ImageChange) map[string]string {
-	heat, err := dynamodb.HeatFromState(ev.State)
+func (h *handler) tend(ctx context.Context, ev events.DynamoDBTimeWindowEvent, recs []stream.Record) map[string]string {
+	heat, err := stream.HeatFromState(ev.State)
 	if err != nil {
 		h.log.Warn("tumbling window state", "shard", ev.ShardID, "err", err)
 	}
@@ -89,10 +89,10 @@ func changesOf(ev events.DynamoDBTimeWindowEvent) ([]store.Change, error) {
 	return changesOfImages(recs), nil
 }
 
-func changesOfImages(recs []dynamodb.ImageChange) []store.Change {
+func changesOfImages(recs []stream.Record) []store.Change {
 	var out []store.Change
 	for _, r := range recs {
-		if c, ok := dynamodb.ChangeOf(r); ok {
+		if c, ok := stream.ChangeOf(r); ok {
 			out = append(out, c)
 		}
 	}
@@ -101,14 +101,14 @@ func changesOfImages(recs []dynamodb.ImageChange) []store.Change {
 
 // imagesOf checks the records of a batch and turns them into what the
 // backend reads of a record, with their Source, in their order.
-func imagesOf(ev events.DynamoDBTimeWindowEvent) ([]dynamodb.ImageChange, error) {
+func imagesOf(ev events.DynamoDBTimeWindowEvent) ([]stream.Record, error) {
 	if len(ev.Records) == 0 {
 		return nil, nil // e.g. the final invocation of a window
 	}
 	if ev.ShardID == "" {
 		return nil, errNoShard
 	}
-	out := make([]dynamodb.ImageChange, 0, len(ev.Records))
+	out := make([]stream.Record, 0, len(ev.Records))
 	for _, rec := range ev.Records {
 		r := rec.Change
 		if r.StreamViewType != string(events.DynamoDBStreamViewTypeNewAndOldImages) {
@@ -122,7 +122,7 @@ func imagesOf(ev events.DynamoDBTimeWindowEvent) ([]dynamodb.ImageChange, error)
 		if err != nil {
 			return nil, fmt.Errorf("tollgate-lambda: stream record %s: %w", r.SequenceNumber, err)
 		}
-		out = append(out, dynamodb.ImageChange{
+		out = append(out, stream.Record{
 			Source:  src,
 			Seq:     r.SequenceNumber,
 			Time:    r.ApproximateCreationDateTime.Time,
@@ -139,8 +139,8 @@ func imagesOf(ev events.DynamoDBTimeWindowEvent) ([]dynamodb.ImageChange, error)
 //
 //	shardId-00000001700000000000-0123abcd/"PK"=S"ns/BUCKET#key#res#0","SK"=S"#STATE"
 //
-// It is dynamodb.StreamSource of the record's Keys, the Source that
-// `tollgate aggregator` (dynamodb.Store.ReadChanges) gives the same record,
+// It is stream.Source of the record's Keys, the Source that `tollgate
+// aggregator` (stream.Read) gives the same record,
 // so that the function and the process are interchangeable: a record
 // applied by either is skipped by the other.
 //
@@ -157,20 +157,20 @@ func imagesOf(ev events.DynamoDBTimeWindowEvent) ([]dynamodb.ImageChange, error)
 // The form must never change: a record handed again after a new version is
 // deployed must name the same Source.
 func source(shard string, keys map[string]events.DynamoDBAttributeValue) (string, error) {
-	attrs := make(map[string]dynamodb.KeyAttr, len(keys))
+	attrs := make(map[string]stream.KeyAttr, len(keys))
 	for name, v := range keys {
 		switch v.DataType() {
 		case events.DataTypeString:
-			attrs[name] = dynamodb.KeyAttr{Type: "S", Text: v.String()}
+			attrs[name] = stream.KeyAttr{Type: "S", Text: v.String()}
 		case events.DataTypeNumber:
-			attrs[name] = dynamodb.KeyAttr{Type: "N", Text: v.Number()}
+			attrs[name] = stream.KeyAttr{Type: "N", Text: v.Number()}
 		case events.DataTypeBinary:
-			attrs[name] = dynamodb.KeyAttr{Type: "B", Text: base64.StdEncoding.EncodeToString(v.Binary())}
+			attrs[name] = stream.KeyAttr{Type: "B", Text: base64.StdEncoding.EncodeToString(v.Binary())}
 		default:
 			return "", fmt.Errorf("key attribute %s has a type keys cannot have (%d)", name, v.DataType())
 		}
 	}
-	return dynamodb.StreamSource(shard, attrs)
+	return stream.Source(shard, attrs)
 }
 
 // decimal reports whether s is a non-empty string of decimal digits, as

@@ -51,7 +51,7 @@ func TestImage(t *testing.T) {
 }
 
 // A record without an image (the old one of an INSERT, the new one of a
-// REMOVE) has no Image at all, which is what dynamodb.ChangeOf expects.
+// REMOVE) has no Image at all, which is what stream.ChangeOf expects.
 func TestImageOfAbsent(t *testing.T) {
 	if img := imageOf(nil); img != nil {
 		t.Errorf("imageOf(nil) = %#v, want nil", img)

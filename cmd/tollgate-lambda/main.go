@@ -2,9 +2,9 @@
 // as an AWS Lambda function: an event source mapping hands it the table's
 // DynamoDB stream, batch by batch, and it adds what each bucket change
 // consumed to the usage snapshots in the same table, exactly once, then
-// splits the buckets the batch shows hot (dynamodb.Upkeep): the work
+// splits the buckets the batch shows hot (stream.Upkeep): the work
 // `tollgate aggregator` does as a process, with the same code. Both
-// name a record's usage alike (dynamodb.StreamSource), so they are
+// name a record's usage alike (stream.Source), so they are
 // interchangeable: a record applied by one is skipped by the other.
 //
 // Build it with `make lambda` (dist/tollgate-lambda.zip, for the
@@ -42,6 +42,7 @@ import (
 
 	"github.com/tollgate-rl/tollgate/aggregator"
 	"github.com/tollgate-rl/tollgate/store/dynamodb"
+	"github.com/tollgate-rl/tollgate/store/dynamodb/stream"
 )
 
 // config is what the environment says.
@@ -97,7 +98,7 @@ func main() {
 	}
 	h := &handler{usage: st, retention: cfg.retention, log: slog.New(slog.NewJSONHandler(os.Stderr, nil))}
 	if cfg.upkeep {
-		h.upkeep = st.NewUpkeep()
+		h.upkeep = stream.NewUpkeep(st)
 	}
 	lambda.Start(h.handle)
 }

@@ -14,13 +14,13 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
 
-	"github.com/tollgate-rl/tollgate/store/dynamodb"
+	"github.com/tollgate-rl/tollgate/store/dynamodb/stream"
 )
 
 // The same stream records, as the DynamoDB Streams API sends them to
 // `tollgate aggregator` and as Lambda hands them to the function (both
 // carry the record in one JSON form), get the same Source from the reader's
-// conversion (dynamodb.StreamSourceOf, through the AWS SDK's decoding) as
+// conversion (stream.SourceOf, through the AWS SDK's decoding) as
 // from the function's (source, through aws-lambda-go's): so the process and
 // the function count a record once whichever applies it.
 func TestSourceMatchesReader(t *testing.T) {
@@ -69,7 +69,7 @@ func TestSourceMatchesReader(t *testing.T) {
 		t.Fatalf("decoded %d and %d records, want %d", len(out.Records), len(ev.Records), len(keys))
 	}
 	for i := range keys {
-		reader, err := dynamodb.StreamSourceOf(shard, out.Records[i].Dynamodb.Keys)
+		reader, err := stream.SourceOf(shard, out.Records[i].Dynamodb.Keys)
 		if err != nil {
 			t.Fatalf("keys %s: reader: %v", keys[i], err)
 		}

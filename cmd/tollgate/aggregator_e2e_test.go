@@ -411,7 +411,7 @@ func (s *syncBuffer) String() string {
 }
 
 // streamLease is a lease item of the stream aggregator
-// (store/dynamodb/leases.go).
+// (store/dynamodb/stream/shardlease.go).
 type streamLease struct {
 	owner   string
 	expires int64 // Unix ms

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
@@ -13,10 +14,16 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/tollgate-rl/tollgate/aggregator"
-	"github.com/tollgate-rl/tollgate/clock"
 	"github.com/tollgate-rl/tollgate/store"
 	"github.com/tollgate-rl/tollgate/store/dynamodb"
+	"github.com/tollgate-rl/tollgate/store/dynamodb/stream"
 )
+
+// aggregatorConfig is what the flags of tollgate aggregator say.
+type aggregatorConfig struct {
+	poll, retention, lease time.Duration
+	upkeep                 bool
+}
 
 func newAggregatorCmd(g *globals) *cobra.Command {
 	var upkeep bool
@@ -36,10 +43,14 @@ by one is skipped by the other, and a deployment can move from one to the
 other (or run both for a while) without counting anything twice.
 
 Several instances may run on one table: they divide the stream's shards
-between them with leases kept in the table (--shard-lease long, renewed every
-third of that). One that stops cleanly hands its shards over at once; the
-shards of one that dies wait until its leases expire. The machines' clocks
-must agree to well within --shard-lease.
+between them with shard leases kept in the table (--shard-lease long, renewed
+every third of that). One that stops cleanly hands its shards over at once;
+the shards of one that dies wait until its shard leases expire. The
+machines' clocks must agree to well within --shard-lease.
+
+A batch whose usage write fails is written again, backing off from a second
+to 30 seconds, before the stream moves on; a reader that fails is started
+again the same way.
 
 With --upkeep (the default) it also splits hot buckets ahead of their
 writers, as the Lambda function does: it doubles the shards of a bucket
@@ -82,45 +93,8 @@ usage itself.`,
 			if err := st.CheckTable(ctx); err != nil {
 				return err
 			}
-			// One name for the process (kept across restarts of the reader
-			// after errors), telling operators whose lease items they see.
-			owner := leaseOwner()
-			log.Info("aggregating usage from the stream", "table", st.Table(), "owner", owner, "lease", lease)
-			var changes int
-			apply := func(ctx context.Context, batch []store.Change) error {
-				// A batch is written before the stream moves on: retry it,
-				// backing off, rather than skip it.
-				for wait := time.Second; ; wait = min(2*wait, 30*time.Second) {
-					err := aggregator.Apply(ctx, st, batch, retention)
-					if err == nil {
-						changes += len(batch)
-						log.Debug("usage written", "changes", len(batch), "total", changes)
-						return nil
-					}
-					log.Warn("writing usage; retrying the batch", "err", err, "in", wait)
-					if clock.Sleep(ctx, clock.Real{}, wait) != nil {
-						return ctx.Err()
-					}
-				}
-			}
-			var stats dynamodb.ReadStats
-			opts := []dynamodb.ReadOption{dynamodb.WithLease(lease), dynamodb.WithLeaseOwner(owner),
-				dynamodb.WithLogger(log), dynamodb.WithReadStats(&stats)}
-			if upkeep {
-				opts = append(opts, dynamodb.WithUpkeep(st.NewUpkeep()))
-			}
-			for wait := time.Second; ; wait = min(2*wait, 30*time.Second) {
-				err := st.ReadChanges(ctx, poll, apply, opts...)
-				if ctx.Err() != nil {
-					log.Info("stopped", "changes", changes, "records", stats.Records.Load(),
-						"split", stats.Split.Load(), "trimmed", stats.Trimmed.Load())
-					return nil
-				}
-				log.Warn("reading the stream; starting again", "err", err, "in", wait)
-				if clock.Sleep(ctx, clock.Real{}, wait) != nil {
-					return nil
-				}
-			}
+			aggregate(ctx, st, log, aggregatorConfig{poll: poll, retention: retention, lease: lease, upkeep: upkeep})
+			return nil
 		},
 	}
 	cmd.Flags().DurationVar(&poll, "poll", time.Second, "how often to look for new stream records")
@@ -129,14 +103,50 @@ usage itself.`,
 	// (which a stored full tick does not need).
 	cmd.Flags().BoolVar(&upkeep, "refill", true, "")
 	_ = cmd.Flags().MarkDeprecated("refill", "use --upkeep (bucket items need no proactive refill any more)")
-	cmd.Flags().DurationVar(&lease, "shard-lease", dynamodb.DefaultLease, "how long a stream shard stays with an instance that stops renewing its lease")
+	cmd.Flags().DurationVar(&lease, "shard-lease", stream.DefaultShardLease, "how long a stream shard stays with an instance that stops renewing its shard lease")
 	cmd.Flags().DurationVar(&retention, "retention", aggregator.DefaultRetention, "how long snapshots are kept after their window (env "+envRetentionName+")")
 	cmd.Flags().StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	cmd.Flags().StringVar(&logFormat, "log-format", "text", "text or json")
 	return cmd
 }
 
-// leaseOwner names this process in the stream's lease items: host, pid
+// aggregate reads the stream of st's table into usage until ctx ends: each
+// batch is written before the stream moves on (retried with backoff, never
+// skipped), and a reader that fails is started again with backoff.
+func aggregate(ctx context.Context, st *dynamodb.Store, log *slog.Logger, cfg aggregatorConfig) {
+	// One name for the process (kept across restarts of the reader after
+	// errors), telling operators whose shard lease items they see.
+	owner := leaseOwner()
+	log.Info("aggregating usage from the stream", "table", st.Table(), "owner", owner, "lease", cfg.lease)
+	var changes int
+	apply := func(ctx context.Context, batch []store.Change) error {
+		err := aggregator.DefaultBackoff.Retry(ctx, func(ctx context.Context) error {
+			return aggregator.Apply(ctx, st, batch, cfg.retention)
+		}, func(err error, wait time.Duration) {
+			log.Warn("writing usage; retrying the batch", "err", err, "in", wait)
+		})
+		if err == nil {
+			changes += len(batch)
+			log.Debug("usage written", "changes", len(batch), "total", changes)
+		}
+		return err
+	}
+	var stats stream.Stats
+	opts := []stream.Option{stream.WithShardLease(cfg.lease), stream.WithShardLeaseOwner(owner),
+		stream.WithLogger(log), stream.WithStats(&stats)}
+	if cfg.upkeep {
+		opts = append(opts, stream.WithUpkeep(stream.NewUpkeep(st)))
+	}
+	aggregator.DefaultBackoff.Restart(ctx, func(ctx context.Context) error {
+		return stream.Read(ctx, st, cfg.poll, apply, opts...)
+	}, func(err error, wait time.Duration) {
+		log.Warn("reading the stream; starting again", "err", err, "in", wait)
+	})
+	log.Info("stopped", "changes", changes, "records", stats.Records.Load(),
+		"split", stats.Split.Load(), "trimmed", stats.Trimmed.Load())
+}
+
+// leaseOwner names this process in the stream's shard lease items: host, pid
 // and a random part, since hosts and pids repeat across containers.
 func leaseOwner() string {
 	host, _ := os.Hostname()

@@ -20,7 +20,6 @@ import (
 	"github.com/tollgate-rl/tollgate/rls"
 	"github.com/tollgate-rl/tollgate/server"
 	"github.com/tollgate-rl/tollgate/store"
-	"github.com/tollgate-rl/tollgate/store/dynamodb"
 )
 
 type serveFlags struct {
@@ -151,12 +150,13 @@ func runServe(ctx context.Context, g *globals, f serveFlags) error {
 // recordUsage wraps a store that keeps usage snapshots with the in-process
 // usage recorder, flushing every second and keeping snapshots retention
 // after their window. stop ends it after a last flush;
-// call it once the server has stopped (its leases committed). A DynamoDB
-// store is left alone: its usage comes from its stream (tollgate
-// aggregator), which would count the same writes again.
+// call it once the server has stopped (its leases committed). A store with
+// a change feed of its own (store.ChangeFeeder: DynamoDB's stream, read by
+// tollgate aggregator) is left alone: its feed would count the same writes
+// again.
 func recordUsage(st store.Store, log *slog.Logger, retention time.Duration) (store.Store, func()) {
 	us, ok := st.(store.UsageStore)
-	if _, streamed := st.(*dynamodb.Store); !ok || streamed {
+	if feed, fed := st.(store.ChangeFeeder); !ok || fed && feed.FeedsChanges() {
 		return st, func() {}
 	}
 	rec := aggregator.NewRecorder(st, us, aggregator.WithRetention(retention))

@@ -175,16 +175,5 @@ func (w *write) transactItem() types.TransactWriteItem {
 			TableName: w.put.TableName, Item: w.put.Item, ConditionExpression: w.put.ConditionExpression,
 		}}
 	}
-	u := w.update
-	if u.UpdateExpression == nil {
-		return types.TransactWriteItem{ConditionCheck: &types.ConditionCheck{
-			TableName: u.TableName, Key: u.Key, ConditionExpression: u.ConditionExpression,
-			ExpressionAttributeNames: u.ExpressionAttributeNames, ExpressionAttributeValues: u.ExpressionAttributeValues,
-		}}
-	}
-	return types.TransactWriteItem{Update: &types.Update{
-		TableName: u.TableName, Key: u.Key, UpdateExpression: u.UpdateExpression,
-		ConditionExpression: u.ConditionExpression, ExpressionAttributeNames: u.ExpressionAttributeNames,
-		ExpressionAttributeValues: u.ExpressionAttributeValues,
-	}}
+	return transactUpdate(w.update)
 }

@@ -3,47 +3,24 @@ package dynamodb
 import (
 	"encoding/json"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/tollgate-rl/tollgate/model"
+	"github.com/tollgate-rl/tollgate/store/dynamodb/internal/schema"
 )
 
-type item = map[string]types.AttributeValue
+// Attribute values: internal/schema's helpers, by this package's short
+// names.
+type item = schema.Item
 
-func num(v int64) types.AttributeValue {
-	return &types.AttributeValueMemberN{Value: strconv.FormatInt(v, 10)}
-}
-func str(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }
-func boolean(v bool) types.AttributeValue {
-	return &types.AttributeValueMemberBOOL{Value: v}
-}
-
-func getS(it item, name string) string {
-	if v, ok := it[name].(*types.AttributeValueMemberS); ok {
-		return v.Value
-	}
-	return ""
-}
-
-func getN(it item, name string) (int64, error) {
-	v, ok := it[name].(*types.AttributeValueMemberN)
-	if !ok {
-		return 0, fmt.Errorf("dynamodb: attribute %s missing or not a number", name)
-	}
-	n, err := strconv.ParseInt(v.Value, 10, 64)
-	if err != nil {
-		return 0, fmt.Errorf("dynamodb: attribute %s: %w", name, err)
-	}
-	return n, nil
-}
-
-func getBool(it item, name string) bool {
-	v, ok := it[name].(*types.AttributeValueMemberBOOL)
-	return ok && v.Value
-}
+func num(v int64) types.AttributeValue         { return schema.Num(v) }
+func str(v string) types.AttributeValue        { return schema.Str(v) }
+func boolean(v bool) types.AttributeValue      { return schema.Bool(v) }
+func getS(it item, name string) string         { return schema.GetS(it, name) }
+func getN(it item, name string) (int64, error) { return schema.GetN(it, name) }
+func getBool(it item, name string) bool        { return schema.GetBool(it, name) }
 
 // shardCount reads a bucket item's shard count (1 when absent).
 func shardCount(it item) int {
@@ -53,13 +30,6 @@ func shardCount(it item) int {
 	}
 	return int(n)
 }
-
-// Bucket items carry their entity's parent and cascade flag (DESIGN 5), for
-// operators reading the table and consumers of its stream.
-const (
-	attrParent  = "parent_id"
-	attrCascade = "cascade"
-)
 
 // describeEntity adds e's parent and cascade flag to a bucket item being
 // created.

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/tollgate-rl/tollgate/bucket"
@@ -19,6 +18,23 @@ func newOpID() string {
 	var b [8]byte
 	_, _ = rand.Read(b[:])
 	return hex.EncodeToString(b[:])
+}
+
+// deltaExpr is the write of deltas ds in their forms, events acquires
+// and the operation id op, on condition that the item does not hold op
+// already (see addDeltas).
+func deltaExpr(op string, events int64, ds []store.Delta, forms []deltaForm) *expr {
+	e := newExpr()
+	e.where("(attribute_not_exists(%s) OR "+e.name(attrOp)+" <> %v)", attrOp, str(op))
+	e.set = append(e.set, e.name(attrOp)+" = "+e.value(str(op)))
+	if events != 0 {
+		e.addN(attrEvents, events)
+	}
+	for i, d := range ds {
+		forms[i].express(e, d)
+	}
+	deltaExpiry(e, ds, forms)
+	return e
 }
 
 // mergeDeltas sums deltas of the same limit (one update cannot name an
@@ -122,26 +138,7 @@ func (s *Store) addDeltas(ctx context.Context, ns string, t *target, ds []store.
 			}
 			continue
 		}
-		e := newExpr()
-		e.where("(attribute_not_exists(%s) OR "+e.name(attrOp)+" <> %v)", attrOp, str(op))
-		e.set = append(e.set, e.name(attrOp)+" = "+e.value(str(op)))
-		if events != 0 {
-			e.addN(attrEvents, events)
-		}
-		for i, d := range ds {
-			forms[i].express(e, d)
-		}
-		deltaExpiry(e, ds, forms)
-		out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-			TableName:                           &s.table,
-			Key:                                 t.itemKey(ns),
-			UpdateExpression:                    e.update(),
-			ConditionExpression:                 e.condition(),
-			ExpressionAttributeNames:            e.names,
-			ExpressionAttributeValues:           e.attrValues(),
-			ReturnValues:                        types.ReturnValueAllNew,
-			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-		})
+		out, err := s.db.UpdateItem(ctx, deltaExpr(op, events, ds, forms).updateItem(&s.table, t.itemKey(ns), types.ReturnValueAllNew))
 		var cond *types.ConditionalCheckFailedException
 		if !errors.As(err, &cond) {
 			if err != nil {

@@ -11,6 +11,11 @@
 // one item go out together, one write at a time. Cascades write their
 // buckets in parallel and give back a partial debit. Adjustments and
 // returns are unconditional ADDs.
+//
+// The table's stream is read by package stream (store/dynamodb/stream),
+// a program of its own: usage from the stream, and the upkeep that splits
+// hot buckets ahead of their writers through Split. The table's layout,
+// which both read, is internal/schema's.
 package dynamodb
 
 import (
@@ -62,7 +67,10 @@ type bucketID struct {
 	k  store.BucketKey
 }
 
-var _ store.Store = (*Store)(nil)
+var (
+	_ store.Store        = (*Store)(nil)
+	_ store.ChangeFeeder = (*Store)(nil)
+)
 
 // Option configures a Store. An invalid option value is a
 // *model.ValidationError naming the option and the value, which New and
@@ -193,3 +201,16 @@ func (s *Store) Splits() int64 { return s.splits.Load() }
 
 // Table returns the table name.
 func (s *Store) Table() string { return s.table }
+
+// Client returns the DynamoDB client the store uses. The stream consumer
+// (package stream) keeps its checkpoint and lease items in the store's
+// table through it, and reaches DynamoDB Streams with its endpoint, region
+// and credentials.
+func (s *Store) Client() *dynamodb.Client { return s.db }
+
+// FeedsChanges reports true (store.ChangeFeeder): every write of the store
+// reaches its table's stream, which package stream (`tollgate aggregator`,
+// or the Lambda function) turns into usage, so a process writing the table
+// records none itself. A table made WithoutStreams (tests) has no stream,
+// and its usage is recorded by nothing.
+func (s *Store) FeedsChanges() bool { return true }

@@ -4,6 +4,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
 
@@ -86,4 +87,42 @@ func (e *expr) attrValues() map[string]types.AttributeValue {
 		return nil
 	}
 	return e.values
+}
+
+// updateItem returns the UpdateItem of the item at key in table that e
+// describes. With ret set, a write that succeeds returns the item as ret
+// says, and one whose condition fails returns the item as it was
+// (ALL_OLD): every caller that reads a result plans its next write from
+// the item either way.
+func (e *expr) updateItem(table *string, key item, ret types.ReturnValue) *dynamodb.UpdateItemInput {
+	in := &dynamodb.UpdateItemInput{
+		TableName:                 table,
+		Key:                       key,
+		UpdateExpression:          e.update(),
+		ConditionExpression:       e.condition(),
+		ExpressionAttributeNames:  e.names,
+		ExpressionAttributeValues: e.attrValues(),
+	}
+	if ret != "" {
+		in.ReturnValues = ret
+		in.ReturnValuesOnConditionCheckFailure = types.ReturnValuesOnConditionCheckFailureAllOld
+	}
+	return in
+}
+
+// transactUpdate turns an UpdateItem into a transaction item; one that
+// updates nothing becomes a check of its condition, which the transaction
+// still depends on.
+func transactUpdate(u *dynamodb.UpdateItemInput) types.TransactWriteItem {
+	if u.UpdateExpression == nil {
+		return types.TransactWriteItem{ConditionCheck: &types.ConditionCheck{
+			TableName: u.TableName, Key: u.Key, ConditionExpression: u.ConditionExpression,
+			ExpressionAttributeNames: u.ExpressionAttributeNames, ExpressionAttributeValues: u.ExpressionAttributeValues,
+		}}
+	}
+	return types.TransactWriteItem{Update: &types.Update{
+		TableName: u.TableName, Key: u.Key, UpdateExpression: u.UpdateExpression,
+		ConditionExpression: u.ConditionExpression, ExpressionAttributeNames: u.ExpressionAttributeNames,
+		ExpressionAttributeValues: u.ExpressionAttributeValues,
+	}}
 }

@@ -108,6 +108,17 @@ func (img *image) clone() *image {
 	return &c
 }
 
+// Image reads attributes of an image of a bucket item: strings and
+// numbers, as decimal text (the form every DynamoDB stream consumer gets
+// them in). The backend reads its items through it (itemAttrs), and the
+// stream consumer (package stream) hands it the images of stream records
+// (SplitDue).
+type Image interface {
+	S(name string) string
+	N(name string) string
+	Names() []string
+}
+
 // itemImage reads a bucket item of the DynamoDB API (nil: absent).
 func itemImage(it item) (*image, error) {
 	if it == nil {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/tollgate-rl/tollgate/bucket"
 	"github.com/tollgate-rl/tollgate/store"
+	"github.com/tollgate-rl/tollgate/store/dynamodb/internal/schema"
 )
 
 // Hot buckets.
@@ -30,11 +31,13 @@ import (
 // limit names cannot have, and is dropped from everything the backend
 // reports.
 
-// pressureLimit is the name of the hidden write-pressure limit.
-const pressureLimit = "_wp"
-
-// writeCost is what one write debits from the pressure limit.
-const writeCost = 1000
+// pressureLimit is the name of the hidden write-pressure limit, and
+// writeCost what one write debits from it (internal/schema: the stream's
+// upkeep reads the meter too).
+const (
+	pressureLimit = schema.PressureLimit
+	writeCost     = schema.WriteCost
+)
 
 // maxShards bounds shard counts: a split of n shards is one transaction of
 // 2n items, and a transaction holds at most 100.

@@ -11,6 +11,17 @@ import (
 	"github.com/tollgate-rl/tollgate/store"
 )
 
+// Split doubles the shards of bucket key of namespace ns, which has shards
+// shards now, as a writer does when it finds the bucket's write pressure
+// too high (see split); at (Unix ms) dates the split. The stream's upkeep
+// (package stream) calls it to split a bucket ahead of its writers, once
+// SplitDue says so. It reports whether it split: a split that loses a race
+// to another write or another split does nothing, and so does one beyond
+// WithMaxShards or of a bucket with a concurrency limit.
+func (s *Store) Split(ctx context.Context, ns string, key store.BucketKey, shards int, at int64) bool {
+	return s.split(ctx, ns, &store.BucketRequest{Key: key}, shards, at)
+}
+
 // split doubles the shard count of a bucket of n shards: in one
 // transaction, each shard i hands half of every balance to a new shard
 // i+n, and all 2n items take the per-shard parameters of 2n shards. The
@@ -88,15 +99,34 @@ func rateOnly(br *store.BucketRequest) bool {
 // shard i+n. It sets after[i] and after[i+n] to the images they leave.
 func (s *Store) splitShard(ns string, user *store.BucketRequest, i, n int, img *image, now int64, after []*image) (keep, give types.TransactWriteItem, ok bool) {
 	e := newExpr()
+	kept, given, ok := halveShard(e, user, n, img, now)
+	if !ok {
+		return keep, give, false
+	}
+	s.splitExpiry(e, img, kept)
+	kept.parent, kept.cascade, kept.hasCascade = img.parent, img.cascade, img.hasCascade
+	given.parent, given.cascade, given.hasCascade = img.parent, img.cascade, img.hasCascade
+	after[i], after[i+n] = kept, given
+	given.ttl, given.hasTTL = s.expiry(given), true
+	keep = transactUpdate(e.updateItem(&s.table, shardKey(ns, user.Key, i), ""))
+	give = s.newShard(itemID{ns, user.Key, i + n}, given)
+	return keep, give, true
+}
+
+// halveShard adds to e the update of a shard of n (stored as img) that
+// keeps half of every balance, pinned to what was read, and returns the
+// images of the half kept and the half given to a new shard; ok is false
+// for a shard with a concurrency limit, which is not split.
+func halveShard(e *expr, user *store.BucketRequest, n int, img *image, now int64) (kept, given *image, ok bool) {
 	e.where("%s = %v", attrShardCount, num(int64(n)))
 	e.setN(attrShardCount, int64(2*n))
 	e.setN(attrRefilled, now)
-	kept, given := &image{exists: true, shards: 2 * n, rf: now}, &image{exists: true, shards: 2 * n, rf: now}
+	kept, given = &image{exists: true, shards: 2 * n, rf: now}, &image{exists: true, shards: 2 * n, rf: now}
 	legacy := false
 	for j := range img.limits {
 		l := &img.limits[j]
 		if !l.refills() {
-			return keep, give, false
+			return nil, nil, false
 		}
 		np := shardParams(l.params, 2)
 		if k := user.Find(l.name); k >= 0 {
@@ -129,8 +159,13 @@ func (s *Store) splitShard(ns string, user *store.BucketRequest, i, n int, img *
 		e.where("%s = %v", attrRefilled, num(img.rf))
 		e.remove = append(e.remove, e.name(attrVersion))
 	}
-	// The ttl never decreases (ttl.go): raise it to what the kept half
-	// needs, if it does not have it yet.
+	return kept, given, true
+}
+
+// splitExpiry adds to e the ttl the kept half of a split shard (stored as
+// img) needs: the ttl never decreases (ttl.go), so it is raised to what the
+// kept half needs, if it does not have it yet.
+func (s *Store) splitExpiry(e *expr, img, kept *image) {
 	need := s.expiry(kept)
 	kept.ttl, kept.hasTTL = max(need, img.ttl), true
 	switch {
@@ -141,27 +176,22 @@ func (s *Store) splitShard(ns string, user *store.BucketRequest, i, n int, img *
 		e.where("%s = %v", attrTTL, num(img.ttl))
 		e.addN(attrTTL, need-img.ttl)
 	}
-	kept.parent, kept.cascade, kept.hasCascade = img.parent, img.cascade, img.hasCascade
-	given.parent, given.cascade, given.hasCascade = img.parent, img.cascade, img.hasCascade
-	after[i], after[i+n] = kept, given
-	given.ttl, given.hasTTL = s.expiry(given), true
-	created := encodeItem(itemID{ns, user.Key, i + n}, given, nil)
-	if img.hasCascade {
-		created[attrCascade] = boolean(img.cascade)
+}
+
+// newShard is the creation of a split's new shard id, as given, with the
+// entity's parent and cascade flag it inherits.
+func (s *Store) newShard(id itemID, given *image) types.TransactWriteItem {
+	created := encodeItem(id, given, nil)
+	if given.hasCascade {
+		created[attrCascade] = boolean(given.cascade)
 	}
-	if img.parent != "" {
-		created[attrParent] = str(img.parent)
+	if given.parent != "" {
+		created[attrParent] = str(given.parent)
 	}
-	keep = types.TransactWriteItem{Update: &types.Update{
-		TableName: &s.table, Key: shardKey(ns, user.Key, i),
-		UpdateExpression: e.update(), ConditionExpression: e.condition(),
-		ExpressionAttributeNames: e.names, ExpressionAttributeValues: e.attrValues(),
-	}}
-	give = types.TransactWriteItem{Put: &types.Put{
+	return types.TransactWriteItem{Put: &types.Put{
 		TableName: &s.table, Item: created,
 		ConditionExpression: aws.String("attribute_not_exists(PK)"),
 	}}
-	return keep, give, true
 }
 
 // halve splits a balance between two shards of capacity c each: the
@@ -244,6 +274,20 @@ func visible(rec *store.Record) *store.Record {
 	}
 	rec.Limits = kept
 	return rec
+}
+
+// SplitDue reports whether the bucket item img shows (a stream record's
+// image of a bucket's shard 0), taking writesPerSecond writes a second,
+// should be split ahead of its writers: its shards can still double within
+// WithMaxShards, and the pace is at splitAt or more of its write-pressure
+// limit (the meter its writers set, with WithWritePressureLimit). An
+// image that is not a complete bucket item never is.
+func (s *Store) SplitDue(img Image, writesPerSecond float64) bool {
+	d, err := decodeImage(img)
+	if err != nil || img.N(attrRefilled) == "" {
+		return false
+	}
+	return 2*d.shards <= s.maxShards && splitDue(d.record(d.rf), writesPerSecond)
 }
 
 // splitAt is the share of the write-pressure limit at which the upkeep

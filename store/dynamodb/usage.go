@@ -350,16 +350,7 @@ func (s *Store) writeUsage(ctx context.Context, ns string, k store.UsageKey, par
 	}
 	e.addN(attrUsageEvents, events)
 
-	out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:                           &s.table,
-		Key:                                 usageKeyItem(ns, k),
-		UpdateExpression:                    e.update(),
-		ConditionExpression:                 e.condition(),
-		ExpressionAttributeNames:            e.names,
-		ExpressionAttributeValues:           e.attrValues(),
-		ReturnValues:                        types.ReturnValueAllNew,
-		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-	})
+	out, err := s.db.UpdateItem(ctx, e.updateItem(&s.table, usageKeyItem(ns, k), types.ReturnValueAllNew))
 	var cond *types.ConditionalCheckFailedException
 	switch {
 	case asCond(err, &cond):
@@ -385,14 +376,7 @@ func (s *Store) raiseExpiry(ctx context.Context, ns string, k store.UsageKey, ex
 	e.where("attribute_exists(%s)", attrPK, nil)
 	p := e.name(attrUsageExpires)
 	e.cond = append(e.cond, "(attribute_not_exists("+p+") OR "+p+" < "+e.value(num(expires))+")")
-	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:                 &s.table,
-		Key:                       usageKeyItem(ns, k),
-		UpdateExpression:          e.update(),
-		ConditionExpression:       e.condition(),
-		ExpressionAttributeNames:  e.names,
-		ExpressionAttributeValues: e.attrValues(),
-	})
+	_, err := s.db.UpdateItem(ctx, e.updateItem(&s.table, usageKeyItem(ns, k), ""))
 	var cond *types.ConditionalCheckFailedException
 	if err != nil && !asCond(err, &cond) {
 		return fmt.Errorf("dynamodb: set usage retention of %s/%s/%s@%d: %w", k.Entity, k.Resource, k.Window, k.Start, err)

@@ -127,16 +127,7 @@ func (s *Store) planWrite(b *batch, img *image, sim *simulation) *write {
 	}
 	e := newExpr()
 	s.updateExpr(e, b, img, sim, w, update)
-	w.update = &dynamodb.UpdateItemInput{
-		TableName:                           &s.table,
-		Key:                                 shardKey(b.id.ns, b.id.key, b.id.shard),
-		UpdateExpression:                    e.update(),
-		ConditionExpression:                 e.condition(),
-		ExpressionAttributeNames:            e.names,
-		ExpressionAttributeValues:           e.attrValues(),
-		ReturnValues:                        types.ReturnValueAllOld,
-		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-	}
+	w.update = e.updateItem(&s.table, shardKey(b.id.ns, b.id.key, b.id.shard), types.ReturnValueAllOld)
 	return w
 }
 

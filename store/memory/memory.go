@@ -115,23 +115,19 @@ func (s *Store) ns(name string, create bool) *namespace {
 
 // GetConfigs implements store.Configs.
 func (s *Store) GetConfigs(ctx context.Context, ns string, scopes []model.Scope) ([]*model.Config, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	out := make([]*model.Config, len(scopes))
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	n := s.ns(ns, false)
-	if n == nil {
-		return out, nil
-	}
-	for i, sc := range scopes {
-		if c, ok := n.configs[sc]; ok {
-			c.Limits = slices.Clone(c.Limits)
-			out[i] = &c
+	return read(ctx, s, ns, func(n *namespace) ([]*model.Config, error) {
+		out := make([]*model.Config, len(scopes))
+		if n == nil {
+			return out, nil
 		}
-	}
-	return out, nil
+		for i, sc := range scopes {
+			if c, ok := n.configs[sc]; ok {
+				c.Limits = slices.Clone(c.Limits)
+				out[i] = &c
+			}
+		}
+		return out, nil
+	})
 }
 
 // PutConfig implements store.Configs.
@@ -185,18 +181,15 @@ func (s *Store) CreateEntity(ctx context.Context, ns string, e model.Entity, ev 
 
 // GetEntity implements store.Entities.
 func (s *Store) GetEntity(ctx context.Context, ns, id string) (model.Entity, error) {
-	if err := ctx.Err(); err != nil {
-		return model.Entity{}, err
-	}
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	if n := s.ns(ns, false); n != nil {
-		if e, ok := n.entities[id]; ok {
-			e.Metadata = cloneMap(e.Metadata)
-			return e, nil
+	return read(ctx, s, ns, func(n *namespace) (model.Entity, error) {
+		if n != nil {
+			if e, ok := n.entities[id]; ok {
+				e.Metadata = cloneMap(e.Metadata)
+				return e, nil
+			}
 		}
-	}
-	return model.Entity{}, model.ErrEntityNotFound
+		return model.Entity{}, model.ErrEntityNotFound
+	})
 }
 
 // DeleteEntity implements store.Entities.
@@ -227,48 +220,53 @@ func (s *Store) DeleteEntity(ctx context.Context, ns, id string, ev model.AuditE
 
 // ListChildren implements store.Entities.
 func (s *Store) ListChildren(ctx context.Context, ns, id string) ([]model.Entity, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	n := s.ns(ns, false)
-	if n == nil {
-		return nil, nil
-	}
-	out := make([]model.Entity, 0, len(n.children[id]))
-	for kid := range n.children[id] {
-		e := n.entities[kid]
-		e.Metadata = cloneMap(e.Metadata)
-		out = append(out, e)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
-	return out, nil
+	return read(ctx, s, ns, func(n *namespace) ([]model.Entity, error) {
+		if n == nil {
+			return nil, nil
+		}
+		out := make([]model.Entity, 0, len(n.children[id]))
+		for kid := range n.children[id] {
+			e := n.entities[kid]
+			e.Metadata = cloneMap(e.Metadata)
+			out = append(out, e)
+		}
+		sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+		return out, nil
+	})
 }
 
 // ListAudit implements store.Audit.
 func (s *Store) ListAudit(ctx context.Context, ns, entity, after string, limit int) ([]model.AuditEvent, error) {
+	return read(ctx, s, ns, func(n *namespace) ([]model.AuditEvent, error) {
+		if n == nil {
+			return nil, nil
+		}
+		evs := n.audit[entity]
+		i := sort.Search(len(evs), func(i int) bool { return evs[i].ID > after })
+		evs = evs[i:]
+		if limit > 0 && len(evs) > limit {
+			evs = evs[:limit]
+		}
+		out := make([]model.AuditEvent, len(evs))
+		for i, ev := range evs {
+			ev.Details = cloneMap(ev.Details)
+			out[i] = ev
+		}
+		return out, nil
+	})
+}
+
+// read returns what f reads of namespace ns under the read lock, unless
+// ctx is already done. f gets nil for a namespace nothing was written to,
+// which reads as empty.
+func read[T any](ctx context.Context, s *Store, ns string, f func(n *namespace) (T, error)) (T, error) {
 	if err := ctx.Err(); err != nil {
-		return nil, err
+		var zero T
+		return zero, err
 	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	n := s.ns(ns, false)
-	if n == nil {
-		return nil, nil
-	}
-	evs := n.audit[entity]
-	i := sort.Search(len(evs), func(i int) bool { return evs[i].ID > after })
-	evs = evs[i:]
-	if limit > 0 && len(evs) > limit {
-		evs = evs[:limit]
-	}
-	out := make([]model.AuditEvent, len(evs))
-	for i, ev := range evs {
-		ev.Details = cloneMap(ev.Details)
-		out[i] = ev
-	}
-	return out, nil
+	return f(s.ns(ns, false))
 }
 
 // update runs f on the namespace (created if need be) under the write lock,

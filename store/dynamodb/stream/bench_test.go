@@ -1,4 +1,4 @@
-package dynamodb
+package stream
 
 import (
 	"context"
@@ -36,16 +36,16 @@ func benchStreamToUsage(b *testing.B, upkeep bool) {
 				b.Fatalf("Consume: %v %v", ok, err)
 			}
 		}
-		var opts []ReadOption
-		var stats ReadStats
+		var opts []Option
+		var stats Stats
 		if upkeep {
-			opts = append(opts, WithUpkeep(s.NewUpkeep()), WithReadStats(&stats))
+			opts = append(opts, WithUpkeep(NewUpkeep(s)), WithStats(&stats))
 		}
 		b.StartTimer()
 		start := time.Now()
 		var seen int
 		rctx, cancel := context.WithCancel(ctx)
-		err := s.ReadChanges(rctx, 10*time.Millisecond, func(ctx context.Context, cs []store.Change) error {
+		err := Read(rctx, s, 10*time.Millisecond, func(ctx context.Context, cs []store.Change) error {
 			if err := aggregator.Apply(ctx, s, cs, aggregator.DefaultRetention); err != nil {
 				return err
 			}
@@ -73,13 +73,13 @@ func benchStreamToUsage(b *testing.B, upkeep bool) {
 // DynamoDB: noting 1,000 records of 20 bucket items in their shard's heat
 // and planning splits from it (none due), per record.
 func BenchmarkUpkeepDecide(b *testing.B) {
-	u := mustNew(b, localConfig(), "unused", nil).NewUpkeep()
+	u := NewUpkeep(mustNew(b, localConfig(), "unused", nil))
 	seq := 0
 	var ws []*writer
 	for i := range 20 {
 		ws = append(ws, newWriter(store.BucketKey{Entity: "key-" + strconv.Itoa(i), Resource: "api"}, hotParams, 1000, 1_000, &seq))
 	}
-	recs := make([]ImageChange, 1000)
+	recs := make([]Record, 1000)
 	for i := range recs {
 		recs[i] = ws[i%20].write(hotEpoch + int64(i))
 	}

@@ -1,4 +1,4 @@
-package dynamodb
+package stream
 
 import (
 	"context"
@@ -8,45 +8,47 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	ddb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/tollgate-rl/tollgate"
 	"github.com/tollgate-rl/tollgate/aggregator"
 	"github.com/tollgate-rl/tollgate/clock"
 	"github.com/tollgate-rl/tollgate/store"
+	"github.com/tollgate-rl/tollgate/store/dynamodb"
+	"github.com/tollgate-rl/tollgate/store/dynamodb/internal/schema"
 )
 
-// withoutRelease makes ReadChanges stop as a crash would: its leases and
+// withoutRelease makes Read stop as a crash would: its shard leases and
 // worker item stay until they expire.
-func withoutRelease() ReadOption { return func(o *readOptions) { o.keepLeases = true } }
+func withoutRelease() Option { return func(o *options) { o.keepLeases = true } }
 
-func testLeaser(s *Store, owner string, clk clock.Clock) *leaser {
-	return newLeaser(s, newReadOptions([]ReadOption{WithLeaseOwner(owner), WithLease(10 * time.Second), WithLeaseClock(clk)}))
+func testLeaser(s *dynamodb.Store, owner string, clk clock.Clock) *leaser {
+	return newLeaser(tableOf(s), newOptions([]Option{WithShardLeaseOwner(owner), WithShardLease(10 * time.Second), WithShardLeaseClock(clk)}))
 }
 
 // putLease writes a lease item by hand, as another reader would.
-func putLease(t *testing.T, s *Store, shard, owner string, expires time.Time) {
+func putLease(t *testing.T, s *dynamodb.Store, shard, owner string, expires time.Time) {
 	t.Helper()
 	it := leaseKey(shard)
-	it["owner"], it["expires"], it[attrTTL] = str(owner), num(expires.UnixMilli()), num(expires.Add(time.Hour).Unix())
-	if _, err := s.db.PutItem(context.Background(), &dynamodb.PutItemInput{TableName: &s.table, Item: it}); err != nil {
+	it["owner"], it["expires"], it[schema.AttrTTL] = schema.Str(owner), schema.Num(expires.UnixMilli()), schema.Num(expires.Add(time.Hour).Unix())
+	if _, err := s.Client().PutItem(context.Background(), &ddb.PutItemInput{TableName: aws.String(s.Table()), Item: it}); err != nil {
 		t.Fatal(err)
 	}
 }
 
 // putWorker writes a worker item by hand, as another reader would.
-func putWorker(t *testing.T, s *Store, owner string, expires time.Time) {
+func putWorker(t *testing.T, s *dynamodb.Store, owner string, expires time.Time) {
 	t.Helper()
 	it := workerKey(owner)
-	it["expires"], it[attrTTL] = num(expires.UnixMilli()), num(expires.Add(time.Hour).Unix())
-	if _, err := s.db.PutItem(context.Background(), &dynamodb.PutItemInput{TableName: &s.table, Item: it}); err != nil {
+	it["expires"], it[schema.AttrTTL] = schema.Num(expires.UnixMilli()), schema.Num(expires.Add(time.Hour).Unix())
+	if _, err := s.Client().PutItem(context.Background(), &ddb.PutItemInput{TableName: aws.String(s.Table()), Item: it}); err != nil {
 		t.Fatal(err)
 	}
 }
 
-func mustState(t *testing.T, s *Store) streamState {
+func mustState(t *testing.T, s *dynamodb.Store) streamState {
 	t.Helper()
-	st, err := s.streamState(context.Background())
+	st, err := tableOf(s).streamState(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -228,15 +230,15 @@ func TestLeaseFairShare(t *testing.T) {
 }
 
 // streamWorkload writes acquires of "key" (100 tokens each, dated within
-// one day) whose usage ReadChanges must find, and reports the daily usage.
+// one day) whose usage Read must find, and reports the daily usage.
 type streamWorkload struct {
 	t   *testing.T
-	s   *Store
+	s   *dynamodb.Store
 	lim *tollgate.Limiter
 	ns  string
 }
 
-func newStreamWorkload(t *testing.T, s *Store) *streamWorkload {
+func newStreamWorkload(t *testing.T, s *dynamodb.Store) *streamWorkload {
 	ctx := context.Background()
 	clk := clock.NewFake(time.Now().Truncate(time.Hour).Add(30 * time.Minute))
 	lim, err := tollgate.New(s, tollgate.WithClock(clk))
@@ -293,7 +295,7 @@ func (w *streamWorkload) waitEvents(n int64) {
 	w.t.Fatalf("usage counts %d acquires after a minute, want %d", e, n)
 }
 
-// testReader is one ReadChanges call applying usage, counting its batches
+// testReader is one Read call applying usage, counting its batches
 // and rounds.
 type testReader struct {
 	owner  string
@@ -308,12 +310,12 @@ type testReader struct {
 	round   chan struct{} // closed at the end of the current round
 }
 
-func startReader(t *testing.T, s *Store, owner string, opts ...ReadOption) *testReader {
+func startReader(t *testing.T, s *dynamodb.Store, owner string, opts ...Option) *testReader {
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &testReader{owner: owner, cancel: cancel, done: make(chan error, 1), round: make(chan struct{})}
-	opts = append([]ReadOption{WithLeaseOwner(owner), func(o *readOptions) { o.onRound = r.roundEnded }}, opts...)
+	opts = append([]Option{WithShardLeaseOwner(owner), func(o *options) { o.onRound = r.roundEnded }}, opts...)
 	go func() {
-		r.done <- s.ReadChanges(ctx, 50*time.Millisecond, func(ctx context.Context, cs []store.Change) error {
+		r.done <- Read(ctx, s, 50*time.Millisecond, func(ctx context.Context, cs []store.Change) error {
 			r.mu.Lock()
 			if r.batches++; r.batches == 1 {
 				r.minSeq = cs[0].Seq
@@ -367,9 +369,9 @@ func (r *testReader) stats() (batches int, minSeq string) {
 	return r.batches, r.minSeq
 }
 
-func mustCheckpoint(t *testing.T, s *Store, shard string) string {
+func mustCheckpoint(t *testing.T, s *dynamodb.Store, shard string) string {
 	t.Helper()
-	cp, err := s.checkpoint(context.Background(), shard)
+	cp, err := tableOf(s).checkpoint(context.Background(), shard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -386,7 +388,7 @@ func TestLeaseTwoReaders(t *testing.T) {
 	s := newStreamTable(t)
 	ctx := context.Background()
 	w := newStreamWorkload(t, s)
-	shards, err := (&streamReader{s: s, client: s.streamsClient(), arn: mustStreamARN(t, s)}).shards(ctx)
+	shards, err := (&streamReader{s: tableOf(s), client: tableOf(s).streamsClient(), arn: mustStreamARN(t, s)}).shards(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -397,9 +399,9 @@ func TestLeaseTwoReaders(t *testing.T) {
 	const lease = 3 * time.Second
 	clk := clock.NewFake(time.UnixMilli(time.Now().UnixMilli()))
 	w.acquire(3)
-	a := startReader(t, s, "a", WithLease(lease), WithLeaseClock(clk), withoutRelease())
+	a := startReader(t, s, "a", WithShardLease(lease), WithShardLeaseClock(clk), withoutRelease())
 	w.waitEvents(3)
-	b := startReader(t, s, "b", WithLease(lease), WithLeaseClock(clk))
+	b := startReader(t, s, "b", WithShardLease(lease), WithShardLeaseClock(clk))
 	w.acquire(3)
 	w.waitEvents(6)
 	b.waitRounds(t)
@@ -432,7 +434,7 @@ func TestLeaseTwoReaders(t *testing.T) {
 	// c starts and reads nothing while b holds the lease; b stops cleanly
 	// and c takes over with the clock standing still: b's lease would not
 	// have expired.
-	c := startReader(t, s, "c", WithLease(lease), WithLeaseClock(clk))
+	c := startReader(t, s, "c", WithShardLease(lease), WithShardLeaseClock(clk))
 	w.acquire(3)
 	w.waitEvents(12)
 	c.waitRounds(t)
@@ -466,10 +468,10 @@ func TestLeaseLostStopsAtNextBatch(t *testing.T) {
 	ctx := context.Background()
 	w := newStreamWorkload(t, s)
 	w.acquire(4)
-	o := newReadOptions([]ReadOption{WithLeaseOwner("me")})
-	me := newLeaser(s, o)
+	o := newOptions([]Option{WithShardLeaseOwner("me")})
+	me := newLeaser(tableOf(s), o)
 	var handled []store.Change
-	r := newStreamReader(s, mustStreamARN(t, s), func(ctx context.Context, cs []store.Change) error {
+	r := newStreamReader(tableOf(s), mustStreamARN(t, s), func(ctx context.Context, cs []store.Change) error {
 		if len(handled) == 0 {
 			// Another reader takes the lease; the renewal finds out.
 			putLease(t, s, sourceShard(cs[0].Source), "thief", time.Now().Add(time.Minute))
@@ -499,7 +501,7 @@ func TestLeaseLostStopsAtNextBatch(t *testing.T) {
 	if len(handled) != 1 {
 		t.Fatalf("handled %d changes after losing the lease in the first batch, want 1", len(handled))
 	}
-	cp, err := s.checkpoint(ctx, sourceShard(handled[0].Source))
+	cp, err := tableOf(s).checkpoint(ctx, sourceShard(handled[0].Source))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package dynamodb
+package stream
 
 import (
 	"context"
@@ -11,13 +11,14 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	ddb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/tollgate-rl/tollgate/clock"
+	"github.com/tollgate-rl/tollgate/store/dynamodb/internal/schema"
 )
 
-// Leases divide the stream's shards between the ReadChanges calls reading
+// Shard leases divide the stream's shards between the Read calls reading
 // one table (docs/aggregator.md, "Several instances"). Everything lives in
 // the registry partition next to the checkpoints:
 //
@@ -42,8 +43,8 @@ import (
 // source, a stream shard and item, and sequence number; checkpoints never
 // move back).
 
-// DefaultLease is how long a stream shard lease lasts without renewal.
-const DefaultLease = 10 * time.Second
+// DefaultShardLease is how long a stream shard lease lasts without renewal.
+const DefaultShardLease = 10 * time.Second
 
 const (
 	skStreamPrefix = "#STREAM" // every item below, and the checkpoints
@@ -55,21 +56,6 @@ const (
 	// they expire (TTL only collects garbage; expires decides).
 	leaseKeep = 24 * time.Hour
 )
-
-// WithLeaseOwner names the reader in its lease items (default: a random id
-// per ReadChanges call). Two readers with one name share its leases, so
-// names must be unique among the readers of a table.
-func WithLeaseOwner(id string) ReadOption { return func(o *readOptions) { o.owner = id } }
-
-// WithLease sets how long a shard lease lasts without renewal (default
-// DefaultLease); it is renewed every third of that. A crashed reader's
-// shards wait that long for another reader; clocks of the readers must
-// agree to well within it.
-func WithLease(d time.Duration) ReadOption { return func(o *readOptions) { o.lease = d } }
-
-// WithLeaseClock sets the clock that dates leases and paces their renewal
-// (default: the wall clock).
-func WithLeaseClock(c clock.Clock) ReadOption { return func(o *readOptions) { o.clock = c } }
 
 // lease is a lease item as read.
 type lease struct {
@@ -85,31 +71,31 @@ type streamState struct {
 }
 
 // streamState reads every checkpoint, lease and worker item, consistently.
-func (s *Store) streamState(ctx context.Context) (streamState, error) {
+func (t table) streamState(ctx context.Context) (streamState, error) {
 	st := streamState{checkpoints: map[string]streamCheckpoint{}, leases: map[string]lease{}, workers: map[string]int64{}}
-	in := &dynamodb.QueryInput{
-		TableName: &s.table, ConsistentRead: aws.Bool(true),
+	in := &ddb.QueryInput{
+		TableName: &t.name, ConsistentRead: aws.Bool(true),
 		KeyConditionExpression:   aws.String("#pk = :pk AND begins_with(#sk, :p)"),
-		ExpressionAttributeNames: map[string]string{"#pk": attrPK, "#sk": attrSK},
+		ExpressionAttributeNames: map[string]string{"#pk": schema.AttrPK, "#sk": schema.AttrSK},
 		ExpressionAttributeValues: map[string]ddbtypes.AttributeValue{
-			":pk": str(registryPK()), ":p": str(skStreamPrefix),
+			":pk": schema.Str(schema.RegistryPK()), ":p": schema.Str(skStreamPrefix),
 		},
 	}
 	for {
-		out, err := s.db.Query(ctx, in)
+		out, err := t.db.Query(ctx, in)
 		if err != nil {
 			return st, fmt.Errorf("dynamodb: read stream leases: %w", err)
 		}
 		for _, it := range out.Items {
-			sk := getS(it, attrSK)
-			expires, _ := getN(it, "expires") // absent reads as 0: expired
+			sk := schema.GetS(it, schema.AttrSK)
+			expires, _ := schema.GetN(it, "expires") // absent reads as 0: expired
 			switch {
 			case strings.HasPrefix(sk, skLeasePrefix):
-				st.leases[sk[len(skLeasePrefix):]] = lease{owner: getS(it, "owner"), expires: expires}
+				st.leases[sk[len(skLeasePrefix):]] = lease{owner: schema.GetS(it, "owner"), expires: expires}
 			case strings.HasPrefix(sk, skWorkerPrefix):
 				st.workers[sk[len(skWorkerPrefix):]] = expires
 			case strings.HasPrefix(sk, skCheckpoint):
-				st.checkpoints[sk[len(skCheckpoint):]] = streamCheckpoint{seq: getS(it, "seq"), done: getBool(it, "done")}
+				st.checkpoints[sk[len(skCheckpoint):]] = streamCheckpoint{seq: schema.GetS(it, "seq"), done: schema.GetBool(it, "done")}
 			}
 		}
 		if in.ExclusiveStartKey = out.LastEvaluatedKey; len(in.ExclusiveStartKey) == 0 {
@@ -118,18 +104,18 @@ func (s *Store) streamState(ctx context.Context) (streamState, error) {
 	}
 }
 
-func leaseKey(shard string) item {
-	return item{attrPK: str(registryPK()), attrSK: str(skLeasePrefix + shard)}
+func leaseKey(shard string) schema.Item {
+	return schema.Item{schema.AttrPK: schema.Str(schema.RegistryPK()), schema.AttrSK: schema.Str(skLeasePrefix + shard)}
 }
 
-func workerKey(owner string) item {
-	return item{attrPK: str(registryPK()), attrSK: str(skWorkerPrefix + owner)}
+func workerKey(owner string) schema.Item {
+	return schema.Item{schema.AttrPK: schema.Str(schema.RegistryPK()), schema.AttrSK: schema.Str(skWorkerPrefix + owner)}
 }
 
 // leaser holds one reader's leases. held is shared with the renewal
 // goroutine; fair only with the round that sets it.
 type leaser struct {
-	s     *Store
+	s     table
 	owner string
 	lease time.Duration
 	clk   clock.Clock
@@ -140,7 +126,7 @@ type leaser struct {
 	fair int // this reader's share of the readable shards, set by plan
 }
 
-func newLeaser(s *Store, o readOptions) *leaser {
+func newLeaser(s table, o options) *leaser {
 	return &leaser{s: s, owner: o.owner, lease: o.lease, clk: o.clock, held: map[string]int64{}}
 }
 
@@ -173,13 +159,13 @@ func (l *leaser) count() int {
 func (l *leaser) take(ctx context.Context, shard string) (bool, error) {
 	expires, ttl := l.expiry()
 	it := leaseKey(shard)
-	it["owner"], it["expires"], it[attrTTL] = str(l.owner), num(expires), num(ttl)
-	_, err := l.s.db.PutItem(ctx, &dynamodb.PutItemInput{
-		TableName: &l.s.table, Item: it,
+	it["owner"], it["expires"], it[schema.AttrTTL] = schema.Str(l.owner), schema.Num(expires), schema.Num(ttl)
+	_, err := l.s.db.PutItem(ctx, &ddb.PutItemInput{
+		TableName: &l.s.name, Item: it,
 		ConditionExpression:      aws.String("attribute_not_exists(#owner) OR #owner = :me OR #expires <= :now"),
 		ExpressionAttributeNames: map[string]string{"#owner": "owner", "#expires": "expires"},
 		ExpressionAttributeValues: map[string]ddbtypes.AttributeValue{
-			":me": str(l.owner), ":now": num(l.now()),
+			":me": schema.Str(l.owner), ":now": schema.Num(l.now()),
 		},
 	})
 	if isConditionFailed(err) {
@@ -204,13 +190,13 @@ func (l *leaser) renew(ctx context.Context) error {
 	l.mu.Unlock()
 	for _, shard := range shards {
 		expires, ttl := l.expiry()
-		_, err := l.s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-			TableName: &l.s.table, Key: leaseKey(shard),
+		_, err := l.s.db.UpdateItem(ctx, &ddb.UpdateItemInput{
+			TableName: &l.s.name, Key: leaseKey(shard),
 			UpdateExpression:         aws.String("SET #expires = :e, #ttl = :t"),
 			ConditionExpression:      aws.String("#owner = :me"),
-			ExpressionAttributeNames: map[string]string{"#owner": "owner", "#expires": "expires", "#ttl": attrTTL},
+			ExpressionAttributeNames: map[string]string{"#owner": "owner", "#expires": "expires", "#ttl": schema.AttrTTL},
 			ExpressionAttributeValues: map[string]ddbtypes.AttributeValue{
-				":me": str(l.owner), ":e": num(expires), ":t": num(ttl),
+				":me": schema.Str(l.owner), ":e": schema.Num(expires), ":t": schema.Num(ttl),
 			},
 		})
 		l.mu.Lock()
@@ -237,8 +223,8 @@ func (l *leaser) renew(ctx context.Context) error {
 func (l *leaser) heartbeat(ctx context.Context) error {
 	expires, ttl := l.expiry()
 	it := workerKey(l.owner)
-	it["expires"], it[attrTTL] = num(expires), num(ttl)
-	if _, err := l.s.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: &l.s.table, Item: it}); err != nil {
+	it["expires"], it[schema.AttrTTL] = schema.Num(expires), schema.Num(ttl)
+	if _, err := l.s.db.PutItem(ctx, &ddb.PutItemInput{TableName: &l.s.name, Item: it}); err != nil {
 		return fmt.Errorf("dynamodb: stream worker heartbeat: %w", err)
 	}
 	return nil
@@ -250,11 +236,11 @@ func (l *leaser) release(ctx context.Context, shard string) error {
 	l.mu.Lock()
 	delete(l.held, shard)
 	l.mu.Unlock()
-	_, err := l.s.db.DeleteItem(ctx, &dynamodb.DeleteItemInput{
-		TableName: &l.s.table, Key: leaseKey(shard),
+	_, err := l.s.db.DeleteItem(ctx, &ddb.DeleteItemInput{
+		TableName: &l.s.name, Key: leaseKey(shard),
 		ConditionExpression:       aws.String("#owner = :me"),
 		ExpressionAttributeNames:  map[string]string{"#owner": "owner"},
-		ExpressionAttributeValues: map[string]ddbtypes.AttributeValue{":me": str(l.owner)},
+		ExpressionAttributeValues: map[string]ddbtypes.AttributeValue{":me": schema.Str(l.owner)},
 	})
 	if err != nil && !isConditionFailed(err) {
 		return fmt.Errorf("dynamodb: release stream lease %s: %w", shard, err)
@@ -271,7 +257,7 @@ func (l *leaser) releaseAll(ctx context.Context) error {
 	for _, shard := range shards {
 		errs = append(errs, l.release(ctx, shard))
 	}
-	if _, err := l.s.db.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: &l.s.table, Key: workerKey(l.owner)}); err != nil {
+	if _, err := l.s.db.DeleteItem(ctx, &ddb.DeleteItemInput{TableName: &l.s.name, Key: workerKey(l.owner)}); err != nil {
 		errs = append(errs, fmt.Errorf("dynamodb: remove stream worker: %w", err))
 	}
 	return errors.Join(errs...)

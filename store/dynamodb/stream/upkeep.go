@@ -1,10 +1,12 @@
-package dynamodb
+package stream
 
 import (
 	"context"
 
 	"github.com/tollgate-rl/tollgate/clock"
 	"github.com/tollgate-rl/tollgate/store"
+	"github.com/tollgate-rl/tollgate/store/dynamodb"
+	"github.com/tollgate-rl/tollgate/store/dynamodb/internal/schema"
 )
 
 // recordPrecision is how coarse the stream's creation times are on AWS:
@@ -19,10 +21,15 @@ const maxSplitsPerPass = 8
 // Upkeep splits hot buckets ahead of their writers, from what the stream
 // shows of their writes: it doubles the shards of a bucket whose shard 0
 // takes writes at 80% or more of its write-pressure limit (DESIGN 6). The
-// process reader (ReadChanges with WithUpkeep) and the AWS Lambda function
+// process reader (Read with WithUpkeep) and the AWS Lambda function
 // (cmd/tollgate-lambda) both hand it every batch they have applied, with
 // the Heat of the batch's stream shard: the same code decides and writes
 // in both.
+//
+// The Upkeep measures the pace (the Heat); the backend decides from an
+// item's own meter whether that pace calls for a split
+// (dynamodb.Store.SplitDue) and writes it (dynamodb.Store.Split), so the
+// split keeps the exactness of every other write of the backend.
 //
 // Writers need no proactive refill (DESIGN 6 asked for one when a debit
 // without a read could not refill): a stored full tick refills itself, in
@@ -33,7 +40,7 @@ const maxSplitsPerPass = 8
 // nothing. An Upkeep is safe for concurrent use if each Heat is used by
 // one caller at a time.
 type Upkeep struct {
-	s   *Store
+	s   *dynamodb.Store
 	clk clock.Clock
 }
 
@@ -46,7 +53,7 @@ func WithUpkeepClock(c clock.Clock) UpkeepOption { return func(u *Upkeep) { u.cl
 
 // NewUpkeep returns the upkeep of s's buckets. Splits are bounded by s's
 // WithMaxShards.
-func (s *Store) NewUpkeep(opts ...UpkeepOption) *Upkeep {
+func NewUpkeep(s *dynamodb.Store, opts ...UpkeepOption) *Upkeep {
 	u := &Upkeep{s: s, clk: clock.Real{}}
 	for _, o := range opts {
 		o(u)
@@ -71,7 +78,7 @@ type Tended struct {
 //
 // A split that fails costs only the optimisation; the context's error is
 // returned.
-func (u *Upkeep) Tend(ctx context.Context, heat *Heat, recs []ImageChange) (Tended, error) {
+func (u *Upkeep) Tend(ctx context.Context, heat *Heat, recs []Record) (Tended, error) {
 	latest := heat.noteAll(recs)
 	at := min(u.clk.Now().UnixMilli(), heat.newest+recordPrecision)
 	var res Tended
@@ -79,7 +86,7 @@ func (u *Upkeep) Tend(ctx context.Context, heat *Heat, recs []ImageChange) (Tend
 		if ctx.Err() != nil {
 			break
 		}
-		if u.s.split(ctx, w.ns, &store.BucketRequest{Key: w.key}, w.shards, at) {
+		if u.s.Split(ctx, w.ns, w.key, w.shards, at) {
 			res.Split++
 			heat.forget(w.pk) // shard 0 now takes half the writes
 		}
@@ -93,20 +100,20 @@ type bucketWrite struct {
 	ns            string
 	key           store.BucketKey
 	shard, shards int
-	rec           *store.Record // the item after the write, hidden meter included
+	img           dynamodb.Image // the item after the write, hidden meter included
 }
 
 // noteAll notes every write of a bucket item in recs, then forgets idle
 // items; it returns the newest write of each item in recs, in the order of
 // their first appearance.
-func (h *Heat) noteAll(recs []ImageChange) []bucketWrite {
+func (h *Heat) noteAll(recs []Record) []bucketWrite {
 	var order []string
-	latest := map[string]ImageChange{}
+	latest := map[string]Record{}
 	for _, r := range recs {
 		if _, ok := bucketNS(r); !ok {
 			continue
 		}
-		pk := r.New.S(attrPK)
+		pk := r.New.S(schema.AttrPK)
 		h.note(pk, recordTime(r))
 		if _, seen := latest[pk]; !seen {
 			order = append(order, pk)
@@ -117,14 +124,10 @@ func (h *Heat) noteAll(recs []ImageChange) []bucketWrite {
 	out := make([]bucketWrite, 0, len(order))
 	for _, pk := range order {
 		r := latest[pk]
-		rec, ok := imageRecord(r.New)
-		if !ok {
-			continue // not a complete bucket item: nothing to decide on
-		}
 		ns, _ := bucketNS(r)
 		out = append(out, bucketWrite{
-			pk: pk, ns: ns, key: store.BucketKey{Entity: r.New.S(attrEntity), Resource: r.New.S(attrResource)},
-			shard: int(imageN(r.New, attrShard)), shards: max(int(imageN(r.New, attrShardCount)), 1), rec: rec,
+			pk: pk, ns: ns, key: bucketKey(r.New), img: r.New,
+			shard: int(imageN(r.New, schema.AttrShard)), shards: max(int(imageN(r.New, schema.AttrShardCount)), 1),
 		})
 	}
 	return out
@@ -134,20 +137,9 @@ func (h *Heat) noteAll(recs []ImageChange) []bucketWrite {
 // in the batch, which buckets to split (by their shard 0).
 func (u *Upkeep) plan(heat *Heat, latest []bucketWrite) (splits []bucketWrite) {
 	for _, w := range latest {
-		if w.shard == 0 && 2*w.shards <= u.s.maxShards && splitDue(w.rec, heat.rate(w.pk)) && len(splits) < maxSplitsPerPass {
+		if w.shard == 0 && len(splits) < maxSplitsPerPass && u.s.SplitDue(w.img, heat.rate(w.pk)) {
 			splits = append(splits, w)
 		}
 	}
 	return splits
-}
-
-// imageRecord reads the limits of a bucket item's image (at its rf), as
-// itemImage reads a stored item; ok is false if it is not a complete
-// bucket item.
-func imageRecord(img Image) (*store.Record, bool) {
-	d, err := decodeImage(img)
-	if err != nil || img.N(attrRefilled) == "" {
-		return nil, false
-	}
-	return d.record(d.rf), true
 }

@@ -1,64 +1,58 @@
-package dynamodb
+package stream
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams/types"
 
 	"github.com/tollgate-rl/tollgate/clock"
 	"github.com/tollgate-rl/tollgate/store"
+	"github.com/tollgate-rl/tollgate/store/dynamodb"
 )
 
 // The change feed: the table's DynamoDB stream, read shard by shard (a
 // parent before its children), turned into store.Changes of bucket items,
 // with a checkpoint per stream shard in the table.
 
-// seqWidth is the width Seq strings are padded to: stream sequence numbers
-// are decimal strings of up to 40 digits, compared as numbers.
-const seqWidth = 48
-
-// ReadChanges reads the table's stream from the last checkpoint (or the
+// Read reads the stream of s's table from the last checkpoint (or the
 // oldest record) and hands handle every batch of bucket changes, in order
 // within each stream shard, until ctx ends. A batch is checkpointed once
-// handle returns nil; if it fails, ReadChanges returns the error and the
+// handle returns nil; if it fails, Read returns the error and the
 // next call hands the batch again (so handle must be idempotent per
 // (Source, Seq), as store.UsageStore is). It polls open shards every poll
 // interval, and returns nil once ctx ends.
 //
-// A change's Source is StreamSource of its record (the stream shard and the
+// A change's Source is Source of its record (the stream shard and the
 // item's key) and its Seq the record's sequence number, exactly as the AWS
 // Lambda handler (cmd/tollgate-lambda) gives them: a record applied by
 // either consumer is skipped by the other, so a deployment can move from
 // one to the other without counting anything twice.
 //
 // Several calls, in one process or many, divide the stream's shards
-// between them with leases kept in the table (see leases.go): each reads
-// only the shards it holds a lease on, takes at most its fair share,
-// renews its leases while it runs and releases them when it returns, so
-// that another reader takes over at once. The shards of a reader that dies
-// wait until its leases expire (WithLease). Two readers of one shard (a
-// lease taken from a reader that was paused) only repeat work: handle is
-// idempotent and checkpoints never move back.
+// between them with shard leases kept in the table (see shardlease.go):
+// each reads only the shards it holds a shard lease on, takes at most its
+// fair share, renews its shard leases while it runs and releases them when
+// it returns, so that another reader takes over at once. The shards of a
+// reader that dies wait until its shard leases expire (WithShardLease).
+// Two readers of one shard (a shard lease taken from a reader that was
+// paused) only repeat work: handle is idempotent and checkpoints never
+// move back.
 //
 // With WithUpkeep, every batch handled is then handed to the Upkeep, which
-// refills and splits the bucket items it shows hot.
+// splits the buckets it shows hot.
 //
 // A shard whose checkpoint has aged out of the stream (the stream keeps
 // records 24 hours; an outage longer than that) is read again from its
-// oldest record: the records in between are lost to usage. ReadChanges logs
-// it as an error and counts it (ReadStats.Trimmed).
-func (s *Store) ReadChanges(ctx context.Context, poll time.Duration, handle func(context.Context, []store.Change) error, opts ...ReadOption) error {
+// oldest record: the records in between are lost to usage. Read logs it as
+// an error and counts it (Stats.Trimmed).
+func Read(ctx context.Context, s *dynamodb.Store, poll time.Duration, handle func(context.Context, []store.Change) error, opts ...Option) error {
 	desc, err := s.DescribeTable(ctx)
 	if err != nil {
 		return err
@@ -66,8 +60,9 @@ func (s *Store) ReadChanges(ctx context.Context, poll time.Duration, handle func
 	if desc.StreamARN == "" {
 		return errors.New("dynamodb: the table has no stream (create it without WithoutStreams)")
 	}
-	o := newReadOptions(opts)
-	leases := newLeaser(s, o)
+	o := newOptions(opts)
+	t := tableOf(s)
+	leases := newLeaser(t, o)
 	if err := leases.heartbeat(ctx); err != nil {
 		return err
 	}
@@ -87,7 +82,7 @@ func (s *Store) ReadChanges(ctx context.Context, poll time.Duration, handle func
 		defer cancel()
 		_ = leases.releaseAll(rctx)
 	}()
-	r := newStreamReader(s, desc.StreamARN, handle, leases, o)
+	r := newStreamReader(t, desc.StreamARN, handle, leases, o)
 	for {
 		progressed, err := r.round(ctx)
 		if o.onRound != nil {
@@ -105,69 +100,10 @@ func (s *Store) ReadChanges(ctx context.Context, poll time.Duration, handle func
 	}
 }
 
-// ReadOption configures ReadChanges.
-type ReadOption func(*readOptions)
-
-type readOptions struct {
-	owner  string
-	lease  time.Duration
-	clock  clock.Clock
-	upkeep *Upkeep
-	log    *slog.Logger
-	stats  *ReadStats
-
-	// Tests only: keepLeases makes ReadChanges stop as a crash would,
-	// releasing nothing; onRound is called after every round.
-	keepLeases bool
-	onRound    func()
-}
-
-// WithUpkeep makes ReadChanges hand every batch it has handled to u, which
-// splits the buckets the batch shows hot (see Upkeep).
-func WithUpkeep(u *Upkeep) ReadOption { return func(o *readOptions) { o.upkeep = u } }
-
-// WithLogger sets where ReadChanges logs what the caller does not see
-// otherwise: records lost to an aged-out checkpoint (error) and splits
-// (info). Default: nowhere.
-func WithLogger(l *slog.Logger) ReadOption { return func(o *readOptions) { o.log = l } }
-
-// WithReadStats makes ReadChanges count its work in st.
-func WithReadStats(st *ReadStats) ReadOption { return func(o *readOptions) { o.stats = st } }
-
-// ReadStats counts what ReadChanges did. It is safe for concurrent use.
-type ReadStats struct {
-	Records atomic.Int64 // stream records read
-	// Trimmed counts shards read again from their oldest record because
-	// their checkpoint had aged out of the stream: the records in between
-	// were lost to usage.
-	Trimmed atomic.Int64
-	Split   atomic.Int64 // buckets split (WithUpkeep)
-}
-
-func newReadOptions(opts []ReadOption) readOptions {
-	o := readOptions{lease: DefaultLease, clock: clock.Real{}}
-	for _, f := range opts {
-		f(&o)
-	}
-	if o.owner == "" {
-		o.owner = newOpID() // 64 random bits: unique among the readers of a table
-	}
-	if o.lease <= 0 {
-		o.lease = DefaultLease
-	}
-	if o.log == nil {
-		o.log = slog.New(slog.DiscardHandler)
-	}
-	if o.stats == nil {
-		o.stats = new(ReadStats)
-	}
-	return o
-}
-
 // streamsClient returns a DynamoDB Streams client reaching the same
 // endpoint, region and credentials as the table's client.
-func (s *Store) streamsClient() *dynamodbstreams.Client {
-	o := s.db.Options()
+func (t table) streamsClient() *dynamodbstreams.Client {
+	o := t.db.Options()
 	return dynamodbstreams.New(dynamodbstreams.Options{
 		Region: o.Region, Credentials: o.Credentials, HTTPClient: o.HTTPClient, BaseEndpoint: o.BaseEndpoint,
 		RetryMaxAttempts: o.RetryMaxAttempts, Retryer: o.Retryer, Logger: o.Logger,
@@ -175,7 +111,7 @@ func (s *Store) streamsClient() *dynamodbstreams.Client {
 }
 
 type streamReader struct {
-	s      *Store
+	s      table
 	arn    string
 	client *dynamodbstreams.Client
 	handle func(context.Context, []store.Change) error
@@ -183,7 +119,7 @@ type streamReader struct {
 	batch  int32 // records per GetRecords call: 1,000, the most; tests use fewer
 	upkeep *Upkeep
 	log    *slog.Logger
-	stats  *ReadStats
+	stats  *Stats
 
 	// Per stream shard this reader holds: where its reading goes on, and
 	// what the upkeep remembers of its recent writes.
@@ -201,7 +137,7 @@ type shardIter struct {
 	iter  *string
 }
 
-func newStreamReader(s *Store, arn string, handle func(context.Context, []store.Change) error, leases *leaser, o readOptions) *streamReader {
+func newStreamReader(s table, arn string, handle func(context.Context, []store.Change) error, leases *leaser, o options) *streamReader {
 	return &streamReader{
 		s: s, arn: arn, client: s.streamsClient(), handle: handle, leases: leases, batch: 1000,
 		upkeep: o.upkeep, log: o.log, stats: o.stats,
@@ -417,7 +353,7 @@ func (r *streamReader) readShard(ctx context.Context, shard string, closed bool,
 // it, then hands it to the upkeep; it returns the checkpoint.
 func (r *streamReader) batchRead(ctx context.Context, shard string, recs []types.Record) (string, error) {
 	r.stats.Records.Add(int64(len(recs)))
-	images := make([]ImageChange, 0, len(recs))
+	images := make([]Record, 0, len(recs))
 	changes := make([]store.Change, 0, len(recs))
 	for _, rec := range recs {
 		img, ok := recordImage(rec)
@@ -448,7 +384,7 @@ func (r *streamReader) batchRead(ctx context.Context, shard string, recs []types
 
 // tend hands a batch to the upkeep, if any. Its failures cost only the
 // optimisation.
-func (r *streamReader) tend(ctx context.Context, shard string, images []ImageChange) {
+func (r *streamReader) tend(ctx context.Context, shard string, images []Record) {
 	if r.upkeep == nil {
 		return
 	}
@@ -537,65 +473,4 @@ func recoveryFor(err error) recovery {
 		return recoverFromCheckpoint
 	}
 	return recoverNone
-}
-
-// minSeqWidth is the shortest sequence number the Streams API accepts;
-// DynamoDB Local's are zero-padded to it.
-const minSeqWidth = 21
-
-// unpadSeq undoes padSeq for the Streams API: without the padding, but no
-// shorter than minSeqWidth (a sequence number of DynamoDB Local keeps its
-// own leading zeros; AWS's have none and are longer).
-func unpadSeq(seq string) string {
-	seq = strings.TrimLeft(seq, "0")
-	if len(seq) < minSeqWidth {
-		seq = strings.Repeat("0", minSeqWidth-len(seq)) + seq
-	}
-	return seq
-}
-
-func padSeq(seq string) string {
-	if len(seq) >= seqWidth {
-		return seq
-	}
-	return strings.Repeat("0", seqWidth-len(seq)) + seq
-}
-
-// streamCheckpoint is how far one stream shard has been read.
-type streamCheckpoint struct {
-	seq  string // last sequence number handled (padded); "" for none
-	done bool   // the shard is closed and read to its end
-}
-
-func checkpointKey(shard string) map[string]ddbtypes.AttributeValue {
-	return item{attrPK: str(registryPK()), attrSK: str(skCheckpoint + shard)}
-}
-
-func (s *Store) checkpoint(ctx context.Context, shard string) (streamCheckpoint, error) {
-	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: &s.table, Key: checkpointKey(shard), ConsistentRead: aws.Bool(true)})
-	if err != nil {
-		return streamCheckpoint{}, fmt.Errorf("dynamodb: read stream checkpoint: %w", err)
-	}
-	return streamCheckpoint{seq: getS(out.Item, "seq"), done: getBool(out.Item, "done")}, nil
-}
-
-// saveCheckpoint records progress in a shard; it never moves a checkpoint
-// back (two readers of one shard only repeat work).
-func (s *Store) saveCheckpoint(ctx context.Context, shard, seq string, done bool) error {
-	e := newExpr()
-	if done {
-		e.set = append(e.set, e.name("done")+" = "+e.value(boolean(true)))
-	} else {
-		e.set = append(e.set, e.name("seq")+" = "+e.value(str(seq)))
-		e.where("(attribute_not_exists(%s) OR "+e.name("seq")+" < %v)", "seq", str(seq))
-	}
-	e.set = append(e.set, e.name("ttl")+" = "+e.value(num(time.Now().Add(48*time.Hour).Unix())))
-	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName: &s.table, Key: checkpointKey(shard), UpdateExpression: e.update(),
-		ConditionExpression: e.condition(), ExpressionAttributeNames: e.names, ExpressionAttributeValues: e.attrValues(),
-	})
-	if err != nil && !isConditionFailed(err) {
-		return fmt.Errorf("dynamodb: save stream checkpoint: %w", err)
-	}
-	return nil
 }

@@ -1,4 +1,4 @@
-package dynamodb
+package stream
 
 import (
 	"context"
@@ -9,37 +9,25 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	ddb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams/types"
 
 	"github.com/tollgate-rl/tollgate"
 	"github.com/tollgate-rl/tollgate/aggregator"
 	"github.com/tollgate-rl/tollgate/clock"
 	"github.com/tollgate-rl/tollgate/store"
+	"github.com/tollgate-rl/tollgate/store/dynamodb"
+	"github.com/tollgate-rl/tollgate/store/dynamodb/internal/schema"
 )
-
-// newStreamTable is newTable with the stream the aggregator reads.
-func newStreamTable(t *testing.T) *Store {
-	t.Helper()
-	if endpoint == "" {
-		t.Skip("DynamoDB Local is not running")
-	}
-	s := mustNew(t, localConfig(), "tollgate-stream-"+randomHex(6), nil, atLocal)
-	if err := s.CreateTable(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.DeleteTable(context.Background()) })
-	return s
-}
 
 // aggregate reads the stream into usage until want reports the usage
 // complete (or a minute passes), then stops.
-func aggregate(t *testing.T, s *Store, want func() bool) {
+func aggregate(t *testing.T, s *dynamodb.Store, want func() bool) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- s.ReadChanges(ctx, 50*time.Millisecond, func(ctx context.Context, cs []store.Change) error {
+		done <- Read(ctx, s, 50*time.Millisecond, func(ctx context.Context, cs []store.Change) error {
 			return aggregator.Apply(ctx, s, cs, aggregator.DefaultRetention)
 		})
 	}()
@@ -129,12 +117,12 @@ func TestStreamToUsage(t *testing.T) {
 		}
 	}
 	// Forget the checkpoints: the whole stream is read again, to no effect.
-	shards, err := (&streamReader{s: s, client: s.streamsClient(), arn: mustStreamARN(t, s)}).shards(ctx)
+	shards, err := (&streamReader{s: tableOf(s), client: tableOf(s).streamsClient(), arn: mustStreamARN(t, s)}).shards(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, sh := range shards {
-		if _, err := s.db.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: &s.table, Key: checkpointKey(aws.ToString(sh.ShardId))}); err != nil {
+		if _, err := s.Client().DeleteItem(ctx, &ddb.DeleteItemInput{TableName: aws.String(s.Table()), Key: checkpointKey(aws.ToString(sh.ShardId))}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -142,7 +130,7 @@ func TestStreamToUsage(t *testing.T) {
 	aggregate(t, s, func() bool {
 		// Done once every shard is checkpointed again.
 		for _, sh := range shards {
-			if cp, _ := s.checkpoint(ctx, aws.ToString(sh.ShardId)); cp.seq == "" && !cp.done {
+			if cp, _ := tableOf(s).checkpoint(ctx, aws.ToString(sh.ShardId)); cp.seq == "" && !cp.done {
 				return false
 			}
 		}
@@ -155,7 +143,7 @@ func TestStreamToUsage(t *testing.T) {
 	}
 }
 
-func mustStreamARN(t *testing.T, s *Store) string {
+func mustStreamARN(t *testing.T, s *dynamodb.Store) string {
 	t.Helper()
 	d, err := s.DescribeTable(context.Background())
 	if err != nil {
@@ -175,7 +163,7 @@ func TestStreamSeqPadding(t *testing.T) {
 	}
 }
 
-// sourceShard is the stream shard of a change's Source (StreamSource):
+// sourceShard is the stream shard of a change's Source (Source):
 // shard ids have no slash.
 func sourceShard(source string) string {
 	shard, _, _ := strings.Cut(source, "/")
@@ -198,24 +186,24 @@ func TestStreamSource(t *testing.T) {
 		{map[string]types.AttributeValue{"é": &types.AttributeValueMemberS{Value: `a"b\c`}, "Z": &types.AttributeValueMemberS{Value: `x","y"=S"z`}, "a": &types.AttributeValueMemberS{Value: "\x01é"}},
 			`shardId-1/"Z"=S"x\",\"y\"=S\"z","a"=S"\x01é","é"=S"a\"b\\c"`},
 	} {
-		got, err := StreamSourceOf("shardId-1", c.keys)
+		got, err := SourceOf("shardId-1", c.keys)
 		if err != nil || got != c.want {
-			t.Errorf("StreamSourceOf = %q, %v; want %q", got, err, c.want)
+			t.Errorf("SourceOf = %q, %v; want %q", got, err, c.want)
 		}
 	}
 	for name, keys := range map[string]map[string]types.AttributeValue{
 		"no keys":     nil,
 		"boolean key": {"k": &types.AttributeValueMemberBOOL{Value: true}},
 	} {
-		if got, err := StreamSourceOf("shardId-1", keys); err == nil {
-			t.Errorf("%s: StreamSourceOf = %q, want an error", name, got)
+		if got, err := SourceOf("shardId-1", keys); err == nil {
+			t.Errorf("%s: SourceOf = %q, want an error", name, got)
 		}
 	}
-	if got, err := StreamSource("", map[string]KeyAttr{"PK": {Type: "S", Text: "x"}}); err == nil {
-		t.Errorf("no shard: StreamSource = %q, want an error", got)
+	if got, err := Source("", map[string]KeyAttr{"PK": {Type: "S", Text: "x"}}); err == nil {
+		t.Errorf("no shard: Source = %q, want an error", got)
 	}
-	if got, err := StreamSource("s", map[string]KeyAttr{"PK": {Type: "SS", Text: "x"}}); err == nil {
-		t.Errorf("type SS: StreamSource = %q, want an error", got)
+	if got, err := Source("s", map[string]KeyAttr{"PK": {Type: "SS", Text: "x"}}); err == nil {
+		t.Errorf("type SS: Source = %q, want an error", got)
 	}
 }
 
@@ -234,10 +222,10 @@ func TestStreamChangeSource(t *testing.T) {
 	s := func(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }
 	n := func(v string) types.AttributeValue { return &types.AttributeValueMemberN{Value: v} }
 	bucket := map[string]types.AttributeValue{
-		attrPK: s("ns1/BUCKET#key1#api#1"), attrSK: s(skState), attrEntity: s("key1"), attrResource: s("api"),
-		attrShard: n("1"), "b_rpm_tc": n("3000"), attrEvents: n("1"),
+		schema.AttrPK: s("ns1/BUCKET#key1#api#1"), schema.AttrSK: s(schema.SKState), schema.AttrEntity: s("key1"), schema.AttrResource: s("api"),
+		schema.AttrShard: n("1"), "b_rpm_tc": n("3000"), schema.AttrEvents: n("1"),
 	}
-	keys := map[string]types.AttributeValue{attrPK: bucket[attrPK], attrSK: bucket[attrSK]}
+	keys := map[string]types.AttributeValue{schema.AttrPK: bucket[schema.AttrPK], schema.AttrSK: bucket[schema.AttrSK]}
 	rec := func(keys, img map[string]types.AttributeValue) types.Record {
 		return types.Record{EventName: types.OperationTypeInsert, Dynamodb: &types.StreamRecord{
 			Keys: keys, NewImage: img, SequenceNumber: aws.String("000000000000000000085"),
@@ -252,7 +240,7 @@ func TestStreamChangeSource(t *testing.T) {
 	if _, _, err := changeOf("shardId-7", rec(nil, bucket)); err == nil {
 		t.Error("a bucket record without keys: no error")
 	}
-	meta := map[string]types.AttributeValue{attrPK: s("ns1/ENTITY#key1"), attrSK: s("#META")}
+	meta := map[string]types.AttributeValue{schema.AttrPK: s("ns1/ENTITY#key1"), schema.AttrSK: s("#META")}
 	if c, ok, err := changeOf("shardId-7", rec(nil, meta)); ok || err != nil {
 		t.Errorf("a record of another item: %+v, %v, %v; want no change and no error", c, ok, err)
 	}
@@ -343,19 +331,19 @@ func TestRecoveryFor(t *testing.T) {
 // A record without a creation time is dated by its image's refill time
 // (the same on every replay), never at year 1.
 func TestChangeOfWithoutCreationTime(t *testing.T) {
-	img := testImage{attrPK: "ns/BUCKET#k#api#0", attrSK: skState, attrEntity: "k", attrResource: "api",
-		attrRefilled: "\x001767261600123", limitAttr("rpm", fieldConsumed): "\x001000", attrEvents: "\x001"}
-	c, ok := ChangeOf(ImageChange{Seq: "1", New: img})
+	img := testImage{schema.AttrPK: "ns/BUCKET#k#api#0", schema.AttrSK: schema.SKState, schema.AttrEntity: "k", schema.AttrResource: "api",
+		schema.AttrRefilled: "\x001767261600123", schema.LimitAttr("rpm", schema.FieldConsumed): "\x001000", schema.AttrEvents: "\x001"}
+	c, ok := ChangeOf(Record{Seq: "1", New: img})
 	if !ok || c.Time != 1767261600123 {
 		t.Errorf("no creation time: dated %d (%v), want the refill time 1767261600123", c.Time, ok)
 	}
-	c, _ = ChangeOf(ImageChange{Seq: "1", New: img, Time: time.Unix(1767261700, 0)})
+	c, _ = ChangeOf(Record{Seq: "1", New: img, Time: time.Unix(1767261700, 0)})
 	if c.Time != 1767261700_000 {
 		t.Errorf("with a creation time: dated %d, want 1767261700000", c.Time)
 	}
-	delete(img, attrRefilled)
+	delete(img, schema.AttrRefilled)
 	before := time.Now().UnixMilli()
-	if c, _ = ChangeOf(ImageChange{Seq: "1", New: img}); c.Time < before {
+	if c, _ = ChangeOf(Record{Seq: "1", New: img}); c.Time < before {
 		t.Errorf("neither: dated %d, want this process's clock (>= %d)", c.Time, before)
 	}
 }
@@ -368,7 +356,7 @@ func TestChangeOfWithoutCreationTime(t *testing.T) {
 // made again on other buckets should they straddle a minute.
 func TestStreamUpkeep(t *testing.T) {
 	s := newStreamTable(t)
-	writers := mustNew(t, localConfig(), s.table, []Option{WithWritePressureLimit(10)}, atLocal)
+	writers := mustNew(t, localConfig(), s.Table(), []dynamodb.Option{dynamodb.WithWritePressureLimit(10)}, atLocal)
 	var hot store.BucketKey
 	for try := 0; ; try++ {
 		hot = store.BucketKey{Entity: fmt.Sprintf("hot-%d", try), Resource: "api"}
@@ -383,12 +371,12 @@ func TestStreamUpkeep(t *testing.T) {
 	if got := len(shardItems(t, s, "ns", hot)); got != 1 {
 		t.Fatalf("the writers split the hot bucket themselves (%d shards)", got)
 	}
-	var stats ReadStats
+	var stats Stats
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- s.ReadChanges(ctx, 50*time.Millisecond, func(context.Context, []store.Change) error { return nil },
-			WithUpkeep(s.NewUpkeep()), WithReadStats(&stats))
+		done <- Read(ctx, s, 50*time.Millisecond, func(context.Context, []store.Change) error { return nil },
+			WithUpkeep(NewUpkeep(s)), WithStats(&stats))
 	}()
 	for deadline := time.Now().Add(time.Minute); stats.Split.Load() == 0; {
 		if time.Now().After(deadline) {

@@ -1,4 +1,4 @@
-package dynamodb
+package stream
 
 import (
 	"context"
@@ -13,6 +13,8 @@ import (
 	"github.com/tollgate-rl/tollgate/bucket"
 	"github.com/tollgate-rl/tollgate/clock"
 	"github.com/tollgate-rl/tollgate/store"
+	"github.com/tollgate-rl/tollgate/store/dynamodb"
+	"github.com/tollgate-rl/tollgate/store/dynamodb/internal/schema"
 )
 
 // testImage is an item image: strings and numbers by name.
@@ -35,7 +37,7 @@ func (m testImage) N(name string) string {
 func (m testImage) Names() []string { return slices.Collect(maps.Keys(m)) }
 
 // imageOfItem is a stored item as its stream record's image shows it.
-func imageOfItem(it item) testImage {
+func imageOfItem(it schema.Item) testImage {
 	img := testImage{}
 	for name, v := range it {
 		switch v := v.(type) {
@@ -54,17 +56,17 @@ func imageOfItem(it item) testImage {
 func bucketImage(k store.BucketKey, shard, n int, p bucket.Params, tokens, consumed, ev, rf int64, wps int64) testImage {
 	num := func(v int64) string { return "\x00" + strconv.FormatInt(v, 10) }
 	img := testImage{
-		attrPK: bucketPK("ns", k, shard), attrSK: skState, attrEntity: k.Entity, attrResource: k.Resource,
-		attrShard: num(int64(shard)), attrShardCount: num(int64(n)), attrRefilled: num(rf), attrEvents: num(ev),
-		limitAttr("rpm", fieldCapacity): num(p.Capacity), limitAttr("rpm", fieldAmount): num(p.Amount),
-		limitAttr("rpm", fieldPeriod): num(p.Period), limitAttr("rpm", fieldTokens): num(tokens),
-		limitAttr("rpm", fieldRem): num(0), limitAttr("rpm", fieldConsumed): num(consumed),
+		schema.AttrPK: schema.BucketPK("ns", k, shard), schema.AttrSK: schema.SKState, schema.AttrEntity: k.Entity, schema.AttrResource: k.Resource,
+		schema.AttrShard: num(int64(shard)), schema.AttrShardCount: num(int64(n)), schema.AttrRefilled: num(rf), schema.AttrEvents: num(ev),
+		schema.LimitAttr("rpm", schema.FieldCapacity): num(p.Capacity), schema.LimitAttr("rpm", schema.FieldAmount): num(p.Amount),
+		schema.LimitAttr("rpm", schema.FieldPeriod): num(p.Period), schema.LimitAttr("rpm", schema.FieldTokens): num(tokens),
+		schema.LimitAttr("rpm", schema.FieldRem): num(0), schema.LimitAttr("rpm", schema.FieldConsumed): num(consumed),
 	}
 	if wps > 0 {
-		m := wps * writeCost
-		img[limitAttr(pressureLimit, fieldCapacity)], img[limitAttr(pressureLimit, fieldAmount)] = num(m), num(m)
-		img[limitAttr(pressureLimit, fieldPeriod)], img[limitAttr(pressureLimit, fieldTokens)] = num(1_000), num(0)
-		img[limitAttr(pressureLimit, fieldRem)] = num(0)
+		m := wps * schema.WriteCost
+		img[schema.LimitAttr(schema.PressureLimit, schema.FieldCapacity)], img[schema.LimitAttr(schema.PressureLimit, schema.FieldAmount)] = num(m), num(m)
+		img[schema.LimitAttr(schema.PressureLimit, schema.FieldPeriod)], img[schema.LimitAttr(schema.PressureLimit, schema.FieldTokens)] = num(1_000), num(0)
+		img[schema.LimitAttr(schema.PressureLimit, schema.FieldRem)] = num(0)
 	}
 	return img
 }
@@ -90,13 +92,13 @@ func newWriter(k store.BucketKey, p bucket.Params, wps, debit int64, seq *int) *
 }
 
 // write is the record of one acquire at `at` (Unix ms).
-func (w *writer) write(at int64) ImageChange {
+func (w *writer) write(at int64) Record {
 	w.tokens -= w.debit
 	w.consumed += w.debit
 	w.ev++
 	*w.writeSeq++
 	img := bucketImage(w.k, w.shard, w.n, w.p, w.tokens, w.consumed, w.ev, w.rf, w.wps)
-	r := ImageChange{Seq: strconv.Itoa(*w.writeSeq), Time: time.UnixMilli(at).Truncate(time.Second), Old: w.last, New: img}
+	r := Record{Seq: strconv.Itoa(*w.writeSeq), Time: time.UnixMilli(at).Truncate(time.Second), Old: w.last, New: img}
 	if w.last == nil {
 		r.Old = nil
 	}
@@ -111,7 +113,7 @@ func (w *writer) write(at int64) ImageChange {
 // forgotten.
 func TestUpkeepPlanAcrossBatches(t *testing.T) {
 	s := mustNew(t, localConfig(), "unused", nil) // plan makes no call
-	u := s.NewUpkeep()
+	u := NewUpkeep(s)
 	heat := NewHeat()
 	seq := 0
 	const wps = 100 // the meter: 100 writes a second
@@ -120,7 +122,7 @@ func TestUpkeepPlanAcrossBatches(t *testing.T) {
 	start := int64(hotEpoch)
 	var splitAt int64 = -1
 	// 85 writes a second of hot and 70 of warm, 3 records a batch.
-	var batch []ImageChange
+	var batch []Record
 	for i := 0; i < 85*8; i++ {
 		at := start + int64(i)*1000/85
 		batch = append(batch, hot.write(at))
@@ -147,17 +149,17 @@ func TestUpkeepPlanAcrossBatches(t *testing.T) {
 	if splitAt < 900 || splitAt >= 1_000 {
 		t.Errorf("hot bucket split decided at %d ms of 85%% pressure, want at its 80th write of the first second", splitAt)
 	}
-	if r := heat.rate(bucketPK("ns", warm.k, 0)); r < 55 || r > 70 {
+	if r := heat.rate(schema.BucketPK("ns", warm.k, 0)); r < 55 || r > 70 {
 		t.Errorf("warm's rate %.1f writes/s, want about 70 (never above)", r)
 	}
 
 	// Quiet for longer than the window: forgotten, and its rate is zero.
 	other := newWriter(store.BucketKey{Entity: "other", Resource: "api"}, hotParams, wps, 1, &seq)
-	heat.noteAll([]ImageChange{other.write(start + 20_000)})
+	heat.noteAll([]Record{other.write(start + 20_000)})
 	if len(heat.items) != 1 {
 		t.Errorf("heat remembers %d items after 12 idle seconds, want only the one just written", len(heat.items))
 	}
-	if r := heat.rate(bucketPK("ns", hot.k, 0)); r != 0 {
+	if r := heat.rate(schema.BucketPK("ns", hot.k, 0)); r != 0 {
 		t.Errorf("forgotten item's rate: %v", r)
 	}
 }
@@ -224,7 +226,7 @@ func TestHeatState(t *testing.T) {
 // a drained item and a quiet one alone (a stored full tick needs no
 // proactive refill).
 func TestUpkeepTend(t *testing.T) {
-	writers := newTable(t, WithWritePressureLimit(20))
+	writers := newTable(t, dynamodb.WithWritePressureLimit(20))
 	ctx := context.Background()
 	hot := store.BucketKey{Entity: "hot", Resource: "api"}
 	drained := store.BucketKey{Entity: "drained", Resource: "api"}
@@ -242,28 +244,22 @@ func TestUpkeepTend(t *testing.T) {
 		}
 	}
 	// The upkeep's own store shards nothing itself (another setting).
-	s := mustNew(t, localConfig(), writers.table, []Option{WithWritePressureLimit(0)}, atLocal)
+	s := mustNew(t, localConfig(), writers.Table(), []dynamodb.Option{dynamodb.WithWritePressureLimit(0)}, atLocal)
 	clk := clock.NewFake(time.UnixMilli(hotEpoch + 60_000))
-	u := s.NewUpkeep(WithUpkeepClock(clk))
+	u := NewUpkeep(s, WithUpkeepClock(clk))
 	heat := NewHeat()
-	image := func(k store.BucketKey) testImage {
-		it, err := s.getItem(ctx, "ns", &target{key: k})
-		if err != nil || it == nil {
-			t.Fatalf("read %v: %v", k, err)
-		}
-		return imageOfItem(it)
-	}
+	image := func(k store.BucketKey) testImage { return imageOfItem(mustItem(t, s, "ns", k)) }
 	hotImg, drainedImg, quietImg := image(hot), image(drained), image(quiet)
 	// 18 writes a second of hot (90% of 20) for 3 seconds, then the quiet
 	// item (1 token of 1,000 taken) and the drained one (10 acquires of 1
 	// token, none left), in batches of 2 records.
-	var recs []ImageChange
+	var recs []Record
 	for i := range 54 {
 		at := hotEpoch + int64(i)*1000/18
-		recs = append(recs, ImageChange{Seq: strconv.Itoa(1 + i), Time: time.UnixMilli(at).Truncate(time.Second), New: hotImg})
+		recs = append(recs, Record{Seq: strconv.Itoa(1 + i), Time: time.UnixMilli(at).Truncate(time.Second), New: hotImg})
 	}
 	last := time.UnixMilli(hotEpoch + 2_999).Truncate(time.Second)
-	recs = append(recs, ImageChange{Seq: "55", Time: last, New: quietImg}, ImageChange{Seq: "56", Time: last, New: drainedImg})
+	recs = append(recs, Record{Seq: "55", Time: last, New: quietImg}, Record{Seq: "56", Time: last, New: drainedImg})
 	var total Tended
 	for i := 0; i < len(recs); i += 2 {
 		res, err := u.Tend(ctx, heat, recs[i:i+2])
@@ -280,8 +276,8 @@ func TestUpkeepTend(t *testing.T) {
 		t.Fatalf("hot bucket has %d shards, want 2", len(its))
 	}
 	for i, it := range its {
-		if ra, _ := getN(it, limitAttr(pressureLimit, fieldAmount)); ra != 20*writeCost {
-			t.Errorf("shard %d's meter refills %d a second, want the writers' %d", i, ra, 20*writeCost)
+		if ra, _ := schema.GetN(it, schema.LimitAttr(schema.PressureLimit, schema.FieldAmount)); ra != 20*schema.WriteCost {
+			t.Errorf("shard %d's meter refills %d a second, want the writers' %d", i, ra, 20*schema.WriteCost)
 		}
 	}
 	for _, k := range []store.BucketKey{drained, quiet} {

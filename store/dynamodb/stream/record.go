@@ -1,4 +1,4 @@
-package dynamodb
+package stream
 
 import (
 	"encoding/base64"
@@ -14,21 +14,23 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams/types"
 
 	"github.com/tollgate-rl/tollgate/store"
+	"github.com/tollgate-rl/tollgate/store/dynamodb"
+	"github.com/tollgate-rl/tollgate/store/dynamodb/internal/schema"
 )
 
-// A stream record of a bucket item, as the process reader (ReadChanges)
-// and the Lambda handler both see it, becomes a store.Change: what the
-// item's acquires consumed, dated when they happened, with a Source that
-// names the record the same way for both.
+// A stream record of a bucket item, as the process reader (Read) and the
+// Lambda handler both see it, becomes a store.Change: what the item's
+// acquires consumed, dated when they happened, with a Source that names
+// the record the same way for both.
 
 // recordImage is a record of the Streams API as any consumer sees it; ok is
 // false for a record without its stream part.
-func recordImage(rec types.Record) (ImageChange, bool) {
+func recordImage(rec types.Record) (Record, bool) {
 	sr := rec.Dynamodb
 	if sr == nil {
-		return ImageChange{}, false
+		return Record{}, false
 	}
-	img := ImageChange{
+	img := Record{
 		Seq: aws.ToString(sr.SequenceNumber), Removed: rec.EventName == types.OperationTypeRemove,
 		Old: imageOrNil(sr.OldImage), New: imageOrNil(sr.NewImage),
 	}
@@ -38,7 +40,7 @@ func recordImage(rec types.Record) (ImageChange, bool) {
 	return img, true
 }
 
-func imageOrNil(m map[string]types.AttributeValue) Image {
+func imageOrNil(m map[string]types.AttributeValue) dynamodb.Image {
 	if m == nil {
 		return nil
 	}
@@ -47,8 +49,8 @@ func imageOrNil(m map[string]types.AttributeValue) Image {
 
 // changeOfImage turns a stream record of a bucket item, seen as img, into
 // a change, whose Source is the one the Lambda handler gives the same
-// record (StreamSource).
-func changeOfImage(shard string, rec types.Record, img ImageChange) (store.Change, bool, error) {
+// record (Source).
+func changeOfImage(shard string, rec types.Record, img Record) (store.Change, bool, error) {
 	c, ok := ChangeOf(img)
 	if !ok {
 		return c, false, nil
@@ -56,7 +58,7 @@ func changeOfImage(shard string, rec types.Record, img ImageChange) (store.Chang
 	// Only changes need a Source: records of other items (usage snapshots,
 	// checkpoints, leases: this reader's own writes among them) are
 	// dropped without one.
-	src, err := StreamSourceOf(shard, rec.Dynamodb.Keys)
+	src, err := SourceOf(shard, rec.Dynamodb.Keys)
 	if err != nil {
 		return store.Change{}, false, fmt.Errorf("dynamodb: stream shard %s, record %s: %w", shard, img.Seq, err)
 	}
@@ -73,7 +75,7 @@ type KeyAttr struct {
 	Text string
 }
 
-// StreamSource is the Source of the change a stream record makes: the
+// Source is the Source of the change a stream record makes: the
 // stream shard and the record's item key, as in
 //
 //	shardId-00000001700000000000-0123abcd/"PK"=S"ns/BUCKET#key#res#0","SK"=S"#STATE"
@@ -82,8 +84,8 @@ type KeyAttr struct {
 // separated by commas: the quoted name, "=", the type and the quoted text;
 // quoted as Go's strconv.Quote does).
 //
-// Both consumers of the stream use it, the process reader (ReadChanges,
-// through StreamSourceOf) and the AWS Lambda handler (cmd/tollgate-lambda),
+// Both consumers of the stream use it, the process reader (Read, through
+// SourceOf) and the AWS Lambda handler (cmd/tollgate-lambda),
 // so that a record counts once, whichever of them applies it and however
 // often either hands it again. The record's sequence number is the Seq,
 // which must grow within a Source (store.UsageStore skips an increment
@@ -95,7 +97,7 @@ type KeyAttr struct {
 //
 // The form must never change: a record handed again after a new version is
 // deployed must name the same Source, or it counts twice.
-func StreamSource(shard string, keys map[string]KeyAttr) (string, error) {
+func Source(shard string, keys map[string]KeyAttr) (string, error) {
 	if shard == "" {
 		return "", errors.New("the record names no stream shard")
 	}
@@ -123,9 +125,9 @@ func StreamSource(shard string, keys map[string]KeyAttr) (string, error) {
 	return b.String(), nil
 }
 
-// StreamSourceOf is StreamSource of the Keys of a record read from the
-// DynamoDB Streams API: what ReadChanges gives its changes.
-func StreamSourceOf(shard string, keys map[string]types.AttributeValue) (string, error) {
+// SourceOf is Source of the Keys of a record read from the DynamoDB
+// Streams API: what Read gives its changes.
+func SourceOf(shard string, keys map[string]types.AttributeValue) (string, error) {
 	attrs := make(map[string]KeyAttr, len(keys))
 	for name, v := range keys {
 		switch v := v.(type) {
@@ -139,22 +141,15 @@ func StreamSourceOf(shard string, keys map[string]types.AttributeValue) (string,
 			return "", fmt.Errorf("key attribute %s has a type keys cannot have (%T)", name, v)
 		}
 	}
-	return StreamSource(shard, attrs)
+	return Source(shard, attrs)
 }
 
-// Image reads attributes of an item image: strings and numbers, as
-// decimal text (the form every DynamoDB stream consumer gets them in).
-type Image interface {
-	S(name string) string
-	N(name string) string
-	Names() []string
-}
-
-// ImageChange is one stream record as any consumer of the stream sees it
-// (this package's reader, or an AWS Lambda handler).
-type ImageChange struct {
-	// Source is the record's stream shard and item key, as StreamSource
-	// writes them; the change's Source.
+// Record is one stream record as any consumer of the stream sees it (this
+// package's reader, or an AWS Lambda handler): its images are read through
+// dynamodb.Image, which each consumer implements for its own form of them.
+type Record struct {
+	// Source is the record's stream shard and item key, as Source writes
+	// them; the change's Source.
 	Source string
 	Seq    string // the record's sequence number
 	// Time is the record's creation time (ApproximateCreationDateTime;
@@ -162,7 +157,7 @@ type ImageChange struct {
 	// time means the record had none (see ChangeOf).
 	Time     time.Time
 	Removed  bool
-	Old, New Image // nil when absent
+	Old, New dynamodb.Image // nil when absent
 }
 
 // ChangeOf turns a stream record of a bucket item into a change: the rise
@@ -175,26 +170,25 @@ type ImageChange struct {
 // the record counts in the same snapshots whoever applies it and however
 // often (exactly once holds per snapshot). Only an image without one either
 // is dated by this process's clock.
-func ChangeOf(r ImageChange) (store.Change, bool) {
+func ChangeOf(r Record) (store.Change, bool) {
 	ns, ok := bucketNS(r)
 	if !ok {
 		return store.Change{}, false
 	}
 	c := store.Change{
 		NS:       ns,
-		Key:      store.BucketKey{Entity: r.New.S(attrEntity), Resource: r.New.S(attrResource)},
+		Key:      bucketKey(r.New),
 		Time:     recordTime(r),
 		Consumed: map[string]int64{},
-		Events:   imageN(r.New, attrEvents) - imageN(r.Old, attrEvents),
-		Shard:    int(imageN(r.New, attrShard)),
+		Events:   imageN(r.New, schema.AttrEvents) - imageN(r.Old, schema.AttrEvents),
+		Shard:    int(imageN(r.New, schema.AttrShard)),
 		Source:   r.Source,
 		Seq:      padSeq(r.Seq),
 	}
-	suffix := "_" + fieldConsumed
 	for _, name := range r.New.Names() {
-		if strings.HasPrefix(name, "b_") && strings.HasSuffix(name, suffix) {
+		if limit, ok := schema.LimitOfAttr(name, schema.FieldConsumed); ok {
 			if d := imageN(r.New, name) - imageN(r.Old, name); d != 0 {
-				c.Consumed[name[2:len(name)-len(suffix)]] = d
+				c.Consumed[limit] = d
 			}
 		}
 	}
@@ -203,30 +197,30 @@ func ChangeOf(r ImageChange) (store.Change, bool) {
 
 // bucketNS returns the namespace of the bucket item r writes; ok is false
 // for records of other items and for deletions.
-func bucketNS(r ImageChange) (string, bool) {
-	if r.Removed || r.New == nil || r.New.S(attrSK) != skState {
+func bucketNS(r Record) (string, bool) {
+	if r.Removed || r.New == nil || r.New.S(schema.AttrSK) != schema.SKState {
 		return "", false
 	}
-	pk := r.New.S(attrPK)
-	i := strings.Index(pk, "/BUCKET#")
-	if i < 0 {
-		return "", false
-	}
-	return pk[:i], true
+	return schema.BucketNS(r.New.S(schema.AttrPK))
+}
+
+// bucketKey is the key of the bucket a bucket item's image is of.
+func bucketKey(img dynamodb.Image) store.BucketKey {
+	return store.BucketKey{Entity: img.S(schema.AttrEntity), Resource: img.S(schema.AttrResource)}
 }
 
 // recordTime dates a record of a bucket item, in Unix ms (see ChangeOf).
-func recordTime(r ImageChange) int64 {
+func recordTime(r Record) int64 {
 	if r.Time.Unix() > 0 {
 		return r.Time.UnixMilli()
 	}
-	if rf := imageN(r.New, attrRefilled); rf > 0 {
+	if rf := imageN(r.New, schema.AttrRefilled); rf > 0 {
 		return rf
 	}
 	return time.Now().UnixMilli()
 }
 
-func imageN(img Image, name string) int64 {
+func imageN(img dynamodb.Image, name string) int64 {
 	if img == nil {
 		return 0
 	}

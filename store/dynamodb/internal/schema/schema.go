@@ -1,0 +1,143 @@
+// Package schema is the layout of the Tollgate table (DESIGN 5): its key
+// parts, the attributes of its items, and the helpers that build and read
+// attribute values.
+//
+// Two programs share it. The backend (store/dynamodb) writes every item;
+// the stream consumer (store/dynamodb/stream) reads bucket items as their
+// stream records show them, and keeps its own checkpoint and lease items
+// in the registry partition. Keeping the layout here, rather than
+// exporting it from the backend, lets both read it from one place without
+// making it part of either package's public API.
+package schema
+
+import (
+	"strconv"
+	"strings"
+
+	"github.com/tollgate-rl/tollgate/store"
+)
+
+// Key layout (DESIGN 5). {ns} is the namespace id; entity ids and resources
+// cannot contain '#', so '#' separates key parts unambiguously.
+const (
+	AttrPK     = "PK"
+	AttrSK     = "SK"
+	AttrGSI1PK = "GSI1PK"
+	AttrGSI1SK = "GSI1SK"
+	AttrGSI2PK = "GSI2PK"
+	AttrGSI2SK = "GSI2SK"
+	AttrGSI3PK = "GSI3PK"
+	AttrGSI3SK = "GSI3SK"
+	AttrGSI4PK = "GSI4PK"
+	AttrGSI4SK = "GSI4SK"
+
+	SKMeta    = "#META"
+	SKState   = "#STATE" // the sort key of every bucket item
+	SKConfig  = "#CONFIG"
+	SKVersion = "#VERSION"
+
+	GSI1 = "GSI1" // parent -> children
+	GSI2 = "GSI2" // resource -> buckets
+	GSI3 = "GSI3" // entity -> its buckets; resource -> entities with custom config
+	GSI4 = "GSI4" // namespace -> all its items, for purge
+)
+
+// EntityPK is the partition of an entity's item and its configs.
+func EntityPK(ns, id string) string { return ns + "/ENTITY#" + id }
+
+// ResourcePK is the partition of a resource's config.
+func ResourcePK(ns, resource string) string { return ns + "/RESOURCE#" + resource }
+
+// SystemPK is the partition of a namespace's system config.
+func SystemPK(ns string) string { return ns + "/SYSTEM#" }
+
+// AuditPK is the partition of an entity's audit events ("": system and
+// resource config events).
+func AuditPK(ns, entity string) string { return ns + "/AUDIT#" + entity }
+
+// EntityConfigSK is the sort key of an entity's config of resource.
+func EntityConfigSK(resource string) string { return SKConfig + "#" + resource }
+
+// AuditSK is the sort key of an audit event.
+func AuditSK(id string) string { return "#AUDIT#" + id }
+
+// ParentGSI1PK is the GSI1 partition of a parent's children.
+func ParentGSI1PK(ns, parent string) string { return ns + "/PARENT#" + parent }
+
+// RegistryPK is the reserved partition outside every namespace: the
+// namespace registry, the schema version, and the stream consumer's
+// checkpoint and lease items.
+func RegistryPK() string { return "_/SYSTEM#" }
+
+// bucketMark separates a bucket item's namespace from the rest of its
+// partition key.
+const bucketMark = "/BUCKET#"
+
+// BucketPK is the partition key of shard `shard` of bucket k.
+func BucketPK(ns string, k store.BucketKey, shard int) string {
+	return ns + bucketMark + k.Entity + "#" + k.Resource + "#" + strconv.Itoa(shard)
+}
+
+// BucketNS returns the namespace of the bucket item whose partition key is
+// pk; ok is false if pk is not a bucket item's.
+func BucketNS(pk string) (ns string, ok bool) {
+	i := strings.Index(pk, bucketMark)
+	if i < 0 {
+		return "", false
+	}
+	return pk[:i], true
+}
+
+// Bucket attribute names: b_{limit}_{field}. Limit names cannot start with
+// '_' or contain '#', and the field is always the last two characters, so a
+// name decodes unambiguously (LimitOfAttr).
+const (
+	FieldFullTick = "ft" // refilling limits: the full tick (bucket.FullTick)
+	FieldTokens   = "tk" // concurrency limits: balance, millitokens
+	FieldCapacity = "cp"
+	FieldAmount   = "ra" // refill amount, millitokens
+	FieldPeriod   = "rp" // refill period, ms
+	FieldConsumed = "tc" // net consumed counter, millitokens (for usage)
+
+	// Schema 1 refilling limits held their balance (tk) and refill
+	// remainder at the item's rf, with a lower bound of their full time;
+	// the backend's next write converts them.
+	FieldRem    = "rm"
+	FieldFullAt = "fa"
+
+	AttrRefilled   = "rf" // the time of the last write (schema 1: of the last refill)
+	AttrEntity     = "entity"
+	AttrResource   = "resource"
+	AttrShard      = "shard"
+	AttrShardCount = "shard_count"
+	AttrTTL        = "ttl"
+	AttrOp         = "op" // id of the last delta write
+	AttrVersion    = "v"  // schema 1: counted normal writes and refunds; removed on conversion
+	AttrEvents     = "ev" // counts acquires, for usage
+
+	// Bucket items carry their entity's parent and cascade flag (DESIGN 5),
+	// for operators reading the table and consumers of its stream.
+	AttrParent  = "parent_id"
+	AttrCascade = "cascade"
+)
+
+// LimitAttr is the name of a limit's field attribute.
+func LimitAttr(name, field string) string { return "b_" + name + "_" + field }
+
+// LimitOfAttr returns the limit whose field attribute attr is; ok is false
+// if attr is not that field of any limit.
+func LimitOfAttr(attr, field string) (name string, ok bool) {
+	suffix := "_" + field
+	if !strings.HasPrefix(attr, "b_") || !strings.HasSuffix(attr, suffix) || len(attr) < 2+len(suffix) {
+		return "", false
+	}
+	return attr[2 : len(attr)-len(suffix)], true
+}
+
+// The write-pressure meter: a hidden rate limit every bucket item carries
+// (the backend's shards.go says how it is used). Hidden limits are named
+// with a leading underscore, which user limit names cannot have.
+const (
+	PressureLimit = "_wp" // the meter's limit name
+	WriteCost     = 1000  // what one write debits from the meter, millitokens
+)
