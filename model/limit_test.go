@@ -19,7 +19,7 @@ func TestParseLimitValid(t *testing.T) {
 		want      model.Limit
 		canonical string
 	}{
-		// The forms of DESIGN 3.2.
+		// The forms of docs/semantics.md 2.
 		{"rpm:100", model.Limit{Name: "rpm", Capacity: 100, RefillAmount: 100, RefillPeriod: time.Minute}, "rpm:100/min"},
 		{"tpm:10000:15000", model.Limit{Name: "tpm", Capacity: 15000, RefillAmount: 10000, RefillPeriod: time.Minute}, "tpm:10000/min:15000"},
 		{"rps:50/sec", model.Limit{Name: "rps", Capacity: 50, RefillAmount: 50, RefillPeriod: time.Second}, "rps:50/sec"},
@@ -141,7 +141,7 @@ func TestParseLimitInvalid(t *testing.T) {
 // A period too long for time.Duration must be rejected as too long. Periods up
 // to bucket.MaxPeriod (2^45 ms, about 1,100 years) pass parsePeriod's bound, but
 // time.Duration holds only about 292 years (2^63 ns), so
-// time.Duration(mult) * unit silently wraps (DESIGN 3.1 forbids wrapping).
+// time.Duration(mult) * unit silently wraps (docs/semantics.md 1 forbids wrapping).
 //
 // BUG (model/limit.go parsePeriod): "rpm:1/106752day" is rejected with Field
 // "limit.rpm.refill_period", Value "-2562047h34m33.709551616s" and Reason

@@ -2,7 +2,7 @@ package model
 
 import "unicode/utf8"
 
-// Identifier bounds (DESIGN 3.9).
+// Identifier bounds (docs/semantics.md 9).
 const (
 	MaxEntityIDLen     = 256
 	MaxResourceLen     = 64

@@ -9,7 +9,7 @@ import (
 	"github.com/tollgate-rl/tollgate/model"
 )
 
-// The validators under test with their DESIGN 3.9 definitions.
+// The validators under test with their docs/semantics.md 9 definitions.
 var identifiers = []struct {
 	name     string
 	validate func(string) error
@@ -135,7 +135,7 @@ func TestValidateIdentifiers(t *testing.T) {
 }
 
 // TestValidateIdentifiersMatchSpec compares each validator with the regular
-// expression and length bound of DESIGN 3.9 on random strings.
+// expression and length bound of docs/semantics.md 9 on random strings.
 func TestValidateIdentifiersMatchSpec(t *testing.T) {
 	// Boundary characters of every class, separators of every validator,
 	// control characters and bytes of multi-byte UTF-8 sequences.

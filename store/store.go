@@ -132,7 +132,7 @@ type BucketRequest struct {
 	Placement int
 	// Entity is the bucket's entity as the caller knows it (nil: not
 	// known), for backends that keep its parent and cascade flag with the
-	// bucket (DynamoDB does, DESIGN 5). It never affects the verdict.
+	// bucket (DynamoDB does, docs/dynamodb.md 4.6). It never affects the verdict.
 	Entity *model.Entity
 }
 

@@ -1,11 +1,11 @@
 package dynamodb
 
-// Cost accounting of the DynamoDB backend (DESIGN 5, "Capacity cost per
-// operation must be no worse than ..."): every test counts the API calls each
+// Cost accounting of the DynamoDB backend (docs/dynamodb.md 5, "Cost per
+// operation": no operation may cost more than its budget): every test counts the API calls each
 // operation makes, per operation name, through an SDK middleware, and
 // compares them exactly with the budget. DynamoDB Local does not report
 // consumed capacity faithfully for transactions, so calls are what is
-// counted (DESIGN 8).
+// counted (docs/dynamodb.md 9).
 //
 // The instrumentation (a counting middleware and an HTTP transport that
 // counts attempts and can inject faults, see faults_test.go) is shared with

@@ -1,5 +1,5 @@
 // Package dynamodb is the production Tollgate backend: many processes on many
-// machines share one DynamoDB table (single-table design, DESIGN 5).
+// machines share one DynamoDB table (single-table design, docs/dynamodb.md).
 //
 // A bucket is one item per entity, resource and shard holding every limit;
 // a refilling limit is stored as the instant it is full again (its full

@@ -1,10 +1,10 @@
 package dynamodb
 
-// Fault injection through the SDK's HTTP client (DESIGN 3.8 and 5): an
-// http.RoundTripper between the SDK and DynamoDB Local makes chosen requests
-// fail the way DynamoDB and networks fail (throttling, 500, timeouts,
-// connection resets, and writes that were applied but whose response was
-// lost). The tests check that nothing panics, that Block mode returns
+// Fault injection through the SDK's HTTP client (docs/semantics.md 8,
+// docs/dynamodb.md 4.8-4.9): an http.RoundTripper between the SDK and
+// DynamoDB Local makes chosen requests fail the way DynamoDB and networks
+// fail (throttling, 500, timeouts, connection resets, and writes that were
+// applied but whose response was lost). The tests check that nothing panics, that Block mode returns
 // ErrUnavailable and Allow mode a degraded lease within a bounded time, that
 // transient faults are retried by the SDK, and what happens to the balance:
 // faults that stop a request before it reaches DynamoDB never change it; a
@@ -986,7 +986,7 @@ func TestFaultTransactionCancelled(t *testing.T) {
 		s.expectRPM(t, "after giving up", s.entity, 99)
 	})
 
-	// DESIGN 5: throttling is retried with backoff. A transaction whose
+	// docs/dynamodb.md 4.8: throttling is retried with backoff. A transaction whose
 	// items are throttled comes back as TransactionCanceledException with
 	// the reason ThrottlingError (or ProvisionedThroughputExceeded), which
 	// the SDK does not retry (not a throttling error code); the backend

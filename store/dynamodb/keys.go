@@ -5,7 +5,7 @@ import (
 	"github.com/tollgate-rl/tollgate/store/dynamodb/internal/schema"
 )
 
-// The table's layout (DESIGN 5: key parts, attribute names) is owned by
+// The table's layout (docs/dynamodb.md 2: key parts, attribute names) is owned by
 // internal/schema, which the stream consumer (package stream) reads too.
 // These are this package's short names for it.
 const (

@@ -211,7 +211,7 @@ func runWorkers(t *testing.T, s *Store, scenario string, entities []string) []mp
 // bound is the most a limit can admit over [first, last], the span of the
 // limiters' clock readings during granted acquires, which holds the time of
 // every grant: the burst (the bucket is created full at the first grant)
-// plus the exact refill of that span (DESIGN 3.3: floor(span x rate),
+// plus the exact refill of that span (docs/semantics.md 3: floor(span x rate),
 // however often refill runs; only grants write, so no refill is credited
 // after the last one).
 func bound(l tollgate.Limit, results []mpResult) (grants, allowed int64, window time.Duration) {

@@ -36,7 +36,7 @@ import (
 // its path pins the balance from below (covers) and above (refusals, and
 // the capacity: a balance above it must be clamped first, which an ADD
 // cannot do). A limit that is absent from the item, stored with other
-// parameters (DESIGN 3.7), or in the schema 1 form is rebased: brought to
+// parameters (docs/semantics.md 7), or in the schema 1 form is rebased: brought to
 // its state at the batch's first time under the requested parameters
 // (bucket.Reconfigure), conditioned on its stored value being exactly what
 // was assumed, and SET.
@@ -319,7 +319,7 @@ func (sim *simulation) debited() bool {
 
 // needsWrite reports whether the batch grants something and changes the
 // item: it debits, it creates the item or rebases a limit (parameters
-// adopted, DESIGN 3.7), or it refills it to a later time than its rf
+// adopted, docs/semantics.md 7), or it refills it to a later time than its rf
 // (store.Consume brings every bucket to the request's time; with a full
 // tick, that moves rf only). A batch that grants nothing writes nothing.
 func (sim *simulation) needsWrite() bool {

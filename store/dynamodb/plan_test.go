@@ -249,8 +249,8 @@ type refOutcome struct {
 
 // reference applies the parts of b one by one to actual, part i at at[i].
 // Limits stored with other parameters (or in the schema 1 form) are
-// brought to the request's at the first part's time (DESIGN 3.7), as the
-// store does.
+// brought to the request's at the first part's time (docs/semantics.md 7),
+// as the store does.
 func reference(actual *image, b *batch, at []int64) refOutcome {
 	out := refOutcome{granted: make([]bool, len(b.parts)), observed: make([][]bucket.State, len(b.parts)), final: map[string]*refLimit{}}
 	sig := b.parts[0].req.Limits

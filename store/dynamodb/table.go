@@ -87,7 +87,7 @@ type indexSpec struct {
 	projection   types.ProjectionType
 }
 
-// indexes are the four GSIs (DESIGN 5; docs/dynamodb.md 2.3). Only GSI1
+// indexes are the four GSIs (docs/dynamodb.md 2.3). Only GSI1
 // projects everything: it indexes entity items, which change only on create
 // and delete; the others are keys only, so that token updates never write
 // an index.

@@ -7,7 +7,7 @@ import (
 	"github.com/tollgate-rl/tollgate/store"
 )
 
-// Bucket expiry (DESIGN 5, attribute ttl).
+// Bucket expiry (docs/dynamodb.md 4.11, attribute ttl).
 //
 // A bucket item's ttl, in Unix seconds, is never earlier than the moment
 // refill alone brings every limit of the item to capacity, plus the bucket

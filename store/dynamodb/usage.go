@@ -1,6 +1,6 @@
 package dynamodb
 
-// Usage snapshots (store.UsageStore; DESIGN 5 and 6; docs/dynamodb.md 2.5).
+// Usage snapshots (store.UsageStore; docs/dynamodb.md 2.5, docs/aggregator.md).
 //
 // One item per snapshot, in its entity's partition:
 //

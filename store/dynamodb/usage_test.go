@@ -291,7 +291,7 @@ func TestUsageRetention(t *testing.T) {
 	}
 }
 
-// The item as stored: DESIGN 5's keys, the GSI2 and GSI4 keys, and the
+// The item as stored: docs/dynamodb.md 2.1's keys, the GSI2 and GSI4 keys, and the
 // attributes docs/dynamodb.md 2.5 lists.
 func TestUsageItemLayout(t *testing.T) {
 	s := newTable(t)

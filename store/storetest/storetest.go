@@ -5,7 +5,7 @@
 //		storetest.Run(t, func(t *testing.T) store.Store { return mybackend.New(...) })
 //	}
 //
-// The suite checks every behaviour of DESIGN sections 3 and 4 twice: directly
+// The suite checks every behaviour of docs/semantics.md twice: directly
 // through the store.Store contract (amounts in millitokens, times in Unix
 // milliseconds), and through a tollgate.Limiter running on the backend (whole
 // tokens, time.Time). It relies on nothing but the contract: each case asks

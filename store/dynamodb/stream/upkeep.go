@@ -20,7 +20,7 @@ const maxSplitsPerPass = 8
 
 // Upkeep splits hot buckets ahead of their writers, from what the stream
 // shows of their writes: it doubles the shards of a bucket whose shard 0
-// takes writes at 80% or more of its write-pressure limit (DESIGN 6). The
+// takes writes at 80% or more of its write-pressure limit (docs/aggregator.md, "Shard management"). The
 // process reader (Read with WithUpkeep) and the AWS Lambda function
 // (cmd/tollgate-lambda) both hand it every batch they have applied, with
 // the Heat of the batch's stream shard: the same code decides and writes
@@ -31,7 +31,7 @@ const maxSplitsPerPass = 8
 // (dynamodb.Store.SplitDue) and writes it (dynamodb.Store.Split), so the
 // split keeps the exactness of every other write of the backend.
 //
-// Writers need no proactive refill (DESIGN 6 asked for one when a debit
+// Writers need no proactive refill (earlier versions ran one when a debit
 // without a read could not refill): a stored full tick refills itself, in
 // every write's condition (docs/dynamodb.md 4.1).
 //

@@ -1,4 +1,4 @@
-// Package schema is the layout of the Tollgate table (DESIGN 5): its key
+// Package schema is the layout of the Tollgate table (docs/dynamodb.md 2): its key
 // parts, the attributes of its items, and the helpers that build and read
 // attribute values.
 //
@@ -17,7 +17,7 @@ import (
 	"github.com/tollgate-rl/tollgate/store"
 )
 
-// Key layout (DESIGN 5). {ns} is the namespace id; entity ids and resources
+// Key layout (docs/dynamodb.md 2.1). {ns} is the namespace id; entity ids and resources
 // cannot contain '#', so '#' separates key parts unambiguously.
 const (
 	AttrPK     = "PK"
@@ -115,7 +115,7 @@ const (
 	AttrVersion    = "v"  // schema 1: counted normal writes and refunds; removed on conversion
 	AttrEvents     = "ev" // counts acquires, for usage
 
-	// Bucket items carry their entity's parent and cascade flag (DESIGN 5),
+	// Bucket items carry their entity's parent and cascade flag (docs/dynamodb.md 4.6),
 	// for operators reading the table and consumers of its stream.
 	AttrParent  = "parent_id"
 	AttrCascade = "cascade"
