@@ -427,10 +427,9 @@ func TestFaultAllowModeDegradedLease(t *testing.T) {
 // A degraded lease still knows what it was acquired for, even when the store
 // failed before the limiter had looked anything up.
 func TestFaultDegradedLeaseColdCacheKnowsEntity(t *testing.T) {
-	// BUG (see report): when the store fails while the entity is being read
-	// (cold cache), plan returns before setting le.entity/le.resource
-	// (acquire.go, plan: "le.entity, le.resource = entity, resource" comes
-	// after l.chain), so the degraded lease reports "" for both.
+	// Regression: plan once set the lease's entity and resource only after
+	// reading the entity chain, so a store failing during that read left a
+	// degraded lease that reported "" for both.
 	ctx := context.Background()
 	lim, fs, _ := newFaultLim(t)
 	fs.failOn(errConnReset, mGetEntity, mGetConfigs, mConsume)
@@ -655,14 +654,13 @@ func TestFaultCancelledContextIsNotDegraded(t *testing.T) {
 }
 
 // A store that times out on its own (an HTTP client timeout, say) while the
-// caller's context is still live has failed: DESIGN 3.8 says any store failure
-// other than a verdict or a validation error is "unavailable".
+// caller's context is still live has failed: any store failure other than a
+// verdict or a validation error is "unavailable" (docs/semantics.md 8).
 func TestFaultStoreTimeoutWithLiveContextIsUnavailable(t *testing.T) {
-	// BUG (see report): storeErr (limiter.go) passes through any error that
-	// matches context.DeadlineExceeded or context.Canceled, without checking
-	// whether the caller's ctx is done. A store's own timeout therefore
-	// escapes both Block (not an *UnavailableError) and Allow (no degraded
-	// lease: the caller fails although it asked to fail open).
+	// Regression: storeErr once passed through any error matching
+	// context.DeadlineExceeded or context.Canceled without asking whether the
+	// caller's ctx was done, so a store's own timeout escaped both Block and
+	// Allow.
 	ctx := context.Background()
 	timeout := fmt.Errorf("dynamodb: UpdateItem: request timed out: %w", context.DeadlineExceeded)
 
@@ -742,11 +740,10 @@ func TestFaultAdminErrorsAreUnavailable(t *testing.T) {
 // a name that is not a limit) is a validation error even when the store is
 // down and nothing is cached.
 func TestFaultValidationBeforeStoreWithExplicitLimits(t *testing.T) {
-	// BUG (see report): plan (acquire.go) reads the entity chain from the
-	// store (l.chain) before it compares consume with the explicit limits, so
-	// with a cold cache and a failing store these requests, which can never
-	// be granted, become *UnavailableError in Block mode and degraded grants
-	// in Allow mode.
+	// Regression: plan once read the entity chain from the store before it
+	// compared consume with the explicit limits, so with a cold cache and a
+	// failing store these requests, which can never be granted, became
+	// *UnavailableError (Block) or degraded grants (Allow).
 	ctx := context.Background()
 	for _, mode := range []tollgate.OnUnavailable{tollgate.Block, tollgate.Allow} {
 		lim, fs, _ := newFaultLim(t)
