@@ -2,8 +2,6 @@ package tollgate
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"time"
@@ -28,7 +26,7 @@ func (l *Limiter) namespaceID(ctx context.Context, now int64) (string, error) {
 	}
 	n, err := l.store.GetNamespace(ctx, l.ns)
 	if errors.Is(err, model.ErrNamespaceNotFound) && l.ns == model.DefaultNamespace {
-		n, err = l.registerNamespace(ctx, l.ns)
+		n, err = createNamespace(ctx, l.store, l.ns, l.clock.Now())
 		if errors.Is(err, model.ErrNamespaceExists) { // registered concurrently
 			n, err = l.store.GetNamespace(ctx, l.ns)
 		}
@@ -48,13 +46,6 @@ func (l *Limiter) namespaceID(ctx context.Context, now int64) (string, error) {
 	return e.id, e.err
 }
 
-func (l *Limiter) registerNamespace(ctx context.Context, name string) (Namespace, error) {
-	var b [8]byte
-	_, _ = rand.Read(b[:])
-	n := model.Namespace{Name: name, ID: hex.EncodeToString(b[:]), CreatedAt: l.clock.Now().UTC().Truncate(time.Millisecond)}
-	return n, l.store.CreateNamespace(ctx, n)
-}
-
 // RegisterNamespace creates a namespace in the limiter's store, with a new
 // opaque id. It fails with ErrNamespaceExists if the name is taken, even by
 // a deleted namespace.
@@ -62,7 +53,7 @@ func (l *Limiter) RegisterNamespace(ctx context.Context, name string) (Namespace
 	if err := model.ValidateNamespace(name); err != nil {
 		return Namespace{}, err
 	}
-	n, err := l.registerNamespace(ctx, name)
+	n, err := createNamespace(ctx, l.store, name, l.clock.Now())
 	if err != nil {
 		return Namespace{}, storeErr(ctx, "register namespace", name, err)
 	}
