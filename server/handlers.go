@@ -322,20 +322,20 @@ func (s *Server) audit(w http.ResponseWriter, r *http.Request, c *call) error {
 	return nil
 }
 
-// registry returns a limiter for namespace-registry calls, which are not
-// about any one namespace.
-func (s *Server) registry() (*tollgate.Limiter, error) { return s.Limiter(model.DefaultNamespace) }
+// registry returns the namespace registry, which the namespace routes use:
+// they are not about any one namespace.
+func (s *Server) registry() (*tollgate.Registry, error) { return s.reg, s.regErr }
 
 func (s *Server) registerNamespace(w http.ResponseWriter, r *http.Request, _ *call) error {
 	var body api.Namespace
 	if err := decode(w, r, &body); err != nil {
 		return err
 	}
-	lim, err := s.registry()
+	reg, err := s.registry()
 	if err != nil {
 		return err
 	}
-	n, err := lim.RegisterNamespace(r.Context(), body.Name)
+	n, err := reg.Register(r.Context(), body.Name)
 	if err != nil {
 		return err
 	}
@@ -345,11 +345,11 @@ func (s *Server) registerNamespace(w http.ResponseWriter, r *http.Request, _ *ca
 }
 
 func (s *Server) listNamespaces(w http.ResponseWriter, r *http.Request, _ *call) error {
-	lim, err := s.registry()
+	reg, err := s.registry()
 	if err != nil {
 		return err
 	}
-	ns, err := lim.ListNamespaces(r.Context())
+	ns, err := reg.List(r.Context())
 	if err != nil {
 		return err
 	}
@@ -362,11 +362,11 @@ func (s *Server) listNamespaces(w http.ResponseWriter, r *http.Request, _ *call)
 }
 
 func (s *Server) getNamespace(w http.ResponseWriter, r *http.Request, _ *call) error {
-	lim, err := s.registry()
+	reg, err := s.registry()
 	if err != nil {
 		return err
 	}
-	n, err := lim.GetNamespace(r.Context(), r.PathValue("name"))
+	n, err := reg.Get(r.Context(), r.PathValue("name"))
 	if err != nil {
 		return err
 	}
@@ -375,14 +375,15 @@ func (s *Server) getNamespace(w http.ResponseWriter, r *http.Request, _ *call) e
 }
 
 // namespaceOp runs a registry change on the namespace named in the path
-// and drops its cached limiter, whose namespace lookup it invalidates.
-func (s *Server) namespaceOp(w http.ResponseWriter, r *http.Request, op func(*tollgate.Limiter, context.Context, string) error) error {
-	lim, err := s.registry()
+// and drops its cached limiter, so this server's next calls in it see the
+// change at once.
+func (s *Server) namespaceOp(w http.ResponseWriter, r *http.Request, op func(*tollgate.Registry, context.Context, string) error) error {
+	reg, err := s.registry()
 	if err != nil {
 		return err
 	}
 	name := r.PathValue("name")
-	if err := op(lim, r.Context(), name); err != nil {
+	if err := op(reg, r.Context(), name); err != nil {
 		return err
 	}
 	s.forget(name)
@@ -405,11 +406,11 @@ func (s *Server) deleteNamespace(w http.ResponseWriter, r *http.Request, _ *call
 		}
 		s.leases.remove(l)
 	}
-	return s.namespaceOp(w, r, (*tollgate.Limiter).DeleteNamespace)
+	return s.namespaceOp(w, r, (*tollgate.Registry).Delete)
 }
 
 func (s *Server) recoverNamespace(w http.ResponseWriter, r *http.Request, _ *call) error {
-	return s.namespaceOp(w, r, (*tollgate.Limiter).RecoverNamespace)
+	return s.namespaceOp(w, r, (*tollgate.Registry).Recover)
 }
 
 // purgeNamespace may run for minutes: it extends the connection's read
@@ -423,16 +424,16 @@ func (s *Server) purgeNamespace(w http.ResponseWriter, r *http.Request, _ *call)
 	_ = rc.SetWriteDeadline(deadline)
 	ctx, cancel := context.WithDeadline(r.Context(), deadline)
 	defer cancel()
-	lim, err := s.registry()
+	reg, err := s.registry()
 	if err != nil {
 		return err
 	}
 	name := r.PathValue("name")
-	n, err := lim.GetNamespace(ctx, name)
+	n, err := reg.Get(ctx, name)
 	if err != nil {
 		return err
 	}
-	if !n.DeletedAt.IsZero() {
+	if n.Deleted() {
 		// Leases that outlived the delete (acquired while it ran) are
 		// dropped without writing: nothing may write under the id once its
 		// data is purged.
@@ -441,7 +442,7 @@ func (s *Server) purgeNamespace(w http.ResponseWriter, r *http.Request, _ *call)
 		}
 	}
 	deleted := 0
-	if err := lim.PurgeNamespace(ctx, name, func(n int) { deleted = n }); err != nil {
+	if err := reg.Purge(ctx, name, func(n int) { deleted = n }); err != nil {
 		return err
 	}
 	s.forget(name)
