@@ -170,11 +170,11 @@ func (s *Server) available(w http.ResponseWriter, r *http.Request, c *call) erro
 		return err
 	}
 	sts, err := lim.Available(r.Context(), q.Get("entity"), q.Get("resource"), opts...)
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, api.AvailableResponse{Limits: api.FromStatuses(sts)})
-	return nil
+	return answer(w, http.StatusOK, sts, err, availableResponse)
+}
+
+func availableResponse(sts []tollgate.Status) api.AvailableResponse {
+	return api.AvailableResponse{Limits: api.FromStatuses(sts)}
 }
 
 func (s *Server) createEntity(w http.ResponseWriter, r *http.Request, c *call) error {
@@ -188,11 +188,7 @@ func (s *Server) createEntity(w http.ResponseWriter, r *http.Request, c *call) e
 		return err
 	}
 	created, err := lim.CreateEntity(r.Context(), api.ToEntity(e), c.writeOpts()...)
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusCreated, api.FromEntity(created))
-	return nil
+	return answer(w, http.StatusCreated, created, err, api.FromEntity)
 }
 
 func (s *Server) getEntity(w http.ResponseWriter, r *http.Request, c *call) error {
@@ -201,11 +197,7 @@ func (s *Server) getEntity(w http.ResponseWriter, r *http.Request, c *call) erro
 		return err
 	}
 	e, err := lim.GetEntity(r.Context(), r.PathValue("id"))
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, api.FromEntity(e))
-	return nil
+	return answer(w, http.StatusOK, e, err, api.FromEntity)
 }
 
 func (s *Server) deleteEntity(w http.ResponseWriter, r *http.Request, c *call) error {
@@ -213,11 +205,7 @@ func (s *Server) deleteEntity(w http.ResponseWriter, r *http.Request, c *call) e
 	if err != nil {
 		return err
 	}
-	if err := lim.DeleteEntity(r.Context(), r.PathValue("id"), c.writeOpts()...); err != nil {
-		return err
-	}
-	w.WriteHeader(http.StatusNoContent)
-	return nil
+	return noContent(w, lim.DeleteEntity(r.Context(), r.PathValue("id"), c.writeOpts()...))
 }
 
 func (s *Server) children(w http.ResponseWriter, r *http.Request, c *call) error {
@@ -226,15 +214,15 @@ func (s *Server) children(w http.ResponseWriter, r *http.Request, c *call) error
 		return err
 	}
 	es, err := lim.Children(r.Context(), r.PathValue("id"))
-	if err != nil {
-		return err
-	}
+	return answer(w, http.StatusOK, es, err, entitiesResponse)
+}
+
+func entitiesResponse(es []tollgate.Entity) api.EntitiesResponse {
 	out := api.EntitiesResponse{Entities: make([]api.Entity, len(es))}
 	for i, e := range es {
 		out.Entities[i] = api.FromEntity(e)
 	}
-	writeJSON(w, http.StatusOK, out)
-	return nil
+	return out
 }
 
 // scopeOf reads the scope of a /v1/limits/... path.
@@ -261,11 +249,8 @@ func (s *Server) putLimits(w http.ResponseWriter, r *http.Request, c *call) erro
 	if err != nil {
 		return err
 	}
-	if err := lim.SetConfig(r.Context(), scopeOf(r), cfg, c.writeOpts()...); err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, api.FromConfig(cfg))
-	return nil
+	err = lim.SetConfig(r.Context(), scopeOf(r), cfg, c.writeOpts()...)
+	return answer(w, http.StatusOK, cfg, err, api.FromConfig)
 }
 
 func (s *Server) getLimits(w http.ResponseWriter, r *http.Request, c *call) error {
@@ -274,11 +259,7 @@ func (s *Server) getLimits(w http.ResponseWriter, r *http.Request, c *call) erro
 		return err
 	}
 	cfg, err := lim.GetConfig(r.Context(), scopeOf(r))
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, api.FromConfig(cfg))
-	return nil
+	return answer(w, http.StatusOK, cfg, err, api.FromConfig)
 }
 
 func (s *Server) deleteLimits(w http.ResponseWriter, r *http.Request, c *call) error {
@@ -286,11 +267,7 @@ func (s *Server) deleteLimits(w http.ResponseWriter, r *http.Request, c *call) e
 	if err != nil {
 		return err
 	}
-	if err := lim.DeleteConfig(r.Context(), scopeOf(r), c.writeOpts()...); err != nil {
-		return err
-	}
-	w.WriteHeader(http.StatusNoContent)
-	return nil
+	return noContent(w, lim.DeleteConfig(r.Context(), scopeOf(r), c.writeOpts()...))
 }
 
 func (s *Server) audit(w http.ResponseWriter, r *http.Request, c *call) error {
@@ -336,12 +313,10 @@ func (s *Server) registerNamespace(w http.ResponseWriter, r *http.Request, _ *ca
 		return err
 	}
 	n, err := reg.Register(r.Context(), body.Name)
-	if err != nil {
-		return err
+	if err == nil {
+		s.forget(n.Name) // it may have cached that the name is not registered
 	}
-	s.forget(n.Name)
-	writeJSON(w, http.StatusCreated, api.FromNamespace(n))
-	return nil
+	return answer(w, http.StatusCreated, n, err, api.FromNamespace)
 }
 
 func (s *Server) listNamespaces(w http.ResponseWriter, r *http.Request, _ *call) error {
@@ -350,15 +325,15 @@ func (s *Server) listNamespaces(w http.ResponseWriter, r *http.Request, _ *call)
 		return err
 	}
 	ns, err := reg.List(r.Context())
-	if err != nil {
-		return err
-	}
+	return answer(w, http.StatusOK, ns, err, namespacesResponse)
+}
+
+func namespacesResponse(ns []tollgate.Namespace) api.NamespacesResponse {
 	out := api.NamespacesResponse{Namespaces: make([]api.Namespace, len(ns))}
 	for i, n := range ns {
 		out.Namespaces[i] = api.FromNamespace(n)
 	}
-	writeJSON(w, http.StatusOK, out)
-	return nil
+	return out
 }
 
 func (s *Server) getNamespace(w http.ResponseWriter, r *http.Request, _ *call) error {
@@ -367,11 +342,7 @@ func (s *Server) getNamespace(w http.ResponseWriter, r *http.Request, _ *call) e
 		return err
 	}
 	n, err := reg.Get(r.Context(), r.PathValue("name"))
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, api.FromNamespace(n))
-	return nil
+	return answer(w, http.StatusOK, n, err, api.FromNamespace)
 }
 
 // namespaceOp runs a registry change on the namespace named in the path
@@ -383,12 +354,11 @@ func (s *Server) namespaceOp(w http.ResponseWriter, r *http.Request, op func(*to
 		return err
 	}
 	name := r.PathValue("name")
-	if err := op(reg, r.Context(), name); err != nil {
-		return err
+	err = op(reg, r.Context(), name)
+	if err == nil {
+		s.forget(name)
 	}
-	s.forget(name)
-	w.WriteHeader(http.StatusNoContent)
-	return nil
+	return noContent(w, err)
 }
 
 // deleteNamespace first ends the namespace's open leases on this server by
