@@ -85,7 +85,7 @@ type Option func(*Limiter)
 
 // WithNamespace makes the limiter use namespace ns (default "default"). The
 // default namespace is created on first use; any other must be registered
-// (RegisterNamespace), or calls fail with ErrNamespaceNotFound.
+// (Registry.Register), or calls fail with ErrNamespaceNotFound.
 func WithNamespace(ns string) Option { return func(l *Limiter) { l.ns = ns } }
 
 // WithClock replaces the wall clock, for tests (see clock.Fake).
