@@ -32,6 +32,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -96,6 +97,11 @@ func WithClock(c clock.Clock) Option { return func(l *Limiter) { l.clock = c } }
 // changes made elsewhere are seen within the TTL. Zero disables the cache.
 func WithCacheTTL(d time.Duration) Option { return func(l *Limiter) { l.cache.ttl = d } }
 
+// WithCacheSize bounds how many limit resolutions and entities (negative
+// results included) the config cache holds (default DefaultCacheSize, 100
+// 000). When it is full, expired entries go first, then entries at random.
+func WithCacheSize(n int) Option { return func(l *Limiter) { l.cache.size = n } }
+
 // WithConcurrencyRetryAfter sets the RetryAfter reported when only
 // concurrency limits deny an acquire (default 100ms). Time does not refill a
 // concurrency limit, so this is a polling hint for Wait and for callers.
@@ -112,7 +118,7 @@ func New(s store.Store, opts ...Option) (*Limiter, error) {
 		store:            s,
 		ns:               DefaultNamespace,
 		clock:            clock.Real{},
-		cache:            newCache(DefaultCacheTTL),
+		cache:            newCache(),
 		concurrencyRetry: DefaultConcurrencyRetryAfter,
 		entropy:          ulid.Monotonic(rand.Reader, 0),
 	}
@@ -126,9 +132,12 @@ func New(s store.Store, opts ...Option) (*Limiter, error) {
 		return nil, model.ValidateNamespace(l.ns)
 	case l.cache.ttl < 0:
 		return nil, model.Invalid("cache_ttl", l.cache.ttl.String(), "must not be negative")
+	case l.cache.size <= 0:
+		return nil, model.Invalid("cache_size", strconv.Itoa(l.cache.size), "must be positive")
 	case l.concurrencyRetry <= 0:
 		return nil, model.Invalid("concurrency_retry_after", l.concurrencyRetry.String(), "must be positive")
 	}
+	l.cache.init()
 	return l, nil
 }
 
