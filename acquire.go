@@ -93,24 +93,6 @@ func (l *Limiter) Acquire(ctx context.Context, entity, resource string, consume 
 	return l.failed(ctx, ns, entity, resource, mode, err, now)
 }
 
-// failed decides what a failed acquire returns: a degraded lease in Allow
-// mode when the store is unavailable, the error otherwise.
-func (l *Limiter) failed(ctx context.Context, ns, entity, resource string, mode model.OnUnavailable, err error, now int64) (*Lease, error) {
-	if !errors.Is(err, model.ErrUnavailable) {
-		return nil, err
-	}
-	if mode == "" && ns != "" {
-		l.refreshSystemMode(ctx, ns, now)
-	}
-	if l.mode(mode) != model.Allow {
-		return nil, err
-	}
-	l.degraded.Add(1)
-	// State of its own, never recycled, so that the handle keeps its cause.
-	d := &leaseData{lim: l, cause: err}
-	return &Lease{d: d, entity: entity, resource: resource}, nil
-}
-
 // plan validates the call and fills d.req with every bucket and limit it
 // touches, at nowNano (Unix nanoseconds); limits that consume names are
 // checked. It returns the namespace id once resolved, also on failure.

@@ -47,10 +47,6 @@ type cache struct {
 	// key's hash; init makes them.
 	shards [maxCacheShards]cacheShard
 	mask   uint64
-
-	// modeExpires is when the stored unavailable mode should be read again
-	// (Unix nanoseconds).
-	modeExpires atomic.Int64
 }
 
 // cacheShard is one lock's share of the cache, padded to whole cache lines
@@ -328,12 +324,7 @@ func (c *cache) clear() {
 		s.sweepAt = 0
 		s.mu.Unlock()
 	}
-	c.modeExpires.Store(0)
 }
-
-func (c *cache) modeStale(now int64) bool { return c.ttl == 0 || c.modeExpires.Load() <= now }
-
-func (c *cache) modeRead(now int64) { c.modeExpires.Store(now + int64(c.ttl)) }
 
 func (c *cache) stats() CacheStats {
 	var st CacheStats
@@ -354,6 +345,14 @@ func (l *Limiter) CacheStats() CacheStats { return l.cache.stats() }
 // InvalidateCache drops every cached limit resolution and entity, and the
 // resolved namespace, so the next calls read the store.
 func (l *Limiter) InvalidateCache() {
-	l.cache.clear()
+	l.forgetConfig()
 	l.nsCache.Store(nil)
+}
+
+// forgetConfig drops what the limiter knows of the stored configuration and
+// entities, after a write through it or on demand: the cached resolutions
+// and entities, and the freshness of the unavailable mode.
+func (l *Limiter) forgetConfig() {
+	l.cache.clear()
+	l.fail.expire()
 }

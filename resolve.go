@@ -26,7 +26,7 @@ func (l *Limiter) resolve(ctx context.Context, ns, entity, resource string, now 
 	if err != nil {
 		return nil, storeErr(ctx, "resolve limits", entity+"/"+resource, err)
 	}
-	l.noteSystemConfig(cfgs[len(cfgs)-1], now)
+	l.fail.note(cfgs[len(cfgs)-1], now)
 	r := &resolution{}
 	for i, c := range cfgs {
 		if c != nil && len(c.Limits) > 0 {
@@ -36,28 +36,6 @@ func (l *Limiter) resolve(ctx context.Context, ns, entity, resource string, now 
 	}
 	l.cache.putResolution(k, r, now)
 	return r, nil
-}
-
-func (l *Limiter) noteSystemConfig(sys *model.Config, now int64) {
-	mode := model.OnUnavailable("")
-	if sys != nil {
-		mode = sys.OnUnavailable
-	}
-	l.rememberMode(mode)
-	l.cache.modeRead(now)
-}
-
-// refreshSystemMode reads the system config when the cached knowledge of its
-// unavailable mode has expired. Acquires with explicit limits never resolve
-// stored limits, so without this they would never learn the stored mode.
-func (l *Limiter) refreshSystemMode(ctx context.Context, ns string, now int64) {
-	if !l.cache.modeStale(now) {
-		return
-	}
-	cfgs, err := l.store.GetConfigs(ctx, ns, []model.Scope{{}})
-	if err == nil {
-		l.noteSystemConfig(cfgs[0], now)
-	}
 }
 
 // entity returns the cached or stored entity, with found == false for an
