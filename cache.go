@@ -2,6 +2,7 @@ package tollgate
 
 import (
 	"hash/maphash"
+	"math"
 	"math/bits"
 	"sync"
 	"sync/atomic"
@@ -69,8 +70,8 @@ type shardState struct {
 	// hash (never seen: 64 bits) would take turns: each lookup checks the
 	// id.
 	entities map[uint64]*entityEntry
-	max      int   // the bound on nlimits+len(entities)
-	sweepAt  int64 // Unix nanoseconds before which makeRoom does not sweep
+	max      int      // the bound on nlimits+len(entities)
+	sweepAt  unixNano // before it makeRoom does not sweep
 	// The counters sit beside the lock, whose cache line a hit writes
 	// anyway (RLock).
 	hits, misses atomic.Uint64
@@ -84,7 +85,7 @@ type resolution struct {
 	// under the shard's lock held for writing, and is read under it held
 	// for reading; the other fields never change once cached.
 	next    *resolution
-	expires int64 // Unix nanoseconds
+	expires unixNano
 	found   bool
 	scope   model.Scope
 	limits  []prepared
@@ -97,7 +98,7 @@ type prepared struct {
 }
 
 type entityEntry struct {
-	expires int64
+	expires unixNano
 	found   bool
 	entity  model.Entity
 }
@@ -132,7 +133,7 @@ func (c *cache) shard(h uint64) *shardState {
 	return &c.shards[h&c.mask%maxCacheShards].shardState // no bounds check
 }
 
-func (c *cache) resolution(k store.BucketKey, now int64) *resolution {
+func (c *cache) resolution(k store.BucketKey, now unixNano) *resolution {
 	if c.ttl == 0 {
 		return nil
 	}
@@ -149,11 +150,11 @@ func (c *cache) resolution(k store.BucketKey, now int64) *resolution {
 	return r
 }
 
-func (c *cache) putResolution(k store.BucketKey, r *resolution, now int64) {
+func (c *cache) putResolution(k store.BucketKey, r *resolution, now unixNano) {
 	if c.ttl == 0 {
 		return
 	}
-	r.key, r.expires = k, now+int64(c.ttl)
+	r.key, r.expires = k, now.add(c.ttl)
 	h := c.keyHash(k)
 	s := c.shard(h)
 	s.mu.Lock()
@@ -169,7 +170,7 @@ func (c *cache) keyHash(k store.BucketKey) uint64 {
 	return maphash.String(c.seed, k.Entity) ^ bits.RotateLeft64(maphash.String(c.seed, k.Resource), 32)
 }
 
-func (c *cache) entity(id string, now int64) *entityEntry {
+func (c *cache) entity(id string, now unixNano) *entityEntry {
 	if c.ttl == 0 {
 		return nil
 	}
@@ -186,11 +187,11 @@ func (c *cache) entity(id string, now int64) *entityEntry {
 	return e
 }
 
-func (c *cache) putEntity(e *entityEntry, now int64) {
+func (c *cache) putEntity(e *entityEntry, now unixNano) {
 	if c.ttl == 0 {
 		return
 	}
-	e.expires = now + int64(c.ttl)
+	e.expires = now.add(c.ttl)
 	h := maphash.String(c.seed, e.entity.ID)
 	s := c.shard(h)
 	s.mu.Lock()
@@ -210,9 +211,9 @@ func (c *cache) putEntity(e *entityEntry, now int64) {
 // have expired (the earliest expiry it saw last time) and at most 16 times
 // per TTL: a shard that is always full, whose entries expire one by one,
 // would otherwise be swept for each insert.
-func (c *cache) makeRoom(s *shardState, now int64, forLimits bool) {
+func (c *cache) makeRoom(s *shardState, now unixNano, forLimits bool) {
 	if now >= s.sweepAt {
-		s.sweepAt = max(s.sweep(now), now+int64(c.ttl/16))
+		s.sweepAt = max(s.sweep(now), now.add(c.ttl/16))
 		if !s.full() {
 			return
 		}
@@ -229,8 +230,8 @@ func (s *shardState) full() bool { return s.nlimits+len(s.entities) >= s.max }
 // sweep drops the entries of s that expired by now and returns the earliest
 // expiry of those it keeps (math.MaxInt64 if none). The caller holds s.mu
 // for writing.
-func (s *shardState) sweep(now int64) (next int64) {
-	next = int64(^uint64(0) >> 1)
+func (s *shardState) sweep(now unixNano) (next unixNano) {
+	next = math.MaxInt64
 	for h, head := range s.limits {
 		var kept *resolution
 		for r := head; r != nil; {

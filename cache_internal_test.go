@@ -56,7 +56,7 @@ func TestCacheMakeRoomSweepsThenEvicts(t *testing.T) {
 	c.init()
 	s := c.shard(0)
 	s.max = 4
-	const h, now = 7, int64(1000)
+	const h, now = 7, unixNano(1000)
 	s.linkResolution(h, &resolution{key: store.BucketKey{Entity: "a"}, expires: now})
 	s.linkResolution(h, &resolution{key: store.BucketKey{Entity: "b"}, expires: now + 1})
 	s.linkResolution(h+1, &resolution{key: store.BucketKey{Entity: "c"}, expires: now - 1})
@@ -68,7 +68,7 @@ func TestCacheMakeRoomSweepsThenEvicts(t *testing.T) {
 	if s.nlimits != 1 || len(s.limits) != 1 || s.findResolution(h, store.BucketKey{Entity: "b"}) == nil || s.entities[9] == nil {
 		t.Fatalf("after the sweep: %d resolutions under %d hashes, entity d %v; want b and d alone", s.nlimits, len(s.limits), s.entities[9])
 	}
-	if want := now + int64(c.ttl/16); s.sweepAt != want {
+	if want := now.add(c.ttl / 16); s.sweepAt != want {
 		t.Errorf("sweepAt = %d, want %d (not before ttl/16)", s.sweepAt, want)
 	}
 	s.max = 2 // full again; nothing expired and the sweep is not due

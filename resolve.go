@@ -11,7 +11,7 @@ import (
 // resolve returns the limits in effect for entity and resource: the first
 // non-empty config of entity+resource, entity default, resource and system.
 // Store failures are returned as *UnavailableError.
-func (l *Limiter) resolve(ctx context.Context, ns, entity, resource string, now int64) (*resolution, error) {
+func (l *Limiter) resolve(ctx context.Context, ns, entity, resource string, now unixNano) (*resolution, error) {
 	k := store.BucketKey{Entity: entity, Resource: resource}
 	if r := l.cache.resolution(k, now); r != nil {
 		return r, nil
@@ -40,7 +40,7 @@ func (l *Limiter) resolve(ctx context.Context, ns, entity, resource string, now 
 
 // entity returns the cached or stored entity, with found == false for an
 // entity that does not exist.
-func (l *Limiter) entity(ctx context.Context, ns, id string, now int64) (*entityEntry, error) {
+func (l *Limiter) entity(ctx context.Context, ns, id string, now unixNano) (*entityEntry, error) {
 	if e := l.cache.entity(id, now); e != nil {
 		return e, nil
 	}
@@ -60,7 +60,7 @@ func (l *Limiter) entity(ctx context.Context, ns, id string, now int64) (*entity
 // link is followed while the entity cascades and its parent exists, up to
 // model.MaxCascadeDepth entities. An entity that does not exist is returned
 // with its id alone.
-func (l *Limiter) chain(ctx context.Context, ns, entity string, now int64, buf *[model.MaxCascadeDepth]*model.Entity) ([]*model.Entity, error) {
+func (l *Limiter) chain(ctx context.Context, ns, entity string, now unixNano, buf *[model.MaxCascadeDepth]*model.Entity) ([]*model.Entity, error) {
 	e, err := l.entity(ctx, ns, entity, now)
 	if err != nil {
 		return nil, err

@@ -20,7 +20,7 @@ import (
 type failMode struct {
 	ttl     time.Duration // how long a reading holds; 0: read it every time
 	stored  atomic.Pointer[model.OnUnavailable]
-	expires atomic.Int64 // Unix nanoseconds: when to read the stored mode again
+	expires atomic.Int64 // a unixNano: when to read the stored mode again
 	// degraded counts the degraded leases granted.
 	degraded atomic.Uint64
 }
@@ -46,17 +46,17 @@ func (f *failMode) set(m model.OnUnavailable) {
 
 // note remembers the mode of sys, the system config read at now (nil if
 // there is none), until the TTL has passed.
-func (f *failMode) note(sys *model.Config, now int64) {
+func (f *failMode) note(sys *model.Config, now unixNano) {
 	mode := model.OnUnavailable("")
 	if sys != nil {
 		mode = sys.OnUnavailable
 	}
 	f.set(mode)
-	f.expires.Store(now + int64(f.ttl))
+	f.expires.Store(int64(now.add(f.ttl)))
 }
 
 // stale reports whether the stored mode should be read again at now.
-func (f *failMode) stale(now int64) bool { return f.ttl == 0 || f.expires.Load() <= now }
+func (f *failMode) stale(now unixNano) bool { return f.ttl == 0 || unixNano(f.expires.Load()) <= now }
 
 // expire makes the stored mode stale, so that it is read again.
 func (f *failMode) expire() { f.expires.Store(0) }
@@ -68,7 +68,7 @@ func (l *Limiter) Degraded() uint64 { return l.fail.degraded.Load() }
 // refreshSystemMode reads the system config when the remembered unavailable
 // mode is stale. Acquires with explicit limits never resolve stored limits,
 // so without this they would never learn the stored mode.
-func (l *Limiter) refreshSystemMode(ctx context.Context, ns string, now int64) {
+func (l *Limiter) refreshSystemMode(ctx context.Context, ns string, now unixNano) {
 	if !l.fail.stale(now) {
 		return
 	}
@@ -80,7 +80,7 @@ func (l *Limiter) refreshSystemMode(ctx context.Context, ns string, now int64) {
 
 // failed decides what a failed acquire returns: a degraded lease in Allow
 // mode when the store is unavailable, the error otherwise.
-func (l *Limiter) failed(ctx context.Context, ns, entity, resource string, mode model.OnUnavailable, err error, now int64) (*Lease, error) {
+func (l *Limiter) failed(ctx context.Context, ns, entity, resource string, mode model.OnUnavailable, err error, now unixNano) (*Lease, error) {
 	if !errors.Is(err, model.ErrUnavailable) {
 		return nil, err
 	}
