@@ -122,7 +122,7 @@ func (l *Limiter) plan(ctx context.Context, d *leaseData, entity, resource strin
 			return "", err
 		}
 	}
-	ns, err := l.namespaceID(ctx, int64(now))
+	ns, err := l.namespaceID(ctx, now)
 	if err != nil {
 		return "", err
 	}

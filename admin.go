@@ -222,7 +222,7 @@ func (l *Limiter) AuditEvents(ctx context.Context, entity, after string, limit i
 
 // nsForAdmin resolves the limiter's namespace for an administrative call.
 func (l *Limiter) nsForAdmin(ctx context.Context) (string, error) {
-	return l.namespaceID(ctx, l.clock.Now().UnixNano())
+	return l.namespaceID(ctx, nanoOf(l.clock.Now()))
 }
 
 func formatLimits(limits []model.Limit) string {

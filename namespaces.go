@@ -9,17 +9,17 @@ import (
 )
 
 // nsEntry is the limiter's namespace resolved to its id (or to the error
-// that it does not exist or is deleted), until expires (Unix nanoseconds).
+// that it does not exist or is deleted), until expires.
 type nsEntry struct {
 	id      string
 	err     error
-	expires int64
+	expires unixNano
 }
 
 // namespaceID resolves the limiter's namespace to the opaque id that
 // prefixes its data, caching it for the cache TTL. The default namespace is
 // registered on first use; any other must have been registered.
-func (l *Limiter) namespaceID(ctx context.Context, now int64) (string, error) {
+func (l *Limiter) namespaceID(ctx context.Context, now unixNano) (string, error) {
 	if e := l.nsCache.Load(); e != nil && e.expires > now {
 		return e.id, e.err
 	}
@@ -30,7 +30,7 @@ func (l *Limiter) namespaceID(ctx context.Context, now int64) (string, error) {
 			n, err = l.store.GetNamespace(ctx, l.ns)
 		}
 	}
-	e := &nsEntry{id: n.ID, expires: now + int64(l.cache.ttl)}
+	e := &nsEntry{id: n.ID, expires: now.add(l.cache.ttl)}
 	switch {
 	case errors.Is(err, model.ErrNamespaceNotFound):
 		e.err = fmt.Errorf("namespace %q: %w", l.ns, model.ErrNamespaceNotFound)
