@@ -374,17 +374,6 @@ func concurrently(g, n int, f func(w int)) time.Duration {
 	return time.Since(start)
 }
 
-// latencies runs op b.N times and reports the median and 99th percentile.
-func latencies(b *testing.B, op func()) {
-	d := make([]time.Duration, 0, b.N)
-	for b.Loop() {
-		d = append(d, timed(op))
-	}
-	p50, p99 := percentiles(d)
-	b.ReportMetric(p50, "p50-us")
-	b.ReportMetric(p99, "p99-us")
-}
-
 // paired runs op b.N times, each time right after one run of base, and
 // reports op's median and 99th percentile, base's median, and the ratio of
 // the medians (x-paired). DynamoDB Local's speed drifts during a run (the
