@@ -173,4 +173,7 @@ const (
 	ActionEntityDelete = "entity.delete"
 	ActionConfigSet    = "config.set"
 	ActionConfigDelete = "config.delete"
+	// ActionLeaseExpired records a lease the reconciler ended because its
+	// holder did not end it before its expiry.
+	ActionLeaseExpired = "lease.expired"
 )

@@ -80,7 +80,7 @@ func checkIdent(field, s string, max int, first, rest *charset) error {
 }
 
 func describeFirst(field string) string {
-	if field == "entity" || field == "namespace" {
+	if field == "entity" || field == "namespace" || field == "lease_id" {
 		return "a letter or digit"
 	}
 	return "a letter"

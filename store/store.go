@@ -119,6 +119,11 @@ type BucketKey struct {
 type ConsumeRequest struct {
 	Now     int64 // Unix milliseconds
 	Buckets []BucketRequest
+	// Lease, if not nil, is a durable lease record (see Leases) that the
+	// backend creates if and only if it grants, in the same atomic step as
+	// the debit. If a record with its id exists, Consume debits nothing and
+	// fails with an error matching model.ErrLeaseExists.
+	Lease *LeaseRecord
 }
 
 // BucketRequest lists every limit in effect for one bucket.

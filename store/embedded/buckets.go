@@ -42,6 +42,11 @@ func (s *Store) Consume(ctx context.Context, ns string, req *store.ConsumeReques
 	if err := checkRequest(ns, req); err != nil {
 		return false, err
 	}
+	if req.Lease != nil {
+		if err := checkLease(ns, req.Lease.ID); err != nil {
+			return false, err
+		}
+	}
 	ok, err := s.buckets.Consume(ns, req)
 	if err != nil {
 		return false, tableErr(err)

@@ -364,6 +364,7 @@ func (s *Store) PurgeNamespace(ctx context.Context, name string, progress func(i
 		delete(s.nss, n.ID)
 	}
 	deleted += s.buckets.Delete(func(b buckettable.ID) bool { return b.NS == n.ID })
+	deleted += s.buckets.DeleteLeases(n.ID)
 	deleted += s.usage.drop(func(id usageID) bool { return id.ns == n.ID })
 	delete(s.registry, name)
 	if progress != nil {
