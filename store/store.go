@@ -25,6 +25,7 @@ import (
 // Store is everything the limiter needs from a backend.
 type Store interface {
 	Buckets
+	Leases
 	Configs
 	Entities
 	Audit

@@ -39,16 +39,6 @@ func leaseCases() []testCase {
 	}
 }
 
-// leases returns the case's store as store.Leases, skipping the case for a
-// backend that has none yet.
-func (e *env) leases() store.Leases {
-	ls, ok := e.s.(store.Leases)
-	if !ok {
-		e.t.Skip("this backend keeps no durable leases yet")
-	}
-	return ls
-}
-
 // leaseID returns a lease id unique to the case.
 func leaseID(n int) string { return fmt.Sprintf("%032x", n+1) }
 
@@ -78,11 +68,11 @@ func (e *env) grantLease(id string, expires int64, now int64, buckets ...store.B
 }
 
 func (e *env) getLease(id string) (store.LeaseRecord, error) {
-	return e.leases().GetLease(e.ctx, e.ns, id)
+	return e.s.GetLease(e.ctx, e.ns, id)
 }
 
 func (e *env) endLease(rec *store.LeaseRecord, end store.LeaseEnd) error {
-	return e.leases().EndLease(e.ctx, e.ns, store.LeaseEnding{ID: rec.ID, Version: rec.Version, Deltas: rec.EndDeltas(end)})
+	return e.s.EndLease(e.ctx, e.ns, store.LeaseEnding{ID: rec.ID, Version: rec.Version, Deltas: rec.EndDeltas(end)})
 }
 
 func (e *env) wantNoLease(id string) {
@@ -159,7 +149,7 @@ func testLeasePending(t *testing.T, e *env) {
 	up := rec.Clone()
 	up.Version++
 	up.Pending = []store.LeaseDelta{{Limit: "tpm", Amount: 25_000}}
-	if err := e.leases().UpdateLease(e.ctx, e.ns, up); err != nil {
+	if err := e.s.UpdateLease(e.ctx, e.ns, up); err != nil {
 		t.Fatalf("UpdateLease: %v", err)
 	}
 	got, err := e.getLease(rec.ID)
@@ -176,7 +166,7 @@ func testLeasePending(t *testing.T, e *env) {
 
 func testLeaseUpdateVersioned(t *testing.T, e *env) {
 	rec := e.grantLease(leaseID(0), T0+60_000, T0, slot(key("job", "emr"), 1))
-	ls := e.leases()
+	ls := e.s
 	for _, v := range []int64{1, 3} { // stored is 1: an update must carry 2
 		up := rec.Clone()
 		up.Version, up.Expires = v, T0+1
@@ -199,7 +189,7 @@ func testLeaseEndVersioned(t *testing.T, e *env) {
 	rec := e.grantLease(leaseID(0), T0+60_000, T0, slot(k, 1))
 	up := rec.Clone()
 	up.Version = 2
-	if err := e.leases().UpdateLease(e.ctx, e.ns, up); err != nil {
+	if err := e.s.UpdateLease(e.ctx, e.ns, up); err != nil {
 		t.Fatalf("UpdateLease: %v", err)
 	}
 	if err := e.endLease(rec, store.Commit); !errors.Is(err, model.ErrLeaseConflict) {
@@ -216,7 +206,7 @@ func testLeaseExpiredBy(t *testing.T, e *env) {
 	k := key("job", "emr")
 	rec := e.grantLease(leaseID(0), T0+60_000, T0, slot(k, 2))
 	never := e.grantLease(leaseID(1), 0, T0, slot(k, 2))
-	ls := e.leases()
+	ls := e.s
 	expire := func(r *store.LeaseRecord, by int64) error {
 		return ls.EndLease(e.ctx, e.ns, store.LeaseEnding{ID: r.ID, Version: r.Version, ExpiredBy: by, Deltas: r.EndDeltas(store.Expire)})
 	}
@@ -258,7 +248,7 @@ func testLeaseEndRace(t *testing.T, e *env) {
 	}
 	e.wantStored(k, "inflight", bucket.State{})
 	var won, lost atomic.Int64
-	ls := e.leases()
+	ls := e.s
 	start := make(chan struct{})
 	go func() { close(start) }()
 	run(enders, func(g int) {
@@ -288,7 +278,7 @@ func testLeaseAudit(t *testing.T, e *env) {
 	k := key("job", "emr")
 	rec := e.grantLease(leaseID(0), T0+1, T0, slot(k, 1))
 	ev := e.event(model.ActionLeaseExpired, "job", "emr")
-	err := e.leases().EndLease(e.ctx, e.ns, store.LeaseEnding{ID: rec.ID, Version: 1, ExpiredBy: T0 + 1, Deltas: rec.EndDeltas(store.Expire), Event: &ev})
+	err := e.s.EndLease(e.ctx, e.ns, store.LeaseEnding{ID: rec.ID, Version: 1, ExpiredBy: T0 + 1, Deltas: rec.EndDeltas(store.Expire), Event: &ev})
 	if err != nil {
 		t.Fatalf("EndLease: %v", err)
 	}
@@ -298,7 +288,7 @@ func testLeaseAudit(t *testing.T, e *env) {
 	}
 	// A refused ending writes no event.
 	ev2 := e.event(model.ActionLeaseExpired, "job", "emr")
-	err = e.leases().EndLease(e.ctx, e.ns, store.LeaseEnding{ID: rec.ID, Version: 1, Event: &ev2})
+	err = e.s.EndLease(e.ctx, e.ns, store.LeaseEnding{ID: rec.ID, Version: 1, Event: &ev2})
 	if !errors.Is(err, model.ErrLeaseNotFound) {
 		t.Fatalf("second EndLease = %v, want ErrLeaseNotFound", err)
 	}
@@ -308,7 +298,7 @@ func testLeaseAudit(t *testing.T, e *env) {
 }
 
 func testLeaseList(t *testing.T, e *env) {
-	ls := e.leases()
+	ls := e.s
 	var all []string
 	for i := range 7 {
 		entity := "a"
@@ -366,7 +356,7 @@ func testLeaseList(t *testing.T, e *env) {
 func testLeaseNamespaces(t *testing.T, e *env) {
 	rec := e.grantLease(leaseID(0), T0+1, T0, slot(key("job", "emr"), 1))
 	other := newNamespace(t)
-	ls := e.leases()
+	ls := e.s
 	if _, err := ls.GetLease(e.ctx, other, rec.ID); !errors.Is(err, model.ErrLeaseNotFound) {
 		t.Errorf("GetLease in another namespace = %v, want ErrLeaseNotFound", err)
 	}
@@ -400,7 +390,7 @@ func testLeasePurge(t *testing.T, e *env) {
 func testLeaseBoundUnderExpiry(t *testing.T, e *env) {
 	const capacity, holders, rounds, reconcilers = 4, 8, 30, 2
 	k := key("job", "emr")
-	ls := e.leases()
+	ls := e.s
 	var inUse, peak, grants, reclaimed atomic.Int64
 	var seq atomic.Int64
 	now := T0
