@@ -93,26 +93,8 @@ func (l *Limiter) Acquire(ctx context.Context, entity, resource string, consume 
 	return l.failed(ctx, ns, entity, resource, mode, err, now)
 }
 
-// failed decides what a failed acquire returns: a degraded lease in Allow
-// mode when the store is unavailable, the error otherwise.
-func (l *Limiter) failed(ctx context.Context, ns, entity, resource string, mode model.OnUnavailable, err error, now int64) (*Lease, error) {
-	if !errors.Is(err, model.ErrUnavailable) {
-		return nil, err
-	}
-	if mode == "" && ns != "" {
-		l.refreshSystemMode(ctx, ns, now)
-	}
-	if l.mode(mode) != model.Allow {
-		return nil, err
-	}
-	l.degraded.Add(1)
-	// State of its own, never recycled, so that the handle keeps its cause.
-	d := &leaseData{lim: l, cause: err}
-	return &Lease{d: d, entity: entity, resource: resource}, nil
-}
-
 // plan validates the call and fills d.req with every bucket and limit it
-// touches, at nowNano (Unix nanoseconds); limits that consume names are
+// touches, at now; limits that consume names are
 // checked. It returns the namespace id once resolved, also on failure.
 // Store failures come back as *UnavailableError.
 //
@@ -121,7 +103,7 @@ func (l *Limiter) failed(ctx context.Context, ns, entity, resource string, mode 
 // same limit names, and often the same key and entity) is not stored
 // again: while the garbage collector marks, which an allocating process has
 // it do much of the time, every pointer stored costs a write barrier.
-func (l *Limiter) plan(ctx context.Context, d *leaseData, entity, resource string, consume Consume, nowNano int64) (string, error) {
+func (l *Limiter) plan(ctx context.Context, d *leaseData, entity, resource string, consume Consume, now unixNano) (string, error) {
 	if err := model.ValidateEntityID(entity); err != nil {
 		return "", err
 	}
@@ -140,26 +122,26 @@ func (l *Limiter) plan(ctx context.Context, d *leaseData, entity, resource strin
 			return "", err
 		}
 	}
-	ns, err := l.namespaceID(ctx, nowNano)
+	ns, err := l.namespaceID(ctx, now)
 	if err != nil {
 		return "", err
 	}
 	setIfChanged(&d.ns, ns)
 	if d.opts.explicit && d.opts.mode == "" {
-		l.refreshSystemMode(ctx, ns, nowNano)
+		l.refreshSystemMode(ctx, ns, now)
 	}
 	var chainBuf [model.MaxCascadeDepth]*model.Entity
-	chain, err := l.chain(ctx, ns, entity, nowNano, &chainBuf)
+	chain, err := l.chain(ctx, ns, entity, now, &chainBuf)
 	if err != nil {
 		return ns, err
 	}
-	d.req.Now = unixMilli(nowNano)
+	d.req.Now = now.milli()
 	buckets, limitBuf := d.req.Buckets[:0], d.limits[:0]
 	for depth, e := range chain {
 		id := e.ID
 		limits := explicit
 		if !d.opts.explicit {
-			r, err := l.resolve(ctx, ns, id, resource, nowNano)
+			r, err := l.resolve(ctx, ns, id, resource, now)
 			if err != nil {
 				return ns, err
 			}
@@ -185,13 +167,13 @@ func (l *Limiter) plan(ctx context.Context, d *leaseData, entity, resource strin
 			if fitted {
 				amount = d.amounts[i]
 			} else if n, ok := consume[p.limit.Name]; ok {
-				amount = n * 1000
+				amount = n * bucket.MilliPerToken // in range: fitConsume checked consume
 			}
 			check := amount >= 0
 			if !check {
 				amount = 0
 			} else if amount > p.params.Capacity {
-				return ns, exceedsCapacity(p.limit, id, amount/1000)
+				return ns, exceedsCapacity(p.limit, id, bucket.Tokens(amount))
 			}
 			if p.params.Amount == 0 {
 				d.holds = true
@@ -244,16 +226,6 @@ func sameSlice[T any](a, b []T) bool {
 	return len(a) == len(b) && cap(a) == cap(b) && (cap(a) == 0 || &a[:1][0] == &b[:1][0])
 }
 
-// unixMilli converts Unix nanoseconds to Unix milliseconds, rounding down
-// as time.Time.UnixMilli does.
-func unixMilli(nano int64) int64 {
-	ms := nano / 1e6
-	if nano%1e6 < 0 {
-		ms--
-	}
-	return ms
-}
-
 // extend returns s one element longer, and a pointer to that element,
 // which may hold what an earlier use of the backing array left there.
 func extend[T any](s []T) ([]T, *T) {
@@ -280,17 +252,18 @@ func fitConsume(consume Consume, limits []prepared, entity, resource string, amo
 	matched := 0
 	for i := range limits {
 		p := &limits[i] // not a copy: a prepared limit is 80 bytes
-		n, ok := consume[p.limit.Name]
+		n, named := consume[p.limit.Name]
+		milli, inRange := bucket.Milli(n)
 		switch {
-		case !ok:
+		case !named:
 			a[i] = -1
 			continue
-		case n < 0 || n > model.MaxTokens:
+		case n < 0 || !inRange:
 			return badConsume(consume, limits, entity, resource)
-		case n*1000 > p.params.Capacity:
+		case milli > p.params.Capacity:
 			return exceedsCapacity(p.limit, entity, n)
 		}
-		a[i] = n * 1000
+		a[i] = milli
 		matched++
 	}
 	if matched != len(consume) {
@@ -360,9 +333,9 @@ func (l *Limiter) status(k store.BucketKey, lr store.LimitRequest, granted bool)
 		Entity:    k.Entity,
 		Resource:  k.Resource,
 		Limit:     lr.Name,
-		Capacity:  lr.Params.Capacity / 1000,
+		Capacity:  bucket.Tokens(lr.Params.Capacity),
 		Available: bucket.Available(lr.Observed),
-		Requested: lr.Amount / 1000,
+		Requested: bucket.Tokens(lr.Amount),
 	}
 	if lr.Params.Amount == 0 {
 		s.Kind = model.Concurrency

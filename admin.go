@@ -65,7 +65,7 @@ func (l *Limiter) CreateEntity(ctx context.Context, e Entity, opts ...WriteOptio
 	if err != nil {
 		return Entity{}, storeErr(ctx, "create entity", e.ID, err)
 	}
-	l.cache.clear()
+	l.forgetConfig()
 	return e, nil
 }
 
@@ -99,7 +99,7 @@ func (l *Limiter) DeleteEntity(ctx context.Context, id string, opts ...WriteOpti
 	if err := l.store.DeleteEntity(ctx, ns, id, ev); err != nil {
 		return storeErr(ctx, "delete entity", id, err)
 	}
-	l.cache.clear()
+	l.forgetConfig()
 	return nil
 }
 
@@ -142,9 +142,9 @@ func (l *Limiter) SetConfig(ctx context.Context, scope Scope, cfg Config, opts .
 	if err := l.store.PutConfig(ctx, ns, scope, cfg, ev); err != nil {
 		return storeErr(ctx, "set config", describeScope(scope), err)
 	}
-	l.cache.clear()
+	l.forgetConfig()
 	if scope == model.SystemScope() {
-		l.rememberMode(cfg.OnUnavailable)
+		l.fail.set(cfg.OnUnavailable)
 	}
 	return nil
 }
@@ -186,9 +186,9 @@ func (l *Limiter) DeleteConfig(ctx context.Context, scope Scope, opts ...WriteOp
 	if err := l.store.DeleteConfig(ctx, ns, scope, ev); err != nil {
 		return storeErr(ctx, "delete config", describeScope(scope), err)
 	}
-	l.cache.clear()
+	l.forgetConfig()
 	if scope == model.SystemScope() {
-		l.rememberMode("")
+		l.fail.set("")
 	}
 	return nil
 }
@@ -222,7 +222,7 @@ func (l *Limiter) AuditEvents(ctx context.Context, entity, after string, limit i
 
 // nsForAdmin resolves the limiter's namespace for an administrative call.
 func (l *Limiter) nsForAdmin(ctx context.Context) (string, error) {
-	return l.namespaceID(ctx, l.clock.Now().UnixNano())
+	return l.namespaceID(ctx, nanoOf(l.clock.Now()))
 }
 
 func formatLimits(limits []model.Limit) string {

@@ -25,6 +25,12 @@ func BenchmarkLimiter(b *testing.B) {
 	one := tollgate.Consume{"rps": 1}
 	three := tollgate.Consume{"rps": 1, "tps": 100, "inflight": 1}
 
+	storedConfig := func(lim *tollgate.Limiter) {
+		cfg := tollgate.Config{Limits: []tollgate.Limit{tollgate.PerSecond("rps", huge)}}
+		if err := lim.SetConfig(ctx, tollgate.SystemScope(), cfg); err != nil {
+			b.Fatal(err)
+		}
+	}
 	keys := make([]string, 10_000)
 	for i := range keys {
 		keys[i] = "key-" + strconv.Itoa(i)
@@ -40,12 +46,8 @@ func BenchmarkLimiter(b *testing.B) {
 		{name: "3limits-hotkey", consume: three, opt: threeLimits},
 		{name: "1limit-manykeys", consume: one, opt: oneLimit, manyKey: true},
 		{name: "3limits-manykeys", consume: three, opt: threeLimits, manyKey: true},
-		{name: "1limit-stored-config", consume: one, setup: func(lim *tollgate.Limiter) {
-			cfg := tollgate.Config{Limits: []tollgate.Limit{tollgate.PerSecond("rps", huge)}}
-			if err := lim.SetConfig(ctx, tollgate.SystemScope(), cfg); err != nil {
-				b.Fatal(err)
-			}
-		}},
+		{name: "1limit-stored-config", consume: one, setup: storedConfig},
+		{name: "1limit-stored-manykeys", consume: one, manyKey: true, setup: storedConfig},
 		{name: "1limit-cascade3", consume: one, setup: func(lim *tollgate.Limiter) {
 			cfg := tollgate.Config{Limits: []tollgate.Limit{tollgate.PerSecond("rps", huge)}}
 			if err := lim.SetConfig(ctx, tollgate.SystemScope(), cfg); err != nil {

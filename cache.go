@@ -2,15 +2,26 @@ package tollgate
 
 import (
 	"hash/maphash"
+	"math"
 	"math/bits"
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/tollgate-rl/tollgate/bucket"
 	"github.com/tollgate-rl/tollgate/model"
 	"github.com/tollgate-rl/tollgate/store"
 )
+
+// DefaultCacheSize is how many limit resolutions and entities the config
+// cache holds at most, unless WithCacheSize says otherwise.
+const DefaultCacheSize = 100_000
+
+// maxCacheShards is how many shards the config cache is split into (fewer
+// when its size is smaller): each has its own lock, so that lookups of
+// different keys do not queue on one.
+const maxCacheShards = 64
 
 // CacheStats reports how the limiter's config cache has served lookups.
 type CacheStats struct {
@@ -23,24 +34,47 @@ type CacheStats struct {
 // including negative results, each for ttl. A write made through the limiter
 // clears it: writes are rare, and a config change at the resource or system
 // level affects many resolutions.
+//
+// It holds at most size entries, in shards picked by the hash of the key,
+// each bounded by its share of size. A shard that is full when a new key
+// comes first drops its expired entries (at most once every ttl/16, see
+// makeRoom), then, if still full, one entry picked at random. A hit takes
+// its shard's read lock and writes nothing but the shard's counters.
 type cache struct {
-	ttl          time.Duration
-	hits, misses atomic.Uint64
+	ttl  time.Duration
+	size int // the bound on entries, set before init
+	seed maphash.Seed
+	// The shards in use are the first mask+1, picked by the low bits of a
+	// key's hash; init makes them.
+	shards [maxCacheShards]cacheShard
+	mask   uint64
+}
 
-	// modeExpires is when the stored unavailable mode should be read again
-	// (Unix nanoseconds).
-	modeExpires atomic.Int64
+// cacheShard is one lock's share of the cache, padded to whole cache lines
+// so that shards next to each other do not share one.
+type cacheShard struct {
+	shardState
+	_ [128 - unsafe.Sizeof(shardState{})%128]byte
+}
 
+type shardState struct {
 	mu sync.RWMutex
 	// limits holds resolutions by keyHash of their key; resolutions whose
 	// keys share a hash are chained through resolution.next. Two string
 	// hashes, which the processor overlaps, cost about half the lookup of
 	// a map keyed by store.BucketKey, which hashes the struct field by
 	// field.
-	limits   map[uint64]*resolution
-	nlimits  int // resolutions in limits, chained ones included
-	seed     maphash.Seed
-	entities map[string]*entityEntry
+	limits  map[uint64]*resolution
+	nlimits int // resolutions in limits, chained ones included
+	// entities holds entities by the hash of their id. Two ids of equal
+	// hash (never seen: 64 bits) would take turns: each lookup checks the
+	// id.
+	entities map[uint64]*entityEntry
+	max      int      // the bound on nlimits+len(entities)
+	sweepAt  unixNano // before it makeRoom does not sweep
+	// The counters sit beside the lock, whose cache line a hit writes
+	// anyway (RLock).
+	hits, misses atomic.Uint64
 }
 
 // resolution is the outcome of resolving one entity and resource: the limits
@@ -48,10 +82,10 @@ type cache struct {
 type resolution struct {
 	key store.BucketKey
 	// next is another resolution whose key has the same hash. It changes
-	// under cache.mu held for writing, and is read under it held for
-	// reading; the other fields never change once cached.
+	// under the shard's lock held for writing, and is read under it held
+	// for reading; the other fields never change once cached.
 	next    *resolution
-	expires int64 // Unix nanoseconds
+	expires unixNano
 	found   bool
 	scope   model.Scope
 	limits  []prepared
@@ -64,13 +98,26 @@ type prepared struct {
 }
 
 type entityEntry struct {
-	expires int64
+	expires unixNano
 	found   bool
 	entity  model.Entity
 }
 
-func newCache(ttl time.Duration) *cache {
-	return &cache{ttl: ttl, limits: make(map[uint64]*resolution), seed: maphash.MakeSeed(), entities: make(map[string]*entityEntry)}
+// newCache returns a cache of the default TTL and size; init makes it
+// usable once options have set them.
+func newCache() *cache {
+	return &cache{ttl: DefaultCacheTTL, size: DefaultCacheSize, seed: maphash.MakeSeed()}
+}
+
+// init splits c.size into shards: as many as maxCacheShards, or the largest
+// power of two that leaves each at least one entry. c.size is positive.
+func (c *cache) init() {
+	n := min(maxCacheShards, 1<<(bits.Len(uint(c.size))-1))
+	c.mask = uint64(n - 1)
+	for i := range c.shards[:n] {
+		s := &c.shards[i]
+		s.limits, s.entities, s.max = make(map[uint64]*resolution), make(map[uint64]*entityEntry), c.size/n
+	}
 }
 
 func prepare(limits []model.Limit) []prepared {
@@ -81,37 +128,165 @@ func prepare(limits []model.Limit) []prepared {
 	return out
 }
 
-func (c *cache) resolution(k store.BucketKey, now int64) *resolution {
+// shard returns the shard of a key whose hash is h.
+func (c *cache) shard(h uint64) *shardState {
+	return &c.shards[h&c.mask%maxCacheShards].shardState // no bounds check
+}
+
+func (c *cache) resolution(k store.BucketKey, now unixNano) *resolution {
 	if c.ttl == 0 {
 		return nil
 	}
 	h := c.keyHash(k)
-	c.mu.RLock()
-	r := c.findResolution(h, k)
-	c.mu.RUnlock()
+	s := c.shard(h)
+	s.mu.RLock()
+	r := s.findResolution(h, k)
+	s.mu.RUnlock()
 	if r == nil || r.expires <= now {
-		c.misses.Add(1)
+		s.misses.Add(1)
 		return nil
 	}
-	c.hits.Add(1)
+	s.hits.Add(1)
 	return r
 }
 
-func (c *cache) putResolution(k store.BucketKey, r *resolution, now int64) {
+func (c *cache) putResolution(k store.BucketKey, r *resolution, now unixNano) {
 	if c.ttl == 0 {
 		return
 	}
-	r.key, r.expires = k, now+int64(c.ttl)
+	r.key, r.expires = k, now.add(c.ttl)
 	h := c.keyHash(k)
-	c.mu.Lock()
-	c.linkResolution(h, r)
-	c.mu.Unlock()
+	s := c.shard(h)
+	s.mu.Lock()
+	if s.full() && s.findResolution(h, k) == nil {
+		c.makeRoom(s, now, true)
+	}
+	s.linkResolution(h, r)
+	s.mu.Unlock()
+}
+
+// keyHash is the hash under which the resolution of k is cached.
+func (c *cache) keyHash(k store.BucketKey) uint64 {
+	return maphash.String(c.seed, k.Entity) ^ bits.RotateLeft64(maphash.String(c.seed, k.Resource), 32)
+}
+
+func (c *cache) entity(id string, now unixNano) *entityEntry {
+	if c.ttl == 0 {
+		return nil
+	}
+	h := maphash.String(c.seed, id)
+	s := c.shard(h)
+	s.mu.RLock()
+	e := s.entities[h]
+	s.mu.RUnlock()
+	if e == nil || e.expires <= now || e.entity.ID != id {
+		s.misses.Add(1)
+		return nil
+	}
+	s.hits.Add(1)
+	return e
+}
+
+func (c *cache) putEntity(e *entityEntry, now unixNano) {
+	if c.ttl == 0 {
+		return
+	}
+	e.expires = now.add(c.ttl)
+	h := maphash.String(c.seed, e.entity.ID)
+	s := c.shard(h)
+	s.mu.Lock()
+	if s.full() && s.entities[h] == nil {
+		c.makeRoom(s, now, false)
+	}
+	s.entities[h] = e
+	s.mu.Unlock()
+}
+
+// makeRoom frees one entry or more in s, which is full, for a new one (a
+// resolution if forLimits): it drops the expired entries, unless it swept
+// s less than ttl/16 ago, and if that freed none, one entry at random, of
+// the new entry's kind when s holds any. The caller holds s.mu for writing.
+//
+// A sweep reads the whole shard, so it happens only once something may
+// have expired (the earliest expiry it saw last time) and at most 16 times
+// per TTL: a shard that is always full, whose entries expire one by one,
+// would otherwise be swept for each insert.
+func (c *cache) makeRoom(s *shardState, now unixNano, forLimits bool) {
+	if now >= s.sweepAt {
+		s.sweepAt = max(s.sweep(now), now.add(c.ttl/16))
+		if !s.full() {
+			return
+		}
+	}
+	if forLimits && s.nlimits > 0 || len(s.entities) == 0 {
+		s.evictResolution()
+	} else {
+		s.evictEntity()
+	}
+}
+
+func (s *shardState) full() bool { return s.nlimits+len(s.entities) >= s.max }
+
+// sweep drops the entries of s that expired by now and returns the earliest
+// expiry of those it keeps (math.MaxInt64 if none). The caller holds s.mu
+// for writing.
+func (s *shardState) sweep(now unixNano) (next unixNano) {
+	next = math.MaxInt64
+	for h, head := range s.limits {
+		var kept *resolution
+		for r := head; r != nil; {
+			after := r.next
+			if r.expires > now {
+				r.next, kept = kept, r
+				next = min(next, r.expires)
+			} else {
+				s.nlimits--
+			}
+			r = after
+		}
+		if kept == nil {
+			delete(s.limits, h)
+		} else {
+			s.limits[h] = kept
+		}
+	}
+	for h, e := range s.entities {
+		if e.expires <= now {
+			delete(s.entities, h)
+		} else {
+			next = min(next, e.expires)
+		}
+	}
+	return next
+}
+
+// evictResolution drops one resolution, the first that ranging over the
+// map finds (its start is random). The caller holds s.mu for writing.
+func (s *shardState) evictResolution() {
+	for h, r := range s.limits {
+		if r.next == nil {
+			delete(s.limits, h)
+		} else {
+			s.limits[h] = r.next
+		}
+		s.nlimits--
+		return
+	}
+}
+
+// evictEntity drops one entity, the first that ranging over the map finds.
+// The caller holds s.mu for writing.
+func (s *shardState) evictEntity() {
+	for h := range s.entities {
+		delete(s.entities, h)
+		return
+	}
 }
 
 // findResolution returns the cached resolution of k, whose hash is h, or
-// nil. The caller holds c.mu.
-func (c *cache) findResolution(h uint64, k store.BucketKey) *resolution {
-	r := c.limits[h]
+// nil. The caller holds s.mu.
+func (s *shardState) findResolution(h uint64, k store.BucketKey) *resolution {
+	r := s.limits[h]
 	for r != nil && r.key != k {
 		r = r.next
 	}
@@ -119,10 +294,10 @@ func (c *cache) findResolution(h uint64, k store.BucketKey) *resolution {
 }
 
 // linkResolution caches r, whose key hashes to h, in place of the
-// resolution of its key cached before, if any. The caller holds c.mu for
+// resolution of its key cached before, if any. The caller holds s.mu for
 // writing.
-func (c *cache) linkResolution(h uint64, r *resolution) {
-	head, replaced := c.limits[h], false
+func (s *shardState) linkResolution(h uint64, r *resolution) {
+	head, replaced := s.limits[h], false
 	if head != nil && head.key == r.key {
 		head, replaced = head.next, true
 	} else {
@@ -134,60 +309,35 @@ func (c *cache) linkResolution(h uint64, r *resolution) {
 		}
 	}
 	if !replaced {
-		c.nlimits++
+		s.nlimits++
 	}
 	r.next = head
-	c.limits[h] = r
-}
-
-// keyHash is the hash under which the resolution of k is cached.
-func (c *cache) keyHash(k store.BucketKey) uint64 {
-	return maphash.String(c.seed, k.Entity) ^ bits.RotateLeft64(maphash.String(c.seed, k.Resource), 32)
-}
-
-func (c *cache) entity(id string, now int64) *entityEntry {
-	if c.ttl == 0 {
-		return nil
-	}
-	c.mu.RLock()
-	e := c.entities[id]
-	c.mu.RUnlock()
-	if e == nil || e.expires <= now {
-		c.misses.Add(1)
-		return nil
-	}
-	c.hits.Add(1)
-	return e
-}
-
-func (c *cache) putEntity(e *entityEntry, now int64) {
-	if c.ttl == 0 {
-		return
-	}
-	e.expires = now + int64(c.ttl)
-	c.mu.Lock()
-	c.entities[e.entity.ID] = e
-	c.mu.Unlock()
+	s.limits[h] = r
 }
 
 func (c *cache) clear() {
-	c.mu.Lock()
-	clear(c.limits)
-	c.nlimits = 0
-	clear(c.entities)
-	c.mu.Unlock()
-	c.modeExpires.Store(0)
+	for i := range c.mask + 1 {
+		s := &c.shards[i]
+		s.mu.Lock()
+		clear(s.limits)
+		s.nlimits = 0
+		clear(s.entities)
+		s.sweepAt = 0
+		s.mu.Unlock()
+	}
 }
 
-func (c *cache) modeStale(now int64) bool { return c.ttl == 0 || c.modeExpires.Load() <= now }
-
-func (c *cache) modeRead(now int64) { c.modeExpires.Store(now + int64(c.ttl)) }
-
 func (c *cache) stats() CacheStats {
-	c.mu.RLock()
-	n := c.nlimits + len(c.entities)
-	c.mu.RUnlock()
-	return CacheStats{Hits: c.hits.Load(), Misses: c.misses.Load(), Entries: n}
+	var st CacheStats
+	for i := range c.mask + 1 {
+		s := &c.shards[i]
+		s.mu.RLock()
+		st.Entries += s.nlimits + len(s.entities)
+		s.mu.RUnlock()
+		st.Hits += s.hits.Load()
+		st.Misses += s.misses.Load()
+	}
+	return st
 }
 
 // CacheStats returns the config cache's counters.
@@ -196,6 +346,14 @@ func (l *Limiter) CacheStats() CacheStats { return l.cache.stats() }
 // InvalidateCache drops every cached limit resolution and entity, and the
 // resolved namespace, so the next calls read the store.
 func (l *Limiter) InvalidateCache() {
-	l.cache.clear()
+	l.forgetConfig()
 	l.nsCache.Store(nil)
+}
+
+// forgetConfig drops what the limiter knows of the stored configuration and
+// entities, after a write through it or on demand: the cached resolutions
+// and entities, and the freshness of the unavailable mode.
+func (l *Limiter) forgetConfig() {
+	l.cache.clear()
+	l.fail.expire()
 }

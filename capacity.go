@@ -81,7 +81,7 @@ func (l *Limiter) Capacity(ctx context.Context, resource string) (ResourceCapaci
 	}
 	for _, name := range slices.Sorted(maps.Keys(sums)) {
 		s := sums[name]
-		lc := LimitCapacity{Limit: name, Capacity: s.capacity / 1000, Available: bucket.Available(bucket.State{Tokens: s.tokens})}
+		lc := LimitCapacity{Limit: name, Capacity: bucket.Tokens(s.capacity), Available: bucket.Available(bucket.State{Tokens: s.tokens})}
 		if s.concurrency {
 			lc.Kind = model.Concurrency
 		}

@@ -23,9 +23,9 @@ func TestLeaseDataNowFollowsWallClock(t *testing.T) {
 	defer d.release()
 	prev := d.now()
 	for range 10_000 {
-		before := time.Now().UnixNano()
+		before := nanoOf(time.Now())
 		got := d.now()
-		after := time.Now().UnixNano()
+		after := nanoOf(time.Now())
 		// A reading derived from an earlier one may be late by the two
 		// clocks' tiny disagreement; allow a microsecond.
 		if got < before-1000 || got > after {
@@ -48,19 +48,19 @@ func TestLeaseDataNowReadsWallClockAgain(t *testing.T) {
 	d := lim.getLeaseData()
 	defer d.release()
 	d.wall = time.Time{}
-	if got := d.now(); d.wall.IsZero() || got != d.wall.UnixNano() {
+	if got := d.now(); d.wall.IsZero() || got != nanoOf(d.wall) {
 		t.Errorf("fresh state: now() = %d with reading %v; want a new reading", got, d.wall)
 	}
 	// A reading as old as a wall clock stepped an hour ago.
 	stale := time.Now().Add(-time.Hour)
-	d.wall, d.wallNano = stale, stale.UnixNano()
+	d.wall, d.wallNano = stale, nanoOf(stale)
 	got := d.now()
-	if ago := time.Now().UnixNano() - got; d.wall.Equal(stale) || ago > int64(time.Second) || ago < 0 {
+	if ago := nanoOf(time.Now()) - got; d.wall.Equal(stale) || ago > unixNano(time.Second) || ago < 0 {
 		t.Errorf("stale reading: now() = %d, reading %v; want a new reading", got, d.wall)
 	}
 	// Within wallResync the reading is kept.
 	d.wall = time.Now()
-	d.wallNano = d.wall.UnixNano()
+	d.wallNano = nanoOf(d.wall)
 	kept := d.wall
 	d.now()
 	if elapsed := time.Since(kept); elapsed < wallResync && !d.wall.Equal(kept) {
@@ -78,7 +78,7 @@ func TestLeaseDataNowUsesOtherClocks(t *testing.T) {
 	d := lim.getLeaseData()
 	defer d.release()
 	for range 3 {
-		if got, want := d.now(), fake.Now().UnixNano(); got != want {
+		if got, want := d.now(), nanoOf(fake.Now()); got != want {
 			t.Errorf("now() = %v, want the fake clock's %v", got, want)
 		}
 		fake.Advance(time.Microsecond)

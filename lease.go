@@ -53,7 +53,7 @@ type leaseData struct {
 	// wall is the reading of the wall clock that now derives the time
 	// from, with its monotonic part; wallNano is its Unix time.
 	wall     time.Time
-	wallNano int64
+	wallNano unixNano
 	// cause is the store error behind a degraded lease. It is set only in
 	// state made for that lease, which is never recycled, so the handle
 	// reports it for good.
@@ -75,7 +75,7 @@ func newLeaseData(l *Limiter) *leaseData {
 // of the wall clock before it reads it again.
 const wallResync = time.Millisecond
 
-// now returns the time for an acquire or a peek, in Unix nanoseconds: the
+// now returns the time for an acquire or a peek: the
 // limiter's clock, read the cheap way when it is the real clock. time.Now
 // reads two clocks, the wall clock and the monotonic one (about 25 ns each
 // on a Linux VM with the TSC), where the time elapsed since an earlier
@@ -89,17 +89,17 @@ const wallResync = time.Millisecond
 // stepped (set by hand, a large NTP correction) or the machine was
 // suspended; the derived time then lags the wall clock for at most
 // wallResync, under the millisecond that bucket times are counted in.
-func (d *leaseData) now() int64 {
+func (d *leaseData) now() unixNano {
 	if !d.lim.realClock {
-		return d.lim.clock.Now().UnixNano()
+		return nanoOf(d.lim.clock.Now())
 	}
 	// The zero wall (fresh state) has no monotonic reading: Since then
 	// measures on the wall clock, decades, and the clock is read.
 	if e := time.Since(d.wall); e >= 0 && e < wallResync {
-		return d.wallNano + int64(e)
+		return d.wallNano.add(e)
 	}
 	d.wall = time.Now()
-	d.wallNano = d.wall.UnixNano()
+	d.wallNano = nanoOf(d.wall)
 	return d.wallNano
 }
 
@@ -253,7 +253,7 @@ func (le *Lease) Adjust(delta Consume) error {
 			return model.Invalid("consume."+name, strconv.FormatInt(n, 10), "concurrency limit "+strconv.Quote(name)+
 				" cannot be adjusted: its tokens are held for the whole lease and returned when it ends")
 		}
-		if net := d.netOf(name); saturatingAdd(net, n*1000) < 0 {
+		if net := d.netOf(name); saturatingAdd(net, n*bucket.MilliPerToken) < 0 { // n is in range (Milli)
 			return model.Invalid("consume."+name, strconv.FormatInt(n, 10), "would make the lease's net consumption of "+
 				strconv.Quote(name)+" negative: a lease gives back at most what it consumed, "+
 				strconv.FormatInt(bucket.Available(bucket.State{Tokens: net}), 10)+" so far")
@@ -267,7 +267,7 @@ func (le *Lease) Adjust(delta Consume) error {
 		if i == len(d.pending) {
 			d.pending = append(d.pending, adjustment{name: name})
 		}
-		d.pending[i].amount = saturatingAdd(d.pending[i].amount, n*1000)
+		d.pending[i].amount = saturatingAdd(d.pending[i].amount, n*bucket.MilliPerToken) // checked above
 	}
 	return nil
 }

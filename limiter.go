@@ -27,11 +27,9 @@
 package tollgate
 
 import (
-	"context"
 	"crypto/rand"
-	"errors"
-	"fmt"
 	"io"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -68,11 +66,9 @@ type Limiter struct {
 	// wall clock the cheap way (see leaseData.now).
 	realClock bool
 
-	// storedMode is the system's OnUnavailable as last read from the store,
-	// remembered for when the store is down.
-	nsCache    atomic.Pointer[nsEntry]
-	storedMode atomic.Pointer[model.OnUnavailable]
-	degraded   atomic.Uint64
+	nsCache atomic.Pointer[nsEntry]
+	// fail is what the limiter knows of the unavailable mode.
+	fail failMode
 
 	leases sync.Pool // of *leaseData
 
@@ -85,7 +81,7 @@ type Option func(*Limiter)
 
 // WithNamespace makes the limiter use namespace ns (default "default"). The
 // default namespace is created on first use; any other must be registered
-// (RegisterNamespace), or calls fail with ErrNamespaceNotFound.
+// (Registry.Register), or calls fail with ErrNamespaceNotFound.
 func WithNamespace(ns string) Option { return func(l *Limiter) { l.ns = ns } }
 
 // WithClock replaces the wall clock, for tests (see clock.Fake).
@@ -95,6 +91,11 @@ func WithClock(c clock.Clock) Option { return func(l *Limiter) { l.clock = c } }
 // 60s). Changes made through this limiter invalidate the cache at once;
 // changes made elsewhere are seen within the TTL. Zero disables the cache.
 func WithCacheTTL(d time.Duration) Option { return func(l *Limiter) { l.cache.ttl = d } }
+
+// WithCacheSize bounds how many limit resolutions and entities (negative
+// results included) the config cache holds (default DefaultCacheSize, 100
+// 000). When it is full, expired entries go first, then entries at random.
+func WithCacheSize(n int) Option { return func(l *Limiter) { l.cache.size = n } }
 
 // WithConcurrencyRetryAfter sets the RetryAfter reported when only
 // concurrency limits deny an acquire (default 100ms). Time does not refill a
@@ -112,7 +113,7 @@ func New(s store.Store, opts ...Option) (*Limiter, error) {
 		store:            s,
 		ns:               DefaultNamespace,
 		clock:            clock.Real{},
-		cache:            newCache(DefaultCacheTTL),
+		cache:            newCache(),
 		concurrencyRetry: DefaultConcurrencyRetryAfter,
 		entropy:          ulid.Monotonic(rand.Reader, 0),
 	}
@@ -126,56 +127,18 @@ func New(s store.Store, opts ...Option) (*Limiter, error) {
 		return nil, model.ValidateNamespace(l.ns)
 	case l.cache.ttl < 0:
 		return nil, model.Invalid("cache_ttl", l.cache.ttl.String(), "must not be negative")
+	case l.cache.size <= 0:
+		return nil, model.Invalid("cache_size", strconv.Itoa(l.cache.size), "must be positive")
 	case l.concurrencyRetry <= 0:
 		return nil, model.Invalid("concurrency_retry_after", l.concurrencyRetry.String(), "must be positive")
 	}
+	l.cache.init()
+	l.fail.ttl = l.cache.ttl
 	return l, nil
 }
 
 // Namespace returns the namespace the limiter works in.
 func (l *Limiter) Namespace() string { return l.ns }
-
-// Degraded counts the degraded leases granted because the store was
-// unavailable in Allow mode.
-func (l *Limiter) Degraded() uint64 { return l.degraded.Load() }
-
-// mode resolves the unavailable mode: the call's, else the stored system
-// setting last seen, else Block.
-func (l *Limiter) mode(call model.OnUnavailable) model.OnUnavailable {
-	if call != "" {
-		return call
-	}
-	if m := l.storedMode.Load(); m != nil && *m != "" {
-		return *m
-	}
-	return model.Block
-}
-
-func (l *Limiter) rememberMode(m model.OnUnavailable) {
-	if cur := l.storedMode.Load(); cur == nil || *cur != m {
-		l.storedMode.Store(&m)
-	}
-}
-
-// storeErr turns a store error into the error a caller sees: domain errors
-// keep their identity (wrapped with the subject), errors after the caller's
-// context ended pass through, anything else (including a store's own
-// timeout) becomes an *UnavailableError.
-func storeErr(ctx context.Context, op, subject string, err error) error {
-	switch {
-	case err == nil:
-		return nil
-	case ctx.Err() != nil:
-		return err
-	case errors.Is(err, model.ErrInvalid):
-		return err
-	case errors.Is(err, model.ErrNotFound), errors.Is(err, model.ErrEntityNotFound), errors.Is(err, model.ErrEntityExists),
-		errors.Is(err, model.ErrNamespaceNotFound), errors.Is(err, model.ErrNamespaceExists), errors.Is(err, model.ErrNamespaceDeleted),
-		errors.Is(err, model.ErrUsageUnsupported), errors.Is(err, model.ErrCapacityUnsupported):
-		return fmt.Errorf("%s %s: %w", op, subject, err)
-	}
-	return &model.UnavailableError{Op: op, Err: err}
-}
 
 // newEventID returns a sortable id (a ULID) for an audit event at t.
 func (l *Limiter) newEventID(t time.Time) string {

@@ -47,7 +47,7 @@ func TestNamespace(t *testing.T) {
 	if _, err := other.Acquire(ctx, "k", "api", tollgate.Consume{"rpm": 1}); !errors.Is(err, tollgate.ErrNamespaceNotFound) {
 		t.Fatalf("acquire in an unregistered namespace: err = %v, want ErrNamespaceNotFound", err)
 	}
-	if _, err := def.RegisterNamespace(ctx, "tenant-b"); err != nil {
+	if _, err := newRegistry(t, s).Register(ctx, "tenant-b"); err != nil {
 		t.Fatal(err)
 	}
 	other.InvalidateCache()

@@ -11,7 +11,7 @@ import (
 // resolve returns the limits in effect for entity and resource: the first
 // non-empty config of entity+resource, entity default, resource and system.
 // Store failures are returned as *UnavailableError.
-func (l *Limiter) resolve(ctx context.Context, ns, entity, resource string, now int64) (*resolution, error) {
+func (l *Limiter) resolve(ctx context.Context, ns, entity, resource string, now unixNano) (*resolution, error) {
 	k := store.BucketKey{Entity: entity, Resource: resource}
 	if r := l.cache.resolution(k, now); r != nil {
 		return r, nil
@@ -26,7 +26,7 @@ func (l *Limiter) resolve(ctx context.Context, ns, entity, resource string, now 
 	if err != nil {
 		return nil, storeErr(ctx, "resolve limits", entity+"/"+resource, err)
 	}
-	l.noteSystemConfig(cfgs[len(cfgs)-1], now)
+	l.fail.note(cfgs[len(cfgs)-1], now)
 	r := &resolution{}
 	for i, c := range cfgs {
 		if c != nil && len(c.Limits) > 0 {
@@ -38,31 +38,9 @@ func (l *Limiter) resolve(ctx context.Context, ns, entity, resource string, now 
 	return r, nil
 }
 
-func (l *Limiter) noteSystemConfig(sys *model.Config, now int64) {
-	mode := model.OnUnavailable("")
-	if sys != nil {
-		mode = sys.OnUnavailable
-	}
-	l.rememberMode(mode)
-	l.cache.modeRead(now)
-}
-
-// refreshSystemMode reads the system config when the cached knowledge of its
-// unavailable mode has expired. Acquires with explicit limits never resolve
-// stored limits, so without this they would never learn the stored mode.
-func (l *Limiter) refreshSystemMode(ctx context.Context, ns string, now int64) {
-	if !l.cache.modeStale(now) {
-		return
-	}
-	cfgs, err := l.store.GetConfigs(ctx, ns, []model.Scope{{}})
-	if err == nil {
-		l.noteSystemConfig(cfgs[0], now)
-	}
-}
-
 // entity returns the cached or stored entity, with found == false for an
 // entity that does not exist.
-func (l *Limiter) entity(ctx context.Context, ns, id string, now int64) (*entityEntry, error) {
+func (l *Limiter) entity(ctx context.Context, ns, id string, now unixNano) (*entityEntry, error) {
 	if e := l.cache.entity(id, now); e != nil {
 		return e, nil
 	}
@@ -82,7 +60,7 @@ func (l *Limiter) entity(ctx context.Context, ns, id string, now int64) (*entity
 // link is followed while the entity cascades and its parent exists, up to
 // model.MaxCascadeDepth entities. An entity that does not exist is returned
 // with its id alone.
-func (l *Limiter) chain(ctx context.Context, ns, entity string, now int64, buf *[model.MaxCascadeDepth]*model.Entity) ([]*model.Entity, error) {
+func (l *Limiter) chain(ctx context.Context, ns, entity string, now unixNano, buf *[model.MaxCascadeDepth]*model.Entity) ([]*model.Entity, error) {
 	e, err := l.entity(ctx, ns, entity, now)
 	if err != nil {
 		return nil, err

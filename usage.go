@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/tollgate-rl/tollgate/bucket"
 	"github.com/tollgate-rl/tollgate/model"
 	"github.com/tollgate-rl/tollgate/store"
 )
@@ -116,7 +117,7 @@ func (l *Limiter) storeQuery(q UsageQuery) (store.UsageQuery, error) {
 func tokens(milli map[string]int64) map[string]int64 {
 	out := make(map[string]int64, len(milli))
 	for k, v := range milli {
-		out[k] = v / 1000
+		out[k] = bucket.Tokens(v)
 	}
 	return out
 }
@@ -179,9 +180,9 @@ func (l *Limiter) UsageSummary(ctx context.Context, q UsageQuery) (UsageSummary,
 			}
 		}
 		sum.Limits[limit] = LimitUsage{
-			Total:     total / 1000,
-			Average:   float64(total) / 1000 / float64(sum.Windows),
-			Peak:      peak / 1000,
+			Total:     bucket.Tokens(total),
+			Average:   float64(total) / bucket.MilliPerToken / float64(sum.Windows),
+			Peak:      bucket.Tokens(peak),
 			PeakStart: time.UnixMilli(peakStart).UTC(),
 		}
 	}

@@ -151,8 +151,8 @@ func CanSatisfy(s State, p Params, elapsed, amount int64) bool {
 // Available reports the balance in whole tokens, rounded down (so -0.5 tokens
 // of debt is reported as -1).
 func Available(s State) int64 {
-	q := s.Tokens / 1000
-	if s.Tokens%1000 < 0 {
+	q := s.Tokens / MilliPerToken
+	if s.Tokens%MilliPerToken < 0 {
 		q--
 	}
 	return q
@@ -177,14 +177,22 @@ func Reconfigure(s State, old, new Params) State {
 	return s
 }
 
+// MilliPerToken is the scale of this package's amounts: millitokens in a
+// token.
+const MilliPerToken = 1000
+
 // Milli converts whole tokens to millitokens, reporting false if the result
 // would exceed MaxTokens in magnitude.
 func Milli(tokens int64) (int64, bool) {
-	if tokens > MaxTokens/1000 || tokens < -MaxTokens/1000 {
+	if tokens > MaxTokens/MilliPerToken || tokens < -MaxTokens/MilliPerToken {
 		return 0, false
 	}
-	return tokens * 1000, true
+	return tokens * MilliPerToken, true
 }
+
+// Tokens converts millitokens to whole tokens, rounding toward zero (a
+// balance is reported by Available, which rounds down).
+func Tokens(milli int64) int64 { return milli / MilliPerToken }
 
 // saturate clamps v into ±MaxTokens. Callers pass sums of two values of
 // magnitude at most MaxTokens, which cannot have overflowed int64.

@@ -1317,3 +1317,21 @@ func TestFull(t *testing.T) {
 		}
 	}
 }
+
+// Tokens undoes Milli, and rounds fractions toward zero.
+func TestTokens(t *testing.T) {
+	tests := []struct{ milli, want int64 }{
+		{0, 0}, {999, 0}, {1000, 1}, {1999, 1}, {-999, 0}, {-1000, -1}, {-1500, -1},
+		{maxTok, maxTok / bucket.MilliPerToken}, {-maxTok, -maxTok / bucket.MilliPerToken},
+	}
+	for _, tt := range tests {
+		if got := bucket.Tokens(tt.milli); got != tt.want {
+			t.Errorf("Tokens(%d) = %d, want %d", tt.milli, got, tt.want)
+		}
+	}
+	for _, n := range []int64{0, 1, -1, 12345, maxTok / bucket.MilliPerToken} {
+		if m, ok := bucket.Milli(n); !ok || bucket.Tokens(m) != n {
+			t.Errorf("Tokens(Milli(%d)) = %d, %v", n, bucket.Tokens(m), ok)
+		}
+	}
+}

@@ -8,29 +8,53 @@ import (
 )
 
 // Sentinel errors. Match them with errors.Is; the typed errors below match the
-// corresponding sentinel.
+// corresponding sentinel. Every one of them but ErrUnavailable is a domain
+// error (it matches ErrDomain).
 var (
 	// ErrRateLimited is matched by every *RateLimitExceeded.
-	ErrRateLimited = errors.New("rate limited")
-	// ErrUnavailable is matched by every *UnavailableError.
+	ErrRateLimited = NewDomainError("rate limited")
+	// ErrUnavailable is matched by every *UnavailableError. It is the one
+	// sentinel that is not a domain error.
 	ErrUnavailable = errors.New("store unavailable")
 	// ErrInvalid is matched by every *ValidationError.
-	ErrInvalid = errors.New("invalid argument")
+	ErrInvalid = NewDomainError("invalid argument")
 	// ErrEntityNotFound reports an entity id that does not exist.
-	ErrEntityNotFound = errors.New("entity not found")
+	ErrEntityNotFound = NewDomainError("entity not found")
 	// ErrEntityExists reports creating an entity id that already exists.
-	ErrEntityExists = errors.New("entity already exists")
+	ErrEntityExists = NewDomainError("entity already exists")
 	// ErrNotFound reports a configuration or other record that does not exist.
-	ErrNotFound = errors.New("not found")
+	ErrNotFound = NewDomainError("not found")
 	// ErrLeaseClosed reports use of a lease after Commit or Rollback.
-	ErrLeaseClosed = errors.New("lease closed")
+	ErrLeaseClosed = NewDomainError("lease closed")
 	// ErrUsageUnsupported reports a usage query to a store that keeps no
 	// usage snapshots.
-	ErrUsageUnsupported = errors.New("this store keeps no usage snapshots")
+	ErrUsageUnsupported = NewDomainError("this store keeps no usage snapshots")
 	// ErrCapacityUnsupported reports a capacity query to a store that
-	// cannot list a resource's buckets.
-	ErrCapacityUnsupported = errors.New("this store cannot list buckets")
+	// cannot list buckets.
+	ErrCapacityUnsupported = NewDomainError("this store cannot list buckets")
 )
+
+// ErrDomain is matched by every domain error: an answer about the data
+// (not found, already exists, invalid, rate limited, ...), which the store
+// gave, as opposed to a failure to reach the store. The limiter returns a
+// domain error from a store as it is, in every unavailable mode; any other
+// store error means the store is unavailable (docs/semantics.md, section
+// 8). A backend's own answers about the data must match it: make them with
+// NewDomainError, or wrap a sentinel of this package.
+var ErrDomain = errors.New("domain error")
+
+// NewDomainError returns a new sentinel error, equal to no other, with the
+// message msg, that matches ErrDomain.
+func NewDomainError(msg string) error { return &domainError{msg: msg} }
+
+// domainError is a sentinel error that matches ErrDomain.
+type domainError struct{ msg string }
+
+// Error returns the message.
+func (e *domainError) Error() string { return e.msg }
+
+// Is reports whether target is ErrDomain.
+func (e *domainError) Is(target error) bool { return target == ErrDomain }
 
 // Status is one limit's verdict for one entity in an acquire, or its current
 // state in an availability query. Token counts are whole tokens.
@@ -72,8 +96,10 @@ func (e *RateLimitExceeded) Error() string {
 		"; retry after " + e.RetryAfter.String()
 }
 
-// Is reports whether target is ErrRateLimited.
-func (e *RateLimitExceeded) Is(target error) bool { return target == ErrRateLimited }
+// Is reports whether target is ErrRateLimited or ErrDomain.
+func (e *RateLimitExceeded) Is(target error) bool {
+	return target == ErrRateLimited || target == ErrDomain
+}
 
 // Violations returns the statuses whose limit was exceeded.
 func (e *RateLimitExceeded) Violations() []Status { return e.filter(true) }
@@ -134,8 +160,8 @@ func (e *ValidationError) Error() string {
 	return "invalid " + e.Field + " " + quote(e.Value) + ": " + e.Reason
 }
 
-// Is reports whether target is ErrInvalid.
-func (e *ValidationError) Is(target error) bool { return target == ErrInvalid }
+// Is reports whether target is ErrInvalid or ErrDomain.
+func (e *ValidationError) Is(target error) bool { return target == ErrInvalid || target == ErrDomain }
 
 // Invalid returns a *ValidationError; value is truncated.
 func Invalid(field, value, reason string) error { return invalid(field, value, reason) }

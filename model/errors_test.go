@@ -240,3 +240,36 @@ func TestValidationErrorTruncation(t *testing.T) {
 		})
 	}
 }
+
+// Every sentinel but ErrUnavailable, and the typed errors of verdicts and
+// bad input, are domain errors, wrapped or not; ErrUnavailable, an
+// *UnavailableError and an arbitrary error are not. A new domain error is
+// one, and equal to no other.
+func TestDomainErrors(t *testing.T) {
+	domain := []error{
+		model.ErrRateLimited, model.ErrInvalid, model.ErrEntityNotFound, model.ErrEntityExists,
+		model.ErrNotFound, model.ErrLeaseClosed, model.ErrUsageUnsupported, model.ErrCapacityUnsupported,
+		model.ErrNamespaceNotFound, model.ErrNamespaceExists, model.ErrNamespaceDeleted,
+		&model.RateLimitExceeded{}, model.Invalid("field", "value", "reason"),
+	}
+	for _, err := range domain {
+		for _, e := range []error{err, fmt.Errorf("read: %w", err)} {
+			if !errors.Is(e, model.ErrDomain) {
+				t.Errorf("errors.Is(%v, ErrDomain) = false, want true", e)
+			}
+		}
+	}
+	other := []error{model.ErrUnavailable, &model.UnavailableError{Op: "acquire", Err: io.EOF}, io.EOF, errors.New("not found")}
+	for _, e := range other {
+		if errors.Is(e, model.ErrDomain) {
+			t.Errorf("errors.Is(%v, ErrDomain) = true, want false", e)
+		}
+	}
+	fresh := model.NewDomainError("quota frozen")
+	if !errors.Is(fresh, model.ErrDomain) || fresh.Error() != "quota frozen" {
+		t.Errorf("NewDomainError: %v, domain %v", fresh, errors.Is(fresh, model.ErrDomain))
+	}
+	if errors.Is(fresh, model.NewDomainError("quota frozen")) || errors.Is(fresh, model.ErrNotFound) {
+		t.Error("a new domain error matches another sentinel")
+	}
+}

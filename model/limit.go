@@ -30,7 +30,7 @@ func (k Kind) String() string {
 }
 
 // MaxTokens is the largest capacity, rate or amount, in whole tokens.
-const MaxTokens = bucket.MaxTokens / 1000
+const MaxTokens = bucket.MaxTokens / bucket.MilliPerToken
 
 // A Limit is one named token bucket (or concurrency cap) applied to an entity
 // and resource. Amounts are whole tokens; the bucket keeps millitokens so that
@@ -119,8 +119,8 @@ func (l Limit) Validate() error {
 // Params converts l to the bucket arithmetic's units. l must be valid.
 func (l Limit) Params() bucket.Params {
 	return bucket.Params{
-		Capacity: l.Capacity * 1000,
-		Amount:   l.RefillAmount * 1000,
+		Capacity: l.Capacity * bucket.MilliPerToken,
+		Amount:   l.RefillAmount * bucket.MilliPerToken,
 		Period:   l.RefillPeriod.Milliseconds(),
 	}
 }

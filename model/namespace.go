@@ -1,9 +1,6 @@
 package model
 
-import (
-	"errors"
-	"time"
-)
+import "time"
 
 // DefaultNamespace is the namespace that exists from the start.
 const DefaultNamespace = "default"
@@ -11,11 +8,11 @@ const DefaultNamespace = "default"
 // MaxNamespaceLen bounds namespace names.
 const MaxNamespaceLen = 64
 
-// Namespace errors, matched with errors.Is.
+// Namespace errors, matched with errors.Is. They are domain errors.
 var (
-	ErrNamespaceNotFound = errors.New("namespace not found")
-	ErrNamespaceExists   = errors.New("namespace already exists")
-	ErrNamespaceDeleted  = errors.New("namespace deleted")
+	ErrNamespaceNotFound = NewDomainError("namespace not found")
+	ErrNamespaceExists   = NewDomainError("namespace already exists")
+	ErrNamespaceDeleted  = NewDomainError("namespace deleted")
 )
 
 // A Namespace keeps one tenant's data apart from every other's in a shared

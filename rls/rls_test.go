@@ -491,7 +491,11 @@ domains:
 	if got := e.callErr(t, r("a")); got != codes.FailedPrecondition {
 		t.Fatalf("unregistered namespace: %v, want FailedPrecondition", got)
 	}
-	if _, err := e.lim(t).RegisterNamespace(context.Background(), "tenant-a"); err != nil {
+	reg, err := tollgate.NewRegistry(e.store, tollgate.WithRegistryClock(e.clk))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := reg.Register(context.Background(), "tenant-a"); err != nil {
 		t.Fatal(err)
 	}
 	e.mu.Lock()

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tollgate-rl/tollgate"
 	"github.com/tollgate-rl/tollgate/api"
 	"github.com/tollgate-rl/tollgate/model"
 	"github.com/tollgate-rl/tollgate/store"
@@ -159,15 +160,15 @@ func TestPurgeOutlastsServerTimeouts(t *testing.T) {
 	}
 	go func() { _ = hs.Serve(ln) }()
 	t.Cleanup(func() { _ = hs.Close(); _ = srv.Close(context.Background()) })
-	lim, err := srv.Limiter(model.DefaultNamespace)
+	reg, err := tollgate.NewRegistry(ds)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	if _, err := lim.RegisterNamespace(ctx, "team-b"); err != nil {
+	if _, err := reg.Register(ctx, "team-b"); err != nil {
 		t.Fatal(err)
 	}
-	if err := lim.DeleteNamespace(ctx, "team-b"); err != nil {
+	if err := reg.Delete(ctx, "team-b"); err != nil {
 		t.Fatal(err)
 	}
 	resp, err := http.Post("http://"+ln.Addr().String()+"/v1/namespaces/team-b/purge", "application/json", nil)
@@ -179,7 +180,7 @@ func TestPurgeOutlastsServerTimeouts(t *testing.T) {
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("purge: %d %s", resp.StatusCode, body)
 	}
-	if _, err := lim.GetNamespace(ctx, "team-b"); !errors.Is(err, model.ErrNamespaceNotFound) {
+	if _, err := reg.Get(ctx, "team-b"); !errors.Is(err, model.ErrNamespaceNotFound) {
 		t.Errorf("after the purge: %v, want namespace not found", err)
 	}
 }

@@ -170,11 +170,11 @@ func (s *Server) available(w http.ResponseWriter, r *http.Request, c *call) erro
 		return err
 	}
 	sts, err := lim.Available(r.Context(), q.Get("entity"), q.Get("resource"), opts...)
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, api.AvailableResponse{Limits: api.FromStatuses(sts)})
-	return nil
+	return answer(w, http.StatusOK, sts, err, availableResponse)
+}
+
+func availableResponse(sts []tollgate.Status) api.AvailableResponse {
+	return api.AvailableResponse{Limits: api.FromStatuses(sts)}
 }
 
 func (s *Server) createEntity(w http.ResponseWriter, r *http.Request, c *call) error {
@@ -188,11 +188,7 @@ func (s *Server) createEntity(w http.ResponseWriter, r *http.Request, c *call) e
 		return err
 	}
 	created, err := lim.CreateEntity(r.Context(), api.ToEntity(e), c.writeOpts()...)
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusCreated, api.FromEntity(created))
-	return nil
+	return answer(w, http.StatusCreated, created, err, api.FromEntity)
 }
 
 func (s *Server) getEntity(w http.ResponseWriter, r *http.Request, c *call) error {
@@ -201,11 +197,7 @@ func (s *Server) getEntity(w http.ResponseWriter, r *http.Request, c *call) erro
 		return err
 	}
 	e, err := lim.GetEntity(r.Context(), r.PathValue("id"))
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, api.FromEntity(e))
-	return nil
+	return answer(w, http.StatusOK, e, err, api.FromEntity)
 }
 
 func (s *Server) deleteEntity(w http.ResponseWriter, r *http.Request, c *call) error {
@@ -213,11 +205,7 @@ func (s *Server) deleteEntity(w http.ResponseWriter, r *http.Request, c *call) e
 	if err != nil {
 		return err
 	}
-	if err := lim.DeleteEntity(r.Context(), r.PathValue("id"), c.writeOpts()...); err != nil {
-		return err
-	}
-	w.WriteHeader(http.StatusNoContent)
-	return nil
+	return noContent(w, lim.DeleteEntity(r.Context(), r.PathValue("id"), c.writeOpts()...))
 }
 
 func (s *Server) children(w http.ResponseWriter, r *http.Request, c *call) error {
@@ -226,15 +214,15 @@ func (s *Server) children(w http.ResponseWriter, r *http.Request, c *call) error
 		return err
 	}
 	es, err := lim.Children(r.Context(), r.PathValue("id"))
-	if err != nil {
-		return err
-	}
+	return answer(w, http.StatusOK, es, err, entitiesResponse)
+}
+
+func entitiesResponse(es []tollgate.Entity) api.EntitiesResponse {
 	out := api.EntitiesResponse{Entities: make([]api.Entity, len(es))}
 	for i, e := range es {
 		out.Entities[i] = api.FromEntity(e)
 	}
-	writeJSON(w, http.StatusOK, out)
-	return nil
+	return out
 }
 
 // scopeOf reads the scope of a /v1/limits/... path.
@@ -261,11 +249,8 @@ func (s *Server) putLimits(w http.ResponseWriter, r *http.Request, c *call) erro
 	if err != nil {
 		return err
 	}
-	if err := lim.SetConfig(r.Context(), scopeOf(r), cfg, c.writeOpts()...); err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, api.FromConfig(cfg))
-	return nil
+	err = lim.SetConfig(r.Context(), scopeOf(r), cfg, c.writeOpts()...)
+	return answer(w, http.StatusOK, cfg, err, api.FromConfig)
 }
 
 func (s *Server) getLimits(w http.ResponseWriter, r *http.Request, c *call) error {
@@ -274,11 +259,7 @@ func (s *Server) getLimits(w http.ResponseWriter, r *http.Request, c *call) erro
 		return err
 	}
 	cfg, err := lim.GetConfig(r.Context(), scopeOf(r))
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, api.FromConfig(cfg))
-	return nil
+	return answer(w, http.StatusOK, cfg, err, api.FromConfig)
 }
 
 func (s *Server) deleteLimits(w http.ResponseWriter, r *http.Request, c *call) error {
@@ -286,11 +267,7 @@ func (s *Server) deleteLimits(w http.ResponseWriter, r *http.Request, c *call) e
 	if err != nil {
 		return err
 	}
-	if err := lim.DeleteConfig(r.Context(), scopeOf(r), c.writeOpts()...); err != nil {
-		return err
-	}
-	w.WriteHeader(http.StatusNoContent)
-	return nil
+	return noContent(w, lim.DeleteConfig(r.Context(), scopeOf(r), c.writeOpts()...))
 }
 
 func (s *Server) audit(w http.ResponseWriter, r *http.Request, c *call) error {
@@ -322,72 +299,66 @@ func (s *Server) audit(w http.ResponseWriter, r *http.Request, c *call) error {
 	return nil
 }
 
-// registry returns a limiter for namespace-registry calls, which are not
-// about any one namespace.
-func (s *Server) registry() (*tollgate.Limiter, error) { return s.Limiter(model.DefaultNamespace) }
+// registry returns the namespace registry, which the namespace routes use:
+// they are not about any one namespace.
+func (s *Server) registry() (*tollgate.Registry, error) { return s.reg, s.regErr }
 
 func (s *Server) registerNamespace(w http.ResponseWriter, r *http.Request, _ *call) error {
 	var body api.Namespace
 	if err := decode(w, r, &body); err != nil {
 		return err
 	}
-	lim, err := s.registry()
+	reg, err := s.registry()
 	if err != nil {
 		return err
 	}
-	n, err := lim.RegisterNamespace(r.Context(), body.Name)
-	if err != nil {
-		return err
+	n, err := reg.Register(r.Context(), body.Name)
+	if err == nil {
+		s.forget(n.Name) // it may have cached that the name is not registered
 	}
-	s.forget(n.Name)
-	writeJSON(w, http.StatusCreated, api.FromNamespace(n))
-	return nil
+	return answer(w, http.StatusCreated, n, err, api.FromNamespace)
 }
 
 func (s *Server) listNamespaces(w http.ResponseWriter, r *http.Request, _ *call) error {
-	lim, err := s.registry()
+	reg, err := s.registry()
 	if err != nil {
 		return err
 	}
-	ns, err := lim.ListNamespaces(r.Context())
-	if err != nil {
-		return err
-	}
+	ns, err := reg.List(r.Context())
+	return answer(w, http.StatusOK, ns, err, namespacesResponse)
+}
+
+func namespacesResponse(ns []tollgate.Namespace) api.NamespacesResponse {
 	out := api.NamespacesResponse{Namespaces: make([]api.Namespace, len(ns))}
 	for i, n := range ns {
 		out.Namespaces[i] = api.FromNamespace(n)
 	}
-	writeJSON(w, http.StatusOK, out)
-	return nil
+	return out
 }
 
 func (s *Server) getNamespace(w http.ResponseWriter, r *http.Request, _ *call) error {
-	lim, err := s.registry()
+	reg, err := s.registry()
 	if err != nil {
 		return err
 	}
-	n, err := lim.GetNamespace(r.Context(), r.PathValue("name"))
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, api.FromNamespace(n))
-	return nil
+	n, err := reg.Get(r.Context(), r.PathValue("name"))
+	return answer(w, http.StatusOK, n, err, api.FromNamespace)
 }
 
 // namespaceOp runs a registry change on the namespace named in the path
-// and drops its cached limiter, whose namespace lookup it invalidates.
-func (s *Server) namespaceOp(w http.ResponseWriter, r *http.Request, op func(*tollgate.Limiter, context.Context, string) error) error {
-	lim, err := s.registry()
+// and drops its cached limiter, so this server's next calls in it see the
+// change at once.
+func (s *Server) namespaceOp(w http.ResponseWriter, r *http.Request, op func(*tollgate.Registry, context.Context, string) error) error {
+	reg, err := s.registry()
 	if err != nil {
 		return err
 	}
 	name := r.PathValue("name")
-	if err := op(lim, r.Context(), name); err != nil {
-		return err
+	err = op(reg, r.Context(), name)
+	if err == nil {
+		s.forget(name)
 	}
-	s.forget(name)
-	w.WriteHeader(http.StatusNoContent)
-	return nil
+	return noContent(w, err)
 }
 
 // deleteNamespace first ends the namespace's open leases on this server by
@@ -405,11 +376,11 @@ func (s *Server) deleteNamespace(w http.ResponseWriter, r *http.Request, _ *call
 		}
 		s.leases.remove(l)
 	}
-	return s.namespaceOp(w, r, (*tollgate.Limiter).DeleteNamespace)
+	return s.namespaceOp(w, r, (*tollgate.Registry).Delete)
 }
 
 func (s *Server) recoverNamespace(w http.ResponseWriter, r *http.Request, _ *call) error {
-	return s.namespaceOp(w, r, (*tollgate.Limiter).RecoverNamespace)
+	return s.namespaceOp(w, r, (*tollgate.Registry).Recover)
 }
 
 // purgeNamespace may run for minutes: it extends the connection's read
@@ -423,16 +394,16 @@ func (s *Server) purgeNamespace(w http.ResponseWriter, r *http.Request, _ *call)
 	_ = rc.SetWriteDeadline(deadline)
 	ctx, cancel := context.WithDeadline(r.Context(), deadline)
 	defer cancel()
-	lim, err := s.registry()
+	reg, err := s.registry()
 	if err != nil {
 		return err
 	}
 	name := r.PathValue("name")
-	n, err := lim.GetNamespace(ctx, name)
+	n, err := reg.Get(ctx, name)
 	if err != nil {
 		return err
 	}
-	if !n.DeletedAt.IsZero() {
+	if n.Deleted() {
 		// Leases that outlived the delete (acquired while it ran) are
 		// dropped without writing: nothing may write under the id once its
 		// data is purged.
@@ -441,7 +412,7 @@ func (s *Server) purgeNamespace(w http.ResponseWriter, r *http.Request, _ *call)
 		}
 	}
 	deleted := 0
-	if err := lim.PurgeNamespace(ctx, name, func(n int) { deleted = n }); err != nil {
+	if err := reg.Purge(ctx, name, func(n int) { deleted = n }); err != nil {
 		return err
 	}
 	s.forget(name)

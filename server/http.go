@@ -104,6 +104,26 @@ func retryAfterHeader(ms int64) string {
 	return fmt.Sprint(max((ms+999)/1000, 1))
 }
 
+// answer ends a handler whose call returned v and err: it returns err if
+// the call failed, else writes convert(v) as JSON with status.
+func answer[T, R any](w http.ResponseWriter, status int, v T, err error, convert func(T) R) error {
+	if err != nil {
+		return err
+	}
+	writeJSON(w, status, convert(v))
+	return nil
+}
+
+// noContent ends a handler whose call returned err and nothing else: it
+// returns err if the call failed, else answers 204 No Content.
+func noContent(w http.ResponseWriter, err error) error {
+	if err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	setJSONHeaders(w.Header())
 	w.WriteHeader(status)

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"testing"
 	"time"
@@ -99,5 +100,46 @@ func TestPurgeDropsLeasesWithoutWriting(t *testing.T) {
 	}
 	if n := e.srv.leases.open(); n != 0 {
 		t.Errorf("%d open leases after the purge, want 0", n)
+	}
+}
+
+// A limiter the server handed out before a namespace change, as to a
+// request in flight, sees the change at once despite its long cache TTL.
+func TestNamespaceChangesReachLimitersInUse(t *testing.T) {
+	e := newEnv(t, WithLimiterOptions(tollgate.WithCacheTTL(time.Hour)))
+	e.want(http.StatusCreated, "POST", "/v1/namespaces", api.Namespace{Name: "team-b"}, nil)
+	steps := []struct {
+		method, path string
+		status       int
+		want         error // of an acquire through the limiter taken before
+	}{
+		{"DELETE", "/v1/namespaces/team-b", http.StatusNoContent, tollgate.ErrNamespaceDeleted},
+		{"POST", "/v1/namespaces/team-b/recover", http.StatusNoContent, nil},
+		{"DELETE", "/v1/namespaces/team-b", http.StatusNoContent, tollgate.ErrNamespaceDeleted},
+		{"POST", "/v1/namespaces/team-b/purge", http.StatusOK, tollgate.ErrNamespaceNotFound},
+		{"POST", "/v1/namespaces", http.StatusCreated, nil},
+	}
+	ctx := context.Background()
+	acquire := func(lim *tollgate.Limiter) error {
+		le, err := lim.Acquire(ctx, "k", "jobs", tollgate.Consume{"rph": 1}, tollgate.WithLimits(tollgate.PerHour("rph", 100)))
+		if err != nil {
+			return err
+		}
+		return le.Commit(ctx)
+	}
+	for _, st := range steps {
+		lim, err := e.srv.Limiter("team-b")
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = acquire(lim) // caches the namespace, or that it is gone
+		var body any
+		if st.method == "POST" && st.path == "/v1/namespaces" {
+			body = api.Namespace{Name: "team-b"}
+		}
+		e.want(st.status, st.method, st.path, body, nil)
+		if err := acquire(lim); (st.want == nil && err != nil) || !errors.Is(err, st.want) {
+			t.Errorf("after %s %s: acquire err = %v, want %v", st.method, st.path, err, st.want)
+		}
 	}
 }

@@ -56,6 +56,11 @@ type Server struct {
 
 	limitsCache limitOptions // of the limits requests carry
 
+	// reg serves the namespace routes; regErr is why it could not be made
+	// (no store), which those routes return instead.
+	reg    *tollgate.Registry
+	regErr error
+
 	mu       sync.Mutex
 	limiters map[string]*tollgate.Limiter
 	retired  tollgate.CacheStats // of limiters forgotten, so the metrics never go down
@@ -111,6 +116,7 @@ func New(st store.Store, opts ...Option) *Server {
 	if s.metrics == nil {
 		s.metrics = newMetrics(nil)
 	}
+	s.reg, s.regErr = tollgate.NewRegistry(st, tollgate.WithRegistryClock(s.clock))
 	s.leases = newLeaseTable(s.maxLeases)
 	s.metrics.watch(s)
 	s.routes()
@@ -185,11 +191,14 @@ func (s *Server) Limiter(ns string) (*tollgate.Limiter, error) {
 }
 
 // forget drops the cached limiter of ns (after a namespace lookup failed,
-// so unknown names do not accumulate, or after its registration changed).
+// so unknown names do not accumulate, or after its registration changed),
+// and its cached namespace, so a request still holding it sees the change
+// at once too.
 func (s *Server) forget(ns string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if l, ok := s.limiters[ns]; ok {
+		l.InvalidateCache()
 		st := l.CacheStats()
 		s.retired.Hits += st.Hits
 		s.retired.Misses += st.Misses

@@ -85,15 +85,15 @@ func (s *Server) usageSummary(w http.ResponseWriter, r *http.Request, c *call) e
 		return err
 	}
 	sum, err := lim.UsageSummary(r.Context(), q)
-	if err != nil {
-		return err
-	}
+	return answer(w, http.StatusOK, sum, err, summaryResponse)
+}
+
+func summaryResponse(sum tollgate.UsageSummary) api.UsageSummary {
 	out := api.UsageSummary{Windows: sum.Windows, Events: sum.Events, Limits: map[string]api.LimitUsage{}}
 	for name, l := range sum.Limits {
 		out.Limits[name] = api.LimitUsage{Total: l.Total, Average: l.Average, Peak: l.Peak, PeakStartMS: l.PeakStart.UnixMilli()}
 	}
-	writeJSON(w, http.StatusOK, out)
-	return nil
+	return out
 }
 
 func (s *Server) capacity(w http.ResponseWriter, r *http.Request, c *call) error {
@@ -102,9 +102,5 @@ func (s *Server) capacity(w http.ResponseWriter, r *http.Request, c *call) error
 		return err
 	}
 	rc, err := lim.Capacity(r.Context(), r.URL.Query().Get("resource"))
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, api.FromCapacity(rc))
-	return nil
+	return answer(w, http.StatusOK, rc, err, api.FromCapacity)
 }

@@ -56,19 +56,52 @@ func (g *globals) open(ctx context.Context) (backend, error) {
 	}
 	st, stopRecording := recordUsage(st, g.log, retention)
 	lim, err := tollgate.New(st, tollgate.WithNamespace(g.namespace))
+	var reg *tollgate.Registry
+	if err == nil {
+		reg, err = tollgate.NewRegistry(st)
+	}
 	if err != nil {
 		stopRecording()
 		_ = closeStore()
 		return nil, err
 	}
-	return &local{Limiter: lim, close: func() error { stopRecording(); return closeStore() }, principal: principal()}, nil
+	return &local{Limiter: lim, localRegistry: localRegistry{reg}, close: func() error { stopRecording(); return closeStore() }, principal: principal()}, nil
 }
 
 // local is a backend over a store, in this process.
 type local struct {
 	*tollgate.Limiter
+	localRegistry
 	close     func() error
 	principal string
+}
+
+// localRegistry serves the namespace commands of a local backend under the
+// names the client (and so the backend interface) gives them.
+type localRegistry struct{ reg *tollgate.Registry }
+
+func (r localRegistry) RegisterNamespace(ctx context.Context, name string) (tollgate.Namespace, error) {
+	return r.reg.Register(ctx, name)
+}
+
+func (r localRegistry) ListNamespaces(ctx context.Context) ([]tollgate.Namespace, error) {
+	return r.reg.List(ctx)
+}
+
+func (r localRegistry) GetNamespace(ctx context.Context, name string) (tollgate.Namespace, error) {
+	return r.reg.Get(ctx, name)
+}
+
+func (r localRegistry) DeleteNamespace(ctx context.Context, name string) error {
+	return r.reg.Delete(ctx, name)
+}
+
+func (r localRegistry) RecoverNamespace(ctx context.Context, name string) error {
+	return r.reg.Recover(ctx, name)
+}
+
+func (r localRegistry) PurgeNamespace(ctx context.Context, name string, progress func(deleted int)) error {
+	return r.reg.Purge(ctx, name, progress)
 }
 
 func (l *local) who() []tollgate.WriteOption {

@@ -241,7 +241,7 @@ func newBenchEnv(b *testing.B, table string, fake bool, opts ...Option) *benchEn
 
 // ns returns the id of the limiter's namespace.
 func (env *benchEnv) ns(b *testing.B) string {
-	n, err := env.lim.GetNamespace(context.Background(), env.lim.Namespace())
+	n, err := env.s.GetNamespace(context.Background(), env.lim.Namespace())
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -239,7 +239,7 @@ func TestMultiProcessOneBucket(t *testing.T) {
 	}
 	// The bucket's consumed counter agrees with the grants: no debit was
 	// lost or applied twice.
-	hot, err := s.getItem(context.Background(), mustNamespaceID(t, mustLimiter(t, s)), &target{key: store.BucketKey{Entity: "hot", Resource: "api"}})
+	hot, err := s.getItem(context.Background(), mustNamespaceID(t, s, tollgate.DefaultNamespace), &target{key: store.BucketKey{Entity: "hot", Resource: "api"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -264,7 +264,7 @@ func TestMultiProcessShardedBucket(t *testing.T) {
 	results := runWorkers(t, s, "sharded", []string{"hot", "hot", "hot"})
 	grants, allowed, window := bound(mpBucketLimit, results)
 	frac := float64(grants) / float64(allowed)
-	its := shardItems(t, s, mustNamespaceID(t, mustLimiter(t, s)), store.BucketKey{Entity: "hot", Resource: "api"})
+	its := shardItems(t, s, mustNamespaceID(t, s, tollgate.DefaultNamespace), store.BucketKey{Entity: "hot", Resource: "api"})
 	t.Logf("%d processes x %d goroutines, one bucket of %s split to %d shards: %d grants in %v, exact bound %d (%.1f%%)",
 		mpProcesses, mpGoroutines, mpBucketLimit, len(its), grants, window, allowed, 100*frac)
 	if grants > allowed {
@@ -331,7 +331,7 @@ func TestMultiProcessCascade(t *testing.T) {
 		t.Errorf("admitted only %.1f%% of the org's bound", 100*frac)
 	}
 	// The org's bucket agrees with the grants: its consumed counter is exact.
-	org, err := s.getItem(ctx, mustNamespaceID(t, admin), &target{key: store.BucketKey{Entity: "org", Resource: "api"}})
+	org, err := s.getItem(ctx, mustNamespaceID(t, s, admin.Namespace()), &target{key: store.BucketKey{Entity: "org", Resource: "api"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -340,17 +340,10 @@ func TestMultiProcessCascade(t *testing.T) {
 	}
 }
 
-func mustLimiter(t *testing.T, s *Store) *tollgate.Limiter {
-	lim, err := tollgate.New(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return lim
-}
-
-func mustNamespaceID(t *testing.T, lim *tollgate.Limiter) string {
+// mustNamespaceID returns the id of namespace ns of s.
+func mustNamespaceID(t *testing.T, s *Store, ns string) string {
 	t.Helper()
-	n, err := lim.GetNamespace(context.Background(), lim.Namespace())
+	n, err := s.GetNamespace(context.Background(), ns)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -39,7 +39,7 @@ func newShardScene(t *testing.T, tt *testTable, prefix string, attemptTimeout ti
 	s := &shardScene{limiterEnv: newLimiterEnv(t, c), sleeps: rec, org: prefix + ".org", key: prefix + ".key",
 		limits: tollgate.WithLimits(tollgate.PerMinute("rpm", 400))}
 	s.cascadePair(t, s.org, s.key)
-	id := bucketID{mustNamespaceID(t, s.lim), store.BucketKey{Entity: s.org, Resource: faultResource}}
+	id := bucketID{mustNamespaceID(t, s.c.Store, s.lim.Namespace()), store.BucketKey{Entity: s.org, Resource: faultResource}}
 	ctx := context.Background()
 	for i := 0; c.shardsOf(id) < 4; i++ {
 		if i == 100 {

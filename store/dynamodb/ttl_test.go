@@ -258,7 +258,7 @@ func TestBucketEntityAttributes(t *testing.T) {
 		entity, parent string
 		cascade        bool
 	}{{"key", "org", true}, {"org", "", false}, {"stranger", "", false}} {
-		it, err := s.getItem(ctx, mustNamespaceID(t, lim), &target{key: store.BucketKey{Entity: c.entity, Resource: "api"}})
+		it, err := s.getItem(ctx, mustNamespaceID(t, s, lim.Namespace()), &target{key: store.BucketKey{Entity: c.entity, Resource: "api"}})
 		if err != nil || it == nil {
 			t.Fatalf("%s: read bucket: %v", c.entity, err)
 		}

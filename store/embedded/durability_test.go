@@ -35,9 +35,14 @@ func newLimiter(s store.Store) (*tollgate.Limiter, error) {
 	return tollgate.New(s, tollgate.WithClock(clock.NewFake(time.UnixMilli(t0))))
 }
 
-// setUp writes the scenario's namespace, entities and configs.
-func setUp(ctx context.Context, lim *tollgate.Limiter) error {
-	if _, err := lim.RegisterNamespace(ctx, "tenant-a"); err != nil {
+// setUp writes the scenario's namespace, entities and configs, through
+// lim over s.
+func setUp(ctx context.Context, s store.Store, lim *tollgate.Limiter) error {
+	reg, err := tollgate.NewRegistry(s, tollgate.WithRegistryClock(clock.NewFake(time.UnixMilli(t0))))
+	if err != nil {
+		return err
+	}
+	if _, err := reg.Register(ctx, "tenant-a"); err != nil {
 		return err
 	}
 	for _, e := range []tollgate.Entity{
@@ -168,7 +173,7 @@ func TestRestartKeepsEverything(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := setUp(ctx, lim); err != nil {
+	if err := setUp(ctx, s, lim); err != nil {
 		t.Fatal(err)
 	}
 	for range 10 {
@@ -366,7 +371,7 @@ func TestBackup(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := setUp(ctx, lim); err != nil {
+	if err := setUp(ctx, s, lim); err != nil {
 		t.Fatal(err)
 	}
 	for _, e := range []string{"key-a", "key-a", "key-b"} {
@@ -407,7 +412,7 @@ func TestDeletesReachTheFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := setUp(ctx, lim); err != nil {
+	if err := setUp(ctx, s, lim); err != nil {
 		t.Fatal(err)
 	}
 	if err := acquire(t, lim, "key-a", 1).Commit(ctx); err != nil {
@@ -444,10 +449,14 @@ func TestDeletesReachTheFile(t *testing.T) {
 			}
 		}
 	}
-	if err := lim.DeleteNamespace(ctx, "tenant-a"); err != nil {
+	reg, err := tollgate.NewRegistry(s)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if err := lim.PurgeNamespace(ctx, "tenant-a", nil); err != nil {
+	if err := reg.Delete(ctx, "tenant-a"); err != nil {
+		t.Fatal(err)
+	}
+	if err := reg.Purge(ctx, "tenant-a", nil); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Close(); err != nil { // the final flush

@@ -238,16 +238,18 @@ func testNamespacePurge(t *testing.T, e *env) {
 	e.wantStored(key("org", "api"), "a", bucket.State{Tokens: 9_000})
 }
 
-// Through the limiter: the default namespace is created on first use, a
-// deleted namespace refuses work until recovered, and only a deleted one
-// can be purged.
+// Through a Registry and a limiter: a deleted namespace refuses work until
+// recovered, and only a deleted one can be purged.
 func testNamespaceLimiterLifecycle(t *testing.T, e *env) {
-	admin := e.limiter()
-	name := "t" + e.ns
-	if _, err := admin.RegisterNamespace(e.ctx, name); err != nil {
+	reg, err := tollgate.NewRegistry(e.s, tollgate.WithRegistryClock(e.clk))
+	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := admin.RegisterNamespace(e.ctx, name); !errors.Is(err, tollgate.ErrNamespaceExists) {
+	name := "t" + e.ns
+	if _, err := reg.Register(e.ctx, name); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := reg.Register(e.ctx, name); !errors.Is(err, tollgate.ErrNamespaceExists) {
 		t.Errorf("registering twice: %v, want ErrNamespaceExists", err)
 	}
 	lim, err := tollgate.New(e.s, tollgate.WithNamespace(name), tollgate.WithClock(e.clk), tollgate.WithCacheTTL(0))
@@ -256,31 +258,31 @@ func testNamespaceLimiterLifecycle(t *testing.T, e *env) {
 	}
 	opt := tollgate.WithLimits(tollgate.PerMinute("rpm", 5))
 	e.commit(e.acquire(lim, "k", "api", tollgate.Consume{"rpm": 2}, opt))
-	if err := admin.PurgeNamespace(e.ctx, name, nil); !errors.Is(err, tollgate.ErrInvalid) {
+	if err := reg.Purge(e.ctx, name, nil); !errors.Is(err, tollgate.ErrInvalid) {
 		t.Errorf("purging a live namespace: %v, want ErrInvalid", err)
 	}
-	if err := admin.DeleteNamespace(e.ctx, name); err != nil {
+	if err := reg.Delete(e.ctx, name); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := lim.Acquire(e.ctx, "k", "api", tollgate.Consume{"rpm": 1}, opt); !errors.Is(err, tollgate.ErrNamespaceDeleted) {
 		t.Errorf("acquire in a deleted namespace: %v, want ErrNamespaceDeleted", err)
 	}
-	if err := admin.RecoverNamespace(e.ctx, name); err != nil {
+	if err := reg.Recover(e.ctx, name); err != nil {
 		t.Fatal(err)
 	}
 	// Recovered with its data: 3 of 5 left.
 	e.wantAvailable(lim, "k", "api", "rpm", 3, opt)
-	if err := admin.DeleteNamespace(e.ctx, name); err != nil {
+	if err := reg.Delete(e.ctx, name); err != nil {
 		t.Fatal(err)
 	}
-	if err := admin.PurgeNamespace(e.ctx, name, nil); err != nil {
+	if err := reg.Purge(e.ctx, name, nil); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := lim.Acquire(e.ctx, "k", "api", tollgate.Consume{"rpm": 1}, opt); !errors.Is(err, tollgate.ErrNamespaceNotFound) {
 		t.Errorf("acquire in a purged namespace: %v, want ErrNamespaceNotFound", err)
 	}
 	// Re-registering the name gives a fresh, empty namespace.
-	if _, err := admin.RegisterNamespace(e.ctx, name); err != nil {
+	if _, err := reg.Register(e.ctx, name); err != nil {
 		t.Fatal(err)
 	}
 	e.wantAvailable(lim, "k", "api", "rpm", 5, opt)

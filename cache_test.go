@@ -1,0 +1,134 @@
+package tollgate_test
+
+import (
+	"context"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tollgate-rl/tollgate"
+	"github.com/tollgate-rl/tollgate/store/memory"
+)
+
+// withSystemLimits returns a limiter over a memory store whose system
+// config holds one rate limit, so that every entity's limits are resolved
+// through the config cache.
+func withSystemLimits(t testing.TB, opts ...tollgate.Option) (*tollgate.Limiter, func(time.Duration)) {
+	t.Helper()
+	lim, clk := newLim(t, memory.New(), opts...)
+	cfg := tollgate.Config{Limits: []tollgate.Limit{tollgate.PerMinute("rpm", 100)}}
+	if err := lim.SetConfig(context.Background(), tollgate.SystemScope(), cfg); err != nil {
+		t.Fatal(err)
+	}
+	return lim, clk.Advance
+}
+
+// peekEntities looks up the limits of entities key-from .. key-(to-1), one
+// resolution and one (unknown) entity each, writing nothing. It may run
+// on a goroutine of its own: it reports the first failure with Errorf.
+func peekEntities(t testing.TB, lim *tollgate.Limiter, from, to int) {
+	t.Helper()
+	for i := from; i < to; i++ {
+		if _, err := lim.Available(context.Background(), "key-"+strconv.Itoa(i), "api"); err != nil {
+			t.Errorf("Available(key-%d): %v", i, err)
+			return
+		}
+	}
+}
+
+func TestNewRejectsBadCacheSize(t *testing.T) {
+	for _, n := range []int{0, -1} {
+		_, err := tollgate.New(memory.New(), tollgate.WithCacheSize(n))
+		wantValidation(t, err, "cache_size")
+	}
+	for _, n := range []int{1, 3, 64, 1000} {
+		if _, err := tollgate.New(memory.New(), tollgate.WithCacheSize(n)); err != nil {
+			t.Errorf("WithCacheSize(%d): %v", n, err)
+		}
+	}
+}
+
+// A million distinct entities, each a resolution and an entity in the
+// cache, looked up from several goroutines, never make it hold more than
+// its size. (A tenth as many under the race detector, ten times slower.)
+func TestCacheStaysWithinItsSize(t *testing.T) {
+	const size, step, workers = 1000, 50_000, 4
+	entities := 1_000_000
+	if raceEnabled {
+		entities /= 10
+	}
+	lim, _ := withSystemLimits(t, tollgate.WithCacheSize(size))
+	for from := 0; from < entities; from += step {
+		var wg sync.WaitGroup
+		for w := range workers {
+			part := step / workers
+			wg.Go(func() { peekEntities(t, lim, from+w*part, from+(w+1)*part) })
+		}
+		wg.Wait()
+		if n := lim.CacheStats().Entries; n > size || n < size/2 {
+			t.Fatalf("after %d entities the cache holds %d entries, want at most %d (and at least half)", from+step, n, size)
+		}
+	}
+	if st := lim.CacheStats(); st.Misses < uint64(2*entities) {
+		t.Errorf("%d misses for %d new entities, want at least two each", st.Misses, entities)
+	}
+}
+
+// With the default size, the cache fills to DefaultCacheSize and no further.
+func TestCacheDefaultSize(t *testing.T) {
+	if testing.Short() || raceEnabled {
+		t.Skip("drives 300,000 entities")
+	}
+	lim, _ := withSystemLimits(t)
+	peekEntities(t, lim, 0, 3*tollgate.DefaultCacheSize)
+	if n := lim.CacheStats().Entries; n > tollgate.DefaultCacheSize || n < tollgate.DefaultCacheSize/2 {
+		t.Errorf("the cache holds %d entries, want at most %d (and at least half)", n, tollgate.DefaultCacheSize)
+	}
+}
+
+// Once entries have expired, a full shard drops them all when it needs
+// room, rather than one at random per insert.
+func TestCacheDropsExpiredEntries(t *testing.T) {
+	const size = 1000
+	lim, advance := withSystemLimits(t, tollgate.WithCacheSize(size))
+	peekEntities(t, lim, 0, 5*size) // every shard full
+	full := lim.CacheStats().Entries
+	advance(tollgate.DefaultCacheTTL + time.Second)
+	const fresh = 300 // 600 inserts: each of the 64 shards gets some
+	peekEntities(t, lim, 5*size, 5*size+fresh)
+	if n := lim.CacheStats().Entries; n > 2*fresh+size/10 {
+		t.Errorf("after the TTL and %d new entities the cache holds %d entries (%d before), want the expired ones gone", fresh, n, full)
+	}
+}
+
+// Entries evicted to make room are resolved again, and to the same limits.
+func TestCacheEvictedEntriesResolveAgain(t *testing.T) {
+	ctx := context.Background()
+	lim, _ := newLim(t, memory.New(), tollgate.WithCacheSize(16))
+	const entities = 100
+	for i := range entities {
+		id := "key-" + strconv.Itoa(i)
+		if _, err := lim.CreateEntity(ctx, tollgate.Entity{ID: id}); err != nil {
+			t.Fatal(err)
+		}
+		cfg := tollgate.Config{Limits: []tollgate.Limit{tollgate.PerMinute("rpm", int64(i+1))}}
+		if err := lim.SetConfig(ctx, tollgate.EntityScope(id, "api"), cfg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for round := range 3 {
+		for i := range entities {
+			st, err := lim.Available(ctx, "key-"+strconv.Itoa(i), "api")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(st) != 1 || st[0].Capacity != int64(i+1) || st[0].Entity != "key-"+strconv.Itoa(i) {
+				t.Fatalf("round %d: key-%d's statuses %+v, want one of capacity %d", round, i, st, i+1)
+			}
+		}
+		if n := lim.CacheStats().Entries; n > 16 {
+			t.Fatalf("round %d: %d entries, more than the size 16", round, n)
+		}
+	}
+}
