@@ -1,23 +1,21 @@
 package model
 
-import (
-	"errors"
-	"fmt"
-)
+import "fmt"
 
-// Errors of durable leases (docs/design/quota-broker.md). ErrLeaseExpired
-// matches ErrLeaseClosed too: an expired lease is one that has ended.
+// Errors of durable leases (docs/design/quota-broker.md), all domain errors
+// (ErrDomain). ErrLeaseExpired matches ErrLeaseClosed too: an expired lease
+// is one that has ended.
 var (
 	// ErrLeaseNotFound reports a lease id with no record: never granted,
 	// already ended, or of another namespace.
-	ErrLeaseNotFound = errors.New("lease not found")
+	ErrLeaseNotFound = NewDomainError("lease not found")
 	// ErrLeaseExists reports a lease record created with an id that is
 	// taken; the acquire that carried it debited nothing.
-	ErrLeaseExists = errors.New("lease already exists")
+	ErrLeaseExists = NewDomainError("lease already exists")
 	// ErrLeaseConflict reports a change or an ending of a lease record that
 	// is no longer as the caller read it (another process changed it, or
 	// it has not expired when the ending required it to).
-	ErrLeaseConflict = errors.New("lease changed concurrently")
+	ErrLeaseConflict = NewDomainError("lease changed concurrently")
 	// ErrLeaseExpired reports use of a lease that the reconciler ended
 	// because its expiry passed.
 	ErrLeaseExpired = fmt.Errorf("lease expired: %w", ErrLeaseClosed)

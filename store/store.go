@@ -49,6 +49,10 @@ type Buckets interface {
 	// ReadBuckets returns the stored record of each key, nil where none exists,
 	// without refilling.
 	ReadBuckets(ctx context.Context, ns string, keys []BucketKey) ([]*Record, error)
+	// Penalize empties the checked limits of one bucket (every part of
+	// it) until req.Until, for every process (see Penalize, the helper). A
+	// missing bucket is created, as Consume creates it.
+	Penalize(ctx context.Context, ns string, req *PenaltyRequest) error
 }
 
 // Configs holds stored limits at the four levels named by model.Scope.

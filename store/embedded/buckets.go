@@ -62,6 +62,18 @@ func (s *Store) ApplyDeltas(ctx context.Context, ns string, deltas []store.Delta
 	return tableErr(s.buckets.ApplyDeltas(ns, deltas))
 }
 
+// Penalize implements store.Buckets.
+func (s *Store) Penalize(ctx context.Context, ns string, req *store.PenaltyRequest) error {
+	if err := s.check(ctx); err != nil {
+		return err
+	}
+	k := req.Bucket.Key
+	if err := errors.Join(checkNS(ns), checkPair("bucket", k.Entity, k.Resource)); err != nil {
+		return err
+	}
+	return tableErr(s.buckets.Penalize(ns, req))
+}
+
 // ReadBuckets implements store.Buckets.
 func (s *Store) ReadBuckets(ctx context.Context, ns string, keys []store.BucketKey) ([]*store.Record, error) {
 	if err := s.check(ctx); err != nil {

@@ -391,3 +391,11 @@ func cloneMap(m map[string]string) map[string]string {
 	}
 	return out
 }
+
+// Penalize implements store.Buckets.
+func (s *Store) Penalize(ctx context.Context, ns string, req *store.PenaltyRequest) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return s.buckets.Penalize(ns, req)
+}

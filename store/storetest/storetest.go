@@ -68,6 +68,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store, opts ...Option) 
 		{"Cascade", cascadeCases()},
 		{"Concurrency", concurrencyCases()},
 		{"Leases", leaseCases()},
+		{"Penalties", penaltyCases()},
 	}
 	for _, g := range groups {
 		if o.groups != nil && !o.groups[g.name] {
@@ -96,7 +97,7 @@ type options struct{ groups map[string]bool }
 
 // Groups runs only the named groups of cases ("Buckets", "Configs",
 // "Entities", "Audit", "Namespaces", "Limiter", "Cascade", "Concurrency",
-// "Leases"):
+// "Leases", "Penalties"):
 // for running a second configuration of a backend without repeating its
 // slowest cases. A backend's main run must run them all.
 func Groups(names ...string) Option {

@@ -531,3 +531,23 @@ func (t *Table) RequeueGone(id ID) {
 func (t *Table) Close() {
 	t.closed.Store(true)
 }
+
+// Penalize applies req to namespace ns as store.Buckets.Penalize says
+// (see store.Penalize), under the bucket's shard lock. It fails only with
+// ErrClosed, having changed nothing.
+func (t *Table) Penalize(ns string, req *store.PenaltyRequest) error {
+	k := req.Bucket.Key
+	id := ID{ns, k.Entity, k.Resource}
+	h, sh := t.locate(id)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if t.closed.Load() {
+		return ErrClosed
+	}
+	e := sh.entry(h, id, req.Now)
+	store.Penalize(&e.rec, req)
+	if t.track {
+		sh.markDirty(id, e)
+	}
+	return nil
+}

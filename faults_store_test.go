@@ -6,7 +6,8 @@ import (
 	"github.com/tollgate-rl/tollgate/store"
 )
 
-// Lease method names understood by faultStore.
+// Store method names understood by faultStore, beyond those of faults_test.go:
+// the durable leases and penalties.
 const (
 	mGetLease    = "GetLease"
 	mUpdateLease = "UpdateLease"
@@ -40,4 +41,13 @@ func (f *faultStore) ListLeases(ctx context.Context, ns string, q store.LeaseQue
 		return nil, "", err
 	}
 	return f.inner.ListLeases(ctx, ns, q)
+}
+
+const mPenalize = "Penalize"
+
+func (f *faultStore) Penalize(ctx context.Context, ns string, req *store.PenaltyRequest) error {
+	if err := f.enter(mPenalize); err != nil {
+		return err
+	}
+	return f.inner.Penalize(ctx, ns, req)
 }
