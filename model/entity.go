@@ -176,4 +176,7 @@ const (
 	// ActionLeaseExpired records a lease the reconciler ended because its
 	// holder did not end it before its expiry.
 	ActionLeaseExpired = "lease.expired"
+	// ActionLimitPenalize records limits emptied until a time (a vendor's
+	// 429 with its own retry-after): who, why, until when, which limits.
+	ActionLimitPenalize = "limit.penalize"
 )

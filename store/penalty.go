@@ -1,6 +1,9 @@
 package store
 
-import "github.com/tollgate-rl/tollgate/bucket"
+import (
+	"github.com/tollgate-rl/tollgate/bucket"
+	"github.com/tollgate-rl/tollgate/model"
+)
 
 // PenaltyRequest empties limits of one bucket until a time: what a caller
 // asks when a vendor answered 429 with its own retry-after, so that no
@@ -12,6 +15,13 @@ type PenaltyRequest struct {
 	// those with Check set (refilling limits only) are emptied. Amounts
 	// are ignored.
 	Bucket BucketRequest
+	// Event, if not nil, is appended to the audit log once the penalty is
+	// applied (model.ActionLimitPenalize): who emptied the limits, and why.
+	// A backend that fails after applying the penalty (DynamoDB, whose
+	// shard writes and event are separate calls) may leave it without its
+	// event; a penalty to the same time changes nothing a second time, so
+	// the caller's retry records the event and nothing else.
+	Event *model.AuditEvent
 }
 
 // Penalize applies req to r: it prepares r at req.Now as Consume does

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/tollgate-rl/tollgate/bucket"
@@ -18,7 +19,9 @@ import (
 // stored full tick is lower and the parameters are those it was computed
 // for: a limit already emptier (a longer penalty, a debt) is left as it
 // is. The ttl is raised to cover the new full time. A failed condition
-// returns the item, and the shard is planned again from it.
+// returns the item, and the shard is planned again from it. The audit
+// event, if any, is put last: a penalty without its event (the put failed)
+// is retried by the caller, which changes no shard a second time.
 func (s *Store) Penalize(ctx context.Context, ns string, req *store.PenaltyRequest) error {
 	br := &req.Bucket
 	zero := store.BucketRequest{Key: br.Key, Entity: br.Entity, Limits: make([]store.LimitRequest, len(br.Limits))}
@@ -32,6 +35,16 @@ func (s *Store) Penalize(ctx context.Context, ns string, req *store.PenaltyReque
 		if err := s.penalizeShard(ctx, itemID{ns, br.Key, shard}, req); err != nil {
 			return err
 		}
+	}
+	if req.Event == nil {
+		return nil
+	}
+	it, err := encodeAudit(ns, *req.Event)
+	if err != nil {
+		return err
+	}
+	if _, err := s.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: &s.table, Item: it}); err != nil {
+		return fmt.Errorf("dynamodb: penalty audit event: %w", err)
 	}
 	return nil
 }

@@ -71,7 +71,21 @@ func (s *Store) Penalize(ctx context.Context, ns string, req *store.PenaltyReque
 	if err := errors.Join(checkNS(ns), checkPair("bucket", k.Entity, k.Resource)); err != nil {
 		return err
 	}
-	return tableErr(s.buckets.Penalize(ns, req))
+	if req.Event == nil {
+		return tableErr(s.buckets.Penalize(ns, req))
+	}
+	if err := checkPair("audit event", req.Event.Entity, req.Event.ID); err != nil {
+		return err
+	}
+	// As EndLease: holding flushMu keeps other flushes out, so the flush
+	// below writes the penalized bucket and its event in one transaction.
+	s.flushMu.Lock()
+	defer s.flushMu.Unlock()
+	if err := s.buckets.Penalize(ns, req); err != nil {
+		return tableErr(err)
+	}
+	s.unwritten = append(s.unwritten, nsEvent{ns, *req.Event})
+	return s.flushLocked()
 }
 
 // ReadBuckets implements store.Buckets.

@@ -392,10 +392,19 @@ func cloneMap(m map[string]string) map[string]string {
 	return out
 }
 
-// Penalize implements store.Buckets.
+// Penalize implements store.Buckets. The audit event is appended after
+// the penalty; nothing can fail in between, so both happen.
 func (s *Store) Penalize(ctx context.Context, ns string, req *store.PenaltyRequest) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	return s.buckets.Penalize(ns, req)
+	if err := s.buckets.Penalize(ns, req); err != nil {
+		return err
+	}
+	if req.Event != nil {
+		s.mu.Lock()
+		s.ns(ns, true).appendAudit(*req.Event)
+		s.mu.Unlock()
+	}
+	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/tollgate-rl/tollgate/bucket"
+	"github.com/tollgate-rl/tollgate/model"
 	"github.com/tollgate-rl/tollgate/store"
 )
 
@@ -15,6 +16,7 @@ func penaltyCases() []testCase {
 		{"LongerPenaltyKept", testPenaltyLongerKept},
 		{"OnlyCheckedRefillingLimits", testPenaltyOnlyChecked},
 		{"MissingBucketCreated", testPenaltyMissingBucket},
+		{"AuditEventListed", testPenaltyAudit},
 	}
 }
 
@@ -23,7 +25,14 @@ var rpm100 = rate(100_000, 100_000, 60_000)
 
 func (e *env) penalize(now, until int64, b store.BucketRequest) {
 	e.t.Helper()
-	req := &store.PenaltyRequest{Now: now, Until: until, Bucket: store.BucketRequest{Key: b.Key, Limits: append([]store.LimitRequest(nil), b.Limits...)}}
+	e.penalizeWith(now, until, b, nil)
+}
+
+// penalizeWith penalizes with an audit event (nil: none).
+func (e *env) penalizeWith(now, until int64, b store.BucketRequest, ev *model.AuditEvent) {
+	e.t.Helper()
+	req := &store.PenaltyRequest{Now: now, Until: until, Bucket: store.BucketRequest{Key: b.Key, Limits: append([]store.LimitRequest(nil), b.Limits...)},
+		Event: ev}
 	for cur := e.latest.Load(); now > cur && !e.latest.CompareAndSwap(cur, now); cur = e.latest.Load() {
 	}
 	if err := e.s.Penalize(e.ctx, e.ns, req); err != nil {
@@ -69,4 +78,22 @@ func testPenaltyMissingBucket(t *testing.T, e *env) {
 	e.deny(T0+5_999, breq(k, checked("rpm", rpm100, 1)))
 	e.wantTokensAt(k, "rpm", T0+6_000, 0)
 	e.wantTokensAt(k, "rpm", T0+66_000, 100_000)
+}
+
+// A penalty's audit event is listed under its entity, with the penalty in
+// effect; one without an event adds none.
+func testPenaltyAudit(t *testing.T, e *env) {
+	k := key("key-1", "openai")
+	e.penalize(T0, T0+5_000, breq(k, checked("rpm", rpm100, 0)))
+	if evs := e.audit("key-1"); len(evs) != 0 {
+		t.Fatalf("a penalty without an event listed %v", eventIDs(evs))
+	}
+	ev := e.event(model.ActionLimitPenalize, "key-1", "openai")
+	ev.Details = map[string]string{"reason": "vendor 429", "until": "2030-01-01T00:00:10Z", "limits": "rpm"}
+	e.penalizeWith(T0+1000, T0+10_000, breq(k, checked("rpm", rpm100, 0)), &ev)
+	e.deny(T0+9_999, breq(k, checked("rpm", rpm100, 1)))
+	evs := e.audit("key-1")
+	if len(evs) != 1 || !sameEvent(evs[0], ev) {
+		t.Fatalf("ListAudit(key-1) = %+v, want the penalty's event %+v", evs, ev)
+	}
 }
