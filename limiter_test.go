@@ -989,16 +989,18 @@ func TestAcquireCommitAllocs(t *testing.T) {
 		lim, _ := newLim(t, memory.New())
 		wantAtMostOneAlloc(t, lim, "k", c, big)
 	})
+	// Three rate limits: a concurrency token would make the lease durable,
+	// and its record is allocated (see TestDurableAcquireAllocs).
 	t.Run("three limits and a cascade", func(t *testing.T) {
 		lim, _ := newLim(t, memory.New())
 		setLimits(t, lim, tollgate.ResourceScope("api"), tollgate.PerMinute("rpm", 1_000_000_000),
-			tollgate.PerMinute("tpm", 1_000_000_000), tollgate.ConcurrencyLimit("inflight", 1_000_000))
+			tollgate.PerMinute("tpm", 1_000_000_000), tollgate.PerSecond("rps", 1_000_000_000), tollgate.ConcurrencyLimit("inflight", 1_000_000))
 		for _, e := range []tollgate.Entity{{ID: "org"}, {ID: "key", ParentID: "org", Cascade: true}} {
 			if _, err := lim.CreateEntity(ctx, e); err != nil {
 				t.Fatal(err)
 			}
 		}
-		c3 := tollgate.Consume{"rpm": 1, "tpm": 100, "inflight": 1}
+		c3 := tollgate.Consume{"rpm": 1, "tpm": 100, "rps": 1}
 		wantAtMostOneAlloc(t, lim, "key", c3)
 	})
 	t.Run("stored config", func(t *testing.T) {

@@ -12,6 +12,9 @@ const (
 	MaxMetadataKeyLen  = 64
 	MaxMetadataValLen  = 1024
 	MaxPrincipalLen    = 256
+	// MaxHolderLen bounds a durable lease's holder (a host and process,
+	// a server id).
+	MaxHolderLen = 256
 )
 
 // DefaultResource names an entity's default configuration, used for every
