@@ -12,6 +12,8 @@ const (
 	MaxMetadataKeyLen  = 64
 	MaxMetadataValLen  = 1024
 	MaxPrincipalLen    = 256
+	// MaxReasonLen bounds the reason of a penalty, kept in its audit event.
+	MaxReasonLen = 1024
 	// MaxHolderLen bounds a durable lease's holder (a host and process,
 	// a server id).
 	MaxHolderLen = 256
