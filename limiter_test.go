@@ -1009,3 +1009,29 @@ func TestAcquireCommitAllocs(t *testing.T) {
 		wantAtMostOneAlloc(t, lim, "k", c)
 	})
 }
+
+// A durable lease allocates its record (with a copy in the memory store)
+// and id: a bound, so that the cost does not creep up unnoticed.
+func TestDurableAcquireAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("allocation counts are meaningless under -race (sync.Pool drops items)")
+	}
+	ctx := context.Background()
+	lim, _ := newLim(t, memory.New())
+	opt := tollgate.WithLimits(tollgate.PerMinute("rpm", 1_000_000_000), tollgate.ConcurrencyLimit("inflight", 1_000_000))
+	c := tollgate.Consume{"rpm": 1, "inflight": 1}
+	mustAcquire(t, lim, "k", "api", c, opt).Commit(ctx)
+	allocs := testing.AllocsPerRun(200, func() {
+		le, err := lim.Acquire(ctx, "k", "api", c, opt)
+		if err != nil {
+			panic(err)
+		}
+		if err := le.Commit(ctx); err != nil {
+			panic(err)
+		}
+	})
+	t.Logf("durable Acquire+Commit: %.1f allocations", allocs)
+	if allocs > 12 {
+		t.Errorf("durable Acquire+Commit allocates %.1f times, want <= 12", allocs)
+	}
+}
