@@ -618,9 +618,12 @@ func TestCostLimiterLease(t *testing.T) {
 	})
 }
 
-// TestCostConcurrencyRelease: committing a lease that holds concurrency
-// tokens returns them with one UpdateItem per bucket, even without
-// adjustments.
+// TestCostConcurrencyRelease: a lease that holds concurrency tokens is
+// durable through the limiter: its acquire is one TransactWriteItems (the
+// buckets' debits and the lease record), and its commit another (the record
+// deleted, the tokens returned), even without adjustments: one call each
+// for a cascade, where a lease held in memory alone took one UpdateItem per
+// bucket each way.
 func TestCostConcurrencyRelease(t *testing.T) {
 	tt := newTestTable(t)
 	ctx := context.Background()
@@ -634,7 +637,7 @@ func TestCostConcurrencyRelease(t *testing.T) {
 	e.c.calls.take()
 
 	le := e.acquire(t, "key", "batch", one, limits)
-	expectCalls(t, "warm cascade acquire with a concurrency limit", e.c.calls.take(), map[string]int{"UpdateItem": 2})
+	expectCalls(t, "warm cascade acquire with a concurrency limit", e.c.calls.take(), map[string]int{"TransactWriteItems": 1})
 	expectAvailable(t, "while held", e.available(t, "key", "batch", limits), map[string]int64{
 		"key/jobs": 9, "key/rpm": 98, "org/jobs": 9, "org/rpm": 98,
 	})
@@ -642,7 +645,7 @@ func TestCostConcurrencyRelease(t *testing.T) {
 	if err := le.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
-	expectCalls(t, "commit returning concurrency tokens", e.c.calls.take(), map[string]int{"UpdateItem": 2})
+	expectCalls(t, "commit returning concurrency tokens", e.c.calls.take(), map[string]int{"TransactWriteItems": 1})
 	expectAvailable(t, "after commit", e.available(t, "key", "batch", limits), map[string]int64{
 		"key/jobs": 10, "key/rpm": 98, "org/jobs": 10, "org/rpm": 98,
 	})
