@@ -24,6 +24,11 @@ type acquireOptions struct {
 	explicit bool
 	ex       *explicitLimits
 	mode     model.OnUnavailable
+	// durable asks for a lease record even without concurrency tokens;
+	// expiry (set when hasExpiry is) overrides the limiter's default.
+	durable   bool
+	hasExpiry bool
+	expiry    time.Duration
 }
 
 // explicitLimits are the limits of one WithLimits option, prepared once.
@@ -56,10 +61,32 @@ func WithOnUnavailable(mode OnUnavailable) AcquireOption {
 	return func(o *acquireOptions) { o.mode = mode }
 }
 
+// WithDurableLease makes the acquire record its lease in the store, as an
+// acquire that takes concurrency tokens always does: the lease then has an
+// ID, which another process can resume (Limiter.ResumeLease), and an
+// expiry, after which a reconciler commits it. Without it a rate-only
+// lease is held in this process alone and costs no extra write.
+func WithDurableLease() AcquireOption { return func(o *acquireOptions) { o.durable = true } }
+
+// WithLeaseExpiry sets how long this acquire's durable lease lives unless
+// extended (default: the limiter's, see WithDefaultLeaseExpiry), from
+// MinLeaseExpiry to MaxLeaseExpiry; outside that range the call is a
+// *ValidationError naming lease_expiry. It does not make a lease durable:
+// a lease without a record never expires.
+func WithLeaseExpiry(d time.Duration) AcquireOption {
+	return func(o *acquireOptions) { o.hasExpiry, o.expiry = true, d }
+}
+
 // Acquire checks and debits consume against every limit in effect for entity
 // and resource, and for the cascade ancestors of entity, all or nothing. On
 // success the consumption is already written and the returned Lease must be
 // ended with Commit or Rollback (concurrency limits are returned then).
+//
+// A lease that takes concurrency tokens (or asked for WithDurableLease) is
+// durable: its record is written with the debit, in one atomic step of the
+// store, with an expiry (WithLeaseExpiry). If the holder dies, or does not
+// end or Extend the lease in time, a reconciler (package reconcile) commits
+// it and its tokens come back. A degraded lease has no record.
 //
 // A denial is a *RateLimitExceeded (errors.Is(err, ErrRateLimited)) listing
 // every limit's status; nothing was consumed. Bad input, including an amount
@@ -78,7 +105,11 @@ func (l *Limiter) Acquire(ctx context.Context, entity, resource string, consume 
 	ns, err := l.plan(ctx, d, entity, resource, consume, now)
 	if err == nil {
 		var granted bool
-		granted, err = l.store.Consume(ctx, d.ns, &d.req)
+		if d.holds || d.opts.durable {
+			granted, err = l.consumeDurable(ctx, d, now)
+		} else {
+			granted, err = l.store.Consume(ctx, d.ns, &d.req)
+		}
 		switch {
 		case err == nil && granted:
 			return d.newLease(entity, resource), nil
@@ -109,6 +140,11 @@ func (l *Limiter) plan(ctx context.Context, d *leaseData, entity, resource strin
 	}
 	if err := model.ValidateResource(resource); err != nil {
 		return "", err
+	}
+	if d.opts.hasExpiry {
+		if err := checkLeaseExpiry(d.opts.expiry); err != nil {
+			return "", err
+		}
 	}
 	var explicit []prepared
 	if d.opts.explicit {
@@ -175,8 +211,8 @@ func (l *Limiter) plan(ctx context.Context, d *leaseData, entity, resource strin
 			} else if amount > p.params.Capacity {
 				return ns, exceedsCapacity(p.limit, id, bucket.Tokens(amount))
 			}
-			if p.params.Amount == 0 {
-				d.holds = true
+			if p.params.Amount == 0 && amount > 0 {
+				d.holds = true // a concurrency token taken: the lease is durable
 			}
 			// Field by field, in place: copying a whole struct goes
 			// through the bulk write barrier while the GC marks.

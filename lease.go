@@ -2,6 +2,7 @@ package tollgate
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -38,9 +39,17 @@ type leaseData struct {
 	mu   sync.Mutex
 	opts acquireOptions
 	req  store.ConsumeRequest
-	// holds is set when req holds concurrency tokens, which the ending
+	// holds is set when req takes concurrency tokens, which the ending
 	// returns: without it and without adjustments, Commit writes nothing.
-	holds   bool
+	// It makes the lease durable.
+	holds bool
+	// rec is the durable lease's record as this lease last wrote or read
+	// it (nil: the lease has none, and lives in this process alone). Its
+	// Pending is what the store holds; pending may have more (Sync).
+	rec *store.LeaseRecord
+	// resumed is set for a lease that ResumeLease loaded: req was rebuilt
+	// from the record, without the balances Statuses reports.
+	resumed bool
 	limits  []store.LimitRequest // the array of req's limits
 	amounts []int64              // scratch: the entity's amounts per limit, millitokens
 	pending []adjustment         // unwritten adjustments, millitokens
@@ -146,6 +155,10 @@ func (d *leaseData) release() {
 	}
 	d.req.Buckets = d.req.Buckets[:0]
 	d.holds = false
+	d.opts.durable, d.opts.hasExpiry = false, false
+	if d.rec != nil {
+		d.rec, d.resumed = nil, false
+	}
 	d.pending = d.pending[:0]
 	d.deltas = d.deltas[:0]
 	d.applied = d.applied[:0]
@@ -206,14 +219,15 @@ func (le *Lease) Degraded() bool { return le.d.cause != nil }
 func (le *Lease) Cause() error { return le.d.cause }
 
 // Statuses reports every limit the lease debited, with balances just after
-// the grant. A degraded or ended lease has none.
+// the grant. A degraded or ended lease has none, nor has a resumed one
+// (ResumeLease), whose grant this process did not see.
 func (le *Lease) Statuses() []Status {
 	d, ok := le.open()
 	if !ok {
 		return nil
 	}
 	defer d.mu.Unlock()
-	if len(d.req.Buckets) == 0 {
+	if len(d.req.Buckets) == 0 || d.resumed {
 		return nil
 	}
 	return d.lim.statuses(&d.req, true)
@@ -299,32 +313,45 @@ func (le *Lease) Consumed() Consume {
 // Commit writes pending adjustments and returns the lease's concurrency
 // tokens. If the store fails, Commit returns the error and the lease stays
 // open, so Commit (or Rollback) can be called again.
+//
+// A durable lease ends in one atomic step that deletes its record. If the
+// record is gone (a reconciler took the lease after its expiry, or another
+// process ended it), Commit writes nothing and returns an error matching
+// ErrLeaseExpired (and so ErrLeaseClosed), and the lease is ended here too.
 func (le *Lease) Commit(ctx context.Context) error { return le.end(ctx, false) }
 
 // Rollback gives back everything the lease consumed, in every bucket, and
 // discards pending adjustments. If the store fails, Rollback returns the error
-// and the lease stays open.
+// and the lease stays open. A durable lease ended elsewhere is reported as
+// by Commit.
 func (le *Lease) Rollback(ctx context.Context) error { return le.end(ctx, true) }
 
 // end ends the lease: it writes what the outcome (commit, or rollback)
-// needs, then recycles the lease's state.
+// needs, then recycles the lease's state. An error that says the lease
+// ended elsewhere (ErrLeaseClosed) recycles it too: there is nothing left
+// to retry.
 func (le *Lease) end(ctx context.Context, rollback bool) error {
 	d, ok := le.open()
 	if !ok {
 		return model.ErrLeaseClosed
 	}
+	var err error
+	switch {
+	case d.rec != nil:
+		err = le.endDurable(ctx, d, rollback)
 	// A commit without adjustments, of a lease that holds no concurrency
 	// tokens and has written nothing yet, wants no change anywhere (see
 	// outcome): the common lease ends without looking at its limits.
-	if rollback || d.holds || len(d.pending) > 0 || len(d.applied) > 0 {
-		if err := le.write(ctx, d, rollback); err != nil {
-			d.mu.Unlock()
-			return err
-		}
+	case rollback || d.holds || len(d.pending) > 0 || len(d.applied) > 0:
+		err = le.write(ctx, d, rollback)
+	}
+	if err != nil && !errors.Is(err, model.ErrLeaseClosed) {
+		d.mu.Unlock()
+		return err
 	}
 	d.release()
 	d.mu.Unlock()
-	return nil
+	return err
 }
 
 // outcome returns the net change that ending the lease wants for lr,

@@ -230,15 +230,16 @@ func TestLeaseCommitWritesNothingWithoutAdjustments(t *testing.T) {
 			t.Errorf("%s: Commit wrote %d times, want 0", entity, n)
 		}
 	}
-	// With a concurrency limit, Commit returns its token.
+	// With a concurrency limit the lease is durable, and Commit returns
+	// its token in one EndLease that deletes its record.
 	slots := tollgate.WithLimits(tollgate.PerMinute("rpm", 100), tollgate.ConcurrencyLimit("inflight", 1))
 	le := mustAcquire(t, lim, "solo", "api", tollgate.Consume{"rpm": 1, "inflight": 1}, slots)
 	fs.resetCounts()
 	if err := le.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if n := fs.count(mApplyDeltas); n != 1 {
-		t.Errorf("Commit of a lease holding a concurrency token wrote %d times, want 1", n)
+	if n, e := fs.count(mApplyDeltas), fs.count(mEndLease); n != 0 || e != 1 {
+		t.Errorf("Commit of a lease holding a concurrency token: %d ApplyDeltas, %d EndLease; want 0 and 1", n, e)
 	}
 	if got := availableOf(t, lim, "solo", "api", "inflight", slots); got != 1 {
 		t.Errorf("inflight after Commit = %d, want 1 (returned)", got)

@@ -29,6 +29,7 @@ package tollgate
 import (
 	"crypto/rand"
 	"io"
+	"os"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -53,6 +54,19 @@ const DefaultNamespace = "default"
 const (
 	DefaultCacheTTL              = 60 * time.Second
 	DefaultConcurrencyRetryAfter = 100 * time.Millisecond
+	// DefaultLeaseExpiry is how long a durable lease lives unless extended
+	// (WithDefaultLeaseExpiry, WithLeaseExpiry, Lease.Extend): long enough
+	// for most calls, short enough that a crashed holder's slots come back
+	// within minutes.
+	DefaultLeaseExpiry = 5 * time.Minute
+)
+
+// Bounds of a durable lease's expiry, as the server's lease TTL is bounded:
+// under a second a holder could hardly extend in time; a day is past any
+// call a slot should cover.
+const (
+	MinLeaseExpiry = time.Second
+	MaxLeaseExpiry = 24 * time.Hour
 )
 
 // A Limiter enforces limits against a store. It is safe for concurrent use.
@@ -71,6 +85,11 @@ type Limiter struct {
 	fail failMode
 
 	leases sync.Pool // of *leaseData
+
+	// holder names this process in durable lease records; leaseExpiry is
+	// their default lifetime.
+	holder      string
+	leaseExpiry time.Duration
 
 	idMu    sync.Mutex
 	entropy io.Reader
@@ -104,6 +123,16 @@ func WithConcurrencyRetryAfter(d time.Duration) Option {
 	return func(l *Limiter) { l.concurrencyRetry = d }
 }
 
+// WithHolder sets who this limiter's durable lease records say acquired
+// them (default: the host name and process id, as "host/pid"), for
+// operators and the reconciler's audit events. At most 256 bytes.
+func WithHolder(holder string) Option { return func(l *Limiter) { l.holder = holder } }
+
+// WithDefaultLeaseExpiry sets how long a durable lease lives unless the
+// acquire says otherwise (WithLeaseExpiry) or the holder extends it
+// (default DefaultLeaseExpiry); MinLeaseExpiry to MaxLeaseExpiry.
+func WithDefaultLeaseExpiry(d time.Duration) Option { return func(l *Limiter) { l.leaseExpiry = d } }
+
 // New returns a Limiter over s.
 func New(s store.Store, opts ...Option) (*Limiter, error) {
 	if s == nil {
@@ -116,6 +145,8 @@ func New(s store.Store, opts ...Option) (*Limiter, error) {
 		cache:            newCache(),
 		concurrencyRetry: DefaultConcurrencyRetryAfter,
 		entropy:          ulid.Monotonic(rand.Reader, 0),
+		holder:           defaultHolder(),
+		leaseExpiry:      DefaultLeaseExpiry,
 	}
 	for _, o := range opts {
 		o(l)
@@ -131,10 +162,37 @@ func New(s store.Store, opts ...Option) (*Limiter, error) {
 		return nil, model.Invalid("cache_size", strconv.Itoa(l.cache.size), "must be positive")
 	case l.concurrencyRetry <= 0:
 		return nil, model.Invalid("concurrency_retry_after", l.concurrencyRetry.String(), "must be positive")
+	case len(l.holder) > model.MaxHolderLen:
+		return nil, model.Invalid("holder", l.holder, "longer than "+strconv.Itoa(model.MaxHolderLen)+" bytes")
+	}
+	if err := checkLeaseExpiry(l.leaseExpiry); err != nil {
+		return nil, err
 	}
 	l.cache.init()
 	l.fail.ttl = l.cache.ttl
 	return l, nil
+}
+
+// defaultHolder names this process: its host and process id, cut to
+// model.MaxHolderLen bytes (a host name may take 255).
+func defaultHolder() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "unknown-host"
+	}
+	h := host + "/" + strconv.Itoa(os.Getpid())
+	if len(h) > model.MaxHolderLen {
+		h = h[len(h)-model.MaxHolderLen:] // keep the pid, which tells processes of one host apart
+	}
+	return h
+}
+
+// checkLeaseExpiry checks a durable lease's lifetime.
+func checkLeaseExpiry(d time.Duration) error {
+	if d < MinLeaseExpiry || d > MaxLeaseExpiry {
+		return model.Invalid("lease_expiry", d.String(), "must be "+MinLeaseExpiry.String()+" to "+MaxLeaseExpiry.String())
+	}
+	return nil
 }
 
 // Namespace returns the namespace the limiter works in.

@@ -989,16 +989,18 @@ func TestAcquireCommitAllocs(t *testing.T) {
 		lim, _ := newLim(t, memory.New())
 		wantAtMostOneAlloc(t, lim, "k", c, big)
 	})
+	// Three rate limits: a concurrency token would make the lease durable,
+	// and its record is allocated (see TestDurableAcquireAllocs).
 	t.Run("three limits and a cascade", func(t *testing.T) {
 		lim, _ := newLim(t, memory.New())
 		setLimits(t, lim, tollgate.ResourceScope("api"), tollgate.PerMinute("rpm", 1_000_000_000),
-			tollgate.PerMinute("tpm", 1_000_000_000), tollgate.ConcurrencyLimit("inflight", 1_000_000))
+			tollgate.PerMinute("tpm", 1_000_000_000), tollgate.PerSecond("rps", 1_000_000_000), tollgate.ConcurrencyLimit("inflight", 1_000_000))
 		for _, e := range []tollgate.Entity{{ID: "org"}, {ID: "key", ParentID: "org", Cascade: true}} {
 			if _, err := lim.CreateEntity(ctx, e); err != nil {
 				t.Fatal(err)
 			}
 		}
-		c3 := tollgate.Consume{"rpm": 1, "tpm": 100, "inflight": 1}
+		c3 := tollgate.Consume{"rpm": 1, "tpm": 100, "rps": 1}
 		wantAtMostOneAlloc(t, lim, "key", c3)
 	})
 	t.Run("stored config", func(t *testing.T) {
@@ -1006,4 +1008,30 @@ func TestAcquireCommitAllocs(t *testing.T) {
 		setLimits(t, lim, tollgate.ResourceScope("api"), tollgate.PerMinute("rpm", 1_000_000_000))
 		wantAtMostOneAlloc(t, lim, "k", c)
 	})
+}
+
+// A durable lease allocates its record (with a copy in the memory store)
+// and id: a bound, so that the cost does not creep up unnoticed.
+func TestDurableAcquireAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("allocation counts are meaningless under -race (sync.Pool drops items)")
+	}
+	ctx := context.Background()
+	lim, _ := newLim(t, memory.New())
+	opt := tollgate.WithLimits(tollgate.PerMinute("rpm", 1_000_000_000), tollgate.ConcurrencyLimit("inflight", 1_000_000))
+	c := tollgate.Consume{"rpm": 1, "inflight": 1}
+	mustAcquire(t, lim, "k", "api", c, opt).Commit(ctx)
+	allocs := testing.AllocsPerRun(200, func() {
+		le, err := lim.Acquire(ctx, "k", "api", c, opt)
+		if err != nil {
+			panic(err)
+		}
+		if err := le.Commit(ctx); err != nil {
+			panic(err)
+		}
+	})
+	t.Logf("durable Acquire+Commit: %.1f allocations", allocs)
+	if allocs > 12 {
+		t.Errorf("durable Acquire+Commit allocates %.1f times, want <= 12", allocs)
+	}
 }

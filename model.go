@@ -67,6 +67,12 @@ var (
 	ErrEntityExists   = model.ErrEntityExists
 	ErrNotFound       = model.ErrNotFound
 	ErrLeaseClosed    = model.ErrLeaseClosed
+	// ErrLeaseExpired matches ErrLeaseClosed: a durable lease that a
+	// reconciler ended after its expiry, or that another process ended.
+	ErrLeaseExpired = model.ErrLeaseExpired
+	// ErrLeaseNotFound reports a durable lease id with no record
+	// (ResumeLease): never granted, ended, or of another namespace.
+	ErrLeaseNotFound = model.ErrLeaseNotFound
 
 	ErrNamespaceNotFound = model.ErrNamespaceNotFound
 	ErrNamespaceExists   = model.ErrNamespaceExists

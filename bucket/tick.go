@@ -241,6 +241,14 @@ func CoverTick(now, amount int64, p Params) Tick {
 	return TickAt(now, p).Add(mulTick(p.Capacity-amount, p.Period))
 }
 
+// EmptyTick returns the full tick of a limit of parameters p (Amount > 0)
+// that holds exactly nothing at until: until·Amount + Capacity·Period. A
+// limit whose full tick is at least that holds nothing before until, and
+// refills from zero after it.
+func EmptyTick(until int64, p Params) Tick {
+	return TickAt(until, p).Add(DebitTicks(p.Capacity, p))
+}
+
 // FullTick returns the full tick of a limit of parameters p (Amount > 0)
 // holding s at the instant at (Unix ms): at·Amount − Rem +
 // (Capacity − Tokens)·Period. A balance above the capacity gives a full

@@ -173,4 +173,10 @@ const (
 	ActionEntityDelete = "entity.delete"
 	ActionConfigSet    = "config.set"
 	ActionConfigDelete = "config.delete"
+	// ActionLeaseExpired records a lease the reconciler ended because its
+	// holder did not end it before its expiry.
+	ActionLeaseExpired = "lease.expired"
+	// ActionLimitPenalize records limits emptied until a time (a vendor's
+	// 429 with its own retry-after): who, why, until when, which limits.
+	ActionLimitPenalize = "limit.penalize"
 )

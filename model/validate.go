@@ -12,6 +12,11 @@ const (
 	MaxMetadataKeyLen  = 64
 	MaxMetadataValLen  = 1024
 	MaxPrincipalLen    = 256
+	// MaxReasonLen bounds the reason of a penalty, kept in its audit event.
+	MaxReasonLen = 1024
+	// MaxHolderLen bounds a durable lease's holder (a host and process,
+	// a server id).
+	MaxHolderLen = 256
 )
 
 // DefaultResource names an entity's default configuration, used for every
@@ -80,7 +85,7 @@ func checkIdent(field, s string, max int, first, rest *charset) error {
 }
 
 func describeFirst(field string) string {
-	if field == "entity" || field == "namespace" {
+	if field == "entity" || field == "namespace" || field == "lease_id" {
 		return "a letter or digit"
 	}
 	return "a letter"

@@ -61,7 +61,7 @@ func (s *Server) acquire(w http.ResponseWriter, r *http.Request, c *call) (err e
 	if err := decodeAcquire(w, r, &req); err != nil {
 		return err
 	}
-	var optsBuf [2]tollgate.AcquireOption
+	var optsBuf [3]tollgate.AcquireOption
 	opts, err := s.acquireOptions(optsBuf[:0], req.Limits, req.OnUnavailable)
 	if err != nil {
 		return err
@@ -69,6 +69,9 @@ func (s *Server) acquire(w http.ResponseWriter, r *http.Request, c *call) (err e
 	ttl, err := s.leaseTTLOf(req.LeaseTTLMS)
 	if err != nil {
 		return err
+	}
+	if !req.Commit {
+		opts = append(opts, s.expiryOption(ttl))
 	}
 	lim, err := c.limiter()
 	if err != nil {
@@ -103,6 +106,24 @@ func (s *Server) acquire(w http.ResponseWriter, r *http.Request, c *call) (err e
 	}
 	writeAcquireResponse(w, &resp, buf)
 	return nil
+}
+
+// expiryOption makes the lease's record, if the acquire has one (a
+// concurrency token), expire with the server's lease: a reconciler then
+// returns the slots of a lease this server lost (it crashed) when its TTL
+// has passed, and never those of a lease it still holds. The option for the
+// default TTL is made once.
+func (s *Server) expiryOption(ttl time.Duration) tollgate.AcquireOption {
+	if ttl == s.leaseTTL {
+		return s.expiryOpt
+	}
+	return tollgate.WithLeaseExpiry(recordExpiry(ttl))
+}
+
+// recordExpiry brings a lease TTL within the bounds of a record's expiry;
+// only the server's configured default can be outside them.
+func recordExpiry(ttl time.Duration) time.Duration {
+	return min(max(ttl, tollgate.MinLeaseExpiry), tollgate.MaxLeaseExpiry)
 }
 
 func (s *Server) leaseTTLOf(ms int64) (time.Duration, error) {

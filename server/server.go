@@ -45,11 +45,14 @@ const (
 
 // Server serves the API. Create it with New; call Close when done.
 type Server struct {
-	store     store.Store
-	clock     clock.Clock
-	log       *slog.Logger
-	keys      *Keys
-	leaseTTL  time.Duration
+	store    store.Store
+	clock    clock.Clock
+	log      *slog.Logger
+	keys     *Keys
+	leaseTTL time.Duration
+	// expiryOpt gives a durable lease's record the default TTL (see
+	// expiryOption).
+	expiryOpt tollgate.AcquireOption
 	maxLeases int
 	limOpts   []tollgate.Option
 	metrics   *metrics
@@ -116,6 +119,7 @@ func New(st store.Store, opts ...Option) *Server {
 	if s.metrics == nil {
 		s.metrics = newMetrics(nil)
 	}
+	s.expiryOpt = tollgate.WithLeaseExpiry(recordExpiry(s.leaseTTL))
 	s.reg, s.regErr = tollgate.NewRegistry(st, tollgate.WithRegistryClock(s.clock))
 	s.leases = newLeaseTable(s.maxLeases)
 	s.metrics.watch(s)

@@ -25,6 +25,7 @@ import (
 // Store is everything the limiter needs from a backend.
 type Store interface {
 	Buckets
+	Leases
 	Configs
 	Entities
 	Audit
@@ -48,6 +49,10 @@ type Buckets interface {
 	// ReadBuckets returns the stored record of each key, nil where none exists,
 	// without refilling.
 	ReadBuckets(ctx context.Context, ns string, keys []BucketKey) ([]*Record, error)
+	// Penalize empties the checked limits of one bucket (every part of
+	// it) until req.Until, for every process (see Penalize, the helper). A
+	// missing bucket is created, as Consume creates it.
+	Penalize(ctx context.Context, ns string, req *PenaltyRequest) error
 }
 
 // Configs holds stored limits at the four levels named by model.Scope.
@@ -119,6 +124,11 @@ type BucketKey struct {
 type ConsumeRequest struct {
 	Now     int64 // Unix milliseconds
 	Buckets []BucketRequest
+	// Lease, if not nil, is a durable lease record (see Leases) that the
+	// backend creates if and only if it grants, in the same atomic step as
+	// the debit. If a record with its id exists, Consume debits nothing and
+	// fails with an error matching model.ErrLeaseExists.
+	Lease *LeaseRecord
 }
 
 // BucketRequest lists every limit in effect for one bucket.

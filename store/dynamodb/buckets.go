@@ -13,6 +13,9 @@ import (
 // Consume implements store.Buckets.
 func (s *Store) Consume(ctx context.Context, ns string, req *store.ConsumeRequest) (bool, error) {
 	b := s.newBudget()
+	if req.Lease != nil {
+		return s.consumeLeased(ctx, b, ns, req)
+	}
 	if len(req.Buckets) == 1 {
 		return s.consumeOne(ctx, b, ns, &req.Buckets[0], req.Now)
 	}

@@ -153,6 +153,11 @@ func (s *Store) planRead(ns string, t *target, now int64, old item) (*write, err
 	if err != nil {
 		return nil, err
 	}
+	return s.planImage(ns, t, now, img)
+}
+
+// planImage is planRead from the item's image.
+func (s *Store) planImage(ns string, t *target, now int64, img *image) (*write, error) {
 	b := single(ns, t, now)
 	if img.exists && img.shards != t.shards || !img.exists && (t.shard != 0 || t.shards != 1) {
 		s.shardCounts.store(bucketID{ns, t.key}, img.shards)
@@ -162,8 +167,7 @@ func (s *Store) planRead(ns string, t *target, now int64, old item) (*write, err
 	for j := range t.req.Limits {
 		t.req.Limits[j].Observed = sim.observed[0][j]
 	}
-	w := s.planWrite(b, img, sim)
-	return w, nil
+	return s.planWrite(b, img, sim), nil
 }
 
 // transactItem turns a write into a transaction item; a write that debits

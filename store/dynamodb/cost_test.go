@@ -618,9 +618,12 @@ func TestCostLimiterLease(t *testing.T) {
 	})
 }
 
-// TestCostConcurrencyRelease: committing a lease that holds concurrency
-// tokens returns them with one UpdateItem per bucket, even without
-// adjustments.
+// TestCostConcurrencyRelease: a lease that holds concurrency tokens is
+// durable through the limiter: its acquire is one TransactWriteItems (the
+// buckets' debits and the lease record), and its commit another (the record
+// deleted, the tokens returned), even without adjustments: one call each
+// for a cascade, where a lease held in memory alone took one UpdateItem per
+// bucket each way.
 func TestCostConcurrencyRelease(t *testing.T) {
 	tt := newTestTable(t)
 	ctx := context.Background()
@@ -634,7 +637,7 @@ func TestCostConcurrencyRelease(t *testing.T) {
 	e.c.calls.take()
 
 	le := e.acquire(t, "key", "batch", one, limits)
-	expectCalls(t, "warm cascade acquire with a concurrency limit", e.c.calls.take(), map[string]int{"UpdateItem": 2})
+	expectCalls(t, "warm cascade acquire with a concurrency limit", e.c.calls.take(), map[string]int{"TransactWriteItems": 1})
 	expectAvailable(t, "while held", e.available(t, "key", "batch", limits), map[string]int64{
 		"key/jobs": 9, "key/rpm": 98, "org/jobs": 9, "org/rpm": 98,
 	})
@@ -642,8 +645,61 @@ func TestCostConcurrencyRelease(t *testing.T) {
 	if err := le.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
-	expectCalls(t, "commit returning concurrency tokens", e.c.calls.take(), map[string]int{"UpdateItem": 2})
+	expectCalls(t, "commit returning concurrency tokens", e.c.calls.take(), map[string]int{"TransactWriteItems": 1})
 	expectAvailable(t, "after commit", e.available(t, "key", "batch", limits), map[string]int64{
 		"key/jobs": 10, "key/rpm": 98, "org/jobs": 10, "org/rpm": 98,
 	})
+}
+
+// A durable lease is written with its debits in one transaction, and ended
+// with their give-back in one: a warm leased acquire or ending is one call,
+// for one bucket or a cascade (docs/dynamodb.md 4.13).
+func TestCostLeases(t *testing.T) {
+	tt := newTestTable(t)
+	ctx := context.Background()
+	c := tt.client(t, 5*time.Second)
+	ns := "cost-leases"
+	slots := bucket.Params{Capacity: 10_000}
+	leased := func(id string, keys ...store.BucketKey) *store.ConsumeRequest {
+		req := &store.ConsumeRequest{Now: instrEpoch.UnixMilli()}
+		for _, k := range keys {
+			req.Buckets = append(req.Buckets, store.BucketRequest{Key: k, Limits: []store.LimitRequest{
+				{Name: "jobs", Params: slots, Check: true, Amount: 1000},
+				{Name: "rpm", Params: rate100, Check: true, Amount: 1000},
+			}})
+		}
+		req.Lease = store.NewLeaseRecord(id, "cost", req, req.Now+60_000)
+		return req
+	}
+	end := func(req *store.ConsumeRequest) {
+		t.Helper()
+		err := c.EndLease(ctx, ns, store.LeaseEnding{ID: req.Lease.ID, Version: 1, Deltas: req.Lease.EndDeltas(store.Commit)})
+		if err != nil {
+			t.Fatalf("EndLease: %v", err)
+		}
+	}
+	key, org := store.BucketKey{Entity: "key", Resource: "batch"}, store.BucketKey{Entity: "org", Resource: "batch"}
+	cases := []struct {
+		name      string
+		keys      []store.BucketKey
+		acq, ends map[string]int
+	}{
+		{"cold bucket", []store.BucketKey{key}, map[string]int{"GetItem": 1, "TransactWriteItems": 1}, map[string]int{"TransactWriteItems": 1}},
+		{"warm bucket", []store.BucketKey{key}, map[string]int{"TransactWriteItems": 1}, map[string]int{"TransactWriteItems": 1}},
+		{"cold cascade", []store.BucketKey{{Entity: "k2", Resource: "batch"}, org}, map[string]int{"BatchGetItem": 1, "TransactWriteItems": 1}, map[string]int{"TransactWriteItems": 1}},
+		{"warm cascade", []store.BucketKey{key, org}, map[string]int{"TransactWriteItems": 1}, map[string]int{"TransactWriteItems": 1}},
+	}
+	for i, tc := range cases {
+		c.calls.take()
+		req := leased(fmt.Sprintf("%032x", i+1), tc.keys...)
+		if !mustConsume(t, c, ns, req) {
+			t.Fatalf("%s: denied", tc.name)
+		}
+		expectCalls(t, tc.name+": acquire", c.calls.take(), tc.acq)
+		end(req)
+		expectCalls(t, tc.name+": end", c.calls.take(), tc.ends)
+	}
+	if got := balanceAt(t, c.Store, ns, org, "jobs", instrEpoch.UnixMilli()); got != 10_000 {
+		t.Errorf("org jobs after every lease ended = %d, want 10000", got)
+	}
 }

@@ -741,8 +741,14 @@ func TestFaultResponseLostRefund(t *testing.T) {
 		held := s.acquire(t, s.entity, "batch", tollgate.Consume{"jobs": 1}, limits)
 		le := s.acquire(t, s.entity, "batch", tollgate.Consume{"jobs": 1}, limits)
 		s.c.net.take()
-		s.c.net.fail(faultRule{op: "UpdateItem", times: 1, kind: faultLost})
+		// The lease is durable: its commit is one TransactWriteItems.
+		s.c.net.fail(faultRule{op: "TransactWriteItems", times: 1, kind: faultLost})
 		err := le.Commit(ctx)
+		req, injected := s.c.net.take()
+		if injected["TransactWriteItems"] != 1 {
+			t.Fatalf("faults injected %v, want the commit's TransactWriteItems (requests %v)", injected, req)
+		}
+		t.Logf("commit whose response was lost: %v; requests %v", err, req)
 		want := int64(1) // one job still runs
 		if err != nil {
 			want = 0

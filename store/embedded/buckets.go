@@ -42,6 +42,11 @@ func (s *Store) Consume(ctx context.Context, ns string, req *store.ConsumeReques
 	if err := checkRequest(ns, req); err != nil {
 		return false, err
 	}
+	if req.Lease != nil {
+		if err := checkLease(ns, req.Lease.ID); err != nil {
+			return false, err
+		}
+	}
 	ok, err := s.buckets.Consume(ns, req)
 	if err != nil {
 		return false, tableErr(err)
@@ -55,6 +60,32 @@ func (s *Store) ApplyDeltas(ctx context.Context, ns string, deltas []store.Delta
 		return err
 	}
 	return tableErr(s.buckets.ApplyDeltas(ns, deltas))
+}
+
+// Penalize implements store.Buckets.
+func (s *Store) Penalize(ctx context.Context, ns string, req *store.PenaltyRequest) error {
+	if err := s.check(ctx); err != nil {
+		return err
+	}
+	k := req.Bucket.Key
+	if err := errors.Join(checkNS(ns), checkPair("bucket", k.Entity, k.Resource)); err != nil {
+		return err
+	}
+	if req.Event == nil {
+		return tableErr(s.buckets.Penalize(ns, req))
+	}
+	if err := checkPair("audit event", req.Event.Entity, req.Event.ID); err != nil {
+		return err
+	}
+	// As EndLease: holding flushMu keeps other flushes out, so the flush
+	// below writes the penalized bucket and its event in one transaction.
+	s.flushMu.Lock()
+	defer s.flushMu.Unlock()
+	if err := s.buckets.Penalize(ns, req); err != nil {
+		return tableErr(err)
+	}
+	s.unwritten = append(s.unwritten, nsEvent{ns, *req.Event})
+	return s.flushLocked()
 }
 
 // ReadBuckets implements store.Buckets.

@@ -70,6 +70,9 @@ type Store struct {
 	// back a bucket such a call has just deleted.
 	flushMu sync.Mutex
 	batch   flushBatch // reused by every flush; guarded by flushMu
+	// unwritten holds the audit events of lease endings whose flush
+	// failed, for the next flush to write; guarded by flushMu.
+	unwritten []nsEvent
 
 	closed atomic.Bool
 	stop   chan struct{} // closed by Close to stop the flusher

@@ -10,6 +10,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/tollgate-rl/tollgate/model"
 	"github.com/tollgate-rl/tollgate/store"
 	"github.com/tollgate-rl/tollgate/store/internal/buckettable"
 )
@@ -36,6 +37,23 @@ type flushBatch struct {
 	slab []byte
 	puts []pendingPut
 	dels []buckettable.ID
+	// leases are the lease records created, changed (val set) or deleted
+	// (val nil) since the last snapshot; events the audit events of lease
+	// endings (EndLease), written with the deletions they describe.
+	leases []leasePut
+	events []nsEvent
+}
+
+// leasePut is a lease record to write, encoded, or to delete (val nil).
+type leasePut struct {
+	ns, id string
+	val    []byte
+}
+
+// nsEvent is an audit event of namespace ns.
+type nsEvent struct {
+	ns string
+	ev model.AuditEvent
 }
 
 // pendingPut is a record to write: key slab[start:mid], value slab[mid:end].
@@ -66,11 +84,18 @@ func (s *Store) flusher() {
 func (s *Store) flush() error {
 	s.flushMu.Lock()
 	defer s.flushMu.Unlock()
+	return s.flushLocked()
+}
+
+// flushLocked is flush for a caller holding flushMu.
+func (s *Store) flushLocked() error {
 	b := &s.batch
 	start := time.Now()
 	s.snapshot(b)
+	b.events = append(b.events, s.unwritten...)
+	s.unwritten = s.unwritten[:0]
 	pause := time.Since(start)
-	if len(b.puts) == 0 && len(b.dels) == 0 {
+	if len(b.puts) == 0 && len(b.dels) == 0 && len(b.leases) == 0 && len(b.events) == 0 {
 		return nil
 	}
 	err := s.write(b)
@@ -93,12 +118,26 @@ func (b *flushBatch) reset() {
 	b.puts = b.puts[:0]
 	clear(b.dels)
 	b.dels = b.dels[:0]
+	clear(b.leases)
+	b.leases = b.leases[:0]
+	clear(b.events)
+	b.events = b.events[:0]
 }
 
 // snapshot fills b with every change listed in the bucket table and clears
 // the table's lists.
 func (s *Store) snapshot(b *flushBatch) {
-	s.buckets.Drain(b.put, b.forgotten)
+	s.buckets.Drain(b.put, b.forgotten, b.lease)
+}
+
+// lease encodes a changed lease record (nil: deleted) into b; Drain calls
+// it under the lease table's lock.
+func (b *flushBatch) lease(ns, id string, rec *store.LeaseRecord) {
+	p := leasePut{ns: ns, id: id}
+	if rec != nil {
+		p.val = encodeLease(rec)
+	}
+	b.leases = append(b.leases, p)
 }
 
 // put encodes a changed bucket into b; Drain calls it under the bucket's
@@ -145,6 +184,9 @@ func (s *Store) write(b *flushBatch) error {
 				return err
 			}
 		}
+		if err := writeLeases(tx, b.leases, b.events); err != nil {
+			return err
+		}
 		if s.opts.beforeCommit != nil {
 			return s.opts.beforeCommit(tx)
 		}
@@ -161,6 +203,10 @@ func (s *Store) requeue(b *flushBatch) {
 	for _, id := range b.dels {
 		s.buckets.RequeueGone(id)
 	}
+	for _, p := range b.leases {
+		s.buckets.RequeueLease(p.ns, p.id)
+	}
+	s.unwritten = append(s.unwritten, b.events...)
 }
 
 // load reads every bucket record of the file into memory (Open).
@@ -172,6 +218,9 @@ func (s *Store) load(tx *bolt.Tx) error {
 			return nil
 		}
 		ns := string(name)
+		if err := s.loadLeases(ns, root.Bucket(name)); err != nil {
+			return err
+		}
 		return bk.ForEach(func(k, v []byte) error {
 			entity, resource, ok := splitPair(k)
 			rec, err := decodeRecord(v)

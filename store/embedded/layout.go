@@ -21,6 +21,8 @@ import (
 //	            configs   lp(entity) + resource -> config (JSON)
 //	            audit     lp(entity) + event id -> event (JSON)
 //	            buckets   lp(entity) + resource -> bucket record (binary)
+//	            leases    lease id -> durable lease record (JSON; created
+//	              by the first write to the namespace since leases came)
 //	            usage, usage-by-resource, usage-expiry: usage snapshots
 //	              and their indexes, created by the first AddUsage (usage.go)
 //
@@ -38,6 +40,7 @@ var (
 	bktConfigs  = []byte("configs")
 	bktAudit    = []byte("audit")
 	bktBuckets  = []byte("buckets")
+	bktLeases   = []byte("leases")
 
 	keyFormat = []byte("format")
 )
@@ -46,7 +49,7 @@ var (
 const formatVersion = "1"
 
 // nsSubBuckets are the buckets inside each namespace's bucket.
-var nsSubBuckets = [][]byte{bktEntities, bktChildren, bktConfigs, bktAudit, bktBuckets}
+var nsSubBuckets = [][]byte{bktEntities, bktChildren, bktConfigs, bktAudit, bktBuckets, bktLeases}
 
 // appendLP appends lp(s) to dst.
 func appendLP(dst []byte, s string) []byte {

@@ -141,6 +141,7 @@ func (s *Store) PurgeNamespace(ctx context.Context, name string, progress func(i
 		return s.mapErr(err)
 	}
 	deleted += s.dropBuckets(func(b buckettable.ID) bool { return b.NS == id })
+	deleted += s.buckets.DeleteLeases(id)
 	if progress != nil {
 		progress(deleted)
 	}

@@ -364,6 +364,7 @@ func (s *Store) PurgeNamespace(ctx context.Context, name string, progress func(i
 		delete(s.nss, n.ID)
 	}
 	deleted += s.buckets.Delete(func(b buckettable.ID) bool { return b.NS == n.ID })
+	deleted += s.buckets.DeleteLeases(n.ID)
 	deleted += s.usage.drop(func(id usageID) bool { return id.ns == n.ID })
 	delete(s.registry, name)
 	if progress != nil {
@@ -389,4 +390,21 @@ func cloneMap(m map[string]string) map[string]string {
 		out[k] = v
 	}
 	return out
+}
+
+// Penalize implements store.Buckets. The audit event is appended after
+// the penalty; nothing can fail in between, so both happen.
+func (s *Store) Penalize(ctx context.Context, ns string, req *store.PenaltyRequest) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := s.buckets.Penalize(ns, req); err != nil {
+		return err
+	}
+	if req.Event != nil {
+		s.mu.Lock()
+		s.ns(ns, true).appendAudit(*req.Event)
+		s.mu.Unlock()
+	}
+	return nil
 }

@@ -67,6 +67,8 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store, opts ...Option) 
 		{"Limiter", limiterCases()},
 		{"Cascade", cascadeCases()},
 		{"Concurrency", concurrencyCases()},
+		{"Leases", leaseCases()},
+		{"Penalties", penaltyCases()},
 	}
 	for _, g := range groups {
 		if o.groups != nil && !o.groups[g.name] {
@@ -94,7 +96,8 @@ type Option func(*options)
 type options struct{ groups map[string]bool }
 
 // Groups runs only the named groups of cases ("Buckets", "Configs",
-// "Entities", "Audit", "Namespaces", "Limiter", "Cascade", "Concurrency"):
+// "Entities", "Audit", "Namespaces", "Limiter", "Cascade", "Concurrency",
+// "Leases", "Penalties"):
 // for running a second configuration of a backend without repeating its
 // slowest cases. A backend's main run must run them all.
 func Groups(names ...string) Option {

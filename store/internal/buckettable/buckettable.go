@@ -56,6 +56,7 @@ type Table struct {
 	// Close).
 	closed atomic.Bool
 	shards [shardCount]shard
+	leases leaseTable
 	// cut is held, in a tracking table only, for reading by cascades and
 	// for writing by Drain. It sits after the shards so that cascades
 	// taking it do not bounce the cache line every consume reads.
@@ -106,6 +107,7 @@ type Change struct {
 // New returns an empty table.
 func New(o Options) *Table {
 	t := &Table{seed: maphash.MakeSeed(), track: o.Track}
+	t.leases.init()
 	for i := range t.shards {
 		t.shards[i].buckets = make(map[uint64]*entry)
 	}
@@ -132,10 +134,11 @@ func (t *Table) locate(id ID) (uint64, *shard) {
 }
 
 // Consume applies req to namespace ns as store.Buckets.Consume says: all
-// or nothing, missing buckets created full, every Observed set. It fails
-// only with ErrClosed, having changed nothing.
+// or nothing, missing buckets created full, every Observed set, and
+// req.Lease created with the grant. It fails only with ErrClosed, or with
+// model.ErrLeaseExists, having changed nothing.
 func (t *Table) Consume(ns string, req *store.ConsumeRequest) (bool, error) {
-	if len(req.Buckets) != 1 {
+	if len(req.Buckets) != 1 || req.Lease != nil {
 		return t.consumeCascade(ns, req)
 	}
 	br := &req.Buckets[0]
@@ -159,10 +162,12 @@ func (t *Table) Consume(ns string, req *store.ConsumeRequest) (bool, error) {
 	return ok, nil
 }
 
-// consumeCascade is Consume over several buckets. It locks their shards in
-// index order (each once), so that two cascades sharing shards never wait
-// for each other in a cycle, and holds them all while it prepares and
-// debits, so that no other call sees it half-applied.
+// consumeCascade is Consume over several buckets, or with a lease record.
+// It locks their shards in index order (each once), so that two cascades
+// sharing shards never wait for each other in a cycle, and holds them all
+// (and the lease table, after them) while it prepares and debits, so that
+// no other call sees it half-applied. A tracking table also holds cut, so
+// that a debit and its lease record reach the same Drain.
 func (t *Table) consumeCascade(ns string, req *store.ConsumeRequest) (bool, error) {
 	var hashBuf [model.MaxCascadeDepth]uint64
 	var buf [model.MaxCascadeDepth]int
@@ -196,6 +201,13 @@ func (t *Table) consumeCascade(ns string, req *store.ConsumeRequest) (bool, erro
 	if t.closed.Load() {
 		return false, ErrClosed
 	}
+	if req.Lease != nil {
+		t.leases.mu.Lock()
+		defer t.leases.mu.Unlock()
+		if err := t.leaseExists(ns, req.Lease.ID); err != nil {
+			return false, err
+		}
+	}
 	var entBuf [model.MaxCascadeDepth]*entry
 	ents := entBuf[:0]
 	ok := true
@@ -215,6 +227,9 @@ func (t *Table) consumeCascade(ns string, req *store.ConsumeRequest) (bool, erro
 	if ok {
 		for i := range req.Buckets {
 			store.Debit(&ents[i].rec, &req.Buckets[i])
+		}
+		if req.Lease != nil {
+			t.createLease(ns, req.Lease)
 		}
 	}
 	return ok, nil
@@ -448,9 +463,11 @@ func (t *Table) Delete(match func(ID) bool) int {
 }
 
 // Drain hands over, and clears, what a tracking table listed since the
-// last Drain: each bucket forgotten by a sweep to gone, and each bucket
+// last Drain: each bucket forgotten by a sweep to gone, each bucket
 // changed (once, however often it changed) to put with its record as it
-// is now. rec is valid only during the call; put copies what it needs.
+// is now, and each lease record created, changed or deleted to lease (rec
+// nil: deleted). rec is valid only during the call; put and lease copy
+// what they need.
 //
 // Drain keeps cascades out (they hold cut for reading) while it visits the
 // shards one at a time, each under its lock, so what it hands over is a
@@ -458,12 +475,13 @@ func (t *Table) Delete(match func(ID) bool) int {
 // single-bucket change (atomic under its shard lock alone) in it or not.
 // A single-bucket consume waits for Drain only while Drain holds its
 // shard.
-func (t *Table) Drain(put func(c Change, rec *store.Record), gone func(ID)) {
+func (t *Table) Drain(put func(c Change, rec *store.Record), gone func(ID), lease func(ns, id string, rec *store.LeaseRecord)) {
 	t.cut.Lock()
 	defer t.cut.Unlock()
 	for i := range t.shards {
 		t.shards[i].drain(put, gone)
 	}
+	t.drainLeases(lease)
 }
 
 // drain is Drain for one shard.
@@ -512,4 +530,24 @@ func (t *Table) RequeueGone(id ID) {
 // Drain started after Close returns hands over every change they made.
 func (t *Table) Close() {
 	t.closed.Store(true)
+}
+
+// Penalize applies req to namespace ns as store.Buckets.Penalize says
+// (see store.Penalize), under the bucket's shard lock. It fails only with
+// ErrClosed, having changed nothing.
+func (t *Table) Penalize(ns string, req *store.PenaltyRequest) error {
+	k := req.Bucket.Key
+	id := ID{ns, k.Entity, k.Resource}
+	h, sh := t.locate(id)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if t.closed.Load() {
+		return ErrClosed
+	}
+	e := sh.entry(h, id, req.Now)
+	store.Penalize(&e.rec, req)
+	if t.track {
+		sh.markDirty(id, e)
+	}
+	return nil
 }

@@ -61,7 +61,7 @@ func drain(tb *Table) drained {
 			panic("Drain handed " + c.ID.Entity + " over twice")
 		}
 		d.puts[c.ID.Entity] = rec.Limits[0].State.Tokens
-	}, func(id ID) { d.gone = append(d.gone, id.Entity) })
+	}, func(id ID) { d.gone = append(d.gone, id.Entity) }, func(string, string, *store.LeaseRecord) {})
 	slices.Sort(d.gone)
 	return d
 }
@@ -259,7 +259,7 @@ func TestDrain(t *testing.T) {
 	// Ten seconds later every bucket is full again: forget them all but b.
 	mustConsume(request(t0+10_000, rps, 3_000, "b"))
 	var changes []Change
-	tb.Drain(func(c Change, _ *store.Record) { changes = append(changes, c) }, func(ID) {})
+	tb.Drain(func(c Change, _ *store.Record) { changes = append(changes, c) }, func(ID) {}, func(string, string, *store.LeaseRecord) {})
 	tb.Sweep(t0 + 10_000)
 	if got := tb.Len(); got != 1 {
 		t.Fatalf("%d buckets after the sweep, want 1 (b)", got)

@@ -88,6 +88,43 @@ func BucketNS(pk string) (ns string, ok bool) {
 	return pk[:i], true
 }
 
+// LeasePartitions is how many partitions a namespace's durable lease
+// records are spread over (by a hash of the id): each takes a share of the
+// writes, and the reconciler queries each.
+const LeasePartitions = 16
+
+// LeasePK is the partition key of the lease record id: one of the
+// namespace's LeasePartitions lease partitions, named by a hex digit.
+func LeasePK(ns, id string) string {
+	return ns + "/LEASE#" + strconv.FormatUint(uint64(leasePartition(id)), 16)
+}
+
+// LeasePartitionPK is the partition key of lease partition i (0 to
+// LeasePartitions-1).
+func LeasePartitionPK(ns string, i int) string {
+	return ns + "/LEASE#" + strconv.FormatUint(uint64(i), 16)
+}
+
+// leasePartition is the FNV-1a hash of id, modulo LeasePartitions.
+func leasePartition(id string) uint32 {
+	h := uint32(2166136261)
+	for i := 0; i < len(id); i++ {
+		h = (h ^ uint32(id[i])) * 16777619
+	}
+	return h % LeasePartitions
+}
+
+// LeaseGSI3SK is a lease record's sort key in GSI3, under its entity's
+// partition (EntityPK): leases listed per entity and resource.
+func LeaseGSI3SK(resource, id string) string { return "LEASE#" + resource + "#" + id }
+
+// Lease record attributes besides the keys (the sort key is the id).
+const (
+	AttrLeaseVersion = "lv"      // store.LeaseRecord.Version
+	AttrExpires      = "expires" // Unix ms; 0: never
+	AttrRecord       = "rec"     // the rest of the record, JSON
+)
+
 // Bucket attribute names: b_{limit}_{field}. Limit names cannot start with
 // '_' or contain '#', and the field is always the last two characters, so a
 // name decodes unambiguously (LimitOfAttr).

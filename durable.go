@@ -1,0 +1,312 @@
+package tollgate
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/tollgate-rl/tollgate/model"
+	"github.com/tollgate-rl/tollgate/store"
+)
+
+// Durable leases (docs/design/quota-broker.md): a lease that holds
+// concurrency tokens, or asked for it (WithDurableLease), has a record in
+// the store, written with its debit and deleted with its ending, so that a
+// reconciler can end it if its holder does not, and any process can resume
+// it by id. Its ending is one store step (EndLease) whose deltas come from
+// the record (store.LeaseRecord.EndDeltas): it needs none of the
+// bucket-by-bucket bookkeeping of a lease held in memory alone.
+
+// newLeaseID returns a fresh lease id: 128 random bits as 32 hexadecimal
+// characters (model.LeaseIDLen), unguessable, as a lease id is all another
+// process needs to end the lease.
+func newLeaseID() string {
+	var b [model.LeaseIDLen / 2]byte
+	_, _ = rand.Read(b[:]) // never fails (crypto/rand)
+	return hex.EncodeToString(b[:])
+}
+
+// consumeDurable runs d's request with a lease record, which the store
+// writes if and only if it grants. The store refuses a record whose id is
+// taken (model.ErrLeaseExists) having debited nothing; with 128 random
+// bits that is a collision or a broken random source, so one retry with a
+// fresh id settles it, and a second refusal is returned.
+func (l *Limiter) consumeDurable(ctx context.Context, d *leaseData, now unixNano) (bool, error) {
+	expiry := l.leaseExpiry
+	if d.opts.hasExpiry {
+		expiry = d.opts.expiry
+	}
+	rec := store.NewLeaseRecord(newLeaseID(), l.holder, &d.req, now.add(expiry).milli())
+	d.req.Lease = rec
+	granted, err := l.store.Consume(ctx, d.ns, &d.req)
+	if errors.Is(err, model.ErrLeaseExists) {
+		rec.ID = newLeaseID()
+		granted, err = l.store.Consume(ctx, d.ns, &d.req)
+	}
+	d.req.Lease = nil // the request is recycled; the record stays with the lease
+	if err == nil && granted {
+		d.rec = rec
+	}
+	return granted, err
+}
+
+// ID returns the lease's id, by which any process sharing the store can
+// resume it (Limiter.ResumeLease): "" for a lease without a record (a
+// rate-only or degraded lease) and once the lease has ended.
+func (le *Lease) ID() string {
+	d, ok := le.open()
+	if !ok {
+		return ""
+	}
+	defer d.mu.Unlock()
+	if d.rec == nil {
+		return ""
+	}
+	return d.rec.ID
+}
+
+// Expires returns when a reconciler may end the lease unless it is
+// extended first: the zero time for a lease without a record, which never
+// expires, and once the lease has ended.
+func (le *Lease) Expires() time.Time {
+	d, ok := le.open()
+	if !ok {
+		return time.Time{}
+	}
+	defer d.mu.Unlock()
+	if d.rec == nil || d.rec.Expires == 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(d.rec.Expires)
+}
+
+// Extend moves the lease's expiry to now + d (MinLeaseExpiry to
+// MaxLeaseExpiry, else a *ValidationError naming lease_expiry) and writes
+// its pending adjustments to the record, as Sync does. A holder running
+// long keeps its lease by extending it well before it expires (at half the
+// expiry, say: clocks of holder and reconciler may disagree).
+//
+// A lease without a record never expires: Extend checks d and returns nil,
+// so that a heartbeat can extend any lease alike, a degraded one included.
+// A lease ended elsewhere is reported as by Commit; a store failure is an
+// *UnavailableError and leaves the lease as it was.
+func (le *Lease) Extend(ctx context.Context, d time.Duration) error {
+	if err := checkLeaseExpiry(d); err != nil {
+		return err
+	}
+	ld, ok := le.open()
+	if !ok {
+		return model.ErrLeaseClosed
+	}
+	defer ld.mu.Unlock()
+	if ld.rec == nil {
+		return nil
+	}
+	return le.update(ctx, ld, "extend", d)
+}
+
+// Sync writes the lease's pending adjustments (Adjust) to its record
+// without changing its expiry, so that a process resuming the lease, or a
+// reconciler ending it, counts them. It writes nothing when there is
+// nothing new, and for a lease without a record, which no other process
+// can see. A lease ended elsewhere is reported as by Commit.
+func (le *Lease) Sync(ctx context.Context) error {
+	d, ok := le.open()
+	if !ok {
+		return model.ErrLeaseClosed
+	}
+	defer d.mu.Unlock()
+	if d.rec == nil || d.synced() {
+		return nil
+	}
+	return le.update(ctx, d, "sync", 0)
+}
+
+// update writes d's record with its pending adjustments and, if extend is
+// positive, the expiry now + extend; the caller holds d.mu. A record changed
+// elsewhere is read again and written once more (see reload).
+func (le *Lease) update(ctx context.Context, d *leaseData, op string, extend time.Duration) error {
+	write := func() error {
+		rec := *d.rec
+		rec.Version++
+		rec.Pending = d.pendingDeltas()
+		if extend > 0 {
+			rec.Expires = d.now().add(extend).milli()
+		}
+		if err := d.lim.store.UpdateLease(ctx, d.ns, rec); err != nil {
+			return err
+		}
+		d.rec = &rec
+		return nil
+	}
+	err := write()
+	if errors.Is(err, model.ErrLeaseConflict) {
+		if err = d.reload(ctx); err == nil {
+			err = write()
+		}
+	}
+	err = le.durableErr(ctx, d, op, err)
+	if errors.Is(err, model.ErrLeaseClosed) {
+		d.release() // ended elsewhere: over here too
+	}
+	return err
+}
+
+// endDurable ends a durable lease in one store step: the record deleted on
+// condition of its version, and the deltas of the ending (EndDeltas of the
+// record with this lease's pending adjustments) applied. The caller holds
+// d.mu and recycles d unless the error says to retry.
+func (le *Lease) endDurable(ctx context.Context, d *leaseData, rollback bool) error {
+	end, op := store.Commit, "commit"
+	if rollback {
+		end, op = store.Rollback, "rollback"
+	}
+	write := func() error {
+		rec := *d.rec
+		rec.Pending = d.pendingDeltas()
+		return d.lim.store.EndLease(ctx, d.ns, store.LeaseEnding{ID: rec.ID, Version: rec.Version, Deltas: rec.EndDeltas(end)})
+	}
+	err := write()
+	if errors.Is(err, model.ErrLeaseConflict) {
+		if err = d.reload(ctx); err == nil {
+			err = write()
+		}
+	}
+	return le.durableErr(ctx, d, op, err)
+}
+
+// durableErr turns the error of a write of d's record into the caller's.
+// A record that is gone means the lease ended elsewhere: a reconciler took
+// it after its expiry, or another process ended it. Nothing was written,
+// and the lease is over here too: the error matches ErrLeaseExpired (so
+// ErrLeaseClosed) and ErrLeaseNotFound, and the caller recycles d.
+func (le *Lease) durableErr(ctx context.Context, d *leaseData, op string, err error) error {
+	if errors.Is(err, model.ErrLeaseNotFound) {
+		return fmt.Errorf("%s lease %s of %s/%s: ended elsewhere (reclaimed after its expiry, or ended by another process): %w (%w)",
+			op, d.rec.ID, le.entity, le.resource, model.ErrLeaseExpired, err)
+	}
+	return storeErr(ctx, op, le.entity+"/"+le.resource, err)
+}
+
+// reload reads d's record again after a write met another version: another
+// process (a server replica that resumed the lease) changed it. Adjustments
+// add up, so neither side's is lost: the pending adjustments become the
+// stored ones plus what this lease adjusted since it last wrote or read the
+// record; the stored expiry and version are taken. The caller holds d.mu.
+func (d *leaseData) reload(ctx context.Context) error {
+	fresh, err := d.lim.store.GetLease(ctx, d.ns, d.rec.ID)
+	if err != nil {
+		return err
+	}
+	merged := make([]adjustment, 0, len(fresh.Pending)+len(d.pending))
+	for _, p := range fresh.Pending {
+		merged = append(merged, adjustment{name: p.Limit, amount: p.Amount})
+	}
+	for _, a := range d.pending {
+		own := a.amount - d.rec.PendingOf(a.name)
+		i := 0
+		for i < len(merged) && merged[i].name != a.name {
+			i++
+		}
+		if i == len(merged) {
+			merged = append(merged, adjustment{name: a.name})
+		}
+		merged[i].amount = saturatingAdd(merged[i].amount, own)
+	}
+	d.rec, d.pending = &fresh, merged
+	// Two refunds, each within what the lease consumed, may together
+	// exceed it: a lease gives back at most what it took (Adjust).
+	for i := range d.pending {
+		if net := d.netOf(d.pending[i].name); net < 0 {
+			d.pending[i].amount -= net
+		}
+	}
+	return nil
+}
+
+// pendingDeltas returns d's pending adjustments as a record holds them.
+func (d *leaseData) pendingDeltas() []store.LeaseDelta {
+	if len(d.pending) == 0 {
+		return nil
+	}
+	out := make([]store.LeaseDelta, 0, len(d.pending))
+	for _, a := range d.pending {
+		if a.amount != 0 {
+			out = append(out, store.LeaseDelta{Limit: a.name, Amount: a.amount})
+		}
+	}
+	return out
+}
+
+// synced reports whether d's record holds every pending adjustment.
+func (d *leaseData) synced() bool {
+	n := 0
+	for _, a := range d.pending {
+		if a.amount != 0 {
+			n++
+		}
+		if d.rec.PendingOf(a.name) != a.amount {
+			return false
+		}
+	}
+	return n == len(d.rec.Pending)
+}
+
+// ResumeLease returns the durable lease id of the limiter's namespace, as
+// its holder left it (pending adjustments that were synced, the expiry last
+// set), to adjust, extend, sync, commit or roll back. Any process sharing
+// the store can resume any lease whose id it was given: this is how a
+// lease outlives the process, or the server replica, that acquired it.
+//
+// A lease with no record (never granted, already ended, expired and
+// reclaimed, or of another namespace) is an error matching
+// ErrLeaseNotFound; an id that no lease can have is a *ValidationError.
+// Two handles to one lease may both act on it: the record's version
+// decides, and the first ending wins (see Commit). A resumed lease reports
+// no Statuses: this process did not see its grant.
+func (l *Limiter) ResumeLease(ctx context.Context, id string) (*Lease, error) {
+	if err := model.ValidateLeaseID(id); err != nil {
+		return nil, err
+	}
+	d := l.getLeaseData()
+	ns, err := l.namespaceID(ctx, d.now())
+	if err != nil {
+		d.release()
+		return nil, err
+	}
+	rec, err := l.store.GetLease(ctx, ns, id)
+	if err != nil {
+		d.release()
+		return nil, storeErr(ctx, "resume lease", id, err)
+	}
+	setIfChanged(&d.ns, ns)
+	d.resume(&rec)
+	return d.newLease(rec.Entity, rec.Resource), nil
+}
+
+// resume makes d the state of rec's lease: its request rebuilt from what
+// the record says was debited (the limits the acquire checked are those
+// with an amount), its pending adjustments those of the record.
+func (d *leaseData) resume(rec *store.LeaseRecord) {
+	d.rec, d.resumed = rec, true
+	d.req.Now = rec.Created
+	buckets := d.req.Buckets[:0]
+	for _, lb := range rec.Buckets {
+		var br *store.BucketRequest
+		buckets, br = extend(buckets)
+		*br = store.BucketRequest{Key: lb.Key, Placement: lb.Placement, Limits: make([]store.LimitRequest, len(lb.Limits))}
+		for j, ll := range lb.Limits {
+			br.Limits[j] = store.LimitRequest{Name: ll.Name, Params: ll.Params, Check: ll.Amount > 0, Amount: ll.Amount}
+			if !ll.Params.Refills() && ll.Amount > 0 {
+				d.holds = true
+			}
+		}
+	}
+	d.req.Buckets = buckets
+	for _, p := range rec.Pending {
+		d.pending = append(d.pending, adjustment{name: p.Limit, amount: p.Amount})
+	}
+}

@@ -1,0 +1,234 @@
+package events
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"slices"
+	"strconv"
+	"strings"
+	"sync/atomic"
+
+	"github.com/tollgate-rl/tollgate/model"
+)
+
+// MaxEventSize bounds one event, in bytes: EventBridge's limit.
+const MaxEventSize = 256 << 10
+
+// Releaser releases a reservation by its id alone. It returns an error
+// matching model.ErrLeaseNotFound when the id holds no reservation.
+type Releaser interface {
+	Release(ctx context.Context, id string) error
+}
+
+// Outcome is what became of one event.
+type Outcome int
+
+// The outcomes of an event.
+const (
+	// Released: a rule matched and the reservation was released.
+	Released Outcome = iota
+	// NotFound: a rule matched, and the id held no reservation.
+	NotFound
+	// Unmatched: no rule matched.
+	Unmatched
+	// Malformed: the event is not an event (not JSON, too large), or a
+	// matching rule found no id where it said.
+	Malformed
+	// Failed: the release failed (the store did not answer); the event
+	// may be handed again.
+	Failed
+)
+
+var outcomeNames = [...]string{"released", "not_found", "unmatched", "malformed", "failed"}
+
+// String names the outcome as metrics and logs do.
+func (o Outcome) String() string {
+	if int(o) < len(outcomeNames) {
+		return outcomeNames[o]
+	}
+	return "outcome(" + strconv.Itoa(int(o)) + ")"
+}
+
+// Result is the outcome of one event, with the rule and id that decided
+// it, and why for Malformed and Failed.
+type Result struct {
+	Outcome Outcome
+	Rule    string
+	ID      string
+	Err     error
+}
+
+// Stats counts events by outcome.
+type Stats struct {
+	Released, NotFound, Unmatched, Malformed, Failed uint64
+}
+
+// A Processor matches events against a Config and releases what they name.
+// It is safe for concurrent use.
+type Processor struct {
+	cfg    *Config
+	rel    Releaser
+	log    *slog.Logger
+	counts [len(outcomeNames)]atomic.Uint64
+}
+
+// NewProcessor returns a Processor of cfg (validated here) that releases
+// through rel, logging malformed events and failures to log (nil:
+// slog.Default()).
+func NewProcessor(cfg *Config, rel Releaser, log *slog.Logger) (*Processor, error) {
+	if cfg == nil || rel == nil {
+		return nil, model.Invalid("processor", "nil", "a config and a releaser are required")
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Processor{cfg: cfg, rel: rel, log: log}, nil
+}
+
+// Stats returns the counts so far.
+func (p *Processor) Stats() Stats {
+	return Stats{
+		Released: p.counts[Released].Load(), NotFound: p.counts[NotFound].Load(), Unmatched: p.counts[Unmatched].Load(),
+		Malformed: p.counts[Malformed].Load(), Failed: p.counts[Failed].Load(),
+	}
+}
+
+// Handle decides one event (its JSON), counts and logs the outcome.
+func (p *Processor) Handle(ctx context.Context, raw []byte) Result {
+	res := p.handle(ctx, raw)
+	p.counts[res.Outcome].Add(1)
+	switch res.Outcome {
+	case Malformed:
+		p.log.Warn("events: malformed event skipped", "rule", res.Rule, "err", res.Err)
+	case Failed:
+		p.log.Error("events: release failed", "rule", res.Rule, "id", res.ID, "err", res.Err)
+	}
+	return res
+}
+
+func (p *Processor) handle(ctx context.Context, raw []byte) Result {
+	if len(raw) > MaxEventSize {
+		return Result{Outcome: Malformed, Err: fmt.Errorf("event of %d bytes, more than %d", len(raw), MaxEventSize)}
+	}
+	var ev map[string]any
+	if err := json.Unmarshal(raw, &ev); err != nil {
+		return Result{Outcome: Malformed, Err: fmt.Errorf("not a JSON object: %w", err)}
+	}
+	for i := range p.cfg.Rules {
+		r := &p.cfg.Rules[i]
+		if !r.matches(ev) {
+			continue
+		}
+		id, ok := lookup(ev, r.ID).(string)
+		if !ok || id == "" {
+			return Result{Outcome: Malformed, Rule: r.Name, Err: fmt.Errorf("rule %s: no string at %s", r.Name, r.ID)}
+		}
+		switch err := p.rel.Release(ctx, id); {
+		case err == nil:
+			return Result{Outcome: Released, Rule: r.Name, ID: id}
+		case errors.Is(err, model.ErrLeaseNotFound):
+			return Result{Outcome: NotFound, Rule: r.Name, ID: id}
+		case errors.Is(err, model.ErrInvalid):
+			return Result{Outcome: Malformed, Rule: r.Name, ID: id, Err: err}
+		default:
+			return Result{Outcome: Failed, Rule: r.Name, ID: id, Err: err}
+		}
+	}
+	return Result{Outcome: Unmatched}
+}
+
+// matches reports whether the event is the rule's: its source, detail-type
+// and every When path.
+func (r *Rule) matches(ev map[string]any) bool {
+	if ev["source"] != r.Source || r.DetailType != "" && ev["detail-type"] != r.DetailType {
+		return false
+	}
+	for path, vals := range r.When {
+		v, ok := text(lookup(ev, path))
+		if !ok || !slices.Contains(vals, v) {
+			return false
+		}
+	}
+	return true
+}
+
+// lookup follows a dotted path into a decoded JSON value; nil if it leads
+// nowhere.
+func lookup(v any, path string) any {
+	for _, seg := range strings.Split(path, ".") {
+		switch x := v.(type) {
+		case map[string]any:
+			v = x[seg]
+		case []any:
+			i, err := strconv.Atoi(seg)
+			if err != nil || i < 0 || i >= len(x) {
+				return nil
+			}
+			v = x[i]
+		default:
+			return nil
+		}
+	}
+	return v
+}
+
+// text is a scalar's text for comparing with a rule's values.
+func text(v any) (string, bool) {
+	switch x := v.(type) {
+	case string:
+		return x, true
+	case float64, bool:
+		b, _ := json.Marshal(x)
+		return string(b), true
+	}
+	return "", false
+}
+
+// Run handles events read from r, one JSON object per line (blank lines
+// skipped), until r ends or ctx does. A line longer than MaxEventSize is
+// counted malformed and skipped. It returns r's error, or ctx's.
+func (p *Processor) Run(ctx context.Context, r io.Reader) error {
+	br := bufio.NewReaderSize(r, 64<<10)
+	for ctx.Err() == nil {
+		line, tooLong, err := readLine(br)
+		switch {
+		case tooLong:
+			p.counts[Malformed].Add(1)
+			p.log.Warn("events: malformed event skipped", "err", fmt.Sprintf("a line longer than %d bytes", MaxEventSize))
+		case len(strings.TrimSpace(string(line))) > 0:
+			p.Handle(ctx, line)
+		}
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("events: read: %w", err)
+		}
+	}
+	return ctx.Err()
+}
+
+// readLine reads one line without its newline; a line beyond MaxEventSize
+// is consumed and reported tooLong.
+func readLine(br *bufio.Reader) (line []byte, tooLong bool, err error) {
+	for {
+		chunk, isPrefix, err := br.ReadLine()
+		if !tooLong {
+			line = append(line, chunk...)
+			if len(line) > MaxEventSize {
+				tooLong, line = true, nil
+			}
+		}
+		if err != nil || !isPrefix {
+			return line, tooLong, err
+		}
+	}
+}

@@ -1,0 +1,241 @@
+package buckettable
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/tollgate-rl/tollgate/model"
+	"github.com/tollgate-rl/tollgate/store"
+)
+
+// leaseKey names a durable lease record: a namespace id and a lease id.
+type leaseKey struct{ ns, id string }
+
+// leaseTable holds the table's durable lease records (store.Leases). A
+// record is created while its debit's shards are locked, and deleted while
+// its ending's shards are locked, so that no reader sees a debit without its
+// record or a record without its debit; the lock order is the shards (and
+// cut, in a tracking table), then mu. Stored records are never changed in
+// place: an update replaces the pointer, so a pointer read under mu says
+// which version it was.
+type leaseTable struct {
+	mu      sync.Mutex
+	records map[leaseKey]*store.LeaseRecord
+	// dirty lists, in a tracking table, the records created, changed or
+	// deleted since the last Drain.
+	dirty map[leaseKey]struct{}
+}
+
+func (lt *leaseTable) init() {
+	lt.records = make(map[leaseKey]*store.LeaseRecord)
+	lt.dirty = make(map[leaseKey]struct{})
+}
+
+// setLease stores rec (nil: deletes) under k; the caller holds
+// t.leases.mu.
+func (t *Table) setLease(k leaseKey, rec *store.LeaseRecord) {
+	lt := &t.leases
+	if rec == nil {
+		delete(lt.records, k)
+	} else {
+		lt.records[k] = rec
+	}
+	if t.track {
+		lt.dirty[k] = struct{}{}
+	}
+}
+
+// createLease stores a copy of rec for a granted consume; the caller holds
+// lt.mu and the consume's locks.
+func (t *Table) createLease(ns string, rec *store.LeaseRecord) {
+	c := rec.Clone()
+	t.setLease(leaseKey{ns, rec.ID}, &c)
+}
+
+// leaseExists reports an existing record of id; the caller holds lt.mu.
+func (t *Table) leaseExists(ns, id string) error {
+	if t.leases.records[leaseKey{ns, id}] != nil {
+		return fmt.Errorf("lease %q: %w", id, model.ErrLeaseExists)
+	}
+	return nil
+}
+
+// GetLease returns a copy of the record of lease id, or false.
+func (t *Table) GetLease(ns, id string) (store.LeaseRecord, bool) {
+	lt := &t.leases
+	lt.mu.Lock()
+	defer lt.mu.Unlock()
+	if rec := lt.records[leaseKey{ns, id}]; rec != nil {
+		return rec.Clone(), true
+	}
+	return store.LeaseRecord{}, false
+}
+
+// UpdateLease replaces the record rec.ID as store.Leases.UpdateLease says.
+func (t *Table) UpdateLease(ns string, rec store.LeaseRecord) error {
+	lt := &t.leases
+	lt.mu.Lock()
+	defer lt.mu.Unlock()
+	if t.closed.Load() {
+		return ErrClosed
+	}
+	k := leaseKey{ns, rec.ID}
+	switch old := lt.records[k]; {
+	case old == nil:
+		return fmt.Errorf("lease %q: %w", rec.ID, model.ErrLeaseNotFound)
+	case old.Version != rec.Version-1:
+		return fmt.Errorf("lease %q: version %d, not %d: %w", rec.ID, old.Version, rec.Version-1, model.ErrLeaseConflict)
+	}
+	c := rec.Clone()
+	t.setLease(k, &c)
+	return nil
+}
+
+// EndLease deletes the record e.ID and applies e.Deltas, atomically, as
+// store.Leases.EndLease says (without the audit event, which the backend
+// keeps).
+func (t *Table) EndLease(ns string, e store.LeaseEnding) error {
+	k := leaseKey{ns, e.ID}
+	lt := &t.leases
+	lt.mu.Lock()
+	rec := lt.records[k]
+	lt.mu.Unlock()
+	if err := checkEnding(rec, &e); err != nil {
+		return err
+	}
+	unlock := t.lockDeltas(ns, e.Deltas)
+	defer unlock()
+	if t.closed.Load() {
+		return ErrClosed
+	}
+	lt.mu.Lock()
+	defer lt.mu.Unlock()
+	if err := checkEnding(lt.records[k], &e); err != nil {
+		return err // ended or changed since it was read
+	}
+	t.setLease(k, nil)
+	for _, d := range e.Deltas {
+		id := ID{ns, d.Key.Entity, d.Key.Resource}
+		h, sh := t.locate(id)
+		if en := sh.find(h, id); en != nil && store.ApplyDelta(&en.rec, d) && t.track {
+			sh.markDirty(id, en)
+		}
+	}
+	return nil
+}
+
+func checkEnding(rec *store.LeaseRecord, e *store.LeaseEnding) error {
+	switch {
+	case rec == nil:
+		return fmt.Errorf("lease %q: %w", e.ID, model.ErrLeaseNotFound)
+	case rec.Version != e.Version:
+		return fmt.Errorf("lease %q: version %d, not %d: %w", e.ID, rec.Version, e.Version, model.ErrLeaseConflict)
+	case !e.Ends(rec):
+		return fmt.Errorf("lease %q: expires at %d, not by %d: %w", e.ID, rec.Expires, e.ExpiredBy, model.ErrLeaseConflict)
+	}
+	return nil
+}
+
+// lockDeltas locks, in index order, the shards of the buckets deltas
+// change (and cut, in a tracking table, as a cascade does), and returns the
+// function that unlocks them.
+func (t *Table) lockDeltas(ns string, deltas []store.Delta) func() {
+	var buf [2 * model.MaxCascadeDepth]int
+	locked := buf[:0]
+	for _, d := range deltas {
+		locked = append(locked, shardOf(t.hash(ID{ns, d.Key.Entity, d.Key.Resource})))
+	}
+	slices.Sort(locked)
+	locked = slices.Compact(locked)
+	if t.track {
+		t.cut.RLock()
+	}
+	for _, i := range locked {
+		t.shards[i].mu.Lock()
+	}
+	return func() {
+		for _, i := range locked {
+			t.shards[i].mu.Unlock()
+		}
+		if t.track {
+			t.cut.RUnlock()
+		}
+	}
+}
+
+// ListLeases returns copies of up to q.Limit records of namespace ns that
+// q selects, sorted by id, and the id after which the next page starts ("":
+// none).
+func (t *Table) ListLeases(ns string, q store.LeaseQuery) ([]store.LeaseRecord, string) {
+	lt := &t.leases
+	lt.mu.Lock()
+	var sel []*store.LeaseRecord
+	for k, rec := range lt.records {
+		if k.ns == ns && q.Selects(rec) {
+			sel = append(sel, rec)
+		}
+	}
+	lt.mu.Unlock()
+	slices.SortFunc(sel, func(a, b *store.LeaseRecord) int { return strings.Compare(a.ID, b.ID) })
+	next := ""
+	if len(sel) > q.Limit {
+		sel = sel[:q.Limit]
+		next = sel[q.Limit-1].ID
+	}
+	out := make([]store.LeaseRecord, len(sel))
+	for i, rec := range sel {
+		out[i] = rec.Clone()
+	}
+	return out, next
+}
+
+// DeleteLeases removes every record of namespace ns (a purge) and returns
+// how many. Like Delete, it lists nothing for Drain: the caller deletes the
+// durable copies itself.
+func (t *Table) DeleteLeases(ns string) int {
+	lt := &t.leases
+	lt.mu.Lock()
+	defer lt.mu.Unlock()
+	n := 0
+	for k := range lt.records {
+		if k.ns == ns {
+			delete(lt.records, k)
+			delete(lt.dirty, k)
+			n++
+		}
+	}
+	return n
+}
+
+// PutLease stores rec without listing it as changed: it loads a record
+// whose durable copy is rec.
+func (t *Table) PutLease(ns string, rec store.LeaseRecord) {
+	lt := &t.leases
+	lt.mu.Lock()
+	lt.records[leaseKey{ns, rec.ID}] = &rec
+	lt.mu.Unlock()
+}
+
+// drainLeases hands over the records listed since the last Drain: lease is
+// called with each created or changed record, or nil for a deleted one. The
+// caller holds cut for writing.
+func (t *Table) drainLeases(lease func(ns, id string, rec *store.LeaseRecord)) {
+	lt := &t.leases
+	lt.mu.Lock()
+	defer lt.mu.Unlock()
+	for k := range lt.dirty {
+		lease(k.ns, k.id, lt.records[k])
+	}
+	clear(lt.dirty)
+}
+
+// RequeueLease lists a record again for the next Drain, for a caller whose
+// write of a drained record failed.
+func (t *Table) RequeueLease(ns, id string) {
+	lt := &t.leases
+	lt.mu.Lock()
+	lt.dirty[leaseKey{ns, id}] = struct{}{}
+	lt.mu.Unlock()
+}

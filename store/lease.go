@@ -1,0 +1,234 @@
+package store
+
+import (
+	"context"
+	"slices"
+	"strconv"
+
+	"github.com/tollgate-rl/tollgate/bucket"
+	"github.com/tollgate-rl/tollgate/model"
+)
+
+// Leases holds durable lease records: the leases that hold something to give
+// back (concurrency tokens, reservations), written in the same atomic step as
+// their debit (ConsumeRequest.Lease) and ended in the same atomic step as the
+// give-back (EndLease). Because every ending deletes the record on the
+// condition that it is still as the ender read it, a lease ends exactly once
+// however many processes (its holder, servers, reconcilers) try at the same
+// time. docs/design/quota-broker.md gives the design.
+type Leases interface {
+	// GetLease returns the record of lease id, or an error matching
+	// model.ErrLeaseNotFound.
+	GetLease(ctx context.Context, ns, id string) (LeaseRecord, error)
+	// UpdateLease replaces the stored record rec.ID with rec (pending
+	// adjustments, expiry) if the stored version is rec.Version-1; else it
+	// fails with model.ErrLeaseConflict, or model.ErrLeaseNotFound if there
+	// is no record.
+	UpdateLease(ctx context.Context, ns string, rec LeaseRecord) error
+	// EndLease deletes the record e.ID, applies e.Deltas (as ApplyDeltas
+	// does) and appends e.Event (if not nil), all or nothing, if the
+	// stored record has version e.Version and, when e.ExpiredBy > 0, has
+	// expired by then. Otherwise it writes nothing and fails with
+	// model.ErrLeaseConflict, or model.ErrLeaseNotFound if there is no
+	// record.
+	EndLease(ctx context.Context, ns string, e LeaseEnding) error
+	// ListLeases returns up to q.Limit records that q selects, sorted by
+	// id, and the id to pass as q.After for the next page ("" after the
+	// last).
+	ListLeases(ctx context.Context, ns string, q LeaseQuery) ([]LeaseRecord, string, error)
+}
+
+// LeaseRecord is a durable lease as stored: what it debited from each
+// bucket of its cascade, its pending adjustments, and its expiry.
+type LeaseRecord struct {
+	ID       string // model.ValidateLeaseID
+	Entity   string
+	Resource string
+	// Holder names who acquired the lease (a host and process, a server),
+	// for operators and audit events.
+	Holder  string
+	Created int64 // Unix milliseconds
+	// Expires is when the reconciler may end the lease (Unix
+	// milliseconds); 0 means never.
+	Expires int64
+	// Version is 1 when the record is created and grows by one with each
+	// UpdateLease; every change and ending is conditioned on it.
+	Version int64
+	Buckets []LeaseBucket
+	// Pending lists adjustments not yet written to the buckets, one per
+	// limit name (see EndDeltas).
+	Pending []LeaseDelta
+}
+
+// LeaseBucket is what a lease debited from one bucket: every limit in effect
+// there (an adjustment may name one the acquire did not debit), with its
+// parameters and the amount debited.
+type LeaseBucket struct {
+	Key       BucketKey
+	Placement int // the BucketRequest.Placement of the debit
+	Limits    []LeaseLimit
+}
+
+// LeaseLimit is one limit of a LeaseBucket.
+type LeaseLimit struct {
+	Name   string
+	Params bucket.Params
+	Amount int64 // millitokens debited by the acquire, >= 0
+}
+
+// LeaseDelta is a pending adjustment of one limit, in millitokens; it
+// applies to every bucket of the lease that has the limit.
+type LeaseDelta struct {
+	Limit  string
+	Amount int64
+}
+
+// LeaseEnding is an EndLease request.
+type LeaseEnding struct {
+	ID      string
+	Version int64
+	// ExpiredBy, when positive, makes the ending conditional on the
+	// record expiring (0 < Expires <= ExpiredBy): the reconciler's ending.
+	ExpiredBy int64
+	Deltas    []Delta
+	Event     *model.AuditEvent
+}
+
+// LeaseQuery selects lease records for ListLeases.
+type LeaseQuery struct {
+	// Entity, if set, selects its leases; Resource, with Entity, narrows
+	// them to one bucket.
+	Entity, Resource string
+	// ExpiredBy, if positive, selects the records with 0 < Expires <=
+	// ExpiredBy.
+	ExpiredBy int64
+	After     string // ids greater than this
+	Limit     int    // 1 to MaxLeasePage
+}
+
+// MaxLeasePage bounds LeaseQuery.Limit.
+const MaxLeasePage = 1000
+
+// Selects reports whether q selects rec, After and Limit aside.
+func (q *LeaseQuery) Selects(rec *LeaseRecord) bool {
+	switch {
+	case q.Entity != "" && rec.Entity != q.Entity,
+		q.Resource != "" && rec.Resource != q.Resource,
+		q.ExpiredBy > 0 && (rec.Expires == 0 || rec.Expires > q.ExpiredBy):
+		return false
+	}
+	return rec.ID > q.After
+}
+
+// Validate checks q's bounds.
+func (q *LeaseQuery) Validate() error {
+	switch {
+	case q.Limit < 1 || q.Limit > MaxLeasePage:
+		return model.Invalid("limit", strconv.Itoa(q.Limit), "must be 1 to "+strconv.Itoa(MaxLeasePage))
+	case q.Resource != "" && q.Entity == "":
+		return model.Invalid("resource", q.Resource, "selects leases only together with an entity")
+	}
+	return nil
+}
+
+// Ends reports whether e may end rec, whose id is e.ID: the version matches
+// and, for a reconciler's ending, the lease has expired.
+func (e *LeaseEnding) Ends(rec *LeaseRecord) bool {
+	return rec.Version == e.Version && (e.ExpiredBy <= 0 || rec.Expires > 0 && rec.Expires <= e.ExpiredBy)
+}
+
+// LeaseEnd is how a lease ends.
+type LeaseEnd int
+
+// The ways a lease ends.
+const (
+	// Commit keeps the consumption, writes pending adjustments and gives
+	// back concurrency tokens.
+	Commit LeaseEnd = iota
+	// Rollback gives back everything the acquire debited and drops
+	// pending adjustments.
+	Rollback
+	// Expire is the reconciler's Commit of a lease whose holder did not
+	// end it in time: the call probably ran, so its consumption stays and
+	// only concurrency tokens come back.
+	Expire
+)
+
+// NewLeaseRecord returns the record of a lease that req grants: each
+// bucket's key, placement and limits with their amounts. id, holder and the
+// times are the caller's; Version is 1.
+func NewLeaseRecord(id, holder string, req *ConsumeRequest, expires int64) *LeaseRecord {
+	rec := &LeaseRecord{ID: id, Holder: holder, Created: req.Now, Expires: expires, Version: 1,
+		Buckets: make([]LeaseBucket, len(req.Buckets))}
+	for i := range req.Buckets {
+		b := &req.Buckets[i]
+		lb := LeaseBucket{Key: b.Key, Placement: b.Placement, Limits: make([]LeaseLimit, len(b.Limits))}
+		for j, lr := range b.Limits {
+			lb.Limits[j] = LeaseLimit{Name: lr.Name, Params: lr.Params, Amount: lr.Amount}
+		}
+		rec.Buckets[i] = lb
+	}
+	if len(req.Buckets) > 0 {
+		rec.Entity, rec.Resource = req.Buckets[0].Key.Entity, req.Buckets[0].Key.Resource
+	}
+	return rec
+}
+
+// EndDeltas returns the deltas that end the lease: for each limit of each
+// bucket, what the ending wants relative to the acquire's debit. A
+// concurrency limit gets its amount back however the lease ends; a limit
+// that refills gets its pending adjustment (Commit, Expire) or its amount
+// back (Rollback). Limits that want nothing are left out.
+func (r *LeaseRecord) EndDeltas(end LeaseEnd) []Delta {
+	var out []Delta
+	for _, b := range r.Buckets {
+		for _, l := range b.Limits {
+			var n int64
+			switch {
+			case end == Rollback || !l.Params.Refills():
+				n = -l.Amount
+			default:
+				n = r.PendingOf(l.Name)
+			}
+			if n != 0 {
+				out = append(out, Delta{Key: b.Key, Limit: l.Name, Amount: n, Placement: b.Placement, Params: l.Params})
+			}
+		}
+	}
+	return out
+}
+
+// PendingOf returns the pending adjustment of limit name, in millitokens.
+func (r *LeaseRecord) PendingOf(name string) int64 {
+	for _, p := range r.Pending {
+		if p.Limit == name {
+			return p.Amount
+		}
+	}
+	return 0
+}
+
+// HoldsTokens reports whether ending the lease gives something back
+// however it ends: a concurrency token.
+func (r *LeaseRecord) HoldsTokens() bool {
+	for _, b := range r.Buckets {
+		for _, l := range b.Limits {
+			if !l.Params.Refills() && l.Amount > 0 {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// Clone returns a deep copy of r.
+func (r *LeaseRecord) Clone() LeaseRecord {
+	c := *r
+	c.Buckets = make([]LeaseBucket, len(r.Buckets))
+	for i, b := range r.Buckets {
+		b.Limits = slices.Clone(b.Limits)
+		c.Buckets[i] = b
+	}
+	c.Pending = slices.Clone(r.Pending)
+	return c
+}
