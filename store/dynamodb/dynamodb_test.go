@@ -23,6 +23,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv(mpWorkerEnv) != "" {
 		os.Exit(runWorker())
 	}
+	if os.Getenv(reclaimRoleEnv) != "" {
+		os.Exit(runReclaimWorker())
+	}
 	os.Exit(ddblocal.Main(m, &endpoint))
 }
 
