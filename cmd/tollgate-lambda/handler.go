@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -11,6 +12,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/tollgate-rl/tollgate/aggregator"
+	"github.com/tollgate-rl/tollgate/reconcile"
 	"github.com/tollgate-rl/tollgate/store"
 	"github.com/tollgate-rl/tollgate/store/dynamodb/stream"
 )
@@ -24,6 +26,12 @@ type handler struct {
 	// upkeep splits the buckets a batch shows hot; nil: none.
 	upkeep *stream.Upkeep
 	log    *slog.Logger
+	// reconciler, if not nil, ends expired leases after a batch once
+	// reconcileEvery has passed since it last did in this execution
+	// environment (lastReconcile).
+	reconciler     *reconcile.Reconciler
+	reconcileEvery time.Duration
+	lastReconcile  time.Time
 }
 
 // errNoShard is returned for events without a shard id: the event source
@@ -56,7 +64,49 @@ func (h *handler) handle(ctx context.Context, ev events.DynamoDBTimeWindowEvent)
 	if h.upkeep != nil {
 		resp.State = h.tend(ctx, ev, recs)
 	}
+	h.maybeReconcile(ctx)
 	return resp, nil
+}
+
+// maybeReconcile runs a reconciler pass when one is due. Its failures are
+// logged, never the batch's: the next pass, here or elsewhere, retries.
+// Lambda runs one invocation at a time per execution environment, so the
+// handler's fields need no lock.
+func (h *handler) maybeReconcile(ctx context.Context) {
+	if h.reconciler == nil || time.Since(h.lastReconcile) < h.reconcileEvery {
+		return
+	}
+	h.lastReconcile = time.Now()
+	n, err := h.reconciler.Once(ctx)
+	if n > 0 || err != nil {
+		h.log.Info("reconciled leases", "reclaimed", n, "err", err)
+	}
+}
+
+// reconcileHandler is the function in reconcile mode: whatever invokes it
+// (a schedule), it makes one reconciler pass.
+type reconcileHandler struct {
+	r   *reconcile.Reconciler
+	log *slog.Logger
+}
+
+// reconcileResponse is what a reconcile invocation returns.
+type reconcileResponse struct {
+	Reclaimed int    `json:"reclaimed"`
+	Skipped   uint64 `json:"skipped"`
+	Failed    uint64 `json:"failed"`
+}
+
+// handle makes one pass. A pass with failures is an error, so that the
+// invocation shows as failed in Lambda's metrics; the next scheduled one
+// retries what failed.
+func (h *reconcileHandler) handle(ctx context.Context, _ json.RawMessage) (reconcileResponse, error) {
+	before := h.r.Stats()
+	n, err := h.r.Once(ctx)
+	after := h.r.Stats()
+	resp := reconcileResponse{Reclaimed: n, Skipped: after.Skipped - before.Skipped, Failed: after.Failed - before.Failed}
+	h.log.Info("reconciled leases", "reclaimed", resp.Reclaimed, "skipped", resp.Skipped, "failed", resp.Failed, "err", err)
+	return resp, err
 }
 
 // tend hands the batch to the upkeep with the heat the window's state

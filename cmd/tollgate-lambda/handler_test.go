@@ -296,8 +296,16 @@ func TestConfigFrom(t *testing.T) {
 	if err != nil || c.upkeep {
 		t.Errorf("TOLLGATE_REFILL, the former name: %+v, %v; want no upkeep", c, err)
 	}
+	if c.mode != "aggregate" || c.reconcile != defaultReconcileInterval {
+		t.Errorf("defaults: mode %q, reconcile every %v; want aggregate, %v", c.mode, c.reconcile, defaultReconcileInterval)
+	}
+	c, err = configFrom(env("TOLLGATE_TABLE", "t", "TOLLGATE_MODE", "reconcile", "TOLLGATE_RECONCILE_INTERVAL", "0"))
+	if err != nil || c.mode != "reconcile" || c.reconcile != 0 {
+		t.Errorf("reconcile mode, no reconciling after batches: %+v, %v", c, err)
+	}
 	for _, bad := range [][]string{{}, {"TOLLGATE_TABLE", "t", "TOLLGATE_RETENTION", "90d"}, {"TOLLGATE_TABLE", "t", "TOLLGATE_RETENTION", "-1h"},
-		{"TOLLGATE_TABLE", "t", "TOLLGATE_REFILL", "maybe"}, {"TOLLGATE_TABLE", "t", "TOLLGATE_UPKEEP", "sometimes"}} {
+		{"TOLLGATE_TABLE", "t", "TOLLGATE_REFILL", "maybe"}, {"TOLLGATE_TABLE", "t", "TOLLGATE_UPKEEP", "sometimes"},
+		{"TOLLGATE_TABLE", "t", "TOLLGATE_MODE", "serve"}, {"TOLLGATE_TABLE", "t", "TOLLGATE_RECONCILE_INTERVAL", "-1m"}} {
 		if _, err := configFrom(env(bad...)); err == nil {
 			t.Errorf("%q: no error", bad)
 		}

@@ -1,5 +1,5 @@
-// Command tollgate-lambda is the stream aggregator of the DynamoDB backend
-// as an AWS Lambda function: an event source mapping hands it the table's
+// Command tollgate-lambda is the stream aggregator (and the lease
+// reconciler) of the DynamoDB backend as an AWS Lambda function: an event source mapping hands it the table's
 // DynamoDB stream, batch by batch, and it adds what each bucket change
 // consumed to the usage snapshots in the same table, exactly once, then
 // splits the buckets the batch shows hot (stream.Upkeep): the work
@@ -17,6 +17,17 @@
 //	TOLLGATE_UPKEEP     "false" turns the splitting of hot buckets off
 //	                    (default true, as tollgate aggregator --upkeep);
 //	                    TOLLGATE_REFILL is its former name
+//	TOLLGATE_MODE       "aggregate" (default): the stream's batches, as
+//	                    above; "reconcile": the function is invoked on a
+//	                    schedule (an EventBridge rule, e.g. rate(1 minute))
+//	                    and ends the durable leases whose expiry has passed
+//	                    (package reconcile), whatever the event says
+//	TOLLGATE_RECONCILE_INTERVAL
+//	                    in aggregate mode, also reconcile after a batch when
+//	                    this long has passed since this execution
+//	                    environment last did (a Go duration, default 1m; 0
+//	                    turns it off). Without stream traffic no batch
+//	                    comes: schedule a reconcile function as well.
 //
 // TOLLGATE_LOOKAHEAD, which timed the proactive refill of earlier versions,
 // is ignored: bucket items refill in every write's condition now.
@@ -41,6 +52,7 @@ import (
 	"github.com/aws/aws-lambda-go/lambda"
 
 	"github.com/tollgate-rl/tollgate/aggregator"
+	"github.com/tollgate-rl/tollgate/reconcile"
 	"github.com/tollgate-rl/tollgate/store/dynamodb"
 	"github.com/tollgate-rl/tollgate/store/dynamodb/stream"
 )
@@ -50,11 +62,17 @@ type config struct {
 	table     string
 	retention time.Duration
 	upkeep    bool
+	mode      string        // "aggregate" or "reconcile"
+	reconcile time.Duration // aggregate mode: reconcile after a batch this often; 0: never
 }
+
+// defaultReconcileInterval is TOLLGATE_RECONCILE_INTERVAL's default.
+const defaultReconcileInterval = time.Minute
 
 // configFrom reads the configuration through getenv (os.Getenv).
 func configFrom(getenv func(string) string) (config, error) {
-	c := config{table: getenv("TOLLGATE_TABLE"), retention: aggregator.DefaultRetention, upkeep: true}
+	c := config{table: getenv("TOLLGATE_TABLE"), retention: aggregator.DefaultRetention, upkeep: true,
+		mode: "aggregate", reconcile: defaultReconcileInterval}
 	if c.table == "" {
 		return c, errors.New("TOLLGATE_TABLE is not set: name the Tollgate table")
 	}
@@ -73,6 +91,20 @@ func configFrom(getenv func(string) string) (config, error) {
 			}
 			c.upkeep = b
 		}
+	}
+	switch v := getenv("TOLLGATE_MODE"); v {
+	case "", "aggregate":
+	case "reconcile":
+		c.mode = v
+	default:
+		return c, fmt.Errorf("TOLLGATE_MODE=%q: want aggregate or reconcile", v)
+	}
+	if v := getenv("TOLLGATE_RECONCILE_INTERVAL"); v != "" {
+		x, err := time.ParseDuration(v)
+		if err != nil || x < 0 {
+			return c, fmt.Errorf("TOLLGATE_RECONCILE_INTERVAL=%q: want a Go duration, e.g. 1m, or 0 for never", v)
+		}
+		c.reconcile = x
 	}
 	return c, nil
 }
@@ -96,7 +128,18 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	h := &handler{usage: st, retention: cfg.retention, log: slog.New(slog.NewJSONHandler(os.Stderr, nil))}
+	logger := slog.New(slog.NewJSONHandler(os.Stderr, nil))
+	var r *reconcile.Reconciler
+	if cfg.mode == "reconcile" || cfg.reconcile > 0 {
+		if r, err = reconcile.New(st, reconcile.WithLogger(logger), reconcile.WithPrincipal("tollgate-lambda")); err != nil {
+			log.Fatal(err)
+		}
+	}
+	if cfg.mode == "reconcile" {
+		lambda.Start((&reconcileHandler{r: r, log: logger}).handle)
+		return
+	}
+	h := &handler{usage: st, retention: cfg.retention, log: logger, reconciler: r, reconcileEvery: cfg.reconcile}
 	if cfg.upkeep {
 		h.upkeep = stream.NewUpkeep(st)
 	}

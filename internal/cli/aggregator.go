@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/tollgate-rl/tollgate/aggregator"
+	"github.com/tollgate-rl/tollgate/reconcile"
 	"github.com/tollgate-rl/tollgate/store"
 	"github.com/tollgate-rl/tollgate/store/dynamodb"
 	"github.com/tollgate-rl/tollgate/store/dynamodb/stream"
@@ -23,11 +24,13 @@ import (
 type aggregatorConfig struct {
 	poll, retention, lease time.Duration
 	upkeep                 bool
+	// reconcile is the reconciler's interval; 0: none.
+	reconcile time.Duration
 }
 
 func newAggregatorCmd(g *globals) *cobra.Command {
 	var upkeep bool
-	var poll, retention, lease time.Duration
+	var poll, retention, lease, reconcileEvery time.Duration
 	var logLevel, logFormat string
 	cmd := &cobra.Command{
 		Use:   "aggregator",
@@ -56,6 +59,10 @@ With --upkeep (the default) it also splits hot buckets ahead of their
 writers, as the Lambda function does: it doubles the shards of a bucket
 whose shard 0 takes writes at 80% of its write-pressure limit.
 
+It also reconciles durable leases (--reconcile-interval, as tollgate
+reconcile does): leases whose expiry has passed are ended and what they hold
+comes back, once, however many reconcilers run.
+
 A stream shard whose checkpoint is older than the stream keeps (24 hours) is
 read again from its oldest record: the records in between are lost to usage,
 and an error says so.
@@ -75,6 +82,9 @@ usage itself.`,
 			if retention <= 0 {
 				return usagef("--retention %v: want a positive duration", retention)
 			}
+			if reconcileEvery < 0 {
+				return usagef("--reconcile-interval %v: want a positive duration, or 0 for none", reconcileEvery)
+			}
 			if lease < time.Second {
 				// Shorter leases are mostly spent renewing, and lost to
 				// any slow call.
@@ -93,7 +103,7 @@ usage itself.`,
 			if err := st.CheckTable(ctx); err != nil {
 				return err
 			}
-			aggregate(ctx, st, log, aggregatorConfig{poll: poll, retention: retention, lease: lease, upkeep: upkeep})
+			aggregate(ctx, st, log, aggregatorConfig{poll: poll, retention: retention, lease: lease, upkeep: upkeep, reconcile: reconcileEvery})
 			return nil
 		},
 	}
@@ -105,6 +115,7 @@ usage itself.`,
 	_ = cmd.Flags().MarkDeprecated("refill", "use --upkeep (bucket items need no proactive refill any more)")
 	cmd.Flags().DurationVar(&lease, "shard-lease", stream.DefaultShardLease, "how long a stream shard stays with an instance that stops renewing its shard lease")
 	cmd.Flags().DurationVar(&retention, "retention", aggregator.DefaultRetention, "how long snapshots are kept after their window (env "+envRetentionName+")")
+	cmd.Flags().DurationVar(&reconcileEvery, "reconcile-interval", reconcile.DefaultInterval, "how often to end expired durable leases, 0 for never (another process must then)")
 	cmd.Flags().StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	cmd.Flags().StringVar(&logFormat, "log-format", "text", "text or json")
 	return cmd
@@ -118,6 +129,14 @@ func aggregate(ctx context.Context, st *dynamodb.Store, log *slog.Logger, cfg ag
 	// errors), telling operators whose shard lease items they see.
 	owner := leaseOwner()
 	log.Info("aggregating usage from the stream", "table", st.Table(), "owner", owner, "lease", cfg.lease)
+	if cfg.reconcile > 0 {
+		r, err := reconcile.New(st, reconcile.WithInterval(cfg.reconcile), reconcile.WithLogger(log), reconcile.WithPrincipal("aggregator "+owner))
+		if err != nil {
+			log.Error("not reconciling leases", "err", err)
+		} else {
+			go func() { _ = r.Run(ctx) }()
+		}
+	}
 	var changes int
 	apply := func(ctx context.Context, batch []store.Change) error {
 		err := aggregator.DefaultBackoff.Retry(ctx, func(ctx context.Context) error {

@@ -181,7 +181,7 @@ the HTTP API's error shape ({"error": CODE, "message": ..., ...}).`,
 var commands = []func(*globals) *cobra.Command{
 	newServeCmd, newAcquireCmd, newAvailableCmd,
 	newEntityCmd, newLimitsCmd, newNamespaceCmd, newAuditCmd, newUsageCmd, newCapacityCmd, newKeysCmd,
-	newDeployCmd, newStatusCmd, newDestroyCmd, newLocalCmd, newBenchCmd, newAggregatorCmd,
+	newDeployCmd, newStatusCmd, newDestroyCmd, newLocalCmd, newBenchCmd, newAggregatorCmd, newReconcileCmd,
 }
 
 // resolve fills unset flags from the environment and checks them. A flag
