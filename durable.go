@@ -167,7 +167,8 @@ func (le *Lease) endDurable(ctx context.Context, d *leaseData, rollback bool) er
 	write := func() error {
 		rec := *d.rec
 		rec.Pending = d.pendingDeltas()
-		return d.lim.store.EndLease(ctx, d.ns, store.LeaseEnding{ID: rec.ID, Version: rec.Version, Deltas: rec.EndDeltas(end)})
+		d.deltas = rec.AppendEndDeltas(d.deltas[:0], end) // the recycled state's buffer
+		return d.lim.store.EndLease(ctx, d.ns, store.LeaseEnding{ID: rec.ID, Version: rec.Version, Deltas: d.deltas})
 	}
 	err := write()
 	if errors.Is(err, model.ErrLeaseConflict) {
@@ -184,7 +185,10 @@ func (le *Lease) endDurable(ctx context.Context, d *leaseData, rollback bool) er
 // and the lease is over here too: the error matches ErrLeaseExpired (so
 // ErrLeaseClosed) and ErrLeaseNotFound, and the caller recycles d.
 func (le *Lease) durableErr(ctx context.Context, d *leaseData, op string, err error) error {
-	if errors.Is(err, model.ErrLeaseNotFound) {
+	switch {
+	case err == nil:
+		return nil // before the subject is built: the common case allocates nothing
+	case errors.Is(err, model.ErrLeaseNotFound):
 		return fmt.Errorf("%s lease %s of %s/%s: ended elsewhere (reclaimed after its expiry, or ended by another process): %w (%w)",
 			op, d.rec.ID, le.entity, le.resource, model.ErrLeaseExpired, err)
 	}

@@ -158,15 +158,21 @@ const (
 // bucket's key, placement and limits with their amounts. id, holder and the
 // times are the caller's; Version is 1.
 func NewLeaseRecord(id, holder string, req *ConsumeRequest, expires int64) *LeaseRecord {
-	rec := &LeaseRecord{ID: id, Holder: holder, Created: req.Now, Expires: expires, Version: 1,
-		Buckets: make([]LeaseBucket, len(req.Buckets))}
+	n := 0
+	for i := range req.Buckets {
+		n += len(req.Buckets[i].Limits)
+	}
+	rec, limits := allocLease(len(req.Buckets), n)
+	rec.ID, rec.Holder, rec.Created, rec.Expires, rec.Version = id, holder, req.Now, expires, 1
 	for i := range req.Buckets {
 		b := &req.Buckets[i]
-		lb := LeaseBucket{Key: b.Key, Placement: b.Placement, Limits: make([]LeaseLimit, len(b.Limits))}
-		for j, lr := range b.Limits {
+		lb := &rec.Buckets[i]
+		lb.Key, lb.Placement = b.Key, b.Placement
+		lb.Limits, limits = limits[:len(b.Limits):len(b.Limits)], limits[len(b.Limits):]
+		for j := range b.Limits {
+			lr := &b.Limits[j]
 			lb.Limits[j] = LeaseLimit{Name: lr.Name, Params: lr.Params, Amount: lr.Amount}
 		}
-		rec.Buckets[i] = lb
 	}
 	if len(req.Buckets) > 0 {
 		rec.Entity, rec.Resource = req.Buckets[0].Key.Entity, req.Buckets[0].Key.Resource
@@ -174,13 +180,40 @@ func NewLeaseRecord(id, holder string, req *ConsumeRequest, expires int64) *Leas
 	return rec
 }
 
+// leaseAlloc holds a record with room for two buckets and a few
+// limits, so that a record costs one allocation when it fits (a record is
+// made, and copied into the memory backends' tables, on every durable
+// acquire).
+type leaseAlloc struct {
+	rec     LeaseRecord
+	buckets [2]LeaseBucket
+	limits  [4]LeaseLimit
+}
+
+// allocLease returns an empty record with nb buckets and room for nl
+// limits in all, which the caller slices for its buckets.
+func allocLease(nb, nl int) (*LeaseRecord, []LeaseLimit) {
+	a := &leaseAlloc{}
+	if nb <= len(a.buckets) {
+		a.rec.Buckets = a.buckets[:nb:nb]
+	} else {
+		a.rec.Buckets = make([]LeaseBucket, nb)
+	}
+	if nl <= len(a.limits) {
+		return &a.rec, a.limits[:nl:nl]
+	}
+	return &a.rec, make([]LeaseLimit, nl)
+}
+
 // EndDeltas returns the deltas that end the lease: for each limit of each
 // bucket, what the ending wants relative to the acquire's debit. A
 // concurrency limit gets its amount back however the lease ends; a limit
 // that refills gets its pending adjustment (Commit, Expire) or its amount
 // back (Rollback). Limits that want nothing are left out.
-func (r *LeaseRecord) EndDeltas(end LeaseEnd) []Delta {
-	var out []Delta
+func (r *LeaseRecord) EndDeltas(end LeaseEnd) []Delta { return r.AppendEndDeltas(nil, end) }
+
+// AppendEndDeltas is EndDeltas appending to out.
+func (r *LeaseRecord) AppendEndDeltas(out []Delta, end LeaseEnd) []Delta {
 	for _, b := range r.Buckets {
 		for _, l := range b.Limits {
 			var n int64
@@ -222,12 +255,25 @@ func (r *LeaseRecord) HoldsTokens() bool {
 }
 
 // Clone returns a deep copy of r.
-func (r *LeaseRecord) Clone() LeaseRecord {
-	c := *r
-	c.Buckets = make([]LeaseBucket, len(r.Buckets))
+func (r *LeaseRecord) Clone() LeaseRecord { return *r.ClonePtr() }
+
+// ClonePtr returns a deep copy of r, in one allocation for a record of up
+// to four limits (see leaseAlloc): what a backend that keeps records in
+// memory stores.
+func (r *LeaseRecord) ClonePtr() *LeaseRecord {
+	n := 0
+	for i := range r.Buckets {
+		n += len(r.Buckets[i].Limits)
+	}
+	c, limits := allocLease(len(r.Buckets), n)
+	buckets := c.Buckets
+	*c = *r
+	c.Buckets = buckets
 	for i, b := range r.Buckets {
-		b.Limits = slices.Clone(b.Limits)
-		c.Buckets[i] = b
+		lb := &c.Buckets[i]
+		*lb = b
+		lb.Limits, limits = limits[:len(b.Limits):len(b.Limits)], limits[len(b.Limits):]
+		copy(lb.Limits, b.Limits)
 	}
 	c.Pending = slices.Clone(r.Pending)
 	return c

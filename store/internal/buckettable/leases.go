@@ -50,8 +50,7 @@ func (t *Table) setLease(k leaseKey, rec *store.LeaseRecord) {
 // createLease stores a copy of rec for a granted consume; the caller holds
 // lt.mu and the consume's locks.
 func (t *Table) createLease(ns string, rec *store.LeaseRecord) {
-	c := rec.Clone()
-	t.setLease(leaseKey{ns, rec.ID}, &c)
+	t.setLease(leaseKey{ns, rec.ID}, rec.ClonePtr())
 }
 
 // leaseExists reports an existing record of id; the caller holds lt.mu.
@@ -88,8 +87,7 @@ func (t *Table) UpdateLease(ns string, rec store.LeaseRecord) error {
 	case old.Version != rec.Version-1:
 		return fmt.Errorf("lease %q: version %d, not %d: %w", rec.ID, old.Version, rec.Version-1, model.ErrLeaseConflict)
 	}
-	c := rec.Clone()
-	t.setLease(k, &c)
+	t.setLease(k, rec.ClonePtr())
 	return nil
 }
 
@@ -105,8 +103,9 @@ func (t *Table) EndLease(ns string, e store.LeaseEnding) error {
 	if err := checkEnding(rec, &e); err != nil {
 		return err
 	}
-	unlock := t.lockDeltas(ns, e.Deltas)
-	defer unlock()
+	var buf [2 * model.MaxCascadeDepth]int
+	locked := t.lockDeltas(ns, e.Deltas, buf[:0])
+	defer t.unlockShards(locked)
 	if t.closed.Load() {
 		return ErrClosed
 	}
@@ -139,11 +138,9 @@ func checkEnding(rec *store.LeaseRecord, e *store.LeaseEnding) error {
 }
 
 // lockDeltas locks, in index order, the shards of the buckets deltas
-// change (and cut, in a tracking table, as a cascade does), and returns the
-// function that unlocks them.
-func (t *Table) lockDeltas(ns string, deltas []store.Delta) func() {
-	var buf [2 * model.MaxCascadeDepth]int
-	locked := buf[:0]
+// change (and cut, in a tracking table, as a cascade does), and returns
+// their indexes, appended to locked, for unlockShards.
+func (t *Table) lockDeltas(ns string, deltas []store.Delta, locked []int) []int {
 	for _, d := range deltas {
 		locked = append(locked, shardOf(t.hash(ID{ns, d.Key.Entity, d.Key.Resource})))
 	}
@@ -155,13 +152,16 @@ func (t *Table) lockDeltas(ns string, deltas []store.Delta) func() {
 	for _, i := range locked {
 		t.shards[i].mu.Lock()
 	}
-	return func() {
-		for _, i := range locked {
-			t.shards[i].mu.Unlock()
-		}
-		if t.track {
-			t.cut.RUnlock()
-		}
+	return locked
+}
+
+// unlockShards undoes lockDeltas.
+func (t *Table) unlockShards(locked []int) {
+	for _, i := range locked {
+		t.shards[i].mu.Unlock()
+	}
+	if t.track {
+		t.cut.RUnlock()
 	}
 }
 
