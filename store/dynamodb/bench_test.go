@@ -14,6 +14,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/tollgate-rl/tollgate"
 	"github.com/tollgate-rl/tollgate/clock"
@@ -40,6 +41,10 @@ import (
 //     an acquire), the clock moving a second per acquire: both full again;
 //   - cascade-busy: one key cascading into its organisation, both of
 //     10,000/min, the clock moving 1 ms per acquire: both below capacity;
+//   - concurrency-slot: one key with a concurrency slot and 10,000/min,
+//     the clock moving 1 ms per acquire: a durable lease, whose acquire and
+//     commit are a transaction each (also against two raw two-item
+//     transactions: -vs-transactions);
 //   - available: Limiter.Available of a warm key, against one GetItem.
 //
 // The cascades are also measured against two raw writes in parallel
@@ -95,6 +100,27 @@ func BenchmarkDynamoDB(b *testing.B) {
 			}
 		})
 	}
+	// What a durable lease's acquire and commit are without Tollgate: two
+	// transactions, each a conditional update of an item and the put (or
+	// the delete) of a small record item.
+	rawLeaseKey := item{attrPK: str("raw-lease"), attrSK: str("x")}
+	rawTransactions := func() {
+		for _, other := range []types.TransactWriteItem{
+			{Put: &types.Put{TableName: &tbl.table, Item: item{attrPK: rawLeaseKey[attrPK], attrSK: rawLeaseKey[attrSK], "v": num(1)}}},
+			{Delete: &types.Delete{TableName: &tbl.table, Key: rawLeaseKey}},
+		} {
+			_, err := tbl.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
+				{Update: &types.Update{TableName: &tbl.table, Key: rawKey,
+					UpdateExpression:          aws.String("ADD n :m"),
+					ConditionExpression:       aws.String("attribute_exists(PK) AND n >= :one"),
+					ExpressionAttributeValues: item{":m": num(-1), ":one": num(1)}}},
+				other,
+			}})
+			if err != nil {
+				b.Error(err)
+			}
+		}
+	}
 	rawRead := func() {
 		if _, err := tbl.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: &tbl.table, Key: rawKey, ConsistentRead: aws.Bool(true)}); err != nil {
 			b.Error(err)
@@ -117,6 +143,14 @@ func BenchmarkDynamoDB(b *testing.B) {
 				env := newBenchEnv(b, tbl.table, c.clock)
 				op := c.setup(b, env)
 				paired(b, rawPair, op)
+				env.reportCalls(b)
+			})
+		}
+		if c.transactions {
+			b.Run("latency/"+c.name+"-vs-transactions", func(b *testing.B) {
+				env := newBenchEnv(b, tbl.table, c.clock)
+				op := c.setup(b, env)
+				paired(b, rawTransactions, op)
 				env.reportCalls(b)
 			})
 		}
@@ -179,34 +213,45 @@ type latencyCase struct {
 	name  string
 	clock bool // a fake clock (moved by the case) instead of the wall clock
 	pair  bool // a cascade: also measured against two raw writes in parallel
-	setup func(b *testing.B, env *benchEnv) func()
+	// transactions: a durable lease, also measured against two raw
+	// two-item transactions (its acquire's and its commit's)
+	transactions bool
+	setup        func(b *testing.B, env *benchEnv) func()
 }
 
 func latencyCases() []latencyCase {
 	return []latencyCase{
-		{"idle-entities", true, false, func(b *testing.B, env *benchEnv) func() {
+		{"idle-entities", true, false, false, func(b *testing.B, env *benchEnv) func() {
 			limits := tollgate.WithLimits(tollgate.PerSecond("rps", 10))
 			return env.inTurn(b, uniquePrefix("idle"), 1000, time.Second, limits)
 		}},
-		{"busy-bucket", true, false, func(b *testing.B, env *benchEnv) func() {
+		{"busy-bucket", true, false, false, func(b *testing.B, env *benchEnv) func() {
 			limits := tollgate.WithLimits(tollgate.PerMinute("rps", 10_000))
 			return env.inTurn(b, uniquePrefix("busy"), 1, time.Millisecond, limits)
 		}},
-		{"generous-limit", false, false, func(b *testing.B, env *benchEnv) func() {
+		{"generous-limit", false, false, false, func(b *testing.B, env *benchEnv) func() {
 			limits := tollgate.WithLimits(tollgate.PerSecond("rps", 1_000_000))
 			return env.inTurn(b, uniquePrefix("generous"), 1, 0, limits)
 		}},
-		{"cascade-idle", true, true, func(b *testing.B, env *benchEnv) func() {
+		{"cascade-idle", true, true, false, func(b *testing.B, env *benchEnv) func() {
 			p := uniquePrefix("ci")
 			env.cascade(b, p, 100)
 			limits := tollgate.WithLimits(tollgate.PerSecond("rps", 10))
 			return env.inTurn(b, p, 100, time.Second, limits)
 		}},
-		{"cascade-busy", true, true, func(b *testing.B, env *benchEnv) func() {
+		{"cascade-busy", true, true, false, func(b *testing.B, env *benchEnv) func() {
 			p := uniquePrefix("cb")
 			env.cascade(b, p, 1)
 			limits := tollgate.WithLimits(tollgate.PerMinute("rps", 10_000))
 			return env.inTurn(b, p, 1, time.Millisecond, limits)
+		}},
+		// A concurrency slot and a rate limit: the acquire writes the
+		// lease's record with the debit (one transaction), the commit
+		// deletes it with the slot's return (another).
+		{"concurrency-slot", true, false, true, func(b *testing.B, env *benchEnv) func() {
+			env.consume = tollgate.Consume{"rps": 1, "slots": 1}
+			limits := tollgate.WithLimits(tollgate.PerMinute("rps", 10_000), tollgate.ConcurrencyLimit("slots", 100))
+			return env.inTurn(b, uniquePrefix("slot"), 1, time.Millisecond, limits)
 		}},
 	}
 }
@@ -214,6 +259,7 @@ func latencyCases() []latencyCase {
 // benchEnv is a limiter over a Store of its own on the benchmark's table,
 // whose HTTP transport counts the calls it makes.
 type benchEnv struct {
+	consume  tollgate.Consume // what each acquire takes (newBenchEnv: one rps)
 	s        *Store
 	lim      *tollgate.Limiter
 	clk      *clock.Fake // nil: the wall clock
@@ -223,7 +269,7 @@ type benchEnv struct {
 
 func newBenchEnv(b *testing.B, table string, fake bool, opts ...Option) *benchEnv {
 	b.Helper()
-	env := &benchEnv{}
+	env := &benchEnv{consume: tollgate.Consume{"rps": 1}}
 	env.s = mustNew(b, localConfig(func(c *aws.Config) {
 		c.HTTPClient = &http.Client{Transport: countingRT{NewHTTPClient().Transport, &env.calls}}
 	}), table, opts, atLocal)
@@ -252,7 +298,7 @@ func (env *benchEnv) ns(b *testing.B) string {
 // is a fine outcome, an error is not.
 func (env *benchEnv) tryAcquire(b *testing.B, entity string, limits tollgate.AcquireOption) {
 	env.acquires.Add(1)
-	le, err := env.lim.Acquire(context.Background(), entity, "api", tollgate.Consume{"rps": 1}, limits)
+	le, err := env.lim.Acquire(context.Background(), entity, "api", env.consume, limits)
 	switch {
 	case err == nil:
 		if err := le.Commit(context.Background()); err != nil {
@@ -266,7 +312,7 @@ func (env *benchEnv) tryAcquire(b *testing.B, entity string, limits tollgate.Acq
 // acquire is tryAcquire that must be granted.
 func (env *benchEnv) acquire(b *testing.B, entity string, limits tollgate.AcquireOption) {
 	b.Helper()
-	le, err := env.lim.Acquire(context.Background(), entity, "api", tollgate.Consume{"rps": 1}, limits)
+	le, err := env.lim.Acquire(context.Background(), entity, "api", env.consume, limits)
 	if err != nil {
 		b.Fatal(err)
 	}
