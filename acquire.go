@@ -425,18 +425,26 @@ func (l *Limiter) Wait(ctx context.Context, entity, resource string, consume Con
 // nil. If fn returns an error or panics, the lease is rolled back (and the
 // panic continues). The rollback is not cancelled with ctx, so a cancelled
 // call still returns what it took.
-func (l *Limiter) Do(ctx context.Context, entity, resource string, consume Consume, fn func(context.Context, *Lease) error, opts ...AcquireOption) (err error) {
+func (l *Limiter) Do(ctx context.Context, entity, resource string, consume Consume, fn func(context.Context, *Lease) error, opts ...AcquireOption) error {
 	le, err := l.Acquire(ctx, entity, resource, consume, opts...)
 	if err != nil {
 		return err
 	}
+	return runIn(ctx, le, func() error { return fn(ctx, le) })
+}
+
+// runIn runs fn inside le and ends it: Commit if fn returns nil, Rollback
+// if it returns an error or panics (the panic continues). The endings are
+// not cancelled with ctx, so a cancelled call still records what it did
+// and returns what it took.
+func runIn(ctx context.Context, le *Lease, fn func() error) error {
 	finished := false
 	defer func() {
 		if !finished {
 			_ = le.Rollback(context.WithoutCancel(ctx))
 		}
 	}()
-	if err := fn(ctx, le); err != nil {
+	if err := fn(); err != nil {
 		finished = true
 		if rbErr := le.Rollback(context.WithoutCancel(ctx)); rbErr != nil {
 			return errors.Join(err, rbErr)
