@@ -25,6 +25,7 @@ var kinds = []struct {
 	{model.ErrNamespaceExists, http.StatusConflict, CodeConflict, "namespace_exists"},
 	{model.ErrNamespaceDeleted, http.StatusConflict, CodeConflict, "namespace_deleted"},
 	{model.ErrLeaseClosed, http.StatusConflict, CodeConflict, "lease_closed"},
+	{model.ErrReservationConflict, http.StatusConflict, CodeConflict, "reservation_conflict"},
 	{ErrConflict, http.StatusConflict, CodeConflict, "conflict"},
 	{ErrNoRoute, http.StatusNotFound, CodeNotFound, "no_route"},
 	{model.ErrUsageUnsupported, http.StatusNotImplemented, CodeUnimplemented, "usage_unsupported"},
