@@ -95,6 +95,9 @@ func (l *Limiter) Release(ctx context.Context, id string) error {
 		return err
 	}
 	le, err := l.ResumeLease(ctx, model.ReservationLeaseID(id))
+	if errors.Is(err, model.ErrLeaseNotFound) {
+		return fmt.Errorf("release %s: no reservation: %w", id, model.ErrLeaseNotFound)
+	}
 	if err != nil {
 		return err
 	}

@@ -20,6 +20,7 @@ var kinds = []struct {
 	{model.ErrEntityNotFound, http.StatusNotFound, CodeNotFound, "entity_not_found"},
 	{model.ErrNamespaceNotFound, http.StatusNotFound, CodeNotFound, "namespace_not_found"},
 	{ErrLeaseNotFound, http.StatusNotFound, CodeNotFound, "lease_not_found"},
+	{model.ErrLeaseNotFound, http.StatusNotFound, CodeNotFound, "lease_not_found"},
 	{model.ErrNotFound, http.StatusNotFound, CodeNotFound, "not_found"},
 	{model.ErrEntityExists, http.StatusConflict, CodeConflict, "entity_exists"},
 	{model.ErrNamespaceExists, http.StatusConflict, CodeConflict, "namespace_exists"},
