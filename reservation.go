@@ -12,7 +12,7 @@ import (
 	"github.com/tollgate-rl/tollgate/store"
 )
 
-// Reservations (docs/semantics.md, section 5.7): a reservation is a durable
+// Reservations (docs/semantics.md, section 12): a reservation is a durable
 // lease whose id is "r:" + the reserved resource's id, so that the store's
 // refusal of a second record with one id (model.ErrLeaseExists) is what
 // makes an id reserved once, and the id alone finds it again.
