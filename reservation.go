@@ -52,35 +52,56 @@ const reserveAttempts = 3
 // reservation's lease, nothing debited again); anyone else is a conflict.
 // A record gone by the time it is read was released meanwhile, and the id
 // is free: the request is tried again.
+//
+// A denial is checked the same way, at the cost of one read: a backend may
+// judge the buckets before the record (DynamoDB's transaction fails on
+// both conditions at once, and reports the buckets), and an id already
+// held is held whether or not the limit is full.
 func (l *Limiter) consumeReservation(ctx context.Context, d *leaseData, now unixNano) (bool, error) {
 	var expires int64 // never, unless asked: a reservation lasts until released
 	if d.opts.hasExpiry {
 		expires = now.add(d.opts.expiry).milli()
 	}
-	id := model.ReservationLeaseID(d.opts.reservation)
-	rec := store.NewLeaseRecord(id, l.holder, &d.req, expires)
+	rec := store.NewLeaseRecord(model.ReservationLeaseID(d.opts.reservation), l.holder, &d.req, expires)
 	for attempt := 1; ; attempt++ {
 		d.req.Lease = rec
 		granted, err := l.store.Consume(ctx, d.ns, &d.req)
 		d.req.Lease = nil
-		if err == nil && granted {
-			d.rec = rec
-		}
-		if !errors.Is(err, model.ErrLeaseExists) {
-			return granted, err
-		}
-		held, err := l.store.GetLease(ctx, d.ns, id)
 		switch {
-		case err == nil && held.Entity == rec.Entity && held.Resource == rec.Resource:
-			d.kinds = d.kinds[:0] // the request is now the record's (resume)
-			d.resume(&held)
+		case err == nil && granted:
+			d.rec = rec
 			return true, nil
 		case err == nil:
-			return false, fmt.Errorf("reserve %s for %s/%s: %w", d.opts.reservation, rec.Entity, rec.Resource, model.ErrReservationConflict)
-		case !errors.Is(err, model.ErrLeaseNotFound) || attempt == reserveAttempts:
+			held, herr := l.heldReservation(ctx, d, rec)
+			if herr != nil && !errors.Is(herr, model.ErrReservationConflict) {
+				return false, nil // not held (or not known): the denial stands
+			}
+			return held, herr
+		case !errors.Is(err, model.ErrLeaseExists):
 			return false, err
 		}
+		held, err := l.heldReservation(ctx, d, rec)
+		if !errors.Is(err, model.ErrLeaseNotFound) || attempt == reserveAttempts {
+			return held, err
+		}
 	}
+}
+
+// heldReservation reads the stored record of rec's id: if it is the same
+// entity and resource's, d becomes that reservation's lease (resumed) and
+// heldReservation reports true; another's is ErrReservationConflict; no
+// record is ErrLeaseNotFound.
+func (l *Limiter) heldReservation(ctx context.Context, d *leaseData, rec *store.LeaseRecord) (bool, error) {
+	held, err := l.store.GetLease(ctx, d.ns, rec.ID)
+	switch {
+	case err != nil:
+		return false, err
+	case held.Entity != rec.Entity || held.Resource != rec.Resource:
+		return false, fmt.Errorf("reserve %s for %s/%s: %w", d.opts.reservation, rec.Entity, rec.Resource, model.ErrReservationConflict)
+	}
+	d.kinds = d.kinds[:0] // the request is now the record's (resume)
+	d.resume(&held)
+	return true, nil
 }
 
 // Release ends the reservation of resource id, from any process sharing the

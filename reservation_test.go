@@ -11,6 +11,7 @@ import (
 
 	"github.com/tollgate-rl/tollgate"
 	"github.com/tollgate-rl/tollgate/model"
+	"github.com/tollgate-rl/tollgate/store"
 	"github.com/tollgate-rl/tollgate/store/memory"
 )
 
@@ -458,5 +459,52 @@ func TestReservationCapacityKind(t *testing.T) {
 	}
 	if kinds["clusters"] != tollgate.Reserved || kinds["rpm"] != tollgate.Rate {
 		t.Errorf("capacity kinds %v, want clusters reserved, rpm rate", kinds)
+	}
+}
+
+// bucketsFirst is a store that judges the buckets before a lease record,
+// as DynamoDB's transaction reports: while deny is set, every consume that
+// carries a record is denied, whether or not its id is taken.
+type bucketsFirst struct {
+	store.Store
+	deny bool
+}
+
+func (s *bucketsFirst) Consume(ctx context.Context, ns string, req *store.ConsumeRequest) (bool, error) {
+	if s.deny && req.Lease != nil {
+		return false, nil
+	}
+	return s.Store.Consume(ctx, ns, req)
+}
+
+// A denial does not hide an id already held: its holder gets the
+// reservation, anyone else a conflict, and an id not held the denial.
+func TestReservationDenialHidesTakenID(t *testing.T) {
+	st := &bucketsFirst{Store: memory.New()}
+	lim, _ := newLim(t, st)
+	if err := lim.SetConfig(context.Background(), tollgate.ResourceScope("emr"), clusters); err != nil {
+		t.Fatal(err)
+	}
+	first, err := reserve(lim, "team-a", "j-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.deny = true
+	cases := []struct {
+		entity, id string
+		want       error // nil: the existing reservation
+	}{
+		{"team-a", "j-a", nil},
+		{"team-b", "j-a", tollgate.ErrReservationConflict},
+		{"team-a", "j-b", tollgate.ErrRateLimited},
+	}
+	for _, c := range cases {
+		le, err := reserve(lim, c.entity, c.id)
+		switch {
+		case c.want == nil && (err != nil || le.ID() != first.ID()):
+			t.Errorf("%s for %s: %v, lease %v; want the existing reservation", c.id, c.entity, err, le)
+		case c.want != nil && !errors.Is(err, c.want):
+			t.Errorf("%s for %s: %v, want %v", c.id, c.entity, err, c.want)
+		}
 	}
 }
