@@ -29,6 +29,8 @@ type acquireOptions struct {
 	durable   bool
 	hasExpiry bool
 	expiry    time.Duration
+	// reservation is the id of WithReservation ("": none).
+	reservation string
 }
 
 // explicitLimits are the limits of one WithLimits option, prepared once.
@@ -77,6 +79,28 @@ func WithLeaseExpiry(d time.Duration) AcquireOption {
 	return func(o *acquireOptions) { o.hasExpiry, o.expiry = true, d }
 }
 
+// WithReservation makes the acquire a reservation of the resource id (an
+// EMR cluster id, a GPU job, a sandbox): it takes one token of every
+// reserved limit (ReservedLimit) that consume names, each named with
+// exactly 1, at least one of them, together with the other limits of
+// consume, all or nothing, as any acquire does.
+//
+// The lease is durable, with id "r:" + id, and it never expires unless
+// WithLeaseExpiry gives it an expiry, which a reconciler then enforces.
+// It is meant to outlive the process: end it with Limiter.Release(ctx, id)
+// (or Commit), from any process sharing the store, when the resource is
+// gone; Rollback instead refunds its rate consumption too.
+//
+// An id is reserved once in a namespace. Reserving an id that the same
+// entity and resource already hold debits nothing and returns the
+// existing reservation's lease (as ResumeLease would); an id that another
+// entity or resource holds is an error matching ErrReservationConflict.
+// An id that is not valid (model.ValidateReservationID) is a
+// *ValidationError naming reservation_id.
+func WithReservation(id string) AcquireOption {
+	return func(o *acquireOptions) { o.reservation = id }
+}
+
 // Acquire checks and debits consume against every limit in effect for entity
 // and resource, and for the cascade ancestors of entity, all or nothing. On
 // success the consumption is already written and the returned Lease must be
@@ -114,7 +138,7 @@ func (l *Limiter) Acquire(ctx context.Context, entity, resource string, consume 
 		case err == nil && granted:
 			return d.newLease(entity, resource), nil
 		case err == nil:
-			err = l.denial(&d.req)
+			err = l.denial(d)
 		default:
 			err = storeErr(ctx, "acquire", entity+"/"+resource, err)
 		}
@@ -146,6 +170,11 @@ func (l *Limiter) plan(ctx context.Context, d *leaseData, entity, resource strin
 			return "", err
 		}
 	}
+	if d.opts.reservation != "" {
+		if err := model.ValidateReservationID(d.opts.reservation); err != nil {
+			return "", err
+		}
+	}
 	var explicit []prepared
 	if d.opts.explicit {
 		if err := d.opts.ex.err; err != nil {
@@ -156,6 +185,11 @@ func (l *Limiter) plan(ctx context.Context, d *leaseData, entity, resource strin
 		// be granted is refused even while the store is down.
 		if err := fitConsume(consume, explicit, entity, resource, &d.amounts); err != nil {
 			return "", err
+		}
+		for i := range explicit {
+			if err := d.checkReserved(&explicit[i], d.amounts[i]); err != nil {
+				return "", err
+			}
 		}
 	}
 	ns, err := l.namespaceID(ctx, now)
@@ -172,7 +206,8 @@ func (l *Limiter) plan(ctx context.Context, d *leaseData, entity, resource strin
 		return ns, err
 	}
 	d.req.Now = now.milli()
-	buckets, limitBuf := d.req.Buckets[:0], d.limits[:0]
+	buckets, limitBuf, kinds := d.req.Buckets[:0], d.limits[:0], d.kinds[:0]
+	reserved := 0 // reserved limits consumed, in every bucket
 	for depth, e := range chain {
 		id := e.ID
 		limits := explicit
@@ -211,6 +246,13 @@ func (l *Limiter) plan(ctx context.Context, d *leaseData, entity, resource strin
 			} else if amount > p.params.Capacity {
 				return ns, exceedsCapacity(p.limit, id, bucket.Tokens(amount))
 			}
+			if check && p.limit.Kind == model.Reserved {
+				if err := d.checkReserved(p, amount); err != nil {
+					return ns, err
+				}
+				reserved++
+			}
+			kinds = append(kinds, p.limit.Kind)
 			if p.params.Amount == 0 && amount > 0 {
 				d.holds = true // a concurrency token taken: the lease is durable
 			}
@@ -243,7 +285,31 @@ func (l *Limiter) plan(ctx context.Context, d *leaseData, entity, resource strin
 	if cap(limitBuf) != cap(d.limits) {
 		d.limits = limitBuf[:0]
 	}
+	d.kinds = kinds // no pointers: no write barrier to save
+	if d.opts.reservation != "" && reserved == 0 && consume != nil {
+		return ns, model.Invalid("consume", d.opts.reservation, "a reservation takes a token of a reserved limit: "+
+			"name one of entity "+strconv.Quote(entity)+"'s reserved limits for resource "+strconv.Quote(resource)+" with 1")
+	}
 	return ns, nil
+}
+
+// checkReserved checks the amount (millitokens, -1: not named) of limit p
+// in this call: a reserved limit is consumed only by a reservation, and
+// then exactly one token, since a reservation holds one resource.
+func (d *leaseData) checkReserved(p *prepared, amount int64) error {
+	if p.limit.Kind != model.Reserved || amount < 0 {
+		return nil
+	}
+	name := p.limit.Name
+	if d.opts.reservation == "" {
+		return model.Invalid("consume."+name, strconv.FormatInt(bucket.Tokens(amount), 10),
+			"limit "+strconv.Quote(name)+" is reserved: name the resource id with WithReservation")
+	}
+	if amount != bucket.MilliPerToken {
+		return model.Invalid("consume."+name, strconv.FormatInt(bucket.Tokens(amount), 10),
+			"a reservation takes exactly 1 token of reserved limit "+strconv.Quote(name))
+	}
+	return nil
 }
 
 // setIfChanged stores v in *p unless *p already equals it. Storing a
@@ -342,8 +408,8 @@ func exceedsCapacity(l model.Limit, entity string, n int64) error {
 }
 
 // denial builds the error of a denied request from what the store observed.
-func (l *Limiter) denial(req *store.ConsumeRequest) error {
-	ex := &model.RateLimitExceeded{Statuses: l.statuses(req, false)}
+func (l *Limiter) denial(d *leaseData) error {
+	ex := &model.RateLimitExceeded{Statuses: l.statuses(d, false)}
 	for _, s := range ex.Statuses {
 		if s.Exceeded && s.RetryAfter > ex.RetryAfter {
 			ex.RetryAfter = s.RetryAfter
@@ -352,29 +418,35 @@ func (l *Limiter) denial(req *store.ConsumeRequest) error {
 	return ex
 }
 
-// statuses reports every limit of req; after a grant, balances are shown
-// after the debit.
-func (l *Limiter) statuses(req *store.ConsumeRequest, granted bool) []model.Status {
+// statuses reports every limit of d's request, with the kinds plan found;
+// after a grant, balances are shown after the debit.
+func (l *Limiter) statuses(d *leaseData, granted bool) []model.Status {
 	var out []model.Status
-	for _, b := range req.Buckets {
+	k := 0
+	for _, b := range d.req.Buckets {
 		for _, lr := range b.Limits {
-			out = append(out, l.status(b.Key, lr, granted))
+			kind := model.Rate
+			if k < len(d.kinds) {
+				kind = d.kinds[k]
+			} else if !lr.Params.Refills() {
+				kind = model.Concurrency // a request plan did not build: what its buckets tell
+			}
+			out = append(out, l.status(b.Key, lr, kind, granted))
+			k++
 		}
 	}
 	return out
 }
 
-func (l *Limiter) status(k store.BucketKey, lr store.LimitRequest, granted bool) model.Status {
+func (l *Limiter) status(k store.BucketKey, lr store.LimitRequest, kind model.Kind, granted bool) model.Status {
 	s := model.Status{
 		Entity:    k.Entity,
 		Resource:  k.Resource,
 		Limit:     lr.Name,
+		Kind:      kind,
 		Capacity:  bucket.Tokens(lr.Params.Capacity),
 		Available: bucket.Available(lr.Observed),
 		Requested: bucket.Tokens(lr.Amount),
-	}
-	if lr.Params.Amount == 0 {
-		s.Kind = model.Concurrency
 	}
 	if granted {
 		s.Available = bucket.Available(bucket.ForceConsume(lr.Observed, lr.Amount))
@@ -470,7 +542,7 @@ func (l *Limiter) Available(ctx context.Context, entity, resource string, opts .
 		return nil, err
 	}
 	defer d.release()
-	return l.statuses(&d.req, false), nil
+	return l.statuses(d, false), nil
 }
 
 // TimeUntilAvailable reports how long refill alone needs before Acquire with

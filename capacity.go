@@ -52,7 +52,8 @@ func (l *Limiter) Capacity(ctx context.Context, resource string) (ResourceCapaci
 	if err != nil {
 		return ResourceCapacity{}, err
 	}
-	now := l.clock.Now().UnixMilli()
+	wall := l.clock.Now()
+	now := wall.UnixMilli()
 	out := ResourceCapacity{Resource: resource}
 	sums := map[string]*limitSum{}
 	for after := ""; ; {
@@ -71,7 +72,9 @@ func (l *Limiter) Capacity(ctx context.Context, resource string) (ResourceCapaci
 				}
 				s.capacity = addSat(s.capacity, ls.Params.Capacity)
 				s.tokens = addSat(s.tokens, st.Tokens)
-				s.concurrency = s.concurrency || ls.Params.Amount == 0
+				if !ls.Params.Refills() && !s.held {
+					s.held, s.entity = true, b.Entity
+				}
 			}
 		}
 		if len(page) < store.MaxBucketPage {
@@ -82,8 +85,10 @@ func (l *Limiter) Capacity(ctx context.Context, resource string) (ResourceCapaci
 	for _, name := range slices.Sorted(maps.Keys(sums)) {
 		s := sums[name]
 		lc := LimitCapacity{Limit: name, Capacity: bucket.Tokens(s.capacity), Available: bucket.Available(bucket.State{Tokens: s.tokens})}
-		if s.concurrency {
-			lc.Kind = model.Concurrency
+		if s.held {
+			if lc.Kind, err = l.heldKind(ctx, ns, s.entity, resource, name, nanoOf(wall)); err != nil {
+				return ResourceCapacity{}, err
+			}
 		}
 		if s.capacity > 0 {
 			lc.Utilisation = 1 - float64(s.tokens)/float64(s.capacity)
@@ -96,7 +101,30 @@ func (l *Limiter) Capacity(ctx context.Context, resource string) (ResourceCapaci
 // limitSum accumulates one limit over buckets, in millitokens.
 type limitSum struct {
 	capacity, tokens int64
-	concurrency      bool
+	// held is set for a limit that does not refill: a concurrency or a
+	// reserved limit, which buckets do not tell apart; entity is the
+	// first bucket's that has it, whose configuration tells.
+	held   bool
+	entity string
+}
+
+// heldKind returns the kind of limit name, which does not refill, in
+// entity's stored limits for resource: Reserved or Concurrency. A limit
+// that is not stored there (it came with WithLimits, or its configuration
+// changed since) is reported as Concurrency, which it behaves as. Buckets
+// keep no kind, and asking the configuration once per limit name costs a
+// capacity report one cached lookup per such limit, not one per bucket.
+func (l *Limiter) heldKind(ctx context.Context, ns, entity, resource, name string, now unixNano) (Kind, error) {
+	r, err := l.resolve(ctx, ns, entity, resource, now)
+	if err != nil {
+		return 0, err
+	}
+	for _, p := range r.limits {
+		if p.limit.Name == name && p.limit.Kind == model.Reserved {
+			return model.Reserved, nil
+		}
+	}
+	return model.Concurrency, nil
 }
 
 // addSat adds two balances, saturating at ±bucket.MaxTokens.

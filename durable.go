@@ -35,6 +35,9 @@ func newLeaseID() string {
 // bits that is a collision or a broken random source, so one retry with a
 // fresh id settles it, and a second refusal is returned.
 func (l *Limiter) consumeDurable(ctx context.Context, d *leaseData, now unixNano) (bool, error) {
+	if d.opts.reservation != "" {
+		return l.consumeReservation(ctx, d, now)
+	}
 	expiry := l.leaseExpiry
 	if d.opts.hasExpiry {
 		expiry = d.opts.expiry

@@ -51,6 +51,7 @@ type leaseData struct {
 	// from the record, without the balances Statuses reports.
 	resumed bool
 	limits  []store.LimitRequest // the array of req's limits
+	kinds   []model.Kind         // the kind of each limit of req, in order (plan)
 	amounts []int64              // scratch: the entity's amounts per limit, millitokens
 	pending []adjustment         // unwritten adjustments, millitokens
 	deltas  []store.Delta
@@ -75,7 +76,7 @@ type adjustment struct {
 }
 
 func newLeaseData(l *Limiter) *leaseData {
-	d := &leaseData{lim: l, limits: make([]store.LimitRequest, 0, 4)}
+	d := &leaseData{lim: l, limits: make([]store.LimitRequest, 0, 4), kinds: make([]model.Kind, 0, 4)}
 	d.req.Buckets = make([]store.BucketRequest, 0, model.MaxCascadeDepth)
 	return d
 }
@@ -156,6 +157,10 @@ func (d *leaseData) release() {
 	d.req.Buckets = d.req.Buckets[:0]
 	d.holds = false
 	d.opts.durable, d.opts.hasExpiry = false, false
+	if d.opts.reservation != "" {
+		d.opts.reservation = ""
+	}
+	d.kinds = d.kinds[:0]
 	if d.rec != nil {
 		d.rec, d.resumed = nil, false
 	}
@@ -230,7 +235,7 @@ func (le *Lease) Statuses() []Status {
 	if len(d.req.Buckets) == 0 || d.resumed {
 		return nil
 	}
-	return d.lim.statuses(&d.req, true)
+	return d.lim.statuses(d, true)
 }
 
 // Adjust records a change to the lease's consumption, e.g. the difference

@@ -12,13 +12,15 @@ import (
 // Limit is one named token bucket or concurrency cap. See model.Limit.
 type Limit = model.Limit
 
-// Kind distinguishes rate limits from concurrency limits.
+// Kind distinguishes rate limits from concurrency and reserved limits.
 type Kind = model.Kind
 
 // Limit kinds.
 const (
 	Rate        = model.Rate
 	Concurrency = model.Concurrency
+	// Reserved limits hold resources by id: see WithReservation.
+	Reserved = model.Reserved
 )
 
 // Entity is something limits apply to, in a tree. See model.Entity.
@@ -73,6 +75,9 @@ var (
 	// ErrLeaseNotFound reports a durable lease id with no record
 	// (ResumeLease): never granted, ended, or of another namespace.
 	ErrLeaseNotFound = model.ErrLeaseNotFound
+	// ErrReservationConflict reports a reservation of an id that another
+	// entity or resource holds.
+	ErrReservationConflict = model.ErrReservationConflict
 
 	ErrNamespaceNotFound = model.ErrNamespaceNotFound
 	ErrNamespaceExists   = model.ErrNamespaceExists
@@ -101,6 +106,10 @@ func RateLimit(name string, amount int64, period time.Duration) Limit {
 
 // ConcurrencyLimit returns a limit of at most n operations in flight.
 func ConcurrencyLimit(name string, n int64) Limit { return model.ConcurrencyLimit(name, n) }
+
+// ReservedLimit returns a limit of at most n resources reserved at once,
+// each by its id (WithReservation).
+func ReservedLimit(name string, n int64) Limit { return model.ReservedLimit(name, n) }
 
 // ParseLimit reads the text syntax, e.g. "tpm:10000/min:15000". See
 // model.ParseLimit.

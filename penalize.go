@@ -27,7 +27,7 @@ const MaxPenalty = 24 * time.Hour
 // The limits are those in effect for entity and resource in the stored
 // configuration (Limiter.SetConfig); a lease knows the limits it was
 // acquired with, explicit ones included (Lease.Penalize). Each named limit
-// must be in effect and refill: a concurrency limit, which time does not
+// must be in effect and refill: a concurrency or reserved limit, which time does not
 // refill, is a *ValidationError, as are until not after now or more than
 // MaxPenalty ahead, and a reason longer than model.MaxReasonLen bytes.
 //
@@ -87,7 +87,7 @@ func (l *Limiter) penalize(ctx context.Context, ns string, b store.BucketRequest
 			return model.Invalid("limits", name, "no limit named "+strconv.Quote(name)+" applies to entity "+
 				strconv.Quote(b.Key.Entity)+" and resource "+strconv.Quote(b.Key.Resource))
 		case !b.Limits[i].Params.Refills():
-			return model.Invalid("limits", name, "concurrency limit "+strconv.Quote(name)+
+			return model.Invalid("limits", name, "concurrency or reserved limit "+strconv.Quote(name)+
 				" cannot be penalized: time does not refill it, so emptying it until a time means nothing")
 		}
 		b.Limits[i].Check = true

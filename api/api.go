@@ -80,7 +80,7 @@ type LimitStatus struct {
 	Entity       string `json:"entity"`
 	Resource     string `json:"resource"`
 	Limit        string `json:"limit"`
-	Kind         string `json:"kind"` // "rate" or "concurrency"
+	Kind         string `json:"kind"` // "rate", "concurrency" or "reserved"
 	Capacity     int64  `json:"capacity"`
 	Available    int64  `json:"available"`
 	Requested    int64  `json:"requested"`
@@ -179,12 +179,8 @@ type Error struct {
 
 // FromStatus converts a status.
 func FromStatus(s model.Status) LimitStatus {
-	kind := "rate"
-	if s.Kind == model.Concurrency {
-		kind = "concurrency"
-	}
 	return LimitStatus{
-		Entity: s.Entity, Resource: s.Resource, Limit: s.Limit, Kind: kind,
+		Entity: s.Entity, Resource: s.Resource, Limit: s.Limit, Kind: s.Kind.String(),
 		Capacity: s.Capacity, Available: s.Available, Requested: s.Requested,
 		Exceeded: s.Exceeded, RetryAfterMS: CeilMS(s.RetryAfter),
 	}
@@ -201,10 +197,7 @@ func FromStatuses(ss []model.Status) []LimitStatus {
 
 // ToStatus converts a status back.
 func ToStatus(s LimitStatus) model.Status {
-	kind := model.Rate
-	if s.Kind == "concurrency" {
-		kind = model.Concurrency
-	}
+	kind, _ := model.ParseKind(s.Kind) // unknown: rate, as before kinds were named
 	return model.Status{
 		Entity: s.Entity, Resource: s.Resource, Limit: s.Limit, Kind: kind,
 		Capacity: s.Capacity, Available: s.Available, Requested: s.Requested,
@@ -361,11 +354,7 @@ type LimitCapacity struct {
 func FromCapacity(rc tollgate.ResourceCapacity) Capacity {
 	out := Capacity{Resource: rc.Resource, Entities: rc.Entities, Limits: make([]LimitCapacity, len(rc.Limits))}
 	for i, l := range rc.Limits {
-		kind := "rate"
-		if l.Kind == model.Concurrency {
-			kind = "concurrency"
-		}
-		out.Limits[i] = LimitCapacity{Limit: l.Limit, Kind: kind, Capacity: l.Capacity, Available: l.Available, Utilisation: l.Utilisation}
+		out.Limits[i] = LimitCapacity{Limit: l.Limit, Kind: l.Kind.String(), Capacity: l.Capacity, Available: l.Available, Utilisation: l.Utilisation}
 	}
 	return out
 }
@@ -374,10 +363,7 @@ func FromCapacity(rc tollgate.ResourceCapacity) Capacity {
 func ToCapacity(c Capacity) tollgate.ResourceCapacity {
 	out := tollgate.ResourceCapacity{Resource: c.Resource, Entities: c.Entities, Limits: make([]tollgate.LimitCapacity, len(c.Limits))}
 	for i, l := range c.Limits {
-		kind := model.Rate
-		if l.Kind == "concurrency" {
-			kind = model.Concurrency
-		}
+		kind, _ := model.ParseKind(l.Kind)
 		out.Limits[i] = tollgate.LimitCapacity{Limit: l.Limit, Kind: kind, Capacity: l.Capacity, Available: l.Available, Utilisation: l.Utilisation}
 	}
 	return out

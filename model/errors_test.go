@@ -250,6 +250,7 @@ func TestDomainErrors(t *testing.T) {
 		model.ErrRateLimited, model.ErrInvalid, model.ErrEntityNotFound, model.ErrEntityExists,
 		model.ErrNotFound, model.ErrLeaseClosed, model.ErrUsageUnsupported, model.ErrCapacityUnsupported,
 		model.ErrNamespaceNotFound, model.ErrNamespaceExists, model.ErrNamespaceDeleted,
+		model.ErrLeaseNotFound, model.ErrLeaseExists, model.ErrLeaseConflict, model.ErrLeaseExpired, model.ErrReservationConflict,
 		&model.RateLimitExceeded{}, model.Invalid("field", "value", "reason"),
 	}
 	for _, err := range domain {

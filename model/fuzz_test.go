@@ -12,12 +12,12 @@ func FuzzParseLimit(f *testing.F) {
 	for _, s := range []string{
 		// valid
 		"rpm:100", "tpm:10000:15000", "rps:50/sec", "rpm:100/5min",
-		"tph:100000/hour:150000", "tpd:1/day", "x:5/250ms", "inflight:10/concurrent",
+		"tph:100000/hour:150000", "tpd:1/day", "x:5/250ms", "inflight:10/concurrent", "gpus:2/reserved",
 		"r:1/106751day", "r:4611686018427387", "a.b-c_D9:10/2day:1",
 		// invalid
 		"", "rpm", "rpm:", ":100", "1rpm:100", "rpm:abc", "rpm:-5", "rpm:0",
 		"rpm:100/mins", "rpm:100/0min", "rpm:100/min:0", "rpm:100/min:x",
-		"in:10/concurrent:5", "rpm:99999999999999999999",
+		"in:10/concurrent:5", "g:1/reserved:2", "rpm:99999999999999999999",
 		"a" + strings.Repeat("b", 64) + ":100", "my rpm:100", "_rpm:100",
 		"rpm:100/", "rpm:100:", "rpm:1/106752day", "x:1/35184372088832ms",
 		"r\xff:1", strings.Repeat("9", 200),

@@ -1,6 +1,9 @@
 package model
 
-import "fmt"
+import (
+	"fmt"
+	"strings"
+)
 
 // Errors of durable leases (docs/design/quota-broker.md), all domain errors
 // (ErrDomain). ErrLeaseExpired matches ErrLeaseClosed too: an expired lease
@@ -19,6 +22,9 @@ var (
 	// ErrLeaseExpired reports use of a lease that the reconciler ended
 	// because its expiry passed.
 	ErrLeaseExpired = fmt.Errorf("lease expired: %w", ErrLeaseClosed)
+	// ErrReservationConflict reports a reservation of an id that another
+	// entity or resource holds: ids are unique in a namespace.
+	ErrReservationConflict = NewDomainError("reservation id held by another entity or resource")
 )
 
 // LeaseIDLen is the length of a lease id the limiter makes: 32 hexadecimal
@@ -35,4 +41,28 @@ var leaseIDChars = newCharset("_.:@/-")
 // MaxLeaseIDLen bytes of [A-Za-z0-9_.:@/-], starting with a letter or digit.
 func ValidateLeaseID(id string) error {
 	return checkIdent("lease_id", id, MaxLeaseIDLen, alphanumerics, leaseIDChars)
+}
+
+// MaxReservationIDLen bounds a reservation id, as an entity id is bounded.
+const MaxReservationIDLen = MaxEntityIDLen
+
+// ReservationPrefix begins the lease id of every reservation: the lease of
+// reservation id is ReservationPrefix + id. The lease ids the limiter makes
+// are hexadecimal, so they never begin with it.
+const ReservationPrefix = "r:"
+
+// ValidateReservationID checks a reservation id: 1 to MaxReservationIDLen
+// bytes of [A-Za-z0-9_.:@/-], starting with a letter or digit. That covers
+// EMR cluster ids, the resource part of ARNs and Kubernetes names.
+func ValidateReservationID(id string) error {
+	return checkIdent("reservation_id", id, MaxReservationIDLen, alphanumerics, leaseIDChars)
+}
+
+// ReservationLeaseID returns the lease id of reservation id.
+func ReservationLeaseID(id string) string { return ReservationPrefix + id }
+
+// ReservationOf returns the reservation id of a lease id, and whether the
+// lease is a reservation's.
+func ReservationOf(leaseID string) (string, bool) {
+	return strings.CutPrefix(leaseID, ReservationPrefix)
 }

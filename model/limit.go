@@ -10,7 +10,8 @@ import (
 	"github.com/tollgate-rl/tollgate/bucket"
 )
 
-// Kind distinguishes limits that refill over time from limits on work in flight.
+// Kind distinguishes limits that refill over time from limits on work in
+// flight and on resources held by id.
 type Kind uint8
 
 const (
@@ -19,15 +20,39 @@ const (
 	// Concurrency caps work in flight: consumption is returned when the lease
 	// ends (Commit or Rollback), and nothing refills.
 	Concurrency
+	// Reserved caps resources held by a unique id (an EMR cluster, a GPU
+	// job): a concurrency limit whose tokens are taken one per reservation
+	// id and given back when that id is released. Its values are stored,
+	// so they must not change: a stored Kind is its number.
+	Reserved
 )
 
-// String returns "rate" or "concurrency".
+var kindNames = [...]string{Rate: "rate", Concurrency: "concurrency", Reserved: "reserved"}
+
+// String returns "rate", "concurrency" or "reserved" (ParseKind reads them
+// back), or "kind(N)" for a value that is none of them.
 func (k Kind) String() string {
-	if k == Concurrency {
-		return "concurrency"
+	if int(k) < len(kindNames) {
+		return kindNames[k]
 	}
-	return "rate"
+	return "kind(" + strconv.Itoa(int(k)) + ")"
 }
+
+// ParseKind returns the kind String names; an unknown name is reported
+// with ok false (and Rate), so that a reader of an older writer's text
+// can choose what to do.
+func ParseKind(s string) (k Kind, ok bool) {
+	for i, name := range kindNames {
+		if name == s {
+			return Kind(i), true
+		}
+	}
+	return Rate, false
+}
+
+// holds reports whether the kind's tokens are held and given back rather
+// than refilled: concurrency and reserved limits.
+func (k Kind) holds() bool { return k == Concurrency || k == Reserved }
 
 // MaxTokens is the largest capacity, rate or amount, in whole tokens.
 const MaxTokens = bucket.MaxTokens / bucket.MilliPerToken
@@ -38,14 +63,15 @@ const MaxTokens = bucket.MaxTokens / bucket.MilliPerToken
 type Limit struct {
 	// Name identifies the limit within a request, e.g. "rpm" or "tpm".
 	Name string
-	// Kind is Rate (the zero value) or Concurrency.
+	// Kind is Rate (the zero value), Concurrency or Reserved.
 	Kind Kind
 	// Capacity is the most tokens the bucket holds: the burst.
 	Capacity int64
-	// RefillAmount tokens are credited every RefillPeriod. Zero for concurrency.
+	// RefillAmount tokens are credited every RefillPeriod. Zero for
+	// concurrency and reserved limits.
 	RefillAmount int64
 	// RefillPeriod is a positive whole number of milliseconds. Zero for
-	// concurrency.
+	// concurrency and reserved limits.
 	RefillPeriod time.Duration
 }
 
@@ -71,6 +97,13 @@ func ConcurrencyLimit(name string, n int64) Limit {
 	return Limit{Name: name, Kind: Concurrency, Capacity: n}
 }
 
+// ReservedLimit returns a limit of at most n resources reserved at once, each
+// by its own id (see tollgate.WithReservation). Its text form is
+// "name:N/reserved".
+func ReservedLimit(name string, n int64) Limit {
+	return Limit{Name: name, Kind: Reserved, Capacity: n}
+}
+
 // WithBurst returns a copy of l whose capacity is burst; the refill rate is
 // unchanged. A burst below the rate is allowed (it smooths traffic).
 func (l Limit) WithBurst(burst int64) Limit {
@@ -88,16 +121,16 @@ func (l Limit) Validate() error {
 		return err
 	}
 	switch {
-	case l.Kind != Rate && l.Kind != Concurrency:
+	case l.Kind != Rate && !l.Kind.holds():
 		return invalid(field+".kind", strconv.Itoa(int(l.Kind)), "unknown kind")
 	case l.Capacity <= 0:
 		return invalid(field+".capacity", strconv.FormatInt(l.Capacity, 10), "must be positive")
 	case l.Capacity > MaxTokens:
 		return invalid(field+".capacity", strconv.FormatInt(l.Capacity, 10), "exceeds "+strconv.FormatInt(MaxTokens, 10))
 	}
-	if l.Kind == Concurrency {
+	if l.Kind.holds() {
 		if l.RefillAmount != 0 || l.RefillPeriod != 0 {
-			return invalid(field, l.String(), "a concurrency limit has no refill")
+			return invalid(field, l.String(), "a "+l.Kind.String()+" limit has no refill")
 		}
 		return nil
 	}
@@ -126,14 +159,14 @@ func (l Limit) Params() bucket.Params {
 }
 
 // String formats l in the text syntax that ParseLimit reads, e.g.
-// "tpm:10000/min:15000" or "inflight:10/concurrent".
+// "tpm:10000/min:15000", "inflight:10/concurrent" or "gpus:4/reserved".
 func (l Limit) String() string {
 	var b strings.Builder
 	b.WriteString(l.Name)
 	b.WriteByte(':')
-	if l.Kind == Concurrency {
+	if l.Kind.holds() {
 		b.WriteString(strconv.FormatInt(l.Capacity, 10))
-		b.WriteString("/concurrent")
+		b.WriteString(holdUnits[l.Kind])
 		return b.String()
 	}
 	b.WriteString(strconv.FormatInt(l.RefillAmount, 10))
@@ -145,6 +178,9 @@ func (l Limit) String() string {
 	}
 	return b.String()
 }
+
+// holdUnits are the text forms' "units" of the kinds that hold tokens.
+var holdUnits = map[Kind]string{Concurrency: "/concurrent", Reserved: "/reserved"}
 
 var units = []struct {
 	name string
@@ -168,9 +204,10 @@ func formatPeriod(d time.Duration) string {
 //
 //	name:rate[/[N]unit][:burst]    unit is ms, sec, min, hour or day; default /min
 //	name:N/concurrent              at most N in flight
+//	name:N/reserved                at most N resources reserved by id
 //
 // for example "rpm:100", "tpm:10000:15000", "rps:50/sec", "rpm:100/5min",
-// "tph:100000/hour:150000" or "inflight:10/concurrent". Errors are
+// "tph:100000/hour:150000", "inflight:10/concurrent" or "clusters:3/reserved". Errors are
 // *ValidationError values that name the part of the text that is wrong.
 func ParseLimit(s string) (Limit, error) {
 	name, rest, ok := strings.Cut(s, ":")
@@ -186,11 +223,14 @@ func ParseLimit(s string) (Limit, error) {
 	if err != nil {
 		return Limit{}, err
 	}
-	if hasPeriod && periodText == "concurrent" {
-		if hasBurst {
-			return Limit{}, invalid("limit", s, "a concurrency limit takes no burst")
-		}
+	if hasPeriod && (periodText == "concurrent" || periodText == "reserved") {
 		l := ConcurrencyLimit(name, rate)
+		if periodText == "reserved" {
+			l = ReservedLimit(name, rate)
+		}
+		if hasBurst {
+			return Limit{}, invalid("limit", s, "a "+l.Kind.String()+" limit takes no burst")
+		}
 		return l, l.Validate()
 	}
 	period := time.Minute
@@ -264,7 +304,7 @@ func parsePeriod(input, text string) (time.Duration, error) {
 			return time.Duration(mult) * u.d, nil
 		}
 	}
-	return 0, invalid("limit", input, fmt.Sprintf("unknown period unit %q (want sec, min, hour, day, ms or concurrent)", truncate(unit)))
+	return 0, invalid("limit", input, fmt.Sprintf("unknown period unit %q (want sec, min, hour, day, ms, concurrent or reserved)", truncate(unit)))
 }
 
 // ValidateLimits validates each limit and rejects duplicate names.

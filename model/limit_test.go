@@ -28,6 +28,8 @@ func TestParseLimitValid(t *testing.T) {
 		{"tpd:1/day", model.Limit{Name: "tpd", Capacity: 1, RefillAmount: 1, RefillPeriod: day}, "tpd:1/day"},
 		{"x:5/250ms", model.Limit{Name: "x", Capacity: 5, RefillAmount: 5, RefillPeriod: 250 * time.Millisecond}, "x:5/250ms"},
 		{"inflight:10/concurrent", model.Limit{Name: "inflight", Kind: model.Concurrency, Capacity: 10}, "inflight:10/concurrent"},
+		{"clusters:3/reserved", model.Limit{Name: "clusters", Kind: model.Reserved, Capacity: 3}, "clusters:3/reserved"},
+		{"gpus:04/reserved", model.Limit{Name: "gpus", Kind: model.Reserved, Capacity: 4}, "gpus:4/reserved"},
 		// Equivalent spellings normalise to the largest unit.
 		{"rpm:100/min", model.Limit{Name: "rpm", Capacity: 100, RefillAmount: 100, RefillPeriod: time.Minute}, "rpm:100/min"},
 		{"rpm:100/1min", model.Limit{Name: "rpm", Capacity: 100, RefillAmount: 100, RefillPeriod: time.Minute}, "rpm:100/min"},
@@ -114,6 +116,11 @@ func TestParseLimitInvalid(t *testing.T) {
 		{"in:10/concurrent:5", "limit", "concurrency limit takes no burst"},
 		{"in:0/concurrent", "limit", "rate must be positive"},
 		{"in:/concurrent", "limit", "missing rate"},
+		{"g:2/reserved:5", "limit", "reserved limit takes no burst"},
+		{"g:0/reserved", "limit", "rate must be positive"},
+		{"g:/reserved", "limit", "missing rate"},
+		{"g:2/5reserved", "limit", `unknown period unit "reserved"`},
+		{"g:2/reserve", "limit", `unknown period unit "reserve" (want sec, min, hour, day, ms, concurrent or reserved)`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.in, func(t *testing.T) {
@@ -180,6 +187,7 @@ func TestLimitStringCanonical(t *testing.T) {
 		{model.RateLimit("rpm", 100, 5*time.Minute), "rpm:100/5min"},
 		{model.RateLimit("x", 5, 250*time.Millisecond), "x:5/250ms"},
 		{model.ConcurrencyLimit("inflight", 10), "inflight:10/concurrent"},
+		{model.ReservedLimit("clusters", 3), "clusters:3/reserved"},
 		{model.PerSecond("rps", 50), "rps:50/sec"},
 		{model.PerHour("tph", 100000).WithBurst(150000), "tph:100000/hour:150000"},
 		{model.PerDay("tpd", 1), "tpd:1/day"},
@@ -230,6 +238,10 @@ func TestConstructors(t *testing.T) {
 		{"ConcurrencyLimit", model.ConcurrencyLimit("inflight", 10),
 			model.Limit{Name: "inflight", Kind: model.Concurrency, Capacity: 10},
 			bucket.Params{Capacity: 10000, Amount: 0, Period: 0}},
+		// A reserved limit is a concurrency limit to the buckets.
+		{"ReservedLimit", model.ReservedLimit("gpus", 2),
+			model.Limit{Name: "gpus", Kind: model.Reserved, Capacity: 2},
+			bucket.Params{Capacity: 2000, Amount: 0, Period: 0}},
 		{"WithBurst above rate", model.PerMinute("tpm", 10000).WithBurst(15000),
 			model.Limit{Name: "tpm", Kind: model.Rate, Capacity: 15000, RefillAmount: 10000, RefillPeriod: time.Minute},
 			bucket.Params{Capacity: 15000000, Amount: 10000000, Period: 60000}},
@@ -275,6 +287,7 @@ func TestLimitValidate(t *testing.T) {
 	}{
 		{"per minute", model.PerMinute("rpm", 100), "", ""},
 		{"concurrency", model.ConcurrencyLimit("c", 1), "", ""},
+		{"reserved", model.ReservedLimit("g", 1), "", ""},
 		{"max capacity", model.PerMinute("r", 1).WithBurst(model.MaxTokens), "", ""},
 		{"1ms period", model.RateLimit("r", 1, time.Millisecond), "", ""},
 		{"burst below rate", model.PerSecond("r", 10).WithBurst(1), "", ""},
@@ -298,7 +311,9 @@ func TestLimitValidate(t *testing.T) {
 		{"concurrency with refill amount", model.Limit{Name: "c", Kind: model.Concurrency, Capacity: 1, RefillAmount: 1}, "limit.c", "no refill"},
 		{"concurrency with refill period", model.Limit{Name: "c", Kind: model.Concurrency, Capacity: 1, RefillPeriod: time.Second}, "limit.c", "no refill"},
 		{"concurrency with full refill", model.Limit{Name: "c", Kind: model.Concurrency, Capacity: 1, RefillAmount: 1, RefillPeriod: time.Second}, "limit.c", "no refill"},
-		{"unknown kind", model.Limit{Name: "r", Kind: 2, Capacity: 1, RefillAmount: 1, RefillPeriod: time.Second}, "limit.r.kind", "unknown kind"},
+		{"zero reserved", model.ReservedLimit("g", 0), "limit.g.capacity", "must be positive"},
+		{"reserved with refill", model.Limit{Name: "g", Kind: model.Reserved, Capacity: 1, RefillAmount: 1, RefillPeriod: time.Second}, "limit.g", "a reserved limit has no refill"},
+		{"unknown kind", model.Limit{Name: "r", Kind: 3, Capacity: 1, RefillAmount: 1, RefillPeriod: time.Second}, "limit.r.kind", "unknown kind"},
 		{"unknown kind 255", model.Limit{Name: "r", Kind: 255, Capacity: 1}, "limit.r.kind", "unknown kind"},
 	}
 	for _, tt := range tests {
@@ -391,9 +406,40 @@ func TestKindString(t *testing.T) {
 	for _, tt := range []struct {
 		k    model.Kind
 		want string
-	}{{model.Rate, "rate"}, {model.Concurrency, "concurrency"}} {
+	}{{model.Rate, "rate"}, {model.Concurrency, "concurrency"}, {model.Reserved, "reserved"}} {
 		if got := tt.k.String(); got != tt.want {
 			t.Errorf("Kind(%d).String() = %q, want %q", tt.k, got, tt.want)
 		}
+		if k, ok := model.ParseKind(tt.want); !ok || k != tt.k {
+			t.Errorf("ParseKind(%q) = %v, %v; want %v, true", tt.want, k, ok, tt.k)
+		}
+	}
+	// Stored configurations keep a kind's number: it must not change.
+	if model.Rate != 0 || model.Concurrency != 1 || model.Reserved != 2 {
+		t.Errorf("kind numbers changed: %d %d %d", model.Rate, model.Concurrency, model.Reserved)
+	}
+	if got := model.Kind(9).String(); got != "kind(9)" {
+		t.Errorf("Kind(9).String() = %q", got)
+	}
+	if k, ok := model.ParseKind("burst"); ok || k != model.Rate {
+		t.Errorf("ParseKind(unknown) = %v, %v; want rate, false", k, ok)
+	}
+}
+
+// A reservation's lease id is the reservation id behind a prefix that no
+// lease id the limiter makes (hexadecimal) begins with, and it is a valid
+// lease id for every valid reservation id.
+func TestReservationLeaseID(t *testing.T) {
+	for _, id := range []string{"j-2AXXXXXXGAPLF", "0", strings.Repeat("x", model.MaxReservationIDLen)} {
+		lid := model.ReservationLeaseID(id)
+		if err := model.ValidateLeaseID(lid); err != nil {
+			t.Errorf("ValidateLeaseID(%q): %v", lid, err)
+		}
+		if got, ok := model.ReservationOf(lid); !ok || got != id {
+			t.Errorf("ReservationOf(%q) = %q, %v; want %q, true", lid, got, ok, id)
+		}
+	}
+	if _, ok := model.ReservationOf("0123456789abcdef0123456789abcdef"); ok {
+		t.Error("a lease id the limiter makes is taken for a reservation's")
 	}
 }

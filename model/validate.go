@@ -85,7 +85,7 @@ func checkIdent(field, s string, max int, first, rest *charset) error {
 }
 
 func describeFirst(field string) string {
-	if field == "entity" || field == "namespace" || field == "lease_id" {
+	if field == "entity" || field == "namespace" || field == "lease_id" || field == "reservation_id" {
 		return "a letter or digit"
 	}
 	return "a letter"

@@ -28,6 +28,9 @@ var identifiers = []struct {
 	{"ValidateLimitName", model.ValidateLimitName, "limit.name",
 		regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_.-]*$`), 64,
 		"AZazmQ", "AZaz09mQ5_.-"},
+	{"ValidateReservationID", model.ValidateReservationID, "reservation_id",
+		regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.:@/-]*$`), 256,
+		"AZaz09mQ5", "AZaz09mQ5_.:@/-"},
 }
 
 func TestValidateIdentifiers(t *testing.T) {
@@ -105,6 +108,22 @@ func TestValidateIdentifiers(t *testing.T) {
 			{"rp m", false, `" " at byte 2`},
 			{"rpmé", false, `"é" at byte 3`},
 			{"rpm\x80", false, "at byte 3"},
+		},
+		"ValidateReservationID": {
+			{"j-2AXXXXXXGAPLF", true, ""}, // an EMR cluster id
+			{"4c7b1d5e-8f2a-4e3b-9c6d-1a2b3c4d5e6f", true, ""},
+			{"cluster/j-1:prod@us-east-1", true, ""}, // an ARN's resource part
+			{"sandbox.team_a", true, ""},
+			{"0", true, ""},
+			{strings.Repeat("x", 256), true, ""},
+			{strings.Repeat("x", 257), false, "longer than 256 bytes"},
+			{"", false, "must not be empty"},
+			{"-j", false, "must start with a letter or digit"},
+			{"/j", false, "must start with a letter or digit"},
+			{":j", false, "must start with a letter or digit"},
+			{"j 1", false, `" " at byte 1`},
+			{"j#1", false, `"#" at byte 1`},
+			{"jé", false, `"é" at byte 1`},
 		},
 	}
 	for _, id := range identifiers {

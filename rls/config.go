@@ -295,7 +295,7 @@ func (r *rule) setLimits(field string, texts, consume []string) error {
 		}
 		if l.Kind != tollgate.Rate {
 			return &ConfigError{Field: fmt.Sprintf("%s.limits[%d]", field, i),
-				Err: fmt.Errorf("%q: concurrency limits do not apply (no lease outlives the call)", text)}
+				Err: fmt.Errorf("%q: %s limits do not apply (no lease outlives the call)", text, l.Kind)}
 		}
 		r.limits = append(r.limits, l)
 		r.names = append(r.names, l.Name)

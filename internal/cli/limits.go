@@ -51,8 +51,9 @@ func newLimitsCmd(g *globals) *cobra.Command {
 		Short: "Set, show and delete stored limits; plan and apply them from a file",
 		Long: `Limits are stored at four levels: system, resource, entity default and
 entity+resource. An acquire uses the most specific level that has limits.
-Limits use the syntax name:rate[/[N]unit][:burst] or name:N/concurrent,
-e.g. rpm:100/min, tpm:10000/min:15000, inflight:10/concurrent.`,
+Limits use the syntax name:rate[/[N]unit][:burst], name:N/concurrent or
+name:N/reserved, e.g. rpm:100/min, tpm:10000/min:15000, inflight:10/concurrent,
+clusters:3/reserved.`,
 		Example: `  tollgate limits set --resource api rpm:100/min
   tollgate limits get --entity org-1 --for-resource api -o json
   tollgate limits plan -f limits.yaml && tollgate limits apply -f limits.yaml`,

@@ -23,7 +23,7 @@ import (
 // (TestMain sees mpWorkerEnv), each hammering the same table from many
 // goroutines with the wall clock, as separate machines would.
 const (
-	mpWorkerEnv   = "TOLLGATE_MP_WORKER" // the worker's scenario: "bucket", "sharded" or "cascade"
+	mpWorkerEnv   = "TOLLGATE_MP_WORKER" // the worker's scenario: "bucket", "sharded", "cascade" or "reserve"
 	mpTableEnv    = "TOLLGATE_MP_TABLE"
 	mpEndpointEnv = "TOLLGATE_MP_ENDPOINT"
 	mpEntityEnv   = "TOLLGATE_MP_ENTITY"
@@ -43,6 +43,8 @@ type mpResult struct {
 	Errors int64  `json:"errors"`
 	Error  string `json:"error,omitempty"`
 	Calls  int64  `json:"calls"`
+	// Reserved lists the reservation ids granted ("reserve" scenario).
+	Reserved []string `json:"reserved,omitempty"`
 }
 
 // Limits of the scenarios, well below what one DynamoDB Local sustains on a
@@ -78,6 +80,9 @@ func work(scenario string) (res mpResult) {
 		return mpResult{Error: err.Error()}
 	}
 	defer func() { res.Calls = calls.Load() }()
+	if scenario == "reserve" {
+		return reserveWork(ctx, s)
+	}
 	entity, opts := "hot", []tollgate.AcquireOption{tollgate.WithLimits(mpBucketLimit)}
 	if scenario == "cascade" {
 		entity, opts = os.Getenv(mpEntityEnv), nil // stored limits

@@ -36,7 +36,7 @@ func testConfigGetPutReplace(t *testing.T, e *env) {
 	want := map[model.Scope]model.Config{
 		sys:    {Limits: []model.Limit{model.PerMinute("rpm", 10)}, OnUnavailable: model.Allow},
 		res:    {Limits: []model.Limit{model.PerMinute("rpm", 20), model.PerMinute("tpm", 20_000).WithBurst(30_000)}},
-		ent:    {Limits: []model.Limit{model.ConcurrencyLimit("inflight", 3), model.PerSecond("rps", 40)}},
+		ent:    {Limits: []model.Limit{model.ConcurrencyLimit("inflight", 3), model.PerSecond("rps", 40), model.ReservedLimit("clusters", 2)}},
 		entDef: {Limits: []model.Limit{model.PerDay("rpd", 50), model.PerHour("rph", 5), model.RateLimit("odd", 7, 1500*time.Millisecond)}},
 	}
 	for sc, cfg := range want {

@@ -1,0 +1,47 @@
+package tollgate_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/tollgate-rl/tollgate"
+	"github.com/tollgate-rl/tollgate/store/memory"
+)
+
+// A team may run 2 EMR clusters at once. Each cluster is reserved by its
+// id when it is launched, and released by that id alone when it
+// terminates, by whichever process hears of it.
+func ExampleLimiter_Release() {
+	ctx := context.Background()
+	lim, _ := tollgate.New(memory.New())
+	lim.SetConfig(ctx, tollgate.ResourceScope("emr"), tollgate.Config{Limits: []tollgate.Limit{
+		tollgate.ReservedLimit("clusters", 2), tollgate.PerMinute("launches", 10),
+	}})
+	launch := tollgate.Consume{"clusters": 1, "launches": 1}
+
+	for _, id := range []string{"j-2AXXXXXXGAPLF", "j-3BYYYYYYQ7R2M", "j-4CZZZZZZK9T1N"} {
+		_, err := lim.Acquire(ctx, "team-a", "emr", launch, tollgate.WithReservation(id))
+		fmt.Printf("reserve %s: denied %v\n", id, errors.Is(err, tollgate.ErrRateLimited))
+	}
+	rs, _, _ := lim.Reservations(ctx, "team-a", "emr", "", 10)
+	for _, r := range rs {
+		fmt.Println("held:", r.ID)
+	}
+
+	// The first cluster terminated: release it by its id.
+	fmt.Println("release:", lim.Release(ctx, "j-2AXXXXXXGAPLF"))
+	_, err := lim.Acquire(ctx, "team-a", "emr", launch, tollgate.WithReservation("j-4CZZZZZZK9T1N"))
+	fmt.Println("reserve j-4CZZZZZZK9T1N again:", err)
+	err = lim.Release(ctx, "j-2AXXXXXXGAPLF") // the event came twice
+	fmt.Println("release again, not found:", errors.Is(err, tollgate.ErrLeaseNotFound))
+	// Output:
+	// reserve j-2AXXXXXXGAPLF: denied false
+	// reserve j-3BYYYYYYQ7R2M: denied false
+	// reserve j-4CZZZZZZK9T1N: denied true
+	// held: j-2AXXXXXXGAPLF
+	// held: j-3BYYYYYYQ7R2M
+	// release: <nil>
+	// reserve j-4CZZZZZZK9T1N again: <nil>
+	// release again, not found: true
+}

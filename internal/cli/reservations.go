@@ -1,0 +1,271 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/tollgate-rl/tollgate"
+	"github.com/tollgate-rl/tollgate/events"
+	"github.com/tollgate-rl/tollgate/store"
+)
+
+// errNotServed is the answer of the reservation commands to --server: the
+// server has no reservation routes yet (issue 14 brings them after the
+// stateless server), so these commands work on a store only.
+var errNotServed = usageError{errors.New("reservations are not yet served over HTTP: run this command with --store, on the server's store")}
+
+// withLimiter runs f with a limiter over the store of the global flags;
+// reservations need the store itself (see errNotServed).
+func (g *globals) withLimiter(cmd *cobra.Command, f func(ctx context.Context, lim *tollgate.Limiter) error) error {
+	if g.server != "" {
+		return errNotServed
+	}
+	return g.withBackend(cmd, func(ctx context.Context, b backend) error {
+		l, ok := b.(*local)
+		if !ok {
+			return errNotServed // open gives a local backend whenever there is no server
+		}
+		return f(ctx, l.Limiter)
+	})
+}
+
+func newReservationsCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:     "reservations",
+		Aliases: []string{"reservation", "resv"},
+		Short:   "List, make and release reservations of resource ids (store only, for now)",
+		Long: `A reservation holds one token of a reserved limit (NAME:N/reserved) under a
+resource id, such as an EMR cluster id, until it is released by that id.
+These commands work on a store (--store); the server does not serve
+reservations over HTTP yet.`,
+		Example: `  tollgate limits set --resource emr clusters:3/reserved rpm:100/min
+  tollgate reservations reserve j-2AXXXXXXGAPLF -e team-a -r emr -c clusters=1
+  tollgate reservations list -e team-a -r emr
+  tollgate reservations release j-2AXXXXXXGAPLF`,
+	}
+	cmd.AddCommand(newReservationsListCmd(g), newReservationsReserveCmd(g), newReservationsReleaseCmd(g))
+	return cmd
+}
+
+func newReservationsListCmd(g *globals) *cobra.Command {
+	var entity, resource string
+	cmd := &cobra.Command{
+		Use:     "list",
+		Short:   "List an entity's reservations, of every resource or of one",
+		Example: "  tollgate reservations list -e team-a\n  tollgate reservations list -e team-a -r emr -o json",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return g.withLimiter(cmd, func(ctx context.Context, lim *tollgate.Limiter) error {
+				rs, err := allReservations(ctx, lim, entity, resource)
+				if err != nil {
+					return err
+				}
+				return g.printReservations(rs)
+			})
+		},
+	}
+	cmd.Flags().StringVarP(&entity, "entity", "e", "", "entity id (required)")
+	cmd.Flags().StringVarP(&resource, "resource", "r", "", "only this resource's reservations")
+	_ = cmd.MarkFlagRequired("entity")
+	return cmd
+}
+
+// allReservations reads every page of an entity's reservations.
+func allReservations(ctx context.Context, lim *tollgate.Limiter, entity, resource string) ([]tollgate.Reservation, error) {
+	var all []tollgate.Reservation
+	for after := ""; ; {
+		page, next, err := lim.Reservations(ctx, entity, resource, after, store.MaxLeasePage)
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, page...)
+		if next == "" {
+			return all, nil
+		}
+		after = next
+	}
+}
+
+func newReservationsReserveCmd(g *globals) *cobra.Command {
+	var f requestFlags
+	var expiry time.Duration
+	cmd := &cobra.Command{
+		Use:   "reserve ID",
+		Short: "Reserve a resource id by hand (exit code 3 when the reserved limit is full)",
+		Long: `Reserve ID for an entity and resource: consume names one token of a
+reserved limit (and any other limits to debit with it). Reserving an id
+the same entity and resource hold already changes nothing; an id another
+entity or resource holds is a conflict.`,
+		Example: "  tollgate reservations reserve j-2AXXXXXXGAPLF -e team-a -r emr -c clusters=1\n" +
+			"  tollgate reservations reserve sbx-42 -e team-a -r sandbox -c sandboxes=1 --expiry 8h",
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			limits, err := f.parsedLimits()
+			if err != nil {
+				return err
+			}
+			opts := []tollgate.AcquireOption{tollgate.WithReservation(args[0])}
+			if len(limits) > 0 {
+				opts = append(opts, tollgate.WithLimits(limits...))
+			}
+			if expiry != 0 {
+				opts = append(opts, tollgate.WithLeaseExpiry(expiry))
+			}
+			return g.withLimiter(cmd, func(ctx context.Context, lim *tollgate.Limiter) error {
+				_, err := lim.Acquire(ctx, f.entity, f.resource, f.consume, opts...)
+				if rl, ok := asRateLimited(err); ok && g.output != "json" {
+					if perr := g.printStatuses(rl.Statuses); perr != nil {
+						return perr
+					}
+				}
+				if err != nil {
+					return err
+				}
+				r, err := lim.Reservation(ctx, args[0])
+				if err != nil {
+					return err
+				}
+				return g.printReservations([]tollgate.Reservation{r})
+			})
+		},
+	}
+	f.add(cmd, true)
+	cmd.Flags().DurationVar(&expiry, "expiry", 0, "release it after this long unless released before (a reconciler does); default never")
+	return cmd
+}
+
+func newReservationsReleaseCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "release ID",
+		Short: "Release a reservation by its id: its reserved tokens come back",
+		Long: `Release the reservation of ID, whoever holds it. Its reserved tokens come
+back; what its acquire consumed of rate limits stays consumed. An id that
+holds no reservation is an error (exit code 1).`,
+		Example: "  tollgate reservations release j-2AXXXXXXGAPLF",
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return g.withLimiter(cmd, func(ctx context.Context, lim *tollgate.Limiter) error {
+				if err := lim.Release(ctx, args[0]); err != nil {
+					return err
+				}
+				return g.printOut(map[string]string{"released": args[0]}, func(w *tabwriter.Writer) {
+					row(w, "released", args[0])
+				})
+			})
+		},
+	}
+}
+
+// reservationJSON is a reservation as -o json prints it.
+type reservationJSON struct {
+	ID       string `json:"id"`
+	Entity   string `json:"entity"`
+	Resource string `json:"resource"`
+	Holder   string `json:"holder,omitempty"`
+	Created  string `json:"created"`
+	Expires  string `json:"expires,omitempty"` // absent: never
+}
+
+func (g *globals) printReservations(rs []tollgate.Reservation) error {
+	out := struct {
+		Reservations []reservationJSON `json:"reservations"`
+	}{make([]reservationJSON, len(rs))}
+	for i, r := range rs {
+		out.Reservations[i] = reservationJSON{ID: r.ID, Entity: r.Entity, Resource: r.Resource, Holder: r.Holder, Created: stamp(r.Created)}
+		if !r.Expires.IsZero() {
+			out.Reservations[i].Expires = stamp(r.Expires)
+		}
+	}
+	return g.printOut(out, func(w *tabwriter.Writer) {
+		row(w, "ID", "ENTITY", "RESOURCE", "HOLDER", "CREATED", "EXPIRES")
+		for _, r := range rs {
+			row(w, r.ID, r.Entity, r.Resource, dash(r.Holder), stamp(r.Created), stamp(r.Expires))
+		}
+	})
+}
+
+func newEventsCmd(g *globals) *cobra.Command {
+	var rules string
+	cmd := &cobra.Command{
+		Use:   "events",
+		Short: "Release reservations named by EventBridge events read from standard input",
+		Long: `Read EventBridge events, one JSON object per line, from standard input
+until it ends, match each against the rules of --rules, and release the
+reservation whose id a matching rule finds in the event. Then print how
+many events were released, not found (the id held no reservation: events
+repeat), unmatched, malformed (logged with why) and failed (the store did
+not answer: logged, and the exit code is 1 so that the events can be
+handed again). Works on a store (--store) for now.
+
+Rules (YAML):
+
+  rules:
+    - name: emr-terminated
+      source: aws.emr
+      detail_type: EMR Cluster State Change
+      id: detail.clusterId
+      when:
+        detail.state: [TERMINATED, TERMINATED_WITH_ERRORS]`,
+		Example: `  tollgate events --rules emr-rules.yaml < events.jsonl
+  tollgate events --rules emr-rules.yaml -n tenant-a --store 'dynamodb://tollgate?region=eu-west-1' < events.jsonl -o json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := loadRules(rules)
+			if err != nil {
+				return err
+			}
+			return g.withLimiter(cmd, func(ctx context.Context, lim *tollgate.Limiter) error {
+				p, err := events.NewProcessor(cfg, lim, g.log)
+				if err != nil {
+					return err
+				}
+				runErr := p.Run(ctx, g.stdin)
+				st := p.Stats()
+				if err := g.printEventStats(st); err != nil {
+					return err
+				}
+				if runErr != nil {
+					return runErr
+				}
+				if st.Failed > 0 {
+					return reportedError{fmt.Errorf("%d releases failed (logged above); hand those events again", st.Failed)}
+				}
+				return nil
+			})
+		},
+	}
+	cmd.Flags().StringVar(&rules, "rules", "", "the rules file, YAML (required)")
+	_ = cmd.MarkFlagRequired("rules")
+	return cmd
+}
+
+// loadRules reads the events rules file; a bad file is a usage error.
+func loadRules(path string) (*events.Config, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, usageError{fmt.Errorf("--rules: %w", err)}
+	}
+	defer f.Close()
+	cfg, err := events.LoadConfig(f)
+	if err != nil {
+		return nil, usageError{fmt.Errorf("--rules %s: %w", path, err)}
+	}
+	return cfg, nil
+}
+
+func (g *globals) printEventStats(st events.Stats) error {
+	out := map[string]uint64{
+		events.Released.String(): st.Released, events.NotFound.String(): st.NotFound, events.Unmatched.String(): st.Unmatched,
+		events.Malformed.String(): st.Malformed, events.Failed.String(): st.Failed,
+	}
+	return g.printOut(out, func(w *tabwriter.Writer) {
+		row(w, "RELEASED", "NOT FOUND", "UNMATCHED", "MALFORMED", "FAILED")
+		row(w, st.Released, st.NotFound, st.Unmatched, st.Malformed, st.Failed)
+	})
+}

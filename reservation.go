@@ -1,0 +1,206 @@
+package tollgate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/tollgate-rl/tollgate/model"
+	"github.com/tollgate-rl/tollgate/store"
+)
+
+// Reservations (docs/semantics.md, section 12): a reservation is a durable
+// lease whose id is "r:" + the reserved resource's id, so that the store's
+// refusal of a second record with one id (model.ErrLeaseExists) is what
+// makes an id reserved once, and the id alone finds it again.
+
+// Reservation is a reserved resource id and who holds it.
+type Reservation struct {
+	// ID is the resource id reserved (WithReservation).
+	ID       string
+	Entity   string
+	Resource string
+	// Holder names the process that reserved it (WithHolder).
+	Holder  string
+	Created time.Time
+	// Expires is when a reconciler releases the reservation; the zero time
+	// if it never expires (no WithLeaseExpiry).
+	Expires time.Time
+}
+
+// reservationOf returns the reservation that rec records; rec's id has the
+// reservation prefix.
+func reservationOf(rec *store.LeaseRecord) Reservation {
+	id, _ := model.ReservationOf(rec.ID)
+	r := Reservation{ID: id, Entity: rec.Entity, Resource: rec.Resource, Holder: rec.Holder, Created: time.UnixMilli(rec.Created)}
+	if rec.Expires > 0 {
+		r.Expires = time.UnixMilli(rec.Expires)
+	}
+	return r
+}
+
+// reserveAttempts bounds the tries of a reservation whose id is released
+// between the store's refusal and the reading of its record.
+const reserveAttempts = 3
+
+// consumeReservation runs d's request with the record of reservation
+// d.opts.reservation. If the id is taken, the record says by whom: the same
+// entity and resource make the call idempotent (d becomes that
+// reservation's lease, nothing debited again); anyone else is a conflict.
+// A record gone by the time it is read was released meanwhile, and the id
+// is free: the request is tried again.
+//
+// A denial is checked the same way, at the cost of one read: a backend may
+// judge the buckets before the record (DynamoDB's transaction fails on
+// both conditions at once, and reports the buckets), and an id already
+// held is held whether or not the limit is full.
+func (l *Limiter) consumeReservation(ctx context.Context, d *leaseData, now unixNano) (bool, error) {
+	var expires int64 // never, unless asked: a reservation lasts until released
+	if d.opts.hasExpiry {
+		expires = now.add(d.opts.expiry).milli()
+	}
+	rec := store.NewLeaseRecord(model.ReservationLeaseID(d.opts.reservation), l.holder, &d.req, expires)
+	for attempt := 1; ; attempt++ {
+		d.req.Lease = rec
+		granted, err := l.store.Consume(ctx, d.ns, &d.req)
+		d.req.Lease = nil
+		switch {
+		case err == nil && granted:
+			d.rec = rec
+			return true, nil
+		case err == nil:
+			held, herr := l.heldReservation(ctx, d, rec)
+			if herr != nil && !errors.Is(herr, model.ErrReservationConflict) {
+				return false, nil // not held (or not known): the denial stands
+			}
+			return held, herr
+		case !errors.Is(err, model.ErrLeaseExists):
+			return false, err
+		}
+		held, err := l.heldReservation(ctx, d, rec)
+		if !errors.Is(err, model.ErrLeaseNotFound) || attempt == reserveAttempts {
+			return held, err
+		}
+	}
+}
+
+// heldReservation reads the stored record of rec's id: if it is the same
+// entity and resource's, d becomes that reservation's lease (resumed) and
+// heldReservation reports true; another's is ErrReservationConflict; no
+// record is ErrLeaseNotFound.
+func (l *Limiter) heldReservation(ctx context.Context, d *leaseData, rec *store.LeaseRecord) (bool, error) {
+	held, err := l.store.GetLease(ctx, d.ns, rec.ID)
+	switch {
+	case err != nil:
+		return false, err
+	case held.Entity != rec.Entity || held.Resource != rec.Resource:
+		return false, fmt.Errorf("reserve %s for %s/%s: %w", d.opts.reservation, rec.Entity, rec.Resource, model.ErrReservationConflict)
+	}
+	d.kinds = d.kinds[:0] // the request is now the record's (resume)
+	d.resume(&held)
+	return true, nil
+}
+
+// Release ends the reservation of resource id, from any process sharing the
+// store: its reserved tokens come back, and the rate consumption of its
+// acquire stays (it is the lease's Commit). A reservation that does not
+// exist (never made, already released, expired, or of another namespace)
+// is an error matching ErrLeaseNotFound; events repeat, so a caller
+// releasing on an event may treat that as done. Release satisfies
+// events.Releaser.
+func (l *Limiter) Release(ctx context.Context, id string) error {
+	if err := model.ValidateReservationID(id); err != nil {
+		return err
+	}
+	le, err := l.ResumeLease(ctx, model.ReservationLeaseID(id))
+	if errors.Is(err, model.ErrLeaseNotFound) {
+		return fmt.Errorf("release %s: no reservation: %w", id, model.ErrLeaseNotFound)
+	}
+	if err != nil {
+		return err
+	}
+	return le.Commit(ctx)
+}
+
+// Reservation returns the reservation of resource id, found by the id alone.
+// One that does not exist is an error matching ErrLeaseNotFound.
+func (l *Limiter) Reservation(ctx context.Context, id string) (Reservation, error) {
+	if err := model.ValidateReservationID(id); err != nil {
+		return Reservation{}, err
+	}
+	ns, err := l.namespaceID(ctx, nanoOf(l.clock.Now()))
+	if err != nil {
+		return Reservation{}, err
+	}
+	rec, err := l.store.GetLease(ctx, ns, model.ReservationLeaseID(id))
+	if err != nil {
+		return Reservation{}, storeErr(ctx, "get reservation", id, err)
+	}
+	return reservationOf(&rec), nil
+}
+
+// Reservations lists the reservations of entity, of one resource if resource
+// is not empty, sorted by id: up to limit (1 to store.MaxLeasePage) whose
+// ids follow after (""; the start), and the after of the next page ("" when
+// there is none).
+func (l *Limiter) Reservations(ctx context.Context, entity, resource, after string, limit int) ([]Reservation, string, error) {
+	if err := checkReservationQuery(entity, resource, after, limit); err != nil {
+		return nil, "", err
+	}
+	ns, err := l.namespaceID(ctx, nanoOf(l.clock.Now()))
+	if err != nil {
+		return nil, "", err
+	}
+	q := store.LeaseQuery{Entity: entity, Resource: resource, After: model.ReservationLeaseID(after), Limit: store.MaxLeasePage}
+	var out []Reservation
+	for {
+		// One more than the page wants tells whether another follows.
+		q.Limit = min(limit-len(out)+1, store.MaxLeasePage)
+		recs, next, err := l.store.ListLeases(ctx, ns, q)
+		if err != nil {
+			return nil, "", storeErr(ctx, "list reservations", entity, err)
+		}
+		for i := range recs {
+			if !strings.HasPrefix(recs[i].ID, model.ReservationPrefix) {
+				// Records are sorted by id, and the ids with the prefix
+				// are together: past them, there are no more.
+				if recs[i].ID > model.ReservationPrefix {
+					return out, "", nil
+				}
+				continue
+			}
+			if len(out) == limit {
+				return out, out[limit-1].ID, nil
+			}
+			out = append(out, reservationOf(&recs[i]))
+		}
+		if next == "" {
+			return out, "", nil
+		}
+		q.After = next
+	}
+}
+
+// checkReservationQuery checks the arguments of Reservations.
+func checkReservationQuery(entity, resource, after string, limit int) error {
+	if err := model.ValidateEntityID(entity); err != nil {
+		return err
+	}
+	if resource != "" {
+		if err := model.ValidateResource(resource); err != nil {
+			return err
+		}
+	}
+	if after != "" {
+		if err := model.ValidateReservationID(after); err != nil {
+			return model.Invalid("after", after, "not a reservation id")
+		}
+	}
+	if limit < 1 || limit > store.MaxLeasePage {
+		return model.Invalid("limit", strconv.Itoa(limit), "must be 1 to "+strconv.Itoa(store.MaxLeasePage))
+	}
+	return nil
+}
