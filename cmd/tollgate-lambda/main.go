@@ -21,7 +21,15 @@
 //	                    above; "reconcile": the function is invoked on a
 //	                    schedule (an EventBridge rule, e.g. rate(1 minute))
 //	                    and ends the durable leases whose expiry has passed
-//	                    (package reconcile), whatever the event says
+//	                    (package reconcile), whatever the event says;
+//	                    "events": an EventBridge rule hands it
+//	                    infrastructure events, and it releases the
+//	                    reservations they name (package events)
+//	TOLLGATE_EVENT_RULES
+//	                    events mode: the rules, as YAML (package events;
+//	                    required)
+//	TOLLGATE_NAMESPACE  events mode: the namespace of the reservations
+//	                    (default "default")
 //	TOLLGATE_RECONCILE_INTERVAL
 //	                    in aggregate mode, also reconcile after a batch when
 //	                    this long has passed since this execution
@@ -40,6 +48,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -51,7 +60,9 @@ import (
 
 	"github.com/aws/aws-lambda-go/lambda"
 
+	"github.com/tollgate-rl/tollgate"
 	"github.com/tollgate-rl/tollgate/aggregator"
+	"github.com/tollgate-rl/tollgate/events"
 	"github.com/tollgate-rl/tollgate/reconcile"
 	"github.com/tollgate-rl/tollgate/store/dynamodb"
 	"github.com/tollgate-rl/tollgate/store/dynamodb/stream"
@@ -62,8 +73,10 @@ type config struct {
 	table     string
 	retention time.Duration
 	upkeep    bool
-	mode      string        // "aggregate" or "reconcile"
+	mode      string        // "aggregate", "reconcile" or "events"
 	reconcile time.Duration // aggregate mode: reconcile after a batch this often; 0: never
+	rules     *events.Config
+	namespace string
 }
 
 // defaultReconcileInterval is TOLLGATE_RECONCILE_INTERVAL's default.
@@ -96,8 +109,15 @@ func configFrom(getenv func(string) string) (config, error) {
 	case "", "aggregate":
 	case "reconcile":
 		c.mode = v
+	case "events":
+		c.mode = v
+		rules, err := events.ParseConfig([]byte(getenv("TOLLGATE_EVENT_RULES")))
+		if err != nil {
+			return c, fmt.Errorf("TOLLGATE_EVENT_RULES: %w", err)
+		}
+		c.rules, c.namespace = rules, cmp.Or(getenv("TOLLGATE_NAMESPACE"), tollgate.DefaultNamespace)
 	default:
-		return c, fmt.Errorf("TOLLGATE_MODE=%q: want aggregate or reconcile", v)
+		return c, fmt.Errorf("TOLLGATE_MODE=%q: want aggregate, reconcile or events", v)
 	}
 	if v := getenv("TOLLGATE_RECONCILE_INTERVAL"); v != "" {
 		x, err := time.ParseDuration(v)
@@ -135,8 +155,16 @@ func main() {
 			log.Fatal(err)
 		}
 	}
-	if cfg.mode == "reconcile" {
+	switch cfg.mode {
+	case "reconcile":
 		lambda.Start((&reconcileHandler{r: r, log: logger}).handle)
+		return
+	case "events":
+		h, err := newEventsHandler(st, cfg, logger)
+		if err != nil {
+			log.Fatal(err)
+		}
+		lambda.Start(h.handle)
 		return
 	}
 	h := &handler{usage: st, retention: cfg.retention, log: logger, reconciler: r, reconcileEvery: cfg.reconcile}
