@@ -130,12 +130,23 @@ func (le *Lease) end(ctx context.Context, action string) error {
 
 // call posts to /v1/leases/{id}/{action}, unless the lease has ended. An
 // answer that the lease has ended closes it here too.
+//
+// The server answers 404 lease_not_found for a lease without a record in
+// the client's namespace: ended through another handle, another server or
+// a reconciler after its expiry, or never granted there. Either way the
+// lease is over for this handle: the error matches tollgate.ErrLeaseClosed
+// as well (as the library's does for a lease ended elsewhere), so a Commit
+// retried after a lost answer reads as before. Servers before stateless
+// leases answered 409 lease_closed instead, which closes the lease too.
 func (le *Lease) call(ctx context.Context, action string, body, out any) error {
 	if le.isClosed() {
 		return fmt.Errorf("lease %s: %w", le.id, model.ErrLeaseClosed)
 	}
 	path := api.Version + "/leases/" + seg(le.id) + "/" + action
 	err := le.c.do(ctx, request{method: http.MethodPost, path: path, body: body}, out)
+	if errors.Is(err, api.ErrLeaseNotFound) {
+		err = fmt.Errorf("lease %s: %w (%w)", le.id, model.ErrLeaseClosed, err)
+	}
 	if errors.Is(err, model.ErrLeaseClosed) {
 		le.close()
 	}

@@ -201,17 +201,19 @@ func TestLeaseUsedAfterEnd(t *testing.T) {
 		wantErr(t, name+": Rollback", le.Rollback(ctx), tollgate.ErrLeaseClosed)
 		wantErr(t, name+": Adjust", le.Adjust(ctx, tollgate.Consume{"rpm": 1}), tollgate.ErrLeaseClosed)
 
-		// A second handle does not know the lease ended: the server's 409
-		// lease_closed says so, and closes that handle too.
+		// A second handle does not know the lease ended: the server's 404
+		// lease_not_found (the record is gone) says so, and closes that
+		// handle too.
 		other := client.LeaseHandle(c, le.ID())
 		err := other.Commit(ctx)
 		wantErr(t, name+": Commit of a second handle", err, tollgate.ErrLeaseClosed)
+		wantErr(t, name+": Commit of a second handle", err, tollgate.ErrLeaseNotFound)
 		var se *api.StatusError
-		if !errors.As(err, &se) || se.Status != http.StatusConflict {
-			t.Errorf("%s: second handle's error %v, want a 409 from the server", name, err)
+		if !errors.As(err, &se) || se.Status != http.StatusNotFound {
+			t.Errorf("%s: second handle's error %v, want a 404 from the server", name, err)
 		}
 		if !client.LeaseClosed(other) {
-			t.Errorf("%s: second handle still open after the server said lease_closed", name)
+			t.Errorf("%s: second handle still open after the server said lease_not_found", name)
 		}
 	}
 }
@@ -228,7 +230,8 @@ func TestExpiredLeaseIsNotFound(t *testing.T) {
 	}
 	e.clk.Advance(2 * time.Second)
 	wantErr(t, "Adjust of an expired lease", le.Adjust(ctx, tollgate.Consume{"tpm": 1}), api.ErrLeaseNotFound)
-	wantErr(t, "Rollback of an expired lease", le.Rollback(ctx), api.ErrLeaseNotFound)
+	// The 404 closed the handle: no further call reaches the server.
+	wantErr(t, "Rollback of an expired lease", le.Rollback(ctx), tollgate.ErrLeaseClosed)
 	// An expired lease stands as committed: 900 left, plus 2s of refill
 	// at 1000 a minute (33.3).
 	if got := available(t, c, "key-1", "gpt", limits)["tpm"]; got != 933 {

@@ -199,7 +199,7 @@ func exercise(t *testing.T, p *proc) {
 	if lr.Consumed["rpm"] != 2 {
 		t.Errorf("committed %v, want rpm 2", lr.Consumed)
 	}
-	p.want(http.StatusConflict, "POST", "/v1/leases/"+a.LeaseID+"/commit", nil, nil)
+	p.want(http.StatusNotFound, "POST", "/v1/leases/"+a.LeaseID+"/commit", nil, nil) // ended: no record left
 	p.want(http.StatusOK, "POST", "/v1/acquire", acquire, &a)
 	p.want(http.StatusOK, "POST", "/v1/leases/"+a.LeaseID+"/rollback", nil, nil)
 	acquire["commit"] = true
@@ -231,9 +231,10 @@ func TestServeEmbedded(t *testing.T) {
 	p.want(http.StatusOK, "GET", "/healthz", nil, nil)
 	p.want(http.StatusOK, "GET", "/readyz", nil, nil)
 	exercise(t, p)
-	// A lease left open at shutdown is committed: its concurrency slot comes back.
+	// A lease left open at shutdown stays in the store, slot held.
 	slot := map[string]any{"entity": "org-1", "resource": "jobs", "consume": map[string]int64{"slots": 1}, "limits": []string{"slots:1/concurrent"}}
-	p.want(http.StatusOK, "POST", "/v1/acquire", slot, nil)
+	var open api.AcquireResponse
+	p.want(http.StatusOK, "POST", "/v1/acquire", slot, &open)
 	p.want(http.StatusTooManyRequests, "POST", "/v1/acquire", slot, nil)
 	if code := p.stop(syscall.SIGTERM); code != 0 {
 		t.Fatalf("exit code %d after SIGTERM: %s", code, p.log)
@@ -247,6 +248,10 @@ func TestServeEmbedded(t *testing.T) {
 	if len(av.Limits) != 1 || av.Limits[0].Available != 0 || av.Limits[0].Capacity != 3 {
 		t.Errorf("after restart: %+v, want rpm 0 of 3 left", av.Limits)
 	}
+	// The restarted server lost no lease: it commits the one left open,
+	// and the slot comes back.
+	p.want(http.StatusTooManyRequests, "POST", "/v1/acquire", slot, nil)
+	p.want(http.StatusOK, "POST", "/v1/leases/"+open.LeaseID+"/commit", nil, nil)
 	p.want(http.StatusOK, "POST", "/v1/acquire", slot, nil)
 	var audit api.AuditResponse
 	p.want(http.StatusOK, "GET", "/v1/audit?entity=org-1", nil, &audit)

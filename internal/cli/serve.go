@@ -27,7 +27,7 @@ type serveFlags struct {
 	keysFile                  string
 	tlsCert, tlsKey           string
 	leaseTTL                  time.Duration
-	maxLeases                 int
+	maxLeases                 int // deprecated: accepted, unused
 	logLevel, logFormat       string
 	allowOpen                 bool
 	shutdownTimeout           time.Duration
@@ -46,8 +46,11 @@ Without --keys every request is trusted, so the server only listens on
 loopback addresses unless --allow-unauthenticated is given. With --keys
 every request needs "Authorization: Bearer KEY" (see "tollgate keys").
 
-SIGINT or SIGTERM stops it gracefully: requests in flight finish, and
-leases still open are committed.`,
+Leases live in the store, not in the server: any serve over the same
+store serves any lease of the namespace, and a restarted one loses none.
+
+SIGINT or SIGTERM stops it gracefully: requests in flight finish. Open
+leases stay in the store.`,
 		Example: `  tollgate serve
   tollgate serve --addr 0.0.0.0:8080 --keys keys.txt --store 'dynamodb://tollgate?region=eu-west-1'
   tollgate serve --grpc-addr 127.0.0.1:8081 --rls-config envoy.yaml`,
@@ -70,8 +73,10 @@ leases still open are committed.`,
 	fl.StringVar(&f.keysFile, "keys", "", "API keys file (docs/http-api.md); without it requests are not authenticated")
 	fl.StringVar(&f.tlsCert, "tls-cert", "", "TLS certificate file (with --tls-key)")
 	fl.StringVar(&f.tlsKey, "tls-key", "", "TLS key file")
-	fl.DurationVar(&f.leaseTTL, "lease-ttl", server.DefaultLeaseTTL, "default lease TTL; an expired lease stands as committed")
-	fl.IntVar(&f.maxLeases, "max-leases", server.DefaultMaxLeases, "open leases allowed per namespace")
+	fl.DurationVar(&f.leaseTTL, "lease-ttl", server.DefaultLeaseTTL, "default lease TTL: the expiry of a lease's record, after which the reconciler commits it")
+	fl.IntVar(&f.maxLeases, "max-leases", 0, "no effect: the server holds no leases")
+	_ = fl.MarkDeprecated("max-leases", "it has no effect: leases live in the store, and the server caps none")
+
 	fl.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	fl.StringVar(&f.logFormat, "log-format", "text", "text or json")
 	fl.BoolVar(&f.allowOpen, "allow-unauthenticated", false, "listen beyond loopback without --keys")
@@ -111,16 +116,13 @@ func runServe(ctx context.Context, g *globals, f serveFlags) error {
 	if f.leaseTTL < time.Second || f.leaseTTL > server.MaxLeaseTTL {
 		return usagef("--lease-ttl %v: want 1s to %v", f.leaseTTL, server.MaxLeaseTTL)
 	}
-	if f.maxLeases < 1 {
-		return usagef("--max-leases %d: want at least 1", f.maxLeases)
-	}
 	if (f.grpcAddr == "") != (f.rlsConfig == "") {
 		return usagef("--grpc-addr and --rls-config go together")
 	}
 	if f.retention <= 0 {
 		return usagef("--retention %v: want a positive duration", f.retention)
 	}
-	opts := []server.Option{server.WithLogger(log), server.WithLeaseTTL(f.leaseTTL), server.WithMaxLeases(f.maxLeases)}
+	opts := []server.Option{server.WithLogger(log), server.WithLeaseTTL(f.leaseTTL)}
 	if f.keysFile != "" {
 		keys, err := loadKeys(f.keysFile)
 		if err != nil {
@@ -150,7 +152,7 @@ func runServe(ctx context.Context, g *globals, f serveFlags) error {
 // recordUsage wraps a store that keeps usage snapshots with the in-process
 // usage recorder, flushing every second and keeping snapshots retention
 // after their window. stop ends it after a last flush;
-// call it once the server has stopped (its leases committed). A store with
+// call it once the server has stopped. A store with
 // a change feed of its own (store.ChangeFeeder: DynamoDB's stream, read by
 // tollgate aggregator) is left alone: its feed would count the same writes
 // again.
