@@ -298,3 +298,32 @@ func TestConcurrentAcquiresGrantExactlyCapacity(t *testing.T) {
 		t.Fatalf("granted %d, denied %d, errors %v; want %d granted, %d denied", granted, denied, unexpected, capacity, workers*attempts-capacity)
 	}
 }
+
+// Extend keeps a lease past its TTL: the expiry moves to d from now, on
+// the server and in ExpiresAt, and the lease commits after its first TTL.
+// Bad durations are refused (zero without a call); an ended lease is
+// closed.
+func TestLeaseExtend(t *testing.T) {
+	e := newEnv(t)
+	c := e.client(t)
+	ctx := context.Background()
+	limits := client.WithLimits(tollgate.ConcurrencyLimit("slots", 1))
+	le, err := c.Acquire(ctx, "key-1", "jobs", tollgate.Consume{"slots": 1}, limits, client.WithLeaseTTL(2*time.Second))
+	must(t, "Acquire", err)
+	e.clk.Advance(time.Second)
+	must(t, "Extend 10s", le.Extend(ctx, 10*time.Second))
+	if want := epoch.Add(11 * time.Second); !le.ExpiresAt().Equal(want) {
+		t.Errorf("ExpiresAt = %v, want %v", le.ExpiresAt(), want)
+	}
+	for _, d := range []time.Duration{0, -time.Second, 500 * time.Millisecond, 25 * time.Hour} {
+		var ve *tollgate.ValidationError
+		if err := le.Extend(ctx, d); !errors.As(err, &ve) || ve.Field != "ttl_ms" {
+			t.Errorf("Extend(%v) = %v, want *ValidationError on ttl_ms", d, err)
+		}
+	}
+	e.clk.Advance(5 * time.Second) // past the first TTL, within the extended one
+	must(t, "Commit after the first TTL", le.Commit(ctx))
+	wantErr(t, "Extend of an ended lease", le.Extend(ctx, time.Minute), tollgate.ErrLeaseClosed)
+	_, err = c.AcquireAndCommit(ctx, "key-1", "jobs", tollgate.Consume{"slots": 1}, limits)
+	must(t, "the slot after the commit", err)
+}
