@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -225,6 +226,38 @@ func exercise(t *testing.T, p *proc) {
 	}
 }
 
+// replicasShareLeases runs a lease across two servers over one store: the
+// lease granted by b is adjusted, extended and committed by a, also after
+// b crashed (SIGKILL), and its concurrency slot comes back once.
+func replicasShareLeases(t *testing.T, a, b *proc) {
+	t.Helper()
+	slot := map[string]any{"entity": "k", "resource": "jobs", "consume": map[string]int64{"slots": 1, "rph": 1},
+		"limits": []string{"slots:1/concurrent", "rph:100/hour"}}
+	var l api.AcquireResponse
+	b.want(http.StatusOK, "POST", "/v1/acquire", slot, &l)
+	a.want(http.StatusTooManyRequests, "POST", "/v1/acquire", slot, nil)
+	a.want(http.StatusOK, "POST", "/v1/leases/"+l.LeaseID+"/adjust", api.AdjustRequest{Consume: map[string]int64{"rph": 2}}, nil)
+	if code := b.stop(syscall.SIGKILL); code != -1 {
+		t.Errorf("exit code %d after SIGKILL, want -1 (killed)", code)
+	}
+	var lr api.LeaseResponse
+	a.want(http.StatusOK, "POST", "/v1/leases/"+l.LeaseID+"/extend", api.ExtendRequest{TTLMS: 600_000}, &lr)
+	if lr.ExpiresMS <= l.ExpiresMS {
+		t.Errorf("extended to %d, not past %d", lr.ExpiresMS, l.ExpiresMS)
+	}
+	lr = api.LeaseResponse{}
+	a.want(http.StatusOK, "POST", "/v1/leases/"+l.LeaseID+"/commit", nil, &lr)
+	if lr.State != "committed" || lr.Consumed["rph"] != 3 || lr.Consumed["slots"] != 1 {
+		t.Errorf("commit on the other server: %+v, want rph 3 (1 and the adjustment of 2)", lr)
+	}
+	a.want(http.StatusNotFound, "POST", "/v1/leases/"+l.LeaseID+"/commit", nil, nil)
+	commit := maps.Clone(slot)
+	commit["commit"] = true
+	a.want(http.StatusOK, "POST", "/v1/acquire", commit, nil)
+	a.want(http.StatusOK, "POST", "/v1/acquire", slot, nil)
+	a.want(http.StatusTooManyRequests, "POST", "/v1/acquire", slot, nil) // back once
+}
+
 func TestServeEmbedded(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "t.db")
 	p := serve(t, nil, "--store", "embedded:"+db)
@@ -354,6 +387,7 @@ func TestServeDynamoDBLocal(t *testing.T) {
 	}
 	p := serve(t, env, "--store", store)
 	exercise(t, p)
+	replicasShareLeases(t, p, serve(t, env, "--store", store))
 
 	// The stream aggregator turns the table's changes into usage.
 	agg := exec.Command(tollgateBinary(t), "aggregator", "--store", store, "--poll", "100ms")
