@@ -52,7 +52,8 @@ Leases live in the store, not in the server: any serve over the same
 store serves any lease of the namespace, and a restarted one loses none.
 A reconciler runs inside serve and commits the leases whose expiry passed
 (every --reconcile-interval); with --reconcile-interval 0 it does not run,
-and another process (tollgate serve or tollgate reconcile) must reconcile.
+and another process over the store (another tollgate serve, or a program
+using package reconcile) must reconcile.
 
 SIGINT or SIGTERM stops it gracefully: requests in flight finish. Open
 leases stay in the store.`,
