@@ -118,6 +118,25 @@ func (r *Recorder) ApplyDeltas(ctx context.Context, ns string, deltas []store.De
 	if err := r.Store.ApplyDeltas(ctx, ns, deltas); err != nil {
 		return err
 	}
+	r.record(ns, deltas)
+	return nil
+}
+
+// EndLease implements store.Leases, recording the ending's deltas as
+// ApplyDeltas does: a durable lease's commit, rollback or reclaim writes
+// its adjustments and returns its concurrency tokens through EndLease, not
+// ApplyDeltas. An ending that failed applied nothing (it is one atomic
+// step), so nothing is recorded then.
+func (r *Recorder) EndLease(ctx context.Context, ns string, e store.LeaseEnding) error {
+	if err := r.Store.EndLease(ctx, ns, e); err != nil {
+		return err
+	}
+	r.record(ns, e.Deltas)
+	return nil
+}
+
+// record notes deltas applied now.
+func (r *Recorder) record(ns string, deltas []store.Delta) {
 	now := r.clock.Now().UnixMilli()
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -126,7 +145,6 @@ func (r *Recorder) ApplyDeltas(ctx context.Context, ns string, deltas []store.De
 			r.pendingFor(ns, d.Key, w, now).Consumed[d.Limit] += d.Amount
 		}
 	}
-	return nil
 }
 
 // pendingFor returns the pending increment of a bucket's window at t.

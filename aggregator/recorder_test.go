@@ -79,23 +79,34 @@ func expect(t *testing.T, got []string, want ...string) {
 }
 
 // An acquire counts once in each window of each entity it debits, with
-// its consumption; adjustments count where and when they happen.
+// its consumption; adjustments count where and when they happen, whether
+// the lease ends through ApplyDeltas (held in memory) or EndLease (durable).
 func TestRecorderCountsAcquiresAndNetConsumption(t *testing.T) {
-	e := newEnv(t, nil)
-	ctx := context.Background()
-	le, err := e.lim.Acquire(ctx, "key", "llm", tollgate.Consume{"rpm": 1, "tpm": 500})
-	must(t, err)
-	e.clk.Advance(200 * time.Millisecond) // into the next hour
-	must(t, le.Adjust(tollgate.Consume{"tpm": 1500}))
-	must(t, le.Commit(ctx))
-	le, err = e.lim.Acquire(ctx, "key", "llm", tollgate.Consume{"rpm": 1, "tpm": 700})
-	must(t, err)
-	must(t, le.Rollback(ctx))
-	for _, entity := range []string{"key", "org"} {
-		expect(t, e.usage(entity, store.Hourly),
-			"llm 10:00 events=1 rpm=1000 tpm=500000",
-			"llm 11:00 events=1 rpm=0 tpm=1500000") // the adjustment, and an acquire rolled back
-		expect(t, e.usage(entity, store.Daily), "llm 00:00 events=2 rpm=1000 tpm=2000000")
+	for _, c := range []struct {
+		name string
+		opts []tollgate.AcquireOption
+	}{
+		{"in memory", nil},
+		{"durable", []tollgate.AcquireOption{tollgate.WithDurableLease()}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			e := newEnv(t, nil)
+			ctx := context.Background()
+			le, err := e.lim.Acquire(ctx, "key", "llm", tollgate.Consume{"rpm": 1, "tpm": 500}, c.opts...)
+			must(t, err)
+			e.clk.Advance(200 * time.Millisecond) // into the next hour
+			must(t, le.Adjust(tollgate.Consume{"tpm": 1500}))
+			must(t, le.Commit(ctx))
+			le, err = e.lim.Acquire(ctx, "key", "llm", tollgate.Consume{"rpm": 1, "tpm": 700}, c.opts...)
+			must(t, err)
+			must(t, le.Rollback(ctx))
+			for _, entity := range []string{"key", "org"} {
+				expect(t, e.usage(entity, store.Hourly),
+					"llm 10:00 events=1 rpm=1000 tpm=500000",
+					"llm 11:00 events=1 rpm=0 tpm=1500000") // the adjustment, and an acquire rolled back
+				expect(t, e.usage(entity, store.Daily), "llm 00:00 events=2 rpm=1000 tpm=2000000")
+			}
+		})
 	}
 }
 

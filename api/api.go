@@ -57,8 +57,9 @@ type AcquireRequest struct {
 	Limits []string `json:"limits,omitempty"`
 	// Commit acquires and commits in one call; no lease is kept.
 	Commit bool `json:"commit,omitempty"`
-	// LeaseTTLMS is how long the server keeps the lease (default 5 min); an
-	// expired lease stands as committed.
+	// LeaseTTLMS is how long the lease's record lives in the store unless
+	// extended (default 5 min); once it has passed, the lease answers
+	// lease_not_found and a reconciler commits it as it stands.
 	LeaseTTLMS int64 `json:"lease_ttl_ms,omitempty"`
 	// OnUnavailable overrides the stored mode: "block" or "allow".
 	OnUnavailable string `json:"on_unavailable,omitempty"`
@@ -93,11 +94,26 @@ type AdjustRequest struct {
 	Consume map[string]int64 `json:"consume"`
 }
 
-// LeaseResponse answers adjust, commit and rollback.
+// ExtendRequest is the body of POST /v1/leases/{id}/extend.
+type ExtendRequest struct {
+	// TTLMS moves the lease's expiry to now + TTLMS, bounded as
+	// AcquireRequest.LeaseTTLMS is (0 or absent: the server's default).
+	TTLMS int64 `json:"ttl_ms,omitempty"`
+}
+
+// LeaseResponse answers the lease routes: GET, adjust, extend, commit and
+// rollback.
 type LeaseResponse struct {
 	LeaseID  string           `json:"lease_id"`
 	Consumed map[string]int64 `json:"consumed"`
 	State    string           `json:"state"` // "open", "committed" or "rolled_back"
+	// Entity and Resource are the lease's, when the server knows them
+	// (every lease but a degraded one).
+	Entity   string `json:"entity,omitempty"`
+	Resource string `json:"resource,omitempty"`
+	// ExpiresMS is when an open lease expires (Unix ms); absent once it
+	// has ended, and for a degraded lease, which never expires.
+	ExpiresMS int64 `json:"expires_at_ms,omitempty"`
 }
 
 // AvailableResponse answers GET /v1/available.
@@ -290,13 +306,21 @@ var (
 	ErrUnauthenticated = errors.New("unauthenticated")
 	// ErrPermissionDenied: the key's role or namespace does not allow it.
 	ErrPermissionDenied = errors.New("permission denied")
-	// ErrLeaseNotFound: no such lease, or it expired.
-	ErrLeaseNotFound = errors.New("lease not found")
+	// ErrLeaseNotFound: no such lease in the request's namespace: never
+	// granted, ended (committed, rolled back, or reclaimed after its
+	// expiry), expired, or of another namespace. It is the library's
+	// model.ErrLeaseNotFound (tollgate.ErrLeaseNotFound), so that a lease
+	// ended elsewhere reads the same through the library and the server.
+	ErrLeaseNotFound = model.ErrLeaseNotFound
 	// ErrConflict: the request conflicts with the current state.
 	ErrConflict = errors.New("conflict")
 	// ErrTooManyLeases: the namespace has as many open leases as the
 	// server allows; commit or roll back some, or acquire with commit. It
 	// matches model.ErrUnavailable, so fail-open callers treat it alike.
+	//
+	// Deprecated: servers hold no leases any more (they live in the store)
+	// and no longer answer it; it stays so that clients of older servers
+	// still read the answer.
 	ErrTooManyLeases = fmt.Errorf("%w: too many open leases in namespace", model.ErrUnavailable)
 	// ErrNoRoute: no endpoint has this method and path.
 	ErrNoRoute = errors.New("no such endpoint")

@@ -19,12 +19,16 @@ var kinds = []struct {
 }{
 	{model.ErrEntityNotFound, http.StatusNotFound, CodeNotFound, "entity_not_found"},
 	{model.ErrNamespaceNotFound, http.StatusNotFound, CodeNotFound, "namespace_not_found"},
+	// Before lease_closed: a lease ended elsewhere matches both (the
+	// library's ErrLeaseExpired), and the server answers 404 for it.
 	{ErrLeaseNotFound, http.StatusNotFound, CodeNotFound, "lease_not_found"},
 	{model.ErrLeaseNotFound, http.StatusNotFound, CodeNotFound, "lease_not_found"},
 	{model.ErrNotFound, http.StatusNotFound, CodeNotFound, "not_found"},
 	{model.ErrEntityExists, http.StatusConflict, CodeConflict, "entity_exists"},
 	{model.ErrNamespaceExists, http.StatusConflict, CodeConflict, "namespace_exists"},
 	{model.ErrNamespaceDeleted, http.StatusConflict, CodeConflict, "namespace_deleted"},
+	// Servers no longer answer lease_closed or too_many_leases (leases live
+	// in the store); the rows stay so that clients read older servers.
 	{model.ErrLeaseClosed, http.StatusConflict, CodeConflict, "lease_closed"},
 	{model.ErrReservationConflict, http.StatusConflict, CodeConflict, "reservation_conflict"},
 	{ErrConflict, http.StatusConflict, CodeConflict, "conflict"},

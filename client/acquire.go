@@ -49,9 +49,10 @@ func WithOnUnavailable(mode tollgate.OnUnavailable) AcquireOption {
 	return func(o *acquireOptions) { o.mode = mode }
 }
 
-// WithLeaseTTL sets how long the server keeps the lease before it commits
-// it as it stands (the server's default is 5 minutes; it accepts 1 second
-// to 24 hours). Ignored by AcquireAndCommit and Available.
+// WithLeaseTTL sets how long the lease lives unless extended (Lease.Extend)
+// before it expires and the server's reconciler commits it as it stands
+// (the server's default is 5 minutes; it accepts 1 second to 24 hours).
+// Ignored by AcquireAndCommit and Available.
 func WithLeaseTTL(d time.Duration) AcquireOption {
 	return func(o *acquireOptions) { o.ttl = d }
 }
@@ -77,7 +78,7 @@ type Grant struct {
 // Acquire checks and debits consume against every limit in effect for
 // entity and resource, and their cascade ancestors, all or nothing, like
 // tollgate.Limiter.Acquire. The returned lease must be ended with Commit
-// or Rollback; the server commits it when its TTL ends otherwise.
+// or Rollback; a reconciler commits it when its TTL ends otherwise.
 //
 // A denial is a *tollgate.RateLimitExceeded (nothing was consumed); bad
 // input a *tollgate.ValidationError; a store or network failure a

@@ -24,11 +24,13 @@
 // it cannot read fails with an error matching tollgate.ErrUnavailable
 // (a *tollgate.UnavailableError). Such a failure leaves the outcome
 // unknown: an Acquire may have been granted with the answer lost (the
-// server commits the orphaned lease when its TTL ends), and a Commit or
-// Rollback retried after one may report tollgate.ErrLeaseClosed because the
-// first attempt did arrive. The server forgets leases: one it no longer
-// knows (never issued, or expired and committed) is an error matching
-// api.ErrLeaseNotFound.
+// server's reconciler commits the orphaned lease when its TTL ends), and a
+// Commit or Rollback retried after one may report tollgate.ErrLeaseClosed
+// because the first attempt did arrive. A lease lives in the server's
+// store, so any server over that store serves it; one the store no longer
+// holds in the client's namespace (never issued, ended, or expired) is an
+// error matching tollgate.ErrLeaseNotFound (api.ErrLeaseNotFound is the
+// same error) and, on a lease handle, tollgate.ErrLeaseClosed.
 //
 // A Client is safe for concurrent use and reuses connections; create one per
 // server and share it.

@@ -15,9 +15,10 @@ import (
 	"github.com/tollgate-rl/tollgate/model"
 )
 
-// A Lease is a granted acquire held by the server. Adjust it when the real
-// cost is known, then end it with Commit or Rollback. It is safe for
-// concurrent use.
+// A Lease is a granted acquire, recorded in the server's store: any server
+// over that store serves it by its id. Adjust it when the real cost is
+// known, Extend it if the work outlasts its TTL, then end it with Commit or
+// Rollback. It is safe for concurrent use.
 //
 // As with the library's lease, once it has ended Adjust, Commit and
 // Rollback return an error matching tollgate.ErrLeaseClosed without a call
@@ -28,9 +29,9 @@ type Lease struct {
 	entity   string
 	resource string
 	degraded bool
-	expires  time.Time
 
 	mu       sync.Mutex
+	expires  time.Time
 	consumed tollgate.Consume
 	statuses []tollgate.Status
 	closed   bool
@@ -47,7 +48,8 @@ func newLease(c *Client, entity, resource string, r api.AcquireResponse) *Lease 
 	return le
 }
 
-// ID returns the server's id of the lease.
+// ID returns the lease's id, by which any server over the same store
+// serves it.
 func (le *Lease) ID() string { return le.id }
 
 // Entity returns the entity the lease was acquired for.
@@ -60,9 +62,15 @@ func (le *Lease) Resource() string { return le.resource }
 // (Allow mode while the store was unavailable): nothing was consumed.
 func (le *Lease) Degraded() bool { return le.degraded }
 
-// ExpiresAt returns when the server commits the lease as it stands if it
-// has not ended by then.
-func (le *Lease) ExpiresAt() time.Time { return le.expires }
+// ExpiresAt returns when the lease expires, as the server last reported it
+// (after Acquire, Adjust or Extend): from then on the server answers that
+// it does not know the lease, and its reconciler commits it as it stands.
+// It is the zero time for a degraded lease, which never expires.
+func (le *Lease) ExpiresAt() time.Time {
+	le.mu.Lock()
+	defer le.mu.Unlock()
+	return le.expires
+}
 
 // Consumed returns what the lease has consumed so far, as the server last
 // reported it (after Acquire or Adjust), per limit and summed over the
@@ -102,17 +110,47 @@ func (le *Lease) Adjust(ctx context.Context, delta tollgate.Consume) error {
 	if err := le.call(ctx, "adjust", api.AdjustRequest{Consume: delta}, &resp); err != nil {
 		return err
 	}
+	le.update(resp)
+	return nil
+}
+
+// Extend moves the lease's expiry to d from now (the server accepts 1
+// second to 24 hours), so that work running longer than the lease's TTL
+// keeps it: call it well before ExpiresAt, at half the TTL say. A d of
+// zero or less is a *tollgate.ValidationError on ttl_ms without a call to
+// the server. A lease that expired or ended meanwhile reports
+// tollgate.ErrLeaseClosed (see Commit); Extend does not revive it.
+func (le *Lease) Extend(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return model.Invalid("ttl_ms", d.String(), "must be positive")
+	}
+	var resp api.LeaseResponse
+	if err := le.call(ctx, "extend", api.ExtendRequest{TTLMS: api.CeilMS(d)}, &resp); err != nil {
+		return err
+	}
+	le.update(resp)
+	return nil
+}
+
+// update takes what an answer about the open lease says of it.
+func (le *Lease) update(resp api.LeaseResponse) {
 	le.mu.Lock()
 	defer le.mu.Unlock()
-	if !le.closed {
-		le.consumed = tollgate.Consume(resp.Consumed)
+	if le.closed {
+		return
 	}
-	return nil
+	le.consumed = tollgate.Consume(resp.Consumed)
+	if resp.ExpiresMS != 0 {
+		le.expires = time.UnixMilli(resp.ExpiresMS)
+	}
 }
 
 // Commit writes pending adjustments and returns the lease's concurrency
 // tokens. If the server's store fails, Commit returns the error and the
-// lease stays open, so Commit (or Rollback) can be called again.
+// lease stays open, so Commit (or Rollback) can be called again. A lease
+// the server no longer has (ended through another handle or server,
+// expired, or a retried Commit whose first attempt did arrive) is an error
+// matching both tollgate.ErrLeaseClosed and tollgate.ErrLeaseNotFound.
 func (le *Lease) Commit(ctx context.Context) error { return le.end(ctx, "commit") }
 
 // Rollback gives back everything the lease consumed and discards pending
@@ -130,12 +168,23 @@ func (le *Lease) end(ctx context.Context, action string) error {
 
 // call posts to /v1/leases/{id}/{action}, unless the lease has ended. An
 // answer that the lease has ended closes it here too.
+//
+// The server answers 404 lease_not_found for a lease without a record in
+// the client's namespace: ended through another handle, another server or
+// a reconciler after its expiry, or never granted there. Either way the
+// lease is over for this handle: the error matches tollgate.ErrLeaseClosed
+// as well (as the library's does for a lease ended elsewhere), so a Commit
+// retried after a lost answer reads as before. Servers before stateless
+// leases answered 409 lease_closed instead, which closes the lease too.
 func (le *Lease) call(ctx context.Context, action string, body, out any) error {
 	if le.isClosed() {
 		return fmt.Errorf("lease %s: %w", le.id, model.ErrLeaseClosed)
 	}
 	path := api.Version + "/leases/" + seg(le.id) + "/" + action
 	err := le.c.do(ctx, request{method: http.MethodPost, path: path, body: body}, out)
+	if errors.Is(err, api.ErrLeaseNotFound) {
+		err = fmt.Errorf("lease %s: %w (%w)", le.id, model.ErrLeaseClosed, err)
+	}
 	if errors.Is(err, model.ErrLeaseClosed) {
 		le.close()
 	}

@@ -201,17 +201,19 @@ func TestLeaseUsedAfterEnd(t *testing.T) {
 		wantErr(t, name+": Rollback", le.Rollback(ctx), tollgate.ErrLeaseClosed)
 		wantErr(t, name+": Adjust", le.Adjust(ctx, tollgate.Consume{"rpm": 1}), tollgate.ErrLeaseClosed)
 
-		// A second handle does not know the lease ended: the server's 409
-		// lease_closed says so, and closes that handle too.
+		// A second handle does not know the lease ended: the server's 404
+		// lease_not_found (the record is gone) says so, and closes that
+		// handle too.
 		other := client.LeaseHandle(c, le.ID())
 		err := other.Commit(ctx)
 		wantErr(t, name+": Commit of a second handle", err, tollgate.ErrLeaseClosed)
+		wantErr(t, name+": Commit of a second handle", err, tollgate.ErrLeaseNotFound)
 		var se *api.StatusError
-		if !errors.As(err, &se) || se.Status != http.StatusConflict {
-			t.Errorf("%s: second handle's error %v, want a 409 from the server", name, err)
+		if !errors.As(err, &se) || se.Status != http.StatusNotFound {
+			t.Errorf("%s: second handle's error %v, want a 404 from the server", name, err)
 		}
 		if !client.LeaseClosed(other) {
-			t.Errorf("%s: second handle still open after the server said lease_closed", name)
+			t.Errorf("%s: second handle still open after the server said lease_not_found", name)
 		}
 	}
 }
@@ -228,7 +230,8 @@ func TestExpiredLeaseIsNotFound(t *testing.T) {
 	}
 	e.clk.Advance(2 * time.Second)
 	wantErr(t, "Adjust of an expired lease", le.Adjust(ctx, tollgate.Consume{"tpm": 1}), api.ErrLeaseNotFound)
-	wantErr(t, "Rollback of an expired lease", le.Rollback(ctx), api.ErrLeaseNotFound)
+	// The 404 closed the handle: no further call reaches the server.
+	wantErr(t, "Rollback of an expired lease", le.Rollback(ctx), tollgate.ErrLeaseClosed)
 	// An expired lease stands as committed: 900 left, plus 2s of refill
 	// at 1000 a minute (33.3).
 	if got := available(t, c, "key-1", "gpt", limits)["tpm"]; got != 933 {
@@ -294,4 +297,33 @@ func TestConcurrentAcquiresGrantExactlyCapacity(t *testing.T) {
 	if granted != capacity || denied != workers*attempts-capacity || len(unexpected) > 0 {
 		t.Fatalf("granted %d, denied %d, errors %v; want %d granted, %d denied", granted, denied, unexpected, capacity, workers*attempts-capacity)
 	}
+}
+
+// Extend keeps a lease past its TTL: the expiry moves to d from now, on
+// the server and in ExpiresAt, and the lease commits after its first TTL.
+// Bad durations are refused (zero without a call); an ended lease is
+// closed.
+func TestLeaseExtend(t *testing.T) {
+	e := newEnv(t)
+	c := e.client(t)
+	ctx := context.Background()
+	limits := client.WithLimits(tollgate.ConcurrencyLimit("slots", 1))
+	le, err := c.Acquire(ctx, "key-1", "jobs", tollgate.Consume{"slots": 1}, limits, client.WithLeaseTTL(2*time.Second))
+	must(t, "Acquire", err)
+	e.clk.Advance(time.Second)
+	must(t, "Extend 10s", le.Extend(ctx, 10*time.Second))
+	if want := epoch.Add(11 * time.Second); !le.ExpiresAt().Equal(want) {
+		t.Errorf("ExpiresAt = %v, want %v", le.ExpiresAt(), want)
+	}
+	for _, d := range []time.Duration{0, -time.Second, 500 * time.Millisecond, 25 * time.Hour} {
+		var ve *tollgate.ValidationError
+		if err := le.Extend(ctx, d); !errors.As(err, &ve) || ve.Field != "ttl_ms" {
+			t.Errorf("Extend(%v) = %v, want *ValidationError on ttl_ms", d, err)
+		}
+	}
+	e.clk.Advance(5 * time.Second) // past the first TTL, within the extended one
+	must(t, "Commit after the first TTL", le.Commit(ctx))
+	wantErr(t, "Extend of an ended lease", le.Extend(ctx, time.Minute), tollgate.ErrLeaseClosed)
+	_, err = c.AcquireAndCommit(ctx, "key-1", "jobs", tollgate.Consume{"slots": 1}, limits)
+	must(t, "the slot after the commit", err)
 }

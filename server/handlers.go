@@ -16,7 +16,9 @@ func (s *Server) routes() {
 	s.mux = http.NewServeMux()
 	v := api.Version
 	s.handle("POST "+v+"/acquire", forAcquire, s.acquire)
+	s.handle("GET "+v+"/leases/{id}", forAcquire, s.getLease)
 	s.handle("POST "+v+"/leases/{id}/adjust", forAcquire, s.adjust)
+	s.handle("POST "+v+"/leases/{id}/extend", forAcquire, s.extend)
 	s.handle("POST "+v+"/leases/{id}/commit", forAcquire, s.endLease(stateCommitted))
 	s.handle("POST "+v+"/leases/{id}/rollback", forAcquire, s.endLease(stateRolledBack))
 	s.handle("GET "+v+"/available", forAvailable, s.available)
@@ -54,6 +56,10 @@ func (s *Server) routes() {
 	})
 }
 
+// durable makes an acquire's lease a record in the store, whatever its
+// limits: the lease id is then all any server needs to serve it.
+var durable = tollgate.WithDurableLease()
+
 func (s *Server) acquire(w http.ResponseWriter, r *http.Request, c *call) (err error) {
 	var le *tollgate.Lease
 	defer func() { s.metrics.acquired(le, err) }()
@@ -61,30 +67,29 @@ func (s *Server) acquire(w http.ResponseWriter, r *http.Request, c *call) (err e
 	if err := decodeAcquire(w, r, &req); err != nil {
 		return err
 	}
-	var optsBuf [3]tollgate.AcquireOption
+	var optsBuf [4]tollgate.AcquireOption
 	opts, err := s.acquireOptions(optsBuf[:0], req.Limits, req.OnUnavailable)
 	if err != nil {
 		return err
 	}
-	ttl, err := s.leaseTTLOf(req.LeaseTTLMS)
+	ttl, err := s.ttlOf("lease_ttl_ms", req.LeaseTTLMS)
 	if err != nil {
 		return err
 	}
+	// With commit, only a concurrency acquire has a record (the library
+	// gives one to every lease holding a concurrency token), deleted by the
+	// commit below; if that commit fails, the record's expiry is when a
+	// reconciler commits it instead.
+	opts = append(opts, s.expiryOption(ttl))
 	if !req.Commit {
-		opts = append(opts, s.expiryOption(ttl))
+		opts = append(opts, durable)
 	}
 	lim, err := c.limiter()
 	if err != nil {
 		return err
 	}
-	if !req.Commit && !s.leases.reserve(c.ns) {
-		return api.ErrTooManyLeases
-	}
 	le, err = lim.Acquire(r.Context(), req.Entity, req.Resource, tollgate.Consume(req.Consume), opts...)
 	if err != nil {
-		if !req.Commit {
-			s.leases.release(c.ns)
-		}
 		return err
 	}
 	buf := getRespBuf()
@@ -92,27 +97,23 @@ func (s *Server) acquire(w http.ResponseWriter, r *http.Request, c *call) (err e
 	buf.limits = appendStatuses(buf.limits[:0], le.Statuses())
 	resp := api.AcquireResponse{Consumed: le.Consumed(), Limits: buf.limits, Degraded: le.Degraded()}
 	if req.Commit {
+		// The debit stands if this fails: a commit without a record writes
+		// nothing and cannot fail, and one with a record leaves it for a
+		// reconciler to commit at its expiry.
 		if err := le.Commit(r.Context()); err != nil {
-			// The debit stands; keep the lease so the reaper commits it
-			// (returning any concurrency slots) once the store answers.
-			if s.leases.reserve(c.ns) {
-				s.leases.add(c.ns, le, s.clock.Now())
-			}
 			return err
 		}
+	} else if le.Degraded() {
+		resp.LeaseID = newDegradedID() // no record, and no expiry
 	} else {
-		l := s.leases.add(c.ns, le, s.clock.Now().Add(ttl))
-		resp.LeaseID, resp.ExpiresMS = l.id, l.expires.UnixMilli()
+		resp.LeaseID, resp.ExpiresMS = le.ID(), le.Expires().UnixMilli()
 	}
 	writeAcquireResponse(w, &resp, buf)
 	return nil
 }
 
-// expiryOption makes the lease's record, if the acquire has one (a
-// concurrency token), expire with the server's lease: a reconciler then
-// returns the slots of a lease this server lost (it crashed) when its TTL
-// has passed, and never those of a lease it still holds. The option for the
-// default TTL is made once.
+// expiryOption gives the lease's record the TTL of the request. The option
+// for the default TTL is made once.
 func (s *Server) expiryOption(ttl time.Duration) tollgate.AcquireOption {
 	if ttl == s.leaseTTL {
 		return s.expiryOpt
@@ -126,58 +127,16 @@ func recordExpiry(ttl time.Duration) time.Duration {
 	return min(max(ttl, tollgate.MinLeaseExpiry), tollgate.MaxLeaseExpiry)
 }
 
-func (s *Server) leaseTTLOf(ms int64) (time.Duration, error) {
+// ttlOf reads a lease TTL in milliseconds from field: 0 is the server's
+// default, else 1 s to MaxLeaseTTL.
+func (s *Server) ttlOf(field string, ms int64) (time.Duration, error) {
 	switch {
 	case ms == 0:
 		return s.leaseTTL, nil
 	case ms < 1000 || ms > MaxLeaseTTL.Milliseconds():
-		return 0, model.Invalid("lease_ttl_ms", strconv.FormatInt(ms, 10), "want 1000 to "+strconv.FormatInt(MaxLeaseTTL.Milliseconds(), 10))
+		return 0, model.Invalid(field, strconv.FormatInt(ms, 10), "want 1000 to "+strconv.FormatInt(MaxLeaseTTL.Milliseconds(), 10))
 	}
 	return time.Duration(ms) * time.Millisecond, nil
-}
-
-func (s *Server) adjust(w http.ResponseWriter, r *http.Request, c *call) error {
-	var req api.AdjustRequest
-	if err := decode(w, r, &req); err != nil {
-		return err
-	}
-	l, err := s.leases.get(c.ns, r.PathValue("id"), s.clock.Now())
-	if err != nil {
-		return err
-	}
-	if err := l.lease.Adjust(tollgate.Consume(req.Consume)); err != nil {
-		if errors.Is(err, model.ErrLeaseClosed) {
-			return errLeaseClosed
-		}
-		return err
-	}
-	writeJSON(w, http.StatusOK, api.LeaseResponse{LeaseID: l.id, Consumed: l.lease.Consumed(), State: stateOpen})
-	return nil
-}
-
-func (s *Server) endLease(state string) handlerFunc {
-	return func(w http.ResponseWriter, r *http.Request, c *call) error {
-		l, err := s.leases.get(c.ns, r.PathValue("id"), s.clock.Now())
-		if err != nil {
-			return err
-		}
-		consumed := l.lease.Consumed()
-		if state == stateCommitted {
-			err = l.write(func() error { return l.lease.Commit(r.Context()) })
-		} else {
-			err = l.write(func() error { return l.lease.Rollback(r.Context()) })
-			consumed = tollgate.Consume{}
-		}
-		switch {
-		case errors.Is(err, model.ErrLeaseClosed):
-			return errLeaseClosed
-		case err != nil:
-			return err // still open: the client may try again
-		}
-		s.leases.closeLease(l, state, s.clock.Now())
-		writeJSON(w, http.StatusOK, api.LeaseResponse{LeaseID: l.id, Consumed: consumed, State: state})
-		return nil
-	}
 }
 
 func (s *Server) available(w http.ResponseWriter, r *http.Request, c *call) error {
@@ -382,20 +341,13 @@ func (s *Server) namespaceOp(w http.ResponseWriter, r *http.Request, op func(*to
 	return noContent(w, err)
 }
 
-// deleteNamespace first ends the namespace's open leases on this server by
-// committing them, as a graceful stop does (their concurrency tokens come
-// back); their ids are then unknown. If a commit fails, the namespace is
-// not deleted and the error is returned.
+// deleteNamespace soft-deletes a namespace. Its open leases are records
+// in the store and stay as they are: while it is deleted they answer
+// lease_not_found and no reconciler looks at them; a recover brings them
+// back, a purge deletes them with the rest of its data.
 func (s *Server) deleteNamespace(w http.ResponseWriter, r *http.Request, _ *call) error {
-	name := r.PathValue("name")
-	if name == model.DefaultNamespace {
+	if r.PathValue("name") == model.DefaultNamespace {
 		return model.Invalid("name", model.DefaultNamespace, "the default namespace cannot be deleted")
-	}
-	for _, l := range s.leases.openIn(name) {
-		if err := s.commitLease(r.Context(), l); err != nil {
-			return err
-		}
-		s.leases.remove(l)
 	}
 	return s.namespaceOp(w, r, (*tollgate.Registry).Delete)
 }
@@ -420,18 +372,6 @@ func (s *Server) purgeNamespace(w http.ResponseWriter, r *http.Request, _ *call)
 		return err
 	}
 	name := r.PathValue("name")
-	n, err := reg.Get(ctx, name)
-	if err != nil {
-		return err
-	}
-	if n.Deleted() {
-		// Leases that outlived the delete (acquired while it ran) are
-		// dropped without writing: nothing may write under the id once its
-		// data is purged.
-		for _, l := range s.leases.removeIn(name) {
-			l.drop()
-		}
-	}
 	deleted := 0
 	if err := reg.Purge(ctx, name, func(n int) { deleted = n }); err != nil {
 		return err

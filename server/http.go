@@ -15,10 +15,8 @@ import (
 	"github.com/tollgate-rl/tollgate/model"
 )
 
-var (
-	errLeaseNotFound = fmt.Errorf("%w: unknown or expired lease", api.ErrLeaseNotFound)
-	errLeaseClosed   = fmt.Errorf("%w: already committed or rolled back", model.ErrLeaseClosed)
-)
+// errLeaseNotFound is every lease the request's namespace does not hold.
+var errLeaseNotFound = fmt.Errorf("%w: unknown, ended or expired lease", api.ErrLeaseNotFound)
 
 // call is one authorised request.
 type call struct {
@@ -92,7 +90,7 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, c *call, err
 		w.Header().Set("WWW-Authenticate", `Bearer realm="tollgate"`)
 	case status >= 500:
 		s.log.Warn("request failed", "method", r.Method, "path", r.URL.Path, "status", status, "err", err)
-		if status == http.StatusServiceUnavailable && !errors.Is(err, api.ErrTooManyLeases) {
+		if status == http.StatusServiceUnavailable {
 			s.metrics.storeErrors.Inc()
 		}
 	}

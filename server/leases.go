@@ -1,13 +1,25 @@
 package server
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"sync"
-	"time"
+	"errors"
+	"net/http"
+	"strconv"
+	"strings"
 
 	"github.com/tollgate-rl/tollgate"
+	"github.com/tollgate-rl/tollgate/api"
+	"github.com/tollgate-rl/tollgate/model"
 )
+
+// The lease routes hold nothing between requests: each resumes the lease
+// from its record in the store (tollgate.Limiter.ResumeLease), in the
+// namespace of the request, acts on it and lets the handle go. A lease is
+// therefore served by any server over the store, and the record's absence
+// is what says a lease has ended: its ending is conditioned on the record,
+// so it happens once however many servers (and reconcilers) race for it.
 
 // Lease states on the wire.
 const (
@@ -16,212 +28,193 @@ const (
 	stateRolledBack = "rolled_back"
 )
 
-// tombstoneTTL bounds how long a closed lease is remembered (to answer 409
-// rather than 404), or until it would have expired, whichever is first.
-const tombstoneTTL = 5 * time.Minute
+// degradedPrefix starts the id of a degraded lease: granted without the
+// store (mode allow), it has no record and writes nothing, so its routes
+// answer from the id alone, on any server. The prefix is not hexadecimal,
+// so no id of a record can be mistaken for one.
+const degradedPrefix = "degraded-"
 
-// serverLease is a lease the server holds for a client.
-type serverLease struct {
-	id      string
-	ns      string
-	lease   *tollgate.Lease
-	expires time.Time
-	state   string    // guarded by leaseTable.mu
-	forget  time.Time // when a closed lease's tombstone goes
-
-	// writing serialises the calls that write the lease's end (a client's
-	// commit or rollback, the reaper, a namespace delete, a graceful stop)
-	// with dropping it: once a namespace purge has dropped a lease, nothing
-	// may write under the purged namespace's id.
-	writing sync.Mutex
-	dropped bool // guarded by writing
-}
-
-// write runs end (a Commit or Rollback of the lease) unless the lease was
-// dropped, which is errLeaseNotFound.
-func (l *serverLease) write(end func() error) error {
-	l.writing.Lock()
-	defer l.writing.Unlock()
-	if l.dropped {
-		return errLeaseNotFound
-	}
-	return end()
-}
-
-// drop makes every later write of l fail, waiting for one in progress.
-func (l *serverLease) drop() {
-	l.writing.Lock()
-	defer l.writing.Unlock()
-	l.dropped = true
-}
-
-// leaseTable holds the server's leases: open ones, counted per namespace
-// against a cap, and tombstones of recently closed ones.
-type leaseTable struct {
-	mu    sync.Mutex
-	byID  map[string]*serverLease
-	perNS map[string]int
-	max   int
-}
-
-func newLeaseTable(max int) *leaseTable {
-	return &leaseTable{byID: map[string]*serverLease{}, perNS: map[string]int{}, max: max}
-}
-
-// reserve takes one of ns's open-lease slots, reporting false at the cap.
-func (t *leaseTable) reserve(ns string) bool {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.perNS[ns] >= t.max {
+// isLeaseID reports whether id is one the limiter makes for a lease
+// record: model.LeaseIDLen lowercase hexadecimal digits. Any other id is
+// an unknown lease without asking the store, which also keeps these routes
+// off the records of reservations, whose ids have another form.
+func isLeaseID(id string) bool {
+	if len(id) != model.LeaseIDLen {
 		return false
 	}
-	t.perNS[ns]++
+	for i := range len(id) {
+		if c := id[i]; (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
 	return true
 }
 
-// release gives back a slot reserve took.
-func (t *leaseTable) release(ns string) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.releaseLocked(ns)
+// isDegradedID reports whether id names a degraded lease.
+func isDegradedID(id string) bool {
+	rest, ok := strings.CutPrefix(id, degradedPrefix)
+	return ok && isLeaseID(rest)
 }
 
-func (t *leaseTable) releaseLocked(ns string) {
-	if t.perNS[ns]--; t.perNS[ns] <= 0 {
-		delete(t.perNS, ns)
+// newDegradedID returns a fresh id for a degraded lease.
+func newDegradedID() string {
+	var b [model.LeaseIDLen / 2]byte
+	_, _ = rand.Read(b[:]) // never fails (crypto/rand)
+	return degradedPrefix + hex.EncodeToString(b[:])
+}
+
+// resume loads lease id of the request's namespace. Whatever keeps it from
+// being found there is errLeaseNotFound, the same answer as for an id that
+// was never granted, so that a key learns nothing of other namespaces: an
+// id of the wrong form, a namespace that is invalid, unknown or deleted,
+// no record (never granted, ended, reclaimed), or an expiry already passed
+// by this server's clock (a reconciler will commit that lease; until it
+// does, nobody may extend or end it, so that an expired lease is expired
+// for every client alike).
+func (s *Server) resume(ctx context.Context, c *call, id string) (*tollgate.Lease, error) {
+	if !isLeaseID(id) {
+		return nil, errLeaseNotFound
 	}
-}
-
-// add stores an open lease in a slot already reserved.
-func (t *leaseTable) add(ns string, le *tollgate.Lease, expires time.Time) *serverLease {
-	l := &serverLease{id: newLeaseID(), ns: ns, lease: le, expires: expires, state: stateOpen}
-	t.mu.Lock()
-	t.byID[l.id] = l
-	t.mu.Unlock()
-	return l
-}
-
-// get finds an open lease of ns. A lease of another namespace, an expired
-// or a forgotten one is not found; a closed one is ErrLeaseClosed.
-func (t *leaseTable) get(ns, id string, now time.Time) (*serverLease, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	l, ok := t.byID[id]
+	lim, err := c.limiter()
+	var le *tollgate.Lease
+	if err == nil {
+		le, err = lim.ResumeLease(ctx, id)
+	}
 	switch {
-	case !ok || l.ns != ns:
+	case err == nil:
+	case errors.Is(err, model.ErrNamespaceNotFound), errors.Is(err, model.ErrNamespaceDeleted):
+		s.forget(c.ns) // as writeError would: unknown names must not pile up
 		return nil, errLeaseNotFound
-	case l.state != stateOpen:
-		return nil, errLeaseClosed
-	case !now.Before(l.expires):
+	case errors.Is(err, model.ErrInvalid):
+		return nil, errLeaseNotFound // the namespace's name
+	case errors.Is(err, model.ErrLeaseNotFound):
+		return nil, errLeaseNotFound // the store's message names the id again
+	default:
+		return nil, err
+	}
+	if exp := le.Expires(); !exp.IsZero() && !s.clock.Now().Before(exp) {
 		return nil, errLeaseNotFound
 	}
-	return l, nil
+	return le, nil
 }
 
-// closeLease records that l ended in state, keeping a tombstone.
-func (t *leaseTable) closeLease(l *serverLease, state string, now time.Time) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if l.state != stateOpen || t.byID[l.id] != l {
-		return // closed already, or removed from the table meanwhile
-	}
-	l.state = state
-	l.forget = now.Add(tombstoneTTL)
-	if l.expires.Before(l.forget) {
-		l.forget = l.expires
-	}
-	t.releaseLocked(l.ns)
+// openResponse describes an open lease.
+func openResponse(id string, le *tollgate.Lease) api.LeaseResponse {
+	return api.LeaseResponse{LeaseID: id, Consumed: le.Consumed(), State: stateOpen,
+		Entity: le.Entity(), Resource: le.Resource(), ExpiresMS: le.Expires().UnixMilli()}
 }
 
-// expired returns the open leases past their expiry (they stay in the table
-// until closed, so a failed commit is retried), and drops old tombstones.
-func (t *leaseTable) expired(now time.Time) []*serverLease {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	var out []*serverLease
-	for id, l := range t.byID {
-		switch {
-		case l.state == stateOpen && !now.Before(l.expires):
-			out = append(out, l)
-		case l.state != stateOpen && !now.Before(l.forget):
-			delete(t.byID, id)
+// degradedResponse describes a degraded lease, which consumed nothing.
+func degradedResponse(id, state string) api.LeaseResponse {
+	return api.LeaseResponse{LeaseID: id, Consumed: map[string]int64{}, State: state}
+}
+
+func (s *Server) getLease(w http.ResponseWriter, r *http.Request, c *call) error {
+	id := r.PathValue("id")
+	if isDegradedID(id) {
+		writeJSON(w, http.StatusOK, degradedResponse(id, stateOpen))
+		return nil
+	}
+	le, err := s.resume(r.Context(), c, id)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, openResponse(id, le))
+	return nil
+}
+
+// adjust records the adjustment in the lease's record (Sync), so that the
+// server that ends the lease, or the reconciler, writes it: one
+// conditional write per adjust, the price of any replica answering.
+func (s *Server) adjust(w http.ResponseWriter, r *http.Request, c *call) error {
+	var req api.AdjustRequest
+	if err := decode(w, r, &req); err != nil {
+		return err
+	}
+	id := r.PathValue("id")
+	if isDegradedID(id) {
+		if err := checkDegradedAdjust(req.Consume); err != nil {
+			return err
+		}
+		writeJSON(w, http.StatusOK, degradedResponse(id, stateOpen))
+		return nil
+	}
+	le, err := s.resume(r.Context(), c, id)
+	if err != nil {
+		return err
+	}
+	if err := le.Adjust(tollgate.Consume(req.Consume)); err != nil {
+		return err
+	}
+	if err := le.Sync(r.Context()); err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, openResponse(id, le))
+	return nil
+}
+
+// checkDegradedAdjust checks what the library's Adjust checks of a
+// degraded lease: amounts within range; there is nothing else to check
+// them against.
+func checkDegradedAdjust(delta map[string]int64) error {
+	for name, n := range delta {
+		if n > model.MaxTokens || n < -model.MaxTokens {
+			return model.Invalid("consume."+name, strconv.FormatInt(n, 10), "exceeds "+strconv.FormatInt(model.MaxTokens, 10)+" in magnitude")
 		}
 	}
-	return out
+	return nil
 }
 
-// remove deletes l outright (an expired lease, committed by the reaper).
-func (t *leaseTable) remove(l *serverLease) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.byID[l.id] != l {
-		return // removed already
+func (s *Server) extend(w http.ResponseWriter, r *http.Request, c *call) error {
+	var req api.ExtendRequest
+	if err := decode(w, r, &req); err != nil {
+		return err
 	}
-	if l.state == stateOpen {
-		t.releaseLocked(l.ns)
+	ttl, err := s.ttlOf("ttl_ms", req.TTLMS)
+	if err != nil {
+		return err
 	}
-	delete(t.byID, l.id)
+	id := r.PathValue("id")
+	if isDegradedID(id) {
+		writeJSON(w, http.StatusOK, degradedResponse(id, stateOpen)) // it never expires
+		return nil
+	}
+	le, err := s.resume(r.Context(), c, id)
+	if err != nil {
+		return err
+	}
+	if err := le.Extend(r.Context(), recordExpiry(ttl)); err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, openResponse(id, le))
+	return nil
 }
 
-// openIn returns the open leases of namespace ns (they stay in the table).
-func (t *leaseTable) openIn(ns string) []*serverLease {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	var out []*serverLease
-	for _, l := range t.byID {
-		if l.ns == ns && l.state == stateOpen {
-			out = append(out, l)
+func (s *Server) endLease(state string) handlerFunc {
+	return func(w http.ResponseWriter, r *http.Request, c *call) error {
+		id := r.PathValue("id")
+		if isDegradedID(id) {
+			writeJSON(w, http.StatusOK, degradedResponse(id, state))
+			return nil
 		}
-	}
-	return out
-}
-
-// removeIn deletes every lease of namespace ns, open ones and tombstones,
-// and returns them.
-func (t *leaseTable) removeIn(ns string) []*serverLease {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	var out []*serverLease
-	for id, l := range t.byID {
-		if l.ns == ns {
-			if l.state == stateOpen {
-				t.releaseLocked(ns)
-			}
-			out = append(out, l)
-			delete(t.byID, id)
+		le, err := s.resume(r.Context(), c, id)
+		if err != nil {
+			return err
 		}
-	}
-	return out
-}
-
-// drain removes and returns every open lease.
-func (t *leaseTable) drain() []*serverLease {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	var out []*serverLease
-	for id, l := range t.byID {
-		if l.state == stateOpen {
-			out = append(out, l)
+		resp := api.LeaseResponse{LeaseID: id, Consumed: le.Consumed(), State: state, Entity: le.Entity(), Resource: le.Resource()}
+		if state == stateCommitted {
+			err = le.Commit(r.Context())
+		} else {
+			err = le.Rollback(r.Context())
+			resp.Consumed = map[string]int64{}
 		}
-		delete(t.byID, id)
+		// A record gone meanwhile (another server ended the lease, or a
+		// reconciler) matches api.ErrLeaseNotFound: 404. A store failure
+		// left the record as it was: the client may try again.
+		if err != nil {
+			return err
+		}
+		writeJSON(w, http.StatusOK, resp)
+		return nil
 	}
-	clear(t.perNS)
-	return out
-}
-
-// open counts the open leases.
-func (t *leaseTable) open() int {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	n := 0
-	for _, c := range t.perNS {
-		n += c
-	}
-	return n
-}
-
-func newLeaseID() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
 }

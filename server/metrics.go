@@ -74,7 +74,7 @@ func newMetrics(r prometheus.Registerer) *metrics {
 	}
 	m.acquires = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "tollgate_acquires_total",
-		Help: "Acquire outcomes: granted, limited, unavailable (store or lease cap), degraded, invalid (bad request, unknown namespace) or error.",
+		Help: "Acquire outcomes: granted, limited, unavailable (the store did not answer), degraded, invalid (bad request, unknown namespace) or error.",
 	}, []string{"outcome"})
 	m.requests = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "tollgate_http_requests_total",
@@ -91,7 +91,7 @@ func newMetrics(r prometheus.Registerer) *metrics {
 	})
 	m.leasesExpired = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "tollgate_leases_expired_total",
-		Help: "Leases committed by the server because their TTL passed.",
+		Help: "Leases the reconciler of this process committed because their expiry passed.",
 	})
 	m.reg.MustRegister(m.acquires, m.requests, m.latency, m.storeErrors, m.leasesExpired)
 	return m
@@ -103,8 +103,6 @@ func (m *metrics) watch(s *Server) {
 		return func() float64 { return float64(pick(s.cacheStats())) }
 	}
 	m.reg.MustRegister(
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "tollgate_open_leases", Help: "Leases held open by the server."},
-			func() float64 { return float64(s.leases.open()) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "tollgate_config_cache_hits_total", Help: "Limit and entity lookups served from the cache."},
 			cache(func(c tollgate.CacheStats) uint64 { return c.Hits })),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "tollgate_config_cache_misses_total", Help: "Limit and entity lookups that read the store."},

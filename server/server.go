@@ -2,15 +2,18 @@
 // limiter behind `tollgate serve`, for services in any language.
 //
 // A Server holds one tollgate.Limiter per namespace over a shared store,
-// keeps leases server-side with a TTL (an expired lease stands as
-// committed), checks optional API keys, and exposes health, readiness and
-// Prometheus metrics. It is an http.Handler; HTTPServer wraps it with
+// checks optional API keys, and exposes health, readiness and Prometheus
+// metrics. It holds no leases: a lease the API grants is a durable lease
+// of the library, recorded in the store with an expiry, and any Server over
+// the same store resolves its id (in the caller's namespace), so replicas
+// behind a load balancer and a restarted server serve every lease alike. A
+// reconciler (package reconcile, run by tollgate serve) commits the leases
+// whose expiry passed. It is an http.Handler; HTTPServer wraps it with
 // timeouts suited to the open internet.
 package server
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"net/http"
 	"sync"
@@ -21,20 +24,21 @@ import (
 	"github.com/tollgate-rl/tollgate"
 	"github.com/tollgate-rl/tollgate/clock"
 	"github.com/tollgate-rl/tollgate/model"
+	"github.com/tollgate-rl/tollgate/reconcile"
 	"github.com/tollgate-rl/tollgate/store"
 )
 
 // Defaults.
 const (
-	DefaultLeaseTTL  = 5 * time.Minute
-	MaxLeaseTTL      = 24 * time.Hour
-	DefaultMaxLeases = 100_000
+	// DefaultLeaseTTL is how long a lease's record lives unless the
+	// request or an extend says otherwise.
+	DefaultLeaseTTL = 5 * time.Minute
+	// MaxLeaseTTL bounds lease_ttl_ms and ttl_ms.
+	MaxLeaseTTL = 24 * time.Hour
 	// PurgeTimeout bounds a namespace purge, which deletes every item of
 	// the namespace and can outlast HTTPServer's read and write timeouts:
 	// the purge route extends its connection's deadlines to this.
 	PurgeTimeout = 10 * time.Minute
-	// reapInterval is how often expired leases are committed.
-	reapInterval = time.Second
 	// maxHeaderBytes is HTTPServer's MaxHeaderBytes. net/http reads 4 KiB
 	// more than that before it gives up with 431, so the largest request
 	// head (request line, headers and the blank line after them) it takes
@@ -53,7 +57,6 @@ type Server struct {
 	// expiryOpt gives a durable lease's record the default TTL (see
 	// expiryOption).
 	expiryOpt tollgate.AcquireOption
-	maxLeases int
 	limOpts   []tollgate.Option
 	metrics   *metrics
 
@@ -68,11 +71,7 @@ type Server struct {
 	limiters map[string]*tollgate.Limiter
 	retired  tollgate.CacheStats // of limiters forgotten, so the metrics never go down
 
-	leases *leaseTable
-	mux    *http.ServeMux
-
-	stop chan struct{}
-	done chan struct{}
+	mux *http.ServeMux
 }
 
 // Option configures a Server.
@@ -81,11 +80,9 @@ type Option func(*Server)
 // WithKeys requires every request to carry one of keys (see LoadKeys).
 func WithKeys(k *Keys) Option { return func(s *Server) { s.keys = k } }
 
-// WithLeaseTTL sets the default lease TTL (default 5 minutes).
+// WithLeaseTTL sets the default lease TTL, the expiry of a lease's record
+// when the request names none (default 5 minutes).
 func WithLeaseTTL(d time.Duration) Option { return func(s *Server) { s.leaseTTL = d } }
-
-// WithMaxLeases caps the open leases per namespace (default 100,000).
-func WithMaxLeases(n int) Option { return func(s *Server) { s.maxLeases = n } }
 
 // WithLogger sets the logger (default slog.Default()).
 func WithLogger(l *slog.Logger) Option { return func(s *Server) { s.log = l } }
@@ -105,13 +102,12 @@ func WithLimiterOptions(opts ...tollgate.Option) Option {
 	return func(s *Server) { s.limOpts = append(s.limOpts, opts...) }
 }
 
-// New returns a Server over st and starts its lease reaper.
+// New returns a Server over st. It starts no goroutine: leases live in
+// the store, and their expiry is a reconciler's business (see OnReclaim).
 func New(st store.Store, opts ...Option) *Server {
 	s := &Server{
 		store: st, clock: clock.Real{}, log: slog.Default(),
-		leaseTTL: DefaultLeaseTTL, maxLeases: DefaultMaxLeases,
-		limiters: map[string]*tollgate.Limiter{},
-		stop:     make(chan struct{}), done: make(chan struct{}),
+		leaseTTL: DefaultLeaseTTL, limiters: map[string]*tollgate.Limiter{},
 	}
 	for _, o := range opts {
 		o(s)
@@ -121,10 +117,8 @@ func New(st store.Store, opts ...Option) *Server {
 	}
 	s.expiryOpt = tollgate.WithLeaseExpiry(recordExpiry(s.leaseTTL))
 	s.reg, s.regErr = tollgate.NewRegistry(st, tollgate.WithRegistryClock(s.clock))
-	s.leases = newLeaseTable(s.maxLeases)
 	s.metrics.watch(s)
 	s.routes()
-	go s.reap()
 	return s
 }
 
@@ -146,34 +140,17 @@ func (s *Server) HTTPServer(addr string) *http.Server {
 	}
 }
 
-// Close stops the lease reaper and commits every open lease (an ended
-// server's leases stand as committed, like expired ones).
-func (s *Server) Close(ctx context.Context) error {
-	select {
-	case <-s.stop:
-	default:
-		close(s.stop)
-	}
-	<-s.done
-	var errs []error
-	for _, l := range s.leases.drain() {
-		if err := s.commitLease(ctx, l); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	return errors.Join(errs...)
-}
+// Close ends the server's use of its store. It has nothing to stop or
+// commit: open leases are records in the store, which outlive the server
+// and stay usable through any server over the store (a restarted one
+// included), or are committed by a reconciler once they expire. It
+// returns nil; it stays so that callers stop a Server as before.
+func (s *Server) Close(context.Context) error { return nil }
 
-// commitLease commits a lease the server ends by itself (expired, at a
-// graceful stop, or in a namespace being deleted). A lease its client ended
-// meanwhile, or a namespace purge dropped, needs nothing more.
-func (s *Server) commitLease(ctx context.Context, l *serverLease) error {
-	err := l.write(func() error { return l.lease.Commit(ctx) })
-	if errors.Is(err, model.ErrLeaseClosed) || errors.Is(err, errLeaseNotFound) {
-		return nil
-	}
-	return err
-}
+// OnReclaim counts a lease that a reconciler of this process ended after
+// its expiry (tollgate_leases_expired_total). Pass it to
+// reconcile.WithOnReclaim; it does not block.
+func (s *Server) OnReclaim(reconcile.Reclaimed) { s.metrics.leasesExpired.Inc() }
 
 // Limiter returns the limiter of namespace ns, creating it on first use.
 func (s *Server) Limiter(ns string) (*tollgate.Limiter, error) {
@@ -222,29 +199,4 @@ func (s *Server) cacheStats() tollgate.CacheStats {
 		sum.Entries += st.Entries
 	}
 	return sum
-}
-
-// reap commits expired leases until Close.
-func (s *Server) reap() {
-	defer close(s.done)
-	for {
-		select {
-		case <-s.stop:
-			return
-		case <-s.clock.After(reapInterval):
-		}
-		for _, l := range s.leases.expired(s.clock.Now()) {
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			err := s.commitLease(ctx, l)
-			cancel()
-			if err != nil {
-				// Kept: the next round tries again, so pending adjustments
-				// and concurrency slots are not lost to a passing outage.
-				s.log.Warn("commit of an expired lease failed; will retry", "lease", l.id, "namespace", l.ns, "err", err)
-				continue
-			}
-			s.leases.remove(l)
-			s.metrics.leasesExpired.Inc()
-		}
-	}
 }

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -199,7 +200,7 @@ func exercise(t *testing.T, p *proc) {
 	if lr.Consumed["rpm"] != 2 {
 		t.Errorf("committed %v, want rpm 2", lr.Consumed)
 	}
-	p.want(http.StatusConflict, "POST", "/v1/leases/"+a.LeaseID+"/commit", nil, nil)
+	p.want(http.StatusNotFound, "POST", "/v1/leases/"+a.LeaseID+"/commit", nil, nil) // ended: no record left
 	p.want(http.StatusOK, "POST", "/v1/acquire", acquire, &a)
 	p.want(http.StatusOK, "POST", "/v1/leases/"+a.LeaseID+"/rollback", nil, nil)
 	acquire["commit"] = true
@@ -225,15 +226,48 @@ func exercise(t *testing.T, p *proc) {
 	}
 }
 
+// replicasShareLeases runs a lease across two servers over one store: the
+// lease granted by b is adjusted, extended and committed by a, also after
+// b crashed (SIGKILL), and its concurrency slot comes back once.
+func replicasShareLeases(t *testing.T, a, b *proc) {
+	t.Helper()
+	slot := map[string]any{"entity": "k", "resource": "jobs", "consume": map[string]int64{"slots": 1, "rph": 1},
+		"limits": []string{"slots:1/concurrent", "rph:100/hour"}}
+	var l api.AcquireResponse
+	b.want(http.StatusOK, "POST", "/v1/acquire", slot, &l)
+	a.want(http.StatusTooManyRequests, "POST", "/v1/acquire", slot, nil)
+	a.want(http.StatusOK, "POST", "/v1/leases/"+l.LeaseID+"/adjust", api.AdjustRequest{Consume: map[string]int64{"rph": 2}}, nil)
+	if code := b.stop(syscall.SIGKILL); code != -1 {
+		t.Errorf("exit code %d after SIGKILL, want -1 (killed)", code)
+	}
+	var lr api.LeaseResponse
+	a.want(http.StatusOK, "POST", "/v1/leases/"+l.LeaseID+"/extend", api.ExtendRequest{TTLMS: 600_000}, &lr)
+	if lr.ExpiresMS <= l.ExpiresMS {
+		t.Errorf("extended to %d, not past %d", lr.ExpiresMS, l.ExpiresMS)
+	}
+	lr = api.LeaseResponse{}
+	a.want(http.StatusOK, "POST", "/v1/leases/"+l.LeaseID+"/commit", nil, &lr)
+	if lr.State != "committed" || lr.Consumed["rph"] != 3 || lr.Consumed["slots"] != 1 {
+		t.Errorf("commit on the other server: %+v, want rph 3 (1 and the adjustment of 2)", lr)
+	}
+	a.want(http.StatusNotFound, "POST", "/v1/leases/"+l.LeaseID+"/commit", nil, nil)
+	commit := maps.Clone(slot)
+	commit["commit"] = true
+	a.want(http.StatusOK, "POST", "/v1/acquire", commit, nil)
+	a.want(http.StatusOK, "POST", "/v1/acquire", slot, nil)
+	a.want(http.StatusTooManyRequests, "POST", "/v1/acquire", slot, nil) // back once
+}
+
 func TestServeEmbedded(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "t.db")
 	p := serve(t, nil, "--store", "embedded:"+db)
 	p.want(http.StatusOK, "GET", "/healthz", nil, nil)
 	p.want(http.StatusOK, "GET", "/readyz", nil, nil)
 	exercise(t, p)
-	// A lease left open at shutdown is committed: its concurrency slot comes back.
+	// A lease left open at shutdown stays in the store, slot held.
 	slot := map[string]any{"entity": "org-1", "resource": "jobs", "consume": map[string]int64{"slots": 1}, "limits": []string{"slots:1/concurrent"}}
-	p.want(http.StatusOK, "POST", "/v1/acquire", slot, nil)
+	var open api.AcquireResponse
+	p.want(http.StatusOK, "POST", "/v1/acquire", slot, &open)
 	p.want(http.StatusTooManyRequests, "POST", "/v1/acquire", slot, nil)
 	if code := p.stop(syscall.SIGTERM); code != 0 {
 		t.Fatalf("exit code %d after SIGTERM: %s", code, p.log)
@@ -247,6 +281,10 @@ func TestServeEmbedded(t *testing.T) {
 	if len(av.Limits) != 1 || av.Limits[0].Available != 0 || av.Limits[0].Capacity != 3 {
 		t.Errorf("after restart: %+v, want rpm 0 of 3 left", av.Limits)
 	}
+	// The restarted server lost no lease: it commits the one left open,
+	// and the slot comes back.
+	p.want(http.StatusTooManyRequests, "POST", "/v1/acquire", slot, nil)
+	p.want(http.StatusOK, "POST", "/v1/leases/"+open.LeaseID+"/commit", nil, nil)
 	p.want(http.StatusOK, "POST", "/v1/acquire", slot, nil)
 	var audit api.AuditResponse
 	p.want(http.StatusOK, "GET", "/v1/audit?entity=org-1", nil, &audit)
@@ -349,6 +387,7 @@ func TestServeDynamoDBLocal(t *testing.T) {
 	}
 	p := serve(t, env, "--store", store)
 	exercise(t, p)
+	replicasShareLeases(t, p, serve(t, env, "--store", store))
 
 	// The stream aggregator turns the table's changes into usage.
 	agg := exec.Command(tollgateBinary(t), "aggregator", "--store", store, "--poll", "100ms")

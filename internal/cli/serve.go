@@ -17,6 +17,7 @@ import (
 
 	"github.com/tollgate-rl/tollgate"
 	"github.com/tollgate-rl/tollgate/aggregator"
+	"github.com/tollgate-rl/tollgate/reconcile"
 	"github.com/tollgate-rl/tollgate/rls"
 	"github.com/tollgate-rl/tollgate/server"
 	"github.com/tollgate-rl/tollgate/store"
@@ -27,7 +28,8 @@ type serveFlags struct {
 	keysFile                  string
 	tlsCert, tlsKey           string
 	leaseTTL                  time.Duration
-	maxLeases                 int
+	maxLeases                 int // deprecated: accepted, unused
+	reconcileInterval         time.Duration
 	logLevel, logFormat       string
 	allowOpen                 bool
 	shutdownTimeout           time.Duration
@@ -46,8 +48,15 @@ Without --keys every request is trusted, so the server only listens on
 loopback addresses unless --allow-unauthenticated is given. With --keys
 every request needs "Authorization: Bearer KEY" (see "tollgate keys").
 
-SIGINT or SIGTERM stops it gracefully: requests in flight finish, and
-leases still open are committed.`,
+Leases live in the store, not in the server: any serve over the same
+store serves any lease of the namespace, and a restarted one loses none.
+A reconciler runs inside serve and commits the leases whose expiry passed
+(every --reconcile-interval); with --reconcile-interval 0 it does not run,
+and another process over the store (another tollgate serve, or a program
+using package reconcile) must reconcile.
+
+SIGINT or SIGTERM stops it gracefully: requests in flight finish. Open
+leases stay in the store.`,
 		Example: `  tollgate serve
   tollgate serve --addr 0.0.0.0:8080 --keys keys.txt --store 'dynamodb://tollgate?region=eu-west-1'
   tollgate serve --grpc-addr 127.0.0.1:8081 --rls-config envoy.yaml`,
@@ -70,8 +79,11 @@ leases still open are committed.`,
 	fl.StringVar(&f.keysFile, "keys", "", "API keys file (docs/http-api.md); without it requests are not authenticated")
 	fl.StringVar(&f.tlsCert, "tls-cert", "", "TLS certificate file (with --tls-key)")
 	fl.StringVar(&f.tlsKey, "tls-key", "", "TLS key file")
-	fl.DurationVar(&f.leaseTTL, "lease-ttl", server.DefaultLeaseTTL, "default lease TTL; an expired lease stands as committed")
-	fl.IntVar(&f.maxLeases, "max-leases", server.DefaultMaxLeases, "open leases allowed per namespace")
+	fl.DurationVar(&f.leaseTTL, "lease-ttl", server.DefaultLeaseTTL, "default lease TTL: the expiry of a lease's record, after which the reconciler commits it")
+	fl.IntVar(&f.maxLeases, "max-leases", 0, "no effect: the server holds no leases")
+	_ = fl.MarkDeprecated("max-leases", "it has no effect: leases live in the store, and the server caps none")
+	fl.DurationVar(&f.reconcileInterval, "reconcile-interval", reconcile.DefaultInterval,
+		"how often the reconciler commits expired leases; 0 turns it off (another process must reconcile)")
 	fl.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	fl.StringVar(&f.logFormat, "log-format", "text", "text or json")
 	fl.BoolVar(&f.allowOpen, "allow-unauthenticated", false, "listen beyond loopback without --keys")
@@ -111,8 +123,8 @@ func runServe(ctx context.Context, g *globals, f serveFlags) error {
 	if f.leaseTTL < time.Second || f.leaseTTL > server.MaxLeaseTTL {
 		return usagef("--lease-ttl %v: want 1s to %v", f.leaseTTL, server.MaxLeaseTTL)
 	}
-	if f.maxLeases < 1 {
-		return usagef("--max-leases %d: want at least 1", f.maxLeases)
+	if f.reconcileInterval < 0 {
+		return usagef("--reconcile-interval %v: want a positive duration, or 0 to turn the reconciler off", f.reconcileInterval)
 	}
 	if (f.grpcAddr == "") != (f.rlsConfig == "") {
 		return usagef("--grpc-addr and --rls-config go together")
@@ -120,7 +132,7 @@ func runServe(ctx context.Context, g *globals, f serveFlags) error {
 	if f.retention <= 0 {
 		return usagef("--retention %v: want a positive duration", f.retention)
 	}
-	opts := []server.Option{server.WithLogger(log), server.WithLeaseTTL(f.leaseTTL), server.WithMaxLeases(f.maxLeases)}
+	opts := []server.Option{server.WithLogger(log), server.WithLeaseTTL(f.leaseTTL)}
 	if f.keysFile != "" {
 		keys, err := loadKeys(f.keysFile)
 		if err != nil {
@@ -144,13 +156,48 @@ func runServe(ctx context.Context, g *globals, f serveFlags) error {
 	st, stopRecording := recordUsage(st, log, f.retention)
 	defer stopRecording()
 	srv := server.New(st, opts...)
+	stopReconciling, err := startReconciler(st, log, srv, f.reconcileInterval)
+	if err != nil {
+		return err
+	}
+	// Deferred last, so run first: the reconciler stops with the server,
+	// before the usage recorder's last flush and the store's closing.
+	defer stopReconciling()
 	return serveUntilDone(ctx, log, srv, f)
+}
+
+// startReconciler runs a reconciler over st every interval, counting what
+// it reclaims in srv's metrics, until the returned stop is called (which
+// waits for a pass in progress). Interval 0 runs none. Every replica runs
+// one: reclaiming is conditioned on the record, so a lease is reclaimed
+// once however many run.
+func startReconciler(st store.Store, log *slog.Logger, srv *server.Server, interval time.Duration) (func(), error) {
+	if interval == 0 {
+		log.Warn("the reconciler is off (--reconcile-interval 0): expired leases keep their slots until another process reconciles")
+		return func() {}, nil
+	}
+	r, err := reconcile.New(st, reconcile.WithInterval(interval), reconcile.WithLogger(log),
+		reconcile.WithOnReclaim(func(rc reconcile.Reclaimed) {
+			srv.OnReclaim(rc)
+			log.Info("expired lease committed", "namespace", rc.Namespace, "lease", rc.Lease.ID, "holder", rc.Lease.Holder,
+				"entity", rc.Lease.Entity, "resource", rc.Lease.Resource)
+		}))
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = r.Run(ctx) // returns ctx's error once stopped
+	}()
+	return func() { cancel(); <-done }, nil
 }
 
 // recordUsage wraps a store that keeps usage snapshots with the in-process
 // usage recorder, flushing every second and keeping snapshots retention
 // after their window. stop ends it after a last flush;
-// call it once the server has stopped (its leases committed). A store with
+// call it once the server and its reconciler have stopped. A store with
 // a change feed of its own (store.ChangeFeeder: DynamoDB's stream, read by
 // tollgate aggregator) is left alone: its feed would count the same writes
 // again.

@@ -24,6 +24,7 @@ import (
 
 	"github.com/tollgate-rl/tollgate"
 	"github.com/tollgate-rl/tollgate/client"
+	"github.com/tollgate-rl/tollgate/clock"
 	"github.com/tollgate-rl/tollgate/store"
 	"github.com/tollgate-rl/tollgate/store/embedded"
 )
@@ -32,6 +33,26 @@ import (
 type served struct {
 	url  string
 	stop func() int // stops it gracefully and returns its exit code
+	// lines has its log lines from the one after "listening" on (up to
+	// its buffer: later ones are dropped rather than block the server).
+	lines <-chan string
+}
+
+// waitLog returns the first log line that contains want, failing the test
+// if none comes within 30 s (the server's own timing, not a sleep).
+func (s served) waitLog(t *testing.T, want string) string {
+	t.Helper()
+	timeout := time.After(30 * time.Second)
+	for {
+		select {
+		case line := <-s.lines:
+			if strings.Contains(line, want) {
+				return line
+			}
+		case <-timeout:
+			t.Fatalf("no log line with %q", want)
+		}
+	}
 }
 
 var listeningRE = regexp.MustCompile(`msg=listening url=(\S+)`)
@@ -48,23 +69,33 @@ func startServe(t *testing.T, args ...string) served {
 		pw.Close()
 	}()
 	found := make(chan string, 1)
-	var log strings.Builder
+	lines := make(chan string, 256)
+	var log strings.Builder // until found: read only when found is closed
 	go func() {
 		sc := bufio.NewScanner(pr)
+		listening := false
 		for sc.Scan() {
+			if listening {
+				select {
+				case lines <- sc.Text():
+				default:
+				}
+				continue
+			}
 			log.WriteString(sc.Text() + "\n")
 			if m := listeningRE.FindStringSubmatch(sc.Text()); m != nil {
+				listening = true
 				found <- m[1]
 			}
 		}
 		close(found)
+		_, _ = io.Copy(io.Discard, pr) // past a line too long to scan
 	}()
 	url, ok := <-found
 	if !ok {
 		cancel()
 		t.Fatalf("serve exited with %d: %s", <-code, log.String())
 	}
-	go func() { _, _ = io.Copy(io.Discard, pr) }()
 	stopped := false
 	stop := func() int {
 		stopped = true
@@ -76,7 +107,7 @@ func startServe(t *testing.T, args ...string) served {
 			stop()
 		}
 	})
-	return served{url: url, stop: stop}
+	return served{url: url, stop: stop, lines: lines}
 }
 
 // usageExpiry returns the expiry of the usage snapshots in the default
@@ -240,5 +271,87 @@ func TestAggregatorRetentionIsChecked(t *testing.T) {
 	t.Setenv(envRetentionName, "forever")
 	if code, _, errOut := run(t, "", "aggregator", "--store", unreachable); code != ExitUsage || !strings.Contains(errOut, envRetentionName) {
 		t.Errorf("%s=forever: exit %d (%s), want %d naming the variable", envRetentionName, code, errOut, ExitUsage)
+	}
+}
+
+// expiredLease writes, into a new embedded store at path, a lease holding
+// the one slot of "slots" for k/jobs that expired an hour ago, as a holder
+// that crashed would leave it, and returns its id.
+func expiredLease(t *testing.T, path string) string {
+	t.Helper()
+	st, err := embedded.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	lim, err := tollgate.New(st, tollgate.WithClock(clock.NewFake(time.Now().Add(-2*time.Hour))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	le, err := lim.Acquire(context.Background(), "k", "jobs", tollgate.Consume{"slots": 1},
+		tollgate.WithLimits(tollgate.ConcurrencyLimit("slots", 1)), tollgate.WithLeaseExpiry(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return le.ID()
+}
+
+// serve runs a reconciler (its first pass at once): a lease that expired
+// while no server ran is committed and its slot is back, counted in
+// tollgate_leases_expired_total. With --reconcile-interval 0 none runs.
+// --max-leases is accepted and does nothing.
+func TestServeReconciles(t *testing.T) {
+	slot := client.WithLimits(tollgate.ConcurrencyLimit("slots", 1))
+	ctx := context.Background()
+	for _, c := range []struct {
+		name      string
+		args      []string
+		reclaimed bool
+	}{
+		{"default", nil, true},
+		{"off", []string{"--reconcile-interval", "0"}, false},
+		{"deprecated --max-leases", []string{"--reconcile-interval", "1h", "--max-leases", "10"}, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "t.db")
+			id := expiredLease(t, path)
+			s := startServe(t, append([]string{"--store", "embedded:" + path}, c.args...)...)
+			cl, err := client.New(s.url)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !c.reclaimed {
+				if _, err := cl.AcquireAndCommit(ctx, "k", "jobs", tollgate.Consume{"slots": 1}, slot); !errors.Is(err, tollgate.ErrRateLimited) {
+					t.Errorf("without a reconciler: %v, want the slot still held", err)
+				}
+				return
+			}
+			if line := s.waitLog(t, "expired lease committed"); !strings.Contains(line, "lease="+id) {
+				t.Errorf("log %q, want lease=%s", line, id)
+			}
+			if _, err := cl.AcquireAndCommit(ctx, "k", "jobs", tollgate.Consume{"slots": 1}, slot); err != nil {
+				t.Errorf("after the reconciler: %v, want the slot back", err)
+			}
+			resp, err := http.Post(s.url+"/v1/leases/"+id+"/commit", "application/json", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusNotFound {
+				t.Errorf("commit of the reclaimed lease: %d, want 404", resp.StatusCode)
+			}
+			resp, err = http.Get(s.url + "/metrics")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			data, _ := io.ReadAll(resp.Body)
+			if !strings.Contains(string(data), "\ntollgate_leases_expired_total 1\n") {
+				t.Errorf("metrics lack tollgate_leases_expired_total 1")
+			}
+		})
+	}
+	if code, _, _ := run(t, "", "serve", "--store", "memory:", "--reconcile-interval", "-1s"); code != ExitUsage {
+		t.Errorf("--reconcile-interval -1s: exit %d, want %d", code, ExitUsage)
 	}
 }
