@@ -23,7 +23,8 @@ type Leases interface {
 	// UpdateLease replaces the stored record rec.ID with rec (pending
 	// adjustments, expiry) if the stored version is rec.Version-1; else it
 	// fails with model.ErrLeaseConflict, or model.ErrLeaseNotFound if there
-	// is no record.
+	// is no record. As with ConsumeRequest.Lease, the backend may keep
+	// what rec's slices point to: the caller must not change them.
 	UpdateLease(ctx context.Context, ns string, rec LeaseRecord) error
 	// EndLease deletes the record e.ID, applies e.Deltas (as ApplyDeltas
 	// does) and appends e.Event (if not nil), all or nothing, if the
@@ -181,9 +182,8 @@ func NewLeaseRecord(id, holder string, req *ConsumeRequest, expires int64) *Leas
 }
 
 // leaseAlloc holds a record with room for two buckets and a few
-// limits, so that a record costs one allocation when it fits (a record is
-// made, and copied into the memory backends' tables, on every durable
-// acquire).
+// limits, so that a record costs one allocation when it fits (one is made
+// on every durable acquire, and kept as it is by the memory backends).
 type leaseAlloc struct {
 	rec     LeaseRecord
 	buckets [2]LeaseBucket
@@ -255,12 +255,7 @@ func (r *LeaseRecord) HoldsTokens() bool {
 }
 
 // Clone returns a deep copy of r.
-func (r *LeaseRecord) Clone() LeaseRecord { return *r.ClonePtr() }
-
-// ClonePtr returns a deep copy of r, in one allocation for a record of up
-// to four limits (see leaseAlloc): what a backend that keeps records in
-// memory stores.
-func (r *LeaseRecord) ClonePtr() *LeaseRecord {
+func (r *LeaseRecord) Clone() LeaseRecord {
 	n := 0
 	for i := range r.Buckets {
 		n += len(r.Buckets[i].Limits)
@@ -276,5 +271,5 @@ func (r *LeaseRecord) ClonePtr() *LeaseRecord {
 		copy(lb.Limits, b.Limits)
 	}
 	c.Pending = slices.Clone(r.Pending)
-	return c
+	return *c
 }

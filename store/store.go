@@ -127,7 +127,10 @@ type ConsumeRequest struct {
 	// Lease, if not nil, is a durable lease record (see Leases) that the
 	// backend creates if and only if it grants, in the same atomic step as
 	// the debit. If a record with its id exists, Consume debits nothing and
-	// fails with an error matching model.ErrLeaseExists.
+	// fails with an error matching model.ErrLeaseExists. A backend may keep
+	// the record itself (the memory backends do, rather than copy it on
+	// every durable acquire): the caller must not change it, or anything it
+	// points to, once it is passed; a change is a new record (UpdateLease).
 	Lease *LeaseRecord
 }
 

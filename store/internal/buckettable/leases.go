@@ -47,10 +47,11 @@ func (t *Table) setLease(k leaseKey, rec *store.LeaseRecord) {
 	}
 }
 
-// createLease stores a copy of rec for a granted consume; the caller holds
-// lt.mu and the consume's locks.
+// createLease stores rec for a granted consume (the caller hands it over:
+// store.ConsumeRequest.Lease); the caller holds lt.mu and the consume's
+// locks.
 func (t *Table) createLease(ns string, rec *store.LeaseRecord) {
-	t.setLease(leaseKey{ns, rec.ID}, rec.ClonePtr())
+	t.setLease(leaseKey{ns, rec.ID}, rec)
 }
 
 // leaseExists reports an existing record of id; the caller holds lt.mu.
@@ -87,7 +88,7 @@ func (t *Table) UpdateLease(ns string, rec store.LeaseRecord) error {
 	case old.Version != rec.Version-1:
 		return fmt.Errorf("lease %q: version %d, not %d: %w", rec.ID, old.Version, rec.Version-1, model.ErrLeaseConflict)
 	}
-	t.setLease(k, rec.ClonePtr())
+	t.setLease(k, &rec) // its slices are handed over (store.Leases.UpdateLease)
 	return nil
 }
 
