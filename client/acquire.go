@@ -52,7 +52,8 @@ func WithOnUnavailable(mode tollgate.OnUnavailable) AcquireOption {
 // WithLeaseTTL sets how long the lease lives unless extended (Lease.Extend)
 // before it expires and the server's reconciler commits it as it stands
 // (the server's default is 5 minutes; it accepts 1 second to 24 hours).
-// Ignored by AcquireAndCommit and Available.
+// For Reserve it is the reservation's expiry (default: none); WithSlot
+// extends the lease by it. Ignored by AcquireAndCommit and Available.
 func WithLeaseTTL(d time.Duration) AcquireOption {
 	return func(o *acquireOptions) { o.ttl = d }
 }

@@ -163,6 +163,8 @@ type request struct {
 	path   string // below the base URL, with segments already escaped
 	query  url.Values
 	body   any // encoded as JSON unless nil
+	// status, unless nil, receives the status of the answer.
+	status *int
 }
 
 // op names the call in errors.
@@ -184,6 +186,9 @@ func (c *Client) do(ctx context.Context, req request, out any) error {
 		return &model.UnavailableError{Op: req.op(), Err: err}
 	}
 	defer closeBody(resp.Body)
+	if req.status != nil {
+		*req.status = resp.StatusCode
+	}
 	body, err := readBody(resp.Body)
 	if err != nil {
 		return &model.UnavailableError{Op: req.op(), Err: err}

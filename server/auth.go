@@ -21,9 +21,12 @@ type Role string
 // Roles. A key's namespace "*" reaches every namespace and, with RoleAdmin,
 // the namespace registry itself.
 const (
-	// RoleAcquire may acquire, use leases and read availability.
+	// RoleAcquire may acquire, use leases, reserve and release resource
+	// ids, penalize (a vendor's 429), and read availability and
+	// reservations.
 	RoleAcquire Role = "acquire"
-	// RoleRead may read availability, entities, limits and the audit log.
+	// RoleRead may read availability, reservations, entities, limits and
+	// the audit log.
 	RoleRead Role = "read"
 	// RoleAdmin may do everything in its namespace.
 	RoleAdmin Role = "admin"

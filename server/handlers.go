@@ -21,7 +21,14 @@ func (s *Server) routes() {
 	s.handle("POST "+v+"/leases/{id}/extend", forAcquire, s.extend)
 	s.handle("POST "+v+"/leases/{id}/commit", forAcquire, s.endLease(stateCommitted))
 	s.handle("POST "+v+"/leases/{id}/rollback", forAcquire, s.endLease(stateRolledBack))
+	s.handle("POST "+v+"/leases/{id}/penalize", forAcquire, s.penalizeLease)
 	s.handle("GET "+v+"/available", forAvailable, s.available)
+
+	s.handle("POST "+v+"/reservations", forAcquire, s.reserve)
+	s.handle("GET "+v+"/reservations", forAvailable, s.listReservations)
+	s.handle("GET "+v+"/reservations/{id...}", forAvailable, s.getReservation)
+	s.handle("DELETE "+v+"/reservations/{id...}", forAcquire, s.release)
+	s.handle("POST "+v+"/penalize", forAcquire, s.penalize)
 
 	s.handle("POST "+v+"/entities", forAdmin, s.createEntity)
 	s.handle("GET "+v+"/entities/{id}", forRead, s.getEntity)

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"time"
 
 	"github.com/tollgate-rl/tollgate"
 )
@@ -27,6 +28,14 @@ type backend interface {
 	Usage(ctx context.Context, q tollgate.UsageQuery) ([]tollgate.Usage, string, error)
 	UsageSummary(ctx context.Context, q tollgate.UsageQuery) (tollgate.UsageSummary, error)
 	Capacity(ctx context.Context, resource string) (tollgate.ResourceCapacity, error)
+
+	// Reserve reserves id as an acquire with tollgate.WithReservation
+	// (and the limits, and an expiry unless 0), and returns the
+	// reservation as the store has it.
+	Reserve(ctx context.Context, entity, resource, id string, consume tollgate.Consume, limits []tollgate.Limit, expiry time.Duration) (tollgate.Reservation, error)
+	Release(ctx context.Context, id string) error
+	Reservations(ctx context.Context, entity, resource, after string, limit int) ([]tollgate.Reservation, string, error)
+	Penalize(ctx context.Context, entity, resource string, until time.Time, reason string, limits []string) error
 
 	RegisterNamespace(ctx context.Context, name string) (tollgate.Namespace, error)
 	ListNamespaces(ctx context.Context) ([]tollgate.Namespace, error)
@@ -143,6 +152,26 @@ func (l *local) SetConfig(ctx context.Context, scope tollgate.Scope, cfg tollgat
 
 func (l *local) DeleteConfig(ctx context.Context, scope tollgate.Scope) error {
 	return l.Limiter.DeleteConfig(ctx, scope, l.who()...)
+}
+
+// Reserve acquires with the reservation, then reads it back: the lease
+// needs no ending here, the reservation lasting until released.
+func (l *local) Reserve(ctx context.Context, entity, resource, id string, consume tollgate.Consume, limits []tollgate.Limit, expiry time.Duration) (tollgate.Reservation, error) {
+	opts := []tollgate.AcquireOption{tollgate.WithReservation(id)}
+	if len(limits) > 0 {
+		opts = append(opts, tollgate.WithLimits(limits...))
+	}
+	if expiry != 0 {
+		opts = append(opts, tollgate.WithLeaseExpiry(expiry))
+	}
+	if _, err := l.Acquire(ctx, entity, resource, consume, opts...); err != nil {
+		return tollgate.Reservation{}, err
+	}
+	return l.Reservation(ctx, id)
+}
+
+func (l *local) Penalize(ctx context.Context, entity, resource string, until time.Time, reason string, limits []string) error {
+	return l.Limiter.Penalize(ctx, entity, resource, until, reason, limits, l.who()...)
 }
 
 func (l *local) Close() error { return l.close() }

@@ -180,7 +180,7 @@ the HTTP API's error shape ({"error": CODE, "message": ..., ...}).`,
 // commands lists the constructors of the subcommands, in help order.
 var commands = []func(*globals) *cobra.Command{
 	newServeCmd, newAcquireCmd, newAvailableCmd,
-	newEntityCmd, newLimitsCmd, newReservationsCmd, newEventsCmd, newNamespaceCmd, newAuditCmd, newUsageCmd, newCapacityCmd, newKeysCmd,
+	newEntityCmd, newLimitsCmd, newReservationsCmd, newPenalizeCmd, newEventsCmd, newNamespaceCmd, newAuditCmd, newUsageCmd, newCapacityCmd, newKeysCmd,
 	newDeployCmd, newStatusCmd, newDestroyCmd, newLocalCmd, newBenchCmd, newAggregatorCmd, newReconcileCmd,
 }
 

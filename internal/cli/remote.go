@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"time"
 
 	"github.com/tollgate-rl/tollgate"
 	"github.com/tollgate-rl/tollgate/client"
@@ -38,6 +39,15 @@ func (r remote) AcquireCommit(ctx context.Context, entity, resource string, cons
 
 func (r remote) Available(ctx context.Context, entity, resource string, limits []tollgate.Limit) ([]tollgate.Status, error) {
 	return r.Client.Available(ctx, entity, resource, limitOpts(limits)...)
+}
+
+func (r remote) Reserve(ctx context.Context, entity, resource, id string, consume tollgate.Consume, limits []tollgate.Limit, expiry time.Duration) (tollgate.Reservation, error) {
+	opts := limitOpts(limits)
+	if expiry != 0 {
+		opts = append(opts, client.WithLeaseTTL(expiry))
+	}
+	res, err := r.Client.Reserve(ctx, entity, resource, id, consume, opts...)
+	return res.Reservation, err
 }
 
 func (r remote) PurgeNamespace(ctx context.Context, name string, progress func(int)) error {

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"text/tabwriter"
@@ -15,35 +14,14 @@ import (
 	"github.com/tollgate-rl/tollgate/store"
 )
 
-// errNotServed is the answer of the reservation commands to --server: the
-// server has no reservation routes yet (issue 14 brings them after the
-// stateless server), so these commands work on a store only.
-var errNotServed = usageError{errors.New("reservations are not yet served over HTTP: run this command with --store, on the server's store")}
-
-// withLimiter runs f with a limiter over the store of the global flags;
-// reservations need the store itself (see errNotServed).
-func (g *globals) withLimiter(cmd *cobra.Command, f func(ctx context.Context, lim *tollgate.Limiter) error) error {
-	if g.server != "" {
-		return errNotServed
-	}
-	return g.withBackend(cmd, func(ctx context.Context, b backend) error {
-		l, ok := b.(*local)
-		if !ok {
-			return errNotServed // open gives a local backend whenever there is no server
-		}
-		return f(ctx, l.Limiter)
-	})
-}
-
 func newReservationsCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:     "reservations",
 		Aliases: []string{"reservation", "resv"},
-		Short:   "List, make and release reservations of resource ids (store only, for now)",
+		Short:   "List, make and release reservations of resource ids",
 		Long: `A reservation holds one token of a reserved limit (NAME:N/reserved) under a
 resource id, such as an EMR cluster id, until it is released by that id.
-These commands work on a store (--store); the server does not serve
-reservations over HTTP yet.`,
+These commands work on a store (--store) or through a server (--server).`,
 		Example: `  tollgate limits set --resource emr clusters:3/reserved rpm:100/min
   tollgate reservations reserve j-2AXXXXXXGAPLF -e team-a -r emr -c clusters=1
   tollgate reservations list -e team-a -r emr
@@ -61,8 +39,8 @@ func newReservationsListCmd(g *globals) *cobra.Command {
 		Example: "  tollgate reservations list -e team-a\n  tollgate reservations list -e team-a -r emr -o json",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return g.withLimiter(cmd, func(ctx context.Context, lim *tollgate.Limiter) error {
-				rs, err := allReservations(ctx, lim, entity, resource)
+			return g.withBackend(cmd, func(ctx context.Context, b backend) error {
+				rs, err := allReservations(ctx, b, entity, resource)
 				if err != nil {
 					return err
 				}
@@ -77,10 +55,10 @@ func newReservationsListCmd(g *globals) *cobra.Command {
 }
 
 // allReservations reads every page of an entity's reservations.
-func allReservations(ctx context.Context, lim *tollgate.Limiter, entity, resource string) ([]tollgate.Reservation, error) {
+func allReservations(ctx context.Context, b backend, entity, resource string) ([]tollgate.Reservation, error) {
 	var all []tollgate.Reservation
 	for after := ""; ; {
-		page, next, err := lim.Reservations(ctx, entity, resource, after, store.MaxLeasePage)
+		page, next, err := b.Reservations(ctx, entity, resource, after, store.MaxLeasePage)
 		if err != nil {
 			return nil, err
 		}
@@ -110,24 +88,16 @@ entity or resource holds is a conflict.`,
 			if err != nil {
 				return err
 			}
-			opts := []tollgate.AcquireOption{tollgate.WithReservation(args[0])}
-			if len(limits) > 0 {
-				opts = append(opts, tollgate.WithLimits(limits...))
+			if expiry < 0 {
+				return usageError{fmt.Errorf("--expiry %v: must not be negative", expiry)}
 			}
-			if expiry != 0 {
-				opts = append(opts, tollgate.WithLeaseExpiry(expiry))
-			}
-			return g.withLimiter(cmd, func(ctx context.Context, lim *tollgate.Limiter) error {
-				_, err := lim.Acquire(ctx, f.entity, f.resource, f.consume, opts...)
+			return g.withBackend(cmd, func(ctx context.Context, b backend) error {
+				r, err := b.Reserve(ctx, f.entity, f.resource, args[0], f.consume, limits, expiry)
 				if rl, ok := asRateLimited(err); ok && g.output != "json" {
 					if perr := g.printStatuses(rl.Statuses); perr != nil {
 						return perr
 					}
 				}
-				if err != nil {
-					return err
-				}
-				r, err := lim.Reservation(ctx, args[0])
 				if err != nil {
 					return err
 				}
@@ -150,8 +120,8 @@ holds no reservation is an error (exit code 1).`,
 		Example: "  tollgate reservations release j-2AXXXXXXGAPLF",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return g.withLimiter(cmd, func(ctx context.Context, lim *tollgate.Limiter) error {
-				if err := lim.Release(ctx, args[0]); err != nil {
+			return g.withBackend(cmd, func(ctx context.Context, b backend) error {
+				if err := b.Release(ctx, args[0]); err != nil {
 					return err
 				}
 				return g.printOut(map[string]string{"released": args[0]}, func(w *tabwriter.Writer) {
@@ -201,7 +171,7 @@ reservation whose id a matching rule finds in the event. Then print how
 many events were released, not found (the id held no reservation: events
 repeat), unmatched, malformed (logged with why) and failed (the store did
 not answer: logged, and the exit code is 1 so that the events can be
-handed again). Works on a store (--store) for now.
+handed again). Works on a store (--store) or through a server (--server).
 
 Rules (YAML):
 
@@ -220,8 +190,8 @@ Rules (YAML):
 			if err != nil {
 				return err
 			}
-			return g.withLimiter(cmd, func(ctx context.Context, lim *tollgate.Limiter) error {
-				p, err := events.NewProcessor(cfg, lim, g.log)
+			return g.withBackend(cmd, func(ctx context.Context, b backend) error {
+				p, err := events.NewProcessor(cfg, b, g.log)
 				if err != nil {
 					return err
 				}

@@ -1,12 +1,19 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
+	"log/slog"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/tollgate-rl/tollgate/server"
+	"github.com/tollgate-rl/tollgate/store/memory"
 )
 
 // reservationsOut decodes `reservations list -o json`.
@@ -25,12 +32,55 @@ func reservationsOut(t *testing.T, out string) []string {
 	return ids
 }
 
+// target runs tollgate with the arguments against one backend and checks
+// the exit code; it returns standard output.
+type target func(code int, args ...string) string
+
+// testServer starts a server over a memory store and returns its URL.
+func testServer(t *testing.T) string {
+	t.Helper()
+	srv := server.New(memory.New(), server.WithLogger(slog.New(slog.DiscardHandler)))
+	ts := httptest.NewServer(srv)
+	t.Cleanup(func() { ts.Close(); _ = srv.Close(context.Background()) })
+	return ts.URL
+}
+
+// serverTarget is a target through a server over a memory store.
+func serverTarget(t *testing.T) target {
+	t.Helper()
+	return serverAt(t, testServer(t))
+}
+
+// serverAt is a target through the server at url.
+func serverAt(t *testing.T, url string) target {
+	return func(code int, args ...string) string {
+		t.Helper()
+		got, out, errOut := run(t, "", append(args, "--server", url)...)
+		if got != code {
+			t.Fatalf("tollgate %s --server: exit %d, want %d\nstdout: %s\nstderr: %s", strings.Join(args, " "), got, code, out, errOut)
+		}
+		return out
+	}
+}
+
+// targets make a store and a server target, for the commands that work
+// on both.
+var targets = map[string]func(t *testing.T) target{
+	"store":  func(t *testing.T) target { return newCLI(t).want },
+	"server": serverTarget,
+}
+
 func TestReservationsCommands(t *testing.T) {
-	c := newCLI(t)
-	c.want(ExitOK, "limits", "set", "--resource", "emr", "clusters:2/reserved", "rpm:100/min")
+	for name, newTarget := range targets {
+		t.Run(name, func(t *testing.T) { testReservationsCommands(t, newTarget(t)) })
+	}
+}
+
+func testReservationsCommands(t *testing.T, want target) {
+	want(ExitOK, "limits", "set", "--resource", "emr", "clusters:2/reserved", "rpm:100/min")
 	reserve := func(code int, id string, extra ...string) string {
 		t.Helper()
-		return c.want(code, append([]string{"reservations", "reserve", id, "-e", "team-a", "-r", "emr", "-c", "clusters=1", "-c", "rpm=1"}, extra...)...)
+		return want(code, append([]string{"reservations", "reserve", id, "-e", "team-a", "-r", "emr", "-c", "clusters=1", "-c", "rpm=1"}, extra...)...)
 	}
 	steps := []struct {
 		name string
@@ -42,25 +92,32 @@ func TestReservationsCommands(t *testing.T) {
 		{"j-1 again: the same", func() string { return reserve(ExitOK, "j-1") }, []string{"j-1", "j-2"}},
 		{"j-3: full", func() string { return reserve(ExitRateLimited, "j-3") }, []string{"j-1", "j-2"}},
 		{"j-1 for another entity", func() string {
-			return c.want(ExitFailure, "reservations", "reserve", "j-1", "-e", "team-b", "-r", "emr", "-c", "clusters=1")
+			return want(ExitFailure, "reservations", "reserve", "j-1", "-e", "team-b", "-r", "emr", "-c", "clusters=1")
 		}, []string{"j-1", "j-2"}},
-		{"release j-1", func() string { return c.want(ExitOK, "reservations", "release", "j-1") }, []string{"j-2"}},
-		{"release j-1 again", func() string { return c.want(ExitFailure, "reservations", "release", "j-1") }, []string{"j-2"}},
+		{"release j-1", func() string { return want(ExitOK, "reservations", "release", "j-1") }, []string{"j-2"}},
+		{"release j-1 again", func() string { return want(ExitFailure, "reservations", "release", "j-1") }, []string{"j-2"}},
 		{"reserve j-3 now", func() string { return reserve(ExitOK, "j-3") }, []string{"j-2", "j-3"}},
 	}
 	for _, s := range steps {
 		s.run()
-		if got := reservationsOut(t, c.want(ExitOK, "reservations", "list", "-e", "team-a", "-o", "json")); !slices.Equal(got, s.want) {
+		if got := reservationsOut(t, want(ExitOK, "reservations", "list", "-e", "team-a", "-o", "json")); !slices.Equal(got, s.want) {
 			t.Errorf("%s: listed %v, want %v", s.name, got, s.want)
 		}
 	}
-	table := c.want(ExitOK, "reservations", "list", "-e", "team-a", "-r", "emr")
+	if out := reserve(ExitOK, "j-3", "-o", "json"); !strings.Contains(out, `"holder"`) || strings.Contains(out, `"expires"`) {
+		t.Errorf("reserve -o json:\n%s", out)
+	}
+	if out := want(ExitOK, "reservations", "list", "-e", "team-a", "-o", "json"); strings.Count(out, `"expires"`) != 1 {
+		t.Errorf("only j-2 expires:\n%s", out)
+	}
+	table := want(ExitOK, "reservations", "list", "-e", "team-a", "-r", "emr")
 	if !strings.Contains(table, "HOLDER") || !strings.Contains(table, "j-3") || strings.Count(table, "\n") != 3 {
 		t.Errorf("table:\n%s", table)
 	}
-	if got := c.want(ExitOK, "reservations", "list", "-e", "team-a", "-r", "other", "-o", "json"); len(reservationsOut(t, got)) != 0 {
+	if got := want(ExitOK, "reservations", "list", "-e", "team-a", "-r", "other", "-o", "json"); len(reservationsOut(t, got)) != 0 {
 		t.Errorf("another resource lists %s", got)
 	}
+	want(ExitUsage, "reservations", "reserve", "j-4", "-e", "team-a", "-r", "emr", "-c", "clusters=1", "--expiry", "-1s")
 	// Scripts tell the errors apart by the HTTP API's codes.
 	for _, c2 := range []struct {
 		args       []string
@@ -68,28 +125,78 @@ func TestReservationsCommands(t *testing.T) {
 	}{
 		{[]string{"reservations", "release", "j-none"}, `"error": "not_found"`, `"reason": "lease_not_found"`},
 		{[]string{"reservations", "reserve", "j-2", "-e", "team-b", "-r", "emr", "-c", "clusters=1"}, `"error": "conflict"`, `"reason": "reservation_conflict"`},
-		{[]string{"reservations", "release", "j#1"}, `"error": "invalid_argument"`, `"field": "reservation_id"`},
+		{[]string{"reservations", "release", "j#1"}, `"error": "invalid_argument"`, `"field": "`}, // reservation_id, id over HTTP
 	} {
-		out := c.want(ExitFailure, append(c2.args, "-o", "json")...)
+		out := want(ExitFailure, append(c2.args, "-o", "json")...)
 		if !strings.Contains(out, c2.code) || !strings.Contains(out, c2.body) {
 			t.Errorf("tollgate %s -o json:\n%s", strings.Join(c2.args, " "), out)
 		}
 	}
 }
 
-// The reservation commands and events refuse --server until the server
-// serves reservations, and say so.
-func TestReservationsNotServed(t *testing.T) {
-	for _, args := range [][]string{
-		{"reservations", "list", "-e", "team-a"},
-		{"reservations", "release", "j-1"},
-		{"reservations", "reserve", "j-1", "-e", "a", "-r", "emr", "-c", "clusters=1"},
-		{"events", "--rules", "../../events/testdata/emr-rules.yaml"},
+func TestPenalizeCommand(t *testing.T) {
+	for name, newTarget := range targets {
+		t.Run(name, func(t *testing.T) { testPenalizeCommand(t, newTarget(t)) })
+	}
+}
+
+func testPenalizeCommand(t *testing.T, want target) {
+	want(ExitOK, "limits", "set", "--resource", "llm", "rpm:10/min", "tpm:1000/min", "slots:2/concurrent")
+	penalize := []string{"penalize", "-e", "team-a", "-r", "llm", "--limits", "rpm,tpm", "--reason", "vendor 429"}
+	out := want(ExitOK, append(penalize, "--for", "30s", "-o", "json")...)
+	var got struct {
+		Until  time.Time `json:"until"`
+		Limits []string  `json:"limits"`
+	}
+	if err := json.Unmarshal([]byte(out), &got); err != nil || time.Until(got.Until) <= 20*time.Second || !slices.Equal(got.Limits, []string{"rpm", "tpm"}) {
+		t.Errorf("penalize -o json: %s (%v)", out, err)
+	}
+	want(ExitRateLimited, "acquire", "-e", "team-a", "-r", "llm", "-c", "rpm=1")
+	want(ExitOK, "acquire", "-e", "team-b", "-r", "llm", "-c", "rpm=1") // another entity's limits are its own
+	until := time.Now().Add(time.Minute).UTC().Format(time.RFC3339)
+	if out := want(ExitOK, append(penalize, "--until", until)...); !strings.Contains(out, until) {
+		t.Errorf("penalize --until: %s", out)
+	}
+	if out := want(ExitOK, "audit", "list", "-e", "team-a", "-o", "json"); strings.Count(out, "limit.penalize") != 2 || !strings.Contains(out, "vendor 429") {
+		t.Errorf("audit:\n%s", out)
+	}
+	for _, c := range []struct {
+		extra []string
+		code  int
+	}{
+		{nil, ExitUsage}, // neither --for nor --until
+		{[]string{"--for", "1s", "--until", until}, ExitUsage},
+		{[]string{"--for", "-1s"}, ExitUsage},
+		{[]string{"--until", "tomorrow"}, ExitUsage},
+		{[]string{"--for", "48h"}, ExitFailure},
+		{[]string{"--until", "2020-01-01T00:00:00Z"}, ExitFailure},
 	} {
-		code, _, errOut := run(t, "", append(args, "--server", "http://127.0.0.1:1")...)
-		if code != ExitUsage || !strings.Contains(errOut, "not yet served over HTTP") {
-			t.Errorf("tollgate %s --server: exit %d, %s", strings.Join(args, " "), code, errOut)
-		}
+		want(c.code, append(penalize, c.extra...)...)
+	}
+	if out := want(ExitFailure, "penalize", "-e", "team-a", "-r", "llm", "--limits", "slots", "--for", "1s", "-o", "json"); !strings.Contains(out, `"field": "limits"`) {
+		t.Errorf("penalize a concurrency limit:\n%s", out)
+	}
+}
+
+// The events command releases through a server as through a store.
+func TestEventsThroughServer(t *testing.T) {
+	url := testServer(t)
+	want := serverAt(t, url)
+	want(ExitOK, "limits", "set", "--resource", "emr", "clusters:3/reserved")
+	for _, id := range []string{"j-2AXXXXXXGAPLF", "j-3BYYYYYYQ7R2M", "j-kept"} {
+		want(ExitOK, "reservations", "reserve", id, "-e", "team-a", "-r", "emr", "-c", "clusters=1")
+	}
+	recorded, err := os.ReadFile("../../events/testdata/emr-events.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := run(t, string(recorded), "events", "--rules", "../../events/testdata/emr-rules.yaml", "--server", url, "-o", "json")
+	var counts map[string]uint64
+	if code != ExitOK || json.Unmarshal([]byte(out), &counts) != nil || counts["released"] != 2 || counts["not_found"] != 3 || counts["failed"] != 0 {
+		t.Fatalf("events --server: exit %d\n%s\n%s", code, out, errOut)
+	}
+	if got := reservationsOut(t, want(ExitOK, "reservations", "list", "-e", "team-a", "-o", "json")); !slices.Equal(got, []string{"j-kept"}) {
+		t.Errorf("left %v, want [j-kept]", got)
 	}
 }
 

@@ -1,0 +1,141 @@
+package client
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/tollgate-rl/tollgate"
+	"github.com/tollgate-rl/tollgate/api"
+)
+
+// Reserved is the outcome of Reserve: the reservation, and what the call
+// consumed.
+type Reserved struct {
+	tollgate.Reservation
+	// New is false when the same entity and resource held the id already:
+	// the call debited nothing again (the server answered 200, not 201),
+	// and Statuses is empty.
+	New bool
+	// Consumed is what the reservation's acquire consumed.
+	Consumed tollgate.Consume
+	// Statuses are the limits debited, just after the grant.
+	Statuses []tollgate.Status
+	// Degraded reports that the server's store could not answer and the
+	// Allow mode granted without counting: nothing is reserved.
+	Degraded bool
+}
+
+// Reserve reserves resource id for entity and resource, as an acquire
+// with tollgate.WithReservation does in the library: consume names the
+// reserved limits to take (1 each) and any other limits to debit with
+// them, all or nothing; a nil or empty consume takes 1 of every reserved
+// limit in effect for entity and resource, and nothing else. WithLimits
+// and WithOnUnavailable apply as to Acquire; WithLeaseTTL gives the
+// reservation an expiry after which the server's reconciler releases it
+// (without it, it lasts until released).
+//
+// The same id held by the same entity and resource is the same
+// reservation (Reserved.New is false); held by another, it is an error
+// matching tollgate.ErrReservationConflict. A full reserved limit is a
+// *tollgate.RateLimitExceeded; bad input a *tollgate.ValidationError.
+func (c *Client) Reserve(ctx context.Context, entity, resource, id string, consume tollgate.Consume, opts ...AcquireOption) (Reserved, error) {
+	o := applyAcquire(opts)
+	if o.limitErr != nil {
+		return Reserved{}, o.limitErr
+	}
+	body := api.ReserveRequest{Entity: entity, Resource: resource, ID: id, Consume: consume, Limits: o.limits, OnUnavailable: string(o.mode)}
+	if o.ttl > 0 {
+		body.TTLMS = api.CeilMS(o.ttl)
+	}
+	var resp api.ReserveResponse
+	var status int
+	req := request{method: http.MethodPost, path: api.Version + "/reservations", body: body, status: &status}
+	if err := c.do(ctx, req, &resp); err != nil {
+		return Reserved{}, err
+	}
+	return Reserved{
+		Reservation: api.ToReservation(resp.Reservation), New: status == http.StatusCreated,
+		Consumed: tollgate.Consume(resp.Consumed), Statuses: api.ToStatuses(resp.Limits), Degraded: resp.Degraded,
+	}, nil
+}
+
+// Release ends the reservation of resource id, whoever holds it, as
+// tollgate.Limiter.Release does: its reserved tokens come back, what its
+// acquire consumed of rate limits stays consumed. A reservation that does
+// not exist in the client's namespace (never made, released, expired) is
+// an error matching tollgate.ErrLeaseNotFound; a caller releasing on an
+// event, which may come twice, can treat that as done.
+func (c *Client) Release(ctx context.Context, id string) error {
+	return c.do(ctx, request{method: http.MethodDelete, path: reservationPath(id)}, nil)
+}
+
+// Reservation returns the reservation of resource id, found by the id
+// alone; one that does not exist is an error matching
+// tollgate.ErrLeaseNotFound.
+func (c *Client) Reservation(ctx context.Context, id string) (tollgate.Reservation, error) {
+	var r api.Reservation
+	if err := c.do(ctx, request{method: http.MethodGet, path: reservationPath(id)}, &r); err != nil {
+		return tollgate.Reservation{}, err
+	}
+	return api.ToReservation(r), nil
+}
+
+// Reservations lists the reservations of entity, of one resource if
+// resource is not empty, sorted by id: up to limit (1 to 1000) whose ids
+// follow after ("": the start), and the after of the next page ("" when
+// there is none), as tollgate.Limiter.Reservations.
+func (c *Client) Reservations(ctx context.Context, entity, resource, after string, limit int) ([]tollgate.Reservation, string, error) {
+	q := url.Values{"entity": {entity}, "limit": {strconv.Itoa(limit)}}
+	if resource != "" {
+		q.Set("resource", resource)
+	}
+	if after != "" {
+		q.Set("after", after)
+	}
+	var resp api.ReservationsResponse
+	if err := c.do(ctx, request{method: http.MethodGet, path: api.Version + "/reservations", query: q}, &resp); err != nil {
+		return nil, "", err
+	}
+	return api.ToReservations(resp.Reservations), resp.Next, nil
+}
+
+func reservationPath(id string) string { return api.Version + "/reservations/" + seg(id) }
+
+// Penalize empties the named limits of entity and resource until until,
+// for every process sharing the server's store, as
+// tollgate.Limiter.Penalize does: what to do when a vendor answers 429
+// with its own retry-after. Acquires before until are denied with a
+// RetryAfter of at least until - now. The limits must be rate limits in
+// effect; until after now and at most tollgate.MaxPenalty ahead (by the
+// server's clock); else a *tollgate.ValidationError. The audit event
+// records the reason and the client's principal.
+func (c *Client) Penalize(ctx context.Context, entity, resource string, until time.Time, reason string, limits []string) error {
+	body := api.PenalizeRequest{Entity: entity, Resource: resource, Penalty: penalty(until, reason, limits)}
+	return c.do(ctx, request{method: http.MethodPost, path: api.Version + "/penalize", body: body}, nil)
+}
+
+// penalty is the body of a penalty ending at until, rounded up to the
+// millisecond: it lasts at least until then.
+func penalty(until time.Time, reason string, limits []string) api.Penalty {
+	ms := until.UnixMilli()
+	if until.After(time.UnixMilli(ms)) {
+		ms++
+	}
+	return api.Penalty{UntilMS: ms, Reason: reason, Limits: limits}
+}
+
+// Penalize empties limits of the lease's entity and resource until until,
+// as Client.Penalize does; the server looks the limits up among those the
+// lease was acquired with (WithLimits or stored). Call it before ending
+// the lease: an ended lease reports tollgate.ErrLeaseClosed. A degraded
+// lease, which the server knows nothing of, penalizes through
+// Client.Penalize.
+func (le *Lease) Penalize(ctx context.Context, until time.Time, reason string, limits []string) error {
+	if le.degraded {
+		return le.c.Penalize(ctx, le.entity, le.resource, until, reason, limits)
+	}
+	return le.call(ctx, "penalize", penalty(until, reason, limits), nil)
+}

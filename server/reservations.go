@@ -1,0 +1,271 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/tollgate-rl/tollgate"
+	"github.com/tollgate-rl/tollgate/api"
+	"github.com/tollgate-rl/tollgate/model"
+	"github.com/tollgate-rl/tollgate/store"
+)
+
+// Reservations (docs/semantics.md, section 12) over HTTP. A reservation is
+// a durable lease of the library whose record the store keeps under the
+// reserved id; these routes resolve it by that id in the request's
+// namespace, as the lease routes resolve a lease, and hold nothing between
+// requests. The lease routes never reach a reservation (isLeaseID).
+
+// defaultReservationPage is the page of GET /v1/reservations without limit.
+const defaultReservationPage = 100
+
+// reserve makes a reservation: 201 when this call made it, 200 when the
+// same entity and resource held the id already (nothing debited again).
+func (s *Server) reserve(w http.ResponseWriter, r *http.Request, c *call) error {
+	var req api.ReserveRequest
+	if err := decode(w, r, &req); err != nil {
+		return err
+	}
+	if err := checkReservationID(req.ID); err != nil {
+		return err
+	}
+	opts, err := s.reserveOptions(&req)
+	if err != nil {
+		return err
+	}
+	lim, err := c.limiter()
+	if err != nil {
+		return err
+	}
+	ctx := r.Context()
+	consume := tollgate.Consume(req.Consume)
+	if len(consume) == 0 {
+		if consume, err = reservedLimits(ctx, lim, &req, opts); err != nil {
+			return err
+		}
+	}
+	le, err := lim.Acquire(ctx, req.Entity, req.Resource, consume, opts...)
+	if err != nil {
+		return err
+	}
+	status := http.StatusCreated
+	if heldAlready(le) {
+		status = http.StatusOK
+	}
+	resp := api.ReserveResponse{Consumed: le.Consumed(), Limits: api.FromStatuses(le.Statuses()), Degraded: le.Degraded()}
+	resp.Reservation = reservationAfter(ctx, lim, &req, le)
+	writeJSON(w, status, resp)
+	return nil
+}
+
+// reserveOptions turns a reservation request's id, limits, mode and TTL
+// into acquire options, validating them.
+func (s *Server) reserveOptions(req *api.ReserveRequest) ([]tollgate.AcquireOption, error) {
+	opts, err := s.acquireOptions(make([]tollgate.AcquireOption, 0, 4), req.Limits, req.OnUnavailable)
+	if err != nil {
+		return nil, err
+	}
+	opts = append(opts, tollgate.WithReservation(req.ID))
+	if req.TTLMS != 0 {
+		ttl, err := s.ttlOf("ttl_ms", req.TTLMS)
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, tollgate.WithLeaseExpiry(recordExpiry(ttl)))
+	}
+	return opts, nil
+}
+
+// heldAlready reports whether a granted reservation's lease is that of a
+// reservation the entity and resource held before the call: the library
+// then resumes the existing record, and a resumed lease reports no
+// statuses (docs/semantics.md, section 12), where a fresh grant reports at
+// least its reserved limit. A degraded lease reserved nothing at all.
+func heldAlready(le *tollgate.Lease) bool {
+	return !le.Degraded() && len(le.Statuses()) == 0
+}
+
+// reservedLimits is the consume of a reservation request that names none:
+// 1 of every reserved limit in effect for its entity and resource, those
+// of the request's limits or else the stored ones (read as Available
+// reads them). None in effect is a *model.ValidationError on consume.
+func reservedLimits(ctx context.Context, lim *tollgate.Limiter, req *api.ReserveRequest, opts []tollgate.AcquireOption) (tollgate.Consume, error) {
+	consume := tollgate.Consume{}
+	if len(req.Limits) > 0 {
+		cfg, err := api.ToConfig(api.Limits{Limits: req.Limits})
+		if err != nil {
+			return nil, err
+		}
+		for _, l := range cfg.Limits {
+			if l.Kind == model.Reserved {
+				consume[l.Name] = 1
+			}
+		}
+	} else {
+		sts, err := lim.Available(ctx, req.Entity, req.Resource, opts...)
+		if err != nil {
+			return nil, err
+		}
+		for _, st := range sts {
+			if st.Kind == model.Reserved && st.Entity == req.Entity {
+				consume[st.Limit] = 1
+			}
+		}
+	}
+	if len(consume) == 0 {
+		return nil, model.Invalid("consume", "", "no reserved limit is in effect for entity "+strconv.Quote(req.Entity)+
+			" and resource "+strconv.Quote(req.Resource)+": configure one (NAME:N/reserved) or name the limits to take")
+	}
+	return consume, nil
+}
+
+// reservationAfter describes the reservation that le holds, as the store
+// has it (holder and creation included: one read). If that read fails
+// (the reservation released meanwhile, or the store), and for a degraded
+// lease, which has no record, it is what the request and the lease say.
+func reservationAfter(ctx context.Context, lim *tollgate.Limiter, req *api.ReserveRequest, le *tollgate.Lease) api.Reservation {
+	if !le.Degraded() {
+		if rv, err := lim.Reservation(ctx, req.ID); err == nil {
+			return api.FromReservation(rv)
+		}
+	}
+	out := api.Reservation{ID: req.ID, Entity: req.Entity, Resource: req.Resource}
+	if exp := le.Expires(); !exp.IsZero() {
+		out.ExpiresAtMS = exp.UnixMilli()
+	}
+	return out
+}
+
+// checkReservationID checks a reservation id of a body or a path, naming
+// the field id, as the API calls it.
+func checkReservationID(id string) error {
+	err := model.ValidateReservationID(id)
+	var ve *model.ValidationError
+	if errors.As(err, &ve) {
+		return model.Invalid("id", ve.Value, ve.Reason)
+	}
+	return err
+}
+
+func (s *Server) getReservation(w http.ResponseWriter, r *http.Request, c *call) error {
+	id := r.PathValue("id")
+	if err := checkReservationID(id); err != nil {
+		return err
+	}
+	lim, err := c.limiter()
+	if err != nil {
+		return err
+	}
+	rv, err := lim.Reservation(r.Context(), id)
+	return answer(w, http.StatusOK, rv, err, api.FromReservation)
+}
+
+// release ends a reservation: 204, or 404 lease_not_found when the id
+// holds none in the request's namespace (as the library's Release).
+func (s *Server) release(w http.ResponseWriter, r *http.Request, c *call) error {
+	id := r.PathValue("id")
+	if err := checkReservationID(id); err != nil {
+		return err
+	}
+	lim, err := c.limiter()
+	if err != nil {
+		return err
+	}
+	return noContent(w, lim.Release(r.Context(), id))
+}
+
+func (s *Server) listReservations(w http.ResponseWriter, r *http.Request, c *call) error {
+	q := r.URL.Query()
+	limit := defaultReservationPage
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > store.MaxLeasePage {
+			return model.Invalid("limit", v, "want 1 to "+strconv.Itoa(store.MaxLeasePage))
+		}
+		limit = n
+	}
+	lim, err := c.limiter()
+	if err != nil {
+		return err
+	}
+	rs, next, err := lim.Reservations(r.Context(), q.Get("entity"), q.Get("resource"), q.Get("after"), limit)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, api.ReservationsResponse{Reservations: api.FromReservations(rs), Next: next})
+	return nil
+}
+
+// penalize empties limits of an entity and resource until a time: 204.
+func (s *Server) penalize(w http.ResponseWriter, r *http.Request, c *call) error {
+	var req api.PenalizeRequest
+	if err := decode(w, r, &req); err != nil {
+		return err
+	}
+	until, err := s.penaltyEnd(&req.Penalty)
+	if err != nil {
+		return err
+	}
+	lim, err := c.limiter()
+	if err != nil {
+		return err
+	}
+	return noContent(w, lim.Penalize(r.Context(), req.Entity, req.Resource, until, req.Reason, req.Limits, c.writeOpts()...))
+}
+
+// penalizeLease penalizes the lease's entity and resource, the limits
+// looked up among those it was acquired with: 204. A degraded lease knows
+// neither; its caller penalizes with POST /v1/penalize instead.
+func (s *Server) penalizeLease(w http.ResponseWriter, r *http.Request, c *call) error {
+	var req api.Penalty
+	if err := decode(w, r, &req); err != nil {
+		return err
+	}
+	until, err := s.penaltyEnd(&req)
+	if err != nil {
+		return err
+	}
+	id := r.PathValue("id")
+	if isDegradedID(id) {
+		return model.Invalid("lease_id", id, "a degraded lease knows no entity or resource: penalize with POST /v1/penalize")
+	}
+	le, err := s.resume(r.Context(), c, id)
+	if err != nil {
+		return err
+	}
+	return noContent(w, le.Penalize(r.Context(), until, req.Reason, req.Limits, c.writeOpts()...))
+}
+
+// penaltyEnd reads when a penalty ends: exactly one of until_ms and
+// retry_after_ms, after now and at most tollgate.MaxPenalty ahead. The
+// limits are bounded as a request's limits are; the library checks the
+// rest (each name in effect and refilling, the reason's length).
+func (s *Server) penaltyEnd(p *api.Penalty) (time.Time, error) {
+	now := s.clock.Now()
+	maxMS := tollgate.MaxPenalty.Milliseconds()
+	var until time.Time
+	switch {
+	case p.UntilMS != 0 && p.RetryAfterMS != 0:
+		return time.Time{}, model.Invalid("retry_after_ms", strconv.FormatInt(p.RetryAfterMS, 10), "give until_ms or retry_after_ms, not both")
+	case p.RetryAfterMS != 0:
+		if p.RetryAfterMS < 1 || p.RetryAfterMS > maxMS {
+			return time.Time{}, model.Invalid("retry_after_ms", strconv.FormatInt(p.RetryAfterMS, 10), "want 1 to "+strconv.FormatInt(maxMS, 10))
+		}
+		until = now.Add(time.Duration(p.RetryAfterMS) * time.Millisecond)
+	case p.UntilMS != 0:
+		if p.UntilMS <= now.UnixMilli() || p.UntilMS > now.UnixMilli()+maxMS {
+			return time.Time{}, model.Invalid("until_ms", strconv.FormatInt(p.UntilMS, 10),
+				"want after now ("+strconv.FormatInt(now.UnixMilli(), 10)+") and at most "+tollgate.MaxPenalty.String()+" ahead")
+		}
+		until = time.UnixMilli(p.UntilMS)
+	default:
+		return time.Time{}, model.Invalid("until_ms", "", "give until_ms or retry_after_ms: when the penalty ends")
+	}
+	if len(p.Limits) > api.MaxLimits {
+		return time.Time{}, model.Invalid("limits", "", "more than "+strconv.Itoa(api.MaxLimits)+" limits")
+	}
+	return until, nil
+}
