@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"net/url"
 	"strconv"
 	"time"
 
@@ -259,13 +260,9 @@ func (s *Server) deleteLimits(w http.ResponseWriter, r *http.Request, c *call) e
 
 func (s *Server) audit(w http.ResponseWriter, r *http.Request, c *call) error {
 	q := r.URL.Query()
-	limit := 100
-	if v := q.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > tollgate.MaxAuditPage {
-			return model.Invalid("limit", v, "want 1 to "+strconv.Itoa(tollgate.MaxAuditPage))
-		}
-		limit = n
+	limit, err := pageLimit(q, 100, tollgate.MaxAuditPage)
+	if err != nil {
+		return err
 	}
 	lim, err := c.limiter()
 	if err != nil {
@@ -399,4 +396,18 @@ func (s *Server) ready(w http.ResponseWriter, r *http.Request, _ *call) error {
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 	return nil
+}
+
+// pageLimit reads a listing's "limit" query parameter: def when absent,
+// else 1 to max.
+func pageLimit(q url.Values, def, max int) (int, error) {
+	v := q.Get("limit")
+	if v == "" {
+		return def, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || n > max {
+		return 0, model.Invalid("limit", v, "want 1 to "+strconv.Itoa(max))
+	}
+	return n, nil
 }

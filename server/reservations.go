@@ -179,13 +179,9 @@ func (s *Server) release(w http.ResponseWriter, r *http.Request, c *call) error 
 
 func (s *Server) listReservations(w http.ResponseWriter, r *http.Request, c *call) error {
 	q := r.URL.Query()
-	limit := defaultReservationPage
-	if v := q.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > store.MaxLeasePage {
-			return model.Invalid("limit", v, "want 1 to "+strconv.Itoa(store.MaxLeasePage))
-		}
-		limit = n
+	limit, err := pageLimit(q, defaultReservationPage, store.MaxLeasePage)
+	if err != nil {
+		return err
 	}
 	lim, err := c.limiter()
 	if err != nil {
