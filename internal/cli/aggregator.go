@@ -114,7 +114,7 @@ usage itself.`,
 	cmd.Flags().BoolVar(&upkeep, "refill", true, "")
 	_ = cmd.Flags().MarkDeprecated("refill", "use --upkeep (bucket items need no proactive refill any more)")
 	cmd.Flags().DurationVar(&lease, "shard-lease", stream.DefaultShardLease, "how long a stream shard stays with an instance that stops renewing its shard lease")
-	cmd.Flags().DurationVar(&retention, "retention", aggregator.DefaultRetention, "how long snapshots are kept after their window (env "+envRetentionName+")")
+	daysVar(cmd.Flags(), &retention, "retention", aggregator.DefaultRetention, "how long snapshots are kept after their window (env "+envRetentionName+")")
 	cmd.Flags().DurationVar(&reconcileEvery, "reconcile-interval", reconcile.DefaultInterval, "how often to end expired durable leases, 0 for never (another process must then)")
 	cmd.Flags().StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	cmd.Flags().StringVar(&logFormat, "log-format", "text", "text or json")

@@ -174,7 +174,30 @@ the HTTP API's error shape ({"error": CODE, "message": ..., ...}).`,
 	for _, add := range commands {
 		root.AddCommand(add(g))
 	}
+	root.Version = readBuildInfo().String()
+	root.SetVersionTemplate("{{.Version}}\n")
+	refuseUnknownSubcommands(root)
 	return root
+}
+
+// refuseUnknownSubcommands makes every command that only groups others
+// (tollgate limits, tollgate entity, ...) fail on an argument that names
+// none of them: cobra would print the group's help and exit 0, so a
+// mistyped "tollgate limits export" looked like success in a script.
+func refuseUnknownSubcommands(cmd *cobra.Command) {
+	for _, sub := range cmd.Commands() {
+		refuseUnknownSubcommands(sub)
+	}
+	if cmd.Runnable() || !cmd.HasSubCommands() || !cmd.HasParent() {
+		return
+	}
+	cmd.Args = cobra.ArbitraryArgs
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		if len(args) > 0 {
+			return usagef("unknown command %q for %q; see %q", args[0], cmd.CommandPath(), cmd.CommandPath()+" --help")
+		}
+		return cmd.Help()
+	}
 }
 
 // commands lists the constructors of the subcommands, in help order.
@@ -182,6 +205,7 @@ var commands = []func(*globals) *cobra.Command{
 	newServeCmd, newAcquireCmd, newAvailableCmd,
 	newEntityCmd, newLimitsCmd, newReservationsCmd, newPenalizeCmd, newEventsCmd, newNamespaceCmd, newAuditCmd, newUsageCmd, newCapacityCmd, newKeysCmd,
 	newDeployCmd, newStatusCmd, newDestroyCmd, newLocalCmd, newBenchCmd, newAggregatorCmd, newReconcileCmd,
+	newVersionCmd,
 }
 
 // resolve fills unset flags from the environment and checks them. A flag

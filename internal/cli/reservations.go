@@ -106,7 +106,7 @@ entity or resource holds is a conflict.`,
 		},
 	}
 	f.add(cmd, true)
-	cmd.Flags().DurationVar(&expiry, "expiry", 0, "release it after this long unless released before (a reconciler does); default never")
+	daysVar(cmd.Flags(), &expiry, "expiry", 0, "release it after this long unless released before (a reconciler does); default never")
 	return cmd
 }
 

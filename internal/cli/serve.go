@@ -88,7 +88,7 @@ leases stay in the store.`,
 	fl.StringVar(&f.logFormat, "log-format", "text", "text or json")
 	fl.BoolVar(&f.allowOpen, "allow-unauthenticated", false, "listen beyond loopback without --keys")
 	fl.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 15*time.Second, "how long a graceful stop may take")
-	fl.DurationVar(&f.retention, "retention", aggregator.DefaultRetention, "how long usage snapshots are kept after their window (env "+envRetentionName+")")
+	daysVar(fl, &f.retention, "retention", aggregator.DefaultRetention, "how long usage snapshots are kept after their window (env "+envRetentionName+")")
 	return cmd
 }
 
@@ -102,9 +102,9 @@ func envRetention() (time.Duration, error) {
 	if v == "" {
 		return aggregator.DefaultRetention, nil
 	}
-	d, err := time.ParseDuration(v)
+	d, err := parseDuration(v)
 	if err != nil {
-		return 0, usagef("%s %q: want a duration such as 2160h", envRetentionName, v)
+		return 0, usagef("%s %q: want a duration such as 90d or 2160h", envRetentionName, v)
 	}
 	return d, nil
 }

@@ -27,7 +27,7 @@ func (f *usageFlags) add(cmd *cobra.Command) {
 	cmd.Flags().StringVarP(&f.entity, "entity", "e", "", "the entity (every resource, or -r's)")
 	cmd.Flags().StringVarP(&f.resource, "resource", "r", "", "the resource (every entity, without -e)")
 	cmd.Flags().StringVar(&f.window, "window", "hour", "hour or day")
-	cmd.Flags().DurationVar(&f.since, "since", 24*time.Hour, "how far back")
+	daysVar(cmd.Flags(), &f.since, "since", 24*time.Hour, "how far back, e.g. 6h or 7d")
 	cmd.Flags().StringVar(&f.plot, "plot", "", "also draw this limit's consumption per window as an ASCII bar chart")
 	cmd.MarkFlagsOneRequired("entity", "resource")
 }
