@@ -183,7 +183,7 @@ func (c *Client) do(ctx context.Context, req request, out any) error {
 	}
 	resp, err := c.hc.Do(hreq)
 	if err != nil {
-		return &model.UnavailableError{Op: req.op(), Err: err}
+		return unreachable(req.op(), err)
 	}
 	defer closeBody(resp.Body)
 	if req.status != nil {
@@ -191,7 +191,7 @@ func (c *Client) do(ctx context.Context, req request, out any) error {
 	}
 	body, err := readBody(resp.Body)
 	if err != nil {
-		return &model.UnavailableError{Op: req.op(), Err: err}
+		return unreachable(req.op(), err) // the answer broke off
 	}
 	return decodeResponse(resp.StatusCode, resp.Header, body, out)
 }

@@ -20,6 +20,19 @@ import (
 // received.
 var ErrBadResponse = errors.New("malformed answer from the server")
 
+// ErrServerUnreachable is matched by the error of a call that got no
+// answer from a server: connection refused, a name that does not resolve,
+// a timeout before the answer. It is an *UnavailableError (it matches
+// tollgate.ErrUnavailable: no decision was made, and a caller's fail-open
+// or fail-closed choice applies as to a store that does not answer), whose
+// message says "server unreachable".
+var ErrServerUnreachable = errors.New("no answer from the server")
+
+// unreachable is the error of a call to op that no server answered.
+func unreachable(op string, err error) error {
+	return &model.UnavailableError{Op: op, Err: fmt.Errorf("%w: %w", ErrServerUnreachable, err), Unreachable: "server"}
+}
+
 // Bounds on what a server's error body may put into an error.
 const (
 	maxMessageLen = 512

@@ -135,10 +135,17 @@ func (e *RateLimitExceeded) filter(exceeded bool) []Status {
 type UnavailableError struct {
 	Op  string // the operation that failed, e.g. "acquire"
 	Err error
+	// Unreachable names what did not answer when it is not the store: a
+	// client sets "server" when no server answered its call (connection
+	// refused, a timeout), so the message says what to look at.
+	Unreachable string
 }
 
-// Error describes the operation and the cause.
+// Error describes what failed, the operation and the cause.
 func (e *UnavailableError) Error() string {
+	if e.Unreachable != "" {
+		return e.Unreachable + " unreachable during " + e.Op + ": " + e.Err.Error()
+	}
 	return "store unavailable during " + e.Op + ": " + e.Err.Error()
 }
 
