@@ -164,6 +164,9 @@ type ValidationError struct {
 
 // Error names the field, the value and the reason.
 func (e *ValidationError) Error() string {
+	if e.Value == "" { // "invalid limits: ...", not `invalid limits "": ...`
+		return "invalid " + e.Field + ": " + e.Reason
+	}
 	return "invalid " + e.Field + " " + quote(e.Value) + ": " + e.Reason
 }
 

@@ -274,3 +274,20 @@ func TestDomainErrors(t *testing.T) {
 		t.Error("a new domain error matches another sentinel")
 	}
 }
+
+// A validation error without a value names the field alone: no empty
+// quotes for a newcomer to puzzle over.
+func TestValidationErrorText(t *testing.T) {
+	cases := []struct {
+		err  error
+		want string
+	}{
+		{model.Invalid("limits", "", "WithLimits needs at least one limit"), "invalid limits: WithLimits needs at least one limit"},
+		{model.Invalid("consume.rpm", "101", "exceeds the capacity 100"), `invalid consume.rpm "101": exceeds the capacity 100`},
+	}
+	for _, c := range cases {
+		if got := c.err.Error(); got != c.want {
+			t.Errorf("Error() = %q, want %q", got, c.want)
+		}
+	}
+}
