@@ -143,7 +143,10 @@ type LimitUsage struct {
 
 // UsageSummary reads every page of q and totals it. It sums millitokens
 // and rounds only the results, so many snapshots of fractions of a token
-// add up as they should.
+// add up as they should. A resource's summary (q.Entity empty) sums the
+// snapshots of every entity using it: an acquire that cascades is in the
+// snapshot of each level it debited (its key's and its organisation's), so
+// it counts once per level. Summarise one entity for what it alone used.
 func (l *Limiter) UsageSummary(ctx context.Context, q UsageQuery) (UsageSummary, error) {
 	perWindow := map[string]map[int64]int64{} // limit -> window start -> millitokens
 	var sum UsageSummary

@@ -78,6 +78,9 @@ func newUsageListCmd(g *globals) *cobra.Command {
 				if err != nil {
 					return err
 				}
+				if len(us) == 0 {
+					g.noUsageHint()
+				}
 				if f.plot != "" && g.output == "table" {
 					plot(g.stdout, us, f.plot, q.Window)
 					return nil
@@ -104,6 +107,16 @@ func allUsage(ctx context.Context, b backend, q tollgate.UsageQuery) ([]tollgate
 		}
 		q.After = next
 	}
+}
+
+// noUsageHint tells, on standard error, where usage comes from when a
+// query found none on a DynamoDB table: the aggregator writes it from the
+// table's stream, and a table it never ran on has none.
+func (g *globals) noUsageHint() {
+	if g.server != "" || !strings.HasPrefix(g.store, "dynamodb:") {
+		return
+	}
+	fmt.Fprintln(g.stderr, "no usage found: on DynamoDB, usage snapshots are written by `tollgate aggregator` (or its Lambda function) from the table's stream; check that one runs")
 }
 
 func (g *globals) printUsage(us []tollgate.Usage) error {
@@ -202,6 +215,14 @@ func newUsageSummaryCmd(g *globals) *cobra.Command {
 					}
 					row(w, "acquires", sum.Events, "", "", "")
 				})
+				if sum.Events == 0 && len(sum.Limits) == 0 {
+					g.noUsageHint()
+				}
+				if err == nil && q.Entity == "" && g.output == "table" {
+					// Summed over a resource's entities: an acquire that
+					// cascades is in its key's snapshot and its parent's.
+					fmt.Fprintln(g.stderr, "note: these totals sum every entity of the resource; an acquire that cascades to a parent counts once at each level it debited")
+				}
 				if err != nil || f.plot == "" || g.output != "table" {
 					return err
 				}
