@@ -27,6 +27,7 @@
 package tollgate
 
 import (
+	"context"
 	"crypto/rand"
 	"io"
 	"os"
@@ -38,6 +39,7 @@ import (
 	"github.com/oklog/ulid/v2"
 
 	"github.com/tollgate-rl/tollgate/clock"
+	"github.com/tollgate-rl/tollgate/internal/waitq"
 	"github.com/tollgate-rl/tollgate/model"
 	"github.com/tollgate-rl/tollgate/store"
 )
@@ -85,6 +87,9 @@ type Limiter struct {
 	fail failMode
 
 	leases sync.Pool // of *leaseData
+	// waiting serves the callers of Wait in deadline order, one line per
+	// entity and resource.
+	waiting *waitq.Queue[*Lease]
 
 	// holder names this process in durable lease records; leaseExpiry is
 	// their default lifetime.
@@ -152,6 +157,8 @@ func New(s store.Store, opts ...Option) (*Limiter, error) {
 		o(l)
 	}
 	l.leases.New = func() any { return newLeaseData(l) }
+	// A grant whose waiting caller left meanwhile is given back.
+	l.waiting = waitq.New(l.clock, func(le *Lease) { _ = le.Rollback(context.Background()) })
 	_, l.realClock = l.clock.(clock.Real)
 	switch {
 	case model.ValidateNamespace(l.ns) != nil:

@@ -5,29 +5,65 @@ import (
 	"errors"
 	"time"
 
-	"github.com/tollgate-rl/tollgate/clock"
+	"github.com/tollgate-rl/tollgate/bucket"
+	"github.com/tollgate-rl/tollgate/internal/waitq"
 	"github.com/tollgate-rl/tollgate/model"
 )
 
-// Wait acquires like Acquire, but when denied it sleeps for the RetryAfter
-// the denial reports and tries again, until granted or ctx ends. If ctx has a
-// deadline that the next attempt could not meet, Wait returns the denial at
-// once rather than sleep in vain. Other errors are returned as they occur.
+// Wait acquires like Acquire, but when denied it waits until granted or
+// ctx ends. Callers of one process waiting on the same entity and resource
+// are served in deadline order (earliest context deadline first, callers
+// without one after, in arrival order) by one poller per entity and
+// resource, which sleeps exactly each refusal's RetryAfter, so waiting
+// callers cost about one store call per grant rather than one per caller
+// per retry (package internal/waitq). A caller whose deadline falls before
+// the next try is refused at once with an error matching ErrWaitDeadline
+// and the refusal (a *RateLimitExceeded), rather than sleep in vain. Other
+// errors are returned as they occur.
+//
+// After a grant, the next caller in line waits for as long as the granted
+// request would now have to: callers asking the same amounts (the usual
+// case) are served as soon as refill allows; one asking less may wait a
+// little longer than it had to, never too little.
 func (l *Limiter) Wait(ctx context.Context, entity, resource string, consume Consume, opts ...AcquireOption) (*Lease, error) {
-	for {
+	return l.waiting.Wait(ctx, entity+"\x00"+resource, func(ctx context.Context) (*Lease, time.Duration, error) {
 		le, err := l.Acquire(ctx, entity, resource, consume, opts...)
 		var ex *model.RateLimitExceeded
-		if !errors.As(err, &ex) {
-			return le, err
+		switch {
+		case errors.As(err, &ex):
+			return nil, max(ex.RetryAfter, time.Millisecond), err
+		case err != nil:
+			return nil, 0, err
 		}
-		d := max(ex.RetryAfter, time.Millisecond)
-		if deadline, ok := ctx.Deadline(); ok && time.Until(deadline) < d {
-			return nil, err
-		}
-		if err := clock.Sleep(ctx, l.clock, d); err != nil {
-			return nil, err
+		return le, le.nextWait(), nil
+	})
+}
+
+// ErrWaitDeadline is matched by the error of Wait when the caller's
+// deadline falls before the time its request could next be tried.
+var ErrWaitDeadline = waitq.ErrDeadline
+
+// nextWait returns how long the lease's request would have to wait now
+// that it was granted: the longest refill any checked limit needs to cover
+// its amount again (concurrency limits do not refill, and count 0).
+func (le *Lease) nextWait() time.Duration {
+	d, ok := le.open()
+	if !ok {
+		return 0
+	}
+	defer d.mu.Unlock()
+	var ms int64
+	for i := range d.req.Buckets {
+		for j := range d.req.Buckets[i].Limits {
+			lr := &d.req.Buckets[i].Limits[j]
+			if !lr.Check || lr.Amount == 0 || !lr.Params.Refills() {
+				continue
+			}
+			after := bucket.State{Tokens: lr.Observed.Tokens - lr.Amount, Rem: lr.Observed.Rem}
+			ms = max(ms, bucket.RetryAfter(after, lr.Params, lr.Amount))
 		}
 	}
+	return time.Duration(ms) * time.Millisecond
 }
 
 // Do runs fn inside a lease: it acquires, calls fn, and commits if fn returns

@@ -1,0 +1,203 @@
+package waitq
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/tollgate-rl/tollgate/clock"
+)
+
+// bucket is a fake store: one token per period, capacity 1, on a fake
+// clock; it counts the tries.
+type bucket struct {
+	clk    *clock.Fake
+	period time.Duration
+	mu     sync.Mutex
+	next   time.Time // when the next token is there
+	calls  atomic.Int64
+	grants []int // the values granted, in the order of the grants
+}
+
+var errRefused = errors.New("refused")
+
+// try grants one token (v) or refuses with the exact wait; a grant hints
+// at the wait of the next request.
+func (b *bucket) try(v int) Try[int] {
+	return func(context.Context) (int, time.Duration, error) {
+		b.calls.Add(1)
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		now := b.clk.Now()
+		if now.Before(b.next) {
+			return 0, b.next.Sub(now), errRefused
+		}
+		b.next = now.Add(b.period)
+		b.grants = append(b.grants, v)
+		return v, b.period, nil
+	}
+}
+
+// future is a fake clock a day ahead of the wall clock: deadlines set on it
+// are a day away on the wall clock, which contexts and the queue read.
+func future() *clock.Fake { return clock.NewFake(time.Now().Add(24 * time.Hour).Truncate(time.Second)) }
+
+// waiting returns how many callers wait in key's line.
+func (q *Queue[T]) waiting(key string) int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if l := q.lines[key]; l != nil {
+		return len(l.waiters)
+	}
+	return 0
+}
+
+// drive advances clk to each wake-up of the queue's poller until done.
+func drive(clk *clock.Fake, done <-chan struct{}) {
+	for clk.BlockUntilWaiters(1, done) {
+		if next, ok := clk.NextDeadline(); ok {
+			clk.Set(next)
+		}
+	}
+}
+
+// 200 callers with shuffled deadlines on a bucket of one token per 10 ms
+// are granted in deadline order, with about one try per grant.
+func TestDeadlineOrderAndCalls(t *testing.T) {
+	const n = 200
+	clk := future()
+	b := &bucket{clk: clk, period: 10 * time.Millisecond, next: clk.Now().Add(10 * time.Millisecond)}
+	q := New[int](clk, nil)
+	deadlines := make([]time.Duration, n)
+	for i := range deadlines {
+		deadlines[i] = time.Duration(100+i) * 10 * time.Millisecond // all meetable: 10 ms apart, the first after 1 s
+	}
+	rand.Shuffle(n, func(i, j int) { deadlines[i], deadlines[j] = deadlines[j], deadlines[i] })
+	start := clk.Now()
+	var wg sync.WaitGroup
+	for i := range n {
+		ctx, cancel := context.WithDeadline(context.Background(), start.Add(deadlines[i])) // wall clock: far ahead
+		defer cancel()
+		wg.Go(func() {
+			if v, err := q.Wait(ctx, "k", b.try(i)); err != nil || v != i {
+				t.Errorf("caller %d: %d, %v", i, v, err)
+			}
+		})
+		if i == 0 {
+			for q.waiting("k") == 0 { // the first caller tried, was refused, and waits
+				time.Sleep(time.Millisecond)
+			}
+		}
+	}
+	for q.waiting("k") < n { // every caller in line before the clock moves
+		time.Sleep(time.Millisecond)
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	drive(clk, done)
+	order := make([]time.Duration, len(b.grants))
+	for i, v := range b.grants {
+		order[i] = deadlines[v]
+	}
+	if !slices.IsSorted(order) || len(order) != n {
+		t.Errorf("%d grants, in deadline order: %v", len(order), slices.IsSorted(order))
+	}
+	if calls := b.calls.Load(); calls > n+2 {
+		t.Errorf("%d tries for %d grants, want about one each", calls, n)
+	}
+	t.Logf("%d grants, %d tries", n, b.calls.Load())
+}
+
+// A caller whose deadline falls before the line's next try is told at
+// once; a caller whose context ends leaves the line; callers without a
+// deadline come after those with one, in arrival order.
+func TestUnmeetableCancelledAndFIFO(t *testing.T) {
+	clk := future()
+	b := &bucket{clk: clk, period: 100 * time.Millisecond, next: clk.Now().Add(100 * time.Millisecond)}
+	q := New[int](clk, nil)
+	results := make(chan int, 10)
+	wait := func(ctx context.Context, v int) {
+		got, err := q.Wait(ctx, "k", b.try(v))
+		if err == nil {
+			results <- got
+		}
+	}
+	go wait(context.Background(), 1) // no deadline: after those with one
+	for q.waiting("k") < 1 {
+		time.Sleep(time.Millisecond)
+	}
+	soon, cancelSoon := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancelSoon()
+	if _, err := q.Wait(soon, "k", b.try(9)); !errors.Is(err, ErrDeadline) {
+		t.Fatalf("a deadline before the next try: %v, want ErrDeadline at once", err)
+	}
+	go wait(context.Background(), 2) // no deadline, after 1
+	later, cancelLater := context.WithTimeout(context.Background(), time.Hour)
+	defer cancelLater()
+	go wait(later, 3) // a deadline: first
+	gone, leave := context.WithCancel(context.Background())
+	left := make(chan error, 1)
+	go func() { _, err := q.Wait(gone, "k", b.try(8)); left <- err }()
+	for q.waiting("k") < 4 {
+		time.Sleep(time.Millisecond)
+	}
+	leave()
+	if err := <-left; !errors.Is(err, context.Canceled) {
+		t.Errorf("a cancelled caller: %v, want context.Canceled", err)
+	}
+	done := make(chan struct{})
+	go func() {
+		for range 3 {
+			<-results
+		}
+		close(done)
+	}()
+	drive(clk, done)
+	if got := b.grants; !slices.Equal(got, []int{3, 1, 2}) {
+		t.Errorf("grants %v, want [3 1 2]: the deadline first, then arrival order", got)
+	}
+}
+
+// A grant whose caller left while it was being made is given back.
+func TestOrphanedGrantReleased(t *testing.T) {
+	clk := future()
+	var released atomic.Int64
+	q := New[int](clk, func(v int) { released.Add(int64(v)) })
+	blocked := make(chan struct{})
+	unblock := make(chan struct{})
+	first := true
+	try := func(context.Context) (int, time.Duration, error) {
+		if first { // the caller's own try: refused, so it joins the line
+			first = false
+			return 0, time.Millisecond, errRefused
+		}
+		close(blocked)
+		<-unblock
+		return 7, 0, nil
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() { _, err := q.Wait(ctx, "k", try); errc <- err }()
+	for q.waiting("k") < 1 {
+		time.Sleep(time.Millisecond)
+	}
+	clk.BlockUntilWaiters(1, nil)
+	clk.Advance(time.Millisecond)
+	<-blocked // the poller is trying for the caller
+	cancel()
+	if err := <-errc; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Wait = %v, want context.Canceled", err)
+	}
+	close(unblock)
+	for released.Load() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	if released.Load() != 7 {
+		t.Errorf("released %d, want the orphaned grant 7", released.Load())
+	}
+}
