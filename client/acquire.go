@@ -9,7 +9,6 @@ import (
 
 	"github.com/tollgate-rl/tollgate"
 	"github.com/tollgate-rl/tollgate/api"
-	"github.com/tollgate-rl/tollgate/clock"
 	"github.com/tollgate-rl/tollgate/model"
 )
 
@@ -122,27 +121,33 @@ func (c *Client) acquire(ctx context.Context, entity, resource string, consume t
 	return resp, err
 }
 
-// AcquireWait acquires like Acquire, but when denied it sleeps for the
-// RetryAfter the denial reports and tries again, until granted or ctx ends,
-// like tollgate.Limiter.Wait. If ctx has a deadline that comes before the
-// next attempt, it returns the denial at once rather than sleep in vain; if
-// ctx ends while it sleeps, it returns ctx.Err(). Other errors are returned
-// as they occur. Each attempt is bounded by WithTimeout on its own.
-func (c *Client) AcquireWait(ctx context.Context, entity, resource string, consume tollgate.Consume, opts ...AcquireOption) (*Lease, error) {
-	for {
+// Wait acquires like Acquire, but when denied it waits until granted or
+// ctx ends, like tollgate.Limiter.Wait: the callers of this client waiting
+// on the same entity and resource are served in deadline order by one
+// poller, which sleeps each refusal's RetryAfter, so they cost about one
+// call to the server per grant (and one refused call after each grant, as
+// the client cannot foresee the next refusal). A caller whose deadline
+// comes before the next attempt is refused at once with an error matching
+// tollgate.ErrWaitDeadline and the denial; one whose ctx ends while it
+// waits gets ctx.Err(). Other errors are returned as they occur. Each
+// attempt is bounded by WithTimeout on its own.
+func (c *Client) Wait(ctx context.Context, entity, resource string, consume tollgate.Consume, opts ...AcquireOption) (*Lease, error) {
+	return c.waiting.Wait(ctx, entity+"\x00"+resource, func(ctx context.Context) (*Lease, time.Duration, error) {
 		le, err := c.Acquire(ctx, entity, resource, consume, opts...)
 		var ex *tollgate.RateLimitExceeded
-		if !errors.As(err, &ex) {
-			return le, err
+		if errors.As(err, &ex) {
+			return nil, max(ex.RetryAfter, time.Millisecond), err
 		}
-		d := max(ex.RetryAfter, time.Millisecond)
-		if deadline, ok := ctx.Deadline(); ok && time.Until(deadline) < d {
-			return nil, err
-		}
-		if err := clock.Sleep(ctx, c.clock, d); err != nil {
-			return nil, err
-		}
-	}
+		return le, 0, err
+	})
+}
+
+// AcquireWait is Wait, under the name the client had before the library
+// and the client shared theirs.
+//
+// Deprecated: use Wait.
+func (c *Client) AcquireWait(ctx context.Context, entity, resource string, consume tollgate.Consume, opts ...AcquireOption) (*Lease, error) {
+	return c.Wait(ctx, entity, resource, consume, opts...)
 }
 
 // Available reports the current state of every limit in effect for entity

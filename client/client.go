@@ -13,6 +13,7 @@ import (
 
 	"github.com/tollgate-rl/tollgate/api"
 	"github.com/tollgate-rl/tollgate/clock"
+	"github.com/tollgate-rl/tollgate/internal/waitq"
 	"github.com/tollgate-rl/tollgate/model"
 )
 
@@ -38,6 +39,9 @@ type Client struct {
 	header  http.Header // sent with every request
 	timeout time.Duration
 	clock   clock.Clock
+	// waiting serves the callers of Wait in deadline order, one line per
+	// entity and resource (as the library's Wait does).
+	waiting *waitq.Queue[*Lease]
 }
 
 // settings collects the options before New checks them.
@@ -105,7 +109,10 @@ func New(baseURL string, opts ...Option) (*Client, error) {
 	if s.clock == nil {
 		s.clock = clock.Real{}
 	}
-	return &Client{base: base, hc: s.hc, header: s.headers(), timeout: s.timeout, clock: s.clock}, nil
+	c := &Client{base: base, hc: s.hc, header: s.headers(), timeout: s.timeout, clock: s.clock}
+	// A grant whose waiting caller left meanwhile is given back.
+	c.waiting = waitq.New(c.clock, func(le *Lease) { _ = le.Rollback(context.Background()) })
+	return c, nil
 }
 
 // parseBase checks an absolute http or https URL without query or fragment.

@@ -17,7 +17,7 @@ const minExtendTTL = time.Second
 // and always ends the lease: Commit when fn returns nil, Rollback when it
 // returns an error or panics (the panic continues), as
 // tollgate.Limiter.WithSlot does. A wait of zero or less tries once;
-// waiting is AcquireWait's, on the client's clock.
+// waiting is Wait's, on the client's clock.
 //
 // While fn runs, the lease is extended (Lease.Extend) every half of its
 // TTL, so that a call longer than the TTL keeps its slot, and a crashed
@@ -63,7 +63,7 @@ func (c *Client) waitFor(ctx context.Context, entity, resource string, consume t
 	}
 	wctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
-	le, err := c.AcquireWait(wctx, entity, resource, consume, opts...)
+	le, err := c.Wait(wctx, entity, resource, consume, opts...)
 	if err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
 		return nil, fmt.Errorf("waited %v for %s/%s: %w", wait, entity, resource, err)
 	}

@@ -32,7 +32,7 @@ func blockUntilAsleep(t *testing.T, clk *clock.Fake) {
 	timer := time.AfterFunc(10*time.Second, func() { close(stop) })
 	defer timer.Stop()
 	if !clk.BlockUntilWaiters(1, stop) {
-		t.Fatal("AcquireWait never slept")
+		t.Fatal("Wait never slept")
 	}
 }
 
@@ -41,40 +41,40 @@ type result struct {
 	err error
 }
 
-func TestAcquireWaitSleepsRetryAfter(t *testing.T) {
+func TestWaitSleepsRetryAfter(t *testing.T) {
 	e, cliClk, c, limits := waitEnv(t)
 	ctx := context.Background()
 	done := make(chan result, 1)
 	go func() {
-		le, err := c.AcquireWait(ctx, "key-1", "gpt", tollgate.Consume{"rpm": 1}, limits)
+		le, err := c.Wait(ctx, "key-1", "gpt", tollgate.Consume{"rpm": 1}, limits)
 		done <- result{le, err}
 	}()
 
 	blockUntilAsleep(t, cliClk)
 	if at, _ := cliClk.NextDeadline(); at.Sub(cliClk.Now()) != time.Minute {
-		t.Errorf("AcquireWait sleeps %v, want the 1m RetryAfter", at.Sub(cliClk.Now()))
+		t.Errorf("Wait sleeps %v, want the 1m RetryAfter", at.Sub(cliClk.Now()))
 	}
 	select {
 	case r := <-done:
-		t.Fatalf("AcquireWait returned before the clock moved: %v", r.err)
+		t.Fatalf("Wait returned before the clock moved: %v", r.err)
 	default:
 	}
 	e.clk.Advance(time.Minute)  // the server refills first,
 	cliClk.Advance(time.Minute) // then the client wakes and retries
 	r := <-done
-	must(t, "AcquireWait", r.err)
+	must(t, "Wait", r.err)
 	must(t, "Commit", r.le.Commit(ctx))
 }
 
-func TestAcquireWaitGivesUpBeforeAMissedDeadline(t *testing.T) {
+func TestWaitGivesUpBeforeAMissedDeadline(t *testing.T) {
 	_, cliClk, c, limits := waitEnv(t)
 	// A deadline before the 1m RetryAfter, yet far enough off that a slow
-	// machine's calls fit in it. Had AcquireWait slept, it would sleep on
+	// machine's calls fit in it. Had Wait slept, it would sleep on
 	// the fake clock, which never moves here: the call would end with the
 	// context's error, not the denial.
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	_, err := c.AcquireWait(ctx, "key-1", "gpt", tollgate.Consume{"rpm": 1}, limits)
+	_, err := c.Wait(ctx, "key-1", "gpt", tollgate.Consume{"rpm": 1}, limits)
 	var ex *tollgate.RateLimitExceeded
 	if !errors.As(err, &ex) || ex.RetryAfter != time.Minute {
 		t.Fatalf("err = %v, want the denial with RetryAfter 1m", err)
@@ -84,24 +84,24 @@ func TestAcquireWaitGivesUpBeforeAMissedDeadline(t *testing.T) {
 	}
 }
 
-func TestAcquireWaitStopsWhenCancelled(t *testing.T) {
+func TestWaitStopsWhenCancelled(t *testing.T) {
 	_, cliClk, c, limits := waitEnv(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		_, err := c.AcquireWait(ctx, "key-1", "gpt", tollgate.Consume{"rpm": 1}, limits)
+		_, err := c.Wait(ctx, "key-1", "gpt", tollgate.Consume{"rpm": 1}, limits)
 		done <- err
 	}()
 	blockUntilAsleep(t, cliClk)
 	cancel()
-	wantErr(t, "AcquireWait cancelled while asleep", <-done, context.Canceled)
+	wantErr(t, "Wait cancelled while asleep", <-done, context.Canceled)
 }
 
-func TestAcquireWaitReturnsOtherErrorsAtOnce(t *testing.T) {
+func TestWaitReturnsOtherErrorsAtOnce(t *testing.T) {
 	_, cliClk, c, limits := waitEnv(t)
 	// More than the capacity: no wait could satisfy it.
-	_, err := c.AcquireWait(context.Background(), "key-1", "gpt", tollgate.Consume{"rpm": 2}, limits)
-	wantErr(t, "AcquireWait beyond capacity", err, tollgate.ErrInvalid)
+	_, err := c.Wait(context.Background(), "key-1", "gpt", tollgate.Consume{"rpm": 2}, limits)
+	wantErr(t, "Wait beyond capacity", err, tollgate.ErrInvalid)
 	if n := cliClk.Waiters(); n != 0 {
 		t.Errorf("%d sleepers, want none", n)
 	}
