@@ -3,7 +3,7 @@
 // (package client).
 
 import { BadResponseError, RateLimitExceeded, ValidationError, type WireLimitStatus, toStatus } from "./errors.js";
-import { type Answer, type Request, type Transport, seg, send } from "./http.js";
+import { type ApiAnswer, type ApiRequest, type Transport, seg, send } from "./http.js";
 import { Lease, type LeaseHost, type WireAcquire, type WireLease, penaltyBody, toLeaseInfo } from "./lease.js";
 import type {
   AcquireArgs,
@@ -84,7 +84,7 @@ function badShape(op: string, what: string): BadResponseError {
   return new BadResponseError(`${op}: malformed answer: ${what}`, { op });
 }
 
-function call(opts: CallOptions): Pick<Request, "signal" | "timeoutMs"> {
+function call(opts: CallOptions): Pick<ApiRequest, "signal" | "timeoutMs"> {
   return { signal: opts.signal, timeoutMs: opts.timeoutMs };
 }
 
@@ -204,11 +204,11 @@ export class Client implements LeaseHost {
   }
 
   /** @internal Sends one request (Lease uses it). */
-  send(req: Request): Promise<Answer> {
+  send(req: ApiRequest): Promise<ApiAnswer> {
     return send(this.#t, req);
   }
 
-  async #data<T>(req: Request): Promise<T> {
+  async #data<T>(req: ApiRequest): Promise<T> {
     return (await send(this.#t, req)).data as T;
   }
 

@@ -16,7 +16,7 @@ export interface Transport {
   fetch: typeof fetch;
 }
 
-export interface Request {
+export interface ApiRequest {
   method: "GET" | "POST" | "PUT" | "DELETE";
   /** Below the base URL, segments already escaped (see `seg`). */
   path: string;
@@ -27,7 +27,7 @@ export interface Request {
   timeoutMs?: number | undefined;
 }
 
-export interface Answer {
+export interface ApiAnswer {
   status: number;
   /** The decoded JSON body; undefined for 204 or an empty body. */
   data: unknown;
@@ -119,7 +119,7 @@ async function readText(resp: Response, op: string): Promise<string> {
  * answer came in time, BadResponseError when it could not be read, or the
  * caller's signal's reason when it aborted.
  */
-export async function send(t: Transport, req: Request): Promise<Answer> {
+export async function send(t: Transport, req: ApiRequest): Promise<ApiAnswer> {
   const op = `${req.method} ${req.path}`;
   let url = t.baseUrl + req.path;
   const q = req.query?.toString();

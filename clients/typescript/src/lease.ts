@@ -1,12 +1,12 @@
 // A granted acquire, recorded in the server's store.
 
 import { LeaseClosedError, LeaseNotFoundError, ValidationError, type WireLimitStatus, toStatus } from "./errors.js";
-import { type Answer, type Request, seg } from "./http.js";
+import { type ApiAnswer, type ApiRequest, seg } from "./http.js";
 import type { CallOptions, Consume, LeaseInfo, LimitStatus, PenalizeArgs, Penalty } from "./types.js";
 
 /** What a Lease needs of its Client. */
 export interface LeaseHost {
-  send(req: Request): Promise<Answer>;
+  send(req: ApiRequest): Promise<ApiAnswer>;
   penalize(args: PenalizeArgs): Promise<void>;
 }
 
@@ -233,7 +233,7 @@ export class Lease implements AsyncDisposable {
   }
 
   /** Sends a lease request; an answer that the lease is gone closes the handle. */
-  async #request(req: Request): Promise<unknown> {
+  async #request(req: ApiRequest): Promise<unknown> {
     try {
       return (await this.#host.send(req)).data;
     } catch (err) {

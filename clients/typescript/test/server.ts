@@ -38,10 +38,19 @@ export interface RunningServer {
   stop(): Promise<void>;
 }
 
+// Servers left running when the test process ends (a failed before(), an
+// interrupt) are killed with it.
 const running = new Set<ChildProcess>();
-process.on("exit", () => {
+function killAll(): void {
   for (const child of running) child.kill("SIGKILL");
-});
+}
+process.on("exit", killAll);
+for (const sig of ["SIGINT", "SIGTERM"] as const) {
+  process.once(sig, () => {
+    killAll();
+    process.kill(process.pid, sig);
+  });
+}
 
 /**
  * Starts tollgate serve with extra flags and resolves once it logged that
