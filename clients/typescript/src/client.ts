@@ -2,7 +2,7 @@
 // API (docs/http-api.md), with the operations and errors of the Go client
 // (package client).
 
-import { BadResponseError, RateLimitExceeded, ValidationError, type WireLimitStatus, toStatus } from "./errors.js";
+import { BadResponseError, LeaseNotFoundError, RateLimitExceeded, ReservationNotFoundError, ValidationError, type WireLimitStatus, toStatus } from "./errors.js";
 import { type ApiAnswer, type ApiRequest, type Transport, seg, send } from "./http.js";
 import { Lease, type LeaseHost, type WireAcquire, type WireLease, penaltyBody, toLeaseInfo } from "./lease.js";
 import type {
@@ -82,6 +82,14 @@ function sleep(ms: number, signal: AbortSignal | undefined): Promise<void> {
 
 function badShape(op: string, what: string): BadResponseError {
   return new BadResponseError(`${op}: malformed answer: ${what}`, { op });
+}
+
+/** Rethrows a 404 of the reservation routes as what it is: no such reservation (the server's reason is lease_not_found). */
+function asReservationError(err: unknown): never {
+  if (err instanceof LeaseNotFoundError) {
+    throw new ReservationNotFoundError(err.message, { status: err.status, code: err.code, reason: err.reason, op: err.op, cause: err });
+  }
+  throw err;
 }
 
 function call(opts: CallOptions): Pick<ApiRequest, "signal" | "timeoutMs"> {
@@ -360,16 +368,19 @@ export class Client implements LeaseHost {
   /**
    * Releases the reservation of resource id `id`, whoever holds it: its
    * reserved tokens come back. One that does not exist (never made, already
-   * released, expired) is a LeaseNotFoundError, which a caller releasing on
-   * an event that may come twice can treat as done.
+   * released, expired) is a ReservationNotFoundError (a LeaseNotFoundError),
+   * which a caller releasing on an event that may come twice can treat as
+   * done.
    */
   async release(id: string, opts: CallOptions = {}): Promise<void> {
-    await this.send({ method: "DELETE", path: `/v1/reservations/${seg(id)}`, ...call(opts) });
+    await this.send({ method: "DELETE", path: `/v1/reservations/${seg(id)}`, ...call(opts) }).catch(asReservationError);
   }
 
-  /** The reservation of resource id `id`, or a LeaseNotFoundError. */
+  /** The reservation of resource id `id`, or a ReservationNotFoundError. */
   async getReservation(id: string, opts: CallOptions = {}): Promise<Reservation> {
-    return toReservation(await this.#data<WireReservation>({ method: "GET", path: `/v1/reservations/${seg(id)}`, ...call(opts) }));
+    return toReservation(
+      await this.#data<WireReservation>({ method: "GET", path: `/v1/reservations/${seg(id)}`, ...call(opts) }).catch(asReservationError),
+    );
   }
 
   /** An entity's reservations (of one resource if given), sorted by id, a page (`limit`, 1 to 1000, default 100) at a time. */

@@ -143,6 +143,15 @@ export class LeaseNotFoundError extends NotFoundError {
 }
 
 /**
+ * `404 lease_not_found` from the reservation routes: the resource id holds
+ * no reservation in the client's namespace (never made, released, expired).
+ * Releasing on an event that may come twice can treat it as done.
+ */
+export class ReservationNotFoundError extends LeaseNotFoundError {
+  override name = "ReservationNotFoundError";
+}
+
+/**
  * The lease is over for this handle: it was committed or rolled back
  * through it (thrown without calling the server), or the server answered
  * that it no longer has it (ended through another handle or server, or
@@ -203,6 +212,16 @@ export class ServerUnreachableError extends TollgateError {
     super(message, details);
     this.timedOut = timedOut;
   }
+}
+
+/** `501 unimplemented`: the server's store does not support the call (usage, capacity). */
+export class UnimplementedError extends TollgateError {
+  override name = "UnimplementedError";
+}
+
+/** `500 internal`, or another 5xx answer the API does not define. */
+export class ServerError extends TollgateError {
+  override name = "ServerError";
 }
 
 /** An answer the client could not read: not JSON, not the expected shape, or larger than 1 MiB. */
@@ -302,8 +321,12 @@ export function errorFromResponse(status: number, headers: Headers, text: string
       }
     case "unavailable":
       return new UnavailableError(message, d);
+    case "unimplemented":
+      return new UnimplementedError(message, d);
+    case "internal":
+      return new ServerError(message, d);
     default:
-      return new TollgateError(message, d);
+      return status >= 500 ? new ServerError(message, d) : new TollgateError(message, d);
   }
 }
 
@@ -323,6 +346,6 @@ function inferError(status: number, headers: Headers, text: string, op: string):
     case 504:
       return new UnavailableError(message, d);
     default:
-      return new TollgateError(message, d);
+      return status >= 500 ? new ServerError(message, d) : new TollgateError(message, d);
   }
 }

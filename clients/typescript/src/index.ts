@@ -19,10 +19,13 @@ export {
   NotFoundError,
   RateLimitExceeded,
   ReservationConflictError,
+  ReservationNotFoundError,
+  ServerError,
   ServerUnreachableError,
   TollgateError,
   UnauthorizedError,
   UnavailableError,
+  UnimplementedError,
   ValidationError,
 } from "./errors.js";
 export type { ErrorDetails } from "./errors.js";

@@ -15,6 +15,7 @@ import {
   NotFoundError,
   RateLimitExceeded,
   ReservationConflictError,
+  ReservationNotFoundError,
   ValidationError,
 } from "../src/index.js";
 import { type RunningServer, startServer, unique } from "./server.js";
@@ -70,8 +71,13 @@ describe("reservations", () => {
     assert.equal(page.next, undefined);
 
     await client.release(id);
-    await assert.rejects(client.getReservation(id), LeaseNotFoundError);
-    await assert.rejects(client.release(id), LeaseNotFoundError);
+    await assert.rejects(client.getReservation(id), ReservationNotFoundError);
+    const gone = await client.release(id).then(
+      () => assert.fail("released twice"),
+      (e: unknown) => e,
+    );
+    assert.ok(gone instanceof ReservationNotFoundError && gone instanceof LeaseNotFoundError);
+    assert.equal(gone.status, 404);
   });
 
   test("a full reserved limit is a RateLimitExceeded; paging lists them all", async () => {

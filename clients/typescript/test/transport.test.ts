@@ -11,9 +11,11 @@ import {
   BadResponseError,
   Client,
   RateLimitExceeded,
+  ServerError,
   ServerUnreachableError,
   TollgateError,
   UnavailableError,
+  UnimplementedError,
   ValidationError,
 } from "../src/index.js";
 import { freePort } from "./server.js";
@@ -132,6 +134,16 @@ describe("transport", () => {
         res.end("x".repeat(2 << 20));
         return;
       }
+      if (req.url === "/v1/capacity?resource=r") {
+        res.writeHead(501, { "Content-Type": "application/json" });
+        res.end('{"error":"unimplemented","message":"this store cannot list buckets","reason":"capacity_unsupported"}');
+        return;
+      }
+      if (req.url === "/readyz") {
+        res.writeHead(500, { "Content-Type": "application/json" });
+        res.end('{"error":"internal","message":"internal error"}');
+        return;
+      }
       res.writeHead(502, { "Content-Type": "text/html" });
       res.end("<html>bad gateway</html>");
     });
@@ -146,6 +158,8 @@ describe("transport", () => {
     assert.deepEqual(rl.statuses, []);
     await assert.rejects(client.health(), (e: unknown) => e instanceof UnavailableError && e.status === 502);
     await assert.rejects(client.getLease("x"), BadResponseError);
+    await assert.rejects(client.capacity("r"), (e: unknown) => e instanceof UnimplementedError && e.reason === "capacity_unsupported");
+    await assert.rejects(client.ready(), (e: unknown) => e instanceof ServerError && e.status === 500);
     await assert.rejects(client.send({ method: "GET", path: "/v1/big" }), (e: unknown) => e instanceof BadResponseError && /larger than/.test(e.message));
   });
 
