@@ -1,0 +1,591 @@
+// The client of one Tollgate server (tollgate serve), over its HTTP/JSON
+// API (docs/http-api.md), with the operations and errors of the Go client
+// (package client).
+
+import { BadResponseError, LeaseNotFoundError, RateLimitExceeded, ReservationNotFoundError, ValidationError, type WireLimitStatus, toStatus } from "./errors.js";
+import { type ApiAnswer, type ApiRequest, type Transport, seg, send } from "./http.js";
+import { Lease, type LeaseHost, type WireAcquire, type WireLease, penaltyBody, toLeaseInfo } from "./lease.js";
+import type {
+  AcquireArgs,
+  AuditEvent,
+  AuditPage,
+  CallOptions,
+  Consume,
+  Entity,
+  Grant,
+  LeaseInfo,
+  LimitStatus,
+  LimitsConfig,
+  Namespace,
+  PenalizeArgs,
+  Reservation,
+  ReservationPage,
+  ReserveArgs,
+  Reserved,
+  ResourceCapacity,
+  Scope,
+  Usage,
+  UsagePage,
+  UsageQuery,
+  UsageSummary,
+  WaitArgs,
+} from "./types.js";
+
+/** Bounds each call unless `timeoutMs` says otherwise. */
+export const defaultTimeoutMs = 10_000;
+/** How long `purgeNamespace` waits by default: the server gives a purge up to 10 minutes. */
+export const purgeTimeoutMs = 10 * 60_000;
+/** Sent as User-Agent unless `userAgent` says otherwise (browsers ignore it). */
+export const defaultUserAgent = "tollgate-ts-client/0.1";
+/** Selects the namespace of a call. */
+export const namespaceHeader = "X-Tollgate-Namespace";
+/** Names the author of changes in audit events when the server has no API keys. */
+export const principalHeader = "X-Tollgate-Principal";
+
+const namespacePattern = /^[A-Za-z0-9][A-Za-z0-9_.-]*$/;
+
+/** What `new Client` takes. */
+export interface ClientOptions {
+  /** The server, e.g. `http://127.0.0.1:8080`; a path, if any, prefixes every endpoint. */
+  baseUrl: string;
+  /** Sent as `Authorization: Bearer <apiKey>` with every request. */
+  apiKey?: string | undefined;
+  /** Every call works in this namespace (`X-Tollgate-Namespace`); without it, `default` or the API key's. */
+  namespace?: string | undefined;
+  /** Recorded as the author of changes in audit events when the server has no API keys. */
+  principal?: string | undefined;
+  userAgent?: string | undefined;
+  /** Bounds each call, reading the answer included (default 10000). `Infinity` leaves only the caller's signal. */
+  timeoutMs?: number | undefined;
+  /** The fetch to call (default: the global one), e.g. to add tracing. */
+  fetch?: typeof fetch | undefined;
+}
+
+/** Sleeps ms, or rejects with the signal's reason when it aborts. */
+function sleep(ms: number, signal: AbortSignal | undefined): Promise<void> {
+  return new Promise((resolve, reject) => {
+    if (signal?.aborted) {
+      reject(signal.reason);
+      return;
+    }
+    const onAbort = (): void => {
+      clearTimeout(timer);
+      reject(signal?.reason);
+    };
+    const timer = setTimeout(() => {
+      signal?.removeEventListener("abort", onAbort);
+      resolve();
+    }, ms);
+    signal?.addEventListener("abort", onAbort, { once: true });
+  });
+}
+
+function badShape(op: string, what: string): BadResponseError {
+  return new BadResponseError(`${op}: malformed answer: ${what}`, { op });
+}
+
+/** Rethrows a 404 of the reservation routes as what it is: no such reservation (the server's reason is lease_not_found). */
+function asReservationError(err: unknown): never {
+  if (err instanceof LeaseNotFoundError) {
+    throw new ReservationNotFoundError(err.message, { status: err.status, code: err.code, reason: err.reason, op: err.op, cause: err });
+  }
+  throw err;
+}
+
+function call(opts: CallOptions): Pick<ApiRequest, "signal" | "timeoutMs"> {
+  return { signal: opts.signal, timeoutMs: opts.timeoutMs };
+}
+
+interface WireEntity {
+  id: string;
+  name?: string;
+  parent_id?: string;
+  cascade?: boolean;
+  metadata?: Record<string, string>;
+  created_at_ms?: number;
+}
+
+function toEntity(w: WireEntity): Entity {
+  const e: Entity = { id: w.id };
+  if (w.name !== undefined) e.name = w.name;
+  if (w.parent_id !== undefined) e.parentId = w.parent_id;
+  if (w.cascade !== undefined) e.cascade = w.cascade;
+  if (w.metadata !== undefined) e.metadata = { ...w.metadata };
+  if (w.created_at_ms !== undefined) e.createdAtMs = w.created_at_ms;
+  return e;
+}
+
+interface WireReservation {
+  id: string;
+  entity: string;
+  resource: string;
+  holder?: string;
+  created_at_ms?: number;
+  expires_at_ms?: number;
+}
+
+function toReservation(w: WireReservation): Reservation {
+  const r: Reservation = { id: w.id, entity: w.entity, resource: w.resource };
+  if (w.holder !== undefined) r.holder = w.holder;
+  if (w.created_at_ms !== undefined) r.createdAtMs = w.created_at_ms;
+  if (w.expires_at_ms !== undefined) r.expiresAtMs = w.expires_at_ms;
+  return r;
+}
+
+interface WireNamespace {
+  name: string;
+  id: string;
+  created_at_ms?: number;
+  deleted_at_ms?: number;
+}
+
+function toNamespace(w: WireNamespace): Namespace {
+  const n: Namespace = { name: w.name, id: w.id };
+  if (w.created_at_ms !== undefined) n.createdAtMs = w.created_at_ms;
+  if (w.deleted_at_ms !== undefined) n.deletedAtMs = w.deleted_at_ms;
+  return n;
+}
+
+/** The request path and query of the limits stored at scope. */
+function scopePath(s: Scope): { path: string; query?: URLSearchParams } {
+  if (s.entity) {
+    const path = `/v1/limits/entities/${seg(s.entity)}`;
+    if (s.resource && s.resource !== "_default_") {
+      return { path, query: new URLSearchParams({ resource: s.resource }) };
+    }
+    return { path };
+  }
+  if (s.resource) {
+    return { path: `/v1/limits/resources/${seg(s.resource)}` };
+  }
+  return { path: "/v1/limits/system" };
+}
+
+/**
+ * The client of one Tollgate server. It holds no connection state of its
+ * own (fetch pools connections) and is safe to share.
+ *
+ * Every call is bounded by `timeoutMs` (the client's, or the call's own) and
+ * by the caller's `signal`, and throws a TollgateError subclass: see
+ * errors.ts.
+ */
+export class Client implements LeaseHost {
+  readonly baseUrl: string;
+  readonly namespace: string | undefined;
+  readonly #t: Transport;
+
+  constructor(opts: ClientOptions) {
+    this.baseUrl = Client.#parseBase(opts.baseUrl);
+    const timeoutMs = opts.timeoutMs ?? defaultTimeoutMs;
+    if (!(timeoutMs > 0)) {
+      throw new ValidationError(`invalid timeoutMs ${timeoutMs}: must be positive`, "timeoutMs", String(timeoutMs));
+    }
+    if (opts.namespace !== undefined && (!namespacePattern.test(opts.namespace) || opts.namespace.length > 64)) {
+      throw new ValidationError(`invalid namespace "${opts.namespace}": want ${namespacePattern.source}, at most 64 bytes`, "namespace", opts.namespace);
+    }
+    this.namespace = opts.namespace;
+    const headers: Record<string, string> = { Accept: "application/json", "User-Agent": opts.userAgent ?? defaultUserAgent };
+    if (opts.apiKey) headers["Authorization"] = `Bearer ${opts.apiKey}`;
+    if (opts.namespace) headers[namespaceHeader] = opts.namespace;
+    if (opts.principal) headers[principalHeader] = opts.principal;
+    const f = opts.fetch ?? globalThis.fetch;
+    if (typeof f !== "function") {
+      throw new ValidationError("no fetch: this runtime has no global fetch (Node 18+ has); pass options.fetch", "fetch", "");
+    }
+    this.#t = { baseUrl: this.baseUrl, headers, timeoutMs, fetch: f };
+  }
+
+  static #parseBase(raw: string): string {
+    let u: URL;
+    try {
+      u = new URL(raw);
+    } catch {
+      throw new ValidationError(`invalid baseUrl "${raw}": not a URL`, "baseUrl", raw);
+    }
+    if (u.protocol !== "http:" && u.protocol !== "https:") {
+      throw new ValidationError(`invalid baseUrl "${raw}": want an http:// or https:// URL`, "baseUrl", raw);
+    }
+    if (u.search !== "" || u.hash !== "" || raw.includes("?") || raw.includes("#")) {
+      throw new ValidationError(`invalid baseUrl "${raw}": no query or fragment allowed`, "baseUrl", raw);
+    }
+    return u.origin + u.pathname.replace(/\/+$/, "");
+  }
+
+  /** @internal Sends one request (Lease uses it). */
+  send(req: ApiRequest): Promise<ApiAnswer> {
+    return send(this.#t, req);
+  }
+
+  async #data<T>(req: ApiRequest): Promise<T> {
+    return (await send(this.#t, req)).data as T;
+  }
+
+  // --- acquire ---------------------------------------------------------
+
+  #acquireBody(a: AcquireArgs, commit: boolean): Record<string, unknown> {
+    const body: Record<string, unknown> = { entity: a.entity, resource: a.resource, consume: a.consume };
+    if (a.limits !== undefined) body["limits"] = a.limits;
+    if (commit) body["commit"] = true;
+    if (!commit && a.leaseTtlMs !== undefined) body["lease_ttl_ms"] = Math.ceil(a.leaseTtlMs);
+    if (a.onUnavailable !== undefined) body["on_unavailable"] = a.onUnavailable;
+    return body;
+  }
+
+  /**
+   * Checks and debits `consume` against every limit in effect for the entity
+   * and resource, and their cascade ancestors, all or nothing. The lease
+   * must be ended with `commit` or `rollback` (or `await using`, or use
+   * `withLease`); otherwise the server's reconciler commits it when its TTL
+   * ends.
+   *
+   * A denial is a RateLimitExceeded (nothing was consumed); bad input a
+   * ValidationError naming the field (`consume.rpm`); the store down an
+   * UnavailableError (with `onUnavailable: "block"`); no answer a
+   * ServerUnreachableError.
+   */
+  async acquire(args: AcquireArgs): Promise<Lease> {
+    const op = "POST /v1/acquire";
+    const w = await this.#data<WireAcquire>({ method: "POST", path: "/v1/acquire", body: this.#acquireBody(args, false), ...call(args) });
+    if (typeof w !== "object" || w === null || typeof w.lease_id !== "string" || w.lease_id === "") {
+      throw badShape(op, "granted acquire without a lease id");
+    }
+    return new Lease(this, args.entity, args.resource, w);
+  }
+
+  /** Acquires and commits in one call, for work whose cost is known up front; no lease is kept. Errors as for `acquire`. */
+  async acquireAndCommit(args: AcquireArgs): Promise<Grant> {
+    const w = await this.#data<WireAcquire>({ method: "POST", path: "/v1/acquire", body: this.#acquireBody(args, true), ...call(args) });
+    return { consumed: { ...(w?.consumed ?? {}) }, statuses: (w?.limits ?? []).map(toStatus), degraded: w?.degraded === true };
+  }
+
+  /**
+   * Acquires like `acquire`, but when denied sleeps for the denial's
+   * `retryAfterMs` and tries again, until granted, until `waitMs` has passed
+   * (it rejects with the last RateLimitExceeded as soon as the next attempt
+   * would come after that, rather than sleep in vain), or until `signal`
+   * aborts (it rejects with the signal's reason). Other errors are thrown as
+   * they come. Each attempt is bounded by the call timeout on its own.
+   */
+  async wait(args: WaitArgs): Promise<Lease> {
+    const deadline = args.waitMs === undefined ? Infinity : Date.now() + args.waitMs;
+    for (;;) {
+      try {
+        return await this.acquire(args);
+      } catch (err) {
+        if (!(err instanceof RateLimitExceeded)) {
+          throw err;
+        }
+        const d = Math.max(err.retryAfterMs, 1);
+        if (Date.now() + d > deadline) {
+          throw err;
+        }
+        await sleep(d, args.signal);
+      }
+    }
+  }
+
+  /**
+   * Acquires (waiting up to `waitMs` if given, as `wait` does; else trying
+   * once), runs `fn` with the lease, and ends it: commit when `fn` resolves,
+   * rollback when it throws (the error is rethrown). If `fn` ended the lease
+   * itself, nothing more is done. If the commit fails, the lease is rolled
+   * back rather than left holding concurrency tokens until its TTL, and the
+   * commit's error is thrown. The lease is ended without the caller's
+   * signal, which may have aborted meanwhile.
+   */
+  async withLease<T>(args: WaitArgs, fn: (lease: Lease) => Promise<T> | T): Promise<T> {
+    const lease = args.waitMs === undefined ? await this.acquire(args) : await this.wait(args);
+    let result: T;
+    try {
+      result = await fn(lease);
+    } catch (err) {
+      if (lease.open) {
+        // The lease left unended expires and is committed by the reconciler;
+        // the caller's error matters more than the rollback's.
+        await lease.rollback().catch(() => undefined);
+      }
+      throw err;
+    }
+    if (lease.open) {
+      try {
+        await lease.commit();
+      } catch (err) {
+        if (lease.open) {
+          await lease.rollback().catch(() => undefined);
+        }
+        throw err;
+      }
+    }
+    return result;
+  }
+
+  /**
+   * The current state of every limit in effect for the entity and resource
+   * and their cascade ancestors, after refill; it writes nothing.
+   */
+  async available(args: { entity: string; resource: string; limits?: string[] | undefined } & CallOptions): Promise<LimitStatus[]> {
+    const query = new URLSearchParams({ entity: args.entity, resource: args.resource });
+    for (const l of args.limits ?? []) query.append("limits", l);
+    const w = await this.#data<{ limits?: WireLimitStatus[] }>({ method: "GET", path: "/v1/available", query, ...call(args) });
+    return (w?.limits ?? []).map(toStatus);
+  }
+
+  /** A lease by id, as its record stands (any server over the store serves it). */
+  async getLease(id: string, opts: CallOptions = {}): Promise<LeaseInfo> {
+    return toLeaseInfo(await this.#data<WireLease>({ method: "GET", path: `/v1/leases/${seg(id)}`, ...call(opts) }));
+  }
+
+  // --- reservations and penalties --------------------------------------
+
+  /**
+   * Reserves resource id `id` for the entity and resource: one token of
+   * each reserved limit named in `consume` (or of every reserved limit in
+   * effect), with any other limits of `consume`, all or nothing. The same id
+   * held by the same entity and resource is the same reservation (`isNew`
+   * false, nothing debited again); held by another, a
+   * ReservationConflictError. A full reserved limit is a RateLimitExceeded.
+   */
+  async reserve(args: ReserveArgs): Promise<Reserved> {
+    const body: Record<string, unknown> = { entity: args.entity, resource: args.resource, id: args.id };
+    if (args.consume !== undefined) body["consume"] = args.consume;
+    if (args.limits !== undefined) body["limits"] = args.limits;
+    if (args.ttlMs !== undefined) body["ttl_ms"] = Math.ceil(args.ttlMs);
+    if (args.onUnavailable !== undefined) body["on_unavailable"] = args.onUnavailable;
+    const a = await this.send({ method: "POST", path: "/v1/reservations", body, ...call(args) });
+    const w = a.data as (WireReservation & { consumed?: Consume; limits?: WireLimitStatus[]; degraded?: boolean }) | undefined;
+    if (typeof w !== "object" || w === null || typeof w.id !== "string") {
+      throw badShape("POST /v1/reservations", "no reservation");
+    }
+    return {
+      ...toReservation(w),
+      isNew: a.status === 201,
+      consumed: { ...(w.consumed ?? {}) },
+      statuses: (w.limits ?? []).map(toStatus),
+      degraded: w.degraded === true,
+    };
+  }
+
+  /**
+   * Releases the reservation of resource id `id`, whoever holds it: its
+   * reserved tokens come back. One that does not exist (never made, already
+   * released, expired) is a ReservationNotFoundError (a LeaseNotFoundError),
+   * which a caller releasing on an event that may come twice can treat as
+   * done.
+   */
+  async release(id: string, opts: CallOptions = {}): Promise<void> {
+    await this.send({ method: "DELETE", path: `/v1/reservations/${seg(id)}`, ...call(opts) }).catch(asReservationError);
+  }
+
+  /** The reservation of resource id `id`, or a ReservationNotFoundError. */
+  async getReservation(id: string, opts: CallOptions = {}): Promise<Reservation> {
+    return toReservation(
+      await this.#data<WireReservation>({ method: "GET", path: `/v1/reservations/${seg(id)}`, ...call(opts) }).catch(asReservationError),
+    );
+  }
+
+  /** An entity's reservations (of one resource if given), sorted by id, a page (`limit`, 1 to 1000, default 100) at a time. */
+  async listReservations(
+    args: { entity: string; resource?: string | undefined; after?: string | undefined; limit?: number | undefined } & CallOptions,
+  ): Promise<ReservationPage> {
+    const query = new URLSearchParams({ entity: args.entity });
+    if (args.resource) query.set("resource", args.resource);
+    if (args.after) query.set("after", args.after);
+    if (args.limit !== undefined) query.set("limit", String(args.limit));
+    const w = await this.#data<{ reservations?: WireReservation[]; next?: string }>({ method: "GET", path: "/v1/reservations", query, ...call(args) });
+    const page: ReservationPage = { reservations: (w?.reservations ?? []).map(toReservation) };
+    if (w?.next) page.next = w.next;
+    return page;
+  }
+
+  /**
+   * Empties the named rate limits of an entity and resource until `untilMs`
+   * (or for `retryAfterMs`), for everyone sharing the server's store: what
+   * to do when a vendor answers 429 with its own retry-after. Acquires
+   * before then are denied with a `retryAfterMs` of at least the time left.
+   */
+  async penalize(args: PenalizeArgs): Promise<void> {
+    const body = { entity: args.entity, resource: args.resource, ...penaltyBody(args) };
+    await this.send({ method: "POST", path: "/v1/penalize", body, ...call(args) });
+  }
+
+  // --- entities ----------------------------------------------------------
+
+  /** Creates an entity; an EntityExistsError if the id is taken, EntityNotFoundError if the parent does not exist. */
+  async createEntity(e: Entity, opts: CallOptions = {}): Promise<Entity> {
+    const body: WireEntity = { id: e.id };
+    if (e.name !== undefined) body.name = e.name;
+    if (e.parentId !== undefined) body.parent_id = e.parentId;
+    if (e.cascade !== undefined) body.cascade = e.cascade;
+    if (e.metadata !== undefined) body.metadata = e.metadata;
+    return toEntity(await this.#data<WireEntity>({ method: "POST", path: "/v1/entities", body, ...call(opts) }));
+  }
+
+  /** The entity, or an EntityNotFoundError. */
+  async getEntity(id: string, opts: CallOptions = {}): Promise<Entity> {
+    return toEntity(await this.#data<WireEntity>({ method: "GET", path: `/v1/entities/${seg(id)}`, ...call(opts) }));
+  }
+
+  /** Removes the entity, its stored limits and its buckets; its children keep their parent id. */
+  async deleteEntity(id: string, opts: CallOptions = {}): Promise<void> {
+    await this.send({ method: "DELETE", path: `/v1/entities/${seg(id)}`, ...call(opts) });
+  }
+
+  /** The entities whose parent is `id`, sorted by id. */
+  async children(id: string, opts: CallOptions = {}): Promise<Entity[]> {
+    const w = await this.#data<{ entities?: WireEntity[] }>({ method: "GET", path: `/v1/entities/${seg(id)}/children`, ...call(opts) });
+    return (w?.entities ?? []).map(toEntity);
+  }
+
+  // --- limits ------------------------------------------------------------
+
+  /** Replaces the limits stored at `scope` (`{}` is the system); answers them in canonical form. */
+  async setLimits(scope: Scope, config: LimitsConfig, opts: CallOptions = {}): Promise<LimitsConfig> {
+    const body: Record<string, unknown> = { limits: config.limits };
+    if (config.onUnavailable !== undefined) body["on_unavailable"] = config.onUnavailable;
+    return Client.#toConfig(await this.#data({ method: "PUT", ...scopePath(scope), body, ...call(opts) }));
+  }
+
+  /** The limits stored at `scope` (that level only; nothing is inherited), or a NotFoundError. */
+  async getLimits(scope: Scope, opts: CallOptions = {}): Promise<LimitsConfig> {
+    return Client.#toConfig(await this.#data({ method: "GET", ...scopePath(scope), ...call(opts) }));
+  }
+
+  /** Removes the limits stored at `scope`, or throws a NotFoundError when there were none. */
+  async deleteLimits(scope: Scope, opts: CallOptions = {}): Promise<void> {
+    await this.send({ method: "DELETE", ...scopePath(scope), ...call(opts) });
+  }
+
+  static #toConfig(w: unknown): LimitsConfig {
+    const c = w as { limits?: string[]; on_unavailable?: "block" | "allow" } | undefined;
+    const out: LimitsConfig = { limits: [...(c?.limits ?? [])] };
+    if (c?.on_unavailable) out.onUnavailable = c.on_unavailable;
+    return out;
+  }
+
+  /** Audit events of changes to entities and limits, oldest first: of `entity`, or (without it) of system and resource limits. */
+  async auditEvents(args: { entity?: string | undefined; after?: string | undefined; limit?: number | undefined } & CallOptions = {}): Promise<AuditPage> {
+    const query = new URLSearchParams();
+    if (args.entity) query.set("entity", args.entity);
+    if (args.after) query.set("after", args.after);
+    if (args.limit !== undefined) query.set("limit", String(args.limit));
+    const w = await this.#data<{
+      events?: { id: string; time_ms: number; action: string; entity?: string; resource?: string; principal?: string; details?: Record<string, string> }[];
+      next?: string;
+    }>({ method: "GET", path: "/v1/audit", query, ...call(args) });
+    const events = (w?.events ?? []).map((e) => {
+      const ev: AuditEvent = { id: e.id, timeMs: e.time_ms, action: e.action };
+      if (e.entity !== undefined) ev.entity = e.entity;
+      if (e.resource !== undefined) ev.resource = e.resource;
+      if (e.principal !== undefined) ev.principal = e.principal;
+      if (e.details !== undefined) ev.details = { ...e.details };
+      return ev;
+    });
+    const page: AuditPage = { events };
+    if (w?.next) page.next = w.next;
+    return page;
+  }
+
+  // --- usage -------------------------------------------------------------
+
+  static #usageQuery(q: UsageQuery): URLSearchParams {
+    const v = new URLSearchParams();
+    if (q.entity) v.set("entity", q.entity);
+    if (q.resource) v.set("resource", q.resource);
+    if (q.window) v.set("window", q.window);
+    if (q.fromMs !== undefined) v.set("from", String(q.fromMs));
+    if (q.toMs !== undefined) v.set("to", String(q.toMs));
+    if (q.after) v.set("after", q.after);
+    if (q.limit !== undefined) v.set("limit", String(q.limit));
+    return v;
+  }
+
+  /** Usage snapshots (per entity, resource and hour or day). */
+  async usage(q: UsageQuery): Promise<UsagePage> {
+    const w = await this.#data<{
+      usage?: { entity: string; resource: string; window: "hour" | "day"; start_ms: number; consumed?: Consume; events: number }[];
+      next?: string;
+    }>({ method: "GET", path: "/v1/usage", query: Client.#usageQuery(q), ...call(q) });
+    const usage: Usage[] = (w?.usage ?? []).map((u) => ({
+      entity: u.entity,
+      resource: u.resource,
+      window: u.window,
+      startMs: u.start_ms,
+      consumed: { ...(u.consumed ?? {}) },
+      events: u.events,
+    }));
+    const page: UsagePage = { usage };
+    if (w?.next) page.next = w.next;
+    return page;
+  }
+
+  /** Usage totals over a range. */
+  async usageSummary(q: UsageQuery): Promise<UsageSummary> {
+    const w = await this.#data<{
+      windows: number;
+      events: number;
+      limits?: Record<string, { total: number; average_per_window: number; peak: number; peak_start_ms: number }>;
+    }>({ method: "GET", path: "/v1/usage/summary", query: Client.#usageQuery(q), ...call(q) });
+    const limits: UsageSummary["limits"] = {};
+    for (const [name, l] of Object.entries(w?.limits ?? {})) {
+      limits[name] = { total: l.total, averagePerWindow: l.average_per_window, peak: l.peak, peakStartMs: l.peak_start_ms };
+    }
+    return { windows: w?.windows ?? 0, events: w?.events ?? 0, limits };
+  }
+
+  /** A resource's capacity and use, summed over its buckets (for dashboards, not hot paths). */
+  async capacity(resource: string, opts: CallOptions = {}): Promise<ResourceCapacity> {
+    const w = await this.#data<ResourceCapacity>({ method: "GET", path: "/v1/capacity", query: new URLSearchParams({ resource }), ...call(opts) });
+    return { resource: w.resource, entities: w.entities, limits: (w.limits ?? []).map((l) => ({ ...l })) };
+  }
+
+  // --- namespaces (admin key for "*" only) --------------------------------
+
+  /** Registers a namespace; a NamespaceExistsError if the name is taken, even by a deleted one. */
+  async registerNamespace(name: string, opts: CallOptions = {}): Promise<Namespace> {
+    return toNamespace(await this.#data<WireNamespace>({ method: "POST", path: "/v1/namespaces", body: { name }, ...call(opts) }));
+  }
+
+  /** Every namespace, deleted ones included, sorted by name. */
+  async listNamespaces(opts: CallOptions = {}): Promise<Namespace[]> {
+    const w = await this.#data<{ namespaces?: WireNamespace[] }>({ method: "GET", path: "/v1/namespaces", ...call(opts) });
+    return (w?.namespaces ?? []).map(toNamespace);
+  }
+
+  /** The namespace, or a NamespaceNotFoundError. */
+  async getNamespace(name: string, opts: CallOptions = {}): Promise<Namespace> {
+    return toNamespace(await this.#data<WireNamespace>({ method: "GET", path: `/v1/namespaces/${seg(name)}`, ...call(opts) }));
+  }
+
+  /** Soft-deletes a namespace: calls in it then throw NamespaceDeletedError; `recoverNamespace` undoes it. */
+  async deleteNamespace(name: string, opts: CallOptions = {}): Promise<void> {
+    await this.send({ method: "DELETE", path: `/v1/namespaces/${seg(name)}`, ...call(opts) });
+  }
+
+  /** Undoes `deleteNamespace`. */
+  async recoverNamespace(name: string, opts: CallOptions = {}): Promise<void> {
+    await this.send({ method: "POST", path: `/v1/namespaces/${seg(name)}/recover`, ...call(opts) });
+  }
+
+  /** Deletes every item of a soft-deleted namespace, then the namespace; returns how many items went. Waits up to 10 minutes by default. */
+  async purgeNamespace(name: string, opts: CallOptions = {}): Promise<number> {
+    const w = await this.#data<{ deleted?: number }>({
+      method: "POST",
+      path: `/v1/namespaces/${seg(name)}/purge`,
+      signal: opts.signal,
+      timeoutMs: opts.timeoutMs ?? purgeTimeoutMs,
+    });
+    return w?.deleted ?? 0;
+  }
+
+  // --- health ------------------------------------------------------------
+
+  /** GET /healthz: resolves while the server answers HTTP; else ServerUnreachableError (or the error it answered). */
+  async health(opts: CallOptions = {}): Promise<void> {
+    await this.send({ method: "GET", path: "/healthz", ...call(opts) });
+  }
+
+  /** GET /readyz: resolves when the server and its store answer; UnavailableError when the store does not. */
+  async ready(opts: CallOptions = {}): Promise<void> {
+    await this.send({ method: "GET", path: "/readyz", ...call(opts) });
+  }
+}

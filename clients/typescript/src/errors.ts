@@ -1,0 +1,351 @@
+// Typed errors, one class per kind of answer, as the Go client returns the
+// library's errors (docs/http-api.md, "4. Errors").
+
+import type { LimitStatus } from "./types.js";
+
+/** The error body the server sends with every error answer. */
+export interface ErrorBody {
+  /** The stable code: `invalid_argument`, `rate_limited`, `not_found`, ... */
+  error: string;
+  message: string;
+  reason?: string;
+  field?: string;
+  value?: string;
+  retry_after_ms?: number;
+  limits?: WireLimitStatus[];
+}
+
+/** A limit status as the server writes it. */
+export interface WireLimitStatus {
+  entity: string;
+  resource: string;
+  limit: string;
+  kind: LimitStatus["kind"];
+  capacity: number;
+  available: number;
+  requested: number;
+  exceeded: boolean;
+  retry_after_ms: number;
+}
+
+export function toStatus(s: WireLimitStatus): LimitStatus {
+  return {
+    entity: s.entity,
+    resource: s.resource,
+    limit: s.limit,
+    kind: s.kind,
+    capacity: s.capacity,
+    available: s.available,
+    requested: s.requested,
+    exceeded: s.exceeded,
+    retryAfterMs: clampMs(s.retry_after_ms ?? 0),
+  };
+}
+
+/** What every TollgateError carries besides its message. */
+export interface ErrorDetails {
+  /** The HTTP status of the answer; absent when no answer was received. */
+  status?: number | undefined;
+  /** The `error` code of the answer's body (`not_found`, ...). */
+  code?: string | undefined;
+  /** The `reason` of the answer's body (`lease_not_found`, ...). */
+  reason?: string | undefined;
+  /** The call, e.g. `POST /v1/acquire`. */
+  op?: string | undefined;
+  cause?: unknown;
+}
+
+/** The base of every error the client throws (but the caller's own `AbortSignal` reason). */
+export class TollgateError extends Error {
+  override name = "TollgateError";
+  readonly status: number | undefined;
+  readonly code: string | undefined;
+  readonly reason: string | undefined;
+  readonly op: string | undefined;
+
+  constructor(message: string, details: ErrorDetails = {}) {
+    super(message, details.cause === undefined ? undefined : { cause: details.cause });
+    this.status = details.status;
+    this.code = details.code;
+    this.reason = details.reason;
+    this.op = details.op;
+  }
+}
+
+/** `429 rate_limited`: the acquire or reservation was denied; nothing was consumed anywhere. */
+export class RateLimitExceeded extends TollgateError {
+  override name = "RateLimitExceeded";
+  /** How long to wait before trying again: the longest wait among the exceeded limits. */
+  readonly retryAfterMs: number;
+  /** Every limit checked, with `exceeded` set on the violations. */
+  readonly statuses: LimitStatus[];
+
+  constructor(message: string, retryAfterMs: number, statuses: LimitStatus[], details: ErrorDetails = {}) {
+    super(message, details);
+    this.retryAfterMs = retryAfterMs;
+    this.statuses = statuses;
+  }
+
+  /** The limits that denied. */
+  get exceeded(): LimitStatus[] {
+    return this.statuses.filter((s) => s.exceeded);
+  }
+}
+
+/** `400 invalid_argument` (or a check the client makes before calling): `field` names what is wrong, e.g. `consume.rpm`. */
+export class ValidationError extends TollgateError {
+  override name = "ValidationError";
+  /** The offending field: `consume.rpm`, `limits`, `lease_ttl_ms`, `entity`, ... */
+  readonly field: string;
+  /** Its value (truncated by the server to 80 bytes); may be empty. */
+  readonly value: string;
+
+  constructor(message: string, field: string, value: string, details: ErrorDetails = {}) {
+    super(message, details);
+    this.field = field;
+    this.value = value;
+  }
+}
+
+/** `401 unauthenticated`: no API key, or an unknown one. */
+export class UnauthorizedError extends TollgateError {
+  override name = "UnauthorizedError";
+}
+
+/** `403 permission_denied`: the key's role or namespace does not allow the call. */
+export class ForbiddenError extends TollgateError {
+  override name = "ForbiddenError";
+}
+
+/** `404 not_found`; `reason` says what: `not_found` (no limits at that scope), `no_route`, or a subclass's. */
+export class NotFoundError extends TollgateError {
+  override name = "NotFoundError";
+}
+
+/** `404 entity_not_found`. */
+export class EntityNotFoundError extends NotFoundError {
+  override name = "EntityNotFoundError";
+}
+
+/** `404 namespace_not_found`: the namespace is not registered. */
+export class NamespaceNotFoundError extends NotFoundError {
+  override name = "NamespaceNotFoundError";
+}
+
+/**
+ * `404 lease_not_found`: a lease the server does not have (unknown, ended,
+ * expired, another namespace's), or a reservation id that holds no
+ * reservation. Releasing on an event that may come twice can treat it as
+ * done.
+ */
+export class LeaseNotFoundError extends NotFoundError {
+  override name = "LeaseNotFoundError";
+}
+
+/**
+ * `404 lease_not_found` from the reservation routes: the resource id holds
+ * no reservation in the client's namespace (never made, released, expired).
+ * Releasing on an event that may come twice can treat it as done.
+ */
+export class ReservationNotFoundError extends LeaseNotFoundError {
+  override name = "ReservationNotFoundError";
+}
+
+/**
+ * The lease is over for this handle: it was committed or rolled back
+ * through it (thrown without calling the server), or the server answered
+ * that it no longer has it (ended through another handle or server, or
+ * expired and taken by the reconciler; `status` is then 404). Being a
+ * LeaseNotFoundError, it is caught as one; a commit retried after a lost
+ * answer that did arrive throws it.
+ */
+export class LeaseClosedError extends LeaseNotFoundError {
+  override name = "LeaseClosedError";
+}
+
+/** `409 conflict`; `reason` says which. */
+export class ConflictError extends TollgateError {
+  override name = "ConflictError";
+}
+
+/** `409 reservation_conflict`: another entity or resource holds the reservation id. */
+export class ReservationConflictError extends ConflictError {
+  override name = "ReservationConflictError";
+}
+
+/** `409 entity_exists`. */
+export class EntityExistsError extends ConflictError {
+  override name = "EntityExistsError";
+}
+
+/** `409 namespace_exists` (the name may be taken by a deleted namespace). */
+export class NamespaceExistsError extends ConflictError {
+  override name = "NamespaceExistsError";
+}
+
+/** `409 namespace_deleted`: the namespace is soft-deleted. */
+export class NamespaceDeletedError extends ConflictError {
+  override name = "NamespaceDeletedError";
+}
+
+/**
+ * `503 unavailable`: the server answered, but its store did not (or a
+ * gateway in front of it answered 502, 503 or 504). With mode `"block"`
+ * nothing was done; the call can be retried.
+ */
+export class UnavailableError extends TollgateError {
+  override name = "UnavailableError";
+}
+
+/**
+ * The client could not get an answer from the server: connection refused or
+ * reset, DNS failure, TLS failure, or the call's timeout (`timedOut`). The
+ * outcome is unknown: an acquire may have been granted with its answer lost
+ * (the server's reconciler commits such a lease when its TTL ends).
+ */
+export class ServerUnreachableError extends TollgateError {
+  override name = "ServerUnreachableError";
+  /** The call's timeout passed before the answer came. */
+  readonly timedOut: boolean;
+
+  constructor(message: string, timedOut: boolean, details: ErrorDetails = {}) {
+    super(message, details);
+    this.timedOut = timedOut;
+  }
+}
+
+/** `501 unimplemented`: the server's store does not support the call (usage, capacity). */
+export class UnimplementedError extends TollgateError {
+  override name = "UnimplementedError";
+}
+
+/** `500 internal`, or another 5xx answer the API does not define. */
+export class ServerError extends TollgateError {
+  override name = "ServerError";
+}
+
+/** An answer the client could not read: not JSON, not the expected shape, or larger than 1 MiB. */
+export class BadResponseError extends TollgateError {
+  override name = "BadResponseError";
+}
+
+const maxMessageLength = 512;
+const maxFieldLength = 128;
+const maxRetryAfterMs = 24 * 60 * 60 * 1000 * 366;
+
+function truncate(s: unknown, n: number): string {
+  return typeof s === "string" ? (s.length > n ? s.slice(0, n) : s) : "";
+}
+
+/** Bounds a retry-after from the server: a finite number of ms, never negative. */
+export function clampMs(ms: unknown): number {
+  if (typeof ms !== "number" || !Number.isFinite(ms) || ms < 0) {
+    return 0;
+  }
+  return Math.min(Math.ceil(ms), maxRetryAfterMs);
+}
+
+/** Parses a Retry-After header in seconds; 0 if absent or not a number of seconds. */
+function retryAfterHeaderMs(h: string | null): number {
+  if (h === null || !/^\s*\d+\s*$/.test(h)) {
+    return 0;
+  }
+  return clampMs(Number(h) * 1000);
+}
+
+function isErrorBody(v: unknown): v is ErrorBody {
+  return typeof v === "object" && v !== null && typeof (v as { error?: unknown }).error === "string" && (v as { error: string }).error !== "";
+}
+
+/**
+ * Turns an error answer into its TollgateError: the body the server writes
+ * or, for a body that is not one (a proxy's page), an error inferred from
+ * the status alone.
+ */
+export function errorFromResponse(status: number, headers: Headers, text: string, op: string): TollgateError {
+  let body: ErrorBody | undefined;
+  try {
+    const parsed: unknown = JSON.parse(text);
+    if (isErrorBody(parsed)) {
+      body = parsed;
+    }
+  } catch {
+    // not JSON: inferred below
+  }
+  if (body === undefined) {
+    return inferError(status, headers, text, op);
+  }
+  const message = truncate(body.message, maxMessageLength) || `${status} ${body.error}`;
+  const reason = truncate(body.reason, maxFieldLength) || undefined;
+  const d: ErrorDetails = { status, code: body.error, reason, op };
+  switch (body.error) {
+    case "rate_limited": {
+      const statuses = Array.isArray(body.limits) ? body.limits.map(toStatus) : [];
+      let retry = clampMs(body.retry_after_ms);
+      if (retry === 0) {
+        retry = retryAfterHeaderMs(headers.get("retry-after"));
+      }
+      return new RateLimitExceeded(message, retry, statuses, d);
+    }
+    case "invalid_argument":
+      return new ValidationError(message, truncate(body.field, maxFieldLength), truncate(body.value, maxFieldLength), d);
+    case "unauthenticated":
+      return new UnauthorizedError(message, d);
+    case "permission_denied":
+      return new ForbiddenError(message, d);
+    case "not_found":
+      switch (reason) {
+        case "entity_not_found":
+          return new EntityNotFoundError(message, d);
+        case "namespace_not_found":
+          return new NamespaceNotFoundError(message, d);
+        case "lease_not_found":
+          return new LeaseNotFoundError(message, d);
+        default:
+          return new NotFoundError(message, d);
+      }
+    case "conflict":
+      switch (reason) {
+        case "reservation_conflict":
+          return new ReservationConflictError(message, d);
+        case "entity_exists":
+          return new EntityExistsError(message, d);
+        case "namespace_exists":
+          return new NamespaceExistsError(message, d);
+        case "namespace_deleted":
+          return new NamespaceDeletedError(message, d);
+        case "lease_closed": // servers before leases lived in the store
+          return new LeaseClosedError(message, d);
+        default:
+          return new ConflictError(message, d);
+      }
+    case "unavailable":
+      return new UnavailableError(message, d);
+    case "unimplemented":
+      return new UnimplementedError(message, d);
+    case "internal":
+      return new ServerError(message, d);
+    default:
+      return status >= 500 ? new ServerError(message, d) : new TollgateError(message, d);
+  }
+}
+
+function inferError(status: number, headers: Headers, text: string, op: string): TollgateError {
+  const snippet = text.trim().slice(0, 200);
+  const message = `${op}: HTTP ${status}${snippet ? `: ${snippet}` : ""}`;
+  const d: ErrorDetails = { status, op };
+  switch (status) {
+    case 401:
+      return new UnauthorizedError(message, d);
+    case 403:
+      return new ForbiddenError(message, d);
+    case 429:
+      return new RateLimitExceeded(message, retryAfterHeaderMs(headers.get("retry-after")), [], d);
+    case 502:
+    case 503:
+    case 504:
+      return new UnavailableError(message, d);
+    default:
+      return status >= 500 ? new ServerError(message, d) : new TollgateError(message, d);
+  }
+}

@@ -1,0 +1,174 @@
+// One call to the server: bounded in time (the call's timeout, and the
+// caller's AbortSignal) and in size (1 MiB of answer), with every failure
+// turned into a TollgateError.
+
+import { BadResponseError, ServerUnreachableError, errorFromResponse } from "./errors.js";
+
+/** The most of an answer's body the client reads. */
+export const maxResponseBytes = 1 << 20;
+
+/** What a Client sends every request with. */
+export interface Transport {
+  /** Absolute http(s) URL without a trailing slash. */
+  baseUrl: string;
+  headers: Record<string, string>;
+  timeoutMs: number;
+  fetch: typeof fetch;
+}
+
+export interface ApiRequest {
+  method: "GET" | "POST" | "PUT" | "DELETE";
+  /** Below the base URL, segments already escaped (see `seg`). */
+  path: string;
+  query?: URLSearchParams | undefined;
+  /** Sent as JSON unless undefined. */
+  body?: unknown;
+  signal?: AbortSignal | undefined;
+  timeoutMs?: number | undefined;
+}
+
+export interface ApiAnswer {
+  status: number;
+  /** The decoded JSON body; undefined for 204 or an empty body. */
+  data: unknown;
+}
+
+/** Escapes one path segment (resources and reservation ids may contain `/`). */
+export function seg(s: string): string {
+  return encodeURIComponent(s);
+}
+
+/**
+ * Links the caller's signal and the call's timeout into one signal. The
+ * timer is cleared by `done`, so that no call leaves one behind.
+ */
+function deadline(user: AbortSignal | undefined, timeoutMs: number): { signal: AbortSignal; timedOut: () => boolean; done: () => void } {
+  const ctrl = new AbortController();
+  let timedOut = false;
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const onAbort = (): void => ctrl.abort(user?.reason);
+  if (user !== undefined) {
+    if (user.aborted) {
+      ctrl.abort(user.reason);
+    } else {
+      user.addEventListener("abort", onAbort, { once: true });
+    }
+  }
+  if (timeoutMs > 0 && Number.isFinite(timeoutMs)) {
+    timer = setTimeout(() => {
+      timedOut = true;
+      ctrl.abort(new DOMException(`timed out after ${timeoutMs} ms`, "TimeoutError"));
+    }, timeoutMs);
+  }
+  return {
+    signal: ctrl.signal,
+    timedOut: () => timedOut,
+    done: () => {
+      if (timer !== undefined) {
+        clearTimeout(timer);
+      }
+      user?.removeEventListener("abort", onAbort);
+    },
+  };
+}
+
+/** Describes a fetch failure: `fetch failed (connect ECONNREFUSED 127.0.0.1:1)`. */
+function describe(err: unknown): string {
+  if (!(err instanceof Error)) {
+    return String(err);
+  }
+  const cause = (err as { cause?: unknown }).cause;
+  if (cause instanceof Error) {
+    return `${err.message} (${cause.message})`;
+  }
+  return err.message;
+}
+
+/** Reads at most maxResponseBytes of the body as text. */
+async function readText(resp: Response, op: string): Promise<string> {
+  if (resp.body === null) {
+    return "";
+  }
+  const reader = resp.body.getReader();
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) {
+      break;
+    }
+    size += value.byteLength;
+    if (size > maxResponseBytes) {
+      await reader.cancel().catch(() => undefined);
+      throw new BadResponseError(`${op}: answer larger than ${maxResponseBytes} bytes`, { status: resp.status, op });
+    }
+    chunks.push(value);
+  }
+  const all = new Uint8Array(size);
+  let at = 0;
+  for (const c of chunks) {
+    all.set(c, at);
+    at += c.byteLength;
+  }
+  return new TextDecoder().decode(all);
+}
+
+/**
+ * Sends req and returns the answer of a 2xx status, or throws: the
+ * TollgateError the answer describes, ServerUnreachableError when no
+ * answer came in time, BadResponseError when it could not be read, or the
+ * caller's signal's reason when it aborted.
+ */
+export async function send(t: Transport, req: ApiRequest): Promise<ApiAnswer> {
+  const op = `${req.method} ${req.path}`;
+  let url = t.baseUrl + req.path;
+  const q = req.query?.toString();
+  if (q) {
+    url += `?${q}`;
+  }
+  const headers: Record<string, string> = { ...t.headers };
+  let body: string | undefined;
+  if (req.body !== undefined) {
+    body = JSON.stringify(req.body);
+    headers["Content-Type"] = "application/json";
+  }
+  const dl = deadline(req.signal, req.timeoutMs ?? t.timeoutMs);
+  try {
+    let status: number;
+    let text: string;
+    let resp: Response;
+    try {
+      const init: RequestInit = { method: req.method, headers, signal: dl.signal };
+      if (body !== undefined) {
+        init.body = body;
+      }
+      resp = await t.fetch(url, init);
+      status = resp.status;
+      text = await readText(resp, op);
+    } catch (err) {
+      if (err instanceof BadResponseError) {
+        throw err;
+      }
+      if (req.signal?.aborted) {
+        throw req.signal.reason;
+      }
+      if (dl.timedOut()) {
+        throw new ServerUnreachableError(`server unreachable: ${op}: no answer within ${req.timeoutMs ?? t.timeoutMs} ms`, true, { op, cause: err });
+      }
+      throw new ServerUnreachableError(`server unreachable: ${op} ${t.baseUrl}: ${describe(err)}`, false, { op, cause: err });
+    }
+    if (status < 200 || status > 299) {
+      throw errorFromResponse(status, resp.headers, text, op);
+    }
+    if (status === 204 || text.trim() === "") {
+      return { status, data: undefined };
+    }
+    try {
+      return { status, data: JSON.parse(text) as unknown };
+    } catch (err) {
+      throw new BadResponseError(`${op}: answer is not JSON: ${text.slice(0, 100)}`, { status, op, cause: err });
+    }
+  } finally {
+    dl.done();
+  }
+}

@@ -1,0 +1,32 @@
+// Tollgate's TypeScript client: `new Client({ baseUrl })`, leases, typed
+// errors. No runtime dependency: the global fetch (Node 18+).
+
+export { Client, defaultTimeoutMs, defaultUserAgent, namespaceHeader, principalHeader, purgeTimeoutMs } from "./client.js";
+export type { ClientOptions } from "./client.js";
+export { Lease } from "./lease.js";
+export type { LeaseState } from "./lease.js";
+export {
+  BadResponseError,
+  ConflictError,
+  EntityExistsError,
+  EntityNotFoundError,
+  ForbiddenError,
+  LeaseClosedError,
+  LeaseNotFoundError,
+  NamespaceDeletedError,
+  NamespaceExistsError,
+  NamespaceNotFoundError,
+  NotFoundError,
+  RateLimitExceeded,
+  ReservationConflictError,
+  ReservationNotFoundError,
+  ServerError,
+  ServerUnreachableError,
+  TollgateError,
+  UnauthorizedError,
+  UnavailableError,
+  UnimplementedError,
+  ValidationError,
+} from "./errors.js";
+export type { ErrorDetails } from "./errors.js";
+export type * from "./types.js";

@@ -1,0 +1,245 @@
+// Public types of the client: the wire format of docs/http-api.md, with
+// camelCase names. Token amounts are whole tokens, durations milliseconds
+// (`...Ms`), times Unix milliseconds (`...AtMs`).
+
+/** Tokens to take (or, in an adjustment, to add or give back) per limit name. */
+export type Consume = Record<string, number>;
+
+/** What the server does when its store cannot answer: fail (`"block"`, the default) or grant without counting (`"allow"`). */
+export type OnUnavailable = "block" | "allow";
+
+/** The kind of a limit: refilled with time, a cap on work in flight, or a cap on reserved resource ids. */
+export type LimitKind = "rate" | "concurrency" | "reserved";
+
+/** The state of one limit in one bucket (entity and resource), as acquires, denials and `available` report it. */
+export interface LimitStatus {
+  entity: string;
+  resource: string;
+  /** The limit's name, e.g. `rpm`. */
+  limit: string;
+  kind: LimitKind;
+  /** The bucket's ceiling (the burst, or the concurrency cap). */
+  capacity: number;
+  /** The balance after refill (after the debit, in a grant); negative in debt. */
+  available: number;
+  /** What the request asked of this limit (0 for limits it did not name). */
+  requested: number;
+  /** The balance could not cover `requested`. */
+  exceeded: boolean;
+  /** How long refill alone needs to cover `requested`; 0 unless exceeded. */
+  retryAfterMs: number;
+}
+
+/** Per-call options every method takes. */
+export interface CallOptions {
+  /** Aborts the call; the promise rejects with the signal's reason. */
+  signal?: AbortSignal | undefined;
+  /** Bounds this call (default: the client's `timeoutMs`). */
+  timeoutMs?: number | undefined;
+}
+
+/** What `acquire`, `acquireAndCommit`, `wait` and `withLease` take. */
+export interface AcquireArgs extends CallOptions {
+  entity: string;
+  resource: string;
+  /** Tokens to take per limit name, e.g. `{ rpm: 1, tpm: 500 }`. */
+  consume: Consume;
+  /** Limits in the limit syntax (`rpm:100`, `rps:5/sec`, `inflight:4/concurrent`) replacing the stored ones for this call. */
+  limits?: string[] | undefined;
+  /** What the server does for this call if its store cannot answer; overrides the stored system setting. */
+  onUnavailable?: OnUnavailable | undefined;
+  /** How long the lease lives unless extended (the server accepts 1000 to 86400000; default 5 minutes). Ignored by `acquireAndCommit`. */
+  leaseTtlMs?: number | undefined;
+}
+
+/** What `wait` and `withLease` take besides `AcquireArgs`. */
+export interface WaitArgs extends AcquireArgs {
+  /**
+   * How long to keep retrying after denials, in ms. `wait` retries after
+   * each denial's `retryAfterMs` until granted, until this much time has
+   * passed (rejecting with the last `RateLimitExceeded` as soon as the next
+   * attempt would come too late), or until `signal` aborts. Absent: `wait`
+   * retries until granted or aborted; `withLease` tries once.
+   */
+  waitMs?: number | undefined;
+}
+
+/** The outcome of `acquireAndCommit`. */
+export interface Grant {
+  /** Tokens consumed per limit, summed over every bucket of the cascade. */
+  consumed: Consume;
+  /** Every limit checked, with balances just after the debit. */
+  statuses: LimitStatus[];
+  /** The server's store could not answer and mode `"allow"` granted without counting. */
+  degraded: boolean;
+}
+
+/** A lease as the lease routes report it. */
+export interface LeaseInfo {
+  leaseId: string;
+  consumed: Consume;
+  state: "open" | "committed" | "rolled_back";
+  /** Absent for a degraded lease. */
+  entity?: string;
+  resource?: string;
+  /** When an open lease expires unless extended; absent once ended and for a degraded lease. */
+  expiresAtMs?: number;
+}
+
+/** An entity: something limits apply to, in a tree through `parentId`. */
+export interface Entity {
+  id: string;
+  name?: string;
+  parentId?: string;
+  /** Acquires of this entity also debit the parent's buckets (needs `parentId`). */
+  cascade?: boolean;
+  metadata?: Record<string, string>;
+  /** Set by the server. */
+  createdAtMs?: number;
+}
+
+/**
+ * Where limits are stored, most specific first: `{entity, resource}`,
+ * `{entity}` (the entity's default for every resource), `{resource}`, `{}`
+ * (the system).
+ */
+export interface Scope {
+  entity?: string | undefined;
+  resource?: string | undefined;
+}
+
+/** The limits stored at one scope. */
+export interface LimitsConfig {
+  /** Limits in the limit syntax; the server answers them in canonical form (`rpm:100` as `rpm:100/min`). */
+  limits: string[];
+  /** System scope only: what acquires do when the store cannot answer. */
+  onUnavailable?: OnUnavailable;
+}
+
+/** A reservation: one token of a `reserved` limit held under a unique resource id. */
+export interface Reservation {
+  id: string;
+  entity: string;
+  resource: string;
+  /** The server process that made it (`host/pid`). */
+  holder?: string;
+  createdAtMs?: number;
+  /** When a reconciler releases it; absent: never. */
+  expiresAtMs?: number;
+}
+
+/** What `reserve` takes. */
+export interface ReserveArgs extends CallOptions {
+  entity: string;
+  resource: string;
+  /** The resource id to reserve (an EMR cluster, a job id, an ARN's resource part). */
+  id: string;
+  /** The reserved limits to take (1 each) and other limits to debit with them; absent: 1 of every reserved limit in effect. */
+  consume?: Consume | undefined;
+  limits?: string[] | undefined;
+  /** The reservation expires (a reconciler releases it) this long from now: 1000 to 86400000. Absent: never. */
+  ttlMs?: number | undefined;
+  onUnavailable?: OnUnavailable | undefined;
+}
+
+/** The outcome of `reserve`. */
+export interface Reserved extends Reservation {
+  /** False when the same entity and resource held the id already: nothing was debited again (the server answered 200, not 201). */
+  isNew: boolean;
+  consumed: Consume;
+  statuses: LimitStatus[];
+  degraded: boolean;
+}
+
+/** A page of reservations. */
+export interface ReservationPage {
+  reservations: Reservation[];
+  /** Pass as `after` for the next page; absent on the last. */
+  next?: string;
+}
+
+/** A penalty: empty `limits` until `untilMs`, or for `retryAfterMs` from the server's now (give exactly one). */
+export interface Penalty extends CallOptions {
+  untilMs?: number | undefined;
+  retryAfterMs?: number | undefined;
+  /** Names of rate limits in effect to empty. */
+  limits: string[];
+  /** Kept in the audit event. */
+  reason?: string | undefined;
+}
+
+/** What `penalize` takes. */
+export interface PenalizeArgs extends Penalty {
+  entity: string;
+  resource: string;
+}
+
+/** An audit event of a change to entities or limits. */
+export interface AuditEvent {
+  id: string;
+  timeMs: number;
+  action: string;
+  entity?: string;
+  resource?: string;
+  principal?: string;
+  details?: Record<string, string>;
+}
+
+/** A page of audit events. */
+export interface AuditPage {
+  events: AuditEvent[];
+  /** Present when the page is full: pass as `after` for the next one. */
+  next?: string;
+}
+
+/** A namespace of the registry. */
+export interface Namespace {
+  name: string;
+  id: string;
+  createdAtMs?: number;
+  /** Present while soft-deleted. */
+  deletedAtMs?: number;
+}
+
+/** A usage query: `entity`, or `resource`, or both. */
+export interface UsageQuery extends CallOptions {
+  entity?: string | undefined;
+  resource?: string | undefined;
+  window?: "hour" | "day" | undefined;
+  /** Window starts from (inclusive), Unix ms. */
+  fromMs?: number | undefined;
+  /** Window starts to (exclusive), Unix ms. */
+  toMs?: number | undefined;
+  after?: string | undefined;
+  limit?: number | undefined;
+}
+
+/** One usage snapshot. */
+export interface Usage {
+  entity: string;
+  resource: string;
+  window: "hour" | "day";
+  startMs: number;
+  consumed: Consume;
+  events: number;
+}
+
+/** A page of usage snapshots. */
+export interface UsagePage {
+  usage: Usage[];
+  next?: string;
+}
+
+/** Totals of usage over a range. */
+export interface UsageSummary {
+  windows: number;
+  events: number;
+  limits: Record<string, { total: number; averagePerWindow: number; peak: number; peakStartMs: number }>;
+}
+
+/** A resource's capacity and use, summed over its buckets. */
+export interface ResourceCapacity {
+  resource: string;
+  entities: number;
+  limits: { limit: string; kind: LimitKind; capacity: number; available: number; utilisation: number }[];
+}

@@ -1,0 +1,287 @@
+// Acquire, leases, waiting, against a real tollgate serve.
+
+import assert from "node:assert/strict";
+import { after, before, describe, test } from "node:test";
+
+import { Client, LeaseClosedError, LeaseNotFoundError, RateLimitExceeded, ValidationError } from "../src/index.js";
+import { type RunningServer, startServer, unique } from "./server.js";
+
+let server: RunningServer;
+let client: Client;
+
+before(async () => {
+  server = await startServer();
+  client = new Client({ baseUrl: server.url, timeoutMs: 5_000 });
+});
+
+after(async () => {
+  await server?.stop();
+});
+
+/** The available balance of one limit of the entity's own bucket. */
+async function balance(entity: string, resource: string, limit: string, limits?: string[]): Promise<number> {
+  const st = await client.available({ entity, resource, limits });
+  const s = st.find((x) => x.entity === entity && x.limit === limit);
+  assert.ok(s, `no status of ${limit} for ${entity}`);
+  return s.available;
+}
+
+describe("acquire and leases", () => {
+  test("acquire, adjust, commit", async () => {
+    const entity = unique("key");
+    await client.setLimits({ resource: "gpt" }, { limits: ["rpm:10", "tpm:10000"] });
+    const lease = await client.acquire({ entity, resource: "gpt", consume: { rpm: 1, tpm: 500 } });
+    assert.match(lease.id, /^[0-9a-f]{32}$/);
+    assert.equal(lease.entity, entity);
+    assert.equal(lease.degraded, false);
+    assert.deepEqual(lease.consumed, { rpm: 1, tpm: 500 });
+    assert.equal(lease.statuses.length, 2);
+    const tpm = lease.statuses.find((s) => s.limit === "tpm");
+    assert.deepEqual(tpm, {
+      entity,
+      resource: "gpt",
+      limit: "tpm",
+      kind: "rate",
+      capacity: 10000,
+      available: 9500,
+      requested: 500,
+      exceeded: false,
+      retryAfterMs: 0,
+    });
+    assert.ok(lease.expiresAtMs !== undefined && lease.expiresAtMs > Date.now());
+
+    const adjusted = await lease.adjust({ tpm: 700 });
+    assert.deepEqual(adjusted.consumed, { rpm: 1, tpm: 1200 });
+    assert.equal(adjusted.state, "open");
+    assert.deepEqual(lease.consumed, { rpm: 1, tpm: 1200 });
+
+    const info = await client.getLease(lease.id);
+    assert.equal(info.state, "open");
+    assert.equal(info.entity, entity);
+
+    const committed = await lease.commit();
+    assert.equal(committed.state, "committed");
+    assert.equal(lease.state, "committed");
+    assert.equal(lease.open, false);
+    assert.equal(lease.expiresAtMs, undefined);
+    assert.deepEqual(lease.consumed, { rpm: 1, tpm: 1200 });
+    // The adjustment reached the bucket (refill may have added a little).
+    const left = await balance(entity, "gpt", "tpm");
+    assert.ok(left >= 8800 && left < 8900, `tpm left ${left}`);
+
+    await assert.rejects(lease.commit(), LeaseClosedError);
+    await assert.rejects(client.getLease(lease.id), LeaseNotFoundError);
+  });
+
+  test("rollback gives everything back", async () => {
+    const entity = unique("key");
+    const limits = ["rpm:5"];
+    const lease = await client.acquire({ entity, resource: "chat", consume: { rpm: 3 }, limits });
+    assert.equal(await balance(entity, "chat", "rpm", limits), 2);
+    const info = await lease.rollback();
+    assert.equal(info.state, "rolled_back");
+    assert.deepEqual(info.consumed, {});
+    assert.equal(lease.state, "rolled_back");
+    assert.equal(await balance(entity, "chat", "rpm", limits), 5);
+    await assert.rejects(lease.adjust({ rpm: 1 }), LeaseClosedError);
+  });
+
+  test("a lease ended elsewhere is lost for this handle", async () => {
+    const entity = unique("key");
+    const lease = await client.acquire({ entity, resource: "chat", consume: { rpm: 1 }, limits: ["rpm:5"] });
+    const other = new Client({ baseUrl: server.url });
+    const info = await other.getLease(lease.id);
+    assert.equal(info.state, "open");
+    // Commit through the raw route, as another process would.
+    const r = await fetch(`${server.url}/v1/leases/${lease.id}/commit`, { method: "POST" });
+    assert.equal(r.status, 200);
+    const err = await lease.commit().then(
+      () => assert.fail("commit of a lease committed elsewhere succeeded"),
+      (e: unknown) => e,
+    );
+    assert.ok(err instanceof LeaseClosedError);
+    assert.ok(err instanceof LeaseNotFoundError);
+    assert.equal(err.status, 404);
+    assert.equal(err.reason, "lease_not_found");
+    assert.equal(lease.state, "lost");
+  });
+
+  test("extend moves the expiry", async () => {
+    const entity = unique("key");
+    const lease = await client.acquire({ entity, resource: "chat", consume: { rpm: 1 }, limits: ["rpm:5"], leaseTtlMs: 2_000 });
+    const first = lease.expiresAtMs ?? 0;
+    assert.ok(first <= Date.now() + 2_500, "lease_ttl_ms was not applied");
+    const info = await lease.extend(60_000);
+    assert.ok((info.expiresAtMs ?? 0) > first + 50_000);
+    assert.equal(lease.expiresAtMs, info.expiresAtMs);
+    await assert.rejects(lease.extend(0), (e: unknown) => e instanceof ValidationError && e.field === "ttl_ms");
+    await lease.commit();
+  });
+
+  test("429 is a RateLimitExceeded with retryAfterMs and statuses", async () => {
+    const entity = unique("key");
+    const limits = ["rpm:2", "tpm:1000"];
+    const grant = await client.acquireAndCommit({ entity, resource: "chat", consume: { rpm: 2 }, limits });
+    assert.deepEqual(grant.consumed, { rpm: 2 });
+    assert.equal(grant.degraded, false);
+    const err = await client.acquire({ entity, resource: "chat", consume: { rpm: 1, tpm: 10 }, limits }).then(
+      () => assert.fail("acquire beyond the limit was granted"),
+      (e: unknown) => e,
+    );
+    assert.ok(err instanceof RateLimitExceeded, String(err));
+    assert.equal(err.status, 429);
+    assert.equal(err.code, "rate_limited");
+    // 1 token of rpm:2/min comes back in 30 s.
+    assert.ok(err.retryAfterMs > 25_000 && err.retryAfterMs <= 30_000, `retryAfterMs ${err.retryAfterMs}`);
+    assert.equal(err.statuses.length, 2);
+    const rpm = err.statuses.find((s) => s.limit === "rpm");
+    assert.equal(rpm?.exceeded, true);
+    assert.equal(rpm?.requested, 1);
+    assert.equal(rpm?.retryAfterMs, err.retryAfterMs);
+    assert.equal(err.statuses.find((s) => s.limit === "tpm")?.exceeded, false);
+    assert.deepEqual(
+      err.exceeded.map((s) => s.limit),
+      ["rpm"],
+    );
+    assert.match(err.message, /rate limited/);
+  });
+
+  test("a validation error names the field", async () => {
+    const entity = unique("key");
+    const err = await client.acquire({ entity, resource: "chat", consume: { rpm: 1000 }, limits: ["rpm:100"] }).then(
+      () => assert.fail("acquire above capacity was granted"),
+      (e: unknown) => e,
+    );
+    assert.ok(err instanceof ValidationError, String(err));
+    assert.equal(err.status, 400);
+    assert.equal(err.field, "consume.rpm");
+    assert.equal(err.value, "1000");
+    assert.match(err.message, /consume\.rpm/);
+
+    await assert.rejects(
+      client.acquire({ entity, resource: "chat", consume: { nope: 1 }, limits: ["rpm:100"] }),
+      (e: unknown) => e instanceof ValidationError && e.field === "consume.nope",
+    );
+    await assert.rejects(
+      client.acquire({ entity, resource: "chat", consume: { rpm: 1 }, limits: ["rpm:100"], leaseTtlMs: 10 }),
+      (e: unknown) => e instanceof ValidationError && e.field === "lease_ttl_ms",
+    );
+    await assert.rejects(
+      client.acquire({ entity: unique("nolimits"), resource: "unconfigured", consume: { rpm: 1 } }),
+      (e: unknown) => e instanceof ValidationError && e.field === "limits",
+    );
+    // A lease gives back at most what it took.
+    const lease = await client.acquire({ entity, resource: "chat", consume: { rpm: 1 }, limits: ["rpm:100"] });
+    await assert.rejects(lease.adjust({ rpm: -2 }), (e: unknown) => e instanceof ValidationError && e.field === "consume.rpm");
+    assert.equal(lease.open, true);
+    await lease.rollback();
+  });
+});
+
+describe("withLease and await using", () => {
+  test("withLease commits when the function resolves", async () => {
+    const entity = unique("key");
+    const limits = ["rpm:5", "tpm:1000"];
+    let seen: string | undefined;
+    const out = await client.withLease({ entity, resource: "chat", consume: { rpm: 1, tpm: 100 }, limits }, async (lease) => {
+      seen = lease.id;
+      await lease.adjust({ tpm: 50 });
+      return "done";
+    });
+    assert.equal(out, "done");
+    assert.ok(seen);
+    await assert.rejects(client.getLease(seen), LeaseNotFoundError);
+    assert.equal(await balance(entity, "chat", "rpm", limits), 4);
+    const tpm = await balance(entity, "chat", "tpm", limits);
+    assert.ok(tpm >= 850 && tpm < 860, `tpm ${tpm}`);
+  });
+
+  test("withLease rolls back when the function throws", async () => {
+    const entity = unique("key");
+    const limits = ["rpm:5"];
+    const boom = new Error("boom");
+    let held: import("../src/index.js").Lease | undefined;
+    await assert.rejects(
+      client.withLease({ entity, resource: "chat", consume: { rpm: 2 }, limits }, async (lease) => {
+        held = lease;
+        assert.equal(await balance(entity, "chat", "rpm", limits), 3);
+        throw boom;
+      }),
+      (e: unknown) => e === boom,
+    );
+    assert.equal(held?.state, "rolled_back");
+    assert.equal(await balance(entity, "chat", "rpm", limits), 5);
+  });
+
+  test("withLease leaves a lease the function ended alone", async () => {
+    const entity = unique("key");
+    const limits = ["rpm:5"];
+    await client.withLease({ entity, resource: "chat", consume: { rpm: 2 }, limits }, (lease) => lease.rollback());
+    assert.equal(await balance(entity, "chat", "rpm", limits), 5);
+  });
+
+  test("await using rolls back an unended lease and leaves a committed one", async () => {
+    const entity = unique("key");
+    const limits = ["rpm:5"];
+    {
+      await using lease = await client.acquire({ entity, resource: "chat", consume: { rpm: 2 }, limits });
+      assert.equal(lease.open, true);
+      assert.equal(await balance(entity, "chat", "rpm", limits), 3);
+    }
+    assert.equal(await balance(entity, "chat", "rpm", limits), 5);
+    {
+      await using lease = await client.acquire({ entity, resource: "chat", consume: { rpm: 2 }, limits });
+      await lease.commit();
+    }
+    assert.equal(await balance(entity, "chat", "rpm", limits), 3);
+  });
+});
+
+describe("wait", () => {
+  test("wait is granted after the refill of a 1/sec limit", async () => {
+    const entity = unique("key");
+    const limits = ["rps:1/sec"];
+    await client.acquireAndCommit({ entity, resource: "chat", consume: { rps: 1 }, limits });
+    const start = Date.now();
+    const lease = await client.wait({ entity, resource: "chat", consume: { rps: 1 }, limits, waitMs: 5_000 });
+    const waited = Date.now() - start;
+    assert.ok(waited >= 500 && waited < 3_000, `waited ${waited} ms`);
+    await lease.commit();
+  });
+
+  test("wait gives up at once when the next try comes after waitMs", async () => {
+    const entity = unique("key");
+    const limits = ["rpm:1"];
+    await client.acquireAndCommit({ entity, resource: "chat", consume: { rpm: 1 }, limits });
+    const start = Date.now();
+    const err = await client.wait({ entity, resource: "chat", consume: { rpm: 1 }, limits, waitMs: 1_000 }).then(
+      () => assert.fail("granted"),
+      (e: unknown) => e,
+    );
+    assert.ok(err instanceof RateLimitExceeded);
+    assert.ok(err.retryAfterMs > 1_000);
+    assert.ok(Date.now() - start < 1_000, "wait slept in vain");
+  });
+
+  test("wait stops when its signal aborts", async () => {
+    const entity = unique("key");
+    const limits = ["rpm:1"];
+    await client.acquireAndCommit({ entity, resource: "chat", consume: { rpm: 1 }, limits });
+    const reason = new Error("caller gave up");
+    const ctrl = new AbortController();
+    setTimeout(() => ctrl.abort(reason), 200);
+    const start = Date.now();
+    await assert.rejects(client.wait({ entity, resource: "chat", consume: { rpm: 1 }, limits, signal: ctrl.signal }), (e: unknown) => e === reason);
+    assert.ok(Date.now() - start < 2_000);
+  });
+
+  test("withLease with waitMs waits for its slot", async () => {
+    const entity = unique("key");
+    const limits = ["inflight:1/concurrent"];
+    const first = await client.acquire({ entity, resource: "gpu", consume: { inflight: 1 }, limits });
+    setTimeout(() => void first.commit(), 300);
+    const out = await client.withLease({ entity, resource: "gpu", consume: { inflight: 1 }, limits, waitMs: 5_000 }, () => 42);
+    assert.equal(out, 42);
+    assert.equal(await balance(entity, "gpu", "inflight", limits), 1);
+  });
+});

@@ -1,0 +1,261 @@
+// Reservations, penalties, entities, limits, audit, namespaces, against a
+// real tollgate serve.
+
+import assert from "node:assert/strict";
+import { after, before, describe, test } from "node:test";
+
+import {
+  Client,
+  EntityExistsError,
+  EntityNotFoundError,
+  LeaseNotFoundError,
+  NamespaceDeletedError,
+  NamespaceExistsError,
+  NamespaceNotFoundError,
+  NotFoundError,
+  RateLimitExceeded,
+  ReservationConflictError,
+  ReservationNotFoundError,
+  ValidationError,
+} from "../src/index.js";
+import { type RunningServer, startServer, unique } from "./server.js";
+
+let server: RunningServer;
+let client: Client;
+
+before(async () => {
+  server = await startServer();
+  client = new Client({ baseUrl: server.url, timeoutMs: 5_000, principal: "ts-tests" });
+});
+
+after(async () => {
+  await server?.stop();
+});
+
+describe("reservations", () => {
+  const limits = ["clusters:2/reserved", "launches:10"];
+
+  test("reserve is idempotent, conflicts across holders, is released, and is not found after", async () => {
+    const team = unique("team");
+    const id = `arn:aws:emr:eu-west-1:123:cluster/${unique("j")}`;
+    const first = await client.reserve({ entity: team, resource: "emr", id, consume: { clusters: 1, launches: 1 }, limits });
+    assert.equal(first.isNew, true);
+    assert.equal(first.id, id);
+    assert.equal(first.entity, team);
+    assert.deepEqual(first.consumed, { clusters: 1, launches: 1 });
+    assert.equal(first.statuses.find((s) => s.limit === "clusters")?.kind, "reserved");
+    assert.equal(first.degraded, false);
+    assert.ok(first.createdAtMs !== undefined);
+
+    const again = await client.reserve({ entity: team, resource: "emr", id, limits });
+    assert.equal(again.isNew, false);
+    assert.equal(again.createdAtMs, first.createdAtMs);
+    assert.deepEqual(again.statuses, []);
+
+    const err = await client.reserve({ entity: unique("other"), resource: "emr", id, limits }).then(
+      () => assert.fail("another entity reserved a held id"),
+      (e: unknown) => e,
+    );
+    assert.ok(err instanceof ReservationConflictError, String(err));
+    assert.equal(err.status, 409);
+    assert.equal(err.reason, "reservation_conflict");
+
+    const got = await client.getReservation(id);
+    assert.equal(got.entity, team);
+    assert.equal(got.resource, "emr");
+    const page = await client.listReservations({ entity: team, resource: "emr" });
+    assert.deepEqual(
+      page.reservations.map((r) => r.id),
+      [id],
+    );
+    assert.equal(page.next, undefined);
+
+    await client.release(id);
+    await assert.rejects(client.getReservation(id), ReservationNotFoundError);
+    const gone = await client.release(id).then(
+      () => assert.fail("released twice"),
+      (e: unknown) => e,
+    );
+    assert.ok(gone instanceof ReservationNotFoundError && gone instanceof LeaseNotFoundError);
+    assert.equal(gone.status, 404);
+  });
+
+  test("a full reserved limit is a RateLimitExceeded; paging lists them all", async () => {
+    const team = unique("team");
+    const a = await client.reserve({ entity: team, resource: "emr", id: "a", limits });
+    const b = await client.reserve({ entity: team, resource: "emr", id: "b", limits, ttlMs: 60_000 });
+    assert.deepEqual(a.consumed, { clusters: 1 });
+    assert.ok(b.expiresAtMs !== undefined && b.expiresAtMs > Date.now());
+    await assert.rejects(client.reserve({ entity: team, resource: "emr", id: "c", limits }), RateLimitExceeded);
+    const p1 = await client.listReservations({ entity: team, limit: 1 });
+    assert.deepEqual(
+      p1.reservations.map((r) => r.id),
+      ["a"],
+    );
+    assert.equal(p1.next, "a");
+    const p2 = await client.listReservations({ entity: team, limit: 1, after: p1.next });
+    assert.deepEqual(
+      p2.reservations.map((r) => r.id),
+      ["b"],
+    );
+    await client.release("a");
+    await client.release("b");
+    await assert.rejects(client.reserve({ entity: team, resource: "emr", id: "bad id", limits }), (e: unknown) => e instanceof ValidationError && e.field === "id");
+  });
+});
+
+describe("penalize", () => {
+  test("penalize, then acquires are RateLimitExceeded until the end", async () => {
+    // POST /v1/penalize reads the stored limits (it takes limit names, not
+    // limits), so they are stored here rather than given per call.
+    const entity = unique("key");
+    const resource = unique("openai");
+    await client.setLimits({ resource }, { limits: ["rpm:600", "tpm:100000"] });
+    await client.acquireAndCommit({ entity, resource, consume: { rpm: 1 } });
+    await client.penalize({ entity, resource, retryAfterMs: 20_000, limits: ["rpm"], reason: "openai 429" });
+    const err = await client.acquire({ entity, resource, consume: { rpm: 1 } }).then(
+      () => assert.fail("granted during a penalty"),
+      (e: unknown) => e,
+    );
+    assert.ok(err instanceof RateLimitExceeded);
+    assert.ok(err.retryAfterMs >= 19_000, `retryAfterMs ${err.retryAfterMs}`);
+    assert.equal(err.exceeded[0]?.limit, "rpm");
+
+    await assert.rejects(
+      client.penalize({ entity, resource, limits: ["rpm"] }),
+      (e: unknown) => e instanceof ValidationError && e.field === "until_ms",
+    );
+  });
+
+  test("lease.penalize penalizes the lease's entity and resource", async () => {
+    const entity = unique("key");
+    const limits = ["rpm:600", "tpm:100000"];
+    await client.withLease({ entity, resource: "openai", consume: { rpm: 1, tpm: 10 }, limits }, async (lease) => {
+      await lease.penalize({ untilMs: Date.now() + 30_000, limits: ["tpm"], reason: "vendor 429" });
+      assert.equal(lease.open, true);
+    });
+    const err = await client.acquire({ entity, resource: "openai", consume: { rpm: 1, tpm: 10 }, limits }).then(
+      () => assert.fail("granted during a penalty"),
+      (e: unknown) => e,
+    );
+    assert.ok(err instanceof RateLimitExceeded);
+    assert.ok(err.retryAfterMs >= 28_000, `retryAfterMs ${err.retryAfterMs}`);
+  });
+});
+
+describe("entities and limits", () => {
+  test("create, get, children, delete", async () => {
+    const org = unique("org");
+    const key = unique("key");
+    const created = await client.createEntity({ id: org, name: "Acme", metadata: { tier: "gold" } });
+    assert.equal(created.id, org);
+    assert.equal(created.name, "Acme");
+    assert.deepEqual(created.metadata, { tier: "gold" });
+    assert.ok(created.createdAtMs !== undefined);
+    await client.createEntity({ id: key, parentId: org, cascade: true });
+    await assert.rejects(client.createEntity({ id: org }), EntityExistsError);
+    await assert.rejects(client.createEntity({ id: unique("x"), parentId: "ghost" }), EntityNotFoundError);
+    const got = await client.getEntity(key);
+    assert.equal(got.parentId, org);
+    assert.equal(got.cascade, true);
+    assert.deepEqual(
+      (await client.children(org)).map((e) => e.id),
+      [key],
+    );
+
+    // A cascading acquire debits the parent's bucket too.
+    await client.setLimits({ entity: org }, { limits: ["rpm:100"] });
+    await client.setLimits({ entity: key, resource: "openai/gpt-4o" }, { limits: ["rpm:3"] });
+    const grant = await client.acquireAndCommit({ entity: key, resource: "openai/gpt-4o", consume: { rpm: 1 } });
+    assert.deepEqual(grant.consumed, { rpm: 2 });
+    assert.deepEqual(
+      grant.statuses.map((s) => [s.entity, s.capacity, s.available]),
+      [
+        [key, 3, 2],
+        [org, 100, 99],
+      ],
+    );
+
+    await client.deleteEntity(key);
+    await assert.rejects(client.getEntity(key), (e: unknown) => e instanceof EntityNotFoundError && e.reason === "entity_not_found");
+    await assert.rejects(client.deleteEntity(key), EntityNotFoundError);
+  });
+
+  test("limits set, get, delete at every scope", async () => {
+    const org = unique("org");
+    await client.createEntity({ id: org });
+    const res = `vendor/${unique("model")}`;
+    assert.deepEqual(await client.setLimits({ resource: res }, { limits: ["rpm:3", "tpm:10000:15000"] }), {
+      limits: ["rpm:3/min", "tpm:10000/min:15000"],
+    });
+    assert.deepEqual(await client.getLimits({ resource: res }), { limits: ["rpm:3/min", "tpm:10000/min:15000"] });
+    await client.setLimits({ entity: org }, { limits: ["rpm:100"] });
+    await client.setLimits({ entity: org, resource: res }, { limits: ["rpm:10"] });
+    assert.deepEqual(await client.getLimits({ entity: org }), { limits: ["rpm:100/min"] });
+    assert.deepEqual(await client.getLimits({ entity: org, resource: res }), { limits: ["rpm:10/min"] });
+    await client.deleteLimits({ entity: org, resource: res });
+    await assert.rejects(client.getLimits({ entity: org, resource: res }), (e: unknown) => e instanceof NotFoundError && e.reason === "not_found");
+    await assert.rejects(client.deleteLimits({ resource: unique("none") }), NotFoundError);
+    await assert.rejects(client.setLimits({ resource: res }, { limits: ["rpm:x"] }), (e: unknown) => e instanceof ValidationError && e.field === "limit");
+    await assert.rejects(client.setLimits({ entity: "ghost" }, { limits: ["rpm:1"] }), EntityNotFoundError);
+
+    const sys = await client.setLimits({}, { limits: [], onUnavailable: "block" });
+    assert.deepEqual(sys, { limits: [], onUnavailable: "block" });
+    await client.deleteLimits({});
+
+    const audit = await client.auditEvents({ entity: org });
+    assert.deepEqual(
+      audit.events.map((e) => e.action),
+      ["entity.create", "config.set", "config.set", "config.delete"],
+    );
+    assert.equal(audit.events[0]?.principal, "ts-tests");
+    const firstPage = await client.auditEvents({ entity: org, limit: 1 });
+    assert.equal(firstPage.events.length, 1);
+    assert.equal(firstPage.next, firstPage.events[0]?.id);
+  });
+
+  test("available reports every limit in effect", async () => {
+    const entity = unique("key");
+    const st = await client.available({ entity, resource: "chat", limits: ["rpm:60", "inflight:5/concurrent"] });
+    assert.deepEqual(
+      st.map((s) => [s.limit, s.kind, s.capacity, s.available]),
+      [
+        ["rpm", "rate", 60, 60],
+        ["inflight", "concurrency", 5, 5],
+      ],
+    );
+  });
+});
+
+describe("namespaces", () => {
+  test("register, use, delete, recover, purge", async () => {
+    const name = unique("team");
+    const ns = await client.registerNamespace(name);
+    assert.equal(ns.name, name);
+    assert.ok(ns.id);
+    await assert.rejects(client.registerNamespace(name), NamespaceExistsError);
+    assert.ok((await client.listNamespaces()).some((n) => n.name === name));
+    assert.equal((await client.getNamespace(name)).id, ns.id);
+
+    const inNs = new Client({ baseUrl: server.url, namespace: name });
+    await inNs.acquireAndCommit({ entity: "k", resource: "chat", consume: { rpm: 1 }, limits: ["rpm:10"] });
+    const ghost = new Client({ baseUrl: server.url, namespace: unique("ghost") });
+    await assert.rejects(ghost.acquireAndCommit({ entity: "k", resource: "chat", consume: { rpm: 1 }, limits: ["rpm:10"] }), NamespaceNotFoundError);
+
+    await client.deleteNamespace(name);
+    assert.ok((await client.getNamespace(name)).deletedAtMs !== undefined);
+    await assert.rejects(inNs.acquireAndCommit({ entity: "k", resource: "chat", consume: { rpm: 1 }, limits: ["rpm:10"] }), NamespaceDeletedError);
+    await client.recoverNamespace(name);
+    await inNs.acquireAndCommit({ entity: "k", resource: "chat", consume: { rpm: 1 }, limits: ["rpm:10"] });
+    await client.deleteNamespace(name);
+    const deleted = await client.purgeNamespace(name);
+    assert.ok(deleted >= 1, `purged ${deleted}`);
+    await assert.rejects(client.getNamespace(name), NamespaceNotFoundError);
+    assert.throws(() => new Client({ baseUrl: server.url, namespace: "bad name" }), (e: unknown) => e instanceof ValidationError && e.field === "namespace");
+  });
+
+  test("health and ready", async () => {
+    await client.health();
+    await client.ready();
+  });
+});
