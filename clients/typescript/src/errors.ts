@@ -201,9 +201,11 @@ export class UnavailableError extends TollgateError {
  * The client could not get an answer from the server: connection refused or
  * reset, DNS failure, TLS failure, or the call's timeout (`timedOut`). The
  * outcome is unknown: an acquire may have been granted with its answer lost
- * (the server's reconciler commits such a lease when its TTL ends).
+ * (the server's reconciler commits such a lease when its TTL ends). It is
+ * an `UnavailableError`, as in the Go client: no decision reached the
+ * caller, so a fail-open or fail-closed choice applies alike.
  */
-export class ServerUnreachableError extends TollgateError {
+export class ServerUnreachableError extends UnavailableError {
   override name = "ServerUnreachableError";
   /** The call's timeout passed before the answer came. */
   readonly timedOut: boolean;
