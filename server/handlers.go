@@ -58,6 +58,7 @@ func (s *Server) routes() {
 		return nil
 	})
 	s.handle("GET /readyz", forEveryone, s.ready)
+	s.register("GET /metrics", forEveryone)
 	s.mux.Handle("GET /metrics", s.metrics.handler())
 	s.handle("/", forEveryone, func(http.ResponseWriter, *http.Request, *call) error {
 		return api.ErrNoRoute
