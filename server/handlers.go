@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"io"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -58,6 +59,8 @@ func (s *Server) routes() {
 		return nil
 	})
 	s.handle("GET /readyz", forEveryone, s.ready)
+	s.handle("GET "+api.OpenAPIPath, forEveryone, s.openAPI)
+	s.register("GET /metrics", forEveryone)
 	s.mux.Handle("GET /metrics", s.metrics.handler())
 	s.handle("/", forEveryone, func(http.ResponseWriter, *http.Request, *call) error {
 		return api.ErrNoRoute
@@ -395,6 +398,15 @@ func (s *Server) ready(w http.ResponseWriter, r *http.Request, _ *call) error {
 		return nil
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+	return nil
+}
+
+// openAPI serves the API's description. It is public, as /healthz is: it
+// documents the API and holds no secret, so tools fetch it without a key.
+func (s *Server) openAPI(w http.ResponseWriter, _ *http.Request, _ *call) error {
+	setJSONHeaders(w.Header())
+	w.WriteHeader(http.StatusOK)
+	_, _ = io.WriteString(w, api.OpenAPI)
 	return nil
 }
 

@@ -36,9 +36,22 @@ func (c *call) writeOpts() []tollgate.WriteOption {
 
 type handlerFunc func(w http.ResponseWriter, r *http.Request, c *call) error
 
+// route is one pattern registered on the server's mux, with who may call
+// it.
+type route struct {
+	pattern string
+	access  access
+}
+
+// register records that pattern is served, for a access.
+func (s *Server) register(pattern string, a access) {
+	s.registered = append(s.registered, route{pattern: pattern, access: a})
+}
+
 // handle registers h for pattern behind authorisation, error mapping, logs
 // and metrics.
 func (s *Server) handle(pattern string, a access, h handlerFunc) {
+	s.register(pattern, a)
 	rm := s.metrics.route(pattern)
 	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()

@@ -72,6 +72,9 @@ type Server struct {
 	retired  tollgate.CacheStats // of limiters forgotten, so the metrics never go down
 
 	mux *http.ServeMux
+	// registered is every route routes() registers on mux, in order, so
+	// that a test can hold the API's description to the routes served.
+	registered []route
 }
 
 // Option configures a Server.
