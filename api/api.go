@@ -37,15 +37,16 @@ const (
 
 // Error codes: the stable "error" field of every error body.
 const (
-	CodeInvalidArgument  = "invalid_argument"  // 400
-	CodeUnauthenticated  = "unauthenticated"   // 401
-	CodePermissionDenied = "permission_denied" // 403
-	CodeNotFound         = "not_found"         // 404
-	CodeConflict         = "conflict"          // 409
-	CodeRateLimited      = "rate_limited"      // 429
-	CodeUnavailable      = "unavailable"       // 503
-	CodeInternal         = "internal"          // 500
-	CodeUnimplemented    = "unimplemented"     // 501
+	CodeInvalidArgument  = "invalid_argument"   // 400
+	CodeUnauthenticated  = "unauthenticated"    // 401
+	CodePermissionDenied = "permission_denied"  // 403
+	CodeNotFound         = "not_found"          // 404
+	CodeMethodNotAllowed = "method_not_allowed" // 405
+	CodeConflict         = "conflict"           // 409
+	CodeRateLimited      = "rate_limited"       // 429
+	CodeUnavailable      = "unavailable"        // 503
+	CodeInternal         = "internal"           // 500
+	CodeUnimplemented    = "unimplemented"      // 501
 )
 
 // AcquireRequest is the body of POST /v1/acquire.
@@ -322,8 +323,11 @@ var (
 	// and no longer answer it; it stays so that clients of older servers
 	// still read the answer.
 	ErrTooManyLeases = fmt.Errorf("%w: too many open leases in namespace", model.ErrUnavailable)
-	// ErrNoRoute: no endpoint has this method and path.
+	// ErrNoRoute: no endpoint has this path.
 	ErrNoRoute = errors.New("no such endpoint")
+	// ErrMethodNotAllowed: the path is served, with other methods (the
+	// answer's Allow header lists them).
+	ErrMethodNotAllowed = errors.New("method not allowed")
 )
 
 // Usage is one usage snapshot on the wire (GET /v1/usage).

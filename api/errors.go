@@ -33,6 +33,7 @@ var kinds = []struct {
 	{model.ErrReservationConflict, http.StatusConflict, CodeConflict, "reservation_conflict"},
 	{ErrConflict, http.StatusConflict, CodeConflict, "conflict"},
 	{ErrNoRoute, http.StatusNotFound, CodeNotFound, "no_route"},
+	{ErrMethodNotAllowed, http.StatusMethodNotAllowed, CodeMethodNotAllowed, "method_not_allowed"},
 	{model.ErrUsageUnsupported, http.StatusNotImplemented, CodeUnimplemented, "usage_unsupported"},
 	{model.ErrCapacityUnsupported, http.StatusNotImplemented, CodeUnimplemented, "capacity_unsupported"},
 	{ErrTooManyLeases, http.StatusServiceUnavailable, CodeUnavailable, "too_many_leases"},

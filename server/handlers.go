@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/tollgate-rl/tollgate"
@@ -37,7 +38,9 @@ func (s *Server) routes() {
 	s.handle("DELETE "+v+"/entities/{id}", forAdmin, s.deleteEntity)
 	s.handle("GET "+v+"/entities/{id}/children", forRead, s.children)
 
-	for _, path := range []string{"/limits/system", "/limits/resources/{resource}", "/limits/entities/{id}"} {
+	// A resource may hold '/' (openai/gpt-4o): the last segment takes the
+	// rest of the path, raw or escaped.
+	for _, path := range []string{"/limits/system", "/limits/resources/{resource...}", "/limits/entities/{id}"} {
 		s.handle("PUT "+v+path, forAdmin, s.putLimits)
 		s.handle("GET "+v+path, forRead, s.getLimits)
 		s.handle("DELETE "+v+path, forAdmin, s.deleteLimits)
@@ -62,9 +65,31 @@ func (s *Server) routes() {
 	s.handle("GET "+api.OpenAPIPath, forEveryone, s.openAPI)
 	s.register("GET /metrics", forEveryone)
 	s.mux.Handle("GET /metrics", s.metrics.handler())
-	s.handle("/", forEveryone, func(http.ResponseWriter, *http.Request, *call) error {
+	s.handle("/", forEveryone, func(w http.ResponseWriter, r *http.Request, _ *call) error {
+		if allow := s.allowed(r); allow != "" {
+			w.Header().Set("Allow", allow)
+			return api.ErrMethodNotAllowed
+		}
 		return api.ErrNoRoute
 	})
+}
+
+// probeMethods are the methods the API's routes use, in the order an Allow
+// header lists them.
+var probeMethods = []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodDelete}
+
+// allowed returns the methods that r's path is served with, for the Allow
+// header of a 405 ("" when the path is served with none: a 404).
+func (s *Server) allowed(r *http.Request) string {
+	var allow []string
+	for _, m := range probeMethods {
+		probe := r.Clone(r.Context())
+		probe.Method = m
+		if _, pattern := s.mux.Handler(probe); pattern != "" && pattern != "/" {
+			allow = append(allow, m)
+		}
+	}
+	return strings.Join(allow, ", ")
 }
 
 // durable makes an acquire's lease a record in the store, whatever its
