@@ -3,6 +3,7 @@ against a real tollgate serve."""
 
 from __future__ import annotations
 
+import threading
 import unittest
 from datetime import datetime, timedelta, timezone
 
@@ -118,6 +119,28 @@ class AcquireTest(ServerTest):
         self.assertEqual([s.limit for s in cm.exception.exceeded], ["inflight"])
         lease.commit()  # the slot comes back
         self.client.acquire(entity, resource, {"rpm": 1, "inflight": 1}, limits=limits).rollback()
+
+    def test_shared_client_across_threads(self):
+        resource = self.limits_resource(["rpm:10"])
+        entity = uid("key")
+        granted, denied, errors = [], [], []
+
+        def one():
+            try:
+                self.client.acquire(entity, resource, {"rpm": 1}).commit()
+                granted.append(1)
+            except tollgate.RateLimitExceeded:
+                denied.append(1)
+            except Exception as e:  # pragma: no cover - reported below
+                errors.append(e)
+
+        threads = [threading.Thread(target=one) for _ in range(25)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(30)
+        self.assertEqual(errors, [])
+        self.assertEqual((len(granted), len(denied)), (10, 15))
 
     def test_cascade_debits_the_parent(self):
         org, key, resource = uid("org"), uid("key"), uid("res")

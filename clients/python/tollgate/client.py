@@ -6,13 +6,16 @@ import ssl
 import time
 import urllib.parse
 from datetime import datetime
-from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, TypeVar, Union
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, TypeVar, Union
 
 from . import errors as E
 from ._http import Query, Transport, seg
 from ._util import Duration, consume_body, limits_list, namespace, penalty_body, seconds, ttl_ms, unix_ms_ceil
 from ._util import on_unavailable as _mode
 from .lease import Lease
+
+if TYPE_CHECKING:
+    from ._decorator import arg
 from .types import (
     AuditEvent,
     Capacity,
@@ -520,16 +523,19 @@ class Client:
     def rate_limit(
         self,
         *,
-        entity: Union[str, Callable[..., str]],
-        resource: Union[str, Callable[..., str]],
-        consume: Union[Mapping[str, int], Callable[..., Mapping[str, int]]],
+        entity: Union[str, "arg", Callable[..., str]],
+        resource: Union[str, "arg", Callable[..., str]],
+        consume: Union[Mapping[str, int], "arg", Callable[..., Mapping[str, int]]],
         wait: Optional[Duration] = None,
         limits: Optional[Sequence[str]] = None,
         on_unavailable: Optional[str] = None,
         lease_ttl: Optional[Duration] = None,
     ) -> Callable[[F], F]:
-        """Decorate a function so that each call runs holding a lease; see
-        :func:`tollgate.rate_limit`."""
+        """Decorate a function so that each call runs holding a lease:
+        acquire (or, with wait, wait up to that long), run, commit; roll back
+        if the function raises. entity, resource and consume may each be a
+        value, a callable of the function's arguments, or tollgate.arg(NAME)
+        naming one of them. See :func:`tollgate.rate_limit`."""
         from ._decorator import rate_limit
 
         return rate_limit(self, entity=entity, resource=resource, consume=consume, wait=wait,
