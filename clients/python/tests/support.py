@@ -1,0 +1,199 @@
+"""Test support: runs a real `tollgate serve` for the tests.
+
+The binary is $TOLLGATE_BIN (scripts/test-python.sh builds it), else
+.cache/bin/tollgate at the repository root, else `tollgate` on PATH. When
+none is found the tests skip, or fail when $CI is set.
+
+Importing this module puts clients/python on sys.path, so the tests run
+without installing the package.
+"""
+
+from __future__ import annotations
+
+import atexit
+import hashlib
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import unittest
+import urllib.error
+import urllib.request
+import uuid
+from typing import Dict, List, Optional
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))  # clients/python
+REPO = os.path.abspath(os.path.join(HERE, "..", "..", ".."))
+
+import tollgate  # noqa: E402  (after the sys.path change)
+
+START_TIMEOUT = 20.0  # seconds for a server to answer /healthz
+STOP_TIMEOUT = 10.0
+
+
+def binary() -> str:
+    path = os.environ.get("TOLLGATE_BIN")
+    if path:
+        if not os.access(path, os.X_OK):
+            raise RuntimeError(f"TOLLGATE_BIN={path} is not an executable")
+        return path
+    for cand in (os.path.join(REPO, ".cache", "bin", "tollgate"), shutil.which("tollgate")):
+        if cand and os.access(cand, os.X_OK):
+            return cand
+    msg = ("no tollgate binary: set TOLLGATE_BIN, or run scripts/test-python.sh, "
+           "which builds .cache/bin/tollgate")
+    if os.environ.get("CI"):
+        raise RuntimeError(msg)
+    raise unittest.SkipTest(msg)
+
+
+def free_port() -> int:
+    """A port nothing listens on now (it may be taken before we use it: the
+    caller retries on a clash)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _die_with_parent() -> None:  # pragma: no cover - runs in the child
+    # Linux: the server gets SIGTERM if the test process dies without
+    # stopping it. Elsewhere, atexit and tearDown stop it.
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except Exception:
+        pass
+
+
+class Server:
+    """One `tollgate serve --store memory:` on a free loopback port."""
+
+    def __init__(self, *args: str) -> None:
+        self.args = list(args)
+        self.proc: Optional[subprocess.Popen] = None
+        self.url = ""
+        self.log_path = ""
+
+    def start(self) -> "Server":
+        exe = binary()
+        last = ""
+        for _ in range(5):
+            port = free_port()
+            fd, self.log_path = tempfile.mkstemp(prefix="tollgate-serve-", suffix=".log")
+            with os.fdopen(fd, "wb") as log:
+                self.proc = subprocess.Popen(
+                    [exe, "serve", "--store", "memory:", "--addr", f"127.0.0.1:{port}", *self.args],
+                    stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                    preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
+                )
+            self.url = f"http://127.0.0.1:{port}"
+            if self._wait_healthy():
+                return self
+            last = self.log()
+            self.stop()
+            if "address already in use" not in last:
+                break
+        raise RuntimeError(f"tollgate serve did not come up; its output:\n{last}")
+
+    def _wait_healthy(self) -> bool:
+        deadline = time.monotonic() + START_TIMEOUT
+        while time.monotonic() < deadline:
+            if self.proc is None or self.proc.poll() is not None:
+                return False
+            try:
+                with urllib.request.urlopen(self.url + "/healthz", timeout=1) as r:
+                    if r.status == 200:
+                        return True
+            except (urllib.error.URLError, OSError):
+                pass
+            time.sleep(0.05)
+        return False
+
+    def log(self) -> str:
+        try:
+            with open(self.log_path, encoding="utf-8", errors="replace") as f:
+                return f.read()[-4000:]
+        except OSError:
+            return ""
+
+    def stop(self) -> None:
+        proc, self.proc = self.proc, None
+        if proc is not None and proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(STOP_TIMEOUT)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(STOP_TIMEOUT)
+        if self.log_path:
+            try:
+                os.unlink(self.log_path)
+            except OSError:
+                pass
+            self.log_path = ""
+
+
+_shared: Optional[Server] = None
+_lock = threading.Lock()
+
+
+def server() -> Server:
+    """The server the test modules share (started once, stopped at exit).
+    Tests keep apart by using fresh entity and resource names (uid)."""
+    global _shared
+    with _lock:
+        if _shared is None:
+            s = Server().start()
+            atexit.register(s.stop)
+            _shared = s
+        return _shared
+
+
+def client(**kw) -> tollgate.Client:
+    return tollgate.Client(server().url, **kw)
+
+
+def uid(prefix: str) -> str:
+    """A fresh identifier, so that tests sharing a server do not meet."""
+    return f"{prefix}-{uuid.uuid4().hex[:10]}"
+
+
+def keys_file(keys: List[List[str]]) -> str:
+    """A --keys file for rows of [key, namespace, role, name]."""
+    fd, path = tempfile.mkstemp(prefix="tollgate-keys-", suffix=".txt")
+    with os.fdopen(fd, "w") as f:
+        for key, ns, role, name in keys:
+            f.write(f"sha256:{hashlib.sha256(key.encode()).hexdigest()} {ns} {role} {name}\n")
+    return path
+
+
+def new_key() -> str:
+    return "tg_" + secrets.token_urlsafe(32)
+
+
+class ServerTest(unittest.TestCase):
+    """A test case with a client of the shared server."""
+
+    client: tollgate.Client
+
+    @classmethod
+    def setUpClass(cls) -> None:
+        cls.client = client()
+
+    def limits_resource(self, limits: List[str]) -> str:
+        """A fresh resource with limits stored at the resource level."""
+        resource = uid("res")
+        self.client.set_limits(limits, resource=resource)
+        return resource
+
+    def available(self, entity: str, resource: str, **kw) -> Dict[str, int]:
+        return {s.limit: s.available for s in self.client.available(entity, resource, **kw) if s.entity == entity}

@@ -1,0 +1,136 @@
+"""Entities, limits at every level (resources with '/'), audit, usage,
+capacity and the namespace registry."""
+
+from __future__ import annotations
+
+import unittest
+
+import support
+from support import ServerTest, uid
+
+import tollgate
+
+
+class EntitiesTest(ServerTest):
+    def test_create_get_children_delete(self):
+        org, key = uid("org"), uid("key")
+        created = self.client.create_entity(org, name="Acme", metadata={"tier": "gold"})
+        self.assertEqual((created.id, created.name, created.metadata), (org, "Acme", {"tier": "gold"}))
+        self.assertIsNotNone(created.created_at)
+        self.client.create_entity(key, parent_id=org, cascade=True)
+        self.assertEqual(self.client.get_entity(org), created)
+        kids = self.client.children(org)
+        self.assertEqual([(k.id, k.parent_id, k.cascade) for k in kids], [(key, org, True)])
+        with self.assertRaises(tollgate.EntityExists):
+            self.client.create_entity(org)
+        with self.assertRaises(tollgate.EntityNotFound):
+            self.client.create_entity(uid("key"), parent_id=uid("ghost"))
+        self.client.delete_entity(key)
+        with self.assertRaises(tollgate.EntityNotFound):
+            self.client.get_entity(key)
+        with self.assertRaises(tollgate.EntityNotFound):
+            self.client.delete_entity(key)
+
+
+class LimitsTest(ServerTest):
+    def test_levels_and_resources_with_slash(self):
+        resource = "openai/" + uid("gpt")  # '/' must be escaped in the path
+        stored = self.client.set_limits(["rpm:3", "tpm:10000/min:15000"], resource=resource)
+        self.assertEqual(stored, tollgate.LimitsConfig(["rpm:3/min", "tpm:10000/min:15000"]))
+        self.assertEqual(self.client.get_limits(resource=resource).limits, ["rpm:3/min", "tpm:10000/min:15000"])
+
+        org = uid("org")
+        self.client.create_entity(org)
+        self.client.set_limits(["rpm:100"], entity=org)
+        self.client.set_limits(["rpm:7"], entity=org, resource=resource)
+        self.assertEqual(self.client.get_limits(entity=org).limits, ["rpm:100/min"])
+        self.assertEqual(self.client.get_limits(entity=org, resource=resource).limits, ["rpm:7/min"])
+        # The most specific level wins.
+        caps = {s.limit: s.capacity for s in self.client.available(org, resource)}
+        self.assertEqual(caps, {"rpm": 7})
+        self.client.delete_limits(entity=org, resource=resource)
+        with self.assertRaises(tollgate.NotFound):
+            self.client.get_limits(entity=org, resource=resource)
+        self.assertEqual({s.limit: s.capacity for s in self.client.available(org, resource)}, {"rpm": 100})
+        self.client.delete_limits(resource=resource)
+        with self.assertRaises(tollgate.NotFound):
+            self.client.delete_limits(resource=resource)
+        with self.assertRaises(tollgate.EntityNotFound):
+            self.client.set_limits(["rpm:1"], entity=uid("ghost"))
+        with self.assertRaises(tollgate.ValidationError) as cm:
+            self.client.set_limits(["rpm:1"], resource=resource, on_unavailable="allow")
+        self.assertEqual(cm.exception.field, "on_unavailable")
+
+    def test_audit_records_the_principal(self):
+        entity = uid("org")
+        tollgate.Client(support.server().url, principal="ops-team").create_entity(entity)
+        self.client.set_limits(["rpm:5"], entity=entity)
+        events, nxt = self.client.audit_events(entity, limit=1)
+        self.assertEqual([(e.action, e.principal) for e in events], [("entity.create", "ops-team")])
+        self.assertEqual(nxt, events[0].id)
+        more, _ = self.client.audit_events(entity, after=nxt)
+        self.assertEqual([e.action for e in more], ["config.set"])
+        self.assertEqual(more[0].details.get("limits"), "rpm:5/min")
+
+    def test_usage_and_capacity(self):
+        resource = self.limits_resource(["rpm:10"])
+        self.client.acquire_and_commit(uid("key"), resource, {"rpm": 2})
+        cap = self.client.capacity(resource)
+        self.assertEqual((cap.resource, cap.entities), (resource, 1))
+        self.assertEqual([(c.limit, c.capacity) for c in cap.limits], [("rpm", 10)])
+        try:
+            usage, _ = self.client.usage(resource=resource)
+            self.assertIsInstance(usage, list)
+            summary = self.client.usage_summary(resource=resource, window="day")
+            self.assertGreater(summary.windows, 0)
+        except tollgate.Unimplemented:
+            pass  # a store that keeps no usage
+
+
+class NamespacesTest(ServerTest):
+    def test_registry_and_isolation(self):
+        name = uid("team")
+        ns = self.client.register_namespace(name)
+        self.assertEqual(ns.name, name)
+        self.assertTrue(ns.id)
+        self.assertIsNone(ns.deleted_at)
+        self.assertIn(name, [n.name for n in self.client.list_namespaces()])
+        self.assertEqual(self.client.get_namespace(name), ns)
+        with self.assertRaises(tollgate.NamespaceExists):
+            self.client.register_namespace(name)
+
+        team = support.client(namespace=name)
+        entity, resource = uid("key"), uid("res")
+        team.set_limits(["rpm:1"], resource=resource)
+        self.client.set_limits(["rpm:5"], resource=resource)  # "default": its own limits
+        team.acquire_and_commit(entity, resource, {"rpm": 1})
+        with self.assertRaises(tollgate.RateLimitExceeded):
+            team.acquire(entity, resource, {"rpm": 1})
+        self.assertEqual(self.available(entity, resource), {"rpm": 5})
+
+        lease = team.acquire(uid("key"), uid("res"), {"rpm": 1}, limits=["rpm:3"])
+        with self.assertRaises(tollgate.LeaseNotFound):
+            self.client.get_lease(lease.id)  # another namespace's lease
+
+        self.client.delete_namespace(name)
+        self.assertIsNotNone(self.client.get_namespace(name).deleted_at)
+        with self.assertRaises(tollgate.NamespaceDeleted):
+            team.acquire(entity, resource, {"rpm": 1})
+        self.client.recover_namespace(name)
+        self.assertEqual(team.available(entity, resource)[0].capacity, 1)
+        self.client.delete_namespace(name)
+        self.assertGreater(self.client.purge_namespace(name), 0)
+        with self.assertRaises(tollgate.NamespaceNotFound):
+            self.client.get_namespace(name)
+        with self.assertRaises(tollgate.NamespaceNotFound):
+            support.client(namespace=uid("unregistered")).acquire("k", "r", {"rpm": 1}, limits=["rpm:1"])
+
+
+class HealthTest(ServerTest):
+    def test_health_and_ready(self):
+        self.assertEqual(self.client.health(), "ok")
+        self.assertEqual(self.client.ready(), "ready")
+
+
+if __name__ == "__main__":
+    unittest.main()

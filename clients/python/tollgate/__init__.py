@@ -1,0 +1,113 @@
+"""Python client of Tollgate, the distributed rate limiter and quota broker.
+
+Standard library only (urllib.request, json); Python 3.9+. The operations
+and errors are the Go client's (package client), over the HTTP API of
+``tollgate serve`` (docs/http-api.md)::
+
+    import tollgate
+
+    client = tollgate.Client("http://127.0.0.1:8080")
+    client.set_limits(["rpm:3", "tpm:10000/min:15000"], resource="openai/gpt-4o")
+    try:
+        with client.acquire("key-1", "openai/gpt-4o", {"rpm": 1, "tpm": 500}) as lease:
+            used = call_the_model()
+            lease.adjust({"tpm": used - 500})
+    except tollgate.RateLimitExceeded as denied:
+        print("retry in", denied.retry_after, "s")
+"""
+
+from ._decorator import arg, rate_limit
+from ._http import MAX_RESPONSE_BYTES
+from .client import DEFAULT_TIMEOUT, DEFAULT_USER_AGENT, PURGE_TIMEOUT, Client
+from .errors import (
+    BadResponse,
+    Conflict,
+    EntityExists,
+    EntityNotFound,
+    Forbidden,
+    LeaseClosed,
+    LeaseNotFound,
+    NamespaceDeleted,
+    NamespaceExists,
+    NamespaceNotFound,
+    NotFound,
+    RateLimitExceeded,
+    ReservationConflict,
+    ReservationNotFound,
+    ServerError,
+    ServerUnreachable,
+    TollgateError,
+    Unauthorized,
+    Unavailable,
+    Unimplemented,
+    ValidationError,
+)
+from .lease import Lease
+from .types import (
+    ALLOW,
+    BLOCK,
+    AuditEvent,
+    Capacity,
+    Entity,
+    Grant,
+    LimitCapacity,
+    LimitsConfig,
+    LimitStatus,
+    LimitUsage,
+    Namespace,
+    Reservation,
+    Reserved,
+    Usage,
+    UsageSummary,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Client",
+    "Lease",
+    "rate_limit",
+    "arg",
+    "DEFAULT_TIMEOUT",
+    "DEFAULT_USER_AGENT",
+    "PURGE_TIMEOUT",
+    "MAX_RESPONSE_BYTES",
+    "BLOCK",
+    "ALLOW",
+    # values
+    "LimitStatus",
+    "Grant",
+    "Reservation",
+    "Reserved",
+    "Entity",
+    "LimitsConfig",
+    "AuditEvent",
+    "Namespace",
+    "Usage",
+    "LimitUsage",
+    "UsageSummary",
+    "LimitCapacity",
+    "Capacity",
+    # errors
+    "TollgateError",
+    "RateLimitExceeded",
+    "ValidationError",
+    "Unauthorized",
+    "Forbidden",
+    "NotFound",
+    "EntityNotFound",
+    "NamespaceNotFound",
+    "LeaseNotFound",
+    "ReservationNotFound",
+    "Conflict",
+    "EntityExists",
+    "NamespaceExists",
+    "NamespaceDeleted",
+    "ReservationConflict",
+    "LeaseClosed",
+    "Unavailable",
+    "Unimplemented",
+    "ServerError",
+    "ServerUnreachable",
+    "BadResponse",
+]

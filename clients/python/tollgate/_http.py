@@ -1,0 +1,240 @@
+"""The HTTP transport: one JSON request, one bounded answer, typed errors.
+
+Only the standard library: urllib.request for the call, json for bodies."""
+
+from __future__ import annotations
+
+import http.client
+import ipaddress
+import json
+import socket
+import ssl
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+
+from . import errors as E
+from .types import statuses
+
+#: Bounds the body of any answer the client reads (as the Go client's).
+MAX_RESPONSE_BYTES = 1 << 20
+#: Bounds on what a server's error body may put into an error.
+MAX_MESSAGE_LEN = 512
+MAX_FIELD_LEN = 128
+#: Retry-after values above a day are clamped (the API never sends more).
+MAX_RETRY_AFTER_MS = 24 * 3600 * 1000
+
+_CHUNK = 64 << 10
+
+Query = Union[Mapping[str, Any], Sequence[Tuple[str, Any]], None]
+
+
+def seg(s: str) -> str:
+    """Escape one path segment: every '/' becomes %2F (resources such as
+    openai/gpt-4o and reservation ids may contain '/')."""
+    return urllib.parse.quote(s, safe="")
+
+
+def _truncate(s: Any, n: int) -> str:
+    if not isinstance(s, str):
+        return ""
+    return s[:n]
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+class Transport:
+    """Sends requests to one server. Safe for concurrent use (urllib opens
+    one connection per call; there is no shared mutable state)."""
+
+    def __init__(
+        self,
+        base_url: str,
+        headers: Dict[str, str],
+        timeout: Optional[float],
+        ssl_context: Optional[ssl.SSLContext],
+        proxies: Optional[Dict[str, str]],
+    ) -> None:
+        self.base_url = base_url
+        self.headers = headers
+        self.timeout = timeout
+        host = urllib.parse.urlsplit(base_url).hostname or ""
+        if proxies is None and _is_loopback(host):
+            # As Go's ProxyFromEnvironment: never send loopback calls to
+            # the environment's proxy.
+            proxies = {}
+        handlers: List[Any] = [urllib.request.ProxyHandler(proxies)]  # None: from the environment
+        if ssl_context is not None:
+            handlers.append(urllib.request.HTTPSHandler(context=ssl_context))
+        self.opener = urllib.request.build_opener(*handlers)
+
+    def call(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Query = None,
+        body: Any = None,
+        timeout: Optional[float] = None,
+        route: str = "",
+    ) -> Tuple[int, Any]:
+        """Send one request; return (status, decoded JSON or None) for a 2xx
+        answer, raise the typed error otherwise. path is below the base URL,
+        segments already escaped. route names the kind of call where the
+        error classes depend on it ("lease", "reservation")."""
+        url = self.base_url + path
+        if query:
+            url += "?" + urllib.parse.urlencode(query, doseq=True)
+        op = f"{method} {url}"
+        data = None
+        headers = dict(self.headers)
+        if body is not None:
+            data = json.dumps(body, separators=(",", ":")).encode("utf-8")
+            headers["Content-Type"] = "application/json"
+        req = urllib.request.Request(url, data=data, headers=headers, method=method)
+        limit = self.timeout if timeout is None else timeout
+        deadline = None if limit is None else time.monotonic() + limit
+        try:
+            try:
+                resp = self.opener.open(req, timeout=limit)
+            except urllib.error.HTTPError as he:
+                resp = he  # a non-2xx answer: its body is the error
+            try:
+                status = resp.status if hasattr(resp, "status") else resp.code
+                raw = _read_bounded(resp, deadline, op)
+                resp_headers = resp.headers
+            finally:
+                resp.close()
+        except E.TollgateError:
+            raise
+        except urllib.error.URLError as ue:
+            raise E.ServerUnreachable(f"server unreachable: {op}: {_describe(ue.reason)}") from ue
+        except (OSError, http.client.HTTPException) as oe:
+            raise E.ServerUnreachable(f"server unreachable: {op}: {_describe(oe)}") from oe
+        if 200 <= status <= 299:
+            if status == 204 or not raw.strip():
+                return status, None
+            try:
+                return status, json.loads(raw)
+            except ValueError as ve:
+                raise E.BadResponse(f"malformed answer from the server: {op}: {ve}", status=status) from None
+        raise decode_error(status, resp_headers, raw, route)
+
+
+def _describe(err: Any) -> str:
+    if isinstance(err, (socket.timeout, TimeoutError)):
+        return "timed out"
+    if isinstance(err, ConnectionRefusedError):
+        return "connection refused"
+    if isinstance(err, socket.gaierror):
+        return f"cannot resolve host ({err})"
+    return str(err) or type(err).__name__
+
+
+def _read_bounded(resp: Any, deadline: Optional[float], op: str) -> bytes:
+    """Read at most MAX_RESPONSE_BYTES, in chunks, stopping at the call's
+    deadline (each read is also bounded by the socket timeout)."""
+    buf = bytearray()
+    while True:
+        if deadline is not None and time.monotonic() > deadline:
+            raise E.ServerUnreachable(f"server unreachable: {op}: timed out reading the answer")
+        chunk = resp.read(min(_CHUNK, MAX_RESPONSE_BYTES + 1 - len(buf)))
+        if not chunk:
+            return bytes(buf)
+        buf += chunk
+        if len(buf) > MAX_RESPONSE_BYTES:
+            raise E.BadResponse(f"malformed answer from the server: {op}: answer larger than {MAX_RESPONSE_BYTES} bytes")
+
+
+_NOT_FOUND = {
+    "entity_not_found": E.EntityNotFound,
+    "namespace_not_found": E.NamespaceNotFound,
+    "lease_not_found": E.LeaseNotFound,
+}
+_CONFLICT = {
+    "entity_exists": E.EntityExists,
+    "namespace_exists": E.NamespaceExists,
+    "namespace_deleted": E.NamespaceDeleted,
+    "reservation_conflict": E.ReservationConflict,
+    "lease_closed": E.LeaseClosed,
+}
+
+
+def _retry_after_header(v: Optional[str]) -> int:
+    try:
+        n = int((v or "").strip())
+    except ValueError:
+        return 0
+    return min(max(n, 0) * 1000, MAX_RETRY_AFTER_MS)
+
+
+def decode_error(status: int, headers: Any, raw: bytes, route: str = "") -> E.TollgateError:
+    """The typed error for a non-2xx answer: from the API's error body, or,
+    for a body that is not one (a proxy's page), from the status alone."""
+    body: Dict[str, Any] = {}
+    try:
+        v = json.loads(raw)
+        if isinstance(v, dict) and isinstance(v.get("error"), str) and v["error"]:
+            body = v
+    except ValueError:
+        pass
+    retry_header = headers.get("Retry-After") if headers is not None else None
+    if not body:
+        text = raw.decode("utf-8", "replace").strip()
+        msg = f"{status} {http.client.responses.get(status, '')}".strip()
+        if text:
+            msg += ": " + text
+        msg = _truncate(msg, MAX_MESSAGE_LEN)
+        if status == 401:
+            return E.Unauthorized(msg, status=status)
+        if status == 403:
+            return E.Forbidden(msg, status=status)
+        if status == 429:
+            return E.RateLimitExceeded(msg, status=status, code="rate_limited",
+                                       retry_after=_retry_after_header(retry_header) / 1000.0, statuses=[])
+        if status in (502, 503, 504):
+            return E.Unavailable(msg, status=status)
+        return E.ServerError(msg, status=status)
+
+    code = body["error"]
+    message = _truncate(body.get("message"), MAX_MESSAGE_LEN) or code
+    reason = _truncate(body.get("reason"), MAX_FIELD_LEN)
+    kw = dict(status=status, code=code, reason=reason, body=body)
+    if code == "rate_limited":
+        ms = body.get("retry_after_ms")
+        if isinstance(ms, bool) or not isinstance(ms, int):
+            ms = _retry_after_header(retry_header)
+        ms = min(max(ms, 0), MAX_RETRY_AFTER_MS)
+        try:
+            sts = statuses(body)
+        except E.BadResponse:
+            sts = []
+        return E.RateLimitExceeded(message, retry_after=ms / 1000.0, statuses=sts, **kw)
+    if code == "invalid_argument":
+        return E.ValidationError(message, field=_truncate(body.get("field"), MAX_FIELD_LEN),
+                                 value=_truncate(body.get("value"), MAX_FIELD_LEN), **kw)
+    if code == "unauthenticated":
+        return E.Unauthorized(message, **kw)
+    if code == "permission_denied":
+        return E.Forbidden(message, **kw)
+    if code == "not_found":
+        cls = _NOT_FOUND.get(reason, E.NotFound)
+        if cls is E.LeaseNotFound and route == "reservation":
+            cls = E.ReservationNotFound
+        return cls(message, **kw)
+    if code == "conflict":
+        return _CONFLICT.get(reason, E.Conflict)(message, **kw)
+    if code == "unavailable":
+        return E.Unavailable(message, **kw)
+    if code == "unimplemented":
+        return E.Unimplemented(message, **kw)
+    return E.ServerError(message, **kw)

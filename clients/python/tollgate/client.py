@@ -1,0 +1,548 @@
+"""Client: calls one Tollgate server (docs/http-api.md)."""
+
+from __future__ import annotations
+
+import ssl
+import time
+import urllib.parse
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, TypeVar, Union
+
+from . import errors as E
+from ._http import Query, Transport, seg
+from ._util import Duration, consume_body, limits_list, namespace, penalty_body, seconds, ttl_ms, unix_ms_ceil
+from ._util import on_unavailable as _mode
+from .lease import Lease
+
+if TYPE_CHECKING:
+    from ._decorator import arg
+from .types import (
+    AuditEvent,
+    Capacity,
+    Entity,
+    Grant,
+    LimitsConfig,
+    LimitStatus,
+    Namespace,
+    Reservation,
+    Reserved,
+    Usage,
+    UsageSummary,
+    _counts,
+    _list,
+    _obj,
+    _str,
+    statuses,
+)
+
+__all__ = ["Client", "DEFAULT_TIMEOUT", "DEFAULT_USER_AGENT", "PURGE_TIMEOUT"]
+
+#: Bounds each call, including reading the answer (seconds).
+DEFAULT_TIMEOUT = 10.0
+#: How long purge_namespace waits by default: the server gives a purge up to
+#: 10 minutes.
+PURGE_TIMEOUT = 660.0
+DEFAULT_USER_AGENT = "tollgate-python-client/1"
+
+V1 = "/v1"
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _base_url(raw: str) -> str:
+    u = urllib.parse.urlsplit(raw) if isinstance(raw, str) else None
+    if u is None or u.scheme not in ("http", "https"):
+        raise E.ValidationError("invalid base_url: want an http:// or https:// URL", field="base_url", value=str(raw)[:80])
+    if not u.netloc:
+        raise E.ValidationError("invalid base_url: no host", field="base_url", value=raw[:80])
+    if u.query or u.fragment:
+        raise E.ValidationError("invalid base_url: no query or fragment allowed", field="base_url", value=raw[:80])
+    return raw.rstrip("/")
+
+
+class Client:
+    """Calls one Tollgate server. Safe for concurrent use from threads.
+
+    Args:
+        base_url: e.g. "http://127.0.0.1:8080" (a path, if any, prefixes
+            every endpoint).
+        api_key: sent as "Authorization: Bearer KEY" (servers with --keys).
+        namespace: every call works in this namespace (X-Tollgate-Namespace);
+            without it the server uses "default", or the API key's namespace.
+        timeout: bounds each call in seconds (default 10); None for no bound.
+        principal: recorded as the author of changes in audit events when the
+            server has no API keys (X-Tollgate-Principal).
+        user_agent: the User-Agent header.
+        ssl_context: for https servers with a private CA, client certificates.
+        proxies: as urllib.request.ProxyHandler; None takes them from the
+            environment (http_proxy...), except for loopback servers, which
+            are never proxied; {} uses none.
+
+    Bad arguments raise :class:`~tollgate.ValidationError` before any call.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        api_key: Optional[str] = None,
+        namespace: Optional[str] = None,
+        timeout: Optional[float] = DEFAULT_TIMEOUT,
+        *,
+        principal: Optional[str] = None,
+        user_agent: str = DEFAULT_USER_AGENT,
+        ssl_context: Optional[ssl.SSLContext] = None,
+        proxies: Optional[Dict[str, str]] = None,
+    ) -> None:
+        self.base_url = _base_url(base_url)
+        self.namespace = _namespace_opt(namespace)
+        if timeout is not None and seconds(timeout, "timeout") <= 0:
+            raise E.ValidationError("invalid timeout: must be positive, or None", field="timeout", value=str(timeout))
+        self.timeout = None if timeout is None else seconds(timeout, "timeout")
+        headers = {"Accept": "application/json", "User-Agent": user_agent}
+        if api_key:
+            headers["Authorization"] = "Bearer " + api_key
+        if self.namespace:
+            headers["X-Tollgate-Namespace"] = self.namespace
+        if principal:
+            headers["X-Tollgate-Principal"] = principal
+        self._http = Transport(self.base_url, headers, self.timeout, ssl_context, proxies)
+
+    def __repr__(self) -> str:
+        return f"Client({self.base_url!r}, namespace={self.namespace!r})"
+
+    def _call(self, method: str, path: str, *, query: Query = None, body: Any = None,
+              timeout: Optional[float] = None, route: str = "") -> Tuple[int, Any]:
+        return self._http.call(method, path, query=query, body=body, timeout=timeout, route=route)
+
+    # ------------------------------------------------------------------
+    # Acquire and leases
+
+    def _acquire(self, entity: str, resource: str, consume: Mapping[str, int], commit: bool,
+                 limits: Optional[Sequence[str]], mode: Optional[str], lease_ttl: Optional[Duration]) -> Dict[str, Any]:
+        body: Dict[str, Any] = {"entity": entity, "resource": resource, "consume": consume_body(consume)}
+        lim = limits_list(limits)
+        if lim is not None:
+            if not lim:
+                raise E.ValidationError("invalid limits: give at least one limit, or None for the stored ones", field="limits")
+            body["limits"] = lim
+        if commit:
+            body["commit"] = True
+        m = _mode(mode)
+        if m:
+            body["on_unavailable"] = m
+        ms = ttl_ms(lease_ttl, "lease_ttl_ms")
+        if ms is not None and not commit:
+            body["lease_ttl_ms"] = ms
+        _, answer = self._call("POST", V1 + "/acquire", body=body)
+        return _obj(answer, "acquire answer")
+
+    def acquire(
+        self,
+        entity: str,
+        resource: str,
+        consume: Mapping[str, int],
+        *,
+        limits: Optional[Sequence[str]] = None,
+        on_unavailable: Optional[str] = None,
+        lease_ttl: Optional[Duration] = None,
+    ) -> Lease:
+        """Check and debit consume (limit name -> whole tokens) against every
+        limit in effect for entity and resource and their cascade ancestors,
+        all or nothing, and return the :class:`Lease`: adjust it, then commit
+        or roll it back (or use it as a context manager).
+
+        Args:
+            limits: limit strings (["rpm:60", "inflight:5/concurrent"]) used
+                instead of the stored configuration for this call.
+            on_unavailable: "block" or "allow": what the server does if its
+                store cannot answer ("allow" grants a degraded lease).
+            lease_ttl: how long the lease lives unless extended (seconds or
+                timedelta, 1 s to 24 h; default the server's, 5 minutes).
+
+        Raises:
+            RateLimitExceeded: denied; nothing was consumed.
+            ValidationError: bad input, or an amount above a limit's capacity.
+            Unavailable, ServerUnreachable: no decision (outcome unknown).
+        """
+        answer = self._acquire(entity, resource, consume, False, limits, on_unavailable, lease_ttl)
+        return Lease(self, entity, resource, answer)
+
+    def acquire_and_commit(
+        self,
+        entity: str,
+        resource: str,
+        consume: Mapping[str, int],
+        *,
+        limits: Optional[Sequence[str]] = None,
+        on_unavailable: Optional[str] = None,
+    ) -> Grant:
+        """Acquire and commit in one call, for work whose cost is known up
+        front; no lease is kept. Errors are those of acquire()."""
+        d = self._acquire(entity, resource, consume, True, limits, on_unavailable, None)
+        return Grant(consumed=_counts(d, "consumed"), statuses=statuses(d), degraded=bool(d.get("degraded", False)))
+
+    def wait(
+        self,
+        entity: str,
+        resource: str,
+        consume: Mapping[str, int],
+        max_wait: Duration,
+        *,
+        limits: Optional[Sequence[str]] = None,
+        on_unavailable: Optional[str] = None,
+        lease_ttl: Optional[Duration] = None,
+    ) -> Lease:
+        """Acquire like acquire(), but when denied sleep for the retry_after
+        the denial reports and try again, for at most max_wait (seconds or
+        timedelta). When the next attempt would come after max_wait, the
+        last RateLimitExceeded is raised at once rather than sleeping in
+        vain. Other errors are raised as they occur. Each attempt is bounded
+        by the client's timeout on its own."""
+        deadline = time.monotonic() + max(0.0, seconds(max_wait, "max_wait"))
+        while True:
+            try:
+                return self.acquire(entity, resource, consume, limits=limits,
+                                    on_unavailable=on_unavailable, lease_ttl=lease_ttl)
+            except E.RateLimitExceeded as denied:
+                delay = max(denied.retry_after, 0.001)
+                if time.monotonic() + delay > deadline:
+                    raise
+                time.sleep(delay)
+
+    def available(self, entity: str, resource: str, *, limits: Optional[Sequence[str]] = None) -> List[LimitStatus]:
+        """The current state of every limit in effect for entity and resource
+        and their cascade ancestors, after refill; writes nothing."""
+        q: List[Tuple[str, str]] = [("entity", entity), ("resource", resource)]
+        for lim in limits_list(limits) or []:
+            q.append(("limits", lim))
+        _, answer = self._call("GET", V1 + "/available", query=q)
+        return statuses(_obj(answer, "available answer"))
+
+    def get_lease(self, lease_id: str) -> Lease:
+        """A handle on an open lease by its id, e.g. one another process
+        acquired: any server over the same store serves it. Its statuses are
+        empty (the server keeps only what the lease consumed). Raises
+        LeaseNotFound if the lease has ended or expired."""
+        answer = self._lease_call("GET", lease_id, None)
+        d = _obj(answer, "lease")
+        return Lease(self, _str(d, "entity"), _str(d, "resource"), d)
+
+    def _lease_call(self, method: str, lease_id: str, action: Optional[str], body: Any = None) -> Any:
+        path = V1 + "/leases/" + seg(lease_id) + ("/" + action if action else "")
+        _, answer = self._call(method, path, body=body, route="lease")
+        return answer
+
+    # ------------------------------------------------------------------
+    # Reservations and penalties
+
+    def reserve(
+        self,
+        entity: str,
+        resource: str,
+        id: str,
+        consume: Optional[Mapping[str, int]] = None,
+        *,
+        limits: Optional[Sequence[str]] = None,
+        on_unavailable: Optional[str] = None,
+        ttl: Optional[Duration] = None,
+    ) -> Reserved:
+        """Reserve resource id (an EMR cluster, a GPU job) for entity and
+        resource: take 1 of each reserved limit consume names (None: 1 of
+        every reserved limit in effect) and debit its other limits, all or
+        nothing. ttl (seconds or timedelta) gives the reservation an expiry;
+        without it it lasts until released.
+
+        The same id held by the same entity and resource is the same
+        reservation (``Reserved.new`` is False, nothing debited again); held
+        by another it raises ReservationConflict. A full reserved limit
+        raises RateLimitExceeded."""
+        body: Dict[str, Any] = {"entity": entity, "resource": resource, "id": id}
+        c = consume_body(consume)
+        if c:
+            body["consume"] = c
+        lim = limits_list(limits)
+        if lim:
+            body["limits"] = lim
+        m = _mode(on_unavailable)
+        if m:
+            body["on_unavailable"] = m
+        ms = ttl_ms(ttl, "ttl_ms")
+        if ms is not None:
+            body["ttl_ms"] = ms
+        status, answer = self._call("POST", V1 + "/reservations", body=body, route="reservation")
+        return Reserved.from_answer(answer, new=(status == 201))
+
+    def release(self, id: str) -> None:
+        """End the reservation of resource id, whoever holds it: its reserved
+        tokens come back. Raises ReservationNotFound (a LeaseNotFound) if the
+        id holds none; a caller releasing on a repeated event can treat that
+        as done."""
+        self._call("DELETE", V1 + "/reservations/" + seg(id), route="reservation")
+
+    def get_reservation(self, id: str) -> Reservation:
+        """The reservation of resource id, found by the id alone; raises
+        ReservationNotFound if there is none."""
+        _, answer = self._call("GET", V1 + "/reservations/" + seg(id), route="reservation")
+        return Reservation.from_json(answer)
+
+    def list_reservations(self, entity: str, resource: Optional[str] = None, *, after: Optional[str] = None,
+                          limit: int = 100) -> Tuple[List[Reservation], Optional[str]]:
+        """One page of entity's reservations (of one resource if given),
+        sorted by id: (reservations, next), where next is the ``after`` of
+        the following page, or None on the last page. limit: 1 to 1000."""
+        q: Dict[str, Any] = {"entity": entity, "limit": limit}
+        if resource:
+            q["resource"] = resource
+        if after:
+            q["after"] = after
+        _, answer = self._call("GET", V1 + "/reservations", query=q, route="reservation")
+        d = _obj(answer, "reservations answer")
+        return [Reservation.from_json(r) for r in _list(d, "reservations")], (_str(d, "next") or None)
+
+    def iter_reservations(self, entity: str, resource: Optional[str] = None, *, page_size: int = 100) -> Iterator[Reservation]:
+        """Every reservation of entity (of one resource if given), a page at a time."""
+        after: Optional[str] = None
+        while True:
+            page, after = self.list_reservations(entity, resource, after=after, limit=page_size)
+            yield from page
+            if not after:
+                return
+
+    def penalize(
+        self,
+        entity: str,
+        resource: str,
+        limits: Sequence[str],
+        *,
+        retry_after: Optional[Duration] = None,
+        until: Optional[datetime] = None,
+        reason: str = "",
+    ) -> None:
+        """Empty the named rate limits of entity and resource for retry_after
+        (seconds or timedelta, from the server's clock: pass the vendor's
+        Retry-After as it came) or until a time (at most 24 h ahead), for
+        every process sharing the server's store: what to do when a vendor
+        answers 429. Acquires before then raise RateLimitExceeded."""
+        self._penalize_body(entity, resource, penalty_body(limits, retry_after, until, reason))
+
+    def _penalize_body(self, entity: str, resource: str, body: Dict[str, Any]) -> None:
+        self._call("POST", V1 + "/penalize", body=dict(body, entity=entity, resource=resource))
+
+    # ------------------------------------------------------------------
+    # Entities
+
+    def create_entity(
+        self,
+        id: str,
+        *,
+        name: str = "",
+        parent_id: str = "",
+        cascade: bool = False,
+        metadata: Optional[Mapping[str, str]] = None,
+    ) -> Entity:
+        """Create an entity; returns it as stored. Raises EntityExists if
+        the id is taken, EntityNotFound if the parent does not exist."""
+        e = Entity(id=id, name=name, parent_id=parent_id, cascade=cascade, metadata=dict(metadata or {}))
+        _, answer = self._call("POST", V1 + "/entities", body=e.to_json())
+        return Entity.from_json(answer)
+
+    def get_entity(self, id: str) -> Entity:
+        """The entity, or EntityNotFound."""
+        _, answer = self._call("GET", V1 + "/entities/" + seg(id))
+        return Entity.from_json(answer)
+
+    def delete_entity(self, id: str) -> None:
+        """Remove the entity, its stored limits and its buckets; EntityNotFound
+        if there is none."""
+        self._call("DELETE", V1 + "/entities/" + seg(id))
+
+    def children(self, id: str) -> List[Entity]:
+        """The entities whose parent is id, sorted by id."""
+        _, answer = self._call("GET", V1 + "/entities/" + seg(id) + "/children")
+        return [Entity.from_json(e) for e in _list(_obj(answer, "children answer"), "entities")]
+
+    # ------------------------------------------------------------------
+    # Limits
+
+    @staticmethod
+    def _scope(entity: Optional[str], resource: Optional[str]) -> Tuple[str, Optional[Dict[str, str]]]:
+        """The path of a level: system (neither), resource, entity default
+        (entity alone), entity + resource (both)."""
+        if entity:
+            path = V1 + "/limits/entities/" + seg(entity)
+            return path, ({"resource": resource} if resource else None)
+        if resource:
+            return V1 + "/limits/resources/" + seg(resource), None
+        return V1 + "/limits/system", None
+
+    def get_limits(self, *, entity: Optional[str] = None, resource: Optional[str] = None) -> LimitsConfig:
+        """The limits stored at one level (nothing is inherited): the system
+        (no arguments), a resource, an entity's default (entity only) or an
+        entity on a resource (both). Raises NotFound if none are stored."""
+        path, q = self._scope(entity, resource)
+        _, answer = self._call("GET", path, query=q)
+        return LimitsConfig.from_json(answer)
+
+    def set_limits(
+        self,
+        limits: Sequence[str],
+        *,
+        entity: Optional[str] = None,
+        resource: Optional[str] = None,
+        on_unavailable: Optional[str] = None,
+    ) -> LimitsConfig:
+        """Replace the limits at one level (see get_limits), e.g.
+        ``set_limits(["rpm:3", "tpm:10000/min:15000"], resource="openai/gpt-4o")``.
+        on_unavailable ("block" or "allow") is for the system level only.
+        Returns the stored configuration in canonical form."""
+        body: Dict[str, Any] = {"limits": limits_list(limits) or []}
+        m = _mode(on_unavailable)
+        if m:
+            body["on_unavailable"] = m
+        path, q = self._scope(entity, resource)
+        _, answer = self._call("PUT", path, query=q, body=body)
+        return LimitsConfig.from_json(answer)
+
+    def delete_limits(self, *, entity: Optional[str] = None, resource: Optional[str] = None) -> None:
+        """Remove the limits at one level; NotFound if none were stored."""
+        path, q = self._scope(entity, resource)
+        self._call("DELETE", path, query=q)
+
+    def audit_events(self, entity: str = "", *, after: str = "", limit: int = 0) -> Tuple[List[AuditEvent], Optional[str]]:
+        """A page of audit events of entity (empty: system and resource
+        changes), oldest first: (events, next); pass next as after for the
+        following page. limit 0 is the server's default (100)."""
+        q: Dict[str, Any] = {}
+        if entity:
+            q["entity"] = entity
+        if after:
+            q["after"] = after
+        if limit:
+            q["limit"] = limit
+        _, answer = self._call("GET", V1 + "/audit", query=q)
+        d = _obj(answer, "audit answer")
+        return [AuditEvent.from_json(e) for e in _list(d, "events")], (_str(d, "next") or None)
+
+    # ------------------------------------------------------------------
+    # Usage and capacity
+
+    @staticmethod
+    def _usage_query(entity: Optional[str], resource: Optional[str], window: Optional[str],
+                     start: Optional[datetime], end: Optional[datetime], after: Optional[str],
+                     limit: Optional[int]) -> Dict[str, Any]:
+        q: Dict[str, Any] = {}
+        for k, v in (("entity", entity), ("resource", resource), ("window", window), ("after", after)):
+            if v:
+                q[k] = v
+        if start is not None:
+            q["from"] = unix_ms_ceil(start)
+        if end is not None:
+            q["to"] = unix_ms_ceil(end)
+        if limit:
+            q["limit"] = limit
+        return q
+
+    def usage(self, entity: Optional[str] = None, resource: Optional[str] = None, *, window: Optional[str] = None,
+              start: Optional[datetime] = None, end: Optional[datetime] = None, after: Optional[str] = None,
+              limit: Optional[int] = None) -> Tuple[List[Usage], Optional[str]]:
+        """Usage snapshots (hour or day windows starting in [start, end)):
+        (snapshots, next). One of entity and resource is required."""
+        q = self._usage_query(entity, resource, window, start, end, after, limit)
+        _, answer = self._call("GET", V1 + "/usage", query=q)
+        d = _obj(answer, "usage answer")
+        return [Usage.from_json(u) for u in _list(d, "usage")], (_str(d, "next") or None)
+
+    def usage_summary(self, entity: Optional[str] = None, resource: Optional[str] = None, *, window: Optional[str] = None,
+                      start: Optional[datetime] = None, end: Optional[datetime] = None) -> UsageSummary:
+        """Totals, averages and peaks of the usage a query covers."""
+        q = self._usage_query(entity, resource, window, start, end, None, None)
+        _, answer = self._call("GET", V1 + "/usage/summary", query=q)
+        return UsageSummary.from_json(answer)
+
+    def capacity(self, resource: str) -> Capacity:
+        """A resource's capacity and use summed over its buckets (reads every
+        bucket: for dashboards, not hot paths)."""
+        _, answer = self._call("GET", V1 + "/capacity", query={"resource": resource})
+        return Capacity.from_json(answer)
+
+    # ------------------------------------------------------------------
+    # Namespace registry (with API keys: an admin key for namespace "*")
+
+    def register_namespace(self, name: str) -> Namespace:
+        """Register a namespace; NamespaceExists if the name is taken."""
+        _, answer = self._call("POST", V1 + "/namespaces", body={"name": name})
+        return Namespace.from_json(answer)
+
+    def list_namespaces(self) -> List[Namespace]:
+        """Every namespace, deleted ones included, sorted by name."""
+        _, answer = self._call("GET", V1 + "/namespaces")
+        return [Namespace.from_json(n) for n in _list(_obj(answer, "namespaces answer"), "namespaces")]
+
+    def get_namespace(self, name: str) -> Namespace:
+        """The namespace, or NamespaceNotFound."""
+        _, answer = self._call("GET", V1 + "/namespaces/" + seg(name))
+        return Namespace.from_json(answer)
+
+    def delete_namespace(self, name: str) -> None:
+        """Soft-delete a namespace: calls in it raise NamespaceDeleted until
+        recover_namespace; its data stays until purge_namespace."""
+        self._call("DELETE", V1 + "/namespaces/" + seg(name))
+
+    def recover_namespace(self, name: str) -> None:
+        """Undo delete_namespace."""
+        self._call("POST", V1 + "/namespaces/" + seg(name) + "/recover")
+
+    def purge_namespace(self, name: str, *, timeout: Optional[float] = PURGE_TIMEOUT) -> int:
+        """Delete every item of a soft-deleted namespace, then the namespace;
+        returns how many items went. It may take minutes: timeout defaults
+        to PURGE_TIMEOUT rather than the client's."""
+        _, answer = self._call("POST", V1 + "/namespaces/" + seg(name) + "/purge", timeout=timeout)
+        d = _obj(answer, "purge answer")
+        n = d.get("deleted", 0)
+        return n if isinstance(n, int) else 0
+
+    # ------------------------------------------------------------------
+    # Health
+
+    def health(self) -> str:
+        """GET /healthz: "ok" while the server answers; raises
+        ServerUnreachable (or another TollgateError) otherwise."""
+        _, answer = self._call("GET", "/healthz")
+        return _str(_obj(answer, "health answer"), "status")
+
+    def ready(self) -> str:
+        """GET /readyz: "ready" when the server and its store answer; raises
+        Unavailable when the store does not, ServerUnreachable when the
+        server does not."""
+        _, answer = self._call("GET", "/readyz")
+        return _str(_obj(answer, "readiness answer"), "status")
+
+    # ------------------------------------------------------------------
+    # Decorator
+
+    def rate_limit(
+        self,
+        *,
+        entity: Union[str, "arg", Callable[..., str]],
+        resource: Union[str, "arg", Callable[..., str]],
+        consume: Union[Mapping[str, int], "arg", Callable[..., Mapping[str, int]]],
+        wait: Optional[Duration] = None,
+        limits: Optional[Sequence[str]] = None,
+        on_unavailable: Optional[str] = None,
+        lease_ttl: Optional[Duration] = None,
+    ) -> Callable[[F], F]:
+        """Decorate a function so that each call runs holding a lease:
+        acquire (or, with wait, wait up to that long), run, commit; roll back
+        if the function raises. entity, resource and consume may each be a
+        value, a callable of the function's arguments, or tollgate.arg(NAME)
+        naming one of them. See :func:`tollgate.rate_limit`."""
+        from ._decorator import rate_limit
+
+        return rate_limit(self, entity=entity, resource=resource, consume=consume, wait=wait,
+                          limits=limits, on_unavailable=on_unavailable, lease_ttl=lease_ttl)
+
+
+def _namespace_opt(ns: Optional[str]) -> Optional[str]:
+    if ns is None or ns == "":
+        return None
+    return namespace(ns)

@@ -1,0 +1,237 @@
+"""Typed errors of the Tollgate client.
+
+Every error the client raises is a :class:`TollgateError`. The server's
+error body (``{"error": CODE, "reason": ..., "field": ...}``, see
+docs/http-api.md section 4) decides the class::
+
+    TollgateError
+    ├── RateLimitExceeded          429 rate_limited: retry_after, statuses
+    ├── ValidationError            400 invalid_argument: field, value, reason
+    │                              (also a ValueError; raised locally for bad arguments)
+    ├── Unauthorized               401 unauthenticated
+    ├── Forbidden                  403 permission_denied
+    ├── NotFound                   404 not_found
+    │   ├── EntityNotFound         reason entity_not_found
+    │   ├── NamespaceNotFound      reason namespace_not_found
+    │   └── LeaseNotFound          reason lease_not_found
+    │       └── ReservationNotFound    the same reason, from a reservation route
+    ├── Conflict                   409 conflict
+    │   ├── EntityExists           reason entity_exists
+    │   ├── NamespaceExists        reason namespace_exists
+    │   ├── NamespaceDeleted       reason namespace_deleted
+    │   ├── ReservationConflict    reason reservation_conflict
+    │   └── LeaseClosed            the lease handle has ended (raised locally,
+    │                              or 409 lease_closed from older servers)
+    ├── Unavailable                503 unavailable: the server's *store* did not answer
+    ├── Unimplemented              501 unimplemented (usage or capacity unsupported)
+    ├── ServerError                500 internal, or any other unexpected status
+    ├── ServerUnreachable          no answer at all: connection refused, DNS,
+    │                              TLS, timeout, connection reset
+    └── BadResponse                an answer that is not what the API sends
+                                   (not JSON, wrong shape, too large)
+
+A 404 ``lease_not_found`` received through a :class:`~tollgate.Lease`
+handle is raised as an error that is both a :class:`LeaseNotFound` and a
+:class:`LeaseClosed` (as the Go client's matches both ErrLeaseNotFound and
+ErrLeaseClosed): the lease is over for that handle.
+
+``Unavailable`` and ``ServerUnreachable`` are deliberately distinct: the
+first means the server answered that its store is down (the server's
+``on_unavailable`` mode could have allowed the call), the second that no
+server answered. In both cases no decision was received; for a call that
+writes (acquire, commit), its outcome is unknown. Catch both with
+``except (Unavailable, ServerUnreachable)`` to fail open.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any, Dict, List, Optional
+
+__all__ = [
+    "TollgateError",
+    "RateLimitExceeded",
+    "ValidationError",
+    "Unauthorized",
+    "Forbidden",
+    "NotFound",
+    "EntityNotFound",
+    "NamespaceNotFound",
+    "LeaseNotFound",
+    "ReservationNotFound",
+    "Conflict",
+    "EntityExists",
+    "NamespaceExists",
+    "NamespaceDeleted",
+    "ReservationConflict",
+    "LeaseClosed",
+    "Unavailable",
+    "Unimplemented",
+    "ServerError",
+    "ServerUnreachable",
+    "BadResponse",
+]
+
+
+class TollgateError(Exception):
+    """Base of every error raised by the client.
+
+    Attributes:
+        message: human-readable text (the server's ``message`` when it sent one).
+        status: the HTTP status of the answer, or None when there was none.
+        code: the server's stable error code (``"not_found"``...), or "".
+        reason: the server's ``reason`` ("lease_not_found"...; for a
+            ValidationError, what is wrong with the field), or "".
+        body: the decoded error body, or {} (bounded: see MAX_RESPONSE_BYTES).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: Optional[int] = None,
+        code: str = "",
+        reason: str = "",
+        body: Optional[Dict[str, Any]] = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.status = status
+        self.code = code
+        self.reason = reason
+        self.body: Dict[str, Any] = body if body is not None else {}
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class RateLimitExceeded(TollgateError):
+    """The acquire (or reservation) was denied; nothing was consumed.
+
+    Attributes:
+        retry_after: seconds (float) before refill alone could grant the same
+            request: the longest wait among the exceeded limits. When only
+            concurrency or reserved limits deny, it is a polling hint.
+        statuses: every limit checked (:class:`tollgate.LimitStatus`), with
+            ``exceeded`` set on the violations.
+    """
+
+    def __init__(self, message: str, *, retry_after: float, statuses: List[Any], **kw: Any) -> None:
+        super().__init__(message, **kw)
+        self.retry_after = retry_after
+        self.statuses = statuses
+
+    @property
+    def retry_after_timedelta(self) -> timedelta:
+        """retry_after as a :class:`datetime.timedelta`."""
+        return timedelta(seconds=self.retry_after)
+
+    @property
+    def exceeded(self) -> List[Any]:
+        """The statuses of the limits that denied."""
+        return [s for s in self.statuses if s.exceeded]
+
+
+class ValidationError(TollgateError, ValueError):
+    """Bad input: nothing was written.
+
+    Attributes:
+        field: the offending field as the server names it (``consume.rpm``,
+            ``limits``, ``lease_ttl_ms``, ``body``...), or the argument the
+            client rejected before calling.
+        value: the offending value as text (truncated), or "".
+        reason: what is wrong with it.
+    """
+
+    def __init__(self, message: str, *, field: str = "", value: str = "", **kw: Any) -> None:
+        kw.setdefault("code", "invalid_argument")
+        super().__init__(message, **kw)
+        self.field = field
+        self.value = value
+
+
+class Unauthorized(TollgateError):
+    """401: no API key, or one the server does not know."""
+
+
+class Forbidden(TollgateError):
+    """403: the API key's role or namespace does not allow the call."""
+
+
+class NotFound(TollgateError):
+    """404: see ``reason`` (``not_found`` for limits not stored at a level,
+    ``no_route`` for a path the server does not serve)."""
+
+
+class EntityNotFound(NotFound):
+    """The entity (or a new entity's parent) does not exist."""
+
+
+class NamespaceNotFound(NotFound):
+    """The namespace is not registered."""
+
+
+class LeaseNotFound(NotFound):
+    """The server has no such lease in the client's namespace: unknown,
+    ended (by anyone), expired, or another namespace's."""
+
+
+class ReservationNotFound(LeaseNotFound):
+    """The resource id holds no reservation in the client's namespace
+    (never made, released, expired). Releasing on an event that may repeat
+    can treat it as done."""
+
+
+class Conflict(TollgateError):
+    """409: the call conflicts with the current state; see ``reason``."""
+
+
+class EntityExists(Conflict):
+    """An entity with that id exists."""
+
+
+class NamespaceExists(Conflict):
+    """The namespace name is taken (possibly by a deleted namespace)."""
+
+
+class NamespaceDeleted(Conflict):
+    """The namespace is soft-deleted."""
+
+
+class ReservationConflict(Conflict):
+    """The reservation id is held by another entity or resource."""
+
+
+class LeaseClosed(Conflict):
+    """The lease handle has ended (committed, rolled back, or found gone
+    on the server); no call was made."""
+
+
+class _LeaseGone(LeaseNotFound, LeaseClosed):
+    """A lease handle's call answered 404 lease_not_found: both a
+    LeaseNotFound and a LeaseClosed."""
+
+
+class Unavailable(TollgateError):
+    """503 (or 502/504 from a proxy): the server answered, but its store
+    did not. Distinct from :class:`ServerUnreachable`."""
+
+
+class Unimplemented(TollgateError):
+    """501: the server's store does not support the call (usage, capacity)."""
+
+
+class ServerError(TollgateError):
+    """500 internal, or a status the API does not define."""
+
+
+class ServerUnreachable(TollgateError):
+    """No answer from the server: connection refused, DNS failure, TLS
+    failure, timeout, or the connection dropped before the answer was read.
+    For a call that writes, the outcome is unknown. ``__cause__`` holds the
+    underlying exception."""
+
+
+class BadResponse(TollgateError):
+    """The server's answer could not be read: not JSON, not the expected
+    shape, or larger than MAX_RESPONSE_BYTES. No decision was received."""

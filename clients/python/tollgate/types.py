@@ -1,0 +1,404 @@
+"""Values the client returns: plain dataclasses built from the wire format
+(docs/http-api.md). Times are timezone-aware UTC datetimes; durations are
+seconds (float) unless a name says otherwise."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from typing import Any, Dict, List, Optional
+
+from .errors import BadResponse
+
+__all__ = [
+    "BLOCK",
+    "ALLOW",
+    "LimitStatus",
+    "Grant",
+    "Reservation",
+    "Reserved",
+    "Entity",
+    "LimitsConfig",
+    "AuditEvent",
+    "Namespace",
+    "Usage",
+    "LimitUsage",
+    "UsageSummary",
+    "LimitCapacity",
+    "Capacity",
+]
+
+#: on_unavailable modes: what the server does when its store cannot answer.
+BLOCK = "block"  # fail with Unavailable (the default)
+ALLOW = "allow"  # grant without counting: a degraded lease
+
+
+def from_ms(ms: Optional[int]) -> Optional[datetime]:
+    """A Unix-milliseconds time as an aware UTC datetime; None for 0/absent."""
+    if not ms:
+        return None
+    return datetime.fromtimestamp(ms / 1000.0, tz=timezone.utc)
+
+
+# --- decoding helpers: the answer's shape is checked, so that a server (or a
+# proxy) answering something else is a BadResponse, not a KeyError.
+
+
+def _obj(v: Any, what: str) -> Dict[str, Any]:
+    if not isinstance(v, dict):
+        raise BadResponse(f"malformed answer from the server: {what} is not a JSON object")
+    return v
+
+
+def _str(d: Dict[str, Any], key: str, default: str = "") -> str:
+    v = d.get(key, default)
+    if v is None:
+        return default
+    if not isinstance(v, str):
+        raise BadResponse(f"malformed answer from the server: {key} is not a string")
+    return v
+
+
+def _int(d: Dict[str, Any], key: str, default: int = 0) -> int:
+    v = d.get(key, default)
+    if v is None:
+        return default
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise BadResponse(f"malformed answer from the server: {key} is not an integer")
+    return v
+
+
+def _float(d: Dict[str, Any], key: str) -> float:
+    v = d.get(key, 0)
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise BadResponse(f"malformed answer from the server: {key} is not a number")
+    return float(v)
+
+
+def _bool(d: Dict[str, Any], key: str) -> bool:
+    v = d.get(key, False)
+    if not isinstance(v, bool):
+        raise BadResponse(f"malformed answer from the server: {key} is not a boolean")
+    return v
+
+
+def _list(d: Dict[str, Any], key: str) -> List[Any]:
+    v = d.get(key)
+    if v is None:
+        return []
+    if not isinstance(v, list):
+        raise BadResponse(f"malformed answer from the server: {key} is not a list")
+    return v
+
+
+def _counts(d: Dict[str, Any], key: str) -> Dict[str, int]:
+    v = d.get(key)
+    if v is None:
+        return {}
+    v = _obj(v, key)
+    out: Dict[str, int] = {}
+    for k, n in v.items():
+        if isinstance(n, bool) or not isinstance(n, int):
+            raise BadResponse(f"malformed answer from the server: {key}.{k} is not an integer")
+        out[k] = n
+    return out
+
+
+def _strmap(d: Dict[str, Any], key: str) -> Dict[str, str]:
+    v = d.get(key)
+    if v is None:
+        return {}
+    v = _obj(v, key)
+    if not all(isinstance(x, str) for x in v.values()):
+        raise BadResponse(f"malformed answer from the server: {key} holds a value that is not a string")
+    return dict(v)
+
+
+@dataclass(frozen=True)
+class LimitStatus:
+    """One limit of one bucket, as an acquire, a denial or available() saw it."""
+
+    entity: str
+    resource: str
+    limit: str
+    kind: str  # "rate", "concurrency" or "reserved"
+    capacity: int
+    available: int  # after refill (and, in a grant, after the debit); negative in debt
+    requested: int
+    exceeded: bool
+    retry_after_ms: int
+
+    @property
+    def retry_after(self) -> float:
+        """Seconds refill alone needs to cover ``requested``; 0 unless exceeded."""
+        return self.retry_after_ms / 1000.0
+
+    @property
+    def retry_after_timedelta(self) -> timedelta:
+        return timedelta(milliseconds=self.retry_after_ms)
+
+    @classmethod
+    def from_json(cls, v: Any) -> "LimitStatus":
+        d = _obj(v, "limit status")
+        return cls(
+            entity=_str(d, "entity"),
+            resource=_str(d, "resource"),
+            limit=_str(d, "limit"),
+            kind=_str(d, "kind"),
+            capacity=_int(d, "capacity"),
+            available=_int(d, "available"),
+            requested=_int(d, "requested"),
+            exceeded=_bool(d, "exceeded"),
+            retry_after_ms=max(0, _int(d, "retry_after_ms")),
+        )
+
+
+def statuses(d: Dict[str, Any], key: str = "limits") -> List[LimitStatus]:
+    return [LimitStatus.from_json(x) for x in _list(d, key)]
+
+
+@dataclass(frozen=True)
+class Grant:
+    """The outcome of acquire_and_commit: what was consumed (summed over the
+    cascade) and every limit just after."""
+
+    consumed: Dict[str, int]
+    statuses: List[LimitStatus]
+    degraded: bool = False  # granted without the store (mode "allow"): nothing counted
+
+
+@dataclass(frozen=True)
+class Reservation:
+    """A reserved resource id."""
+
+    id: str
+    entity: str
+    resource: str
+    holder: str = ""  # the server process that made it (host/pid)
+    created_at: Optional[datetime] = None
+    expires_at: Optional[datetime] = None  # None: until released
+
+    @classmethod
+    def _fields(cls, d: Dict[str, Any]) -> Dict[str, Any]:
+        return dict(
+            id=_str(d, "id"),
+            entity=_str(d, "entity"),
+            resource=_str(d, "resource"),
+            holder=_str(d, "holder"),
+            created_at=from_ms(_int(d, "created_at_ms")),
+            expires_at=from_ms(_int(d, "expires_at_ms")),
+        )
+
+    @classmethod
+    def from_json(cls, v: Any) -> "Reservation":
+        return cls(**cls._fields(_obj(v, "reservation")))
+
+
+@dataclass(frozen=True)
+class Reserved(Reservation):
+    """The outcome of reserve(): the reservation and what the call consumed.
+
+    ``new`` is False when the same entity and resource held the id already
+    (the server answered 200, not 201): nothing was debited again and
+    ``statuses`` is empty."""
+
+    new: bool = True
+    consumed: Dict[str, int] = field(default_factory=dict)
+    statuses: List[LimitStatus] = field(default_factory=list)
+    degraded: bool = False  # nothing reserved: the store did not answer, mode "allow"
+
+    @classmethod
+    def from_answer(cls, v: Any, new: bool) -> "Reserved":
+        d = _obj(v, "reservation")
+        return cls(
+            **cls._fields(d),
+            new=new,
+            consumed=_counts(d, "consumed"),
+            statuses=statuses(d),
+            degraded=_bool(d, "degraded"),
+        )
+
+
+@dataclass(frozen=True)
+class Entity:
+    """Something limits apply to (an API key, a project, an organisation),
+    in a tree through parent_id."""
+
+    id: str
+    name: str = ""
+    parent_id: str = ""
+    cascade: bool = False  # acquires also debit the parent's buckets
+    metadata: Dict[str, str] = field(default_factory=dict)
+    created_at: Optional[datetime] = None  # set by the server
+
+    def to_json(self) -> Dict[str, Any]:
+        d: Dict[str, Any] = {"id": self.id}
+        if self.name:
+            d["name"] = self.name
+        if self.parent_id:
+            d["parent_id"] = self.parent_id
+        if self.cascade:
+            d["cascade"] = True
+        if self.metadata:
+            d["metadata"] = dict(self.metadata)
+        return d
+
+    @classmethod
+    def from_json(cls, v: Any) -> "Entity":
+        d = _obj(v, "entity")
+        return cls(
+            id=_str(d, "id"),
+            name=_str(d, "name"),
+            parent_id=_str(d, "parent_id"),
+            cascade=_bool(d, "cascade"),
+            metadata=_strmap(d, "metadata"),
+            created_at=from_ms(_int(d, "created_at_ms")),
+        )
+
+
+@dataclass(frozen=True)
+class LimitsConfig:
+    """The limits stored at one level, in canonical form (``rpm:100/min``).
+    on_unavailable is set at the system level only."""
+
+    limits: List[str]
+    on_unavailable: Optional[str] = None
+
+    @classmethod
+    def from_json(cls, v: Any) -> "LimitsConfig":
+        d = _obj(v, "limits")
+        limits = _list(d, "limits")
+        if not all(isinstance(x, str) for x in limits):
+            raise BadResponse("malformed answer from the server: limits holds a value that is not a string")
+        return cls(limits=list(limits), on_unavailable=_str(d, "on_unavailable") or None)
+
+
+@dataclass(frozen=True)
+class AuditEvent:
+    id: str
+    time: Optional[datetime]
+    action: str  # entity.create, entity.delete, config.set, config.delete, limit.penalize...
+    entity: str = ""
+    resource: str = ""
+    principal: str = ""
+    details: Dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def from_json(cls, v: Any) -> "AuditEvent":
+        d = _obj(v, "audit event")
+        return cls(
+            id=_str(d, "id"),
+            time=from_ms(_int(d, "time_ms")),
+            action=_str(d, "action"),
+            entity=_str(d, "entity"),
+            resource=_str(d, "resource"),
+            principal=_str(d, "principal"),
+            details=_strmap(d, "details"),
+        )
+
+
+@dataclass(frozen=True)
+class Namespace:
+    name: str
+    id: str = ""
+    created_at: Optional[datetime] = None
+    deleted_at: Optional[datetime] = None  # set while soft-deleted
+
+    @classmethod
+    def from_json(cls, v: Any) -> "Namespace":
+        d = _obj(v, "namespace")
+        return cls(
+            name=_str(d, "name"),
+            id=_str(d, "id"),
+            created_at=from_ms(_int(d, "created_at_ms")),
+            deleted_at=from_ms(_int(d, "deleted_at_ms")),
+        )
+
+
+@dataclass(frozen=True)
+class Usage:
+    """Net tokens consumed of each limit by an entity on a resource in one
+    hour or day window, and the number of acquires."""
+
+    entity: str
+    resource: str
+    window: str  # "hour" or "day"
+    start: Optional[datetime]
+    consumed: Dict[str, int]
+    events: int
+
+    @classmethod
+    def from_json(cls, v: Any) -> "Usage":
+        d = _obj(v, "usage")
+        return cls(
+            entity=_str(d, "entity"),
+            resource=_str(d, "resource"),
+            window=_str(d, "window"),
+            start=from_ms(_int(d, "start_ms")),
+            consumed=_counts(d, "consumed"),
+            events=_int(d, "events"),
+        )
+
+
+@dataclass(frozen=True)
+class LimitUsage:
+    total: int
+    average_per_window: float
+    peak: int
+    peak_start: Optional[datetime]
+
+
+@dataclass(frozen=True)
+class UsageSummary:
+    windows: int
+    events: int
+    limits: Dict[str, LimitUsage]
+
+    @classmethod
+    def from_json(cls, v: Any) -> "UsageSummary":
+        d = _obj(v, "usage summary")
+        limits = {}
+        for name, lv in _obj(d.get("limits") or {}, "limits").items():
+            ld = _obj(lv, "limits." + name)
+            limits[name] = LimitUsage(
+                total=_int(ld, "total"),
+                average_per_window=_float(ld, "average_per_window"),
+                peak=_int(ld, "peak"),
+                peak_start=from_ms(_int(ld, "peak_start_ms")),
+            )
+        return cls(windows=_int(d, "windows"), events=_int(d, "events"), limits=limits)
+
+
+@dataclass(frozen=True)
+class LimitCapacity:
+    limit: str
+    kind: str
+    capacity: int
+    available: int
+    utilisation: float
+
+
+@dataclass(frozen=True)
+class Capacity:
+    """A resource's capacity and use, summed over its buckets."""
+
+    resource: str
+    entities: int
+    limits: List[LimitCapacity]
+
+    @classmethod
+    def from_json(cls, v: Any) -> "Capacity":
+        d = _obj(v, "capacity")
+        limits = []
+        for lv in _list(d, "limits"):
+            ld = _obj(lv, "limit capacity")
+            limits.append(
+                LimitCapacity(
+                    limit=_str(ld, "limit"),
+                    kind=_str(ld, "kind"),
+                    capacity=_int(ld, "capacity"),
+                    available=_int(ld, "available"),
+                    utilisation=_float(ld, "utilisation"),
+                )
+            )
+        return cls(resource=_str(d, "resource"), entities=_int(d, "entities"), limits=limits)
