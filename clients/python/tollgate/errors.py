@@ -214,7 +214,9 @@ class _LeaseGone(LeaseNotFound, LeaseClosed):
 
 class Unavailable(TollgateError):
     """503 (or 502/504 from a proxy): the server answered, but its store
-    did not. Distinct from :class:`ServerUnreachable`."""
+    did not; or, as :class:`ServerUnreachable`, no server answered. Either
+    way no decision was made, so failing open or closed on this class
+    covers both (as the Go client's ErrUnavailable does)."""
 
 
 class Unimplemented(TollgateError):
@@ -225,11 +227,11 @@ class ServerError(TollgateError):
     """500 internal, or a status the API does not define."""
 
 
-class ServerUnreachable(TollgateError):
+class ServerUnreachable(Unavailable):
     """No answer from the server: connection refused, DNS failure, TLS
     failure, timeout, or the connection dropped before the answer was read.
     For a call that writes, the outcome is unknown. ``__cause__`` holds the
-    underlying exception."""
+    underlying exception. A kind of :class:`Unavailable`."""
 
 
 class BadResponse(TollgateError):
