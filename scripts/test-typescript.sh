@@ -32,7 +32,7 @@ node_major=$(node -p 'process.versions.node.split(".")[0]')
 [ "$node_major" -ge 18 ] || missing "Node 18+ is needed, found $(node --version)"
 
 echo "test-typescript: building tollgate" >&2
-go build -o .cache/bin/tollgate ./cmd/tollgate
+"${GO:-go}" build -o .cache/bin/tollgate ./cmd/tollgate
 
 cd "$dir"
 stamp=node_modules/.tollgate-lock
