@@ -295,7 +295,7 @@ func TestDurableLeaseEndAfterReconcile(t *testing.T) {
 		{"rollback", func(le *tollgate.Lease) error { return le.Rollback(ctx) }},
 		{"extend", func(le *tollgate.Lease) error { return le.Extend(ctx, time.Minute) }},
 		{"sync", func(le *tollgate.Lease) error {
-			if err := le.Adjust(tollgate.Consume{"rpm": 1}); err != nil {
+			if err := le.Adjust(ctx, tollgate.Consume{"rpm": 1}); err != nil {
 				return err
 			}
 			return le.Sync(ctx)
@@ -340,7 +340,7 @@ func TestResumeLease(t *testing.T) {
 		t.Fatal(err)
 	}
 	le := mustAcquire(t, a, "key-1", "api", tollgate.Consume{"rpm": 10, "inflight": 1}, slots)
-	if err := le.Adjust(tollgate.Consume{"rpm": 5}); err != nil {
+	if err := le.Adjust(ctx, tollgate.Consume{"rpm": 5}); err != nil {
 		t.Fatal(err)
 	}
 	if err := le.Sync(ctx); err != nil {
@@ -434,13 +434,13 @@ func TestDurableLeaseConflictMerges(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := r.Adjust(tollgate.Consume{"rpm": 3}); err != nil {
+	if err := r.Adjust(ctx, tollgate.Consume{"rpm": 3}); err != nil {
 		t.Fatal(err)
 	}
 	if err := r.Sync(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := le.Adjust(tollgate.Consume{"rpm": 2}); err != nil {
+	if err := le.Adjust(ctx, tollgate.Consume{"rpm": 2}); err != nil {
 		t.Fatal(err)
 	}
 	if err := le.Extend(ctx, time.Hour); err != nil { // meets version 2: reads it, then writes 3
@@ -449,7 +449,7 @@ func TestDurableLeaseConflictMerges(t *testing.T) {
 	if got := le.Consumed()["rpm"]; got != 15 {
 		t.Errorf("Consumed after the merge = %d, want 15 (10 + 3 + 2)", got)
 	}
-	if err := r.Adjust(tollgate.Consume{"rpm": -1}); err != nil {
+	if err := r.Adjust(ctx, tollgate.Consume{"rpm": -1}); err != nil {
 		t.Fatal(err)
 	}
 	if err := r.Commit(ctx); err != nil { // meets version 3

@@ -35,7 +35,7 @@ func ExampleLimiter_Acquire() {
 	}
 
 	// The first call really used 1,500 tokens: more than the bucket holds.
-	lease.Adjust(tollgate.Consume{"tpm": 1500 - 600})
+	lease.Adjust(ctx, tollgate.Consume{"tpm": 1500 - 600})
 	lease.Commit(ctx)
 	sts, _ := lim.Available(ctx, "key-1", "gpt-4o", limits)
 	for _, s := range sts {

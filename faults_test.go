@@ -382,7 +382,7 @@ func TestFaultAllowModeDegradedLease(t *testing.T) {
 	if lim.Degraded() != 1 {
 		t.Errorf("lim.Degraded() = %d, want 1", lim.Degraded())
 	}
-	if err := le.Adjust(tollgate.Consume{"rpm": 5}); err != nil {
+	if err := le.Adjust(ctx, tollgate.Consume{"rpm": 5}); err != nil {
 		t.Errorf("Adjust on a degraded lease: %v", err)
 	}
 	if len(le.Consumed()) != 0 {
@@ -682,7 +682,7 @@ func TestFaultCommitFailureKeepsLeaseOpen(t *testing.T) {
 	ctx := context.Background()
 	lim, fs, _ := newFaultLim(t)
 	le := mustAcquire(t, lim, "k", "api", tollgate.Consume{"rpm": 10}, rpm100)
-	if err := le.Adjust(tollgate.Consume{"rpm": 5}); err != nil {
+	if err := le.Adjust(ctx, tollgate.Consume{"rpm": 5}); err != nil {
 		t.Fatal(err)
 	}
 	fs.failOn(errConnReset, mApplyDeltas)

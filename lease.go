@@ -252,7 +252,12 @@ func (le *Lease) Statuses() []Status {
 // consume.NAME. A rejected call changes nothing: the whole delta applies, or
 // none of it. A degraded lease, which wrote nothing and will write nothing,
 // accepts any adjustment within range.
-func (le *Lease) Adjust(delta Consume) error {
+//
+// It takes a context as the Go client's Lease.Adjust does (that one writes
+// through the server at once), so that code written against Acquirer runs
+// on either; this one writes nothing until Commit (or Sync), and does not
+// read ctx.
+func (le *Lease) Adjust(_ context.Context, delta Consume) error {
 	d, ok := le.open()
 	if !ok {
 		return model.ErrLeaseClosed

@@ -18,7 +18,7 @@ import (
 // acquired for.
 func wantClosed(t *testing.T, ctx context.Context, le *tollgate.Lease, entity string) {
 	t.Helper()
-	if err := le.Adjust(tollgate.Consume{"rpm": 1}); !errors.Is(err, tollgate.ErrLeaseClosed) {
+	if err := le.Adjust(ctx, tollgate.Consume{"rpm": 1}); !errors.Is(err, tollgate.ErrLeaseClosed) {
 		t.Errorf("%s: Adjust of an ended lease: %v, want ErrLeaseClosed", entity, err)
 	}
 	if err := le.Commit(ctx); !errors.Is(err, tollgate.ErrLeaseClosed) {
@@ -77,7 +77,7 @@ func TestLeaseHandlesNeverAlias(t *testing.T) {
 	if got := availableOf(t, lim, "live", "api", "rpm", rpm100); got != 90 {
 		t.Errorf("live lease's bucket = %d, want 90: a stale handle touched it", got)
 	}
-	if err := live.Adjust(tollgate.Consume{"rpm": 5}); err != nil {
+	if err := live.Adjust(ctx, tollgate.Consume{"rpm": 5}); err != nil {
 		t.Fatal(err)
 	}
 	if err := live.Commit(ctx); err != nil {
@@ -123,7 +123,7 @@ func TestLeaseHandlesConcurrent(t *testing.T) {
 					t.Errorf("new lease of %s reports entity %s", entity, le.Entity())
 				}
 				if r%3 == 0 {
-					if err := le.Adjust(tollgate.Consume{"rpm": 1}); err != nil {
+					if err := le.Adjust(ctx, tollgate.Consume{"rpm": 1}); err != nil {
 						t.Error(err)
 					}
 				}
@@ -135,7 +135,7 @@ func TestLeaseHandlesConcurrent(t *testing.T) {
 					old = old[1:]
 				}
 				for _, o := range old {
-					if err := o.Adjust(tollgate.Consume{"rpm": 1}); !errors.Is(err, tollgate.ErrLeaseClosed) || o.Entity() != entity {
+					if err := o.Adjust(ctx, tollgate.Consume{"rpm": 1}); !errors.Is(err, tollgate.ErrLeaseClosed) || o.Entity() != entity {
 						t.Errorf("%s: an ended lease answered Adjust with %v and entity %s", entity, err, o.Entity())
 						return
 					}

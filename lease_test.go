@@ -39,7 +39,7 @@ func TestLeaseClosedAfterCommitOrRollback(t *testing.T) {
 		if err := le.Rollback(ctx); !errors.Is(err, tollgate.ErrLeaseClosed) {
 			t.Errorf("Rollback after %s: %v, want ErrLeaseClosed", end, err)
 		}
-		if err := le.Adjust(tollgate.Consume{"tpm": 1}); !errors.Is(err, tollgate.ErrLeaseClosed) {
+		if err := le.Adjust(ctx, tollgate.Consume{"tpm": 1}); !errors.Is(err, tollgate.ErrLeaseClosed) {
 			t.Errorf("Adjust after %s: %v, want ErrLeaseClosed", end, err)
 		}
 		if n := fs.count(mApplyDeltas); n != 0 {
@@ -53,18 +53,19 @@ func TestLeaseClosedAfterCommitOrRollback(t *testing.T) {
 }
 
 func TestLeaseAdjustValidation(t *testing.T) {
+	ctx := context.Background()
 	lim, _ := newLim(t, memory.New())
 	le := mustAcquire(t, lim, "k", "llm", tollgate.Consume{"rpm": 1, "tpm": 100}, llmLimits)
-	wantValidation(t, le.Adjust(tollgate.Consume{"bogus": 1}), "consume.bogus")
+	wantValidation(t, le.Adjust(ctx, tollgate.Consume{"bogus": 1}), "consume.bogus")
 	// All or nothing: a bad name keeps the good ones out too.
-	wantValidation(t, le.Adjust(tollgate.Consume{"tpm": 50, "bogus": 1}), "consume.bogus")
-	wantValidation(t, le.Adjust(tollgate.Consume{"tpm": math.MaxInt64}), "consume.tpm")
-	wantValidation(t, le.Adjust(tollgate.Consume{"tpm": math.MinInt64}), "consume.tpm")
+	wantValidation(t, le.Adjust(ctx, tollgate.Consume{"tpm": 50, "bogus": 1}), "consume.bogus")
+	wantValidation(t, le.Adjust(ctx, tollgate.Consume{"tpm": math.MaxInt64}), "consume.tpm")
+	wantValidation(t, le.Adjust(ctx, tollgate.Consume{"tpm": math.MinInt64}), "consume.tpm")
 	if got := le.Consumed(); got["tpm"] != 100 || got["rpm"] != 1 {
 		t.Errorf("Consumed after rejected adjustments = %v, want rpm 1, tpm 100", got)
 	}
 	// The lease is still usable.
-	if err := le.Adjust(tollgate.Consume{"tpm": 5}); err != nil {
+	if err := le.Adjust(ctx, tollgate.Consume{"tpm": 5}); err != nil {
 		t.Fatal(err)
 	}
 	if err := le.Commit(context.Background()); err != nil {
@@ -83,10 +84,10 @@ func TestLeaseConsumedAndDebt(t *testing.T) {
 		t.Errorf("initial Consumed = %v, want rpm 1, tpm 500", got)
 	}
 	// Estimated 500, used 12,000: more than the bucket holds.
-	if err := le.Adjust(tollgate.Consume{"tpm": 12_000}); err != nil {
+	if err := le.Adjust(ctx, tollgate.Consume{"tpm": 12_000}); err != nil {
 		t.Fatal(err)
 	}
-	if err := le.Adjust(tollgate.Consume{"tpm": -500, "tph": 12_000}); err != nil {
+	if err := le.Adjust(ctx, tollgate.Consume{"tpm": -500, "tph": 12_000}); err != nil {
 		t.Fatal(err)
 	}
 	want := tollgate.Consume{"rpm": 1, "tpm": 12_000, "tph": 12_000}
@@ -118,7 +119,7 @@ func TestLeaseRollbackRefundsAndDiscards(t *testing.T) {
 	ctx := context.Background()
 	lim, _ := newLim(t, memory.New())
 	le := mustAcquire(t, lim, "k", "llm", tollgate.Consume{"rpm": 3, "tpm": 700}, llmLimits)
-	_ = le.Adjust(tollgate.Consume{"tpm": 300, "tph": 50})
+	_ = le.Adjust(ctx, tollgate.Consume{"tpm": 300, "tph": 50})
 	if err := le.Rollback(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -165,7 +166,7 @@ func TestLeaseCascadeConsumedAndAdjust(t *testing.T) {
 	if got := le.Consumed(); got["rpm"] != 2 || got["tpm"] != 200 {
 		t.Errorf("cascade Consumed = %v, want rpm 2, tpm 200", got)
 	}
-	_ = le.Adjust(tollgate.Consume{"tpm": 50})
+	_ = le.Adjust(ctx, tollgate.Consume{"tpm": 50})
 	if got := le.Consumed()["tpm"]; got != 300 {
 		t.Errorf("cascade Consumed tpm after +50 = %d, want 300", got)
 	}
@@ -203,7 +204,7 @@ func TestLeaseConcurrentAdjust(t *testing.T) {
 				if w%2 == 1 {
 					delta = tollgate.Consume{"tpm": -1, "tph": 1}
 				}
-				if err := le.Adjust(delta); err != nil {
+				if err := le.Adjust(ctx, delta); err != nil {
 					t.Error(err)
 					return
 				}
@@ -299,7 +300,7 @@ func TestLeaseAdjustRejectsConcurrencyLimit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantValidation(t, le.Adjust(tollgate.Consume{"slots": 2}), "consume.slots")
+	wantValidation(t, le.Adjust(ctx, tollgate.Consume{"slots": 2}), "consume.slots")
 	if got := le.Consumed(); got["slots"] != 1 {
 		t.Errorf("Consumed()[slots] = %d after a rejected adjust, want 1", got["slots"])
 	}
@@ -326,7 +327,7 @@ func TestLeaseAdjustCannotRefundOthers(t *testing.T) {
 		t.Fatal(err)
 	}
 	le := mustAcquire(t, lim, "k", "api", tollgate.Consume{"rpm": 0}, hour)
-	ve := wantValidation(t, le.Adjust(tollgate.Consume{"rpm": -10}), "consume.rpm")
+	ve := wantValidation(t, le.Adjust(ctx, tollgate.Consume{"rpm": -10}), "consume.rpm")
 	if ve.Value != "-10" || !strings.Contains(ve.Reason, "negative") {
 		t.Errorf("ValidationError value %q, reason %q; want -10 and why", ve.Value, ve.Reason)
 	}
@@ -345,18 +346,18 @@ func TestLeaseAdjustNetNeverNegative(t *testing.T) {
 	lim, _ := newLim(t, memory.New())
 	le := mustAcquire(t, lim, "k", "llm", tollgate.Consume{"rpm": 1, "tpm": 500}, llmLimits)
 	for _, d := range []tollgate.Consume{{"tpm": -200}, {"tpm": 100}, {"tpm": -400}} {
-		if err := le.Adjust(d); err != nil {
+		if err := le.Adjust(ctx, d); err != nil {
 			t.Fatalf("Adjust(%v): %v", d, err)
 		}
 	}
 	// tpm is at 0 net; tph was never consumed.
-	wantValidation(t, le.Adjust(tollgate.Consume{"tpm": -1}), "consume.tpm")
-	wantValidation(t, le.Adjust(tollgate.Consume{"tph": -1}), "consume.tph")
-	wantValidation(t, le.Adjust(tollgate.Consume{"rpm": 5, "tpm": -1}), "consume.tpm")
+	wantValidation(t, le.Adjust(ctx, tollgate.Consume{"tpm": -1}), "consume.tpm")
+	wantValidation(t, le.Adjust(ctx, tollgate.Consume{"tph": -1}), "consume.tph")
+	wantValidation(t, le.Adjust(ctx, tollgate.Consume{"rpm": 5, "tpm": -1}), "consume.tpm")
 	if got := le.Consumed(); got["rpm"] != 1 || got["tpm"] != 0 {
 		t.Errorf("Consumed = %v after rejected adjustments, want rpm 1, tpm 0", got)
 	}
-	if err := le.Adjust(tollgate.Consume{"rpm": -1, "tph": 7}); err != nil {
+	if err := le.Adjust(ctx, tollgate.Consume{"rpm": -1, "tph": 7}); err != nil {
 		t.Fatal(err)
 	}
 	if err := le.Commit(ctx); err != nil {
@@ -377,8 +378,8 @@ func TestLeaseAdjustNetNeverNegativeInCascade(t *testing.T) {
 	mustCreate(t, lim, tollgate.Entity{ID: "org"})
 	mustCreate(t, lim, tollgate.Entity{ID: "key", ParentID: "org", Cascade: true})
 	le := mustAcquire(t, lim, "key", "llm", tollgate.Consume{"tpm": 100}, llmLimits)
-	wantValidation(t, le.Adjust(tollgate.Consume{"tpm": -101}), "consume.tpm")
-	if err := le.Adjust(tollgate.Consume{"tpm": -100}); err != nil {
+	wantValidation(t, le.Adjust(ctx, tollgate.Consume{"tpm": -101}), "consume.tpm")
+	if err := le.Adjust(ctx, tollgate.Consume{"tpm": -100}); err != nil {
 		t.Fatal(err)
 	}
 	if err := le.Commit(ctx); err != nil {
@@ -394,13 +395,14 @@ func TestLeaseAdjustNetNeverNegativeInCascade(t *testing.T) {
 // A degraded lease wrote nothing and writes nothing: any adjustment in
 // range is accepted.
 func TestLeaseAdjustDegradedAcceptsRefunds(t *testing.T) {
+	ctx := context.Background()
 	lim, fs, _ := newFaultLim(t)
 	fs.failOn(errConnReset, mConsume)
 	le := mustAcquire(t, lim, "k", "api", tollgate.Consume{"rpm": 1}, rpm100, tollgate.WithOnUnavailable(tollgate.Allow))
 	if !le.Degraded() {
 		t.Fatal("want a degraded lease")
 	}
-	if err := le.Adjust(tollgate.Consume{"rpm": -5}); err != nil {
+	if err := le.Adjust(ctx, tollgate.Consume{"rpm": -5}); err != nil {
 		t.Errorf("Adjust of a degraded lease: %v", err)
 	}
 }

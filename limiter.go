@@ -18,7 +18,7 @@
 //	if errors.As(err, &ex) {
 //		// denied: ex.RetryAfter, ex.Statuses
 //	}
-//	lease.Adjust(tollgate.Consume{"tpm": used - 500})
+//	lease.Adjust(ctx, tollgate.Consume{"tpm": used - 500})
 //	err = lease.Commit(ctx)
 //
 // Limits are passed per call (WithLimits) or stored at four levels (see

@@ -578,7 +578,7 @@ func TestWaitSleepsExactlyRetryAfter(t *testing.T) {
 	}
 	// While Wait sleeps, more is consumed: the first wake-up finds the bucket
 	// at zero and Wait must sleep again, exactly as long.
-	if err := hold.Adjust(tollgate.Consume{"rpm": 1}); err != nil {
+	if err := hold.Adjust(ctx, tollgate.Consume{"rpm": 1}); err != nil {
 		t.Fatal(err)
 	}
 	if err := hold.Commit(ctx); err != nil {
@@ -717,7 +717,7 @@ func TestDoCommitsOnSuccess(t *testing.T) {
 		if le.Entity() != "k" || le.Resource() != "api" {
 			t.Errorf("lease for %s/%s", le.Entity(), le.Resource())
 		}
-		return le.Adjust(tollgate.Consume{"rpm": 4})
+		return le.Adjust(ctx, tollgate.Consume{"rpm": 4})
 	}, rpm100)
 	if err != nil {
 		t.Fatalf("Do: %v", err)
@@ -735,7 +735,7 @@ func TestDoRollsBackOnError(t *testing.T) {
 		if got := availableOf(t, lim, "k", "api", "rpm", rpm100); got != 90 {
 			t.Errorf("inside fn available = %d, want 90 (written on enter)", got)
 		}
-		_ = le.Adjust(tollgate.Consume{"rpm": 5})
+		_ = le.Adjust(ctx, tollgate.Consume{"rpm": 5})
 		return fmt.Errorf("calling vendor: %w", errVendor)
 	}, rpm100)
 	if !errors.Is(err, errVendor) {
@@ -795,7 +795,7 @@ func TestDoCommitsWithCancelledContext(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	err := lim.Do(ctx, "k", "api", tollgate.Consume{"slots": 1, "rpm": 1}, func(ctx context.Context, le *tollgate.Lease) error {
-		if err := le.Adjust(tollgate.Consume{"rpm": 4}); err != nil {
+		if err := le.Adjust(ctx, tollgate.Consume{"rpm": 4}); err != nil {
 			return err
 		}
 		cancel() // e.g. the client disconnected after the work was done
@@ -859,7 +859,7 @@ func TestTimeUntilAvailable(t *testing.T) {
 
 	// Debt is repaid first.
 	le := mustAcquire(t, lim, "k2", "api", tollgate.Consume{"rpm": 100}, rpm100)
-	_ = le.Adjust(tollgate.Consume{"rpm": 50})
+	_ = le.Adjust(ctx, tollgate.Consume{"rpm": 50})
 	if err := le.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -928,7 +928,7 @@ func TestAvailable(t *testing.T) {
 		t.Errorf("fresh Available = %+v", sts)
 	}
 	le := mustAcquire(t, lim, "k", "api", tollgate.Consume{"rpm": 100, "slots": 2}, limits)
-	_ = le.Adjust(tollgate.Consume{"rpm": 30})
+	_ = le.Adjust(ctx, tollgate.Consume{"rpm": 30})
 	if err := le.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}

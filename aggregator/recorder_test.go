@@ -95,7 +95,7 @@ func TestRecorderCountsAcquiresAndNetConsumption(t *testing.T) {
 			le, err := e.lim.Acquire(ctx, "key", "llm", tollgate.Consume{"rpm": 1, "tpm": 500}, c.opts...)
 			must(t, err)
 			e.clk.Advance(200 * time.Millisecond) // into the next hour
-			must(t, le.Adjust(tollgate.Consume{"tpm": 1500}))
+			must(t, le.Adjust(ctx, tollgate.Consume{"tpm": 1500}))
 			must(t, le.Commit(ctx))
 			le, err = e.lim.Acquire(ctx, "key", "llm", tollgate.Consume{"rpm": 1, "tpm": 700}, c.opts...)
 			must(t, err)

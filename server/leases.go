@@ -143,7 +143,7 @@ func (s *Server) adjust(w http.ResponseWriter, r *http.Request, c *call) error {
 	if err != nil {
 		return err
 	}
-	if err := le.Adjust(tollgate.Consume(req.Consume)); err != nil {
+	if err := le.Adjust(r.Context(), tollgate.Consume(req.Consume)); err != nil {
 		return err
 	}
 	if err := le.Sync(r.Context()); err != nil {

@@ -66,7 +66,7 @@ func run(ctx context.Context, out io.Writer) error {
 		}
 		// The model answered; the real token count differs from the estimate.
 		used := estimate/2 + int64(rng.IntN(int(estimate)*2))
-		if err := lease.Adjust(tollgate.Consume{"tpm": used - estimate}); err != nil {
+		if err := lease.Adjust(ctx, tollgate.Consume{"tpm": used - estimate}); err != nil {
 			return err
 		}
 		if err := lease.Commit(ctx); err != nil {

@@ -83,7 +83,7 @@ func TestStreamThroughHandler(t *testing.T) {
 			t.Fatal(err)
 		}
 		if i == 0 {
-			if err := le.Adjust(tollgate.Consume{"tpm": 50}); err != nil {
+			if err := le.Adjust(ctx, tollgate.Consume{"tpm": 50}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -319,7 +319,7 @@ func TestReaderAndHandlerInterchangeable(t *testing.T) {
 				t.Fatal(err)
 			}
 			if acquired == 0 {
-				if err := le.Adjust(tollgate.Consume{"tpm": 50}); err != nil { // a delta: no acquire
+				if err := le.Adjust(ctx, tollgate.Consume{"tpm": 50}); err != nil { // a delta: no acquire
 					t.Fatal(err)
 				}
 			}

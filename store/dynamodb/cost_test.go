@@ -576,7 +576,7 @@ func TestCostLimiterLease(t *testing.T) {
 	commit := func() error { return le.Commit(ctx) }
 	rollback := func() error { return le.Rollback(ctx) }
 	adjustCommit := func() error {
-		if err := le.Adjust(tollgate.Consume{"tpm": 50}); err != nil {
+		if err := le.Adjust(ctx, tollgate.Consume{"tpm": 50}); err != nil {
 			return err
 		}
 		return le.Commit(ctx)

@@ -679,7 +679,7 @@ func TestFaultResponseLost(t *testing.T) {
 		limits := tollgate.WithLimits(tollgate.PerMinute("tpm", 10_000))
 		s.limits = limits
 		le := s.acquire(t, s.entity, "llm", tollgate.Consume{"tpm": 100}, limits)
-		if err := le.Adjust(tollgate.Consume{"tpm": 50}); err != nil {
+		if err := le.Adjust(ctx, tollgate.Consume{"tpm": 50}); err != nil {
 			t.Fatal(err)
 		}
 		s.c.net.take()
@@ -834,7 +834,7 @@ func TestFaultCommit(t *testing.T) {
 
 			// Persistent fault: Commit fails, the lease stays open.
 			le := s.acquire(t, e, "llm", tollgate.Consume{"tpm": 100}, limits)
-			if err := le.Adjust(tollgate.Consume{"tpm": 50}); err != nil {
+			if err := le.Adjust(ctx, tollgate.Consume{"tpm": 50}); err != nil {
 				t.Fatal(err)
 			}
 			s.c.net.take()
@@ -860,7 +860,7 @@ func TestFaultCommit(t *testing.T) {
 
 			// Transient fault: one Commit, retried by the SDK.
 			le = s.acquire(t, e, "llm", tollgate.Consume{"tpm": 100}, limits)
-			if err := le.Adjust(tollgate.Consume{"tpm": 50}); err != nil {
+			if err := le.Adjust(ctx, tollgate.Consume{"tpm": 50}); err != nil {
 				t.Fatal(err)
 			}
 			s.c.net.take()
@@ -909,7 +909,7 @@ func TestFaultCommitCascadePartialFailure(t *testing.T) {
 	s := newFaultScene(t, tt, faultPath{name: "partial", cascade: true}, 5*time.Second, "partial")
 	limits := tollgate.WithLimits(tollgate.PerMinute("tpm", 10_000))
 	le := s.acquire(t, s.entity, "llm", tollgate.Consume{"tpm": 100}, limits)
-	if err := le.Adjust(tollgate.Consume{"tpm": 50}); err != nil {
+	if err := le.Adjust(ctx, tollgate.Consume{"tpm": 50}); err != nil {
 		t.Fatal(err)
 	}
 	s.c.net.fail(faultRule{op: "UpdateItem", match: "BUCKET#" + s.chain[1] + "#", times: -1, kind: faultThrottle})

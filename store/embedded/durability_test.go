@@ -182,7 +182,7 @@ func TestRestartKeepsEverything(t *testing.T) {
 		}
 	}
 	le := acquire(t, lim, "key-b", 3)
-	if err := le.Adjust(tollgate.Consume{"rpd": 5}); err != nil { // ApplyDeltas on both buckets
+	if err := le.Adjust(ctx, tollgate.Consume{"rpd": 5}); err != nil { // ApplyDeltas on both buckets
 		t.Fatal(err)
 	}
 	if err := le.Commit(ctx); err != nil {

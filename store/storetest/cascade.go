@@ -123,7 +123,7 @@ func testCascadeDebitsChain(t *testing.T, e *env) {
 	}
 	// Written on enter, at every level.
 	e.wantChain(lim, "key", map[string][2]int64{"key": {99, 9_900}, "proj": {49, 4_900}, "org": {9, -1}})
-	if err := le.Adjust(tollgate.Consume{"tpm": 50}); err != nil {
+	if err := le.Adjust(e.ctx, tollgate.Consume{"tpm": 50}); err != nil {
 		t.Fatal(err)
 	}
 	if got := le.Consumed(); !maps.Equal(got, tollgate.Consume{"rpm": 3, "tpm": 300}) {

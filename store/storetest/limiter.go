@@ -166,7 +166,7 @@ func testLimiterWriteOnEnter(t *testing.T, e *env) {
 	if err := le.Rollback(e.ctx); !errors.Is(err, tollgate.ErrLeaseClosed) {
 		t.Errorf("Rollback after Commit = %v, want ErrLeaseClosed", err)
 	}
-	if err := le.Adjust(tollgate.Consume{"tpm": 1}); !errors.Is(err, tollgate.ErrLeaseClosed) {
+	if err := le.Adjust(e.ctx, tollgate.Consume{"tpm": 1}); !errors.Is(err, tollgate.ErrLeaseClosed) {
 		t.Errorf("Adjust after Commit = %v, want ErrLeaseClosed", err)
 	}
 	e.wantAvailable(other, "key-1", "gpt", "tpm", 9_500, opt)
@@ -178,7 +178,7 @@ func testLimiterAdjustDebt(t *testing.T, e *env) {
 
 	le := e.acquire(lim, "key-1", "gpt", tollgate.Consume{"tpm": 500}, opt)
 	e.wantAvailable(lim, "key-1", "gpt", "tpm", 500, opt)
-	if err := le.Adjust(tollgate.Consume{"tpm": 1_500}); err != nil {
+	if err := le.Adjust(e.ctx, tollgate.Consume{"tpm": 1_500}); err != nil {
 		t.Fatal(err)
 	}
 	if got := le.Consumed(); !maps.Equal(got, tollgate.Consume{"tpm": 2_000}) {
@@ -211,16 +211,16 @@ func testLimiterAdjustRefund(t *testing.T, e *env) {
 	lim := e.limiter()
 	opt := tollgate.WithLimits(tollgate.PerMinute("rpm", 10), tollgate.PerMinute("tpm", 1_000))
 	le := e.acquire(lim, "key-1", "gpt", tollgate.Consume{"rpm": 1, "tpm": 800}, opt)
-	if err := le.Adjust(tollgate.Consume{"tpm": -500}); err != nil {
+	if err := le.Adjust(e.ctx, tollgate.Consume{"tpm": -500}); err != nil {
 		t.Fatal(err)
 	}
-	if err := le.Adjust(tollgate.Consume{"tpm": 200}); err != nil {
+	if err := le.Adjust(e.ctx, tollgate.Consume{"tpm": 200}); err != nil {
 		t.Fatal(err)
 	}
 	if got := le.Consumed(); !maps.Equal(got, tollgate.Consume{"rpm": 1, "tpm": 500}) {
 		t.Errorf("Consumed = %v, want rpm 1 tpm 500", got)
 	}
-	if err := le.Adjust(tollgate.Consume{"nope": 1}); !errors.Is(err, tollgate.ErrInvalid) {
+	if err := le.Adjust(e.ctx, tollgate.Consume{"nope": 1}); !errors.Is(err, tollgate.ErrInvalid) {
 		t.Errorf("Adjust of an unknown limit = %v, want ErrInvalid", err)
 	}
 	e.commit(le)
@@ -230,11 +230,11 @@ func testLimiterAdjustRefund(t *testing.T, e *env) {
 	// A lease gives back at most what it took; a refund landing on a
 	// bucket refilled in the meantime is clamped to the capacity.
 	le = e.acquire(lim, "key-1", "gpt", tollgate.Consume{"tpm": 100}, opt)
-	if err := le.Adjust(tollgate.Consume{"tpm": -101}); !errors.Is(err, tollgate.ErrInvalid) {
+	if err := le.Adjust(e.ctx, tollgate.Consume{"tpm": -101}); !errors.Is(err, tollgate.ErrInvalid) {
 		t.Errorf("Adjust below zero net = %v, want ErrInvalid", err)
 	}
 	e.advance(60_000)
-	if err := le.Adjust(tollgate.Consume{"tpm": -100}); err != nil {
+	if err := le.Adjust(e.ctx, tollgate.Consume{"tpm": -100}); err != nil {
 		t.Fatal(err)
 	}
 	e.commit(le)
@@ -273,7 +273,7 @@ func testLimiterRollbackRestores(t *testing.T, e *env) {
 	if got := le.Consumed(); !maps.Equal(got, tollgate.Consume{"rpm": 3, "tpm": 2_100, "inflight": 3}) {
 		t.Errorf("Consumed over 3 levels = %v", got)
 	}
-	if err := le.Adjust(tollgate.Consume{"tpm": 300}); err != nil {
+	if err := le.Adjust(e.ctx, tollgate.Consume{"tpm": 300}); err != nil {
 		t.Fatal(err)
 	}
 	if got := e.available(lim, "key", "gpt", "org", "tpm", opt); got != status(t, avBefore, "org", "tpm").Available-700 {
@@ -344,7 +344,7 @@ func testLimiterConcurrencyLimit(t *testing.T, e *env) {
 	e.denied(lim, "job", "emr", one, opt)
 
 	// Concurrency tokens are held for the whole lease: no adjustments.
-	if err := leases[0].Adjust(tollgate.Consume{"inflight": 2}); !errors.Is(err, model.ErrInvalid) {
+	if err := leases[0].Adjust(e.ctx, tollgate.Consume{"inflight": 2}); !errors.Is(err, model.ErrInvalid) {
 		t.Fatalf("Adjust of a concurrency limit: err = %v, want ErrInvalid", err)
 	}
 	// Commit returns a slot.

@@ -66,7 +66,7 @@ func TestStreamToUsage(t *testing.T) {
 			t.Fatal(err)
 		}
 		if i == 0 {
-			if err := le.Adjust(tollgate.Consume{"tpm": 50}); err != nil {
+			if err := le.Adjust(ctx, tollgate.Consume{"tpm": 50}); err != nil {
 				t.Fatal(err)
 			}
 		}
