@@ -94,3 +94,36 @@ func WithLeaseExpiry(d time.Duration) AcquireOption {
 func WithReservation(id string) AcquireOption {
 	return func(o *acquireOptions) { o.reservation = id }
 }
+
+// AcquireSettings is what a call's AcquireOptions say, for an Acquirer
+// other than a Limiter (the Go client) to carry them to where they apply.
+type AcquireSettings struct {
+	Limits        []Limit       // WithLimits; nil: the stored limits
+	OnUnavailable OnUnavailable // WithOnUnavailable; "": the stored setting
+	Durable       bool          // WithDurableLease
+	LeaseExpiry   time.Duration // WithLeaseExpiry; 0: the default
+	Reservation   string        // WithReservation; "": none
+}
+
+// SettingsOf returns what opts say. Invalid WithLimits are its error (a
+// *ValidationError), as Acquire would return it.
+func SettingsOf(opts ...AcquireOption) (AcquireSettings, error) {
+	var o acquireOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	s := AcquireSettings{OnUnavailable: o.mode, Durable: o.durable, Reservation: o.reservation}
+	if o.hasExpiry {
+		s.LeaseExpiry = o.expiry
+	}
+	if o.explicit {
+		if o.ex.err != nil {
+			return AcquireSettings{}, o.ex.err
+		}
+		s.Limits = make([]Limit, len(o.ex.limits))
+		for i, p := range o.ex.limits {
+			s.Limits[i] = p.limit
+		}
+	}
+	return s, nil
+}

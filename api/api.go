@@ -120,6 +120,10 @@ type LeaseResponse struct {
 // AvailableResponse answers GET /v1/available.
 type AvailableResponse struct {
 	Limits []LimitStatus `json:"limits"`
+	// RetryAfterMS, when the request named what it would consume
+	// (?consume=rpm:1), is how long refill alone needs before an acquire of
+	// it could succeed (0: it could now): Limiter.TimeUntilAvailable.
+	RetryAfterMS *int64 `json:"retry_after_ms,omitempty"`
 }
 
 // Entity is an entity on the wire.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"net/url"
+	"strconv"
 	"time"
 
 	"github.com/tollgate-rl/tollgate"
@@ -12,68 +13,55 @@ import (
 	"github.com/tollgate-rl/tollgate/model"
 )
 
-// acquireOptions is what AcquireOption values set.
-type acquireOptions struct {
-	limits   []string
-	limitErr error
-	mode     tollgate.OnUnavailable
-	ttl      time.Duration
-}
+// AcquireOption configures one call, as for tollgate.Limiter: it is the
+// library's own option type, so that the same options serve both (see
+// tollgate.Acquirer). WithLimits, WithOnUnavailable and WithLeaseExpiry
+// are sent to the server; WithDurableLease changes nothing (every lease
+// the server hands out is durable); WithReservation belongs to Reserve.
+type AcquireOption = tollgate.AcquireOption
 
-// AcquireOption configures one Acquire, AcquireAndCommit, AcquireWait or
-// Available call.
-type AcquireOption func(*acquireOptions)
+// WithLimits is tollgate.WithLimits: the call uses limits instead of the
+// stored configuration. Bad limits make the call fail with a
+// *tollgate.ValidationError without reaching the server.
+func WithLimits(limits ...tollgate.Limit) AcquireOption { return tollgate.WithLimits(limits...) }
 
-// WithLimits makes the call use limits instead of the stored configuration,
-// as tollgate.WithLimits does. They are checked when the option is made; bad
-// limits make the call fail with a *tollgate.ValidationError without
-// reaching the server.
-func WithLimits(limits ...tollgate.Limit) AcquireOption {
-	texts := make([]string, len(limits))
-	for i, l := range limits {
-		texts[i] = l.String()
-	}
-	err := model.ValidateLimits(limits)
-	if err == nil && len(limits) == 0 {
-		err = model.Invalid("limits", "", "WithLimits needs at least one limit")
-	}
-	return func(o *acquireOptions) { o.limits, o.limitErr = texts, err }
-}
-
-// WithOnUnavailable sets what the server does for this call if its store
-// cannot answer (tollgate.Block or tollgate.Allow), overriding the stored
-// system setting. It does not apply to the client's own failures to reach
-// the server.
+// WithOnUnavailable is tollgate.WithOnUnavailable: what the server does for
+// this call if its store cannot answer (tollgate.Block or tollgate.Allow),
+// overriding the stored system setting. It does not apply to the client's
+// own failures to reach the server.
 func WithOnUnavailable(mode tollgate.OnUnavailable) AcquireOption {
-	return func(o *acquireOptions) { o.mode = mode }
+	return tollgate.WithOnUnavailable(mode)
 }
 
-// WithLeaseTTL sets how long the lease lives unless extended (Lease.Extend)
-// before it expires and the server's reconciler commits it as it stands
-// (the server's default is 5 minutes; it accepts 1 second to 24 hours).
-// For Reserve it is the reservation's expiry (default: none); WithSlot
-// extends the lease by it. Ignored by AcquireAndCommit and Available.
-func WithLeaseTTL(d time.Duration) AcquireOption {
-	return func(o *acquireOptions) { o.ttl = d }
+// WithLeaseTTL is tollgate.WithLeaseExpiry: how long the lease lives unless
+// extended (Lease.Extend) before it expires and the server's reconciler
+// commits it as it stands (the server's default is 5 minutes; it accepts 1
+// second to 24 hours). For Reserve it is the reservation's expiry
+// (default: none); WithSlot extends the lease by it. Ignored by
+// AcquireAndCommit and Available.
+func WithLeaseTTL(d time.Duration) AcquireOption { return tollgate.WithLeaseExpiry(d) }
+
+// callSettings is what opts say, as the library reads them, and what the wire
+// takes of them: the limits as text.
+type callSettings struct {
+	tollgate.AcquireSettings
+	limits []string
 }
 
-func applyAcquire(opts []AcquireOption) acquireOptions {
-	var o acquireOptions
-	for _, opt := range opts {
-		opt(&o)
+func applyAcquire(opts []AcquireOption) (callSettings, error) {
+	as, err := tollgate.SettingsOf(opts...)
+	if err != nil {
+		return callSettings{}, err
 	}
-	return o
+	o := callSettings{AcquireSettings: as}
+	for _, l := range as.Limits {
+		o.limits = append(o.limits, l.String())
+	}
+	return o, nil
 }
 
-// Grant is the outcome of AcquireAndCommit: what was consumed and every
-// limit's state just after.
-type Grant struct {
-	Consumed tollgate.Consume
-	Statuses []tollgate.Status
-	// Degraded reports that the server's store could not answer and the
-	// Allow mode granted without counting.
-	Degraded bool
-}
+// Grant is the outcome of AcquireAndCommit, as the library's.
+type Grant = tollgate.Grant
 
 // Acquire checks and debits consume against every limit in effect for
 // entity and resource, and their cascade ancestors, all or nothing, like
@@ -105,19 +93,22 @@ func (c *Client) AcquireAndCommit(ctx context.Context, entity, resource string, 
 }
 
 func (c *Client) acquire(ctx context.Context, entity, resource string, consume tollgate.Consume, commit bool, opts []AcquireOption) (api.AcquireResponse, error) {
-	o := applyAcquire(opts)
-	if o.limitErr != nil {
-		return api.AcquireResponse{}, o.limitErr
+	o, err := applyAcquire(opts)
+	if err != nil {
+		return api.AcquireResponse{}, err
+	}
+	if o.Reservation != "" {
+		return api.AcquireResponse{}, model.Invalid("reservation_id", o.Reservation, "reserve with Client.Reserve, not Acquire")
 	}
 	body := api.AcquireRequest{
 		Entity: entity, Resource: resource, Consume: consume, Limits: o.limits,
-		Commit: commit, OnUnavailable: string(o.mode),
+		Commit: commit, OnUnavailable: string(o.OnUnavailable),
 	}
-	if !commit && o.ttl > 0 {
-		body.LeaseTTLMS = api.CeilMS(o.ttl)
+	if !commit && o.LeaseExpiry > 0 {
+		body.LeaseTTLMS = api.CeilMS(o.LeaseExpiry)
 	}
 	var resp api.AcquireResponse
-	err := c.do(ctx, request{method: http.MethodPost, path: api.Version + "/acquire", body: body}, &resp)
+	err = c.do(ctx, request{method: http.MethodPost, path: api.Version + "/acquire", body: body}, &resp)
 	return resp, err
 }
 
@@ -154,9 +145,9 @@ func (c *Client) AcquireWait(ctx context.Context, entity, resource string, consu
 // and resource and their cascade ancestors, after refill; it writes
 // nothing. Only WithLimits applies.
 func (c *Client) Available(ctx context.Context, entity, resource string, opts ...AcquireOption) ([]tollgate.Status, error) {
-	o := applyAcquire(opts)
-	if o.limitErr != nil {
-		return nil, o.limitErr
+	o, err := applyAcquire(opts)
+	if err != nil {
+		return nil, err
 	}
 	q := url.Values{"entity": {entity}}
 	if resource != "" {
@@ -171,3 +162,46 @@ func (c *Client) Available(ctx context.Context, entity, resource string, opts ..
 	}
 	return api.ToStatuses(resp.Limits), nil
 }
+
+// TimeUntilAvailable reports how long refill alone needs before Acquire
+// with the same arguments could succeed (zero if it could now), as
+// tollgate.Limiter.TimeUntilAvailable: GET /v1/available with what consume
+// names. It writes nothing.
+func (c *Client) TimeUntilAvailable(ctx context.Context, entity, resource string, consume tollgate.Consume, opts ...AcquireOption) (time.Duration, error) {
+	if len(consume) == 0 {
+		return 0, model.Invalid("consume", "", "must name at least one limit")
+	}
+	o, err := applyAcquire(opts)
+	if err != nil {
+		return 0, err
+	}
+	q := url.Values{"entity": {entity}, "resource": {resource}}
+	if len(o.limits) > 0 {
+		q["limits"] = o.limits
+	}
+	for name, n := range consume {
+		q.Add("consume", name+":"+strconv.FormatInt(n, 10))
+	}
+	var resp api.AvailableResponse
+	if err := c.do(ctx, request{method: http.MethodGet, path: api.Version + "/available", query: q}, &resp); err != nil {
+		return 0, err
+	}
+	if resp.RetryAfterMS == nil {
+		return 0, &model.UnavailableError{Op: "server", Err: badResponse(errors.New("no retry_after_ms in the answer: a server older than this client"))}
+	}
+	return time.Duration(*resp.RetryAfterMS) * time.Millisecond, nil
+}
+
+// Do runs fn inside a lease, as tollgate.Limiter.Do: it acquires, calls fn,
+// and commits if fn returns nil; if fn returns an error or panics, the
+// lease is rolled back (and the panic continues). The endings are not
+// cancelled with ctx, so a cancelled call still records what it did.
+func (c *Client) Do(ctx context.Context, entity, resource string, consume tollgate.Consume, fn func(context.Context, *Lease) error, opts ...AcquireOption) error {
+	le, err := c.Acquire(ctx, entity, resource, consume, opts...)
+	if err != nil {
+		return err
+	}
+	return runIn(ctx, le, func() error { return fn(ctx, le) })
+}
+
+var _ tollgate.Acquirer[*Lease] = (*Client)(nil)

@@ -42,13 +42,13 @@ type Reserved struct {
 // matching tollgate.ErrReservationConflict. A full reserved limit is a
 // *tollgate.RateLimitExceeded; bad input a *tollgate.ValidationError.
 func (c *Client) Reserve(ctx context.Context, entity, resource, id string, consume tollgate.Consume, opts ...AcquireOption) (Reserved, error) {
-	o := applyAcquire(opts)
-	if o.limitErr != nil {
-		return Reserved{}, o.limitErr
+	o, err := applyAcquire(opts)
+	if err != nil {
+		return Reserved{}, err
 	}
-	body := api.ReserveRequest{Entity: entity, Resource: resource, ID: id, Consume: consume, Limits: o.limits, OnUnavailable: string(o.mode)}
-	if o.ttl > 0 {
-		body.TTLMS = api.CeilMS(o.ttl)
+	body := api.ReserveRequest{Entity: entity, Resource: resource, ID: id, Consume: consume, Limits: o.limits, OnUnavailable: string(o.OnUnavailable)}
+	if o.LeaseExpiry > 0 {
+		body.TTLMS = api.CeilMS(o.LeaseExpiry)
 	}
 	var resp api.ReserveResponse
 	var status int

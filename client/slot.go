@@ -38,7 +38,11 @@ func (c *Client) WithSlot(ctx context.Context, entity, resource string, consume 
 	if err != nil {
 		return err
 	}
-	ttl := applyAcquire(opts).ttl
+	o, err := applyAcquire(opts)
+	if err != nil {
+		return err
+	}
+	ttl := o.LeaseExpiry
 	if ttl <= 0 {
 		ttl = le.ExpiresAt().Sub(c.clock.Now())
 	}

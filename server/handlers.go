@@ -185,8 +185,49 @@ func (s *Server) available(w http.ResponseWriter, r *http.Request, c *call) erro
 	if err != nil {
 		return err
 	}
+	consume, err := parseConsumeQuery(q["consume"])
+	if err != nil {
+		return err
+	}
 	sts, err := lim.Available(r.Context(), q.Get("entity"), q.Get("resource"), opts...)
-	return answer(w, http.StatusOK, sts, err, availableResponse)
+	if err != nil || consume == nil {
+		return answer(w, http.StatusOK, sts, err, availableResponse)
+	}
+	wait, err := lim.TimeUntilAvailable(r.Context(), q.Get("entity"), q.Get("resource"), consume, opts...)
+	if err != nil {
+		return err
+	}
+	resp := availableResponse(sts)
+	ms := api.CeilMS(wait)
+	resp.RetryAfterMS = &ms
+	writeJSON(w, http.StatusOK, resp)
+	return nil
+}
+
+// maxConsumeQuery bounds the consume parameters of one query.
+const maxConsumeQuery = 16
+
+// parseConsumeQuery reads consume=LIMIT:AMOUNT parameters (nil: none).
+func parseConsumeQuery(vals []string) (tollgate.Consume, error) {
+	if len(vals) == 0 {
+		return nil, nil
+	}
+	if len(vals) > maxConsumeQuery {
+		return nil, model.Invalid("consume", strconv.Itoa(len(vals))+" parameters", "at most "+strconv.Itoa(maxConsumeQuery))
+	}
+	c := make(tollgate.Consume, len(vals))
+	for _, v := range vals {
+		name, amount, ok := strings.Cut(v, ":")
+		n, err := strconv.ParseInt(amount, 10, 64)
+		if !ok || err != nil || n < 0 {
+			return nil, model.Invalid("consume", v, "want LIMIT:AMOUNT, e.g. rpm:1")
+		}
+		if err := model.ValidateLimitName(name); err != nil {
+			return nil, err
+		}
+		c[name] = n
+	}
+	return c, nil
 }
 
 func availableResponse(sts []tollgate.Status) api.AvailableResponse {

@@ -487,6 +487,8 @@ func TestOpenAPILiveAnswers(t *testing.T) {
 		{method: "POST", path: "/v1/acquire", body: `{"entity":"key-1","resource":"openai/gpt-4o","consume":{"rpm":1000}}`, status: 400},
 		{method: "POST", path: "/v1/acquire", body: `{"entiti":"key-1"}`, status: 400},
 		{method: "GET", path: "/v1/available?entity=key-1&resource=openai/gpt-4o", status: 200},
+		{method: "GET", path: "/v1/available?entity=key-1&resource=openai/gpt-4o&consume=rpm:1", status: 200, contains: `"retry_after_ms":`},
+		{method: "GET", path: "/v1/available?entity=key-1&resource=openai/gpt-4o&consume=rpm", status: 400},
 		{method: "POST", path: "/v1/penalize", body: `{"entity":"key-1","resource":"openai/gpt-4o","until_ms":` + inAMinute + `,"limits":["rpm"]}`, status: 204},
 		// Reservations.
 		{method: "PUT", path: "/v1/limits/resources/emr", body: `{"limits":["clusters:1/reserved","launches:10"]}`, status: 200},
