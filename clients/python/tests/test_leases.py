@@ -152,6 +152,19 @@ class AcquireTest(ServerTest):
         self.assertEqual({s.entity for s in grant.statuses}, {key, org})
 
 
+class TimeUntilAvailableTest(ServerTest):
+    def test_time_until_available(self):
+        resource = self.limits_resource(["rpm:2/min"])  # a token every 30 s
+        entity = uid("key")
+        self.assertEqual(self.client.time_until_available(entity, resource, {"rpm": 1}), 0)
+        self.client.acquire_and_commit(entity, resource, {"rpm": 2})
+        wait = self.client.time_until_available(entity, resource, {"rpm": 1})
+        self.assertGreater(wait, 25)
+        self.assertLessEqual(wait, 30)
+        with self.assertRaises(tollgate.ValidationError):
+            self.client.time_until_available(entity, resource, {})
+
+
 class ContextManagerTest(ServerTest):
     def test_commits_on_normal_exit(self):
         resource = self.limits_resource(["rpm:10", "tpm:1000/day"])

@@ -218,6 +218,25 @@ class Client:
         _, answer = self._call("GET", V1 + "/available", query=q)
         return statuses(_obj(answer, "available answer"))
 
+    def time_until_available(
+        self, entity: str, resource: str, consume: Mapping[str, int], *, limits: Optional[Sequence[str]] = None
+    ) -> float:
+        """How long, in seconds, refill alone needs before acquire with the
+        same arguments could succeed (0 if it could now); writes nothing.
+        As the Go library's TimeUntilAvailable."""
+        if not consume:
+            raise E.ValidationError("consume: must name at least one limit", field="consume")
+        q: List[Tuple[str, str]] = [("entity", entity), ("resource", resource)]
+        for lim in limits_list(limits) or []:
+            q.append(("limits", lim))
+        for name, amount in consume.items():
+            q.append(("consume", f"{name}:{int(amount)}"))
+        _, answer = self._call("GET", V1 + "/available", query=q)
+        ms = _obj(answer, "available answer").get("retry_after_ms")
+        if not isinstance(ms, int):
+            raise E.BadResponse("no retry_after_ms in the answer: a server older than this client")
+        return ms / 1000.0
+
     def get_lease(self, lease_id: str) -> Lease:
         """A handle on an open lease by its id, e.g. one another process
         acquired: any server over the same store serves it. Its statuses are

@@ -330,6 +330,24 @@ export class Client implements LeaseHost {
     return (w?.limits ?? []).map(toStatus);
   }
 
+  /**
+   * How long, in milliseconds, refill alone needs before `acquire` with the
+   * same arguments could succeed (0 if it could now); writes nothing. As
+   * the Go library's TimeUntilAvailable.
+   */
+  async timeUntilAvailable(
+    args: { entity: string; resource: string; consume: Consume; limits?: string[] | undefined } & CallOptions,
+  ): Promise<number> {
+    const names = Object.keys(args.consume);
+    if (names.length === 0) throw new ValidationError("invalid consume: must name at least one limit", "consume", "");
+    const query = new URLSearchParams({ entity: args.entity, resource: args.resource });
+    for (const l of args.limits ?? []) query.append("limits", l);
+    for (const name of names) query.append("consume", `${name}:${args.consume[name]}`);
+    const w = await this.#data<{ retry_after_ms?: number }>({ method: "GET", path: "/v1/available", query, ...call(args) });
+    if (typeof w?.retry_after_ms !== "number") throw badShape("GET /v1/available", "no retry_after_ms (a server older than this client)");
+    return w.retry_after_ms;
+  }
+
   /** A lease by id, as its record stands (any server over the store serves it). */
   async getLease(id: string, opts: CallOptions = {}): Promise<LeaseInfo> {
     return toLeaseInfo(await this.#data<WireLease>({ method: "GET", path: `/v1/leases/${seg(id)}`, ...call(opts) }));

@@ -238,6 +238,16 @@ describe("withLease and await using", () => {
 });
 
 describe("wait", () => {
+  test("timeUntilAvailable says how long refill needs", async () => {
+    const entity = unique("key");
+    const limits = ["rpm:2/min"]; // a token every 30 s
+    assert.equal(await client.timeUntilAvailable({ entity, resource: "chat", consume: { rpm: 1 }, limits }), 0);
+    await client.acquireAndCommit({ entity, resource: "chat", consume: { rpm: 2 }, limits });
+    const ms = await client.timeUntilAvailable({ entity, resource: "chat", consume: { rpm: 1 }, limits });
+    assert.ok(ms > 25_000 && ms <= 30_000, `${ms} ms`);
+    await assert.rejects(client.timeUntilAvailable({ entity, resource: "chat", consume: {}, limits }), ValidationError);
+  });
+
   test("wait is granted after the refill of a 1/sec limit", async () => {
     const entity = unique("key");
     const limits = ["rps:1/sec"];
