@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/tollgate-rl/tollgate/model"
+	"github.com/tollgate-rl/tollgate/store"
 )
 
 // WriteOption configures a call that changes entities or configuration.
@@ -43,14 +44,7 @@ func (l *Limiter) CreateEntity(ctx context.Context, e Entity, opts ...WriteOptio
 		return Entity{}, err
 	}
 	e.CreatedAt = l.clock.Now().UTC().Truncate(time.Millisecond)
-	details := map[string]string{"cascade": strconv.FormatBool(e.Cascade)}
-	if e.ParentID != "" {
-		details["parent_id"] = e.ParentID
-	}
-	if e.Name != "" {
-		details["name"] = e.Name
-	}
-	ev, err := l.auditEvent(model.ActionEntityCreate, e.ID, "", details, opts)
+	ev, err := l.auditEvent(model.ActionEntityCreate, e.ID, "", entityDetails(e), opts)
 	if err != nil {
 		return Entity{}, err
 	}
@@ -114,6 +108,102 @@ func (l *Limiter) Children(ctx context.Context, id string) ([]Entity, error) {
 	}
 	kids, err := l.store.ListChildren(ctx, ns, id)
 	return kids, storeErr(ctx, "list children", id, err)
+}
+
+// MaxEntityPage is the most entities one ListEntities call returns.
+const MaxEntityPage = store.MaxEntityPage
+
+// ListEntities returns up to limit (at most MaxEntityPage; 0 means 100)
+// entities with ids after the cursor after (empty for the first page; pass
+// the last id seen for the next), sorted by id. On DynamoDB an entity
+// created a moment ago may be missing (the listing reads an index).
+func (l *Limiter) ListEntities(ctx context.Context, after string, limit int) ([]Entity, error) {
+	limit, err := pageSize(limit, MaxEntityPage)
+	if err != nil {
+		return nil, err
+	}
+	ns, err := l.nsForAdmin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	es, err := l.store.ListEntities(ctx, ns, after, limit)
+	return es, storeErr(ctx, "list entities", "after "+strconv.Quote(after), err)
+}
+
+// UpdateEntity replaces the name, parent, cascade flag and metadata of the
+// entity e.ID with e's (CreatedAt stays as stored) and returns the entity
+// as stored. It fails with ErrEntityNotFound if the entity or a new parent
+// does not exist, and with a *ValidationError of parent_id if the new
+// parent is the entity or one of its descendants. Acquires see the change
+// at once in this process; other processes see it when their caches
+// expire (WithCacheTTL).
+func (l *Limiter) UpdateEntity(ctx context.Context, e Entity, opts ...WriteOption) (Entity, error) {
+	if err := e.Validate(); err != nil {
+		return Entity{}, err
+	}
+	ev, err := l.auditEvent(model.ActionEntityUpdate, e.ID, "", entityDetails(e), opts)
+	if err != nil {
+		return Entity{}, err
+	}
+	ns, err := l.nsForAdmin(ctx)
+	if err != nil {
+		return Entity{}, err
+	}
+	err = l.store.UpdateEntity(ctx, ns, e, ev)
+	l.forgetConfig() // whatever happened: the cache may hold the old entity
+	if err != nil {
+		return Entity{}, storeErr(ctx, "update entity", e.ID, err)
+	}
+	stored, err := l.store.GetEntity(ctx, ns, e.ID)
+	return stored, storeErr(ctx, "get entity", e.ID, err)
+}
+
+// entityDetails are the audit details of an entity written.
+func entityDetails(e Entity) map[string]string {
+	details := map[string]string{"cascade": strconv.FormatBool(e.Cascade)}
+	if e.ParentID != "" {
+		details["parent_id"] = e.ParentID
+	}
+	if e.Name != "" {
+		details["name"] = e.Name
+	}
+	return details
+}
+
+// ScopedConfig is a Config with the scope it is stored at.
+type ScopedConfig = model.ScopedConfig
+
+// MaxConfigPage is the most configs one ListConfigs call returns.
+const MaxConfigPage = store.MaxConfigPage
+
+// ListConfigs returns up to limit (at most MaxConfigPage; 0 means 100)
+// stored configs whose scopes sort after *after (nil for the first page;
+// pass the last scope seen for the next), in model.CompareScopes order:
+// the system config, the resources' by resource, then each entity's by
+// entity and resource. On DynamoDB a config written a moment ago may be
+// missing (the listing reads an index).
+func (l *Limiter) ListConfigs(ctx context.Context, after *Scope, limit int) ([]ScopedConfig, error) {
+	limit, err := pageSize(limit, MaxConfigPage)
+	if err != nil {
+		return nil, err
+	}
+	ns, err := l.nsForAdmin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	cfgs, err := l.store.ListConfigs(ctx, ns, after, limit)
+	return cfgs, storeErr(ctx, "list configs", "", err)
+}
+
+// pageSize checks a listing's limit: 0 means 100, else 1 to max.
+func pageSize(limit, max int) (int, error) {
+	switch {
+	case limit < 0 || limit > max:
+		return 0, model.Invalid("limit", strconv.Itoa(limit), "must be between 0 and "+strconv.Itoa(max))
+	case limit == 0:
+		return 100, nil
+	}
+	return limit, nil
 }
 
 // SetConfig stores cfg at scope, replacing what was there. Limits at an
@@ -206,11 +296,9 @@ func (l *Limiter) AuditEvents(ctx context.Context, entity, after string, limit i
 			return nil, err
 		}
 	}
-	switch {
-	case limit < 0 || limit > MaxAuditPage:
-		return nil, model.Invalid("limit", strconv.Itoa(limit), "must be between 0 and "+strconv.Itoa(MaxAuditPage))
-	case limit == 0:
-		limit = 100
+	limit, err := pageSize(limit, MaxAuditPage)
+	if err != nil {
+		return nil, err
 	}
 	ns, err := l.nsForAdmin(ctx)
 	if err != nil {

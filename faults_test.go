@@ -162,6 +162,27 @@ func (f *faultStore) ListChildren(ctx context.Context, ns, id string) ([]model.E
 	return f.inner.ListChildren(ctx, ns, id)
 }
 
+func (f *faultStore) ListEntities(ctx context.Context, ns, after string, limit int) ([]model.Entity, error) {
+	if err := f.enter("ListEntities"); err != nil {
+		return nil, err
+	}
+	return f.inner.ListEntities(ctx, ns, after, limit)
+}
+
+func (f *faultStore) UpdateEntity(ctx context.Context, ns string, e model.Entity, ev model.AuditEvent) error {
+	if err := f.enter("UpdateEntity"); err != nil {
+		return err
+	}
+	return f.inner.UpdateEntity(ctx, ns, e, ev)
+}
+
+func (f *faultStore) ListConfigs(ctx context.Context, ns string, after *model.Scope, limit int) ([]model.ScopedConfig, error) {
+	if err := f.enter("ListConfigs"); err != nil {
+		return nil, err
+	}
+	return f.inner.ListConfigs(ctx, ns, after, limit)
+}
+
 func (f *faultStore) ListAudit(ctx context.Context, ns, entity, after string, limit int) ([]model.AuditEvent, error) {
 	if err := f.enter(mListAudit); err != nil {
 		return nil, err

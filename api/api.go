@@ -136,9 +136,54 @@ type Entity struct {
 	CreatedAtMS int64             `json:"created_at_ms,omitempty"`
 }
 
-// EntitiesResponse answers GET /v1/entities/{id}/children.
+// EntitiesResponse answers GET /v1/entities and GET
+// /v1/entities/{id}/children.
 type EntitiesResponse struct {
 	Entities []Entity `json:"entities"`
+	// Next is set by GET /v1/entities when the page is full: the after of
+	// the following page.
+	Next string `json:"next,omitempty"`
+}
+
+// EntityPatch is the body of PATCH /v1/entities/{id}: the fields present
+// replace the entity's, those absent (or null) keep their values. An
+// empty parent_id removes the parent and, unless cascade is given, the
+// cascade flag with it; an empty metadata object removes the metadata.
+type EntityPatch struct {
+	Name     *string            `json:"name,omitempty"`
+	ParentID *string            `json:"parent_id,omitempty"`
+	Cascade  *bool              `json:"cascade,omitempty"`
+	Metadata *map[string]string `json:"metadata,omitempty"`
+}
+
+// PatchOf is the patch that gives an entity every field of e: what a
+// client sends to replace an entity whole.
+func PatchOf(e model.Entity) EntityPatch {
+	md := e.Metadata
+	if md == nil {
+		md = map[string]string{}
+	}
+	return EntityPatch{Name: &e.Name, ParentID: &e.ParentID, Cascade: &e.Cascade, Metadata: &md}
+}
+
+// Apply returns e with the patch's fields.
+func (p EntityPatch) Apply(e model.Entity) model.Entity {
+	if p.Name != nil {
+		e.Name = *p.Name
+	}
+	if p.ParentID != nil {
+		e.ParentID = *p.ParentID
+		if e.ParentID == "" {
+			e.Cascade = false
+		}
+	}
+	if p.Cascade != nil {
+		e.Cascade = *p.Cascade
+	}
+	if p.Metadata != nil {
+		e.Metadata = *p.Metadata
+	}
+	return e
 }
 
 // Limits is the body of PUT and GET /v1/limits/...

@@ -84,6 +84,7 @@ func TestOpenAPISchemasHaveTheWireFields(t *testing.T) {
 		{"AvailableResponse", AvailableResponse{}},
 		{"Entity", Entity{}},
 		{"EntityList", EntitiesResponse{}},
+		{"EntityPatch", EntityPatch{}},
 		{"Limits", Limits{}},
 		{"AuditEvent", AuditEvent{}},
 		{"AuditPage", AuditResponse{}},

@@ -52,6 +52,48 @@ func (c *Client) Children(ctx context.Context, id string) ([]tollgate.Entity, er
 	return es, nil
 }
 
+// ListEntities returns up to limit (at most tollgate.MaxEntityPage; 0
+// means the server's default of 100) entities with ids after the cursor
+// after (empty for the first page; pass the last id seen for the next),
+// sorted by id.
+func (c *Client) ListEntities(ctx context.Context, after string, limit int) ([]tollgate.Entity, error) {
+	q := url.Values{}
+	if after != "" {
+		q.Set("after", after)
+	}
+	if limit != 0 {
+		q.Set("limit", strconv.Itoa(limit))
+	}
+	var out api.EntitiesResponse
+	if err := c.do(ctx, request{method: http.MethodGet, path: api.Version + "/entities", query: q}, &out); err != nil {
+		return nil, err
+	}
+	es := make([]tollgate.Entity, len(out.Entities))
+	for i, e := range out.Entities {
+		es[i] = api.ToEntity(e)
+	}
+	return es, nil
+}
+
+// UpdateEntity replaces the name, parent, cascade flag and metadata of the
+// entity e.ID with e's (CreatedAt stays as stored) and returns the entity
+// as stored, as tollgate.Limiter.UpdateEntity does: it sends every field
+// in a PATCH /v1/entities/{id}. It fails with tollgate.ErrEntityNotFound
+// if the entity or a new parent does not exist, and with a
+// *tollgate.ValidationError of parent_id if the new parent is the entity
+// or one of its descendants.
+func (c *Client) UpdateEntity(ctx context.Context, e tollgate.Entity) (tollgate.Entity, error) {
+	if err := e.Validate(); err != nil {
+		return tollgate.Entity{}, err
+	}
+	var out api.Entity
+	req := request{method: http.MethodPatch, path: entityPath(e.ID), body: api.PatchOf(e)}
+	if err := c.do(ctx, req, &out); err != nil {
+		return tollgate.Entity{}, err
+	}
+	return api.ToEntity(out), nil
+}
+
 func entityPath(id string) string { return api.Version + "/entities/" + seg(id) }
 
 // SetConfig stores cfg at scope, replacing what was there (see

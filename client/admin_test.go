@@ -167,3 +167,58 @@ func TestAuditEventsCarryThePrincipal(t *testing.T) {
 	_, err = alice.AuditEvents(ctx, "org-1", "", tollgate.MaxAuditPage+1)
 	wantErr(t, "AuditEvents over the page bound", err, tollgate.ErrInvalid)
 }
+
+func TestListAndUpdateEntities(t *testing.T) {
+	e := newEnv(t)
+	c := e.client(t)
+	ctx := context.Background()
+	for _, ent := range []tollgate.Entity{
+		{ID: "org-a"}, {ID: "org-b"},
+		{ID: "key", ParentID: "org-a", Cascade: true, Name: "k", Metadata: map[string]string{"team": "x"}},
+	} {
+		_, err := c.CreateEntity(ctx, ent)
+		must(t, "CreateEntity "+ent.ID, err)
+	}
+	var ids []string
+	after := ""
+	for {
+		page, err := c.ListEntities(ctx, after, 2)
+		must(t, "ListEntities", err)
+		ids = append(ids, entityIDs(page)...)
+		if len(page) < 2 {
+			break
+		}
+		after = page[len(page)-1].ID
+	}
+	if !reflect.DeepEqual(ids, []string{"key", "org-a", "org-b"}) {
+		t.Errorf("ListEntities pages = %v", ids)
+	}
+	_, err := c.ListEntities(ctx, "", tollgate.MaxEntityPage+1)
+	wantErr(t, "ListEntities with too big a limit", err, tollgate.ErrInvalid)
+
+	// UpdateEntity replaces every field, as the library's does.
+	got, err := c.UpdateEntity(ctx, tollgate.Entity{ID: "key", ParentID: "org-b"})
+	must(t, "UpdateEntity", err)
+	if got.ParentID != "org-b" || got.Cascade || got.Name != "" || got.Metadata != nil || !got.CreatedAt.Equal(epoch) {
+		t.Errorf("UpdateEntity = %+v, want a plain child of org-b created at %v", got, epoch)
+	}
+	kids, err := c.Children(ctx, "org-b")
+	must(t, "Children", err)
+	if !reflect.DeepEqual(entityIDs(kids), []string{"key"}) {
+		t.Errorf("Children(org-b) = %v, want [key]", entityIDs(kids))
+	}
+	cases := []struct {
+		name string
+		e    tollgate.Entity
+		want error
+	}{
+		{"missing", tollgate.Entity{ID: "ghost"}, tollgate.ErrEntityNotFound},
+		{"missing parent", tollgate.Entity{ID: "key", ParentID: "ghost"}, tollgate.ErrEntityNotFound},
+		{"cycle", tollgate.Entity{ID: "org-b", ParentID: "key"}, tollgate.ErrInvalid},
+		{"bad id", tollgate.Entity{ID: ""}, tollgate.ErrInvalid},
+	}
+	for _, tc := range cases {
+		_, err := c.UpdateEntity(ctx, tc.e)
+		wantErr(t, "UpdateEntity "+tc.name, err, tc.want)
+	}
+}

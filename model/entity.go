@@ -1,6 +1,7 @@
 package model
 
 import (
+	"strings"
 	"time"
 )
 
@@ -122,6 +123,22 @@ func (s Scope) Level() string {
 	return "entity"
 }
 
+// CompareScopes orders scopes by entity, then resource (byte order): the
+// system scope first, then resource scopes by resource, then each entity's
+// scopes. It returns -1, 0 or +1. Config listings are in this order.
+func CompareScopes(a, b Scope) int {
+	if c := strings.Compare(a.Entity, b.Entity); c != 0 {
+		return c
+	}
+	return strings.Compare(a.Resource, b.Resource)
+}
+
+// ScopedConfig is a Config with the scope it is stored at.
+type ScopedConfig struct {
+	Scope  Scope
+	Config Config
+}
+
 // Validate checks the identifiers in s.
 func (s Scope) Validate() error {
 	if s.Entity != "" {
@@ -171,6 +188,9 @@ type AuditEvent struct {
 const (
 	ActionEntityCreate = "entity.create"
 	ActionEntityDelete = "entity.delete"
+	// ActionEntityUpdate records a change of an entity's name, parent,
+	// cascade flag or metadata.
+	ActionEntityUpdate = "entity.update"
 	ActionConfigSet    = "config.set"
 	ActionConfigDelete = "config.delete"
 	// ActionLeaseExpired records a lease the reconciler ended because its

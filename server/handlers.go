@@ -34,7 +34,9 @@ func (s *Server) routes() {
 	s.handle("POST "+v+"/penalize", forAcquire, s.penalize)
 
 	s.handle("POST "+v+"/entities", forAdmin, s.createEntity)
+	s.handle("GET "+v+"/entities", forRead, s.listEntities)
 	s.handle("GET "+v+"/entities/{id}", forRead, s.getEntity)
+	s.handle("PATCH "+v+"/entities/{id}", forAdmin, s.updateEntity)
 	s.handle("DELETE "+v+"/entities/{id}", forAdmin, s.deleteEntity)
 	s.handle("GET "+v+"/entities/{id}/children", forRead, s.children)
 
@@ -76,7 +78,7 @@ func (s *Server) routes() {
 
 // probeMethods are the methods the API's routes use, in the order an Allow
 // header lists them.
-var probeMethods = []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodDelete}
+var probeMethods = []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete}
 
 // allowed returns the methods that r's path is served with, for the Allow
 // header of a 405 ("" when the path is served with none: a 404).
@@ -255,6 +257,48 @@ func (s *Server) getEntity(w http.ResponseWriter, r *http.Request, c *call) erro
 	}
 	e, err := lim.GetEntity(r.Context(), r.PathValue("id"))
 	return answer(w, http.StatusOK, e, err, api.FromEntity)
+}
+
+func (s *Server) listEntities(w http.ResponseWriter, r *http.Request, c *call) error {
+	q := r.URL.Query()
+	limit, err := pageLimit(q, 100, tollgate.MaxEntityPage)
+	if err != nil {
+		return err
+	}
+	lim, err := c.limiter()
+	if err != nil {
+		return err
+	}
+	es, err := lim.ListEntities(r.Context(), q.Get("after"), limit)
+	if err != nil {
+		return err
+	}
+	out := entitiesResponse(es)
+	if len(es) == limit {
+		out.Next = es[len(es)-1].ID
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+// updateEntity applies a PATCH to the entity as stored: a read, then the
+// update. Two patches of one entity at once may each keep a field the
+// other changed (the last write wins whole).
+func (s *Server) updateEntity(w http.ResponseWriter, r *http.Request, c *call) error {
+	var p api.EntityPatch
+	if err := decode(w, r, &p); err != nil {
+		return err
+	}
+	lim, err := c.limiter()
+	if err != nil {
+		return err
+	}
+	cur, err := lim.GetEntity(r.Context(), r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	updated, err := lim.UpdateEntity(r.Context(), p.Apply(cur), c.writeOpts()...)
+	return answer(w, http.StatusOK, updated, err, api.FromEntity)
 }
 
 func (s *Server) deleteEntity(w http.ResponseWriter, r *http.Request, c *call) error {

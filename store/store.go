@@ -66,6 +66,13 @@ type Configs interface {
 	// DeleteConfig removes the config at scope and appends ev, atomically. It
 	// returns an error matching model.ErrNotFound if there is none.
 	DeleteConfig(ctx context.Context, ns string, scope model.Scope, ev model.AuditEvent) error
+	// ListConfigs returns up to limit (1 to MaxConfigPage) stored configs
+	// whose scopes sort after *after (nil: from the first), in
+	// model.CompareScopes order: the system config, the resources' by
+	// resource, then each entity's by entity and resource (its default is
+	// model.DefaultResource). A backend whose indexes are eventually
+	// consistent may miss a config written a moment ago.
+	ListConfigs(ctx context.Context, ns string, after *model.Scope, limit int) ([]model.ScopedConfig, error)
 }
 
 // Entities holds the entity tree.
@@ -82,6 +89,19 @@ type Entities interface {
 	DeleteEntity(ctx context.Context, ns, id string, ev model.AuditEvent) error
 	// ListChildren returns the entities whose parent is id, sorted by id.
 	ListChildren(ctx context.Context, ns, id string) ([]model.Entity, error)
+	// ListEntities returns up to limit (1 to MaxEntityPage) entities with
+	// ids greater than after, sorted by id. A backend whose indexes are
+	// eventually consistent may miss an entity created a moment ago.
+	ListEntities(ctx context.Context, ns, after string, limit int) ([]model.Entity, error)
+	// UpdateEntity replaces the name, parent, cascade flag and metadata of
+	// the entity e.ID (its CreatedAt stays) and appends ev, atomically, and
+	// keeps the children index (ListChildren) right. It fails with
+	// model.ErrEntityNotFound if the entity or a new parent does not
+	// exist, and with a *model.ValidationError (field parent_id) if the
+	// new parent is the entity or one of its descendants (CheckAncestry).
+	// A parent left as it was is not checked: it may be one deleted since
+	// (DeleteEntity leaves children their ParentID).
+	UpdateEntity(ctx context.Context, ns string, e model.Entity, ev model.AuditEvent) error
 }
 
 // Audit reads the audit log written by the mutating calls above.
@@ -328,6 +348,53 @@ func ValidateBucketPage(resource string, limit int) error {
 		return model.Invalid("limit", strconv.Itoa(limit), "want 1 to "+strconv.Itoa(MaxBucketPage))
 	}
 	return nil
+}
+
+// MaxEntityPage bounds one page of ListEntities.
+const MaxEntityPage = 1000
+
+// MaxConfigPage bounds one page of ListConfigs.
+const MaxConfigPage = 1000
+
+// ValidatePage checks the limit of a listing whose pages hold at most max.
+func ValidatePage(limit, max int) error {
+	if limit < 1 || limit > max {
+		return model.Invalid("limit", strconv.Itoa(limit), "want 1 to "+strconv.Itoa(max))
+	}
+	return nil
+}
+
+// MaxAncestry bounds the parent chain CheckAncestry walks: a chain longer
+// than this is refused rather than followed.
+const MaxAncestry = 1000
+
+// CheckAncestry refuses to make parent the parent of id when id is parent
+// or one of its ancestors (a cycle). parentOf returns an entity's parent
+// ("" for a root) and whether the entity exists; a missing parent fails
+// with model.ErrEntityNotFound. It walks the whole chain from parent up,
+// at most MaxAncestry links: the backends call it inside the update's
+// lock or transaction where they have one.
+func CheckAncestry(id, parent string, parentOf func(id string) (string, bool, error)) error {
+	if parent == "" {
+		return nil
+	}
+	cur := parent
+	for range MaxAncestry {
+		if cur == id {
+			return model.Invalid("parent_id", parent, "entity "+id+" would become its own ancestor")
+		}
+		next, ok, err := parentOf(cur)
+		switch {
+		case err != nil:
+			return err
+		case !ok && cur == parent:
+			return model.ErrEntityNotFound
+		case !ok || next == "":
+			return nil // the chain ends (a deleted ancestor ends it too)
+		}
+		cur = next
+	}
+	return model.Invalid("parent_id", parent, "its chain of ancestors is longer than "+strconv.Itoa(MaxAncestry))
 }
 
 // FirstBuckets sorts a listing by entity and returns its first limit

@@ -19,10 +19,16 @@ type backend interface {
 	GetEntity(ctx context.Context, id string) (tollgate.Entity, error)
 	DeleteEntity(ctx context.Context, id string) error
 	Children(ctx context.Context, id string) ([]tollgate.Entity, error)
+	ListEntities(ctx context.Context, after string, limit int) ([]tollgate.Entity, error)
+	// UpdateEntity replaces the entity's name, parent, cascade flag and
+	// metadata (tollgate.Limiter.UpdateEntity).
+	UpdateEntity(ctx context.Context, e tollgate.Entity) (tollgate.Entity, error)
 
 	SetConfig(ctx context.Context, scope tollgate.Scope, cfg tollgate.Config) error
 	GetConfig(ctx context.Context, scope tollgate.Scope) (tollgate.Config, error)
 	DeleteConfig(ctx context.Context, scope tollgate.Scope) error
+	// ListConfigs pages the stored configs (tollgate.Limiter.ListConfigs).
+	ListConfigs(ctx context.Context, after *tollgate.Scope, limit int) ([]tollgate.ScopedConfig, error)
 
 	AuditEvents(ctx context.Context, entity, after string, limit int) ([]tollgate.AuditEvent, error)
 	Usage(ctx context.Context, q tollgate.UsageQuery) ([]tollgate.Usage, string, error)
@@ -140,6 +146,10 @@ func (l *local) Available(ctx context.Context, entity, resource string, limits [
 
 func (l *local) CreateEntity(ctx context.Context, e tollgate.Entity) (tollgate.Entity, error) {
 	return l.Limiter.CreateEntity(ctx, e, l.who()...)
+}
+
+func (l *local) UpdateEntity(ctx context.Context, e tollgate.Entity) (tollgate.Entity, error) {
+	return l.Limiter.UpdateEntity(ctx, e, l.who()...)
 }
 
 func (l *local) DeleteEntity(ctx context.Context, id string) error {

@@ -154,12 +154,13 @@ entities:
       api: ["rpm:100/min"]
 `)
 	var changes []change
+	c.want(ExitFailure, "limits", "plan", "-f", file) // org-1 does not exist yet
+	c.want(ExitOK, "entity", "create", "org-1")
 	decode(t, c.want(ExitOK, "limits", "plan", "-f", file, "-o", "json"), &changes)
 	if len(changes) != 4 || changes[0].Action != "create" {
 		t.Fatalf("plan %+v", changes)
 	}
 	c.want(ExitFailure, "limits", "diff", "-f", file)
-	c.want(ExitOK, "entity", "create", "org-1")
 	c.want(ExitOK, "limits", "apply", "-f", file)
 	c.want(ExitOK, "limits", "diff", "-f", file)
 	if out := c.want(ExitOK, "limits", "get", "--resource", "openai/gpt-4o"); !strings.Contains(out, "tpm:100000/min rpm:500/min") {
@@ -240,6 +241,9 @@ func TestThroughServer(t *testing.T) {
 	via(ExitOK, "limits", "set", "--resource", "openai/gpt-4o", "tpm:1000/min")
 	if out := via(ExitOK, "limits", "get", "--resource", "openai/gpt-4o"); !strings.Contains(out, "tpm:1000/min") {
 		t.Errorf("limits get: %s", out)
+	}
+	if out := via(ExitUsage, "limits", "export"); out != "" {
+		t.Errorf("limits export through a server printed %q", out)
 	}
 	via(ExitOK, "namespace", "register", "tenant-b")
 	via(ExitOK, "namespace", "delete", "tenant-b")

@@ -26,9 +26,11 @@ func (g *globals) withBackend(cmd *cobra.Command, f func(ctx context.Context, b 
 }
 
 func newEntityCmd(g *globals) *cobra.Command {
-	cmd := &cobra.Command{Use: "entity", Short: "Create, show and delete entities",
+	cmd := &cobra.Command{Use: "entity", Short: "Create, list, show, update and delete entities",
 		Example: `  tollgate entity create org-1 --name Acme
   tollgate entity create key-1 --parent org-1 --cascade
+  tollgate entity list
+  tollgate entity update key-1 --parent org-2
   tollgate entity children org-1`}
 	var e tollgate.Entity
 	var meta map[string]string
@@ -86,7 +88,7 @@ func newEntityCmd(g *globals) *cobra.Command {
 			})
 		},
 	}
-	cmd.AddCommand(create, show, del, children)
+	cmd.AddCommand(create, show, newEntityListCmd(g), newEntityUpdateCmd(g), del, children)
 	return cmd
 }
 

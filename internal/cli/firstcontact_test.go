@@ -42,8 +42,8 @@ func TestParseDuration(t *testing.T) {
 // A newcomer's first commands: a mistyped subcommand fails, --version and
 // version answer, a window in days is taken.
 func TestFirstContact(t *testing.T) {
-	if code, _, errOut := run(t, "", "limits", "export"); code != 2 || !strings.Contains(errOut, `unknown command "export" for "tollgate limits"`) {
-		t.Errorf("tollgate limits export: exit %d, stderr %q; want 2 and unknown command", code, errOut)
+	if code, _, errOut := run(t, "", "limits", "exprot"); code != 2 || !strings.Contains(errOut, `unknown command "exprot" for "tollgate limits"`) {
+		t.Errorf("tollgate limits exprot: exit %d, stderr %q; want 2 and unknown command", code, errOut)
 	}
 	if code, out, _ := run(t, "", "limits"); code != 0 || !strings.Contains(out, "Available Commands") {
 		t.Errorf("tollgate limits: exit %d; want its help and 0", code)

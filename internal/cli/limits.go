@@ -56,10 +56,11 @@ name:N/reserved, e.g. rpm:100/min, tpm:10000/min:15000, inflight:10/concurrent,
 clusters:3/reserved.`,
 		Example: `  tollgate limits set --resource api rpm:100/min
   tollgate limits get --entity org-1 --for-resource api -o json
-  tollgate limits plan -f limits.yaml && tollgate limits apply -f limits.yaml`,
+  tollgate limits plan -f limits.yaml && tollgate limits apply -f limits.yaml
+  tollgate limits export > limits.yaml`,
 	}
 	cmd.AddCommand(newLimitsSetCmd(g), newLimitsGetCmd(g), newLimitsDeleteCmd(g),
-		newLimitsFileCmd(g, "plan"), newLimitsFileCmd(g, "apply"), newLimitsFileCmd(g, "diff"))
+		newLimitsFileCmd(g, "plan"), newLimitsFileCmd(g, "apply"), newLimitsFileCmd(g, "diff"), newLimitsExportCmd(g))
 	return cmd
 }
 
@@ -175,8 +176,12 @@ func newLimitsFileCmd(g *globals, verb string) *cobra.Command {
 		Long: short + `.
 
 The file names the levels it manages; levels it does not name are left
-alone (the store has no index of every level that has limits). A level
-listed with an empty list ("limits: []") is deleted:
+alone ("tollgate limits export" writes a file naming every stored level).
+A level listed with an empty list ("limits: []") is deleted. Entities
+named with limits must exist: plan, apply and diff fail, naming every one
+missing, before anything is written. Apply then writes the changes one by
+one; if one fails, it says which were applied, and running apply again
+resumes (the plan lists only what still differs):
 
   system:
     limits: ["rpm:10000/min"]
@@ -245,8 +250,13 @@ func countChanges(cs []change) int {
 	return n
 }
 
-// plan compares each level the file names with the store.
+// plan compares each level the file names with the store. It fails,
+// before comparing anything, if an entity the file gives limits to does
+// not exist: apply would refuse to write them.
 func plan(ctx context.Context, b backend, desired []desiredScope) ([]change, error) {
+	if err := checkEntities(ctx, b, desired); err != nil {
+		return nil, err
+	}
 	out := make([]change, 0, len(desired))
 	for _, d := range desired {
 		cur, err := b.GetConfig(ctx, d.scope)
@@ -285,9 +295,79 @@ func configText(c tollgate.Config, none bool) []string {
 	return out
 }
 
+// MissingEntitiesError reports entities a limits file gives limits to
+// that do not exist.
+type MissingEntitiesError struct{ IDs []string }
+
+// Error names the entities and says that nothing was written.
+func (e *MissingEntitiesError) Error() string {
+	return fmt.Sprintf("the file sets limits of %d entit%s that do%s not exist: %s (create %s first with tollgate entity create); nothing was written",
+		len(e.IDs), plural(len(e.IDs), "y", "ies"), plural(len(e.IDs), "es", ""), strings.Join(e.IDs, ", "), plural(len(e.IDs), "it", "them"))
+}
+
+// Unwrap makes the error match tollgate.ErrEntityNotFound.
+func (e *MissingEntitiesError) Unwrap() error { return tollgate.ErrEntityNotFound }
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
+
+// checkEntities fails with a *MissingEntitiesError naming every entity
+// that desired sets (not deletes) limits of and that does not exist.
+func checkEntities(ctx context.Context, b backend, desired []desiredScope) error {
+	seen := map[string]bool{}
+	var missing []string
+	for _, d := range desired {
+		id := d.scope.Entity
+		if id == "" || d.delete || seen[id] {
+			continue
+		}
+		seen[id] = true
+		_, err := b.GetEntity(ctx, id)
+		switch {
+		case errors.Is(err, model.ErrEntityNotFound):
+			missing = append(missing, id)
+		case err != nil:
+			return err
+		}
+	}
+	if len(missing) > 0 {
+		return &MissingEntitiesError{IDs: missing}
+	}
+	return nil
+}
+
+// ApplyError reports a write of apply that failed after others were made.
+type ApplyError struct {
+	Applied []string // the scopes written, in order
+	Failed  string   // the scope whose write failed
+	Err     error
+}
+
+// Error names the failed write, what was applied before it and how to
+// resume.
+func (e *ApplyError) Error() string {
+	done := "none"
+	if len(e.Applied) > 0 {
+		done = strings.Join(e.Applied, "; ")
+	}
+	return fmt.Sprintf("%s: %v; applied before it (%d): %s; nothing after it was written: run apply again to resume (the plan lists only what still differs)",
+		e.Failed, e.Err, len(e.Applied), done)
+}
+
+// Unwrap returns the write's error.
+func (e *ApplyError) Unwrap() error { return e.Err }
+
+// apply writes the changes one after another (the store has no
+// transaction across levels). The plan was checked first (plan); if a
+// write fails anyway, the error says which were applied.
 func (g *globals) apply(ctx context.Context, b backend, changes []change) error {
 	p := newProgress(g.stderr, "applying", countChanges(changes))
 	defer p.done()
+	var applied []string
 	for _, c := range changes {
 		var err error
 		switch c.Action {
@@ -299,8 +379,9 @@ func (g *globals) apply(ctx context.Context, b backend, changes []change) error 
 			continue
 		}
 		if err != nil {
-			return fmt.Errorf("%s: %w", c.Scope, err)
+			return &ApplyError{Applied: applied, Failed: c.Action + " " + c.Scope, Err: err}
 		}
+		applied = append(applied, c.Action+" "+c.Scope)
 		p.add()
 	}
 	return nil

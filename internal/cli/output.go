@@ -52,6 +52,11 @@ func (g *globals) printEntities(es []tollgate.Entity) error {
 	for i, e := range es {
 		out.Entities[i] = api.FromEntity(e)
 	}
+	return g.printEntitiesAs(out, es)
+}
+
+// printEntitiesAs prints es, or out with -o json.
+func (g *globals) printEntitiesAs(out api.EntitiesResponse, es []tollgate.Entity) error {
 	return g.printOut(out, func(w *tabwriter.Writer) {
 		row(w, "ID", "NAME", "PARENT", "CASCADE", "CREATED")
 		for _, e := range es {

@@ -165,12 +165,7 @@ func (s *Store) CreateEntity(ctx context.Context, ns string, e model.Entity, ev 
 			if _, ok := n.entities[e.ParentID]; !ok {
 				return model.ErrEntityNotFound
 			}
-			kids := n.children[e.ParentID]
-			if kids == nil {
-				kids = make(map[string]struct{})
-				n.children[e.ParentID] = kids
-			}
-			kids[e.ID] = struct{}{}
+			n.linkChild(e.ParentID, e.ID)
 		}
 		e.Metadata = cloneMap(e.Metadata)
 		n.entities[e.ID] = e
@@ -200,12 +195,7 @@ func (s *Store) DeleteEntity(ctx context.Context, ns, id string, ev model.AuditE
 			return model.ErrEntityNotFound
 		}
 		delete(n.entities, id)
-		if kids := n.children[e.ParentID]; kids != nil {
-			delete(kids, id)
-			if len(kids) == 0 {
-				delete(n.children, e.ParentID)
-			}
-		}
+		n.unlinkChild(e.ParentID, id)
 		for sc := range n.configs {
 			if sc.Entity == id {
 				delete(n.configs, sc)

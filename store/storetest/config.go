@@ -9,12 +9,13 @@ import (
 )
 
 func configCases() []testCase {
-	return []testCase{
+	cases := []testCase{
 		{"GetPutReplace", testConfigGetPutReplace},
 		{"Delete", testConfigDelete},
 		{"EntityScopeNeedsEntity", testConfigEntityScopeNeedsEntity},
 		{"Copies", testConfigCopies},
 	}
+	return append(cases, configListCases()...)
 }
 
 func testConfigGetPutReplace(t *testing.T, e *env) {

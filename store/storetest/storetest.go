@@ -62,6 +62,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store, opts ...Option) 
 		{"Buckets", bucketCases()},
 		{"Configs", configCases()},
 		{"Entities", entityCases()},
+		{"EntityUpdates", entityUpdateCases()},
 		{"Audit", auditCases()},
 		{"Namespaces", namespaceCases()},
 		{"Limiter", limiterCases()},
@@ -96,7 +97,7 @@ type Option func(*options)
 type options struct{ groups map[string]bool }
 
 // Groups runs only the named groups of cases ("Buckets", "Configs",
-// "Entities", "Audit", "Namespaces", "Limiter", "Cascade", "Concurrency",
+// "Entities", "EntityUpdates", "Audit", "Namespaces", "Limiter", "Cascade", "Concurrency",
 // "Leases", "Penalties"):
 // for running a second configuration of a backend without repeating its
 // slowest cases. A backend's main run must run them all.

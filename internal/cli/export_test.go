@@ -1,0 +1,213 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/tollgate-rl/tollgate"
+	"github.com/tollgate-rl/tollgate/model"
+)
+
+// writeFile writes text to a new file under t's temporary directory.
+func writeFile(t *testing.T, name, text string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// TestLimitsExportRoundTrip: what export writes, plan reads as no change,
+// at every level.
+func TestLimitsExportRoundTrip(t *testing.T) {
+	c := newCLI(t)
+	c.want(ExitOK, "entity", "create", "org-1")
+	c.want(ExitOK, "entity", "create", "key:a@b.c")
+	for _, args := range [][]string{
+		{"--system", "rpm:10000/min", "--on-unavailable", "allow"},
+		{"--resource", "openai/gpt-4o", "tpm:100000/min:150000", "rpm:500/min"},
+		{"--resource", "emr", "clusters:3/reserved", "inflight:10/concurrent"},
+		{"--entity", "org-1", "rpm:1000/min", "rpd:5/day"},
+		{"--entity", "org-1", "--for-resource", "openai/gpt-4o", "tpm:5000/min"},
+		{"--entity", "key:a@b.c", "--for-resource", "api", "rps:7/sec:20"},
+	} {
+		c.want(ExitOK, append([]string{"limits", "set"}, args...)...)
+	}
+	exported := c.want(ExitOK, "limits", "export")
+	for _, want := range []string{"system:", "on_unavailable: allow", "openai/gpt-4o:", `"tpm:100000/min:150000"`, "org-1:", "key:a@b.c"} {
+		if !strings.Contains(exported, want) {
+			t.Errorf("export lacks %q:\n%s", want, exported)
+		}
+	}
+	file := writeFile(t, "limits.yaml", exported)
+	var changes []change
+	decode(t, c.want(ExitOK, "limits", "plan", "-f", file, "-o", "json"), &changes)
+	if len(changes) != 6 || countChanges(changes) != 0 {
+		t.Errorf("plan of the export: %+v, want 6 levels unchanged\n%s", changes, exported)
+	}
+	c.want(ExitOK, "limits", "diff", "-f", file)
+	// In another namespace the file is refused: its entities do not
+	// exist there.
+	c.want(ExitOK, "namespace", "register", "other")
+	if code, _, errOut := run(t, "", "limits", "plan", "-f", file, "--store", c.store, "-n", "other"); code != ExitFailure ||
+		!strings.Contains(errOut, "key:a@b.c, org-1") {
+		t.Errorf("plan in another namespace: exit %d, stderr %q", code, errOut)
+	}
+}
+
+func TestExportOf(t *testing.T) {
+	rpm := tollgate.Config{Limits: []tollgate.Limit{tollgate.PerMinute("rpm", 5)}}
+	cfgs := []tollgate.ScopedConfig{
+		{Scope: tollgate.SystemScope(), Config: tollgate.Config{OnUnavailable: tollgate.Allow}},
+		{Scope: tollgate.ResourceScope("api"), Config: rpm},
+		{Scope: tollgate.ResourceScope("empty"), Config: tollgate.Config{}},
+		{Scope: tollgate.EntityScope("org", ""), Config: rpm},
+		{Scope: tollgate.EntityScope("org", "api"), Config: rpm},
+	}
+	f, skipped := exportOf(cfgs)
+	if !slices.Equal(skipped, []tollgate.Scope{tollgate.SystemScope(), tollgate.ResourceScope("empty")}) {
+		t.Errorf("skipped %v, want the system and the empty resource levels", skipped)
+	}
+	var buf bytes.Buffer
+	if err := writeExport(&buf, f); err != nil {
+		t.Fatal(err)
+	}
+	want := `resources:
+  api:
+    limits: ["rpm:5/min"]
+entities:
+  org:
+    limits: ["rpm:5/min"]
+    resources:
+      api: ["rpm:5/min"]
+`
+	if buf.String() != want {
+		t.Errorf("export:\n%s\nwant:\n%s", buf.String(), want)
+	}
+	ds, err := parseLimitsFile(buf.Bytes())
+	if err != nil || len(ds) != 3 {
+		t.Errorf("the export parses as %d levels, %v; want 3", len(ds), err)
+	}
+}
+
+// TestLimitsPlanRefusesMissingEntities: plan, diff and apply fail before
+// writing anything when the file sets limits of entities that do not
+// exist, and name them all.
+func TestLimitsPlanRefusesMissingEntities(t *testing.T) {
+	c := newCLI(t)
+	c.want(ExitOK, "entity", "create", "org-1")
+	file := writeFile(t, "limits.yaml", `
+resources:
+  api: {limits: ["rpm:100/min"]}
+entities:
+  org-1: {limits: ["rpm:10/min"]}
+  org-2: {limits: ["rpm:10/min"]}
+  org-3: {resources: {api: ["rpm:1/min"]}}
+  org-4: {resources: {api: []}}   # a deletion needs no entity
+`)
+	for _, verb := range []string{"plan", "diff", "apply"} {
+		code, _, errOut := run(t, "", "limits", verb, "-f", file, "--store", c.store)
+		if code != ExitFailure || !strings.Contains(errOut, "2 entities that do not exist: org-2, org-3") ||
+			strings.Contains(errOut, "org-4") {
+			t.Errorf("limits %s: exit %d, stderr %q; want 1 naming org-2 and org-3", verb, code, errOut)
+		}
+	}
+	c.want(ExitFailure, "limits", "get", "--resource", "api") // nothing was written
+}
+
+// failingBackend fails the nth write (SetConfig or DeleteConfig) once.
+type failingBackend struct {
+	backend
+	n, writes int
+}
+
+var errInjected = errors.New("injected failure")
+
+func (f *failingBackend) write() error {
+	f.writes++
+	if f.writes == f.n {
+		return errInjected
+	}
+	return nil
+}
+
+func (f *failingBackend) SetConfig(ctx context.Context, scope tollgate.Scope, cfg tollgate.Config) error {
+	if err := f.write(); err != nil {
+		return err
+	}
+	return f.backend.SetConfig(ctx, scope, cfg)
+}
+
+func (f *failingBackend) DeleteConfig(ctx context.Context, scope tollgate.Scope) error {
+	if err := f.write(); err != nil {
+		return err
+	}
+	return f.backend.DeleteConfig(ctx, scope)
+}
+
+// TestLimitsApplyResumes: a write failing midway is reported with what
+// was applied, and apply run again finishes the rest.
+func TestLimitsApplyResumes(t *testing.T) {
+	c := newCLI(t)
+	c.want(ExitOK, "limits", "set", "--resource", "old", "rpm:1/min")
+	desired, err := parseLimitsFile([]byte(`
+resources:
+  a: {limits: ["rpm:1/min"]}
+  b: {limits: ["rpm:2/min"]}
+  c: {limits: ["rpm:3/min"]}
+  old: {limits: []}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var errOut bytes.Buffer
+	g := &globals{store: c.store, namespace: model.DefaultNamespace, stdout: &bytes.Buffer{}, stderr: &errOut}
+	ctx := context.Background()
+	b, err := g.open(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+
+	changes, err := plan(ctx, b, desired)
+	if err != nil || countChanges(changes) != 4 {
+		t.Fatalf("plan: %d changes, %v", countChanges(changes), err)
+	}
+	err = g.apply(ctx, &failingBackend{backend: b, n: 3}, changes)
+	var ae *ApplyError
+	if !errors.As(err, &ae) || !errors.Is(err, errInjected) {
+		t.Fatalf("apply = %v, want an *ApplyError of the injected failure", err)
+	}
+	if want := []string{"create resource a", "create resource b"}; !slices.Equal(ae.Applied, want) || ae.Failed != "create resource c" {
+		t.Errorf("ApplyError applied %v, failed %q; want %v and create resource c", ae.Applied, ae.Failed, want)
+	}
+	if !strings.Contains(err.Error(), "run apply again to resume") {
+		t.Errorf("error %q does not say how to resume", err)
+	}
+	changes, err = plan(ctx, b, desired)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var left []string
+	for _, ch := range changes {
+		if ch.Action != "unchanged" {
+			left = append(left, ch.Action+" "+ch.Scope)
+		}
+	}
+	if want := []string{"create resource c", "delete resource old"}; !slices.Equal(left, want) {
+		t.Errorf("plan after the failure = %v, want %v", left, want)
+	}
+	if err := g.apply(ctx, b, changes); err != nil {
+		t.Fatal(err)
+	}
+	if changes, _ = plan(ctx, b, desired); countChanges(changes) != 0 {
+		t.Errorf("plan after resuming: %+v, want no change", changes)
+	}
+}
