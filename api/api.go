@@ -10,6 +10,7 @@ package api
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/tollgate-rl/tollgate"
@@ -444,4 +445,50 @@ func ToCapacity(c Capacity) tollgate.ResourceCapacity {
 		out.Limits[i] = tollgate.LimitCapacity{Limit: l.Limit, Kind: kind, Capacity: l.Capacity, Available: l.Available, Utilisation: l.Utilisation}
 	}
 	return out
+}
+
+// ScopedLimits is one stored config in a listing: its scope and its limits.
+type ScopedLimits struct {
+	// Entity and Resource name the scope: both empty for the system
+	// config, Resource alone for a resource's, Entity with Resource
+	// ("_default_" for the entity default) for an entity's.
+	Entity   string `json:"entity,omitempty"`
+	Resource string `json:"resource,omitempty"`
+	Limits
+}
+
+// LimitsListResponse is the body of GET /v1/limits.
+type LimitsListResponse struct {
+	Configs []ScopedLimits `json:"configs"`
+	// Next, when not empty, is the after of the next page.
+	Next string `json:"next,omitempty"`
+}
+
+// ConfigCursor encodes the scope a listing of configs continues after, as
+// GET /v1/limits's after parameter: "s" for the system scope, "r:" and the
+// resource, or "e:" the entity, a NUL and the resource.
+func ConfigCursor(s model.Scope) string {
+	switch {
+	case s.Entity != "":
+		return "e:" + s.Entity + "\x00" + s.Resource
+	case s.Resource != "":
+		return "r:" + s.Resource
+	}
+	return "s"
+}
+
+// ParseConfigCursor decodes ConfigCursor; an error is a *model.ValidationError
+// naming after.
+func ParseConfigCursor(v string) (model.Scope, error) {
+	switch {
+	case v == "s":
+		return model.Scope{}, nil
+	case strings.HasPrefix(v, "r:") && len(v) > 2:
+		return model.Scope{Resource: v[2:]}, nil
+	case strings.HasPrefix(v, "e:"):
+		if entity, resource, ok := strings.Cut(v[2:], "\x00"); ok && entity != "" {
+			return model.Scope{Entity: entity, Resource: resource}, nil
+		}
+	}
+	return model.Scope{}, model.Invalid("after", v, "not a cursor of this listing (pass the next of the previous page)")
 }

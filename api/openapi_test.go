@@ -86,6 +86,8 @@ func TestOpenAPISchemasHaveTheWireFields(t *testing.T) {
 		{"EntityList", EntitiesResponse{}},
 		{"EntityPatch", EntityPatch{}},
 		{"Limits", Limits{}},
+		{"ScopedLimits", ScopedLimits{}},
+		{"LimitsList", LimitsListResponse{}},
 		{"AuditEvent", AuditEvent{}},
 		{"AuditPage", AuditResponse{}},
 		{"Namespace", Namespace{}},

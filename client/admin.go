@@ -175,3 +175,29 @@ func (c *Client) AuditEvents(ctx context.Context, entity, after string, limit in
 	}
 	return evs, nil
 }
+
+// ListConfigs returns up to limit (0 means 100) stored configs whose
+// scopes sort after *after (nil for the first page; pass the last scope
+// seen for the next), as tollgate.Limiter.ListConfigs: GET /v1/limits.
+func (c *Client) ListConfigs(ctx context.Context, after *tollgate.Scope, limit int) ([]tollgate.ScopedConfig, error) {
+	q := url.Values{}
+	if after != nil {
+		q.Set("after", api.ConfigCursor(*after))
+	}
+	if limit > 0 {
+		q.Set("limit", strconv.Itoa(limit))
+	}
+	var out api.LimitsListResponse
+	if err := c.do(ctx, request{method: http.MethodGet, path: api.Version + "/limits", query: q}, &out); err != nil {
+		return nil, err
+	}
+	cfgs := make([]tollgate.ScopedConfig, len(out.Configs))
+	for i, sl := range out.Configs {
+		cfg, err := api.ToConfig(sl.Limits)
+		if err != nil {
+			return nil, &model.UnavailableError{Op: "server", Err: badResponse(err)}
+		}
+		cfgs[i] = tollgate.ScopedConfig{Scope: tollgate.Scope{Entity: sl.Entity, Resource: sl.Resource}, Config: cfg}
+	}
+	return cfgs, nil
+}

@@ -42,6 +42,7 @@ func (s *Server) routes() {
 
 	// A resource may hold '/' (openai/gpt-4o): the last segment takes the
 	// rest of the path, raw or escaped.
+	s.handle("GET "+v+"/limits", forRead, s.listLimits)
 	for _, path := range []string{"/limits/system", "/limits/resources/{resource...}", "/limits/entities/{id}"} {
 		s.handle("PUT "+v+path, forAdmin, s.putLimits)
 		s.handle("GET "+v+path, forRead, s.getLimits)
@@ -361,6 +362,41 @@ func (s *Server) getLimits(w http.ResponseWriter, r *http.Request, c *call) erro
 	}
 	cfg, err := lim.GetConfig(r.Context(), scopeOf(r))
 	return answer(w, http.StatusOK, cfg, err, api.FromConfig)
+}
+
+// listLimits pages every stored config of the namespace (system, then
+// resources, then entities), for export.
+func (s *Server) listLimits(w http.ResponseWriter, r *http.Request, c *call) error {
+	q := r.URL.Query()
+	limit, err := pageLimit(q, 100, tollgate.MaxConfigPage)
+	if err != nil {
+		return err
+	}
+	var after *model.Scope
+	if v := q.Get("after"); v != "" {
+		sc, err := api.ParseConfigCursor(v)
+		if err != nil {
+			return err
+		}
+		after = &sc
+	}
+	lim, err := c.limiter()
+	if err != nil {
+		return err
+	}
+	cfgs, err := lim.ListConfigs(r.Context(), after, limit)
+	if err != nil {
+		return err
+	}
+	resp := api.LimitsListResponse{Configs: make([]api.ScopedLimits, len(cfgs))}
+	for i, sc := range cfgs {
+		resp.Configs[i] = api.ScopedLimits{Entity: sc.Scope.Entity, Resource: sc.Scope.Resource, Limits: api.FromConfig(sc.Config)}
+	}
+	if len(cfgs) == limit {
+		resp.Next = api.ConfigCursor(cfgs[len(cfgs)-1].Scope)
+	}
+	writeJSON(w, http.StatusOK, resp)
+	return nil
 }
 
 func (s *Server) deleteLimits(w http.ResponseWriter, r *http.Request, c *call) error {

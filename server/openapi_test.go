@@ -460,6 +460,8 @@ func TestOpenAPILiveAnswers(t *testing.T) {
 		{method: "PUT", path: "/v1/limits/resources/openai%2Fgpt-4o", body: `{"limits":["rpm:3","tpm:10000/min:15000"]}`, status: 200},
 		{method: "GET", path: "/v1/limits/resources/openai%2Fgpt-4o", status: 200},
 		{method: "GET", path: "/v1/limits/resources/openai/gpt-4o", status: 200, contains: `"rpm:3/min"`}, // a raw '/' too
+		{method: "GET", path: "/v1/limits?limit=1", status: 200, contains: `"next":`},
+		{method: "GET", path: "/v1/limits?after=x", status: 400},
 		{method: "PATCH", path: "/v1/limits/resources/api", status: 405},
 		{method: "POST", path: "/v1/entities", body: `{"id":"org-1","name":"Acme"}`, status: 201},
 		{method: "POST", path: "/v1/entities", body: `{"id":"key-1","parent_id":"org-1","cascade":true,"metadata":{"team":"checkout"}}`, status: 201},

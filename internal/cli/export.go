@@ -50,8 +50,8 @@ func newLimitsExportCmd(g *globals) *cobra.Command {
 		Long: `Write every stored level of limits as a limits file on standard output:
 "tollgate limits plan -f" of it right after reports no change. A level
 stored with no limits cannot be written (an empty list in the file deletes
-the level): it is left out, with a warning on standard error. Needs
---store: the HTTP API has no listing of limits.`,
+the level): it is left out, with a warning on standard error. Through a
+server (--server) it reads GET /v1/limits.`,
 		Example: "  tollgate limits export > limits.yaml\n  tollgate limits export --store embedded:tollgate.db -n tenant-a",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"github.com/tollgate-rl/tollgate"
@@ -55,13 +54,6 @@ func (r remote) PurgeNamespace(ctx context.Context, name string, progress func(i
 	n, err := r.Client.PurgeNamespace(ctx, name)
 	progress(n)
 	return err
-}
-
-// errNoRemoteConfigList: the HTTP API cannot list stored limits yet.
-var errNoRemoteConfigList = errors.New("listing every stored limit needs --store: the HTTP API has no listing of limits")
-
-func (r remote) ListConfigs(context.Context, *tollgate.Scope, int) ([]tollgate.ScopedConfig, error) {
-	return nil, usageError{errNoRemoteConfigList}
 }
 
 func (r remote) Close() error { return nil }
