@@ -10,7 +10,6 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/tollgate-rl/tollgate/model"
 	"github.com/tollgate-rl/tollgate/store"
@@ -78,19 +77,9 @@ func (s *Store) UpdateEntity(ctx context.Context, ns string, e model.Entity, ev 
 		}
 	}
 	e.CreatedAt = old.CreatedAt
-	it, err := encodeEntity(ns, e)
+	items, err := s.entityWrite(ns, e, ev, "attribute_exists(PK)", moved && e.ParentID != "")
 	if err != nil {
 		return err
-	}
-	audit, err := s.auditPut(ns, ev)
-	if err != nil {
-		return err
-	}
-	items := []types.TransactWriteItem{{Put: &types.Put{
-		TableName: &s.table, Item: it, ConditionExpression: aws.String("attribute_exists(PK)"),
-	}}, audit}
-	if moved && e.ParentID != "" {
-		items = append(items, s.entityMustExist(ns, e.ParentID))
 	}
 	reasons, err := s.transactMeta(ctx, items)
 	if failed(reasons, 0) || failed(reasons, 2) {

@@ -69,19 +69,9 @@ func (s *Store) DeleteConfig(ctx context.Context, ns string, scope model.Scope, 
 
 // CreateEntity implements store.Entities.
 func (s *Store) CreateEntity(ctx context.Context, ns string, e model.Entity, ev model.AuditEvent) error {
-	it, err := encodeEntity(ns, e)
+	items, err := s.entityWrite(ns, e, ev, "attribute_not_exists(PK)", e.ParentID != "")
 	if err != nil {
 		return err
-	}
-	audit, err := s.auditPut(ns, ev)
-	if err != nil {
-		return err
-	}
-	items := []types.TransactWriteItem{{Put: &types.Put{
-		TableName: &s.table, Item: it, ConditionExpression: aws.String("attribute_not_exists(PK)"),
-	}}, audit}
-	if e.ParentID != "" {
-		items = append(items, s.entityMustExist(ns, e.ParentID))
 	}
 	reasons, err := s.transactMeta(ctx, items)
 	switch {
@@ -291,4 +281,23 @@ func (s *Store) query(ctx context.Context, in *dynamodb.QueryInput) ([]item, err
 		out = append(out, page.Items...)
 	}
 	return out, nil
+}
+
+// entityWrite is the transaction that writes entity e on condition cond,
+// with its audit event, and, when checkParent, the check that its parent
+// exists.
+func (s *Store) entityWrite(ns string, e model.Entity, ev model.AuditEvent, cond string, checkParent bool) ([]types.TransactWriteItem, error) {
+	it, err := encodeEntity(ns, e)
+	if err != nil {
+		return nil, err
+	}
+	audit, err := s.auditPut(ns, ev)
+	if err != nil {
+		return nil, err
+	}
+	items := []types.TransactWriteItem{{Put: &types.Put{TableName: &s.table, Item: it, ConditionExpression: aws.String(cond)}}, audit}
+	if checkParent {
+		items = append(items, s.entityMustExist(ns, e.ParentID))
+	}
+	return items, nil
 }
