@@ -3,8 +3,9 @@ package tollgate
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
+
+	"github.com/tollgate-rl/tollgate/internal/hold"
 )
 
 // ErrSlotLost is the cause of the context WithSlot hands its function when
@@ -30,57 +31,19 @@ var ErrSlotLost = errors.New("tollgate: the slot's lease was ended elsewhere")
 // *RateLimitExceeded.
 func (l *Limiter) WithSlot(ctx context.Context, entity, resource string, consume Consume, wait time.Duration,
 	fn func(context.Context) error, opts ...AcquireOption) error {
-	le, err := l.waitFor(ctx, entity, resource, consume, wait, opts)
+	le, err := hold.Within(ctx, wait, entity+"/"+resource,
+		func(ctx context.Context) (*Lease, error) { return l.Acquire(ctx, entity, resource, consume, opts...) },
+		func(ctx context.Context) (*Lease, error) { return l.Wait(ctx, entity, resource, consume, opts...) })
 	if err != nil {
 		return err
 	}
-	fnCtx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	done, stopped := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(stopped)
-		l.keepAlive(fnCtx, le, cancel, done)
-	}()
-	return runIn(ctx, le, func() error {
-		// The extensions stop before the lease ends, however fn returns.
-		defer func() { close(done); <-stopped }()
-		return fn(fnCtx)
-	})
-}
-
-// waitFor acquires, waiting up to wait.
-func (l *Limiter) waitFor(ctx context.Context, entity, resource string, consume Consume, wait time.Duration, opts []AcquireOption) (*Lease, error) {
-	if wait <= 0 {
-		return l.Acquire(ctx, entity, resource, consume, opts...)
-	}
-	wctx, cancel := context.WithTimeout(ctx, wait)
-	defer cancel()
-	le, err := l.Wait(wctx, entity, resource, consume, opts...)
-	if err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
-		return nil, fmt.Errorf("waited %v for %s/%s: %w", wait, entity, resource, err)
-	}
-	return le, err
-}
-
-// keepAlive extends le every half of its expiry until done is closed. A
-// lease without a record does not expire, and needs none.
-func (l *Limiter) keepAlive(ctx context.Context, le *Lease, cancel context.CancelCauseFunc, done <-chan struct{}) {
-	expiry := le.Expires().Sub(l.clock.Now())
-	if le.ID() == "" || expiry <= 0 {
-		return
-	}
-	expiry = max(expiry, MinLeaseExpiry)
-	for {
-		select {
-		case <-done:
-			return
-		case <-ctx.Done():
-			return
-		case <-l.clock.After(expiry / 2):
-		}
-		if err := le.Extend(ctx, expiry); errors.Is(err, ErrLeaseClosed) {
-			cancel(fmt.Errorf("%w: %w", ErrSlotLost, err))
-			return
+	// A lease without a record does not expire (expiry 0: no extensions).
+	var expiry time.Duration
+	if le.ID() != "" {
+		if expiry = le.Expires().Sub(l.clock.Now()); expiry > 0 {
+			expiry = max(expiry, MinLeaseExpiry)
 		}
 	}
+	gone := func(err error) bool { return errors.Is(err, ErrLeaseClosed) }
+	return hold.Slot(ctx, le, l.clock, expiry, gone, ErrSlotLost, fn)
 }

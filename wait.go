@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/tollgate-rl/tollgate/bucket"
+	"github.com/tollgate-rl/tollgate/internal/hold"
 	"github.com/tollgate-rl/tollgate/internal/waitq"
 	"github.com/tollgate-rl/tollgate/model"
 )
@@ -75,34 +76,5 @@ func (l *Limiter) Do(ctx context.Context, entity, resource string, consume Consu
 	if err != nil {
 		return err
 	}
-	return runIn(ctx, le, func() error { return fn(ctx, le) })
-}
-
-// runIn runs fn inside le and ends it: Commit if fn returns nil, Rollback
-// if it returns an error or panics (the panic continues). The endings are
-// not cancelled with ctx, so a cancelled call still records what it did
-// and returns what it took.
-func runIn(ctx context.Context, le *Lease, fn func() error) error {
-	finished := false
-	defer func() {
-		if !finished {
-			_ = le.Rollback(context.WithoutCancel(ctx))
-		}
-	}()
-	if err := fn(); err != nil {
-		finished = true
-		if rbErr := le.Rollback(context.WithoutCancel(ctx)); rbErr != nil {
-			return errors.Join(err, rbErr)
-		}
-		return err
-	}
-	finished = true
-	// The work is done: record it even if ctx was cancelled meanwhile.
-	if err := le.Commit(context.WithoutCancel(ctx)); err != nil {
-		// Roll back rather than hold concurrency tokens forever; this
-		// refunds the rate consumption too, which under-counts but never
-		// blocks anyone.
-		return errors.Join(err, le.Rollback(context.WithoutCancel(ctx)))
-	}
-	return nil
+	return hold.Run(ctx, le, func() error { return fn(ctx, le) })
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/tollgate-rl/tollgate"
 	"github.com/tollgate-rl/tollgate/api"
+	"github.com/tollgate-rl/tollgate/internal/hold"
 	"github.com/tollgate-rl/tollgate/model"
 )
 
@@ -201,7 +202,7 @@ func (c *Client) Do(ctx context.Context, entity, resource string, consume tollga
 	if err != nil {
 		return err
 	}
-	return runIn(ctx, le, func() error { return fn(ctx, le) })
+	return hold.Run(ctx, le, func() error { return fn(ctx, le) })
 }
 
 var _ tollgate.Acquirer[*Lease] = (*Client)(nil)
