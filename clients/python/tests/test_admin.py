@@ -31,6 +31,74 @@ class EntitiesTest(ServerTest):
         with self.assertRaises(tollgate.EntityNotFound):
             self.client.delete_entity(key)
 
+    def test_list_entities_pages(self):
+        # A namespace of its own, so that the listing holds only these.
+        name = uid("ents")
+        self.client.register_namespace(name)
+        c = support.client(namespace=name)
+        ids = sorted(uid("e") for _ in range(3))
+        for i in ids:
+            c.create_entity(i, name="n-" + i)
+
+        page, nxt = c.list_entities(limit=2)
+        self.assertEqual([e.id for e in page], ids[:2])
+        self.assertEqual(page[0].name, "n-" + ids[0])
+        self.assertEqual(nxt, ids[1])
+        page, nxt = c.list_entities(after=nxt, limit=2)
+        self.assertEqual([e.id for e in page], ids[2:])
+        self.assertIsNone(nxt)  # not a full page: the last
+        self.assertEqual([e.id for e in c.iter_entities(page_size=2)], ids)
+        self.assertEqual(c.list_entities(after=ids[2]), ([], None))
+        with self.assertRaises(tollgate.ValidationError) as cm:
+            c.list_entities(limit=1001)
+        self.assertEqual(cm.exception.field, "limit")
+
+    def test_update_entity(self):
+        org, org2, key = uid("org"), uid("org"), uid("key")
+        self.client.create_entity(org)
+        self.client.create_entity(org2)
+        created = self.client.create_entity(key, name="old", metadata={"team": "a"})
+
+        renamed = self.client.update_entity(key, name="new")
+        self.assertEqual((renamed.name, renamed.parent_id, renamed.cascade, renamed.metadata),
+                         ("new", "", False, {"team": "a"}))  # the rest is kept
+        self.assertEqual(renamed.created_at, created.created_at)
+
+        moved = self.client.update_entity(key, parent_id=org, cascade=True)
+        self.assertEqual((moved.name, moved.parent_id, moved.cascade), ("new", org, True))
+        self.assertEqual(self.client.get_entity(key), moved)
+        self.assertEqual([e.id for e in self.client.children(org)], [key])
+
+        # A new parent keeps the cascade; an empty parent_id stops it.
+        self.assertEqual(self.client.update_entity(key, parent_id=org2).cascade, True)
+        root = self.client.update_entity(key, parent_id="", metadata={})
+        self.assertEqual((root.parent_id, root.cascade, root.metadata), ("", False, {}))
+        self.assertEqual(self.client.get_entity(key), root)
+        self.assertEqual(self.client.update_entity(key), root)  # an empty patch changes nothing
+
+        with self.assertRaises(tollgate.EntityNotFound):
+            self.client.update_entity(uid("ghost"), name="x")
+        with self.assertRaises(tollgate.EntityNotFound):
+            self.client.update_entity(key, parent_id=uid("ghost"))
+        with self.assertRaises(tollgate.ValidationError) as cm:
+            self.client.update_entity(key, cascade=True)  # cascade without a parent
+        self.assertEqual(cm.exception.field, "cascade")
+        with self.assertRaises(tollgate.ValidationError) as cm:
+            self.client.update_entity(key, cascade="yes")  # checked before any call
+        self.assertEqual(cm.exception.field, "cascade")
+        self.assertIsNone(cm.exception.status)
+
+    def test_update_entity_refuses_a_cycle(self):
+        a, b, c = uid("a"), uid("b"), uid("c")
+        self.client.create_entity(a)
+        self.client.create_entity(b, parent_id=a)
+        self.client.create_entity(c, parent_id=b, cascade=True)
+        for parent in (c, b, a):  # a grandchild, a child, the entity itself
+            with self.assertRaises(tollgate.ValidationError) as cm:
+                self.client.update_entity(a, parent_id=parent)
+            self.assertEqual((cm.exception.status, cm.exception.field), (400, "parent_id"))
+        self.assertEqual(self.client.get_entity(a).parent_id, "")  # nothing written
+
 
 class LimitsTest(ServerTest):
     def test_levels_and_resources_with_slash(self):
