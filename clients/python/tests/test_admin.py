@@ -129,6 +129,37 @@ class LimitsTest(ServerTest):
             self.client.set_limits(["rpm:1"], resource=resource, on_unavailable="allow")
         self.assertEqual(cm.exception.field, "on_unavailable")
 
+    def test_list_limits_every_level_paged(self):
+        name = uid("lims")
+        self.client.register_namespace(name)
+        c = support.client(namespace=name)
+        org, resource = uid("org"), "openai/" + uid("gpt")
+        c.create_entity(org)
+        c.set_limits(["rpm:100"], on_unavailable="allow")
+        c.set_limits(["rpm:3", "tpm:10000/min:15000"], resource=resource)
+        c.set_limits(["tpm:200000/hour"], entity=org)
+        c.set_limits(["rpm:7"], entity=org, resource=resource)
+        want = [
+            tollgate.ScopedLimits(limits=["rpm:100/min"], on_unavailable="allow"),
+            tollgate.ScopedLimits(resource=resource, limits=["rpm:3/min", "tpm:10000/min:15000"]),
+            tollgate.ScopedLimits(entity=org, resource="_default_", limits=["tpm:200000/hour"]),
+            tollgate.ScopedLimits(entity=org, resource=resource, limits=["rpm:7/min"]),
+        ]
+
+        page, nxt = c.list_limits(limit=2)
+        self.assertEqual(page, want[:2])
+        self.assertIsNotNone(nxt)
+        self.assertEqual(page[0].config, tollgate.LimitsConfig(["rpm:100/min"], "allow"))
+        page2, nxt = c.list_limits(after=nxt, limit=2)
+        self.assertEqual(page2, want[2:])
+        self.assertIsNotNone(nxt)  # a full page: the next one is empty
+        self.assertEqual(c.list_limits(after=nxt, limit=2), ([], None))
+        self.assertEqual(list(c.iter_limits(page_size=3)), want)
+        self.assertEqual(c.list_limits(), (want, None))
+        with self.assertRaises(tollgate.ValidationError) as cm:
+            c.list_limits(after="not-a-cursor")
+        self.assertEqual(cm.exception.field, "after")
+
     def test_audit_records_the_principal(self):
         entity = uid("org")
         tollgate.Client(support.server().url, principal="ops-team").create_entity(entity)

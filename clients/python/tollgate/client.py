@@ -26,6 +26,7 @@ from .types import (
     Namespace,
     Reservation,
     Reserved,
+    ScopedLimits,
     Usage,
     UsageSummary,
     _counts,
@@ -493,6 +494,33 @@ class Client:
         """Remove the limits at one level; NotFound if none were stored."""
         path, q = self._scope(entity, resource)
         self._call("DELETE", path, query=q)
+
+    def list_limits(self, after: str = "", limit: int = 100) -> Tuple[List[ScopedLimits], Optional[str]]:
+        """One page of every configuration stored in the namespace, in order:
+        the system's, the resources' by resource, the entities' by entity and
+        resource ("_default_" for an entity default): (configs, next), where
+        next (an opaque cursor) is the ``after`` of the following page, or
+        None when this page is not full. limit: 1 to 1000 (0: the server's
+        default, 100). On DynamoDB a configuration written a moment ago may
+        be missing."""
+        q: Dict[str, Any] = {}
+        if after:
+            q["after"] = after
+        if limit:
+            q["limit"] = limit
+        _, answer = self._call("GET", V1 + "/limits", query=q)
+        d = _obj(answer, "limits answer")
+        return [ScopedLimits.from_json(c) for c in _list(d, "configs")], (_str(d, "next") or None)
+
+    def iter_limits(self, *, page_size: int = 100) -> Iterator[ScopedLimits]:
+        """Every stored configuration of the namespace, a page at a time."""
+        after = ""
+        while True:
+            page, nxt = self.list_limits(after, page_size)
+            yield from page
+            if not nxt:
+                return
+            after = nxt
 
     def audit_events(self, entity: str = "", *, after: str = "", limit: int = 0) -> Tuple[List[AuditEvent], Optional[str]]:
         """A page of audit events of entity (empty: system and resource
