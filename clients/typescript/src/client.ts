@@ -12,6 +12,8 @@ import type {
   CallOptions,
   Consume,
   Entity,
+  EntityPage,
+  EntityPatch,
   Grant,
   LeaseInfo,
   LimitStatus,
@@ -446,6 +448,40 @@ export class Client implements LeaseHost {
   /** Removes the entity, its stored limits and its buckets; its children keep their parent id. */
   async deleteEntity(id: string, opts: CallOptions = {}): Promise<void> {
     await this.send({ method: "DELETE", path: `/v1/entities/${seg(id)}`, ...call(opts) });
+  }
+
+  /**
+   * The namespace's entities, sorted by id, a page (`limit`, 1 to 1000,
+   * default 100) at a time: pass `next` as `after` for the following page.
+   * On DynamoDB an entity created a moment ago may be missing.
+   */
+  async listEntities(args: { after?: string | undefined; limit?: number | undefined } & CallOptions = {}): Promise<EntityPage> {
+    const query = new URLSearchParams();
+    if (args.after) query.set("after", args.after);
+    if (args.limit !== undefined) query.set("limit", String(args.limit));
+    const w = await this.#data<{ entities?: WireEntity[]; next?: string }>({ method: "GET", path: "/v1/entities", query, ...call(args) });
+    const page: EntityPage = { entities: (w?.entities ?? []).map(toEntity) };
+    if (w?.next) page.next = w.next;
+    return page;
+  }
+
+  /**
+   * Changes an entity (PATCH): only the fields of `patch` that are present
+   * are sent, the others keep their stored values (see EntityPatch).
+   * Answers the entity as stored. An EntityNotFoundError if the entity or
+   * the new parent does not exist; a ValidationError with field
+   * `parent_id` if the new parent is the entity or one of its descendants.
+   * Two updates of one entity at once may each keep a field the other
+   * changed (the last write wins).
+   */
+  async updateEntity(id: string, patch: EntityPatch, opts: CallOptions = {}): Promise<Entity> {
+    if (typeof id !== "string" || id === "") throw new ValidationError("invalid id: the entity id must be a non-empty string", "id", String(id));
+    const body: Record<string, unknown> = {};
+    if (patch.name !== undefined) body["name"] = patch.name;
+    if (patch.parentId !== undefined) body["parent_id"] = patch.parentId;
+    if (patch.cascade !== undefined) body["cascade"] = patch.cascade;
+    if (patch.metadata !== undefined) body["metadata"] = patch.metadata;
+    return toEntity(await this.#data<WireEntity>({ method: "PATCH", path: `/v1/entities/${seg(id)}`, body, ...call(opts) }));
   }
 
   /** The entities whose parent is `id`, sorted by id. */

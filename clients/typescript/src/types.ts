@@ -98,6 +98,26 @@ export interface Entity {
   createdAtMs?: number;
 }
 
+/** A page of entities (`listEntities`). */
+export interface EntityPage {
+  entities: Entity[];
+  /** Present when the page is full: pass as `after` for the next one (which may be empty). */
+  next?: string;
+}
+
+/**
+ * What `updateEntity` changes: the fields present replace the stored ones,
+ * those absent (or undefined) keep their values. `parentId: ""` makes the
+ * entity a root and, unless `cascade` is given, stops its cascade;
+ * `metadata: {}` removes the metadata; `name: ""` removes the name.
+ */
+export interface EntityPatch {
+  name?: string | undefined;
+  parentId?: string | undefined;
+  cascade?: boolean | undefined;
+  metadata?: Record<string, string> | undefined;
+}
+
 /**
  * Where limits are stored, most specific first: `{entity, resource}`,
  * `{entity}` (the entity's default for every resource), `{resource}`, `{}`
