@@ -18,6 +18,7 @@ import type {
   LeaseInfo,
   LimitStatus,
   LimitsConfig,
+  LimitsPage,
   Namespace,
   PenalizeArgs,
   Reservation,
@@ -26,6 +27,7 @@ import type {
   Reserved,
   ResourceCapacity,
   Scope,
+  ScopedLimits,
   Usage,
   UsagePage,
   UsageQuery,
@@ -507,6 +509,35 @@ export class Client implements LeaseHost {
   /** Removes the limits stored at `scope`, or throws a NotFoundError when there were none. */
   async deleteLimits(scope: Scope, opts: CallOptions = {}): Promise<void> {
     await this.send({ method: "DELETE", ...scopePath(scope), ...call(opts) });
+  }
+
+  /**
+   * Every configuration stored in the namespace, a page (`limit`, 1 to
+   * 1000, default 100) at a time, in order: the system's, the resources' by
+   * resource, the entities' by entity and resource (`"_default_"` for an
+   * entity's default). Pass `next` (an opaque cursor) as `after` for the
+   * following page. On DynamoDB a configuration written a moment ago may
+   * be missing.
+   */
+  async listLimits(args: { after?: string | undefined; limit?: number | undefined } & CallOptions = {}): Promise<LimitsPage> {
+    const query = new URLSearchParams();
+    if (args.after) query.set("after", args.after);
+    if (args.limit !== undefined) query.set("limit", String(args.limit));
+    const w = await this.#data<{ configs?: { entity?: string; resource?: string }[]; next?: string }>({
+      method: "GET",
+      path: "/v1/limits",
+      query,
+      ...call(args),
+    });
+    const configs = (w?.configs ?? []).map((c) => {
+      const out: ScopedLimits = Client.#toConfig(c);
+      if (c.entity) out.entity = c.entity;
+      if (c.resource) out.resource = c.resource;
+      return out;
+    });
+    const page: LimitsPage = { configs };
+    if (w?.next) page.next = w.next;
+    return page;
   }
 
   static #toConfig(w: unknown): LimitsConfig {

@@ -136,6 +136,24 @@ export interface LimitsConfig {
   onUnavailable?: OnUnavailable;
 }
 
+/**
+ * One stored configuration in a listing (`listLimits`) and its scope: no
+ * `entity` nor `resource` for the system's, `resource` alone for a
+ * resource's, `entity` with `resource` (`"_default_"` for the entity
+ * default) for an entity's.
+ */
+export interface ScopedLimits extends LimitsConfig {
+  entity?: string;
+  resource?: string;
+}
+
+/** A page of stored configurations (`listLimits`). */
+export interface LimitsPage {
+  configs: ScopedLimits[];
+  /** Present when the page is full: pass as `after` for the next one (an opaque cursor; the next page may be empty). */
+  next?: string;
+}
+
 /** A reservation: one token of a `reserved` limit held under a unique resource id. */
 export interface Reservation {
   id: string;

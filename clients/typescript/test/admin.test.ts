@@ -290,6 +290,35 @@ describe("entities and limits", () => {
     assert.equal((await client.getEntity(a)).parentId, undefined);
   });
 
+  test("listLimits lists every level, paged", async () => {
+    const name = unique("lims");
+    await client.registerNamespace(name);
+    const ns = new Client({ baseUrl: server.url, namespace: name });
+    const org = unique("org");
+    const res = `openai/${unique("gpt")}`;
+    await ns.createEntity({ id: org });
+    await ns.setLimits({}, { limits: ["rpm:100"], onUnavailable: "allow" });
+    await ns.setLimits({ resource: res }, { limits: ["rpm:3", "tpm:10000:15000"] });
+    await ns.setLimits({ entity: org }, { limits: ["tpm:200000/hour"] });
+    await ns.setLimits({ entity: org, resource: res }, { limits: ["rpm:7"] });
+    const want = [
+      { limits: ["rpm:100/min"], onUnavailable: "allow" },
+      { resource: res, limits: ["rpm:3/min", "tpm:10000/min:15000"] },
+      { entity: org, resource: "_default_", limits: ["tpm:200000/hour"] },
+      { entity: org, resource: res, limits: ["rpm:7/min"] },
+    ];
+
+    const p1 = await ns.listLimits({ limit: 2 });
+    assert.deepEqual(p1.configs, want.slice(0, 2));
+    assert.ok(p1.next);
+    const p2 = await ns.listLimits({ after: p1.next, limit: 2 });
+    assert.deepEqual(p2.configs, want.slice(2));
+    assert.ok(p2.next); // a full page: the following one is empty
+    assert.deepEqual(await ns.listLimits({ after: p2.next, limit: 2 }), { configs: [] });
+    assert.deepEqual(await ns.listLimits(), { configs: want });
+    await assert.rejects(ns.listLimits({ after: "not-a-cursor" }), (e: unknown) => e instanceof ValidationError && e.field === "after");
+  });
+
   test("available reports every limit in effect", async () => {
     const entity = unique("key");
     const st = await client.available({ entity, resource: "chat", limits: ["rpm:60", "inflight:5/concurrent"] });
