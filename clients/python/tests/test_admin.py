@@ -31,6 +31,74 @@ class EntitiesTest(ServerTest):
         with self.assertRaises(tollgate.EntityNotFound):
             self.client.delete_entity(key)
 
+    def test_list_entities_pages(self):
+        # A namespace of its own, so that the listing holds only these.
+        name = uid("ents")
+        self.client.register_namespace(name)
+        c = support.client(namespace=name)
+        ids = sorted(uid("e") for _ in range(3))
+        for i in ids:
+            c.create_entity(i, name="n-" + i)
+
+        page, nxt = c.list_entities(limit=2)
+        self.assertEqual([e.id for e in page], ids[:2])
+        self.assertEqual(page[0].name, "n-" + ids[0])
+        self.assertEqual(nxt, ids[1])
+        page, nxt = c.list_entities(after=nxt, limit=2)
+        self.assertEqual([e.id for e in page], ids[2:])
+        self.assertIsNone(nxt)  # not a full page: the last
+        self.assertEqual([e.id for e in c.iter_entities(page_size=2)], ids)
+        self.assertEqual(c.list_entities(after=ids[2]), ([], None))
+        with self.assertRaises(tollgate.ValidationError) as cm:
+            c.list_entities(limit=1001)
+        self.assertEqual(cm.exception.field, "limit")
+
+    def test_update_entity(self):
+        org, org2, key = uid("org"), uid("org"), uid("key")
+        self.client.create_entity(org)
+        self.client.create_entity(org2)
+        created = self.client.create_entity(key, name="old", metadata={"team": "a"})
+
+        renamed = self.client.update_entity(key, name="new")
+        self.assertEqual((renamed.name, renamed.parent_id, renamed.cascade, renamed.metadata),
+                         ("new", "", False, {"team": "a"}))  # the rest is kept
+        self.assertEqual(renamed.created_at, created.created_at)
+
+        moved = self.client.update_entity(key, parent_id=org, cascade=True)
+        self.assertEqual((moved.name, moved.parent_id, moved.cascade), ("new", org, True))
+        self.assertEqual(self.client.get_entity(key), moved)
+        self.assertEqual([e.id for e in self.client.children(org)], [key])
+
+        # A new parent keeps the cascade; an empty parent_id stops it.
+        self.assertEqual(self.client.update_entity(key, parent_id=org2).cascade, True)
+        root = self.client.update_entity(key, parent_id="", metadata={})
+        self.assertEqual((root.parent_id, root.cascade, root.metadata), ("", False, {}))
+        self.assertEqual(self.client.get_entity(key), root)
+        self.assertEqual(self.client.update_entity(key), root)  # an empty patch changes nothing
+
+        with self.assertRaises(tollgate.EntityNotFound):
+            self.client.update_entity(uid("ghost"), name="x")
+        with self.assertRaises(tollgate.EntityNotFound):
+            self.client.update_entity(key, parent_id=uid("ghost"))
+        with self.assertRaises(tollgate.ValidationError) as cm:
+            self.client.update_entity(key, cascade=True)  # cascade without a parent
+        self.assertEqual(cm.exception.field, "cascade")
+        with self.assertRaises(tollgate.ValidationError) as cm:
+            self.client.update_entity(key, cascade="yes")  # checked before any call
+        self.assertEqual(cm.exception.field, "cascade")
+        self.assertIsNone(cm.exception.status)
+
+    def test_update_entity_refuses_a_cycle(self):
+        a, b, c = uid("a"), uid("b"), uid("c")
+        self.client.create_entity(a)
+        self.client.create_entity(b, parent_id=a)
+        self.client.create_entity(c, parent_id=b, cascade=True)
+        for parent in (c, b, a):  # a grandchild, a child, the entity itself
+            with self.assertRaises(tollgate.ValidationError) as cm:
+                self.client.update_entity(a, parent_id=parent)
+            self.assertEqual((cm.exception.status, cm.exception.field), (400, "parent_id"))
+        self.assertEqual(self.client.get_entity(a).parent_id, "")  # nothing written
+
 
 class LimitsTest(ServerTest):
     def test_levels_and_resources_with_slash(self):
@@ -60,6 +128,37 @@ class LimitsTest(ServerTest):
         with self.assertRaises(tollgate.ValidationError) as cm:
             self.client.set_limits(["rpm:1"], resource=resource, on_unavailable="allow")
         self.assertEqual(cm.exception.field, "on_unavailable")
+
+    def test_list_limits_every_level_paged(self):
+        name = uid("lims")
+        self.client.register_namespace(name)
+        c = support.client(namespace=name)
+        org, resource = uid("org"), "openai/" + uid("gpt")
+        c.create_entity(org)
+        c.set_limits(["rpm:100"], on_unavailable="allow")
+        c.set_limits(["rpm:3", "tpm:10000/min:15000"], resource=resource)
+        c.set_limits(["tpm:200000/hour"], entity=org)
+        c.set_limits(["rpm:7"], entity=org, resource=resource)
+        want = [
+            tollgate.ScopedLimits(limits=["rpm:100/min"], on_unavailable="allow"),
+            tollgate.ScopedLimits(resource=resource, limits=["rpm:3/min", "tpm:10000/min:15000"]),
+            tollgate.ScopedLimits(entity=org, resource="_default_", limits=["tpm:200000/hour"]),
+            tollgate.ScopedLimits(entity=org, resource=resource, limits=["rpm:7/min"]),
+        ]
+
+        page, nxt = c.list_limits(limit=2)
+        self.assertEqual(page, want[:2])
+        self.assertIsNotNone(nxt)
+        self.assertEqual(page[0].config, tollgate.LimitsConfig(["rpm:100/min"], "allow"))
+        page2, nxt = c.list_limits(after=nxt, limit=2)
+        self.assertEqual(page2, want[2:])
+        self.assertIsNotNone(nxt)  # a full page: the next one is empty
+        self.assertEqual(c.list_limits(after=nxt, limit=2), ([], None))
+        self.assertEqual(list(c.iter_limits(page_size=3)), want)
+        self.assertEqual(c.list_limits(), (want, None))
+        with self.assertRaises(tollgate.ValidationError) as cm:
+            c.list_limits(after="not-a-cursor")
+        self.assertEqual(cm.exception.field, "after")
 
     def test_audit_records_the_principal(self):
         entity = uid("org")

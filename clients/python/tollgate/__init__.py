@@ -57,6 +57,7 @@ from .types import (
     Namespace,
     Reservation,
     Reserved,
+    ScopedLimits,
     Usage,
     UsageSummary,
 )
@@ -81,6 +82,7 @@ __all__ = [
     "Reserved",
     "Entity",
     "LimitsConfig",
+    "ScopedLimits",
     "AuditEvent",
     "Namespace",
     "Usage",

@@ -26,6 +26,7 @@ from .types import (
     Namespace,
     Reservation,
     Reserved,
+    ScopedLimits,
     Usage,
     UsageSummary,
     _counts,
@@ -375,6 +376,73 @@ class Client:
         if there is none."""
         self._call("DELETE", V1 + "/entities/" + seg(id))
 
+    def list_entities(self, after: str = "", limit: int = 100) -> Tuple[List[Entity], Optional[str]]:
+        """One page of the namespace's entities, sorted by id: (entities,
+        next), where next is the ``after`` of the following page, or None
+        when this page is not full (the page after a full one may be
+        empty). limit: 1 to 1000 (0: the server's default, 100). On
+        DynamoDB an entity created a moment ago may be missing."""
+        q: Dict[str, Any] = {}
+        if after:
+            q["after"] = after
+        if limit:
+            q["limit"] = limit
+        _, answer = self._call("GET", V1 + "/entities", query=q)
+        d = _obj(answer, "entities answer")
+        return [Entity.from_json(e) for e in _list(d, "entities")], (_str(d, "next") or None)
+
+    def iter_entities(self, *, page_size: int = 100) -> Iterator[Entity]:
+        """Every entity of the namespace, sorted by id, a page at a time."""
+        after = ""
+        while True:
+            page, nxt = self.list_entities(after, page_size)
+            yield from page
+            if not nxt:
+                return
+            after = nxt
+
+    def update_entity(
+        self,
+        id: str,
+        *,
+        name: Optional[str] = None,
+        parent_id: Optional[str] = None,
+        cascade: Optional[bool] = None,
+        metadata: Optional[Mapping[str, str]] = None,
+    ) -> Entity:
+        """Change an entity (PATCH /v1/entities/{id}); returns it as stored.
+        Only the arguments given are sent; None keeps the stored value.
+        ``name=""`` removes the name; ``parent_id=""`` makes the entity a
+        root and, unless cascade is given, stops its cascade;
+        ``metadata={}`` removes the metadata.
+
+        Raises EntityNotFound if the entity or the new parent does not
+        exist, and ValidationError (field "parent_id") if the new parent is
+        the entity or one of its descendants. Two updates of one entity at
+        once may each keep a field the other changed (the last write wins)."""
+        if not isinstance(id, str) or not id:
+            raise E.ValidationError("invalid id: the entity id must be a non-empty string", field="id", value=repr(id)[:80])
+        body: Dict[str, Any] = {}
+        for key, v in (("name", name), ("parent_id", parent_id)):
+            if v is None:
+                continue
+            if not isinstance(v, str):
+                raise E.ValidationError(f"invalid {key}: want a string, or None to keep it", field=key, value=repr(v)[:80])
+            body[key] = v
+        if cascade is not None:
+            if not isinstance(cascade, bool):
+                raise E.ValidationError("invalid cascade: want a bool, or None to keep it", field="cascade",
+                                        value=repr(cascade)[:80])
+            body["cascade"] = cascade
+        if metadata is not None:
+            if not isinstance(metadata, Mapping) or not all(isinstance(k, str) and isinstance(v, str)
+                                                            for k, v in metadata.items()):
+                raise E.ValidationError("invalid metadata: want a mapping of strings to strings, or None to keep it",
+                                        field="metadata", value=repr(metadata)[:80])
+            body["metadata"] = dict(metadata)
+        _, answer = self._call("PATCH", V1 + "/entities/" + seg(id), body=body)
+        return Entity.from_json(answer)
+
     def children(self, id: str) -> List[Entity]:
         """The entities whose parent is id, sorted by id."""
         _, answer = self._call("GET", V1 + "/entities/" + seg(id) + "/children")
@@ -426,6 +494,33 @@ class Client:
         """Remove the limits at one level; NotFound if none were stored."""
         path, q = self._scope(entity, resource)
         self._call("DELETE", path, query=q)
+
+    def list_limits(self, after: str = "", limit: int = 100) -> Tuple[List[ScopedLimits], Optional[str]]:
+        """One page of every configuration stored in the namespace, in order:
+        the system's, the resources' by resource, the entities' by entity and
+        resource ("_default_" for an entity default): (configs, next), where
+        next (an opaque cursor) is the ``after`` of the following page, or
+        None when this page is not full. limit: 1 to 1000 (0: the server's
+        default, 100). On DynamoDB a configuration written a moment ago may
+        be missing."""
+        q: Dict[str, Any] = {}
+        if after:
+            q["after"] = after
+        if limit:
+            q["limit"] = limit
+        _, answer = self._call("GET", V1 + "/limits", query=q)
+        d = _obj(answer, "limits answer")
+        return [ScopedLimits.from_json(c) for c in _list(d, "configs")], (_str(d, "next") or None)
+
+    def iter_limits(self, *, page_size: int = 100) -> Iterator[ScopedLimits]:
+        """Every stored configuration of the namespace, a page at a time."""
+        after = ""
+        while True:
+            page, nxt = self.list_limits(after, page_size)
+            yield from page
+            if not nxt:
+                return
+            after = nxt
 
     def audit_events(self, entity: str = "", *, after: str = "", limit: int = 0) -> Tuple[List[AuditEvent], Optional[str]]:
         """A page of audit events of entity (empty: system and resource

@@ -19,6 +19,7 @@ __all__ = [
     "Reserved",
     "Entity",
     "LimitsConfig",
+    "ScopedLimits",
     "AuditEvent",
     "Namespace",
     "Usage",
@@ -271,6 +272,31 @@ class LimitsConfig:
         if not all(isinstance(x, str) for x in limits):
             raise BadResponse("malformed answer from the server: limits holds a value that is not a string")
         return cls(limits=list(limits), on_unavailable=_str(d, "on_unavailable") or None)
+
+
+@dataclass(frozen=True)
+class ScopedLimits:
+    """One stored configuration in a listing (list_limits) and its level:
+    entity and resource both empty for the system's, resource alone for a
+    resource's, entity with resource ("_default_" for the entity default)
+    for an entity's. on_unavailable is set at the system level only."""
+
+    entity: str = ""
+    resource: str = ""
+    limits: List[str] = field(default_factory=list)
+    on_unavailable: Optional[str] = None
+
+    @property
+    def config(self) -> LimitsConfig:
+        """The limits alone, as get_limits returns them."""
+        return LimitsConfig(limits=list(self.limits), on_unavailable=self.on_unavailable)
+
+    @classmethod
+    def from_json(cls, v: Any) -> "ScopedLimits":
+        d = _obj(v, "limits config")
+        cfg = LimitsConfig.from_json(d)
+        return cls(entity=_str(d, "entity"), resource=_str(d, "resource"), limits=cfg.limits,
+                   on_unavailable=cfg.on_unavailable)
 
 
 @dataclass(frozen=True)

@@ -12,10 +12,13 @@ import type {
   CallOptions,
   Consume,
   Entity,
+  EntityPage,
+  EntityPatch,
   Grant,
   LeaseInfo,
   LimitStatus,
   LimitsConfig,
+  LimitsPage,
   Namespace,
   PenalizeArgs,
   Reservation,
@@ -24,6 +27,7 @@ import type {
   Reserved,
   ResourceCapacity,
   Scope,
+  ScopedLimits,
   Usage,
   UsagePage,
   UsageQuery,
@@ -448,6 +452,40 @@ export class Client implements LeaseHost {
     await this.send({ method: "DELETE", path: `/v1/entities/${seg(id)}`, ...call(opts) });
   }
 
+  /**
+   * The namespace's entities, sorted by id, a page (`limit`, 1 to 1000,
+   * default 100) at a time: pass `next` as `after` for the following page.
+   * On DynamoDB an entity created a moment ago may be missing.
+   */
+  async listEntities(args: { after?: string | undefined; limit?: number | undefined } & CallOptions = {}): Promise<EntityPage> {
+    const query = new URLSearchParams();
+    if (args.after) query.set("after", args.after);
+    if (args.limit !== undefined) query.set("limit", String(args.limit));
+    const w = await this.#data<{ entities?: WireEntity[]; next?: string }>({ method: "GET", path: "/v1/entities", query, ...call(args) });
+    const page: EntityPage = { entities: (w?.entities ?? []).map(toEntity) };
+    if (w?.next) page.next = w.next;
+    return page;
+  }
+
+  /**
+   * Changes an entity (PATCH): only the fields of `patch` that are present
+   * are sent, the others keep their stored values (see EntityPatch).
+   * Answers the entity as stored. An EntityNotFoundError if the entity or
+   * the new parent does not exist; a ValidationError with field
+   * `parent_id` if the new parent is the entity or one of its descendants.
+   * Two updates of one entity at once may each keep a field the other
+   * changed (the last write wins).
+   */
+  async updateEntity(id: string, patch: EntityPatch, opts: CallOptions = {}): Promise<Entity> {
+    if (typeof id !== "string" || id === "") throw new ValidationError("invalid id: the entity id must be a non-empty string", "id", String(id));
+    const body: Record<string, unknown> = {};
+    if (patch.name !== undefined) body["name"] = patch.name;
+    if (patch.parentId !== undefined) body["parent_id"] = patch.parentId;
+    if (patch.cascade !== undefined) body["cascade"] = patch.cascade;
+    if (patch.metadata !== undefined) body["metadata"] = patch.metadata;
+    return toEntity(await this.#data<WireEntity>({ method: "PATCH", path: `/v1/entities/${seg(id)}`, body, ...call(opts) }));
+  }
+
   /** The entities whose parent is `id`, sorted by id. */
   async children(id: string, opts: CallOptions = {}): Promise<Entity[]> {
     const w = await this.#data<{ entities?: WireEntity[] }>({ method: "GET", path: `/v1/entities/${seg(id)}/children`, ...call(opts) });
@@ -471,6 +509,35 @@ export class Client implements LeaseHost {
   /** Removes the limits stored at `scope`, or throws a NotFoundError when there were none. */
   async deleteLimits(scope: Scope, opts: CallOptions = {}): Promise<void> {
     await this.send({ method: "DELETE", ...scopePath(scope), ...call(opts) });
+  }
+
+  /**
+   * Every configuration stored in the namespace, a page (`limit`, 1 to
+   * 1000, default 100) at a time, in order: the system's, the resources' by
+   * resource, the entities' by entity and resource (`"_default_"` for an
+   * entity's default). Pass `next` (an opaque cursor) as `after` for the
+   * following page. On DynamoDB a configuration written a moment ago may
+   * be missing.
+   */
+  async listLimits(args: { after?: string | undefined; limit?: number | undefined } & CallOptions = {}): Promise<LimitsPage> {
+    const query = new URLSearchParams();
+    if (args.after) query.set("after", args.after);
+    if (args.limit !== undefined) query.set("limit", String(args.limit));
+    const w = await this.#data<{ configs?: { entity?: string; resource?: string }[]; next?: string }>({
+      method: "GET",
+      path: "/v1/limits",
+      query,
+      ...call(args),
+    });
+    const configs = (w?.configs ?? []).map((c) => {
+      const out: ScopedLimits = Client.#toConfig(c);
+      if (c.entity) out.entity = c.entity;
+      if (c.resource) out.resource = c.resource;
+      return out;
+    });
+    const page: LimitsPage = { configs };
+    if (w?.next) page.next = w.next;
+    return page;
   }
 
   static #toConfig(w: unknown): LimitsConfig {

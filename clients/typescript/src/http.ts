@@ -17,7 +17,7 @@ export interface Transport {
 }
 
 export interface ApiRequest {
-  method: "GET" | "POST" | "PUT" | "DELETE";
+  method: "GET" | "POST" | "PUT" | "PATCH" | "DELETE";
   /** Below the base URL, segments already escaped (see `seg`). */
   path: string;
   query?: URLSearchParams | undefined;

@@ -98,6 +98,26 @@ export interface Entity {
   createdAtMs?: number;
 }
 
+/** A page of entities (`listEntities`). */
+export interface EntityPage {
+  entities: Entity[];
+  /** Present when the page is full: pass as `after` for the next one (which may be empty). */
+  next?: string;
+}
+
+/**
+ * What `updateEntity` changes: the fields present replace the stored ones,
+ * those absent (or undefined) keep their values. `parentId: ""` makes the
+ * entity a root and, unless `cascade` is given, stops its cascade;
+ * `metadata: {}` removes the metadata; `name: ""` removes the name.
+ */
+export interface EntityPatch {
+  name?: string | undefined;
+  parentId?: string | undefined;
+  cascade?: boolean | undefined;
+  metadata?: Record<string, string> | undefined;
+}
+
 /**
  * Where limits are stored, most specific first: `{entity, resource}`,
  * `{entity}` (the entity's default for every resource), `{resource}`, `{}`
@@ -114,6 +134,24 @@ export interface LimitsConfig {
   limits: string[];
   /** System scope only: what acquires do when the store cannot answer. */
   onUnavailable?: OnUnavailable;
+}
+
+/**
+ * One stored configuration in a listing (`listLimits`) and its scope: no
+ * `entity` nor `resource` for the system's, `resource` alone for a
+ * resource's, `entity` with `resource` (`"_default_"` for the entity
+ * default) for an entity's.
+ */
+export interface ScopedLimits extends LimitsConfig {
+  entity?: string;
+  resource?: string;
+}
+
+/** A page of stored configurations (`listLimits`). */
+export interface LimitsPage {
+  configs: ScopedLimits[];
+  /** Present when the page is full: pass as `after` for the next one (an opaque cursor; the next page may be empty). */
+  next?: string;
 }
 
 /** A reservation: one token of a `reserved` limit held under a unique resource id. */

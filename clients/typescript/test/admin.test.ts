@@ -214,6 +214,111 @@ describe("entities and limits", () => {
     assert.equal(firstPage.next, firstPage.events[0]?.id);
   });
 
+  test("listEntities pages through a namespace's entities", async () => {
+    // A namespace of its own, so that the listing holds only these.
+    const name = unique("ents");
+    await client.registerNamespace(name);
+    const ns = new Client({ baseUrl: server.url, namespace: name });
+    const ids = [unique("e-a"), unique("e-b"), unique("e-c")].sort();
+    for (const id of ids) await ns.createEntity({ id, name: `n-${id}` });
+
+    const p1 = await ns.listEntities({ limit: 2 });
+    assert.deepEqual(
+      p1.entities.map((e) => e.id),
+      ids.slice(0, 2),
+    );
+    assert.equal(p1.entities[0]?.name, `n-${ids[0]}`);
+    assert.equal(p1.next, ids[1]);
+    const p2 = await ns.listEntities({ after: p1.next, limit: 2 });
+    assert.deepEqual(
+      p2.entities.map((e) => e.id),
+      ids.slice(2),
+    );
+    assert.equal(p2.next, undefined); // not full: the last page
+    assert.deepEqual(
+      (await ns.listEntities()).entities.map((e) => e.id),
+      ids,
+    );
+    await assert.rejects(ns.listEntities({ limit: 0 }), (e: unknown) => e instanceof ValidationError && e.field === "limit");
+  });
+
+  test("updateEntity changes name, parent and cascade; keeps the rest", async () => {
+    const org = unique("org");
+    const org2 = unique("org");
+    const key = unique("key");
+    await client.createEntity({ id: org });
+    await client.createEntity({ id: org2 });
+    const created = await client.createEntity({ id: key, name: "old", metadata: { team: "a" } });
+
+    const renamed = await client.updateEntity(key, { name: "new" });
+    assert.deepEqual(renamed, { ...created, name: "new" });
+    const moved = await client.updateEntity(key, { parentId: org, cascade: true });
+    assert.equal(moved.parentId, org);
+    assert.equal(moved.cascade, true);
+    assert.equal(moved.name, "new");
+    assert.deepEqual(await client.getEntity(key), moved);
+    assert.deepEqual(
+      (await client.children(org)).map((e) => e.id),
+      [key],
+    );
+    assert.equal((await client.updateEntity(key, { parentId: org2 })).cascade, true); // kept
+    const root = await client.updateEntity(key, { parentId: "", metadata: {} });
+    assert.equal(root.parentId, undefined);
+    assert.equal(root.cascade, undefined); // an empty parent stops the cascade
+    assert.equal(root.metadata, undefined);
+    assert.deepEqual(await client.getEntity(key), root);
+    assert.deepEqual(await client.updateEntity(key, {}), root);
+
+    await assert.rejects(client.updateEntity(unique("ghost"), { name: "x" }), (e: unknown) => e instanceof EntityNotFoundError && e.status === 404);
+    await assert.rejects(client.updateEntity(key, { parentId: unique("ghost") }), EntityNotFoundError);
+    await assert.rejects(client.updateEntity(key, { cascade: true }), (e: unknown) => e instanceof ValidationError && e.field === "cascade");
+  });
+
+  test("updateEntity refuses a cycle", async () => {
+    const a = unique("a");
+    const b = unique("b");
+    const c = unique("c");
+    await client.createEntity({ id: a });
+    await client.createEntity({ id: b, parentId: a });
+    await client.createEntity({ id: c, parentId: b, cascade: true });
+    for (const parent of [c, b, a]) {
+      await assert.rejects(
+        client.updateEntity(a, { parentId: parent }),
+        (e: unknown) => e instanceof ValidationError && e.status === 400 && e.field === "parent_id",
+      );
+    }
+    assert.equal((await client.getEntity(a)).parentId, undefined);
+  });
+
+  test("listLimits lists every level, paged", async () => {
+    const name = unique("lims");
+    await client.registerNamespace(name);
+    const ns = new Client({ baseUrl: server.url, namespace: name });
+    const org = unique("org");
+    const res = `openai/${unique("gpt")}`;
+    await ns.createEntity({ id: org });
+    await ns.setLimits({}, { limits: ["rpm:100"], onUnavailable: "allow" });
+    await ns.setLimits({ resource: res }, { limits: ["rpm:3", "tpm:10000:15000"] });
+    await ns.setLimits({ entity: org }, { limits: ["tpm:200000/hour"] });
+    await ns.setLimits({ entity: org, resource: res }, { limits: ["rpm:7"] });
+    const want = [
+      { limits: ["rpm:100/min"], onUnavailable: "allow" },
+      { resource: res, limits: ["rpm:3/min", "tpm:10000/min:15000"] },
+      { entity: org, resource: "_default_", limits: ["tpm:200000/hour"] },
+      { entity: org, resource: res, limits: ["rpm:7/min"] },
+    ];
+
+    const p1 = await ns.listLimits({ limit: 2 });
+    assert.deepEqual(p1.configs, want.slice(0, 2));
+    assert.ok(p1.next);
+    const p2 = await ns.listLimits({ after: p1.next, limit: 2 });
+    assert.deepEqual(p2.configs, want.slice(2));
+    assert.ok(p2.next); // a full page: the following one is empty
+    assert.deepEqual(await ns.listLimits({ after: p2.next, limit: 2 }), { configs: [] });
+    assert.deepEqual(await ns.listLimits(), { configs: want });
+    await assert.rejects(ns.listLimits({ after: "not-a-cursor" }), (e: unknown) => e instanceof ValidationError && e.field === "after");
+  });
+
   test("available reports every limit in effect", async () => {
     const entity = unique("key");
     const st = await client.available({ entity, resource: "chat", limits: ["rpm:60", "inflight:5/concurrent"] });
