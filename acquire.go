@@ -38,7 +38,7 @@ func (l *Limiter) Acquire(ctx context.Context, entity, resource string, consume 
 	ns, err := l.plan(ctx, d, entity, resource, consume, now)
 	if err == nil {
 		var granted bool
-		if d.holds || d.opts.durable {
+		if d.holds || d.opts.Durable {
 			granted, err = l.consumeDurable(ctx, d, now)
 		} else {
 			granted, err = l.store.Consume(ctx, d.ns, &d.req)
@@ -52,7 +52,7 @@ func (l *Limiter) Acquire(ctx context.Context, entity, resource string, consume 
 			err = storeErr(ctx, "acquire", entity+"/"+resource, err)
 		}
 	}
-	mode := d.opts.mode
+	mode := d.opts.OnUnavailable
 	d.release()
 	return l.failed(ctx, ns, entity, resource, mode, err, now)
 }
@@ -74,22 +74,17 @@ func (l *Limiter) plan(ctx context.Context, d *leaseData, entity, resource strin
 	if err := model.ValidateResource(resource); err != nil {
 		return "", err
 	}
-	if d.opts.hasExpiry {
-		if err := checkLeaseExpiry(d.opts.expiry); err != nil {
-			return "", err
-		}
+	if err := d.opts.Err; err != nil {
+		return "", err
 	}
-	if d.opts.reservation != "" {
-		if err := model.ValidateReservationID(d.opts.reservation); err != nil {
+	if d.opts.Reservation != "" {
+		if err := model.ValidateReservationID(d.opts.Reservation); err != nil {
 			return "", err
 		}
 	}
 	var explicit []prepared
-	if d.opts.explicit {
-		if err := d.opts.ex.err; err != nil {
-			return "", err
-		}
-		explicit = d.opts.ex.limits
+	if d.opts.Limits != nil {
+		explicit = d.explicitLimits()
 		// Check what needs no store first, so that a request that can never
 		// be granted is refused even while the store is down.
 		if err := fitConsume(consume, explicit, entity, resource, &d.amounts); err != nil {
@@ -106,7 +101,7 @@ func (l *Limiter) plan(ctx context.Context, d *leaseData, entity, resource strin
 		return "", err
 	}
 	setIfChanged(&d.ns, ns)
-	if d.opts.explicit && d.opts.mode == "" {
+	if explicit != nil && d.opts.OnUnavailable == "" {
 		l.refreshSystemMode(ctx, ns, now)
 	}
 	var chainBuf [model.MaxCascadeDepth]*model.Entity
@@ -120,7 +115,7 @@ func (l *Limiter) plan(ctx context.Context, d *leaseData, entity, resource strin
 	for depth, e := range chain {
 		id := e.ID
 		limits := explicit
-		if !d.opts.explicit {
+		if explicit == nil {
 			r, err := l.resolve(ctx, ns, id, resource, now)
 			if err != nil {
 				return ns, err
@@ -139,7 +134,7 @@ func (l *Limiter) plan(ctx context.Context, d *leaseData, entity, resource strin
 		// d.amounts holds the entity's amounts, checked by fitConsume; an
 		// ancestor with stored limits of its own is looked up afresh, and
 		// may have a smaller capacity.
-		fitted := depth == 0 || d.opts.explicit
+		fitted := depth == 0 || explicit != nil
 		start := len(limitBuf)
 		for i := range limits {
 			p := &limits[i]
@@ -195,8 +190,8 @@ func (l *Limiter) plan(ctx context.Context, d *leaseData, entity, resource strin
 		d.limits = limitBuf[:0]
 	}
 	d.kinds = kinds // no pointers: no write barrier to save
-	if d.opts.reservation != "" && reserved == 0 && consume != nil {
-		return ns, model.Invalid("consume", d.opts.reservation, "a reservation takes a token of a reserved limit: "+
+	if d.opts.Reservation != "" && reserved == 0 && consume != nil {
+		return ns, model.Invalid("consume", d.opts.Reservation, "a reservation takes a token of a reserved limit: "+
 			"name one of entity "+strconv.Quote(entity)+"'s reserved limits for resource "+strconv.Quote(resource)+" with 1")
 	}
 	return ns, nil
@@ -210,7 +205,7 @@ func (d *leaseData) checkReserved(p *prepared, amount int64) error {
 		return nil
 	}
 	name := p.limit.Name
-	if d.opts.reservation == "" {
+	if d.opts.Reservation == "" {
 		return model.Invalid("consume."+name, strconv.FormatInt(bucket.Tokens(amount), 10),
 			"limit "+strconv.Quote(name)+" is reserved: name the resource id with WithReservation")
 	}

@@ -6,72 +6,41 @@ import (
 	"github.com/tollgate-rl/tollgate/model"
 )
 
-// AcquireOption configures one Acquire, Wait, Do, Available or
-// TimeUntilAvailable call.
-type AcquireOption func(*acquireOptions)
+// AcquireOption configures one Acquire, Wait, Do, AcquireAndCommit,
+// Available or TimeUntilAvailable call. The options are model's, shared
+// with the Go client.
+type AcquireOption = model.AcquireOption
 
-// acquireOptions are the options of one call. They live in recycled lease
-// state; see leaseData.release for what is reset between calls.
-type acquireOptions struct {
-	// explicit is set when WithLimits was given: ex holds its limits.
-	// Otherwise ex is meaningless (it may hold an earlier call's).
-	explicit bool
-	ex       *explicitLimits
-	mode     model.OnUnavailable
-	// durable asks for a lease record even without concurrency tokens;
-	// expiry (set when hasExpiry is) overrides the limiter's default.
-	durable   bool
-	hasExpiry bool
-	expiry    time.Duration
-	// reservation is the id of WithReservation ("": none).
-	reservation string
-}
+// AcquireSettings is what a call's AcquireOptions say (SettingsOf).
+type AcquireSettings = model.AcquireSettings
 
-// explicitLimits are the limits of one WithLimits option, prepared once.
-type explicitLimits struct {
-	limits []prepared
-	err    error // why the limits are invalid, or nil
-}
+// SettingsOf returns what opts say. An invalid option (WithLimits of
+// invalid limits, WithLeaseExpiry out of range) is its error, a
+// *ValidationError, as Acquire would return it.
+func SettingsOf(opts ...AcquireOption) (AcquireSettings, error) { return model.SettingsOf(opts...) }
 
 // WithLimits makes the call use limits instead of the stored configuration,
 // for the entity and for every cascade ancestor. The limits are validated
 // once, when the option is made, so a hoisted option costs nothing per call.
-func WithLimits(limits ...Limit) AcquireOption {
-	err := model.ValidateLimits(limits)
-	if err == nil && len(limits) == 0 {
-		err = model.Invalid("limits", "", "WithLimits needs at least one limit")
-	}
-	ex := &explicitLimits{limits: prepare(limits), err: err}
-	return func(o *acquireOptions) {
-		o.explicit = true
-		// A hoisted option finds itself here from the call before: storing
-		// the pointer again would only cost a write barrier (see
-		// setIfChanged).
-		setIfChanged(&o.ex, ex)
-	}
-}
+func WithLimits(limits ...Limit) AcquireOption { return model.WithLimits(limits...) }
 
 // WithOnUnavailable sets what this call does if the store cannot answer,
 // overriding the stored system setting.
-func WithOnUnavailable(mode OnUnavailable) AcquireOption {
-	return func(o *acquireOptions) { o.mode = mode }
-}
+func WithOnUnavailable(mode OnUnavailable) AcquireOption { return model.WithOnUnavailable(mode) }
 
 // WithDurableLease makes the acquire record its lease in the store, as an
 // acquire that takes concurrency tokens always does: the lease then has an
 // ID, which another process can resume (Limiter.ResumeLease), and an
 // expiry, after which a reconciler commits it. Without it a rate-only
 // lease is held in this process alone and costs no extra write.
-func WithDurableLease() AcquireOption { return func(o *acquireOptions) { o.durable = true } }
+func WithDurableLease() AcquireOption { return model.WithDurableLease() }
 
 // WithLeaseExpiry sets how long this acquire's durable lease lives unless
 // extended (default: the limiter's, see WithDefaultLeaseExpiry), from
 // MinLeaseExpiry to MaxLeaseExpiry; outside that range the call is a
 // *ValidationError naming lease_expiry. It does not make a lease durable:
 // a lease without a record never expires.
-func WithLeaseExpiry(d time.Duration) AcquireOption {
-	return func(o *acquireOptions) { o.hasExpiry, o.expiry = true, d }
-}
+func WithLeaseExpiry(d time.Duration) AcquireOption { return model.WithLeaseExpiry(d) }
 
 // WithReservation makes the acquire a reservation of the resource id (an
 // EMR cluster id, a GPU job, a sandbox): it takes one token of every
@@ -91,39 +60,35 @@ func WithLeaseExpiry(d time.Duration) AcquireOption {
 // entity or resource holds is an error matching ErrReservationConflict.
 // An id that is not valid (model.ValidateReservationID) is a
 // *ValidationError naming reservation_id.
-func WithReservation(id string) AcquireOption {
-	return func(o *acquireOptions) { o.reservation = id }
+func WithReservation(id string) AcquireOption { return model.WithReservation(id) }
+
+// explicitLimits returns the call's WithLimits limits with their bucket
+// parameters. The state keeps them prepared for the slice they came from:
+// a hoisted option, whose slice is the same at every call, is prepared
+// once per recycled state.
+func (d *leaseData) explicitLimits() []prepared {
+	if !sameSlice(d.explicitOf, d.opts.Limits) {
+		d.explicit = prepareInto(d.explicit[:0], d.opts.Limits)
+		d.explicitOf = d.opts.Limits
+	}
+	return d.explicit
 }
 
-// AcquireSettings is what a call's AcquireOptions say, for an Acquirer
-// other than a Limiter (the Go client) to carry them to where they apply.
-type AcquireSettings struct {
-	Limits        []Limit       // WithLimits; nil: the stored limits
-	OnUnavailable OnUnavailable // WithOnUnavailable; "": the stored setting
-	Durable       bool          // WithDurableLease
-	LeaseExpiry   time.Duration // WithLeaseExpiry; 0: the default
-	Reservation   string        // WithReservation; "": none
-}
-
-// SettingsOf returns what opts say. Invalid WithLimits are its error (a
-// *ValidationError), as Acquire would return it.
-func SettingsOf(opts ...AcquireOption) (AcquireSettings, error) {
-	var o acquireOptions
-	for _, opt := range opts {
-		opt(&o)
+// resetOptions clears what the options of d's last call set, storing only
+// the fields that changed (see plan on write barriers).
+func (d *leaseData) resetOptions() {
+	o := &d.opts
+	if o.Limits != nil {
+		o.Limits = nil
 	}
-	s := AcquireSettings{OnUnavailable: o.mode, Durable: o.durable, Reservation: o.reservation}
-	if o.hasExpiry {
-		s.LeaseExpiry = o.expiry
+	if o.OnUnavailable != "" {
+		o.OnUnavailable = ""
 	}
-	if o.explicit {
-		if o.ex.err != nil {
-			return AcquireSettings{}, o.ex.err
-		}
-		s.Limits = make([]Limit, len(o.ex.limits))
-		for i, p := range o.ex.limits {
-			s.Limits[i] = p.limit
-		}
+	o.Durable, o.LeaseExpiry = false, 0
+	if o.Reservation != "" {
+		o.Reservation = ""
 	}
-	return s, nil
+	if o.Err != nil {
+		o.Err = nil
+	}
 }

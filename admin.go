@@ -110,9 +110,6 @@ func (l *Limiter) Children(ctx context.Context, id string) ([]Entity, error) {
 	return kids, storeErr(ctx, "list children", id, err)
 }
 
-// MaxEntityPage is the most entities one ListEntities call returns.
-const MaxEntityPage = store.MaxEntityPage
-
 // ListEntities returns up to limit (at most MaxEntityPage; 0 means 100)
 // entities with ids after the cursor after (empty for the first page; pass
 // the last id seen for the next), sorted by id. On DynamoDB an entity
@@ -282,9 +279,6 @@ func (l *Limiter) DeleteConfig(ctx context.Context, scope Scope, opts ...WriteOp
 	}
 	return nil
 }
-
-// MaxAuditPage is the most audit events one AuditEvents call returns.
-const MaxAuditPage = 1000
 
 // AuditEvents returns up to limit (at most MaxAuditPage; 0 means 100) audit
 // events of entity, oldest first, with ids after the cursor after (empty for

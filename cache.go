@@ -120,12 +120,27 @@ func (c *cache) init() {
 	}
 }
 
+// prepare returns limits with their bucket parameters.
 func prepare(limits []model.Limit) []prepared {
-	out := make([]prepared, len(limits))
-	for i, l := range limits {
-		out[i] = prepared{limit: l, params: l.Params()}
+	return prepareInto(make([]prepared, 0, len(limits)), limits)
+}
+
+// prepareInto appends limits with their bucket parameters to dst.
+func prepareInto(dst []prepared, limits []model.Limit) []prepared {
+	for _, l := range limits {
+		dst = append(dst, prepared{limit: l, params: paramsOf(l)})
 	}
-	return out
+	return dst
+}
+
+// paramsOf converts a valid limit to the bucket arithmetic's units
+// (millitokens and milliseconds), which its validation keeps in range.
+func paramsOf(l model.Limit) bucket.Params {
+	return bucket.Params{
+		Capacity: l.Capacity * bucket.MilliPerToken,
+		Amount:   l.RefillAmount * bucket.MilliPerToken,
+		Period:   l.RefillPeriod.Milliseconds(),
+	}
 }
 
 // shard returns the shard of a key whose hash is h.

@@ -15,28 +15,6 @@ import (
 // store.BucketLister).
 var ErrCapacityUnsupported = model.ErrCapacityUnsupported
 
-// ResourceCapacity is how much of a resource's limits is in use across its
-// entities, now.
-type ResourceCapacity struct {
-	Resource string
-	// Entities counts the buckets found: entities that used the resource
-	// and are not back at full capacity (a backend may forget full
-	// buckets, which would add capacity and availability alike).
-	Entities int
-	Limits   []LimitCapacity
-}
-
-// LimitCapacity sums one limit over a resource's buckets.
-type LimitCapacity struct {
-	Limit     string
-	Kind      Kind
-	Capacity  int64 // whole tokens, summed over the buckets
-	Available int64 // whole tokens after refill, summed (debt counts negative)
-	// Utilisation is 1 - Available/Capacity: the share of the summed
-	// capacity in use.
-	Utilisation float64
-}
-
 // Capacity sums, over every bucket of resource in the limiter's namespace,
 // each limit's capacity and current (refilled) balance. A sharded bucket
 // counts once. It reads every bucket: for dashboards, not for hot paths.

@@ -35,12 +35,12 @@ func newLeaseID() string {
 // bits that is a collision or a broken random source, so one retry with a
 // fresh id settles it, and a second refusal is returned.
 func (l *Limiter) consumeDurable(ctx context.Context, d *leaseData, now unixNano) (bool, error) {
-	if d.opts.reservation != "" {
+	if d.opts.Reservation != "" {
 		return l.consumeReservation(ctx, d, now)
 	}
 	expiry := l.leaseExpiry
-	if d.opts.hasExpiry {
-		expiry = d.opts.expiry
+	if d.opts.LeaseExpiry != 0 {
+		expiry = d.opts.LeaseExpiry
 	}
 	rec := store.NewLeaseRecord(newLeaseID(), l.holder, &d.req, now.add(expiry).milli())
 	d.req.Lease = rec
@@ -97,7 +97,7 @@ func (le *Lease) Expires() time.Time {
 // A lease ended elsewhere is reported as by Commit; a store failure is an
 // *UnavailableError and leaves the lease as it was.
 func (le *Lease) Extend(ctx context.Context, d time.Duration) error {
-	if err := checkLeaseExpiry(d); err != nil {
+	if err := model.CheckLeaseExpiry(d); err != nil {
 		return err
 	}
 	ld, ok := le.open()

@@ -37,7 +37,7 @@ type leaseData struct {
 	ns   string // the namespace id the request was written in
 	gen  atomic.Uint64
 	mu   sync.Mutex
-	opts acquireOptions
+	opts model.AcquireSettings
 	req  store.ConsumeRequest
 	// holds is set when req takes concurrency tokens, which the ending
 	// returns: without it and without adjustments, Commit writes nothing.
@@ -53,9 +53,13 @@ type leaseData struct {
 	limits  []store.LimitRequest // the array of req's limits
 	kinds   []model.Kind         // the kind of each limit of req, in order (plan)
 	amounts []int64              // scratch: the entity's amounts per limit, millitokens
-	pending []adjustment         // unwritten adjustments, millitokens
-	deltas  []store.Delta
-	applied []int64 // deltas already written, per limit of req in order
+	// explicit is WithLimits' limits prepared, for the option slice
+	// explicitOf (explicitLimits).
+	explicit   []prepared
+	explicitOf []model.Limit
+	pending    []adjustment // unwritten adjustments, millitokens
+	deltas     []store.Delta
+	applied    []int64 // deltas already written, per limit of req in order
 	// handles is the batch of lease handles that newLease gives out;
 	// those from next on were never given out.
 	handles []Lease
@@ -150,16 +154,9 @@ func (d *leaseData) release() {
 	if d.cause != nil {
 		return // a degraded lease's state: never recycled (see cause)
 	}
-	d.opts.explicit = false
-	if d.opts.mode != "" {
-		d.opts.mode = ""
-	}
+	d.resetOptions()
 	d.req.Buckets = d.req.Buckets[:0]
 	d.holds = false
-	d.opts.durable, d.opts.hasExpiry = false, false
-	if d.opts.reservation != "" {
-		d.opts.reservation = ""
-	}
 	d.kinds = d.kinds[:0]
 	if d.rec != nil {
 		d.rec, d.resumed = nil, false

@@ -44,11 +44,6 @@ import (
 	"github.com/tollgate-rl/tollgate/store"
 )
 
-// Consume maps limit names to whole-token amounts, e.g.
-// Consume{"rpm": 1, "tpm": 500}. In Acquire amounts are >= 0; in Lease.Adjust
-// they may be negative (a refund).
-type Consume map[string]int64
-
 // DefaultNamespace is the namespace a Limiter uses unless told otherwise.
 const DefaultNamespace = "default"
 
@@ -61,14 +56,6 @@ const (
 	// for most calls, short enough that a crashed holder's slots come back
 	// within minutes.
 	DefaultLeaseExpiry = 5 * time.Minute
-)
-
-// Bounds of a durable lease's expiry, as the server's lease TTL is bounded:
-// under a second a holder could hardly extend in time; a day is past any
-// call a slot should cover.
-const (
-	MinLeaseExpiry = time.Second
-	MaxLeaseExpiry = 24 * time.Hour
 )
 
 // A Limiter enforces limits against a store. It is safe for concurrent use.
@@ -172,7 +159,7 @@ func New(s store.Store, opts ...Option) (*Limiter, error) {
 	case len(l.holder) > model.MaxHolderLen:
 		return nil, model.Invalid("holder", l.holder, "longer than "+strconv.Itoa(model.MaxHolderLen)+" bytes")
 	}
-	if err := checkLeaseExpiry(l.leaseExpiry); err != nil {
+	if err := model.CheckLeaseExpiry(l.leaseExpiry); err != nil {
 		return nil, err
 	}
 	l.cache.init()
@@ -192,14 +179,6 @@ func defaultHolder() string {
 		h = h[len(h)-model.MaxHolderLen:] // keep the pid, which tells processes of one host apart
 	}
 	return h
-}
-
-// checkLeaseExpiry checks a durable lease's lifetime.
-func checkLeaseExpiry(d time.Duration) error {
-	if d < MinLeaseExpiry || d > MaxLeaseExpiry {
-		return model.Invalid("lease_expiry", d.String(), "must be "+MinLeaseExpiry.String()+" to "+MaxLeaseExpiry.String())
-	}
-	return nil
 }
 
 // Namespace returns the namespace the limiter works in.

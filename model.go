@@ -84,6 +84,16 @@ var (
 	ErrNamespaceDeleted  = model.ErrNamespaceDeleted
 )
 
+// Errors of waiting and of held slots.
+var (
+	// ErrWaitDeadline is matched by the error of Wait when the caller's
+	// deadline falls before the time its request could next be tried.
+	ErrWaitDeadline = model.ErrWaitDeadline
+	// ErrSlotLost is the cause of the context WithSlot hands its function
+	// when the lease was ended elsewhere while the function ran.
+	ErrSlotLost = model.ErrSlotLost
+)
+
 // Namespace is a tenant's partition of a shared store. See model.Namespace.
 type Namespace = model.Namespace
 
@@ -127,3 +137,71 @@ func ResourceScope(resource string) Scope { return model.ResourceScope(resource)
 // EntityScope is the scope of an entity's limits for resource, or for every
 // resource when resource is empty.
 func EntityScope(entity, resource string) Scope { return model.EntityScope(entity, resource) }
+
+// Consume maps limit names to whole-token amounts. See model.Consume.
+type Consume = model.Consume
+
+// Acquirer is the API that a Limiter (limits in this process, over a
+// store) and a client.Client (limits through a tollgate serve) share: the
+// same method names, arguments, options and typed errors, so code written
+// against it runs on either. L is the lease each hands out: *Lease or
+// *client.Lease. See model.Acquirer.
+//
+//	func charge[L tollgate.Held](ctx context.Context, a tollgate.Acquirer[L], key string) error {
+//		return a.Do(ctx, key, "openai/gpt-4o", tollgate.Consume{"rpm": 1}, func(ctx context.Context, l L) error {
+//			return l.Adjust(ctx, tollgate.Consume{"tpm": 500})
+//		})
+//	}
+type Acquirer[L Held] = model.Acquirer[L]
+
+// Held is a granted lease, wherever it is held: *Lease, or the Go client's
+// *client.Lease.
+type Held = model.Held
+
+// Grant is the outcome of AcquireAndCommit. See model.Grant.
+type Grant = model.Grant
+
+// Reservation is a reserved resource id and who holds it. See
+// model.Reservation.
+type Reservation = model.Reservation
+
+// Window is the length of a usage snapshot: Hourly or Daily.
+type Window = model.Window
+
+// Usage windows.
+const (
+	Hourly = model.Hourly
+	Daily  = model.Daily
+)
+
+// Usage is what one entity consumed of one resource in one window.
+type Usage = model.Usage
+
+// UsageQuery selects usage snapshots. See model.UsageQuery.
+type UsageQuery = model.UsageQuery
+
+// UsageSummary totals the snapshots of a query.
+type UsageSummary = model.UsageSummary
+
+// LimitUsage totals one limit's net consumption.
+type LimitUsage = model.LimitUsage
+
+// ResourceCapacity is how much of a resource's limits is in use across its
+// entities, now.
+type ResourceCapacity = model.ResourceCapacity
+
+// LimitCapacity sums one limit over a resource's buckets.
+type LimitCapacity = model.LimitCapacity
+
+// Bounds of the calls.
+const (
+	// MaxEntityPage is the most entities one ListEntities call returns.
+	MaxEntityPage = model.MaxEntityPage
+	// MaxAuditPage is the most audit events one AuditEvents call returns.
+	MaxAuditPage = model.MaxAuditPage
+	// MaxPenalty bounds how far ahead a penalty may end.
+	MaxPenalty = model.MaxPenalty
+	// MinLeaseExpiry and MaxLeaseExpiry bound a durable lease's expiry.
+	MinLeaseExpiry = model.MinLeaseExpiry
+	MaxLeaseExpiry = model.MaxLeaseExpiry
+)

@@ -11,10 +11,6 @@ import (
 	"github.com/tollgate-rl/tollgate/store"
 )
 
-// MaxPenalty bounds how far ahead a penalty may end: a vendor's
-// retry-after beyond a day is more likely a mistake than a wish.
-const MaxPenalty = 24 * time.Hour
-
 // Penalize empties the named limits of entity and resource until until,
 // for every process sharing the store: what to do when a vendor answers
 // 429 with its own retry-after, so that no process spends the limit before

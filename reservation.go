@@ -17,20 +17,6 @@ import (
 // refusal of a second record with one id (model.ErrLeaseExists) is what
 // makes an id reserved once, and the id alone finds it again.
 
-// Reservation is a reserved resource id and who holds it.
-type Reservation struct {
-	// ID is the resource id reserved (WithReservation).
-	ID       string
-	Entity   string
-	Resource string
-	// Holder names the process that reserved it (WithHolder).
-	Holder  string
-	Created time.Time
-	// Expires is when a reconciler releases the reservation; the zero time
-	// if it never expires (no WithLeaseExpiry).
-	Expires time.Time
-}
-
 // reservationOf returns the reservation that rec records; rec's id has the
 // reservation prefix.
 func reservationOf(rec *store.LeaseRecord) Reservation {
@@ -47,7 +33,7 @@ func reservationOf(rec *store.LeaseRecord) Reservation {
 const reserveAttempts = 3
 
 // consumeReservation runs d's request with the record of reservation
-// d.opts.reservation. If the id is taken, the record says by whom: the same
+// d.opts.Reservation. If the id is taken, the record says by whom: the same
 // entity and resource make the call idempotent (d becomes that
 // reservation's lease, nothing debited again); anyone else is a conflict.
 // A record gone by the time it is read was released meanwhile, and the id
@@ -59,10 +45,10 @@ const reserveAttempts = 3
 // held is held whether or not the limit is full.
 func (l *Limiter) consumeReservation(ctx context.Context, d *leaseData, now unixNano) (bool, error) {
 	var expires int64 // never, unless asked: a reservation lasts until released
-	if d.opts.hasExpiry {
-		expires = now.add(d.opts.expiry).milli()
+	if d.opts.LeaseExpiry != 0 {
+		expires = now.add(d.opts.LeaseExpiry).milli()
 	}
-	rec := store.NewLeaseRecord(model.ReservationLeaseID(d.opts.reservation), l.holder, &d.req, expires)
+	rec := store.NewLeaseRecord(model.ReservationLeaseID(d.opts.Reservation), l.holder, &d.req, expires)
 	for attempt := 1; ; attempt++ {
 		d.req.Lease = rec
 		granted, err := l.store.Consume(ctx, d.ns, &d.req)
@@ -97,7 +83,7 @@ func (l *Limiter) heldReservation(ctx context.Context, d *leaseData, rec *store.
 	case err != nil:
 		return false, err
 	case held.Entity != rec.Entity || held.Resource != rec.Resource:
-		return false, fmt.Errorf("reserve %s for %s/%s: %w", d.opts.reservation, rec.Entity, rec.Resource, model.ErrReservationConflict)
+		return false, fmt.Errorf("reserve %s for %s/%s: %w", d.opts.Reservation, rec.Entity, rec.Resource, model.ErrReservationConflict)
 	}
 	d.kinds = d.kinds[:0] // the request is now the record's (resume)
 	d.resume(&held)

@@ -8,11 +8,6 @@ import (
 	"github.com/tollgate-rl/tollgate/internal/hold"
 )
 
-// ErrSlotLost is the cause of the context WithSlot hands its function when
-// the lease was ended elsewhere while the function ran (a reconciler took
-// it, its namespace was purged): the slot is no longer held.
-var ErrSlotLost = errors.New("tollgate: the slot's lease was ended elsewhere")
-
 // WithSlot waits up to wait for what consume asks (typically one slot of a
 // concurrency limit, and any rate limits of the call), runs fn holding it,
 // and always ends the lease: Commit when fn returns nil, Rollback when it

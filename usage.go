@@ -15,42 +15,6 @@ import (
 // store keeps no usage snapshots (it does not implement store.UsageStore).
 var ErrUsageUnsupported = model.ErrUsageUnsupported
 
-// Window is the length of a usage snapshot: Hourly or Daily.
-type Window = store.Window
-
-// Usage windows.
-const (
-	Hourly = store.Hourly
-	Daily  = store.Daily
-)
-
-// Usage is what one entity consumed of one resource in one window.
-type Usage struct {
-	Entity   string
-	Resource string
-	Window   Window
-	Start    time.Time
-	// Consumed is the net tokens consumed per limit: acquires, adjustments
-	// and rollbacks included.
-	Consumed map[string]int64
-	// Events counts the acquires, each once however many limits it used.
-	Events int64
-}
-
-// UsageQuery selects the snapshots of one entity (every resource, or
-// Resource only) or of one resource (every entity, Entity empty), in one
-// window type, whose windows start in [From, To).
-type UsageQuery struct {
-	Entity   string
-	Resource string
-	Window   Window
-	From, To time.Time
-	// After continues a listing (the next value of the previous page).
-	After string
-	// Limit bounds the page (default and maximum store.MaxUsagePage).
-	Limit int
-}
-
 // Usage lists usage snapshots; next, when not empty, is the After of the
 // following page. Snapshots appear once the aggregator has written them
 // (see package aggregator).
@@ -120,25 +84,6 @@ func tokens(milli map[string]int64) map[string]int64 {
 		out[k] = bucket.Tokens(v)
 	}
 	return out
-}
-
-// UsageSummary totals the snapshots of a query.
-type UsageSummary struct {
-	// Windows is how many windows of the query's type [From, To) spans.
-	Windows int64
-	Events  int64
-	Limits  map[string]LimitUsage
-}
-
-// LimitUsage totals one limit's net consumption.
-type LimitUsage struct {
-	Total int64
-	// Average is Total over every window of the range, empty ones included.
-	Average float64
-	// Peak is the most consumed in one window (summed over the entities or
-	// resources the query covers), and PeakStart when that window began.
-	Peak      int64
-	PeakStart time.Time
 }
 
 // UsageSummary reads every page of q and totals it. It sums millitokens

@@ -7,7 +7,6 @@ import (
 
 	"github.com/tollgate-rl/tollgate/bucket"
 	"github.com/tollgate-rl/tollgate/internal/hold"
-	"github.com/tollgate-rl/tollgate/internal/waitq"
 	"github.com/tollgate-rl/tollgate/model"
 )
 
@@ -39,10 +38,6 @@ func (l *Limiter) Wait(ctx context.Context, entity, resource string, consume Con
 		return le, le.nextWait(), nil
 	})
 }
-
-// ErrWaitDeadline is matched by the error of Wait when the caller's
-// deadline falls before the time its request could next be tried.
-var ErrWaitDeadline = waitq.ErrDeadline
 
 // nextWait returns how long the lease's request would have to wait now
 // that it was granted: the longest refill any checked limit needs to cover

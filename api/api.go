@@ -13,7 +13,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/tollgate-rl/tollgate"
 	"github.com/tollgate-rl/tollgate/model"
 )
 
@@ -360,7 +359,7 @@ var (
 	// ErrLeaseNotFound: no such lease in the request's namespace: never
 	// granted, ended (committed, rolled back, or reclaimed after its
 	// expiry), expired, or of another namespace. It is the library's
-	// model.ErrLeaseNotFound (tollgate.ErrLeaseNotFound), so that a lease
+	// model.ErrLeaseNotFound (model.ErrLeaseNotFound), so that a lease
 	// ended elsewhere reads the same through the library and the server.
 	ErrLeaseNotFound = model.ErrLeaseNotFound
 	// ErrConflict: the request conflicts with the current state.
@@ -429,7 +428,7 @@ type LimitCapacity struct {
 }
 
 // FromCapacity converts a capacity report.
-func FromCapacity(rc tollgate.ResourceCapacity) Capacity {
+func FromCapacity(rc model.ResourceCapacity) Capacity {
 	out := Capacity{Resource: rc.Resource, Entities: rc.Entities, Limits: make([]LimitCapacity, len(rc.Limits))}
 	for i, l := range rc.Limits {
 		out.Limits[i] = LimitCapacity{Limit: l.Limit, Kind: l.Kind.String(), Capacity: l.Capacity, Available: l.Available, Utilisation: l.Utilisation}
@@ -438,11 +437,11 @@ func FromCapacity(rc tollgate.ResourceCapacity) Capacity {
 }
 
 // ToCapacity converts a capacity report back.
-func ToCapacity(c Capacity) tollgate.ResourceCapacity {
-	out := tollgate.ResourceCapacity{Resource: c.Resource, Entities: c.Entities, Limits: make([]tollgate.LimitCapacity, len(c.Limits))}
+func ToCapacity(c Capacity) model.ResourceCapacity {
+	out := model.ResourceCapacity{Resource: c.Resource, Entities: c.Entities, Limits: make([]model.LimitCapacity, len(c.Limits))}
 	for i, l := range c.Limits {
 		kind, _ := model.ParseKind(l.Kind)
-		out.Limits[i] = tollgate.LimitCapacity{Limit: l.Limit, Kind: kind, Capacity: l.Capacity, Available: l.Available, Utilisation: l.Utilisation}
+		out.Limits[i] = model.LimitCapacity{Limit: l.Limit, Kind: kind, Capacity: l.Capacity, Available: l.Available, Utilisation: l.Utilisation}
 	}
 	return out
 }

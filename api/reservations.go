@@ -1,6 +1,6 @@
 package api
 
-import "github.com/tollgate-rl/tollgate"
+import "github.com/tollgate-rl/tollgate/model"
 
 // ReserveRequest is the body of POST /v1/reservations.
 type ReserveRequest struct {
@@ -80,19 +80,19 @@ type PenalizeRequest struct {
 }
 
 // FromReservation converts a reservation.
-func FromReservation(r tollgate.Reservation) Reservation {
+func FromReservation(r model.Reservation) Reservation {
 	return Reservation{ID: r.ID, Entity: r.Entity, Resource: r.Resource, Holder: r.Holder,
 		CreatedAtMS: unixMS(r.Created), ExpiresAtMS: unixMS(r.Expires)}
 }
 
 // ToReservation converts a reservation back.
-func ToReservation(r Reservation) tollgate.Reservation {
-	return tollgate.Reservation{ID: r.ID, Entity: r.Entity, Resource: r.Resource, Holder: r.Holder,
+func ToReservation(r Reservation) model.Reservation {
+	return model.Reservation{ID: r.ID, Entity: r.Entity, Resource: r.Resource, Holder: r.Holder,
 		Created: fromMS(r.CreatedAtMS), Expires: fromMS(r.ExpiresAtMS)}
 }
 
 // FromReservations converts reservations; never nil.
-func FromReservations(rs []tollgate.Reservation) []Reservation {
+func FromReservations(rs []model.Reservation) []Reservation {
 	out := make([]Reservation, len(rs))
 	for i, r := range rs {
 		out[i] = FromReservation(r)
@@ -101,8 +101,8 @@ func FromReservations(rs []tollgate.Reservation) []Reservation {
 }
 
 // ToReservations converts reservations back.
-func ToReservations(rs []Reservation) []tollgate.Reservation {
-	out := make([]tollgate.Reservation, len(rs))
+func ToReservations(rs []Reservation) []model.Reservation {
+	out := make([]model.Reservation, len(rs))
 	for i, r := range rs {
 		out[i] = ToReservation(r)
 	}

@@ -8,49 +8,49 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/tollgate-rl/tollgate"
 	"github.com/tollgate-rl/tollgate/api"
 	"github.com/tollgate-rl/tollgate/internal/hold"
 	"github.com/tollgate-rl/tollgate/model"
 )
 
 // AcquireOption configures one call, as for tollgate.Limiter: it is the
-// library's own option type, so that the same options serve both (see
-// tollgate.Acquirer). WithLimits, WithOnUnavailable and WithLeaseExpiry
+// library's option type too (model.AcquireOption, which tollgate names
+// AcquireOption), so that the same options serve both (see
+// model.Acquirer). WithLimits, WithOnUnavailable and WithLeaseExpiry
 // are sent to the server; WithDurableLease changes nothing (every lease
 // the server hands out is durable); WithReservation belongs to Reserve.
-type AcquireOption = tollgate.AcquireOption
+type AcquireOption = model.AcquireOption
 
-// WithLimits is tollgate.WithLimits: the call uses limits instead of the
+// WithLimits is model.WithLimits: the call uses limits instead of the
 // stored configuration. Bad limits make the call fail with a
-// *tollgate.ValidationError without reaching the server.
-func WithLimits(limits ...tollgate.Limit) AcquireOption { return tollgate.WithLimits(limits...) }
+// *model.ValidationError without reaching the server.
+func WithLimits(limits ...model.Limit) AcquireOption { return model.WithLimits(limits...) }
 
-// WithOnUnavailable is tollgate.WithOnUnavailable: what the server does for
-// this call if its store cannot answer (tollgate.Block or tollgate.Allow),
+// WithOnUnavailable is model.WithOnUnavailable: what the server does for
+// this call if its store cannot answer (model.Block or model.Allow),
 // overriding the stored system setting. It does not apply to the client's
 // own failures to reach the server.
-func WithOnUnavailable(mode tollgate.OnUnavailable) AcquireOption {
-	return tollgate.WithOnUnavailable(mode)
+func WithOnUnavailable(mode model.OnUnavailable) AcquireOption {
+	return model.WithOnUnavailable(mode)
 }
 
-// WithLeaseTTL is tollgate.WithLeaseExpiry: how long the lease lives unless
+// WithLeaseTTL is model.WithLeaseExpiry: how long the lease lives unless
 // extended (Lease.Extend) before it expires and the server's reconciler
 // commits it as it stands (the server's default is 5 minutes; it accepts 1
 // second to 24 hours). For Reserve it is the reservation's expiry
 // (default: none); WithSlot extends the lease by it. Ignored by
 // AcquireAndCommit and Available.
-func WithLeaseTTL(d time.Duration) AcquireOption { return tollgate.WithLeaseExpiry(d) }
+func WithLeaseTTL(d time.Duration) AcquireOption { return model.WithLeaseExpiry(d) }
 
 // callSettings is what opts say, as the library reads them, and what the wire
 // takes of them: the limits as text.
 type callSettings struct {
-	tollgate.AcquireSettings
+	model.AcquireSettings
 	limits []string
 }
 
 func applyAcquire(opts []AcquireOption) (callSettings, error) {
-	as, err := tollgate.SettingsOf(opts...)
+	as, err := model.SettingsOf(opts...)
 	if err != nil {
 		return callSettings{}, err
 	}
@@ -62,17 +62,17 @@ func applyAcquire(opts []AcquireOption) (callSettings, error) {
 }
 
 // Grant is the outcome of AcquireAndCommit, as the library's.
-type Grant = tollgate.Grant
+type Grant = model.Grant
 
 // Acquire checks and debits consume against every limit in effect for
 // entity and resource, and their cascade ancestors, all or nothing, like
 // tollgate.Limiter.Acquire. The returned lease must be ended with Commit
 // or Rollback; a reconciler commits it when its TTL ends otherwise.
 //
-// A denial is a *tollgate.RateLimitExceeded (nothing was consumed); bad
-// input a *tollgate.ValidationError; a store or network failure a
-// *tollgate.UnavailableError.
-func (c *Client) Acquire(ctx context.Context, entity, resource string, consume tollgate.Consume, opts ...AcquireOption) (*Lease, error) {
+// A denial is a *model.RateLimitExceeded (nothing was consumed); bad
+// input a *model.ValidationError; a store or network failure a
+// *model.UnavailableError.
+func (c *Client) Acquire(ctx context.Context, entity, resource string, consume model.Consume, opts ...AcquireOption) (*Lease, error) {
 	resp, err := c.acquire(ctx, entity, resource, consume, false, opts)
 	if err != nil {
 		return nil, err
@@ -85,15 +85,15 @@ func (c *Client) Acquire(ctx context.Context, entity, resource string, consume t
 
 // AcquireAndCommit acquires and commits in one call, for work whose cost is
 // known up front; no lease is kept. Errors are those of Acquire.
-func (c *Client) AcquireAndCommit(ctx context.Context, entity, resource string, consume tollgate.Consume, opts ...AcquireOption) (Grant, error) {
+func (c *Client) AcquireAndCommit(ctx context.Context, entity, resource string, consume model.Consume, opts ...AcquireOption) (Grant, error) {
 	resp, err := c.acquire(ctx, entity, resource, consume, true, opts)
 	if err != nil {
 		return Grant{}, err
 	}
-	return Grant{Consumed: tollgate.Consume(resp.Consumed), Statuses: api.ToStatuses(resp.Limits), Degraded: resp.Degraded}, nil
+	return Grant{Consumed: model.Consume(resp.Consumed), Statuses: api.ToStatuses(resp.Limits), Degraded: resp.Degraded}, nil
 }
 
-func (c *Client) acquire(ctx context.Context, entity, resource string, consume tollgate.Consume, commit bool, opts []AcquireOption) (api.AcquireResponse, error) {
+func (c *Client) acquire(ctx context.Context, entity, resource string, consume model.Consume, commit bool, opts []AcquireOption) (api.AcquireResponse, error) {
 	o, err := applyAcquire(opts)
 	if err != nil {
 		return api.AcquireResponse{}, err
@@ -120,13 +120,13 @@ func (c *Client) acquire(ctx context.Context, entity, resource string, consume t
 // call to the server per grant (and one refused call after each grant, as
 // the client cannot foresee the next refusal). A caller whose deadline
 // comes before the next attempt is refused at once with an error matching
-// tollgate.ErrWaitDeadline and the denial; one whose ctx ends while it
+// model.ErrWaitDeadline and the denial; one whose ctx ends while it
 // waits gets ctx.Err(). Other errors are returned as they occur. Each
 // attempt is bounded by WithTimeout on its own.
-func (c *Client) Wait(ctx context.Context, entity, resource string, consume tollgate.Consume, opts ...AcquireOption) (*Lease, error) {
+func (c *Client) Wait(ctx context.Context, entity, resource string, consume model.Consume, opts ...AcquireOption) (*Lease, error) {
 	return c.waiting.Wait(ctx, entity+"\x00"+resource, func(ctx context.Context) (*Lease, time.Duration, error) {
 		le, err := c.Acquire(ctx, entity, resource, consume, opts...)
-		var ex *tollgate.RateLimitExceeded
+		var ex *model.RateLimitExceeded
 		if errors.As(err, &ex) {
 			return nil, max(ex.RetryAfter, time.Millisecond), err
 		}
@@ -138,14 +138,14 @@ func (c *Client) Wait(ctx context.Context, entity, resource string, consume toll
 // and the client shared theirs.
 //
 // Deprecated: use Wait.
-func (c *Client) AcquireWait(ctx context.Context, entity, resource string, consume tollgate.Consume, opts ...AcquireOption) (*Lease, error) {
+func (c *Client) AcquireWait(ctx context.Context, entity, resource string, consume model.Consume, opts ...AcquireOption) (*Lease, error) {
 	return c.Wait(ctx, entity, resource, consume, opts...)
 }
 
 // Available reports the current state of every limit in effect for entity
 // and resource and their cascade ancestors, after refill; it writes
 // nothing. Only WithLimits applies.
-func (c *Client) Available(ctx context.Context, entity, resource string, opts ...AcquireOption) ([]tollgate.Status, error) {
+func (c *Client) Available(ctx context.Context, entity, resource string, opts ...AcquireOption) ([]model.Status, error) {
 	o, err := applyAcquire(opts)
 	if err != nil {
 		return nil, err
@@ -168,7 +168,7 @@ func (c *Client) Available(ctx context.Context, entity, resource string, opts ..
 // with the same arguments could succeed (zero if it could now), as
 // tollgate.Limiter.TimeUntilAvailable: GET /v1/available with what consume
 // names. It writes nothing.
-func (c *Client) TimeUntilAvailable(ctx context.Context, entity, resource string, consume tollgate.Consume, opts ...AcquireOption) (time.Duration, error) {
+func (c *Client) TimeUntilAvailable(ctx context.Context, entity, resource string, consume model.Consume, opts ...AcquireOption) (time.Duration, error) {
 	if len(consume) == 0 {
 		return 0, model.Invalid("consume", "", "must name at least one limit")
 	}
@@ -197,7 +197,7 @@ func (c *Client) TimeUntilAvailable(ctx context.Context, entity, resource string
 // and commits if fn returns nil; if fn returns an error or panics, the
 // lease is rolled back (and the panic continues). The endings are not
 // cancelled with ctx, so a cancelled call still records what it did.
-func (c *Client) Do(ctx context.Context, entity, resource string, consume tollgate.Consume, fn func(context.Context, *Lease) error, opts ...AcquireOption) error {
+func (c *Client) Do(ctx context.Context, entity, resource string, consume model.Consume, fn func(context.Context, *Lease) error, opts ...AcquireOption) error {
 	le, err := c.Acquire(ctx, entity, resource, consume, opts...)
 	if err != nil {
 		return err
@@ -205,4 +205,4 @@ func (c *Client) Do(ctx context.Context, entity, resource string, consume tollga
 	return hold.Run(ctx, le, func() error { return fn(ctx, le) })
 }
 
-var _ tollgate.Acquirer[*Lease] = (*Client)(nil)
+var _ model.Acquirer[*Lease] = (*Client)(nil)

@@ -6,29 +6,28 @@ import (
 	"net/url"
 	"strconv"
 
-	"github.com/tollgate-rl/tollgate"
 	"github.com/tollgate-rl/tollgate/api"
 	"github.com/tollgate-rl/tollgate/model"
 )
 
 // CreateEntity stores e; the server sets CreatedAt and returns the entity as
-// stored. It fails with tollgate.ErrEntityExists if the id is taken and
-// tollgate.ErrEntityNotFound if the parent does not exist.
-func (c *Client) CreateEntity(ctx context.Context, e tollgate.Entity) (tollgate.Entity, error) {
+// stored. It fails with model.ErrEntityExists if the id is taken and
+// model.ErrEntityNotFound if the parent does not exist.
+func (c *Client) CreateEntity(ctx context.Context, e model.Entity) (model.Entity, error) {
 	var out api.Entity
 	req := request{method: http.MethodPost, path: api.Version + "/entities", body: api.FromEntity(e)}
 	if err := c.do(ctx, req, &out); err != nil {
-		return tollgate.Entity{}, err
+		return model.Entity{}, err
 	}
 	return api.ToEntity(out), nil
 }
 
 // GetEntity returns the entity or an error matching
-// tollgate.ErrEntityNotFound.
-func (c *Client) GetEntity(ctx context.Context, id string) (tollgate.Entity, error) {
+// model.ErrEntityNotFound.
+func (c *Client) GetEntity(ctx context.Context, id string) (model.Entity, error) {
 	var out api.Entity
 	if err := c.do(ctx, request{method: http.MethodGet, path: entityPath(id)}, &out); err != nil {
-		return tollgate.Entity{}, err
+		return model.Entity{}, err
 	}
 	return api.ToEntity(out), nil
 }
@@ -40,23 +39,23 @@ func (c *Client) DeleteEntity(ctx context.Context, id string) error {
 }
 
 // Children returns the entities whose parent is id, sorted by id.
-func (c *Client) Children(ctx context.Context, id string) ([]tollgate.Entity, error) {
+func (c *Client) Children(ctx context.Context, id string) ([]model.Entity, error) {
 	var out api.EntitiesResponse
 	if err := c.do(ctx, request{method: http.MethodGet, path: entityPath(id) + "/children"}, &out); err != nil {
 		return nil, err
 	}
-	es := make([]tollgate.Entity, len(out.Entities))
+	es := make([]model.Entity, len(out.Entities))
 	for i, e := range out.Entities {
 		es[i] = api.ToEntity(e)
 	}
 	return es, nil
 }
 
-// ListEntities returns up to limit (at most tollgate.MaxEntityPage; 0
+// ListEntities returns up to limit (at most model.MaxEntityPage; 0
 // means the server's default of 100) entities with ids after the cursor
 // after (empty for the first page; pass the last id seen for the next),
 // sorted by id.
-func (c *Client) ListEntities(ctx context.Context, after string, limit int) ([]tollgate.Entity, error) {
+func (c *Client) ListEntities(ctx context.Context, after string, limit int) ([]model.Entity, error) {
 	q := url.Values{}
 	if after != "" {
 		q.Set("after", after)
@@ -68,7 +67,7 @@ func (c *Client) ListEntities(ctx context.Context, after string, limit int) ([]t
 	if err := c.do(ctx, request{method: http.MethodGet, path: api.Version + "/entities", query: q}, &out); err != nil {
 		return nil, err
 	}
-	es := make([]tollgate.Entity, len(out.Entities))
+	es := make([]model.Entity, len(out.Entities))
 	for i, e := range out.Entities {
 		es[i] = api.ToEntity(e)
 	}
@@ -78,18 +77,18 @@ func (c *Client) ListEntities(ctx context.Context, after string, limit int) ([]t
 // UpdateEntity replaces the name, parent, cascade flag and metadata of the
 // entity e.ID with e's (CreatedAt stays as stored) and returns the entity
 // as stored, as tollgate.Limiter.UpdateEntity does: it sends every field
-// in a PATCH /v1/entities/{id}. It fails with tollgate.ErrEntityNotFound
+// in a PATCH /v1/entities/{id}. It fails with model.ErrEntityNotFound
 // if the entity or a new parent does not exist, and with a
-// *tollgate.ValidationError of parent_id if the new parent is the entity
+// *model.ValidationError of parent_id if the new parent is the entity
 // or one of its descendants.
-func (c *Client) UpdateEntity(ctx context.Context, e tollgate.Entity) (tollgate.Entity, error) {
+func (c *Client) UpdateEntity(ctx context.Context, e model.Entity) (model.Entity, error) {
 	if err := e.Validate(); err != nil {
-		return tollgate.Entity{}, err
+		return model.Entity{}, err
 	}
 	var out api.Entity
 	req := request{method: http.MethodPatch, path: entityPath(e.ID), body: api.PatchOf(e)}
 	if err := c.do(ctx, req, &out); err != nil {
-		return tollgate.Entity{}, err
+		return model.Entity{}, err
 	}
 	return api.ToEntity(out), nil
 }
@@ -98,29 +97,29 @@ func entityPath(id string) string { return api.Version + "/entities/" + seg(id) 
 
 // SetConfig stores cfg at scope, replacing what was there (see
 // tollgate.Limiter.SetConfig).
-func (c *Client) SetConfig(ctx context.Context, scope tollgate.Scope, cfg tollgate.Config) error {
+func (c *Client) SetConfig(ctx context.Context, scope model.Scope, cfg model.Config) error {
 	req := scopeRequest(http.MethodPut, scope)
 	req.body = api.FromConfig(cfg)
 	return c.do(ctx, req, nil)
 }
 
 // GetConfig returns the config stored at scope, or an error matching
-// tollgate.ErrNotFound.
-func (c *Client) GetConfig(ctx context.Context, scope tollgate.Scope) (tollgate.Config, error) {
+// model.ErrNotFound.
+func (c *Client) GetConfig(ctx context.Context, scope model.Scope) (model.Config, error) {
 	var out api.Limits
 	if err := c.do(ctx, scopeRequest(http.MethodGet, scope), &out); err != nil {
-		return tollgate.Config{}, err
+		return model.Config{}, err
 	}
 	cfg, err := api.ToConfig(out)
 	if err != nil {
-		return tollgate.Config{}, &model.UnavailableError{Op: "server", Err: badResponse(err)}
+		return model.Config{}, &model.UnavailableError{Op: "server", Err: badResponse(err)}
 	}
 	return cfg, nil
 }
 
 // DeleteConfig removes the config at scope, or returns an error matching
-// tollgate.ErrNotFound.
-func (c *Client) DeleteConfig(ctx context.Context, scope tollgate.Scope) error {
+// model.ErrNotFound.
+func (c *Client) DeleteConfig(ctx context.Context, scope model.Scope) error {
 	return c.do(ctx, scopeRequest(http.MethodDelete, scope), nil)
 }
 
@@ -132,13 +131,13 @@ func (c *Client) DeleteConfig(ctx context.Context, scope tollgate.Scope) error {
 //	entity e, resource r  /v1/limits/entities/{e}?resource={r}
 //
 // An entity scope with an empty resource is the entity default, as
-// tollgate.EntityScope makes it.
-func scopeRequest(method string, s tollgate.Scope) request {
+// model.EntityScope makes it.
+func scopeRequest(method string, s model.Scope) request {
 	req := request{method: method}
 	switch {
 	case s.Entity != "":
 		req.path = api.Version + "/limits/entities/" + seg(s.Entity)
-		if s.Resource != "" && s.Resource != tollgate.DefaultResource {
+		if s.Resource != "" && s.Resource != model.DefaultResource {
 			req.query = url.Values{"resource": {s.Resource}}
 		}
 	case s.Resource != "":
@@ -149,12 +148,12 @@ func scopeRequest(method string, s tollgate.Scope) request {
 	return req
 }
 
-// AuditEvents returns up to limit (at most tollgate.MaxAuditPage; 0 means
+// AuditEvents returns up to limit (at most model.MaxAuditPage; 0 means
 // the server's default of 100) audit events of entity, oldest first, with
 // ids after the cursor after (empty for the first page; pass the last id
 // seen for the next). The empty entity lists system and resource
 // configuration changes.
-func (c *Client) AuditEvents(ctx context.Context, entity, after string, limit int) ([]tollgate.AuditEvent, error) {
+func (c *Client) AuditEvents(ctx context.Context, entity, after string, limit int) ([]model.AuditEvent, error) {
 	q := url.Values{}
 	if entity != "" {
 		q.Set("entity", entity)
@@ -169,7 +168,7 @@ func (c *Client) AuditEvents(ctx context.Context, entity, after string, limit in
 	if err := c.do(ctx, request{method: http.MethodGet, path: api.Version + "/audit", query: q}, &out); err != nil {
 		return nil, err
 	}
-	evs := make([]tollgate.AuditEvent, len(out.Events))
+	evs := make([]model.AuditEvent, len(out.Events))
 	for i, e := range out.Events {
 		evs[i] = api.ToAuditEvent(e)
 	}
@@ -179,7 +178,7 @@ func (c *Client) AuditEvents(ctx context.Context, entity, after string, limit in
 // ListConfigs returns up to limit (0 means 100) stored configs whose
 // scopes sort after *after (nil for the first page; pass the last scope
 // seen for the next), as tollgate.Limiter.ListConfigs: GET /v1/limits.
-func (c *Client) ListConfigs(ctx context.Context, after *tollgate.Scope, limit int) ([]tollgate.ScopedConfig, error) {
+func (c *Client) ListConfigs(ctx context.Context, after *model.Scope, limit int) ([]model.ScopedConfig, error) {
 	q := url.Values{}
 	if after != nil {
 		q.Set("after", api.ConfigCursor(*after))
@@ -191,13 +190,13 @@ func (c *Client) ListConfigs(ctx context.Context, after *tollgate.Scope, limit i
 	if err := c.do(ctx, request{method: http.MethodGet, path: api.Version + "/limits", query: q}, &out); err != nil {
 		return nil, err
 	}
-	cfgs := make([]tollgate.ScopedConfig, len(out.Configs))
+	cfgs := make([]model.ScopedConfig, len(out.Configs))
 	for i, sl := range out.Configs {
 		cfg, err := api.ToConfig(sl.Limits)
 		if err != nil {
 			return nil, &model.UnavailableError{Op: "server", Err: badResponse(err)}
 		}
-		cfgs[i] = tollgate.ScopedConfig{Scope: tollgate.Scope{Entity: sl.Entity, Resource: sl.Resource}, Config: cfg}
+		cfgs[i] = model.ScopedConfig{Scope: model.Scope{Entity: sl.Entity, Resource: sl.Resource}, Config: cfg}
 	}
 	return cfgs, nil
 }

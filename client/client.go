@@ -88,7 +88,7 @@ func WithClock(c clock.Clock) Option { return func(s *settings) { s.clock = c } 
 
 // New returns a client of the server at baseURL, e.g.
 // "http://localhost:8080" (a path, if any, prefixes every endpoint).
-// Bad options are a *tollgate.ValidationError.
+// Bad options are a *model.ValidationError.
 func New(baseURL string, opts ...Option) (*Client, error) {
 	s := settings{userAgent: DefaultUserAgent, timeout: DefaultTimeout, clock: clock.Real{}}
 	for _, o := range opts {

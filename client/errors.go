@@ -16,14 +16,14 @@ import (
 
 // ErrBadResponse is matched by the error of an answer the client could not
 // read: not JSON, not the expected shape, or larger than MaxResponseBytes.
-// Such an error also matches tollgate.ErrUnavailable, as no decision was
+// Such an error also matches model.ErrUnavailable, as no decision was
 // received.
 var ErrBadResponse = errors.New("malformed answer from the server")
 
 // ErrServerUnreachable is matched by the error of a call that got no
 // answer from a server: connection refused, a name that does not resolve,
 // a timeout before the answer. It is an *UnavailableError (it matches
-// tollgate.ErrUnavailable: no decision was made, and a caller's fail-open
+// model.ErrUnavailable: no decision was made, and a caller's fail-open
 // or fail-closed choice applies as to a store that does not answer), whose
 // message says "server unreachable".
 var ErrServerUnreachable = errors.New("no answer from the server")

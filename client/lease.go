@@ -10,7 +10,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/tollgate-rl/tollgate"
 	"github.com/tollgate-rl/tollgate/api"
 	"github.com/tollgate-rl/tollgate/model"
 )
@@ -21,7 +20,7 @@ import (
 // Rollback. It is safe for concurrent use.
 //
 // As with the library's lease, once it has ended Adjust, Commit and
-// Rollback return an error matching tollgate.ErrLeaseClosed without a call
+// Rollback return an error matching model.ErrLeaseClosed without a call
 // to the server, and Consumed and Statuses return nil.
 type Lease struct {
 	c        *Client
@@ -32,15 +31,15 @@ type Lease struct {
 
 	mu       sync.Mutex
 	expires  time.Time
-	consumed tollgate.Consume
-	statuses []tollgate.Status
+	consumed model.Consume
+	statuses []model.Status
 	closed   bool
 }
 
 func newLease(c *Client, entity, resource string, r api.AcquireResponse) *Lease {
 	le := &Lease{
 		c: c, id: r.LeaseID, entity: entity, resource: resource, degraded: r.Degraded,
-		consumed: tollgate.Consume(r.Consumed), statuses: api.ToStatuses(r.Limits),
+		consumed: model.Consume(r.Consumed), statuses: api.ToStatuses(r.Limits),
 	}
 	if r.ExpiresMS != 0 {
 		le.expires = time.UnixMilli(r.ExpiresMS)
@@ -75,7 +74,7 @@ func (le *Lease) ExpiresAt() time.Time {
 // Consumed returns what the lease has consumed so far, as the server last
 // reported it (after Acquire or Adjust), per limit and summed over the
 // cascade. It returns nil once the lease has ended.
-func (le *Lease) Consumed() tollgate.Consume {
+func (le *Lease) Consumed() model.Consume {
 	le.mu.Lock()
 	defer le.mu.Unlock()
 	if le.closed {
@@ -86,7 +85,7 @@ func (le *Lease) Consumed() tollgate.Consume {
 
 // Statuses reports every limit the lease debited, with balances just after
 // the grant. A degraded or ended lease has none.
-func (le *Lease) Statuses() []tollgate.Status {
+func (le *Lease) Statuses() []model.Status {
 	le.mu.Lock()
 	defer le.mu.Unlock()
 	if le.closed {
@@ -103,9 +102,9 @@ func (le *Lease) Statuses() []tollgate.Status {
 // As with the library's Adjust, a lease gives back at most what it took:
 // an adjustment that would make the lease's net consumption of a limit
 // negative (like an unknown or concurrency limit) is a
-// *tollgate.ValidationError naming the field consume.NAME, and the server
+// *model.ValidationError naming the field consume.NAME, and the server
 // records none of it.
-func (le *Lease) Adjust(ctx context.Context, delta tollgate.Consume) error {
+func (le *Lease) Adjust(ctx context.Context, delta model.Consume) error {
 	var resp api.LeaseResponse
 	if err := le.call(ctx, "adjust", api.AdjustRequest{Consume: delta}, &resp); err != nil {
 		return err
@@ -117,9 +116,9 @@ func (le *Lease) Adjust(ctx context.Context, delta tollgate.Consume) error {
 // Extend moves the lease's expiry to d from now (the server accepts 1
 // second to 24 hours), so that work running longer than the lease's TTL
 // keeps it: call it well before ExpiresAt, at half the TTL say. A d of
-// zero or less is a *tollgate.ValidationError on ttl_ms without a call to
+// zero or less is a *model.ValidationError on ttl_ms without a call to
 // the server. A lease that expired or ended meanwhile reports
-// tollgate.ErrLeaseClosed (see Commit); Extend does not revive it.
+// model.ErrLeaseClosed (see Commit); Extend does not revive it.
 func (le *Lease) Extend(ctx context.Context, d time.Duration) error {
 	if d <= 0 {
 		return model.Invalid("ttl_ms", d.String(), "must be positive")
@@ -139,7 +138,7 @@ func (le *Lease) update(resp api.LeaseResponse) {
 	if le.closed {
 		return
 	}
-	le.consumed = tollgate.Consume(resp.Consumed)
+	le.consumed = model.Consume(resp.Consumed)
 	if resp.ExpiresMS != 0 {
 		le.expires = time.UnixMilli(resp.ExpiresMS)
 	}
@@ -150,7 +149,7 @@ func (le *Lease) update(resp api.LeaseResponse) {
 // lease stays open, so Commit (or Rollback) can be called again. A lease
 // the server no longer has (ended through another handle or server,
 // expired, or a retried Commit whose first attempt did arrive) is an error
-// matching both tollgate.ErrLeaseClosed and tollgate.ErrLeaseNotFound.
+// matching both model.ErrLeaseClosed and model.ErrLeaseNotFound.
 func (le *Lease) Commit(ctx context.Context) error { return le.end(ctx, "commit") }
 
 // Rollback gives back everything the lease consumed and discards pending
@@ -172,7 +171,7 @@ func (le *Lease) end(ctx context.Context, action string) error {
 // The server answers 404 lease_not_found for a lease without a record in
 // the client's namespace: ended through another handle, another server or
 // a reconciler after its expiry, or never granted there. Either way the
-// lease is over for this handle: the error matches tollgate.ErrLeaseClosed
+// lease is over for this handle: the error matches model.ErrLeaseClosed
 // as well (as the library's does for a lease ended elsewhere), so a Commit
 // retried after a lost answer reads as before. Servers before stateless
 // leases answered 409 lease_closed instead, which closes the lease too.

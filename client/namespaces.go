@@ -2,9 +2,9 @@ package client
 
 import (
 	"context"
+	"github.com/tollgate-rl/tollgate/model"
 	"net/http"
 
-	"github.com/tollgate-rl/tollgate"
 	"github.com/tollgate-rl/tollgate/api"
 )
 
@@ -12,25 +12,25 @@ import (
 // keys, these calls need an admin key for every namespace ("*").
 
 // RegisterNamespace creates a namespace with a new opaque id. It fails with
-// tollgate.ErrNamespaceExists if the name is taken, even by a deleted
+// model.ErrNamespaceExists if the name is taken, even by a deleted
 // namespace.
-func (c *Client) RegisterNamespace(ctx context.Context, name string) (tollgate.Namespace, error) {
+func (c *Client) RegisterNamespace(ctx context.Context, name string) (model.Namespace, error) {
 	var out api.Namespace
 	req := request{method: http.MethodPost, path: api.Version + "/namespaces", body: api.Namespace{Name: name}}
 	if err := c.do(ctx, req, &out); err != nil {
-		return tollgate.Namespace{}, err
+		return model.Namespace{}, err
 	}
 	return api.ToNamespace(out), nil
 }
 
 // ListNamespaces returns every namespace, deleted ones included, sorted by
 // name.
-func (c *Client) ListNamespaces(ctx context.Context) ([]tollgate.Namespace, error) {
+func (c *Client) ListNamespaces(ctx context.Context) ([]model.Namespace, error) {
 	var out api.NamespacesResponse
 	if err := c.do(ctx, request{method: http.MethodGet, path: api.Version + "/namespaces"}, &out); err != nil {
 		return nil, err
 	}
-	ns := make([]tollgate.Namespace, len(out.Namespaces))
+	ns := make([]model.Namespace, len(out.Namespaces))
 	for i, n := range out.Namespaces {
 		ns[i] = api.ToNamespace(n)
 	}
@@ -38,17 +38,17 @@ func (c *Client) ListNamespaces(ctx context.Context) ([]tollgate.Namespace, erro
 }
 
 // GetNamespace returns the named namespace, or an error matching
-// tollgate.ErrNamespaceNotFound.
-func (c *Client) GetNamespace(ctx context.Context, name string) (tollgate.Namespace, error) {
+// model.ErrNamespaceNotFound.
+func (c *Client) GetNamespace(ctx context.Context, name string) (model.Namespace, error) {
 	var out api.Namespace
 	if err := c.do(ctx, request{method: http.MethodGet, path: namespacePath(name)}, &out); err != nil {
-		return tollgate.Namespace{}, err
+		return model.Namespace{}, err
 	}
 	return api.ToNamespace(out), nil
 }
 
 // DeleteNamespace soft-deletes a namespace: calls in it then fail with
-// tollgate.ErrNamespaceDeleted, and its data stays until PurgeNamespace.
+// model.ErrNamespaceDeleted, and its data stays until PurgeNamespace.
 // RecoverNamespace undoes it.
 func (c *Client) DeleteNamespace(ctx context.Context, name string) error {
 	return c.do(ctx, request{method: http.MethodDelete, path: namespacePath(name)}, nil)
@@ -72,13 +72,13 @@ func (c *Client) PurgeNamespace(ctx context.Context, name string) (deleted int, 
 func namespacePath(name string) string { return api.Version + "/namespaces/" + seg(name) }
 
 // Healthy reports whether the server answers (GET /healthz): nil, or an
-// error matching tollgate.ErrUnavailable.
+// error matching model.ErrUnavailable.
 func (c *Client) Healthy(ctx context.Context) error {
 	return c.do(ctx, request{method: http.MethodGet, path: "/healthz"}, nil)
 }
 
 // Ready reports whether the server and its store answer (GET /readyz):
-// nil, or an error matching tollgate.ErrUnavailable.
+// nil, or an error matching model.ErrUnavailable.
 func (c *Client) Ready(ctx context.Context) error {
 	return c.do(ctx, request{method: http.MethodGet, path: "/readyz"}, nil)
 }

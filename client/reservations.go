@@ -2,34 +2,34 @@ package client
 
 import (
 	"context"
+	"github.com/tollgate-rl/tollgate/model"
 	"net/http"
 	"net/url"
 	"strconv"
 	"time"
 
-	"github.com/tollgate-rl/tollgate"
 	"github.com/tollgate-rl/tollgate/api"
 )
 
 // Reserved is the outcome of Reserve: the reservation, and what the call
 // consumed.
 type Reserved struct {
-	tollgate.Reservation
+	model.Reservation
 	// New is false when the same entity and resource held the id already:
 	// the call debited nothing again (the server answered 200, not 201),
 	// and Statuses is empty.
 	New bool
 	// Consumed is what the reservation's acquire consumed.
-	Consumed tollgate.Consume
+	Consumed model.Consume
 	// Statuses are the limits debited, just after the grant.
-	Statuses []tollgate.Status
+	Statuses []model.Status
 	// Degraded reports that the server's store could not answer and the
 	// Allow mode granted without counting: nothing is reserved.
 	Degraded bool
 }
 
 // Reserve reserves resource id for entity and resource, as an acquire
-// with tollgate.WithReservation does in the library: consume names the
+// with model.WithReservation does in the library: consume names the
 // reserved limits to take (1 each) and any other limits to debit with
 // them, all or nothing; a nil or empty consume takes 1 of every reserved
 // limit in effect for entity and resource, and nothing else. WithLimits
@@ -39,9 +39,9 @@ type Reserved struct {
 //
 // The same id held by the same entity and resource is the same
 // reservation (Reserved.New is false); held by another, it is an error
-// matching tollgate.ErrReservationConflict. A full reserved limit is a
-// *tollgate.RateLimitExceeded; bad input a *tollgate.ValidationError.
-func (c *Client) Reserve(ctx context.Context, entity, resource, id string, consume tollgate.Consume, opts ...AcquireOption) (Reserved, error) {
+// matching model.ErrReservationConflict. A full reserved limit is a
+// *model.RateLimitExceeded; bad input a *model.ValidationError.
+func (c *Client) Reserve(ctx context.Context, entity, resource, id string, consume model.Consume, opts ...AcquireOption) (Reserved, error) {
 	o, err := applyAcquire(opts)
 	if err != nil {
 		return Reserved{}, err
@@ -58,7 +58,7 @@ func (c *Client) Reserve(ctx context.Context, entity, resource, id string, consu
 	}
 	return Reserved{
 		Reservation: api.ToReservation(resp.Reservation), New: status == http.StatusCreated,
-		Consumed: tollgate.Consume(resp.Consumed), Statuses: api.ToStatuses(resp.Limits), Degraded: resp.Degraded,
+		Consumed: model.Consume(resp.Consumed), Statuses: api.ToStatuses(resp.Limits), Degraded: resp.Degraded,
 	}, nil
 }
 
@@ -66,7 +66,7 @@ func (c *Client) Reserve(ctx context.Context, entity, resource, id string, consu
 // tollgate.Limiter.Release does: its reserved tokens come back, what its
 // acquire consumed of rate limits stays consumed. A reservation that does
 // not exist in the client's namespace (never made, released, expired) is
-// an error matching tollgate.ErrLeaseNotFound; a caller releasing on an
+// an error matching model.ErrLeaseNotFound; a caller releasing on an
 // event, which may come twice, can treat that as done.
 func (c *Client) Release(ctx context.Context, id string) error {
 	return c.do(ctx, request{method: http.MethodDelete, path: reservationPath(id)}, nil)
@@ -74,11 +74,11 @@ func (c *Client) Release(ctx context.Context, id string) error {
 
 // Reservation returns the reservation of resource id, found by the id
 // alone; one that does not exist is an error matching
-// tollgate.ErrLeaseNotFound.
-func (c *Client) Reservation(ctx context.Context, id string) (tollgate.Reservation, error) {
+// model.ErrLeaseNotFound.
+func (c *Client) Reservation(ctx context.Context, id string) (model.Reservation, error) {
 	var r api.Reservation
 	if err := c.do(ctx, request{method: http.MethodGet, path: reservationPath(id)}, &r); err != nil {
-		return tollgate.Reservation{}, err
+		return model.Reservation{}, err
 	}
 	return api.ToReservation(r), nil
 }
@@ -87,7 +87,7 @@ func (c *Client) Reservation(ctx context.Context, id string) (tollgate.Reservati
 // resource is not empty, sorted by id: up to limit (1 to 1000) whose ids
 // follow after ("": the start), and the after of the next page ("" when
 // there is none), as tollgate.Limiter.Reservations.
-func (c *Client) Reservations(ctx context.Context, entity, resource, after string, limit int) ([]tollgate.Reservation, string, error) {
+func (c *Client) Reservations(ctx context.Context, entity, resource, after string, limit int) ([]model.Reservation, string, error) {
 	q := url.Values{"entity": {entity}, "limit": {strconv.Itoa(limit)}}
 	if resource != "" {
 		q.Set("resource", resource)
@@ -109,8 +109,8 @@ func reservationPath(id string) string { return api.Version + "/reservations/" +
 // tollgate.Limiter.Penalize does: what to do when a vendor answers 429
 // with its own retry-after. Acquires before until are denied with a
 // RetryAfter of at least until - now. The limits must be rate limits in
-// effect; until after now and at most tollgate.MaxPenalty ahead (by the
-// server's clock); else a *tollgate.ValidationError. The audit event
+// effect; until after now and at most model.MaxPenalty ahead (by the
+// server's clock); else a *model.ValidationError. The audit event
 // records the reason and the client's principal.
 func (c *Client) Penalize(ctx context.Context, entity, resource string, until time.Time, reason string, limits []string) error {
 	body := api.PenalizeRequest{Entity: entity, Resource: resource, Penalty: penalty(until, reason, limits)}
@@ -130,7 +130,7 @@ func penalty(until time.Time, reason string, limits []string) api.Penalty {
 // Penalize empties limits of the lease's entity and resource until until,
 // as Client.Penalize does; the server looks the limits up among those the
 // lease was acquired with (WithLimits or stored). Call it before ending
-// the lease: an ended lease reports tollgate.ErrLeaseClosed. A degraded
+// the lease: an ended lease reports model.ErrLeaseClosed. A degraded
 // lease, which the server knows nothing of, penalizes through
 // Client.Penalize.
 func (le *Lease) Penalize(ctx context.Context, until time.Time, reason string, limits []string) error {

@@ -3,9 +3,9 @@ package client
 import (
 	"context"
 	"errors"
+	"github.com/tollgate-rl/tollgate/model"
 	"time"
 
-	"github.com/tollgate-rl/tollgate"
 	"github.com/tollgate-rl/tollgate/internal/hold"
 )
 
@@ -27,12 +27,12 @@ const minExtendTTL = time.Second
 // between client and server). If an extension finds the lease gone (the
 // server answers that it does not know it: a reconciler took it, its
 // namespace was deleted), fn's context is cancelled with the cause
-// tollgate.ErrSlotLost (context.Cause). An extension that fails otherwise
+// model.ErrSlotLost (context.Cause). An extension that fails otherwise
 // (the network, the server's store) is tried again at the next half.
 //
 // When nothing frees up within wait, WithSlot returns the last denial: a
-// *tollgate.RateLimitExceeded.
-func (c *Client) WithSlot(ctx context.Context, entity, resource string, consume tollgate.Consume, wait time.Duration,
+// *model.RateLimitExceeded.
+func (c *Client) WithSlot(ctx context.Context, entity, resource string, consume model.Consume, wait time.Duration,
 	fn func(context.Context) error, opts ...AcquireOption) error {
 	le, err := hold.Within(ctx, wait, entity+"/"+resource,
 		func(ctx context.Context) (*Lease, error) { return c.Acquire(ctx, entity, resource, consume, opts...) },
@@ -53,6 +53,6 @@ func (c *Client) WithSlot(ctx context.Context, entity, resource string, consume 
 	} else if ttl > 0 {
 		ttl = max(ttl, minExtendTTL)
 	}
-	gone := func(err error) bool { return errors.Is(err, tollgate.ErrLeaseClosed) }
-	return hold.Slot(ctx, le, c.clock, ttl, gone, tollgate.ErrSlotLost, fn)
+	gone := func(err error) bool { return errors.Is(err, model.ErrLeaseClosed) }
+	return hold.Slot(ctx, le, c.clock, ttl, gone, model.ErrSlotLost, fn)
 }

@@ -2,17 +2,17 @@ package client
 
 import (
 	"context"
+	"github.com/tollgate-rl/tollgate/model"
 	"net/http"
 	"net/url"
 	"strconv"
 	"time"
 
-	"github.com/tollgate-rl/tollgate"
 	"github.com/tollgate-rl/tollgate/api"
 )
 
 // usageValues encodes a usage query as the server reads it.
-func usageValues(q tollgate.UsageQuery) url.Values {
+func usageValues(q model.UsageQuery) url.Values {
 	v := url.Values{}
 	set := func(k, s string) {
 		if s != "" {
@@ -37,38 +37,38 @@ func usageValues(q tollgate.UsageQuery) url.Values {
 
 // Usage lists usage snapshots like Limiter.Usage. A zero From or To takes
 // the server's default (the last 24 hours, or 30 days for daily windows).
-func (c *Client) Usage(ctx context.Context, q tollgate.UsageQuery) ([]tollgate.Usage, string, error) {
+func (c *Client) Usage(ctx context.Context, q model.UsageQuery) ([]model.Usage, string, error) {
 	var out api.UsageResponse
 	if err := c.do(ctx, request{method: http.MethodGet, path: api.Version + "/usage", query: usageValues(q)}, &out); err != nil {
 		return nil, "", err
 	}
-	us := make([]tollgate.Usage, len(out.Usage))
+	us := make([]model.Usage, len(out.Usage))
 	for i, u := range out.Usage {
-		us[i] = tollgate.Usage{Entity: u.Entity, Resource: u.Resource, Window: tollgate.Window(u.Window),
+		us[i] = model.Usage{Entity: u.Entity, Resource: u.Resource, Window: model.Window(u.Window),
 			Start: time.UnixMilli(u.StartMS).UTC(), Consumed: u.Consumed, Events: u.Events}
 	}
 	return us, out.Next, nil
 }
 
 // UsageSummary totals usage like Limiter.UsageSummary.
-func (c *Client) UsageSummary(ctx context.Context, q tollgate.UsageQuery) (tollgate.UsageSummary, error) {
+func (c *Client) UsageSummary(ctx context.Context, q model.UsageQuery) (model.UsageSummary, error) {
 	var out api.UsageSummary
 	if err := c.do(ctx, request{method: http.MethodGet, path: api.Version + "/usage/summary", query: usageValues(q)}, &out); err != nil {
-		return tollgate.UsageSummary{}, err
+		return model.UsageSummary{}, err
 	}
-	sum := tollgate.UsageSummary{Windows: out.Windows, Events: out.Events, Limits: map[string]tollgate.LimitUsage{}}
+	sum := model.UsageSummary{Windows: out.Windows, Events: out.Events, Limits: map[string]model.LimitUsage{}}
 	for name, l := range out.Limits {
-		sum.Limits[name] = tollgate.LimitUsage{Total: l.Total, Average: l.Average, Peak: l.Peak, PeakStart: time.UnixMilli(l.PeakStartMS).UTC()}
+		sum.Limits[name] = model.LimitUsage{Total: l.Total, Average: l.Average, Peak: l.Peak, PeakStart: time.UnixMilli(l.PeakStartMS).UTC()}
 	}
 	return sum, nil
 }
 
 // Capacity reports a resource's capacity and use like Limiter.Capacity.
-func (c *Client) Capacity(ctx context.Context, resource string) (tollgate.ResourceCapacity, error) {
+func (c *Client) Capacity(ctx context.Context, resource string) (model.ResourceCapacity, error) {
 	var out api.Capacity
 	q := url.Values{"resource": {resource}}
 	if err := c.do(ctx, request{method: http.MethodGet, path: api.Version + "/capacity", query: q}, &out); err != nil {
-		return tollgate.ResourceCapacity{}, err
+		return model.ResourceCapacity{}, err
 	}
 	return api.ToCapacity(out), nil
 }

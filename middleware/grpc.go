@@ -13,7 +13,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
-	"github.com/tollgate-rl/tollgate"
+	"github.com/tollgate-rl/tollgate/model"
 )
 
 // GRPCKeyFunc returns what a call to fullMethod charges (its metadata is in
@@ -27,7 +27,7 @@ type GRPCKeyFunc func(ctx context.Context, fullMethod string) (Key, error)
 // Unavailable, DataLoss, Unimplemented, DeadlineExceeded). A denied call
 // fails with ResourceExhausted and a RetryInfo detail. The RateLimit header
 // fields go out as response header metadata (ratelimit-policy, ratelimit).
-func UnaryServerInterceptor[L tollgate.Held](a tollgate.Acquirer[L], key GRPCKeyFunc, opts ...Option) grpc.UnaryServerInterceptor {
+func UnaryServerInterceptor[L model.Held](a model.Acquirer[L], key GRPCKeyFunc, opts ...Option) grpc.UnaryServerInterceptor {
 	o := newOptions(opts)
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 		le, err := acquireCall(ctx, a, key, info.FullMethod, o.log)
@@ -37,7 +37,7 @@ func UnaryServerInterceptor[L tollgate.Held](a tollgate.Acquirer[L], key GRPCKey
 		var resp any
 		var herr error
 		serve(ctx, le, o.log, func(ctx context.Context) bool {
-			resp, herr = handler(context.WithValue(ctx, leaseKey{}, tollgate.Held(le)), req)
+			resp, herr = handler(context.WithValue(ctx, leaseKey{}, model.Held(le)), req)
 			return !serverSide(herr)
 		})
 		return resp, herr
@@ -46,7 +46,7 @@ func UnaryServerInterceptor[L tollgate.Held](a tollgate.Acquirer[L], key GRPCKey
 
 // StreamServerInterceptor is UnaryServerInterceptor for streams: the
 // whole stream runs holding one lease.
-func StreamServerInterceptor[L tollgate.Held](a tollgate.Acquirer[L], key GRPCKeyFunc, opts ...Option) grpc.StreamServerInterceptor {
+func StreamServerInterceptor[L model.Held](a model.Acquirer[L], key GRPCKeyFunc, opts ...Option) grpc.StreamServerInterceptor {
 	o := newOptions(opts)
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
 		le, err := acquireCall(ss.Context(), a, key, info.FullMethod, o.log)
@@ -55,7 +55,7 @@ func StreamServerInterceptor[L tollgate.Held](a tollgate.Acquirer[L], key GRPCKe
 		}
 		var herr error
 		serve(ss.Context(), le, o.log, func(ctx context.Context) bool {
-			herr = handler(srv, &leaseStream{ServerStream: ss, ctx: context.WithValue(ctx, leaseKey{}, tollgate.Held(le))})
+			herr = handler(srv, &leaseStream{ServerStream: ss, ctx: context.WithValue(ctx, leaseKey{}, model.Held(le))})
 			return !serverSide(herr)
 		})
 		return herr
@@ -64,7 +64,7 @@ func StreamServerInterceptor[L tollgate.Held](a tollgate.Acquirer[L], key GRPCKe
 
 // acquireCall acquires for a call, setting its RateLimit metadata, or
 // returns the call's status error.
-func acquireCall[L tollgate.Held](ctx context.Context, a tollgate.Acquirer[L], key GRPCKeyFunc, method string, log *slog.Logger) (L, error) {
+func acquireCall[L model.Held](ctx context.Context, a model.Acquirer[L], key GRPCKeyFunc, method string, log *slog.Logger) (L, error) {
 	var zero L
 	k, err := key(ctx, method)
 	if err == nil && k.Entity == "" {
@@ -83,7 +83,7 @@ func acquireCall[L tollgate.Held](ctx context.Context, a tollgate.Acquirer[L], k
 
 // refusal is the status of a call that was not granted.
 func refusal(err error, log *slog.Logger) error {
-	var ex *tollgate.RateLimitExceeded
+	var ex *model.RateLimitExceeded
 	switch {
 	case errors.As(err, &ex):
 		st := status.New(codes.ResourceExhausted, ex.Error())
@@ -91,9 +91,9 @@ func refusal(err error, log *slog.Logger) error {
 			st = d
 		}
 		return st.Err()
-	case errors.Is(err, tollgate.ErrInvalid):
+	case errors.Is(err, model.ErrInvalid):
 		return status.Error(codes.InvalidArgument, err.Error())
-	case errors.Is(err, tollgate.ErrUnavailable):
+	case errors.Is(err, model.ErrUnavailable):
 		log.Warn("tollgate middleware: the limiter could not decide; refused (fail closed)", "err", err)
 		return status.Error(codes.Unavailable, "rate limiter unavailable")
 	}
@@ -115,7 +115,7 @@ func serverSide(err error) bool {
 }
 
 // rateLimitMD is the RateLimit header fields as gRPC metadata.
-func rateLimitMD(sts []tollgate.Status) metadata.MD {
+func rateLimitMD(sts []model.Status) metadata.MD {
 	h := make(map[string][]string)
 	hdr := headerMap(h)
 	setRateLimitHeaders(hdr, sts)

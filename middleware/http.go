@@ -1,6 +1,6 @@
 // Package middleware limits HTTP handlers and gRPC methods with Tollgate:
 // net/http middleware and gRPC unary and stream interceptors, over any
-// tollgate.Acquirer, so the limits are enforced in process (a
+// model.Acquirer, so the limits are enforced in process (a
 // *tollgate.Limiter) or through a tollgate serve (a *client.Client) alike.
 //
 // A key function turns each request into what it charges (an entity, a
@@ -24,16 +24,16 @@ import (
 	"strings"
 	"time"
 
-	"github.com/tollgate-rl/tollgate"
+	"github.com/tollgate-rl/tollgate/model"
 )
 
 // Key is what one request charges.
 type Key struct {
 	Entity   string
 	Resource string
-	Consume  tollgate.Consume
+	Consume  model.Consume
 	// Options go with the acquire (tollgate.WithLimits, ...).
-	Options []tollgate.AcquireOption
+	Options []model.AcquireOption
 }
 
 // KeyFunc returns what r charges. An error answers 400 (its message), and
@@ -46,8 +46,8 @@ type leaseKey struct{}
 // LeaseFrom returns the lease the request runs holding (a *tollgate.Lease
 // or a *client.Lease, as the Acquirer gave), to adjust its consumption
 // once the real cost is known; false outside the middleware.
-func LeaseFrom(ctx context.Context) (tollgate.Held, bool) {
-	l, ok := ctx.Value(leaseKey{}).(tollgate.Held)
+func LeaseFrom(ctx context.Context) (model.Held, bool) {
+	l, ok := ctx.Value(leaseKey{}).(model.Held)
 	return l, ok
 }
 
@@ -72,7 +72,7 @@ func newOptions(opts []Option) options {
 
 // HTTP returns middleware that runs each request holding a lease of a,
 // charged as key says.
-func HTTP[L tollgate.Held](a tollgate.Acquirer[L], key KeyFunc, opts ...Option) func(http.Handler) http.Handler {
+func HTTP[L model.Held](a model.Acquirer[L], key KeyFunc, opts ...Option) func(http.Handler) http.Handler {
 	o := newOptions(opts)
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -92,7 +92,7 @@ func HTTP[L tollgate.Held](a tollgate.Acquirer[L], key KeyFunc, opts ...Option) 
 			setRateLimitHeaders(w.Header(), le.Statuses())
 			rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
 			serve(r.Context(), le, o.log, func(ctx context.Context) bool {
-				next.ServeHTTP(rec, r.WithContext(context.WithValue(ctx, leaseKey{}, tollgate.Held(le))))
+				next.ServeHTTP(rec, r.WithContext(context.WithValue(ctx, leaseKey{}, model.Held(le))))
 				return rec.status < 500
 			})
 		})
@@ -103,7 +103,7 @@ func HTTP[L tollgate.Held](a tollgate.Acquirer[L], key KeyFunc, opts ...Option) 
 // Rollback when it reports failure or panics (the panic continues). The
 // endings are not cancelled with ctx: a client that went away still had
 // its request run.
-func serve[L tollgate.Held](ctx context.Context, le L, log *slog.Logger, fn func(ctx context.Context) bool) {
+func serve[L model.Held](ctx context.Context, le L, log *slog.Logger, fn func(ctx context.Context) bool) {
 	end := context.WithoutCancel(ctx)
 	ok := false
 	defer func() {
@@ -122,15 +122,15 @@ func serve[L tollgate.Held](ctx context.Context, le L, log *slog.Logger, fn func
 
 // writeRefusal answers a request that was not granted.
 func writeRefusal(w http.ResponseWriter, err error, log *slog.Logger) {
-	var ex *tollgate.RateLimitExceeded
+	var ex *model.RateLimitExceeded
 	switch {
 	case errors.As(err, &ex):
 		setRateLimitHeaders(w.Header(), ex.Statuses)
 		w.Header().Set("Retry-After", strconv.FormatInt(ceilSeconds(ex.RetryAfter), 10))
 		http.Error(w, ex.Error(), http.StatusTooManyRequests)
-	case errors.Is(err, tollgate.ErrInvalid):
+	case errors.Is(err, model.ErrInvalid):
 		http.Error(w, err.Error(), http.StatusBadRequest)
-	case errors.Is(err, tollgate.ErrUnavailable):
+	case errors.Is(err, model.ErrUnavailable):
 		log.Warn("tollgate middleware: the limiter could not decide; refused (fail closed)", "err", err)
 		http.Error(w, "rate limiter unavailable", http.StatusServiceUnavailable)
 	default:
@@ -144,7 +144,7 @@ func writeRefusal(w http.ResponseWriter, err error, log *slog.Logger) {
 // name, the most constrained first: RateLimit-Policy lists each limit's
 // quota (q), RateLimit what remains of it (r) and, when it is short, the
 // seconds until it is not (t).
-func setRateLimitHeaders(h interface{ Set(key, value string) }, sts []tollgate.Status) {
+func setRateLimitHeaders(h interface{ Set(key, value string) }, sts []model.Status) {
 	if len(sts) == 0 {
 		return
 	}

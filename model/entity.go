@@ -200,3 +200,11 @@ const (
 	// 429 with its own retry-after): who, why, until when, which limits.
 	ActionLimitPenalize = "limit.penalize"
 )
+
+// Page bounds of the listings.
+const (
+	// MaxEntityPage is the most entities one listing returns.
+	MaxEntityPage = 1000
+	// MaxAuditPage is the most audit events one listing returns.
+	MaxAuditPage = 1000
+)

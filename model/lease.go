@@ -1,8 +1,10 @@
 package model
 
 import (
+	"errors"
 	"fmt"
 	"strings"
+	"time"
 )
 
 // Errors of durable leases (docs/design/quota-broker.md), all domain errors
@@ -66,3 +68,34 @@ func ReservationLeaseID(id string) string { return ReservationPrefix + id }
 func ReservationOf(leaseID string) (string, bool) {
 	return strings.CutPrefix(leaseID, ReservationPrefix)
 }
+
+// Reservation is a reserved resource id and who holds it.
+type Reservation struct {
+	// ID is the resource id reserved (WithReservation).
+	ID       string
+	Entity   string
+	Resource string
+	// Holder names the process that reserved it.
+	Holder  string
+	Created time.Time
+	// Expires is when a reconciler releases the reservation; the zero time
+	// if it never expires (no WithLeaseExpiry).
+	Expires time.Time
+}
+
+// MaxPenalty bounds how far ahead a penalty may end: a vendor's
+// retry-after beyond a day is more likely a mistake than a wish.
+const MaxPenalty = 24 * time.Hour
+
+// Errors of waiting and of held slots; neither is a domain error of the
+// store.
+var (
+	// ErrWaitDeadline is matched by the error of Wait when the caller's
+	// deadline falls before the time its request could next be tried.
+	ErrWaitDeadline = errors.New("the deadline falls before the next try")
+	// ErrSlotLost is the cause of the context WithSlot hands its function
+	// when the lease was ended elsewhere while the function ran (a
+	// reconciler took it, its namespace was purged): the slot is no longer
+	// held.
+	ErrSlotLost = errors.New("tollgate: the slot's lease was ended elsewhere")
+)

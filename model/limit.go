@@ -6,8 +6,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/tollgate-rl/tollgate/bucket"
 )
 
 // Kind distinguishes limits that refill over time from limits on work in
@@ -54,8 +52,17 @@ func ParseKind(s string) (k Kind, ok bool) {
 // than refilled: concurrency and reserved limits.
 func (k Kind) holds() bool { return k == Concurrency || k == Reserved }
 
-// MaxTokens is the largest capacity, rate or amount, in whole tokens.
-const MaxTokens = bucket.MaxTokens / bucket.MilliPerToken
+// Bounds that keep a valid limit inside the bucket arithmetic's range
+// (package bucket: balances in millitokens up to 2^62-1, periods up to 2^45
+// ms); model states them itself so that code speaking the API need not
+// compile the arithmetic. A test holds them equal to bucket's.
+const (
+	// MaxTokens is the largest capacity, rate or amount, in whole tokens.
+	MaxTokens = (1<<62 - 1) / 1000
+	// MaxPeriodMillis is the longest refill period in milliseconds (about
+	// 1,100 years).
+	MaxPeriodMillis = 1 << 45
+)
 
 // A Limit is one named token bucket (or concurrency cap) applied to an entity
 // and resource. Amounts are whole tokens; the bucket keeps millitokens so that
@@ -143,19 +150,10 @@ func (l Limit) Validate() error {
 		return invalid(field+".refill_period", l.RefillPeriod.String(), "must be at least 1ms")
 	case l.RefillPeriod%time.Millisecond != 0:
 		return invalid(field+".refill_period", l.RefillPeriod.String(), "must be a whole number of milliseconds")
-	case l.RefillPeriod.Milliseconds() > bucket.MaxPeriod:
+	case l.RefillPeriod.Milliseconds() > MaxPeriodMillis:
 		return invalid(field+".refill_period", l.RefillPeriod.String(), "is too long")
 	}
 	return nil
-}
-
-// Params converts l to the bucket arithmetic's units. l must be valid.
-func (l Limit) Params() bucket.Params {
-	return bucket.Params{
-		Capacity: l.Capacity * bucket.MilliPerToken,
-		Amount:   l.RefillAmount * bucket.MilliPerToken,
-		Period:   l.RefillPeriod.Milliseconds(),
-	}
 }
 
 // String formats l in the text syntax that ParseLimit reads, e.g.
@@ -288,8 +286,8 @@ func parsePeriod(input, text string) (time.Duration, error) {
 	mult := int64(1)
 	if i > 0 {
 		n, err := strconv.ParseInt(text[:i], 10, 64)
-		if err != nil || n == 0 || n > bucket.MaxPeriod {
-			return 0, invalid("limit", input, fmt.Sprintf("period multiplier %q must be between 1 and %d", truncate(text[:i]), bucket.MaxPeriod))
+		if err != nil || n == 0 || n > MaxPeriodMillis {
+			return 0, invalid("limit", input, fmt.Sprintf("period multiplier %q must be between 1 and %d", truncate(text[:i]), MaxPeriodMillis))
 		}
 		mult = n
 	}

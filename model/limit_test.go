@@ -215,42 +215,31 @@ func TestLimitStringCanonical(t *testing.T) {
 
 func TestConstructors(t *testing.T) {
 	tests := []struct {
-		name   string
-		got    model.Limit
-		want   model.Limit
-		params bucket.Params
+		name string
+		got  model.Limit
+		want model.Limit
 	}{
 		{"PerSecond", model.PerSecond("rps", 50),
-			model.Limit{Name: "rps", Kind: model.Rate, Capacity: 50, RefillAmount: 50, RefillPeriod: time.Second},
-			bucket.Params{Capacity: 50000, Amount: 50000, Period: 1000}},
+			model.Limit{Name: "rps", Kind: model.Rate, Capacity: 50, RefillAmount: 50, RefillPeriod: time.Second}},
 		{"PerMinute", model.PerMinute("rpm", 100),
-			model.Limit{Name: "rpm", Kind: model.Rate, Capacity: 100, RefillAmount: 100, RefillPeriod: time.Minute},
-			bucket.Params{Capacity: 100000, Amount: 100000, Period: 60000}},
+			model.Limit{Name: "rpm", Kind: model.Rate, Capacity: 100, RefillAmount: 100, RefillPeriod: time.Minute}},
 		{"PerHour", model.PerHour("tph", 100000),
-			model.Limit{Name: "tph", Kind: model.Rate, Capacity: 100000, RefillAmount: 100000, RefillPeriod: time.Hour},
-			bucket.Params{Capacity: 100000000, Amount: 100000000, Period: 3600000}},
+			model.Limit{Name: "tph", Kind: model.Rate, Capacity: 100000, RefillAmount: 100000, RefillPeriod: time.Hour}},
 		{"PerDay", model.PerDay("tpd", 1),
-			model.Limit{Name: "tpd", Kind: model.Rate, Capacity: 1, RefillAmount: 1, RefillPeriod: day},
-			bucket.Params{Capacity: 1000, Amount: 1000, Period: 86400000}},
+			model.Limit{Name: "tpd", Kind: model.Rate, Capacity: 1, RefillAmount: 1, RefillPeriod: day}},
 		{"RateLimit", model.RateLimit("x", 5, 250*time.Millisecond),
-			model.Limit{Name: "x", Kind: model.Rate, Capacity: 5, RefillAmount: 5, RefillPeriod: 250 * time.Millisecond},
-			bucket.Params{Capacity: 5000, Amount: 5000, Period: 250}},
+			model.Limit{Name: "x", Kind: model.Rate, Capacity: 5, RefillAmount: 5, RefillPeriod: 250 * time.Millisecond}},
 		{"ConcurrencyLimit", model.ConcurrencyLimit("inflight", 10),
-			model.Limit{Name: "inflight", Kind: model.Concurrency, Capacity: 10},
-			bucket.Params{Capacity: 10000, Amount: 0, Period: 0}},
+			model.Limit{Name: "inflight", Kind: model.Concurrency, Capacity: 10}},
 		// A reserved limit is a concurrency limit to the buckets.
 		{"ReservedLimit", model.ReservedLimit("gpus", 2),
-			model.Limit{Name: "gpus", Kind: model.Reserved, Capacity: 2},
-			bucket.Params{Capacity: 2000, Amount: 0, Period: 0}},
+			model.Limit{Name: "gpus", Kind: model.Reserved, Capacity: 2}},
 		{"WithBurst above rate", model.PerMinute("tpm", 10000).WithBurst(15000),
-			model.Limit{Name: "tpm", Kind: model.Rate, Capacity: 15000, RefillAmount: 10000, RefillPeriod: time.Minute},
-			bucket.Params{Capacity: 15000000, Amount: 10000000, Period: 60000}},
+			model.Limit{Name: "tpm", Kind: model.Rate, Capacity: 15000, RefillAmount: 10000, RefillPeriod: time.Minute}},
 		{"WithBurst below rate", model.PerSecond("r", 10).WithBurst(1),
-			model.Limit{Name: "r", Kind: model.Rate, Capacity: 1, RefillAmount: 10, RefillPeriod: time.Second},
-			bucket.Params{Capacity: 1000, Amount: 10000, Period: 1000}},
+			model.Limit{Name: "r", Kind: model.Rate, Capacity: 1, RefillAmount: 10, RefillPeriod: time.Second}},
 		{"MaxTokens", model.PerMinute("r", model.MaxTokens),
-			model.Limit{Name: "r", Kind: model.Rate, Capacity: model.MaxTokens, RefillAmount: model.MaxTokens, RefillPeriod: time.Minute},
-			bucket.Params{Capacity: model.MaxTokens * 1000, Amount: model.MaxTokens * 1000, Period: 60000}},
+			model.Limit{Name: "r", Kind: model.Rate, Capacity: model.MaxTokens, RefillAmount: model.MaxTokens, RefillPeriod: time.Minute}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -259,13 +248,6 @@ func TestConstructors(t *testing.T) {
 			}
 			if err := tt.got.Validate(); err != nil {
 				t.Errorf("Validate: %v", err)
-			}
-			p := tt.got.Params()
-			if p != tt.params {
-				t.Errorf("Params() = %+v, want %+v", p, tt.params)
-			}
-			if err := p.Validate(); err != nil {
-				t.Errorf("Params().Validate(): %v", err)
 			}
 		})
 	}
@@ -441,5 +423,16 @@ func TestReservationLeaseID(t *testing.T) {
 	}
 	if _, ok := model.ReservationOf("0123456789abcdef0123456789abcdef"); ok {
 		t.Error("a lease id the limiter makes is taken for a reservation's")
+	}
+}
+
+// model states the bucket arithmetic's bounds itself (so that the API does
+// not compile it); they must stay the arithmetic's.
+func TestBoundsAreTheBucketArithmetics(t *testing.T) {
+	if model.MaxTokens != bucket.MaxTokens/bucket.MilliPerToken {
+		t.Errorf("MaxTokens = %d, bucket allows %d", model.MaxTokens, bucket.MaxTokens/bucket.MilliPerToken)
+	}
+	if model.MaxPeriodMillis != bucket.MaxPeriod {
+		t.Errorf("MaxPeriodMillis = %d, bucket allows %d", model.MaxPeriodMillis, bucket.MaxPeriod)
 	}
 }

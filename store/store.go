@@ -351,7 +351,7 @@ func ValidateBucketPage(resource string, limit int) error {
 }
 
 // MaxEntityPage bounds one page of ListEntities.
-const MaxEntityPage = 1000
+const MaxEntityPage = model.MaxEntityPage
 
 // MaxConfigPage bounds one page of ListConfigs.
 const MaxConfigPage = 1000

@@ -6,7 +6,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/tollgate-rl/tollgate/model"
 )
@@ -61,36 +60,16 @@ type ChangeFeeder interface {
 }
 
 // MaxUsagePage bounds one page of ListUsage.
-const MaxUsagePage = 1000
+const MaxUsagePage = model.MaxUsagePage
 
-// Window is the length of a usage snapshot's window.
-type Window string
+// Window is the length of a usage snapshot's window. See model.Window.
+type Window = model.Window
 
 // Windows.
 const (
-	Hourly Window = "hour"
-	Daily  Window = "day"
+	Hourly = model.Hourly
+	Daily  = model.Daily
 )
-
-// Duration is the window's length.
-func (w Window) Duration() time.Duration {
-	if w == Daily {
-		return 24 * time.Hour
-	}
-	return time.Hour
-}
-
-// Start returns the start of the window holding t (UTC), in Unix ms.
-func (w Window) Start(t int64) int64 {
-	d := w.Duration().Milliseconds()
-	if t < 0 {
-		return (t - d + 1) / d * d
-	}
-	return t / d * d
-}
-
-// Valid reports whether w is a known window.
-func (w Window) Valid() bool { return w == Hourly || w == Daily }
 
 // UsageKey names one snapshot.
 type UsageKey struct {

@@ -20,18 +20,18 @@ package waitq
 import (
 	"container/heap"
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"time"
 
 	"github.com/tollgate-rl/tollgate/clock"
+	"github.com/tollgate-rl/tollgate/model"
 )
 
 // ErrDeadline is matched by the error of a caller whose deadline falls
 // before the next time its line can try: waiting could not help. The error
 // also matches the last refusal, whatever it is (a *RateLimitExceeded).
-var ErrDeadline = errors.New("the deadline falls before the next try")
+var ErrDeadline = model.ErrWaitDeadline
 
 // Try makes one attempt for a caller. A refusal that waiting may cure is
 // (zero, retryAfter > 0, the refusal). Any other error (retryAfter 0) ends

@@ -127,7 +127,7 @@ func TestBucketTTLConcurrency(t *testing.T) {
 	const grace = 60_000
 	s := newTable(t, WithBucketTTL(grace*time.Millisecond))
 	rpm := bucket.Params{Capacity: 60_000, Amount: 1_000, Period: 1_000}
-	inflight := model.ConcurrencyLimit("inflight", 2).Params()
+	inflight := bucket.Params{Capacity: 2_000}
 	req := func(k store.BucketKey, rate, slots int64) store.BucketRequest {
 		return store.BucketRequest{Key: k, Limits: []store.LimitRequest{
 			{Name: "rpm", Params: rpm, Check: true, Amount: rate},
@@ -273,7 +273,7 @@ func TestBucketEntityAttributes(t *testing.T) {
 	// An item written before its entity was known is described by the
 	// next write.
 	k := store.BucketKey{Entity: "late", Resource: "api"}
-	p := model.PerMinute("rpm", 100).Params()
+	p := bucket.Params{Capacity: 100_000, Amount: 100_000, Period: 60_000} // 100/min
 	br := store.BucketRequest{Key: k, Limits: []store.LimitRequest{{Name: "rpm", Params: p, Check: true, Amount: 1_000}}}
 	grant(t, s, ttlT0, br)
 	br.Entity = &model.Entity{ID: "late", ParentID: "org", Cascade: true}
