@@ -6,16 +6,15 @@ import ssl
 import time
 import urllib.parse
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, TypeVar, Union
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, TypeVar, Union
 
 from . import errors as E
 from ._http import Query, Transport, seg
 from ._util import Duration, consume_body, limits_list, namespace, penalty_body, seconds, ttl_ms, unix_ms_ceil
 from ._util import on_unavailable as _mode
+from ._decorator import arg, rate_limit
 from .lease import Lease
 
-if TYPE_CHECKING:
-    from ._decorator import arg
 from .types import (
     AuditEvent,
     Capacity,
@@ -650,8 +649,6 @@ class Client:
         if the function raises. entity, resource and consume may each be a
         value, a callable of the function's arguments, or tollgate.arg(NAME)
         naming one of them. See :func:`tollgate.rate_limit`."""
-        from ._decorator import rate_limit
-
         return rate_limit(self, entity=entity, resource=resource, consume=consume, wait=wait,
                           limits=limits, on_unavailable=on_unavailable, lease_ttl=lease_ttl)
 
