@@ -3,17 +3,13 @@ package embedded
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"maps"
 	"slices"
-	"strconv"
-	"strings"
 
 	bolt "go.etcd.io/bbolt"
 
-	"github.com/tollgate-rl/tollgate/model"
 	"github.com/tollgate-rl/tollgate/store"
 )
 
@@ -82,112 +78,6 @@ func usageBucketsForWrite(nsb *bolt.Bucket) (usageBuckets, error) {
 		bs[i] = b
 	}
 	return usageBuckets{bs[0], bs[1], bs[2]}, nil
-}
-
-// checkUsageKey is UsageKey.Validate plus what this backend's keys need:
-// names that fit in a bbolt key, and no '#', which separates a name from
-// the start in keys and cursors (the contract's cursors assume it too; the
-// limiter's identifiers never hold one). A listing seeks past a resource's
-// snapshots by its name + "#", which a resource named with one could break.
-func checkUsageKey(k store.UsageKey) error {
-	if err := k.Validate(); err != nil {
-		return err
-	}
-	switch {
-	case len(k.Entity)+len(k.Resource) > maxUsageNames:
-		return model.Invalid("entity", k.Entity+"/"+k.Resource, fmt.Sprintf("entity and resource longer than %d bytes together", maxUsageNames))
-	case strings.Contains(k.Entity, "#"):
-		return model.Invalid("entity", k.Entity, `must not contain "#"`)
-	case strings.Contains(k.Resource, "#"):
-		return model.Invalid("resource", k.Resource, `must not contain "#"`)
-	}
-	return nil
-}
-
-// appendStart appends a window start as the contract's cursors write it.
-func appendStart(dst []byte, start int64) []byte {
-	return fmt.Appendf(dst, "%020d", start)
-}
-
-// startLen is the length of appendStart's output for every int64.
-const startLen = 20
-
-// entityWindowPrefix starts the usage keys of an entity's snapshots of one
-// window type.
-func entityWindowPrefix(entity string, w store.Window) []byte {
-	return appendLP(appendLP(nil, entity), string(w))
-}
-
-// resourceWindowPrefix starts the index keys of a resource's snapshots of
-// one window type.
-func resourceWindowPrefix(resource string, w store.Window) []byte {
-	return appendLP(appendLP(nil, resource), string(w))
-}
-
-// usageKey is the key of a snapshot's record in usage.
-func usageKey(k store.UsageKey) []byte {
-	b := append(entityWindowPrefix(k.Entity, k.Window), k.Resource...)
-	return appendStart(append(b, '#'), k.Start)
-}
-
-// byResKey is the key of a snapshot in usage-by-resource.
-func byResKey(k store.UsageKey) []byte {
-	b := appendStart(resourceWindowPrefix(k.Resource, k.Window), k.Start)
-	return append(append(b, '#'), k.Entity...)
-}
-
-// expiryKey is the key of a snapshot in usage-expiry: expires big-endian
-// with the sign bit flipped, so keys sort by expiry, then the usage key.
-func expiryKey(expires int64, uk []byte) []byte {
-	b := binary.BigEndian.AppendUint64(make([]byte, 0, 8+len(uk)), uint64(expires)^1<<63)
-	return append(b, uk...)
-}
-
-// splitExpiryKey decodes an expiryKey.
-func splitExpiryKey(k []byte) (expires int64, uk []byte, ok bool) {
-	if len(k) <= 8 {
-		return 0, nil, false
-	}
-	return int64(binary.BigEndian.Uint64(k) ^ 1<<63), k[8:], true
-}
-
-// parseStart decodes appendStart's output.
-func parseStart(b []byte) (int64, bool) {
-	if len(b) != startLen {
-		return 0, false
-	}
-	v, err := strconv.ParseInt(string(b), 10, 64)
-	return v, err == nil
-}
-
-// splitNameStart decodes name + "#" + start, the tail of a usage key.
-func splitNameStart(b []byte) (string, int64, bool) {
-	n := len(b) - startLen - 1
-	if n < 1 || b[n] != '#' {
-		return "", 0, false
-	}
-	start, ok := parseStart(b[n+1:])
-	return string(b[:n]), start, ok
-}
-
-// splitStartName decodes start + "#" + name, the tail of an index key.
-func splitStartName(b []byte) (int64, string, bool) {
-	if len(b) < startLen+2 || b[startLen] != '#' {
-		return 0, "", false
-	}
-	start, ok := parseStart(b[:startLen])
-	return start, string(b[startLen+1:]), ok
-}
-
-// parseUsageKey decodes a usage key.
-func parseUsageKey(b []byte) (store.UsageKey, bool) {
-	d := decoder{b: b}
-	entity, window := d.string(), d.string()
-	if d.bad {
-		return store.UsageKey{}, false
-	}
-	resource, start, ok := splitNameStart(d.b)
-	return store.UsageKey{Entity: entity, Resource: resource, Window: store.Window(window), Start: start}, ok
 }
 
 // AddUsage implements store.UsageStore. All increments of a call are
@@ -528,82 +418,4 @@ func (l *usageLister) byResource() error {
 		}
 	}
 	return nil
-}
-
-// usageRec is a stored snapshot. Its record is binary:
-//
-//	version byte (1), varint events, varint expires,
-//	uvarint count, then per limit lp(name), varint consumed,
-//	uvarint count, then per source lp(source), lp(last seq applied)
-//
-// with limits and sources sorted, so that equal snapshots encode equally.
-type usageRec struct {
-	consumed map[string]int64
-	events   int64
-	expires  int64
-	applied  map[string]string // source -> last Seq applied
-}
-
-const usageRecordVersion = 1
-
-// apply adds in to r unless r applied a Seq of in.Source at least as
-// great already, and reports whether it did.
-func (r *usageRec) apply(in *store.UsageIncrement) bool {
-	if last, ok := r.applied[in.Source]; ok && in.Seq <= last {
-		return false
-	}
-	r.applied[in.Source] = in.Seq
-	for limit, n := range in.Consumed {
-		r.consumed[limit] += n
-	}
-	r.events += in.Events
-	r.expires = max(r.expires, in.Expires)
-	return true
-}
-
-// appendUsageRec appends the encoding of r to dst.
-func appendUsageRec(dst []byte, r *usageRec) []byte {
-	dst = append(dst, usageRecordVersion)
-	dst = binary.AppendVarint(dst, r.events)
-	dst = binary.AppendVarint(dst, r.expires)
-	dst = binary.AppendUvarint(dst, uint64(len(r.consumed)))
-	for _, name := range slices.Sorted(maps.Keys(r.consumed)) {
-		dst = binary.AppendVarint(appendLP(dst, name), r.consumed[name])
-	}
-	dst = binary.AppendUvarint(dst, uint64(len(r.applied)))
-	for _, src := range slices.Sorted(maps.Keys(r.applied)) {
-		dst = appendLP(appendLP(dst, src), r.applied[src])
-	}
-	return dst
-}
-
-// decodeUsageRec decodes what appendUsageRec wrote.
-func decodeUsageRec(b []byte) (*usageRec, error) {
-	d := decoder{b: b}
-	if d.byte() != usageRecordVersion {
-		return nil, errCorruptUsage
-	}
-	r := &usageRec{events: d.varint(), expires: d.varint()}
-	n := d.uvarint()
-	if n > uint64(len(d.b)) { // each limit takes more than a byte
-		return nil, errCorruptUsage
-	}
-	r.consumed = make(map[string]int64, n)
-	for range n {
-		name := d.string()
-		r.consumed[name] = d.varint()
-	}
-	n = d.uvarint()
-	if n > uint64(len(d.b)) {
-		return nil, errCorruptUsage
-	}
-	r.applied = make(map[string]string, n)
-	for range n {
-		src := d.string()
-		r.applied[src] = d.string()
-	}
-	if d.bad || len(d.b) != 0 {
-		return nil, errCorruptUsage
-	}
-	return r, nil
 }
