@@ -15,7 +15,6 @@ const state = {
   selected: "",
   resource: "",
   usageWhat: "",
-  names: new Map(), // "entity\0resource" -> limit names, for retry-after
   timer: 0,
   polling: false,
 };
@@ -172,18 +171,20 @@ async function refreshBuckets() {
     view.buckets([], "Name a resource to see the buckets.");
     return;
   }
-  const key = entity + "\0" + resource;
   try {
-    let names = state.names.get(key);
-    if (!names) {
-      const plain = await get("/v1/available", { entity, resource });
-      names = [...new Set(plain.limits.map((s) => s.limit))];
-      state.names.set(key, names);
-    }
-    // Asking for one unit of each limit makes each status say how long
-    // until that unit is there (its retry-after).
-    const r = await get("/v1/available", { entity, resource, consume: names.map((n) => `${n}:1`) });
+    const r = await get("/v1/available", { entity, resource });
+    // A status says how much is there, not how long until more is: ask,
+    // per limit that some bucket has run out of, how long until one unit
+    // of it could be acquired (its retry-after).
+    const out = r.limits.filter((s) => s.available < 1).map((s) => s.limit);
+    const waits = new Map(await Promise.all([...new Set(out)].map(async (name) => {
+      const w = await get("/v1/available", { entity, resource, consume: `${name}:1` });
+      return [name, w.retry_after_ms || 0];
+    })));
     if (entity !== state.selected || resource !== state.resource) return; // moved on meanwhile
+    for (const s of r.limits) {
+      if (s.available < 1) s.retry_after_ms = Math.max(s.retry_after_ms || 0, waits.get(s.limit) || 0);
+    }
     view.buckets(r.limits, r.limits.length ? "" : "No limits apply to this entity and resource.");
   } catch (err) {
     if (err instanceof APIError && (err.status === 401 || err.status === 403)) status(err);
@@ -231,13 +232,11 @@ function wire() {
   });
   $("logout").addEventListener("click", () => signOut());
   $("refresh").addEventListener("click", () => {
-    state.names.clear();
     loadAll();
   });
   $("ns").addEventListener("change", () => {
     session.namespace = $("ns").value;
     state.selected = "";
-    state.names.clear();
     loadAll();
   });
   $("resource-form").addEventListener("submit", (ev) => {
