@@ -183,7 +183,7 @@ func TestDashboardInBrowser(t *testing.T) {
 	// screenshot of the page as it was, for the log.
 	step := func(what string, actions ...chromedp.Action[chromedp.Void]) {
 		t.Helper()
-		ctx, cancel := context.WithTimeout(tab, 20*time.Second)
+		ctx, cancel := context.WithTimeout(tab, 30*time.Second)
 		defer cancel()
 		if err := chromedp.Do(ctx, actions...); err != nil {
 			saveScreenshot(t, tab, shot)
