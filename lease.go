@@ -303,6 +303,12 @@ func (le *Lease) Consumed() Consume {
 		return nil
 	}
 	defer d.mu.Unlock()
+	return d.consumed()
+}
+
+// consumed is what d's lease holds, whole tokens per limit, pending
+// adjustments included.
+func (d *leaseData) consumed() Consume {
 	out := make(Consume)
 	for _, b := range d.req.Buckets {
 		for _, lr := range b.Limits {

@@ -99,3 +99,20 @@ var (
 	// held.
 	ErrSlotLost = errors.New("tollgate: the slot's lease was ended elsewhere")
 )
+
+// LeaseInfo describes an open durable lease as its record has it, for
+// listings (reservations are listed as Reservation).
+type LeaseInfo struct {
+	ID       string
+	Entity   string
+	Resource string
+	// Holder names the process that acquired it.
+	Holder  string
+	Created time.Time
+	// Expires is when a reconciler ends the lease unless it is extended;
+	// the zero time if it never expires.
+	Expires time.Time
+	// Consumed is what the lease holds, whole tokens per limit, pending
+	// adjustments included, as the lease's Consumed reports it.
+	Consumed Consume
+}

@@ -19,6 +19,7 @@ func (s *Server) routes() {
 	s.mux = http.NewServeMux()
 	v := api.Version
 	s.handle("POST "+v+"/acquire", forAcquire, s.acquire)
+	s.handle("GET "+v+"/leases", forAvailable, s.listLeases)
 	s.handle("GET "+v+"/leases/{id}", forAcquire, s.getLease)
 	s.handle("POST "+v+"/leases/{id}/adjust", forAcquire, s.adjust)
 	s.handle("POST "+v+"/leases/{id}/extend", forAcquire, s.extend)

@@ -12,6 +12,7 @@ import (
 	"github.com/tollgate-rl/tollgate"
 	"github.com/tollgate-rl/tollgate/api"
 	"github.com/tollgate-rl/tollgate/model"
+	"github.com/tollgate-rl/tollgate/store"
 )
 
 // The lease routes hold nothing between requests: each resumes the lease
@@ -108,6 +109,29 @@ func openResponse(id string, le *tollgate.Lease) api.LeaseResponse {
 func degradedResponse(id, state string) api.LeaseResponse {
 	return api.LeaseResponse{LeaseID: id, Consumed: map[string]int64{}, State: state}
 }
+
+// listLeases lists the open durable leases of the namespace, of an entity
+// (and resource) if the query names one, a page at a time.
+func (s *Server) listLeases(w http.ResponseWriter, r *http.Request, c *call) error {
+	q := r.URL.Query()
+	limit, err := pageLimit(q, defaultLeasePage, store.MaxLeasePage)
+	if err != nil {
+		return err
+	}
+	lim, err := c.limiter()
+	if err != nil {
+		return err
+	}
+	ls, next, err := lim.Leases(r.Context(), q.Get("entity"), q.Get("resource"), q.Get("after"), limit)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, api.LeasesResponse{Leases: api.FromLeaseInfos(ls), Next: next})
+	return nil
+}
+
+// defaultLeasePage is the page of GET /v1/leases without limit.
+const defaultLeasePage = 100
 
 func (s *Server) getLease(w http.ResponseWriter, r *http.Request, c *call) error {
 	id := r.PathValue("id")

@@ -120,3 +120,26 @@ func TestNamespaceChangesReachLimitersInUse(t *testing.T) {
 		}
 	}
 }
+
+// GET /v1/leases lists the leases of the caller's namespace only, with
+// what each holds.
+func TestListLeasesOfTheNamespace(t *testing.T) {
+	e := newEnv(t)
+	e.want(http.StatusCreated, "POST", "/v1/namespaces", api.Namespace{Name: "team-b"}, nil)
+	slot := map[string]any{"entity": "k", "resource": "jobs", "consume": map[string]int64{"slots": 1},
+		"limits": []string{"slots:2/concurrent"}}
+	var a api.AcquireResponse
+	e.want(http.StatusOK, "POST", "/v1/acquire", slot, &a)
+	var page api.LeasesResponse
+	e.want(http.StatusOK, "GET", "/v1/leases?entity=k", nil, &page)
+	if len(page.Leases) != 1 || page.Leases[0].LeaseID != a.LeaseID || page.Leases[0].Consumed["slots"] != 1 ||
+		page.Leases[0].ExpiresAtMS == 0 || page.Next != "" {
+		t.Fatalf("default namespace: %+v, want the one lease", page)
+	}
+	e.hdr.Set(api.NamespaceHeader, "team-b")
+	page = api.LeasesResponse{}
+	e.want(http.StatusOK, "GET", "/v1/leases", nil, &page)
+	if page.Leases == nil || len(page.Leases) != 0 {
+		t.Fatalf("team-b: %+v, want an empty list (not null)", page)
+	}
+}

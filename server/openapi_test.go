@@ -491,6 +491,9 @@ func TestOpenAPILiveAnswers(t *testing.T) {
 		// A lease's life.
 		{method: "POST", path: "/v1/acquire", body: `{"entity":"key-1","resource":"openai/gpt-4o","consume":{"rpm":1,"tpm":500}}`, status: 200, capture: []string{"lease_id"}},
 		{method: "GET", path: "/v1/leases/{lease_id}", status: 200},
+		{method: "GET", path: "/v1/leases?entity=key-1&resource=openai/gpt-4o", status: 200, contains: `"leases":[{"lease_id":`},
+		{method: "GET", path: "/v1/leases?limit=1", status: 200},
+		{method: "GET", path: "/v1/leases?resource=openai/gpt-4o", status: 400, contains: `"field":"resource"`},
 		{method: "POST", path: "/v1/leases/{lease_id}/adjust", body: `{"consume":{"tpm":700}}`, status: 200},
 		{method: "POST", path: "/v1/leases/{lease_id}/extend", body: `{"ttl_ms":600000}`, status: 200},
 		{method: "POST", path: "/v1/leases/{lease_id}/penalize", body: `{"retry_after_ms":1000,"limits":["tpm"],"reason":"vendor 429"}`, status: 204},
