@@ -35,6 +35,9 @@ With --namespace-id (the id, from tollgate namespace show NAME; repeat for
 several), acquire and admin reach only those namespaces' items
 (dynamodb:LeadingKeys on the keys' prefix) and may read the registry
 partition. docs/operations.md, "IAM".`,
+		Example: `  tollgate iam policy --persona acquire --namespace-id 3f9a0c1d2e4b5a67 --table arn:aws:dynamodb:eu-west-1:123456789012:table/tollgate
+  tollgate iam policy --persona admin --table arn:aws:dynamodb:eu-west-1:123456789012:table/tollgate > operator.json
+  tollgate iam policy --persona worker --table arn:aws:dynamodb:eu-west-1:123456789012:table/tollgate`,
 		Args: cobra.NoArgs,
 		RunE: func(_ *cobra.Command, _ []string) error {
 			p := deploy.Persona(persona)
@@ -52,6 +55,8 @@ partition. docs/operations.md, "IAM".`,
 tables (the admin persona confined to those namespaces, which includes the
 acquire persona). Set it as the PermissionsBoundary of the roles a tenant
 team may create.`,
+		Example: `  tollgate iam boundary --namespace-id 3f9a0c1d2e4b5a67 --table arn:aws:dynamodb:eu-west-1:123456789012:table/tollgate > boundary.json
+  aws iam create-policy --policy-name tollgate-acme-boundary --policy-document file://boundary.json`,
 		Args: cobra.NoArgs,
 		RunE: func(_ *cobra.Command, _ []string) error {
 			return printPolicy(g, func() (deploy.Document, error) { return deploy.BoundaryDocument(opts) })
