@@ -204,7 +204,7 @@ func refuseUnknownSubcommands(cmd *cobra.Command) {
 var commands = []func(*globals) *cobra.Command{
 	newServeCmd, newAcquireCmd, newAvailableCmd,
 	newEntityCmd, newLimitsCmd, newReservationsCmd, newPenalizeCmd, newEventsCmd, newNamespaceCmd, newAuditCmd, newUsageCmd, newCapacityCmd, newKeysCmd,
-	newDeployCmd, newStatusCmd, newDestroyCmd, newLocalCmd, newBenchCmd, newAggregatorCmd, newReconcileCmd,
+	newDeployCmd, newStatusCmd, newDestroyCmd, newIAMCmd, newLocalCmd, newBenchCmd, newAggregatorCmd, newReconcileCmd,
 	newVersionCmd,
 }
 

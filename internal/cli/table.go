@@ -31,18 +31,35 @@ func (g *globals) dynamoStore(ctx context.Context) (*dynamodb.Store, error) {
 }
 
 func newDeployCmd(g *globals) *cobra.Command {
-	return &cobra.Command{
+	var sf stackFlags
+	cmd := &cobra.Command{
 		Use:   "deploy",
-		Short: "Create the DynamoDB table (keys, indexes, stream, TTL, on-demand billing)",
+		Short: "Create the DynamoDB table, or print or deploy the CloudFormation stack of Tollgate on AWS",
 		Long: `Create the DynamoDB table named by --store and wait until it is active.
-An existing table with the right schema is left as it is. A table of schema
-1 (Tollgate before bucket items held full ticks) is upgraded in place; stop
-every process of the older version first, as it cannot read the buckets
-this version writes (they are converted as they are next written).`,
+An existing table with the right schema is left as it is; one created
+by other tools (the CloudFormation stack) without Tollgate's schema version
+record is checked and initialised. A table of schema 1 (Tollgate before
+bucket items held full ticks) is upgraded in place; stop every process of
+the older version first, as it cannot read the buckets this version writes
+(they are converted as they are next written).
+
+--emit cloudformation prints the template of the whole deployment (table,
+aggregator and reconciler Lambda functions, alarms, IAM policies), with
+the parameter flags as its defaults; --stack NAME creates or updates that
+stack through the CloudFormation API, then initialises its table.
+docs/operations.md describes both.`,
 		Example: `  tollgate deploy --store 'dynamodb://tollgate?region=eu-west-1'
-  tollgate deploy --store 'dynamodb://tollgate?endpoint=http://127.0.0.1:8000'`,
+  tollgate deploy --store 'dynamodb://tollgate?endpoint=http://127.0.0.1:8000'
+  tollgate deploy --emit cloudformation --lambda-code-s3-bucket my-artifacts --alarm-email oncall@example.com > tollgate.json
+  tollgate deploy --stack tollgate --region eu-west-1 --lambda-code-s3-bucket my-artifacts --namespace-id 3f9a0c1d2e4b5a67`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if on, err := sf.cloudFormation(cmd); err != nil || on {
+				if err != nil {
+					return err
+				}
+				return sf.runCloudFormation(cmd, g)
+			}
 			ctx := cmd.Context()
 			st, err := g.dynamoStore(ctx)
 			if err != nil {
@@ -55,6 +72,8 @@ this version writes (they are converted as they are next written).`,
 				return nil
 			case errors.Is(err, dynamodb.ErrSchemaUpgradable):
 				verb = "upgraded"
+			case errors.Is(err, dynamodb.ErrSchemaMismatch) && unversioned(ctx, st):
+				verb = "initialised" // made by CloudFormation: CreateTable checks its layout first
 			case !errors.Is(err, dynamodb.ErrTableNotFound):
 				return err
 			}
@@ -65,6 +84,16 @@ this version writes (they are converted as they are next written).`,
 			return nil
 		},
 	}
+	addStackFlags(cmd, &sf)
+	return cmd
+}
+
+// unversioned reports whether the table has no schema version record: a
+// table made by another tool (the CloudFormation template), which
+// CreateTable initialises after checking its layout.
+func unversioned(ctx context.Context, st *dynamodb.Store) bool {
+	d, err := st.DescribeTable(ctx)
+	return err == nil && d.SchemaVersion == 0
 }
 
 func newDestroyCmd(g *globals) *cobra.Command {

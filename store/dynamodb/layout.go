@@ -1,0 +1,53 @@
+package dynamodb
+
+import (
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+)
+
+// This file exports the few facts of the table's layout that tools outside
+// the backend need to build infrastructure around it (package deploy: the
+// CloudFormation template and the IAM policies). docs/dynamodb.md 2 and 7.
+
+// NamespaceKeyPrefix is the prefix of every partition key the backend
+// writes for the items of namespace id: the table's PK and the partition
+// keys of GSI1, GSI2 and GSI3 all start with it (GSI4's is
+// NamespaceIndexKey). An IAM condition on dynamodb:LeadingKeys with
+// NamespaceKeyPrefix(id)+"*" confines a principal to that namespace.
+func NamespaceKeyPrefix(id string) string { return id + "/" }
+
+// NamespaceIndexKey is the partition key, in GSI4, of every item of
+// namespace id: the bare id (PurgeNamespace, ListEntities and ListConfigs
+// query it).
+func NamespaceIndexKey(id string) string { return id }
+
+// RegistryPartitionKey is the partition key of the reserved partition
+// outside every namespace: the namespace registry, the schema version and
+// the stream consumer's checkpoint and lease items. Every process reads it
+// (a namespace's name is resolved to its id there); only administrators
+// and the aggregator write it.
+func RegistryPartitionKey() string { return registryPK() }
+
+// TTLAttribute is the attribute DynamoDB's time to live must be enabled on
+// (Unix seconds): idle buckets, usage snapshots and the aggregator's shard
+// leases carry it.
+const TTLAttribute = attrTTL
+
+// IndexNames are the names of the table's global secondary indexes, in
+// order (GSI1 to GSI4).
+func IndexNames() []string {
+	out := make([]string, len(indexes))
+	for i, ix := range indexes {
+		out[i] = ix.name
+	}
+	return out
+}
+
+// TableDefinition is the CreateTable request that Store.CreateTable sends
+// for a table named table (with its stream): keys, attribute definitions,
+// the four indexes and their projections, on-demand billing. CheckTable
+// accepts a table created from it, by whatever tool, as long as it keeps
+// the keys, indexes, projections and stream (billing mode, capacity,
+// encryption and TTL settings are not checked).
+func TableDefinition(table string) *dynamodb.CreateTableInput {
+	return (&Store{table: table}).createTableInput()
+}

@@ -1,0 +1,94 @@
+package dynamodb
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/tollgate-rl/tollgate/model"
+	"github.com/tollgate-rl/tollgate/store"
+	"github.com/tollgate-rl/tollgate/store/dynamodb/internal/schema"
+)
+
+// TestNamespaceKeyPrefix checks the exported layout facts (layout.go)
+// against the key functions and encoders the backend writes items with:
+// every partition key of a namespace's items, in the table and in GSI1 to
+// GSI3, starts with NamespaceKeyPrefix, and GSI4's is NamespaceIndexKey.
+// The IAM policies of package deploy rely on it (dynamodb:LeadingKeys).
+func TestNamespaceKeyPrefix(t *testing.T) {
+	const ns = "3f9a0c1d2e4b5a67"
+	prefix := NamespaceKeyPrefix(ns)
+	bk := store.BucketKey{Entity: "key-1", Resource: "openai/gpt-4o"}
+	keys := map[string]string{
+		"entityPK":         entityPK(ns, "key-1"),
+		"resourcePK":       resourcePK(ns, "openai/gpt-4o"),
+		"systemPK":         systemPK(ns),
+		"auditPK":          auditPK(ns, "key-1"),
+		"auditPK system":   auditPK(ns, ""),
+		"parentGSI1PK":     parentGSI1PK(ns, "org-1"),
+		"bucketPK":         bucketPK(ns, bk, 3),
+		"LeasePK":          schema.LeasePK(ns, "lease-1"),
+		"LeasePartitionPK": schema.LeasePartitionPK(ns, 15),
+		"usagePK":          usagePK(ns, store.UsageKey{Entity: "key-1", Resource: "r"}),
+	}
+	items := map[string]item{}
+	ent, err := encodeEntity(ns, model.Entity{ID: "key-1", ParentID: "org-1", Cascade: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	items["entity"] = ent
+	for name, sc := range map[string]model.Scope{"system": {}, "resource": {Resource: "r"}, "entity": {Entity: "key-1", Resource: "r"}} {
+		items["config "+name] = encodeConfig(ns, sc, model.Config{})
+	}
+	if items["audit"], err = encodeAudit(ns, model.AuditEvent{ID: "01J0000000000000000000000", Entity: "key-1"}); err != nil {
+		t.Fatal(err)
+	}
+	if items["lease"], err = encodeLease(ns, &store.LeaseRecord{ID: "lease-1", Entity: "key-1", Resource: "r"}); err != nil {
+		t.Fatal(err)
+	}
+	items["bucket"] = encodeItem(itemID{ns: ns, key: bk}, &image{exists: true, shards: 1}, nil)
+	for name, it := range items {
+		for _, attr := range []string{attrPK, attrGSI1PK, attrGSI2PK, attrGSI3PK} {
+			if v := getS(it, attr); v != "" {
+				keys[name+" "+attr] = v
+			}
+		}
+		if got := getS(it, attrGSI4PK); got != NamespaceIndexKey(ns) {
+			t.Errorf("%s: GSI4PK = %q, want NamespaceIndexKey %q", name, got, NamespaceIndexKey(ns))
+		}
+	}
+	for name, k := range keys {
+		if !strings.HasPrefix(k, prefix) {
+			t.Errorf("%s = %q does not start with NamespaceKeyPrefix %q", name, k, prefix)
+		}
+		if strings.HasPrefix(k, RegistryPartitionKey()) {
+			t.Errorf("%s = %q is in the registry partition", name, k)
+		}
+	}
+	if strings.HasPrefix(RegistryPartitionKey(), prefix) || strings.HasPrefix(prefix, RegistryPartitionKey()) {
+		t.Errorf("registry %q and namespace prefix %q overlap", RegistryPartitionKey(), prefix)
+	}
+}
+
+// TestTableDefinitionKeys checks that TableDefinition is what CheckTable
+// verifies: its key schema and indexes pass verifyLayout.
+func TestTableDefinitionKeys(t *testing.T) {
+	in := TableDefinition("t")
+	if aws.ToString(in.TableName) != "t" || in.StreamSpecification == nil {
+		t.Fatalf("TableDefinition = %+v", in)
+	}
+	if got := IndexNames(); len(got) != len(in.GlobalSecondaryIndexes) {
+		t.Fatalf("IndexNames = %v, table has %d indexes", got, len(in.GlobalSecondaryIndexes))
+	}
+	d := &types.TableDescription{AttributeDefinitions: in.AttributeDefinitions, KeySchema: in.KeySchema,
+		StreamSpecification: in.StreamSpecification, TableStatus: types.TableStatusActive}
+	for _, g := range in.GlobalSecondaryIndexes {
+		d.GlobalSecondaryIndexes = append(d.GlobalSecondaryIndexes,
+			types.GlobalSecondaryIndexDescription{IndexName: g.IndexName, KeySchema: g.KeySchema, Projection: g.Projection})
+	}
+	if err := (&Store{table: "t"}).verifyLayout(d); err != nil {
+		t.Fatal(err)
+	}
+}
