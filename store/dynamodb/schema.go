@@ -1,0 +1,138 @@
+package dynamodb
+
+import (
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/tollgate-rl/tollgate/model"
+	"github.com/tollgate-rl/tollgate/store"
+)
+
+// The table's layout and key prefixes for what deploys the table and its
+// access policies outside this package (deploy/terraform, deploy). Each is
+// derived from the code that creates the table or writes the items, so
+// that a change here shows up in those artefacts' tests.
+
+// TableLayout is the table as CreateTable makes it (docs/dynamodb.md 2).
+type TableLayout struct {
+	PartitionKey, SortKey string // key attribute names; both strings
+	Indexes               []IndexLayout
+	BillingMode           string // PAY_PER_REQUEST
+	StreamViewType        string // NEW_AND_OLD_IMAGES
+	TTLAttribute          string // the attribute CreateTable turns TTL on for
+	// StringAttributes are the attribute definitions: every key attribute
+	// of the table and its indexes, all strings.
+	StringAttributes []string
+}
+
+// IndexLayout is one global secondary index as CreateTable makes it.
+type IndexLayout struct {
+	Name, PartitionKey, SortKey string // both keys are strings
+	Projection                  string // ALL or KEYS_ONLY
+}
+
+// Layout returns the table's layout, read from the CreateTable input this
+// package sends.
+func Layout() TableLayout {
+	in := (&Store{table: "layout"}).createTableInput()
+	l := TableLayout{BillingMode: string(in.BillingMode), TTLAttribute: attrTTL}
+	l.PartitionKey, l.SortKey = keyNames(in.KeySchema)
+	for _, a := range in.AttributeDefinitions {
+		if a.AttributeType == types.ScalarAttributeTypeS {
+			l.StringAttributes = append(l.StringAttributes, aws.ToString(a.AttributeName))
+		}
+	}
+	for _, g := range in.GlobalSecondaryIndexes {
+		ix := IndexLayout{Name: aws.ToString(g.IndexName)}
+		ix.PartitionKey, ix.SortKey = keyNames(g.KeySchema)
+		if g.Projection != nil {
+			ix.Projection = string(g.Projection.ProjectionType)
+		}
+		l.Indexes = append(l.Indexes, ix)
+	}
+	if sp := in.StreamSpecification; sp != nil && aws.ToBool(sp.StreamEnabled) {
+		l.StreamViewType = string(sp.StreamViewType)
+	}
+	return l
+}
+
+func keyNames(ks []types.KeySchemaElement) (hash, rng string) {
+	for _, k := range ks {
+		switch k.KeyType {
+		case types.KeyTypeHash:
+			hash = aws.ToString(k.AttributeName)
+		case types.KeyTypeRange:
+			rng = aws.ToString(k.AttributeName)
+		}
+	}
+	return hash, rng
+}
+
+// NamespaceKeyPrefix returns what the partition key of every item of the
+// namespace whose id is id begins with, and the partition key of each of
+// its entries in the indexes NamespaceIndexes names: the prefix a tenant's
+// policy confines dynamodb:LeadingKeys to (as "{prefix}*",
+// docs/dynamodb.md 7). It is the longest common prefix of the partition
+// keys of one item of each kind this package writes.
+func NamespaceKeyPrefix(id string) string {
+	var prefix string
+	for i, it := range sampleItems(id) {
+		pk := getS(it, attrPK)
+		if i == 0 {
+			prefix = pk
+			continue
+		}
+		for !strings.HasPrefix(pk, prefix) {
+			prefix = prefix[:len(prefix)-1]
+		}
+	}
+	return prefix
+}
+
+// NamespaceIndexes returns the indexes whose partition keys begin with
+// NamespaceKeyPrefix for every item that has an entry in them, in the
+// order of Layout: those a tenant's LeadingKeys-conditioned queries may
+// use. GSI4's partition key is the bare namespace id, so it is not among
+// them (PurgeNamespace, its reader, is an operator's task).
+func NamespaceIndexes() []string {
+	const id = "0123456789abcdef"
+	prefix := NamespaceKeyPrefix(id)
+	var names []string
+	for _, ix := range indexes {
+		seen, all := false, true
+		for _, it := range sampleItems(id) {
+			if _, ok := it[ix.pk]; !ok {
+				continue
+			}
+			seen = true
+			all = all && strings.HasPrefix(getS(it, ix.pk), prefix)
+		}
+		if seen && all {
+			names = append(names, ix.name)
+		}
+	}
+	return names
+}
+
+// RegistryPartitionKey returns the partition key of the namespace registry
+// and of the schema version record, which every process reads (a tenant
+// with GetItem on it alone, docs/dynamodb.md 7).
+func RegistryPartitionKey() string { return registryPK() }
+
+// sampleItems returns one item of each kind this package writes in
+// namespace ns, made by the functions that write them.
+func sampleItems(ns string) []item {
+	ent, _ := encodeEntity(ns, model.Entity{ID: "child", ParentID: "parent"})
+	audit, _ := encodeAudit(ns, model.AuditEvent{ID: "01J00000000000000000000000", Entity: "child"})
+	lease, _ := encodeLease(ns, &store.LeaseRecord{ID: "lease", Entity: "child", Resource: "res"})
+	bucket := encodeItem(itemID{ns: ns, key: store.BucketKey{Entity: "child", Resource: "res"}}, &image{}, nil)
+	return []item{
+		ent, audit, lease, bucket,
+		encodeConfig(ns, model.Scope{}, model.Config{}),
+		encodeConfig(ns, model.Scope{Resource: "res"}, model.Config{}),
+		encodeConfig(ns, model.Scope{Entity: "child", Resource: "res"}, model.Config{}),
+		usageKeyItem(ns, store.UsageKey{Entity: "child", Resource: "res", Window: store.Hourly}),
+	}
+}
