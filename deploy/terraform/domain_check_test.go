@@ -1,10 +1,13 @@
 package terraform_test
 
 import (
+	"encoding/json"
 	"fmt"
+	"reflect"
 	"regexp"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/hashicorp/hcl/v2"
@@ -130,6 +133,58 @@ func layoutProblems(m *module, vars map[string]cty.Value, want dynamodb.TableLay
 		p.addf("%d ttl blocks (%v), want 1", len(tb), err)
 	} else if name, on := str(tb[0], "attribute_name"), str(tb[0], "enabled"); name != want.TTLAttribute || on != "true" {
 		p.addf("ttl on %q enabled=%s, the backend expires items by %q", name, on, want.TTLAttribute)
+	}
+	return p
+}
+
+// versionRecordProblems checks the item the module writes for
+// CheckTable: the key and attribute of dynamodb.VersionRecord, holding
+// dynamodb.SchemaVersion, in the module's table, written once.
+func versionRecordProblems(m *module) []string {
+	var p problems
+	b := m.resources["aws_dynamodb_table_item.schema_version"]
+	if b == nil {
+		return []string{"no aws_dynamodb_table_item.schema_version: CheckTable refuses a table without its version record"}
+	}
+	found := false
+	for _, tr := range hclsyntax.Variables(b.Body.Attributes["table_name"].Expr) {
+		found = found || traversalString(tr) == "aws_dynamodb_table.tollgate.name"
+	}
+	if !found {
+		p.addf("the version record is not written to aws_dynamodb_table.tollgate")
+	}
+	insts, err := newEvaluator(m, zipVars, nil).instances(b)
+	if err != nil || len(insts) != 1 {
+		return append(p, fmt.Sprintf("version record: %d instances, %v", len(insts), err))
+	}
+	js, err := insts[0].str("item")
+	if err != nil {
+		return append(p, err.Error())
+	}
+	var item map[string]map[string]string
+	if err := json.Unmarshal([]byte(js), &item); err != nil {
+		return append(p, fmt.Sprintf("version record item %s: %v", js, err))
+	}
+	l := dynamodb.Layout()
+	pk, sk, attr := dynamodb.VersionRecord()
+	want := map[string]map[string]string{
+		l.PartitionKey: {"S": pk},
+		l.SortKey:      {"S": sk},
+		attr:           {"N": strconv.Itoa(dynamodb.SchemaVersion)},
+	}
+	if !reflect.DeepEqual(item, want) {
+		p.addf("version record %v, CheckTable reads %v", item, want)
+	}
+	ignored := false
+	for _, lc := range b.Body.Blocks {
+		if a := lc.Body.Attributes["ignore_changes"]; lc.Type == "lifecycle" && a != nil {
+			for _, tr := range hclsyntax.Variables(a.Expr) {
+				ignored = ignored || tr.RootName() == "item"
+			}
+		}
+	}
+	if !ignored {
+		p.addf("the version record's item is not in lifecycle.ignore_changes: Terraform would undo an upgrade by tollgate deploy")
 	}
 	return p
 }

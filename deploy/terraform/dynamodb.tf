@@ -68,3 +68,27 @@ resource "aws_dynamodb_table" "tollgate" {
 
   tags = var.tags
 }
+
+# The schema version record CreateTable writes after creating the table
+# (dynamodb.VersionRecord, dynamodb.SchemaVersion). Without it CheckTable
+# refuses the table, so the functions fail at start and `tollgate deploy`
+# refuses it too. Written once: `tollgate deploy` of a later Tollgate may
+# upgrade it in place, and Terraform must not set it back.
+locals {
+  schema_version = 2
+}
+
+resource "aws_dynamodb_table_item" "schema_version" {
+  table_name = aws_dynamodb_table.tollgate.name
+  hash_key   = aws_dynamodb_table.tollgate.hash_key
+  range_key  = aws_dynamodb_table.tollgate.range_key
+  item = jsonencode({
+    (local.table_hash_key)  = { S = local.registry_partition_key }
+    (local.table_range_key) = { S = "#VERSION" }
+    version                 = { N = tostring(local.schema_version) }
+  })
+
+  lifecycle {
+    ignore_changes = [item]
+  }
+}

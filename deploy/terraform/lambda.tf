@@ -47,8 +47,9 @@ resource "aws_lambda_function" "aggregator" {
 
   tags = var.tags
 
-  # The log group first, or Lambda creates one that never expires.
-  depends_on = [aws_cloudwatch_log_group.aggregator, aws_iam_role_policy_attachment.functions]
+  # The log group first, or Lambda creates one that never expires; the
+  # version record before the first start (CheckTable).
+  depends_on = [aws_cloudwatch_log_group.aggregator, aws_iam_role_policy_attachment.functions, aws_dynamodb_table_item.schema_version]
 }
 
 # Batches Lambda gave up on (retry limit or record age reached; the
@@ -113,7 +114,7 @@ resource "aws_lambda_function" "reconciler" {
 
   tags = var.tags
 
-  depends_on = [aws_cloudwatch_log_group.reconciler, aws_iam_role_policy_attachment.functions]
+  depends_on = [aws_cloudwatch_log_group.reconciler, aws_iam_role_policy_attachment.functions, aws_dynamodb_table_item.schema_version]
 }
 
 # A failed pass is not retried: the next scheduled one does its work.

@@ -99,6 +99,9 @@ func referenceProblems(m *module, s *providerSchema, load func(dir string) (*mod
 			c.body(b.Body, sc)
 		}
 	}
+	for _, key := range keys(m.resources) {
+		c.ignoredArguments(m.resources[key])
+	}
 	for _, b := range m.providers {
 		c.body(b.Body, scope{})
 	}
@@ -134,6 +137,10 @@ func (c *refChecker) body(body *hclsyntax.Body, sc scope) {
 		c.expr(a.Expr, sc)
 	}
 	for _, b := range body.Blocks {
+		if b.Type == "lifecycle" {
+			c.lifecycle(b.Body, sc)
+			continue
+		}
 		if b.Type != "dynamic" {
 			c.body(b.Body, sc)
 			continue
@@ -157,6 +164,37 @@ func (c *refChecker) body(body *hclsyntax.Body, sc scope) {
 		}
 		for _, content := range b.Body.Blocks {
 			c.body(content.Body, sc.with(iter))
+		}
+	}
+}
+
+// lifecycle checks a resource's lifecycle block: ignore_changes names
+// arguments, not references (they are checked against the schema by
+// resourceLifecycle); the rest are expressions.
+func (c *refChecker) lifecycle(body *hclsyntax.Body, sc scope) {
+	for _, a := range attrs(body) {
+		if a.Name != "ignore_changes" {
+			c.expr(a.Expr, sc)
+		}
+	}
+	for _, b := range body.Blocks {
+		c.body(b.Body, sc)
+	}
+}
+
+// ignoredArguments checks that the ignore_changes of resource b name its
+// arguments (or are the keyword all).
+func (c *refChecker) ignoredArguments(b *hclsyntax.Block) {
+	s := c.s.Resources[b.Labels[0]]
+	for _, lc := range b.Body.Blocks {
+		a := lc.Body.Attributes["ignore_changes"]
+		if lc.Type != "lifecycle" || a == nil || s == nil || hcl.ExprAsKeyword(a.Expr) == "all" {
+			continue
+		}
+		for _, tr := range hclsyntax.Variables(a.Expr) {
+			if name := tr.RootName(); !s.hasAttribute(name) && s.Blocks[name] == nil {
+				c.add(tr.SourceRange(), "ignore_changes names %s, which is not an argument of %s", name, b.Labels[0])
+			}
 		}
 	}
 }

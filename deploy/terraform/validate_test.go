@@ -108,6 +108,11 @@ func TestTableLayout(t *testing.T) {
 	}
 }
 
+// (c) The table holds the schema version record CheckTable reads.
+func TestVersionRecord(t *testing.T) {
+	report(t, "version record", versionRecordProblems(loadModule(t, moduleDir)))
+}
+
 // (d) The tenant policy's LeadingKeys prefixes, registry key and indexes
 // are the backend's.
 func TestTenantPolicy(t *testing.T) {
@@ -370,6 +375,7 @@ func TestMutationsAreCaught(t *testing.T) {
 	provisionedCheck := func(m *module) []string {
 		return layoutProblems(m, map[string]cty.Value{"billing_mode": cty.StringVal("PROVISIONED")}, dynamodb.Layout(), "PROVISIONED")
 	}
+	versionCheck := func(m *module) []string { return versionRecordProblems(m) }
 	tenantCheck := func(m *module) []string { return tenantPolicyProblems(m, []string{"3f9a0c1d2e4b5a67"}) }
 	lambdaCheck := func(m *module) []string { return lambdaProblems(m, build) }
 	alarmCheck := func(m *module) []string { p, _ := alarmProblems(m, nil, cat); return p }
@@ -403,6 +409,8 @@ func TestMutationsAreCaught(t *testing.T) {
 			`name              = "/aws/lambda/${each.key}"`, "each.key outside a block with for_each", refCheck},
 		{"unused variable", moduleDir, "variables.tf", "# ---------------------------------------------------------------- naming",
 			"variable \"spare\" {\n  type = string\n}", "variable spare is declared but never used", refCheck},
+		{"ignore_changes of no argument", moduleDir, "dynamodb.tf", "ignore_changes = [item]", "ignore_changes = [items]",
+			"ignore_changes names items", refCheck},
 		{"unknown function", moduleDir, "iam.tf", "concat(local.item_actions", "concatenate(local.item_actions",
 			"unknown function concatenate", refCheck},
 		{"example passes an unknown variable", exampleDir, "main.tf", "  log_retention_days = 14\n",
@@ -420,6 +428,10 @@ func TestMutationsAreCaught(t *testing.T) {
 		{"stream view", moduleDir, "dynamodb.tf", `"NEW_AND_OLD_IMAGES"`, `"NEW_IMAGE"`, "stream enabled", layoutCheck},
 		{"index capacity under PROVISIONED", moduleDir, "dynamodb.tf", "read_capacity   = local.provisioned ? var.index_read_capacity : null",
 			"read_capacity   = null", "read_capacity is not set under PROVISIONED", provisionedCheck},
+		{"schema version", moduleDir, "dynamodb.tf", "schema_version = 2", "schema_version = 1",
+			"CheckTable reads", versionCheck},
+		{"version record overwritten", moduleDir, "dynamodb.tf", "ignore_changes = [item]", "ignore_changes = []",
+			"not in lifecycle.ignore_changes", versionCheck},
 		{"key prefix", moduleDir, "iam.tf", `namespace_key_separator = "/"`, `namespace_key_separator = "#"`,
 			"begin with", tenantCheck},
 		{"registry key", moduleDir, "iam.tf", `registry_partition_key  = "_/SYSTEM#"`, `registry_partition_key  = "_/SYSTEM"`,

@@ -136,3 +136,11 @@ func sampleItems(ns string) []item {
 		usageKeyItem(ns, store.UsageKey{Entity: "child", Resource: "res", Window: store.Hourly}),
 	}
 }
+
+// VersionRecord returns the key of the schema version record (partition
+// and sort key) and the name of its number attribute, which holds
+// SchemaVersion: CheckTable refuses a table without it. A table created
+// other than by CreateTable (deploy/terraform) writes it itself.
+func VersionRecord() (pk, sk, attr string) {
+	return registryPK(), skVersion, "version" // as writeVersion and readVersion
+}
