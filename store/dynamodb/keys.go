@@ -24,6 +24,9 @@ const (
 	skState   = schema.SKState
 	skConfig  = schema.SKConfig
 	skVersion = schema.SKVersion
+	// attrSchemaVersion is the number attribute of the schema version
+	// record (_/SYSTEM#, #VERSION).
+	attrSchemaVersion = "version"
 
 	gsi1 = schema.GSI1
 	gsi2 = schema.GSI2

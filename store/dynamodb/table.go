@@ -240,7 +240,7 @@ func (s *Store) writeVersion(ctx context.Context) error {
 		Item: item{
 			attrPK:    str(registryPK()),
 			attrSK:    str(skVersion),
-			"version": num(SchemaVersion),
+			attrSchemaVersion: num(SchemaVersion),
 		},
 		ConditionExpression:       aws.String("attribute_not_exists(PK) OR version = :old"),
 		ExpressionAttributeValues: item{":old": num(upgradableVersion)},
@@ -302,7 +302,7 @@ func (s *Store) readVersion(ctx context.Context) (int64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("dynamodb: read schema version: %w", err)
 	}
-	n, _ := getN(v.Item, "version")
+	n, _ := getN(v.Item, attrSchemaVersion)
 	return n, nil
 }
 

@@ -1,0 +1,265 @@
+# Three personas (docs/dynamodb.md 7):
+#   - the functions (aggregator and reconciler): every item, the stream;
+#   - admin: every item, namespace registration and purge, table management;
+#   - tenants: one role each, confined by dynamodb:LeadingKeys to the items
+#     of its namespaces.
+# Every role takes var.permissions_boundary_arn.
+
+locals {
+  table_arn = aws_dynamodb_table.tollgate.arn
+
+  # What a process of the DynamoDB backend calls (docs/dynamodb.md 7).
+  # There is no dynamodb:TransactWriteItems action: a transaction needs
+  # the actions of its parts (DeleteItem, ConditionCheckItem among them).
+  item_actions = [
+    "dynamodb:GetItem",
+    "dynamodb:PutItem",
+    "dynamodb:UpdateItem",
+    "dynamodb:DeleteItem",
+    "dynamodb:ConditionCheckItem",
+    "dynamodb:BatchGetItem",
+    "dynamodb:BatchWriteItem",
+    "dynamodb:Query",
+  ]
+
+  # The key layout a tenant's policy depends on; the tests compare it with
+  # store/dynamodb (NamespaceKeyPrefix, NamespaceIndexes,
+  # RegistryPartitionKey). Every partition key of a namespace's items
+  # starts with "{id}/", and so do the partition keys of its entries in
+  # GSI1-GSI3; GSI4's is the bare id, so a tenant cannot query it
+  # (PurgeNamespace is an operator's task).
+  namespace_key_separator = "/"
+  tenant_indexes          = ["GSI1", "GSI2", "GSI3"]
+  registry_partition_key  = "_/SYSTEM#"
+}
+
+# ---------------------------------------------------------------- the functions
+
+data "aws_iam_policy_document" "lambda_assume" {
+  statement {
+    sid     = "LambdaAssume"
+    effect  = "Allow"
+    actions = ["sts:AssumeRole"]
+
+    principals {
+      type        = "Service"
+      identifiers = ["lambda.amazonaws.com"]
+    }
+  }
+}
+
+data "aws_iam_policy_document" "functions" {
+  statement {
+    sid       = "TableItems"
+    effect    = "Allow"
+    actions   = concat(local.item_actions, ["dynamodb:DescribeTable"])
+    resources = [local.table_arn, "${local.table_arn}/index/*"]
+  }
+
+  # Lambda's polling of the stream, on the function's behalf.
+  statement {
+    sid       = "ReadStream"
+    effect    = "Allow"
+    actions   = ["dynamodb:DescribeStream", "dynamodb:GetRecords", "dynamodb:GetShardIterator"]
+    resources = [aws_dynamodb_table.tollgate.stream_arn]
+  }
+
+  statement {
+    sid       = "ListStreams"
+    effect    = "Allow"
+    actions   = ["dynamodb:ListStreams"]
+    resources = ["*"]
+  }
+
+  # The event source mapping's on-failure destination is written with
+  # the function's role.
+  statement {
+    sid       = "FailureQueue"
+    effect    = "Allow"
+    actions   = ["sqs:SendMessage"]
+    resources = [aws_sqs_queue.aggregator_failures.arn]
+  }
+
+  statement {
+    sid     = "Logs"
+    effect  = "Allow"
+    actions = ["logs:CreateLogStream", "logs:PutLogEvents"]
+    resources = concat(
+      ["${aws_cloudwatch_log_group.aggregator.arn}:*"],
+      [for g in aws_cloudwatch_log_group.reconciler : "${g.arn}:*"],
+    )
+  }
+}
+
+resource "aws_iam_role" "functions" {
+  name                 = "${var.name_prefix}-functions"
+  description          = "Tollgate aggregator and reconciler functions"
+  assume_role_policy   = data.aws_iam_policy_document.lambda_assume.json
+  permissions_boundary = var.permissions_boundary_arn
+  tags                 = var.tags
+}
+
+resource "aws_iam_policy" "functions" {
+  name        = "${var.name_prefix}-functions"
+  description = "Tollgate aggregator and reconciler: every item of ${var.table_name}, its stream, their logs"
+  policy      = data.aws_iam_policy_document.functions.json
+  tags        = var.tags
+}
+
+resource "aws_iam_role_policy_attachment" "functions" {
+  role       = aws_iam_role.functions.name
+  policy_arn = aws_iam_policy.functions.arn
+}
+
+# ---------------------------------------------------------------- admin
+
+data "aws_iam_policy_document" "admin" {
+  # Every item: namespace registration (transactions on _/SYSTEM#),
+  # PurgeNamespace (GSI4), entities, limits, usage, audit of any namespace.
+  statement {
+    sid       = "AllItems"
+    effect    = "Allow"
+    actions   = local.item_actions
+    resources = [local.table_arn, "${local.table_arn}/index/*"]
+  }
+
+  # tollgate deploy / status / destroy.
+  statement {
+    sid    = "TableManagement"
+    effect = "Allow"
+    actions = [
+      "dynamodb:CreateTable",
+      "dynamodb:UpdateTable",
+      "dynamodb:DescribeTable",
+      "dynamodb:DeleteTable",
+      "dynamodb:UpdateTimeToLive",
+      "dynamodb:DescribeTimeToLive",
+    ]
+    resources = [local.table_arn]
+  }
+}
+
+resource "aws_iam_policy" "admin" {
+  name        = "${var.name_prefix}-admin"
+  description = "Tollgate admin: every namespace of ${var.table_name}, registration, purge, table management"
+  policy      = data.aws_iam_policy_document.admin.json
+  tags        = var.tags
+}
+
+data "aws_iam_policy_document" "admin_assume" {
+  count = length(var.admin_principal_arns) > 0 ? 1 : 0
+
+  statement {
+    sid     = "AdminAssume"
+    effect  = "Allow"
+    actions = ["sts:AssumeRole"]
+
+    principals {
+      type        = "AWS"
+      identifiers = var.admin_principal_arns
+    }
+  }
+}
+
+resource "aws_iam_role" "admin" {
+  count                = length(var.admin_principal_arns) > 0 ? 1 : 0
+  name                 = "${var.name_prefix}-admin"
+  description          = "Tollgate admin"
+  assume_role_policy   = data.aws_iam_policy_document.admin_assume[0].json
+  permissions_boundary = var.permissions_boundary_arn
+  tags                 = var.tags
+}
+
+resource "aws_iam_role_policy_attachment" "admin" {
+  count      = length(var.admin_principal_arns) > 0 ? 1 : 0
+  role       = aws_iam_role.admin[0].name
+  policy_arn = aws_iam_policy.admin.arn
+}
+
+# ---------------------------------------------------------------- tenants
+
+data "aws_iam_policy_document" "tenant" {
+  for_each = var.tenants
+
+  # Items whose partition key (or, in a query of GSI1-GSI3, the index's
+  # partition key) starts with one of the tenant's namespace ids. Never
+  # add Scan or PartiQL here: ForAllValues is true for a request without
+  # a partition key.
+  statement {
+    sid     = "OwnNamespace"
+    effect  = "Allow"
+    actions = local.item_actions
+    resources = concat(
+      [local.table_arn],
+      [for ix in local.tenant_indexes : "${local.table_arn}/index/${ix}"],
+    )
+
+    condition {
+      test     = "ForAllValues:StringLike"
+      variable = "dynamodb:LeadingKeys"
+      values   = [for id in each.value.namespace_ids : "${id}${local.namespace_key_separator}*"]
+    }
+  }
+
+  # The limiter resolves its namespace's name here, and CheckTable reads
+  # the schema version. LeadingKeys cannot restrict the sort key: a tenant
+  # can read every namespace's name and id (not their data).
+  statement {
+    sid       = "RegistryAndVersionRead"
+    effect    = "Allow"
+    actions   = ["dynamodb:GetItem"]
+    resources = [local.table_arn]
+
+    condition {
+      test     = "ForAllValues:StringEquals"
+      variable = "dynamodb:LeadingKeys"
+      values   = [local.registry_partition_key]
+    }
+  }
+
+  # Its own statement: DescribeTable has no partition key.
+  statement {
+    sid       = "CheckTable"
+    effect    = "Allow"
+    actions   = ["dynamodb:DescribeTable"]
+    resources = [local.table_arn]
+  }
+}
+
+resource "aws_iam_policy" "tenant" {
+  for_each    = var.tenants
+  name        = "${var.name_prefix}-tenant-${each.key}"
+  description = "Tollgate tenant ${each.key}: the items of namespaces ${join(", ", each.value.namespace_ids)} of ${var.table_name}"
+  policy      = data.aws_iam_policy_document.tenant[each.key].json
+  tags        = var.tags
+}
+
+data "aws_iam_policy_document" "tenant_assume" {
+  for_each = var.tenants
+
+  statement {
+    sid     = "TenantAssume"
+    effect  = "Allow"
+    actions = ["sts:AssumeRole"]
+
+    principals {
+      type        = "AWS"
+      identifiers = each.value.principal_arns
+    }
+  }
+}
+
+resource "aws_iam_role" "tenant" {
+  for_each             = var.tenants
+  name                 = "${var.name_prefix}-tenant-${each.key}"
+  description          = "Tollgate tenant ${each.key}"
+  assume_role_policy   = data.aws_iam_policy_document.tenant_assume[each.key].json
+  permissions_boundary = var.permissions_boundary_arn
+  tags                 = var.tags
+}
+
+resource "aws_iam_role_policy_attachment" "tenant" {
+  for_each   = var.tenants
+  role       = aws_iam_role.tenant[each.key].name
+  policy_arn = aws_iam_policy.tenant[each.key].arn
+}
