@@ -102,6 +102,26 @@ func (c *Client) Reservations(ctx context.Context, entity, resource, after strin
 	return api.ToReservations(resp.Reservations), resp.Next, nil
 }
 
+// Leases lists the open durable leases of the namespace (every lease the
+// server hands out is durable), of entity if it is not empty and then of
+// resource if that is not empty, sorted by id: up to limit (1 to 1000)
+// whose ids follow after ("": the start), and the after of the next page
+// ("" when there is none), as tollgate.Limiter.Leases. Reservations are
+// listed by Reservations.
+func (c *Client) Leases(ctx context.Context, entity, resource, after string, limit int) ([]model.LeaseInfo, string, error) {
+	q := url.Values{"limit": {strconv.Itoa(limit)}}
+	for k, v := range map[string]string{"entity": entity, "resource": resource, "after": after} {
+		if v != "" {
+			q.Set(k, v)
+		}
+	}
+	var resp api.LeasesResponse
+	if err := c.do(ctx, request{method: http.MethodGet, path: api.Version + "/leases", query: q}, &resp); err != nil {
+		return nil, "", err
+	}
+	return api.ToLeaseInfos(resp.Leases), resp.Next, nil
+}
+
 func reservationPath(id string) string { return api.Version + "/reservations/" + seg(id) }
 
 // Penalize empties the named limits of entity and resource until until,

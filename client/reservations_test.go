@@ -140,3 +140,46 @@ func TestPenalize(t *testing.T) {
 		t.Errorf("Penalize of a lease the server does not know: %v, want ErrLeaseNotFound", err)
 	}
 }
+
+// Leases lists what the server's limiter lists: the open durable leases,
+// page by page, not the reservations.
+func TestLeases(t *testing.T) {
+	e := newEnv(t)
+	c := e.client(t)
+	ctx := context.Background()
+	limits := client.WithLimits(tollgate.ConcurrencyLimit("slots", 10), tollgate.ReservedLimit("clusters", 10))
+	var want []string
+	for _, entity := range []string{"team-a", "team-a", "team-b"} {
+		le, err := c.Acquire(ctx, entity, "jobs", tollgate.Consume{"slots": 2}, limits)
+		must(t, "Acquire", err)
+		want = append(want, le.ID())
+	}
+	if _, err := c.Reserve(ctx, "team-a", "jobs", "j-1", tollgate.Consume{"clusters": 1}, limits); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for after := ""; ; {
+		page, next, err := c.Leases(ctx, "", "", after, 2)
+		must(t, "Leases", err)
+		for _, l := range page {
+			got = append(got, l.ID)
+			if l.Consumed["slots"] != 2 || l.Expires.IsZero() {
+				t.Errorf("lease %+v, want slots 2 and an expiry", l)
+			}
+		}
+		if next == "" {
+			break
+		}
+		after = next
+	}
+	if len(got) != len(want) {
+		t.Fatalf("listed %v, want the %d leases %v", got, len(want), want)
+	}
+	page, _, err := c.Leases(ctx, "team-b", "jobs", "", 10)
+	if err != nil || len(page) != 1 || page[0].ID != want[2] || page[0].Entity != "team-b" {
+		t.Fatalf("team-b/jobs: %+v, %v", page, err)
+	}
+	if _, _, err := c.Leases(ctx, "", "jobs", "", 10); !errors.Is(err, tollgate.ErrInvalid) {
+		t.Fatalf("a resource without its entity: %v, want ErrInvalid", err)
+	}
+}

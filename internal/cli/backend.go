@@ -41,6 +41,7 @@ type backend interface {
 	Reserve(ctx context.Context, entity, resource, id string, consume tollgate.Consume, limits []tollgate.Limit, expiry time.Duration) (tollgate.Reservation, error)
 	Release(ctx context.Context, id string) error
 	Reservations(ctx context.Context, entity, resource, after string, limit int) ([]tollgate.Reservation, string, error)
+	Leases(ctx context.Context, entity, resource, after string, limit int) ([]tollgate.LeaseInfo, string, error)
 	Penalize(ctx context.Context, entity, resource string, until time.Time, reason string, limits []string) error
 
 	RegisterNamespace(ctx context.Context, name string) (tollgate.Namespace, error)

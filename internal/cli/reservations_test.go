@@ -12,7 +12,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tollgate-rl/tollgate"
+	"github.com/tollgate-rl/tollgate/client"
 	"github.com/tollgate-rl/tollgate/server"
+	"github.com/tollgate-rl/tollgate/store/embedded"
 	"github.com/tollgate-rl/tollgate/store/memory"
 )
 
@@ -246,5 +249,67 @@ func TestEventsCommand(t *testing.T) {
 		if code, _, errOut := run(t, "", "events", "--rules", path, "--store", c.store); code != ExitUsage {
 			t.Errorf("events --rules %s: exit %d, want %d\n%s", path, code, ExitUsage, errOut)
 		}
+	}
+}
+
+// `leases list` shows the open durable leases, not reservations, on a store
+// and through a server.
+func TestLeasesListCommand(t *testing.T) {
+	dir := t.TempDir()
+	db := filepath.Join(dir, "t.db")
+	st, err := embedded.Open(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lim, err := tollgate.New(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	limits := tollgate.WithLimits(tollgate.ConcurrencyLimit("slots", 5), tollgate.ReservedLimit("clusters", 5))
+	var ids []string
+	byEntity := map[string]string{}
+	for _, e := range []string{"key-1", "key-2"} {
+		le, err := lim.Acquire(ctx, e, "jobs", tollgate.Consume{"slots": 2}, limits)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, le.ID())
+		byEntity[e] = le.ID()
+	}
+	if _, err := lim.Acquire(ctx, "key-1", "jobs", tollgate.Consume{"clusters": 1}, limits, tollgate.WithReservation("j-1")); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(ids)
+	want := (&cli{t: t, store: "embedded:" + db}).want
+	var v struct {
+		Leases []leaseJSON `json:"leases"`
+	}
+	if err := json.Unmarshal([]byte(want(ExitOK, "leases", "list", "-o", "json")), &v); err != nil {
+		t.Fatal(err)
+	}
+	if len(v.Leases) != 2 || v.Leases[0].ID != ids[0] || v.Leases[1].ID != ids[1] || v.Leases[0].Consumed["slots"] != 2 || v.Leases[0].Expires == "" {
+		t.Fatalf("leases: %+v, want %v with 2 slots each", v.Leases, ids)
+	}
+	table := want(ExitOK, "leases", "list", "-e", "key-2", "-r", "jobs")
+	if !strings.Contains(table, byEntity["key-2"]) || strings.Contains(table, byEntity["key-1"]) || !strings.Contains(table, "slots=2") {
+		t.Errorf("key-2's table:\n%s", table)
+	}
+	want(ExitFailure, "leases", "list", "-r", "jobs")
+
+	url := testServer(t)
+	c, err := client.New(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	le, err := c.Acquire(ctx, "key-3", "jobs", tollgate.Consume{"slots": 1}, limits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out := serverAt(t, url)(ExitOK, "leases", "list", "-e", "key-3"); !strings.Contains(out, le.ID()) || !strings.Contains(out, "slots=1") {
+		t.Errorf("through the server:\n%s", out)
 	}
 }

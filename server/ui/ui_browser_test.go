@@ -269,11 +269,12 @@ func TestDashboardInBrowser(t *testing.T) {
 		t.Errorf("key-1's tpm bucket reads %q, want its capacity of 10,000", row)
 	}
 
-	// Usage as bars, reservations, the audit log and a lease.
-	step("usage, reservations, audit",
+	// Usage as bars, reservations, open leases, the audit log and a lease.
+	step("usage, reservations, leases, audit",
 		until(`document.querySelectorAll("#usage-chart svg.usage rect.bar").length >= 24`),
 		until(`[...document.querySelectorAll("#usage-chart rect.bar")].some(b => Number(b.dataset.value) > 0)`),
 		until(rowsWith("#reservations", "j-2AXXXXXXGAPLF")),
+		until(rowsWith("#leases", f.leaseID)),
 		until(rowsWith("#audit", "entity.create")),
 	)
 	step("look up the lease",
@@ -281,6 +282,9 @@ func TestDashboardInBrowser(t *testing.T) {
 		chromedp.Click(chromedp.CSS(`#lease-form button[type="submit"]`)),
 		until(fmt.Sprintf(`document.getElementById("lease").textContent.includes(%q)`, f.leaseID)),
 	)
+	if row := text("#leases"); strings.Count(row, "openai/gpt-4o") != 1 || !strings.Contains(row, "rph: 2") {
+		t.Errorf("the open leases read %q, want the one lease with its cascaded rph of 2", row)
+	}
 	if l := text("#lease"); !strings.Contains(l, "open") || !strings.Contains(l, "rph: ") {
 		t.Errorf("the lease reads %q, want open and its consumption", l)
 	}

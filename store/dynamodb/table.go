@@ -238,8 +238,8 @@ func (s *Store) writeVersion(ctx context.Context) error {
 	_, err := s.db.PutItem(ctx, &dynamodb.PutItemInput{
 		TableName: &s.table,
 		Item: item{
-			attrPK:    str(registryPK()),
-			attrSK:    str(skVersion),
+			attrPK:            str(registryPK()),
+			attrSK:            str(skVersion),
 			attrSchemaVersion: num(SchemaVersion),
 		},
 		ConditionExpression:       aws.String("attribute_not_exists(PK) OR version = :old"),

@@ -70,6 +70,25 @@ class ReservationsTest(ServerTest):
         self.assertGreater(page[0].expires_at, datetime.now(timezone.utc) + timedelta(minutes=59))
         self.assertEqual([r.id for r in self.client.iter_reservations(self.entity, page_size=1)], ids)
 
+    def test_list_leases_not_reservations(self):
+        self.client.reserve(self.entity, self.resource, uid("j"))
+        leases = [self.client.acquire(self.entity, self.resource, {"launches": 2}) for _ in range(3)]
+        ids = sorted(le.id for le in leases)
+        page, nxt = self.client.list_leases(self.entity, self.resource, limit=2)
+        self.assertEqual([le.lease_id for le in page], ids[:2])
+        self.assertEqual(nxt, ids[1])
+        rest, nxt = self.client.list_leases(self.entity, self.resource, after=nxt, limit=2)
+        self.assertEqual(([le.lease_id for le in rest], nxt), (ids[2:], None))
+        first = page[0]
+        self.assertIsInstance(first, tollgate.LeaseInfo)
+        self.assertEqual((first.entity, first.resource, first.consumed), (self.entity, self.resource, {"launches": 2}))
+        self.assertGreater(first.expires_at, datetime.now(timezone.utc))
+        with self.assertRaises(tollgate.ValidationError):
+            self.client.list_leases(resource=self.resource)
+        for le in leases:
+            le.commit()
+        self.assertEqual(self.client.list_leases(self.entity)[0], [])
+
 
 if __name__ == "__main__":
     unittest.main()

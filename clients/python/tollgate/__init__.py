@@ -51,6 +51,7 @@ from .types import (
     Entity,
     Grant,
     LimitCapacity,
+    LeaseInfo,
     LimitsConfig,
     LimitStatus,
     LimitUsage,
@@ -67,6 +68,7 @@ __version__ = "0.1.0"
 __all__ = [
     "Client",
     "Lease",
+    "LeaseInfo",
     "rate_limit",
     "arg",
     "DEFAULT_TIMEOUT",

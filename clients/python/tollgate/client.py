@@ -20,6 +20,7 @@ from .types import (
     Capacity,
     Entity,
     Grant,
+    LeaseInfo,
     LimitsConfig,
     LimitStatus,
     Namespace,
@@ -317,6 +318,21 @@ class Client:
         _, answer = self._call("GET", V1 + "/reservations", query=q, route="reservation")
         d = _obj(answer, "reservations answer")
         return [Reservation.from_json(r) for r in _list(d, "reservations")], (_str(d, "next") or None)
+
+    def list_leases(self, entity: Optional[str] = None, resource: Optional[str] = None, *, after: Optional[str] = None,
+                    limit: int = 100) -> Tuple[List[LeaseInfo], Optional[str]]:
+        """One page of the namespace's open durable leases (every lease the
+        server hands out is durable), of one entity and then of one of its
+        resources if given, sorted by id: (leases, next), where next is the
+        ``after`` of the following page, or None on the last page. limit: 1
+        to 1000. Reservations are listed by list_reservations."""
+        q: Dict[str, Any] = {"limit": limit}
+        for k, v in (("entity", entity), ("resource", resource), ("after", after)):
+            if v:
+                q[k] = v
+        _, answer = self._call("GET", V1 + "/leases", query=q)
+        d = _obj(answer, "leases answer")
+        return [LeaseInfo.from_json(x) for x in _list(d, "leases")], (_str(d, "next") or None)
 
     def iter_reservations(self, entity: str, resource: Optional[str] = None, *, page_size: int = 100) -> Iterator[Reservation]:
         """Every reservation of entity (of one resource if given), a page at a time."""

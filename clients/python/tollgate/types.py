@@ -196,6 +196,32 @@ class Reservation:
 
 
 @dataclass(frozen=True)
+class LeaseInfo:
+    """An open durable lease, as GET /v1/leases lists it."""
+
+    lease_id: str
+    entity: str
+    resource: str
+    holder: str = ""  # the process that acquired it (host/pid)
+    created_at: Optional[datetime] = None
+    expires_at: Optional[datetime] = None  # None: never
+    consumed: Dict[str, int] = field(default_factory=dict)  # summed over the cascade, pending adjustments included
+
+    @classmethod
+    def from_json(cls, v: Any) -> "LeaseInfo":
+        d = _obj(v, "lease")
+        return cls(
+            lease_id=_str(d, "lease_id"),
+            entity=_str(d, "entity"),
+            resource=_str(d, "resource"),
+            holder=_str(d, "holder"),
+            created_at=from_ms(_int(d, "created_at_ms")),
+            expires_at=from_ms(_int(d, "expires_at_ms")),
+            consumed=_counts(d, "consumed"),
+        )
+
+
+@dataclass(frozen=True)
 class Reserved(Reservation):
     """The outcome of reserve(): the reservation and what the call consumed.
 

@@ -16,10 +16,12 @@ import type {
   EntityPatch,
   Grant,
   LeaseInfo,
+  LeasePage,
   LimitStatus,
   LimitsConfig,
   LimitsPage,
   Namespace,
+  OpenLease,
   PenalizeArgs,
   Reservation,
   ReservationPage,
@@ -134,6 +136,24 @@ function toReservation(w: WireReservation): Reservation {
   if (w.created_at_ms !== undefined) r.createdAtMs = w.created_at_ms;
   if (w.expires_at_ms !== undefined) r.expiresAtMs = w.expires_at_ms;
   return r;
+}
+
+interface WireOpenLease {
+  lease_id: string;
+  entity: string;
+  resource: string;
+  holder?: string;
+  created_at_ms?: number;
+  expires_at_ms?: number;
+  consumed?: Consume;
+}
+
+function toOpenLease(w: WireOpenLease): OpenLease {
+  const l: OpenLease = { leaseId: w.lease_id, entity: w.entity, resource: w.resource, consumed: { ...(w.consumed ?? {}) } };
+  if (w.holder !== undefined) l.holder = w.holder;
+  if (w.created_at_ms !== undefined) l.createdAtMs = w.created_at_ms;
+  if (w.expires_at_ms !== undefined) l.expiresAtMs = w.expires_at_ms;
+  return l;
 }
 
 interface WireNamespace {
@@ -406,6 +426,25 @@ export class Client implements LeaseHost {
   }
 
   /** An entity's reservations (of one resource if given), sorted by id, a page (`limit`, 1 to 1000, default 100) at a time. */
+  /**
+   * One page of the namespace's open durable leases (every lease the server
+   * hands out is durable), of one entity and then of one of its resources
+   * when given, sorted by id. Reservations are listed by `listReservations`.
+   */
+  async listLeases(
+    args: { entity?: string | undefined; resource?: string | undefined; after?: string | undefined; limit?: number | undefined } & CallOptions = {},
+  ): Promise<LeasePage> {
+    const query = new URLSearchParams();
+    if (args.entity) query.set("entity", args.entity);
+    if (args.resource) query.set("resource", args.resource);
+    if (args.after) query.set("after", args.after);
+    if (args.limit !== undefined) query.set("limit", String(args.limit));
+    const w = await this.#data<{ leases?: WireOpenLease[]; next?: string }>({ method: "GET", path: "/v1/leases", query, ...call(args) });
+    const page: LeasePage = { leases: (w?.leases ?? []).map(toOpenLease) };
+    if (w?.next) page.next = w.next;
+    return page;
+  }
+
   async listReservations(
     args: { entity: string; resource?: string | undefined; after?: string | undefined; limit?: number | undefined } & CallOptions,
   ): Promise<ReservationPage> {

@@ -86,6 +86,27 @@ export interface LeaseInfo {
   expiresAtMs?: number;
 }
 
+/** An open durable lease, as `listLeases` lists it. */
+export interface OpenLease {
+  leaseId: string;
+  entity: string;
+  resource: string;
+  /** The process that acquired it (`host/pid`). */
+  holder?: string;
+  createdAtMs?: number;
+  /** When a reconciler ends it unless extended; absent: never. */
+  expiresAtMs?: number;
+  /** What it holds, summed over its cascade, pending adjustments included. */
+  consumed: Consume;
+}
+
+/** A page of open durable leases. */
+export interface LeasePage {
+  leases: OpenLease[];
+  /** Pass as `after` for the next page; absent on the last. */
+  next?: string;
+}
+
 /** An entity: something limits apply to, in a tree through `parentId`. */
 export interface Entity {
   id: string;

@@ -104,6 +104,34 @@ describe("reservations", () => {
   });
 });
 
+describe("leases", () => {
+  test("listLeases pages the open durable leases, not the reservations", async () => {
+    const team = unique("team");
+    const limits = ["slots:5/concurrent", "clusters:5/reserved"];
+    await client.reserve({ entity: team, resource: "jobs", id: unique("j"), consume: { clusters: 1 }, limits });
+    const leases = [];
+    for (let i = 0; i < 3; i++) leases.push(await client.acquire({ entity: team, resource: "jobs", consume: { slots: 1 }, limits }));
+    const ids = leases.map((l) => l.id).sort();
+    const p1 = await client.listLeases({ entity: team, resource: "jobs", limit: 2 });
+    assert.deepEqual(
+      p1.leases.map((l) => l.leaseId),
+      ids.slice(0, 2),
+    );
+    assert.equal(p1.next, ids[1]);
+    assert.deepEqual(p1.leases[0]?.consumed, { slots: 1 });
+    assert.ok((p1.leases[0]?.expiresAtMs ?? 0) > Date.now());
+    const p2 = await client.listLeases({ entity: team, after: p1.next, limit: 2 });
+    assert.deepEqual(
+      p2.leases.map((l) => l.leaseId),
+      ids.slice(2),
+    );
+    assert.equal(p2.next, undefined);
+    await assert.rejects(client.listLeases({ resource: "jobs" }), (e: unknown) => e instanceof ValidationError && e.field === "resource");
+    for (const l of leases) await l.commit();
+    assert.deepEqual((await client.listLeases({ entity: team })).leases, []);
+  });
+});
+
 describe("penalize", () => {
   test("penalize, then acquires are RateLimitExceeded until the end", async () => {
     // POST /v1/penalize reads the stored limits (it takes limit names, not

@@ -151,7 +151,7 @@ async function select(id) {
     status(err);
     return;
   }
-  await Promise.all([refreshBuckets(), loadUsage(), loadReservations()]);
+  await Promise.all([refreshBuckets(), loadUsage(), loadReservations(), loadLeases()]);
   state.timer = setInterval(poll, pollMS);
 }
 
@@ -202,6 +202,14 @@ async function loadUsage() {
     state.usageWhat = view.usage(rows, from, to, windowMS, state.usageWhat);
   } catch (err) {
     $("usage-chart").replaceChildren(el("p", { class: "error" }, `Could not read the usage: ${err.message}`));
+  }
+}
+
+async function loadLeases() {
+  try {
+    view.leases(await getAll("/v1/leases", { entity: state.selected, limit: 1000 }, "leases"));
+  } catch (err) {
+    status(err);
   }
 }
 

@@ -120,6 +120,18 @@ export function reservations(list) {
   show("reservations-empty", list.length === 0);
 }
 
+/** leases draws open durable leases (api LeaseInfo). */
+export function leases(list) {
+  fillRows("leases", list.map((l) => row(el("span", { class: "mono" }, l.lease_id), l.resource, l.holder || "—",
+    consumedText(l.consumed), l.expires_at_ms ? time(l.expires_at_ms) : "never")));
+  show("leases-empty", list.length === 0);
+}
+
+/** consumedText writes amounts per limit, e.g. "rpm: 1, tpm: 500". */
+function consumedText(consumed) {
+  return Object.entries(consumed || {}).map(([k, v]) => `${k}: ${num(v)}`).join(", ") || "—";
+}
+
 /** limits draws every stored config of the namespace (api ScopedLimits). */
 export function limits(configs) {
   fillRows("limits", configs.map((c) => {
@@ -153,6 +165,6 @@ export function lease(l, err) {
   add("State", l.state);
   add("Entity", l.entity || "—");
   add("Resource", l.resource || "—");
-  add("Consumed", Object.entries(l.consumed || {}).map(([k, v]) => `${k}: ${num(v)}`).join(", ") || "—");
+  add("Consumed", consumedText(l.consumed));
   add("Expires", l.expires_at_ms ? `${time(l.expires_at_ms)} (in ${duration(l.expires_at_ms - Date.now())})` : "never");
 }
