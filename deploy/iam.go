@@ -94,7 +94,7 @@ var (
 	// GetItem only. DeleteTable (tollgate destroy) is left to a break-glass
 	// role.
 	tableAdminActions = []string{"dynamodb:CreateTable", "dynamodb:UpdateTimeToLive"}
-	streamActions = []string{"dynamodb:DescribeStream", "dynamodb:GetShardIterator", "dynamodb:GetRecords"}
+	streamActions     = []string{"dynamodb:DescribeStream", "dynamodb:GetShardIterator", "dynamodb:GetRecords"}
 )
 
 // tableRef renders a table's ARN followed by suffix ("", "/index/GSI2",
