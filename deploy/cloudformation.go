@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode"
+
+	"github.com/tollgate-rl/tollgate/store/dynamodb"
 )
 
 // baseTemplate is the template's source: every resource but the tenants'
@@ -129,6 +131,14 @@ func fillPolicies(v any) error {
 	switch v := v.(type) {
 	case map[string]any:
 		for k, x := range v {
+			if m, ok := x.(map[string]any); ok && len(m) == 1 && m[metricsPlaceholder] != nil {
+				metrics, err := operationMetrics(fmt.Sprint(m[metricsPlaceholder]))
+				if err != nil {
+					return err
+				}
+				v[k] = metrics
+				continue
+			}
 			if m, ok := x.(map[string]any); ok && len(m) == 1 && m[placeholder] != nil {
 				persona, ns := splitPlaceholder(m)
 				doc, err := document(persona, ns, stackTable)
@@ -150,6 +160,46 @@ func fillPolicies(v any) error {
 		}
 	}
 	return nil
+}
+
+// metricsPlaceholder is the key of an alarm's Metrics to fill in with
+// operationMetrics of the metric it names.
+const metricsPlaceholder = "Tollgate::OperationMetrics"
+
+// maxAlarmMetrics is CloudWatch's limit on the metrics of one alarm's
+// metric math, the expression included.
+const maxAlarmMetrics = 10
+
+// operationMetrics returns an alarm's Metrics summing the table's metric
+// (ThrottledRequests, SystemErrors: published per operation only) over
+// the operations the backend calls, dynamodb.Operations.
+func operationMetrics(metric string) ([]any, error) {
+	ops := dynamodb.Operations()
+	if len(ops)+1 > maxAlarmMetrics {
+		return nil, fmt.Errorf("deploy: %s over %d operations: an alarm takes at most %d metrics", metric, len(ops), maxAlarmMetrics)
+	}
+	var out []any
+	for i, op := range ops {
+		out = append(out, map[string]any{
+			"Id":         fmt.Sprintf("m%d", i),
+			"ReturnData": false,
+			"MetricStat": map[string]any{
+				"Metric": map[string]any{
+					"Namespace":  "AWS/DynamoDB",
+					"MetricName": metric,
+					"Dimensions": []any{
+						map[string]any{"Name": "TableName", "Value": map[string]any{"Ref": "Table"}},
+						map[string]any{"Name": "Operation", "Value": op},
+					},
+				},
+				"Period": 60,
+				"Stat":   "Sum",
+			},
+		})
+	}
+	return append(out, map[string]any{
+		"Id": "total", "Label": metric + " (all operations)", "Expression": "SUM(METRICS())", "ReturnData": true,
+	}), nil
 }
 
 // tenantPlaceholder is the placeholder of a persona confined to id.

@@ -88,12 +88,13 @@ func invalid(option, value, reason string) error {
 var (
 	readActions  = []string{"dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:Query", "dynamodb:ConditionCheckItem"}
 	writeActions = []string{"dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"}
-	// tableAdminActions are the operator's: tollgate deploy (create, or
-	// initialise a table a stack made), status. DeleteTable is left to a
-	// break-glass role.
-	tableAdminActions = []string{"dynamodb:CreateTable", "dynamodb:UpdateTable", "dynamodb:UpdateTimeToLive",
-		"dynamodb:DescribeTimeToLive", "dynamodb:DescribeContinuousBackups"}
-	streamActions = []string{"dynamodb:DescribeStream", "dynamodb:GetShardIterator", "dynamodb:GetRecords"}
+	// tableAdminActions are the operator's, what store/dynamodb's
+	// CreateTable and InitTable call (tollgate deploy: create, or initialise
+	// a table a stack or Terraform made); status needs DescribeTable and
+	// GetItem only. DeleteTable (tollgate destroy) is left to a break-glass
+	// role.
+	tableAdminActions = []string{"dynamodb:CreateTable", "dynamodb:UpdateTimeToLive"}
+	streamActions     = []string{"dynamodb:DescribeStream", "dynamodb:GetShardIterator", "dynamodb:GetRecords"}
 )
 
 // tableRef renders a table's ARN followed by suffix ("", "/index/GSI2",

@@ -164,6 +164,9 @@ func TestPolicyUnconfined(t *testing.T) {
 		{PersonaAdmin, request{"dynamodb:UpdateTimeToLive", tableA, nil}, true},
 		{PersonaAdmin, request{"dynamodb:BatchWriteItem", tableA, []string{nsA}}, true},
 		{PersonaAdmin, request{"dynamodb:DeleteTable", tableA, nil}, false},
+		{PersonaAdmin, request{"dynamodb:UpdateTable", tableA, nil}, false}, // no code calls it
+		{PersonaAdmin, request{"dynamodb:DescribeContinuousBackups", tableA, nil}, false},
+		{PersonaWorker, request{"dynamodb:BatchWriteItem", tableA, []string{nsA}}, false}, // entity deletion and purge only
 		{PersonaWorker, request{"dynamodb:GetRecords", tableA + "/stream/2026-01-01T00:00:00.000", nil}, true},
 		{PersonaWorker, request{"dynamodb:ListStreams", "*", nil}, true},
 		{PersonaWorker, request{"dynamodb:UpdateItem", tableA, []string{"x/ENTITY#k"}}, true},

@@ -15,7 +15,9 @@ locals {
 
   # DynamoDB reports ThrottledRequests and SystemErrors per table and
   # operation only: the alarms add up the operations Tollgate calls (at
-  # most 10 metrics per alarm, the expression included).
+  # most 10 metrics per alarm, the expression included). The list is
+  # dynamodb.Operations() (store/dynamodb), which a test keeps equal to
+  # the backend's calls; TestSettingsMatchTemplate compares this with it.
   table_operations = ["GetItem", "PutItem", "UpdateItem", "DeleteItem", "BatchGetItem", "BatchWriteItem", "Query", "TransactWriteItems"]
 
   table_alarms = {
@@ -41,8 +43,9 @@ resource "aws_cloudwatch_metric_alarm" "table" {
   for_each            = var.alarms_enabled ? local.table_alarms : {}
   alarm_name          = "${var.name_prefix}-dynamodb-${each.key}"
   alarm_description   = each.value.description
-  comparison_operator = "GreaterThanOrEqualToThreshold"
+  comparison_operator = "GreaterThanThreshold"
   evaluation_periods  = var.alarm_evaluation_periods
+  datapoints_to_alarm = var.alarm_datapoints_to_alarm
   threshold           = each.value.threshold
   treat_missing_data  = "notBreaching"
   alarm_actions       = local.alarm_actions
@@ -85,7 +88,7 @@ resource "aws_cloudwatch_metric_alarm" "iterator_age" {
   statistic           = "Maximum"
   period              = var.alarm_period_seconds
   evaluation_periods  = var.alarm_evaluation_periods
-  comparison_operator = "GreaterThanOrEqualToThreshold"
+  comparison_operator = "GreaterThanThreshold"
   threshold           = var.alarm_iterator_age_ms
   treat_missing_data  = "notBreaching"
   dimensions = {
@@ -105,7 +108,8 @@ resource "aws_cloudwatch_metric_alarm" "function_errors" {
   statistic           = "Sum"
   period              = var.alarm_period_seconds
   evaluation_periods  = var.alarm_evaluation_periods
-  comparison_operator = "GreaterThanOrEqualToThreshold"
+  datapoints_to_alarm = var.alarm_datapoints_to_alarm
+  comparison_operator = "GreaterThanThreshold"
   threshold           = var.alarm_lambda_errors_threshold
   treat_missing_data  = "notBreaching"
   dimensions = {
@@ -125,7 +129,8 @@ resource "aws_cloudwatch_metric_alarm" "function_throttles" {
   statistic           = "Sum"
   period              = var.alarm_period_seconds
   evaluation_periods  = var.alarm_evaluation_periods
-  comparison_operator = "GreaterThanOrEqualToThreshold"
+  datapoints_to_alarm = var.alarm_datapoints_to_alarm
+  comparison_operator = "GreaterThanThreshold"
   threshold           = var.alarm_lambda_throttles_threshold
   treat_missing_data  = "notBreaching"
   dimensions = {
@@ -143,10 +148,10 @@ resource "aws_cloudwatch_metric_alarm" "discarded_batches" {
   namespace           = "AWS/SQS"
   metric_name         = "ApproximateNumberOfMessagesVisible"
   statistic           = "Maximum"
-  period              = var.alarm_period_seconds
+  period              = 300
   evaluation_periods  = 1
-  comparison_operator = "GreaterThanOrEqualToThreshold"
-  threshold           = 1
+  comparison_operator = "GreaterThanThreshold"
+  threshold           = 0
   treat_missing_data  = "notBreaching"
   dimensions = {
     QueueName = aws_sqs_queue.aggregator_failures.name

@@ -230,6 +230,11 @@ func tenantPolicyProblems(m *module, ids []string) []string {
 	for _, id := range ids {
 		wantPrefixes = append(wantPrefixes, dynamodb.NamespaceKeyPrefix(id)+"*")
 	}
+	var wantIndexKeys []string
+	for _, id := range ids {
+		wantIndexKeys = append(wantIndexKeys, dynamodb.NamespaceIndexKey(id))
+	}
+	namespaceIndex := testTableARN + "/index/" + dynamodb.IndexNames()[len(dynamodb.IndexNames())-1]
 	allowedResources := map[string]bool{testTableARN: true}
 	wantResources := []string{testTableARN}
 	for _, ix := range dynamodb.NamespaceIndexes() {
@@ -263,6 +268,9 @@ func tenantPolicyProblems(m *module, ids []string) []string {
 			}
 		}
 		for _, r := range resources {
+			if r == namespaceIndex && sid == "TollgateNamespaceIndex" {
+				continue // checked below
+			}
 			if !allowedResources[r] {
 				p.addf("statement %s: resource %s: a tenant may use the table and the indexes %v only", sid, r, dynamodb.NamespaceIndexes())
 			}
@@ -280,25 +288,32 @@ func tenantPolicyProblems(m *module, ids []string) []string {
 			}
 		}
 		switch sid {
-		case "OwnNamespace":
+		case "TollgateNamespaceItems":
 			if test != "ForAllValues:StringLike" || !slices.Equal(leading, wantPrefixes) {
-				p.addf("OwnNamespace: %s %v, the backend's keys of namespaces %v begin with %v", test, leading, ids, wantPrefixes)
+				p.addf("TollgateNamespaceItems: %s %v, the backend's keys of namespaces %v begin with %v", test, leading, ids, wantPrefixes)
 			}
 			if !slices.Equal(resources, wantResources) {
-				p.addf("OwnNamespace: resources %v, want %v", resources, wantResources)
+				p.addf("TollgateNamespaceItems: resources %v, want %v", resources, wantResources)
 			}
-		case "RegistryAndVersionRead":
+		case "TollgateNamespaceIndex":
+			if test != "ForAllValues:StringEquals" || !slices.Equal(leading, wantIndexKeys) {
+				p.addf("TollgateNamespaceIndex: %s %v, the backend's GSI4 keys of namespaces %v are %v", test, leading, ids, wantIndexKeys)
+			}
+			if !slices.Equal(resources, []string{namespaceIndex}) || !slices.Equal(actions, []string{"dynamodb:Query"}) {
+				p.addf("TollgateNamespaceIndex: %v on %v, want Query on %s alone", actions, resources, namespaceIndex)
+			}
+		case "TollgateRegistryRead":
 			if test != "ForAllValues:StringEquals" || !slices.Equal(leading, []string{dynamodb.RegistryPartitionKey()}) {
-				p.addf("RegistryAndVersionRead: %s %v, the backend's registry partition is %q", test, leading, dynamodb.RegistryPartitionKey())
+				p.addf("TollgateRegistryRead: %s %v, the backend's registry partition is %q", test, leading, dynamodb.RegistryPartitionKey())
 			}
 			if !slices.Equal(actions, []string{"dynamodb:GetItem"}) {
-				p.addf("RegistryAndVersionRead: actions %v, want GetItem alone", actions)
+				p.addf("TollgateRegistryRead: actions %v, want GetItem alone", actions)
 			}
 		default:
 			p.addf("statement %s: a LeadingKeys statement this test does not know", sid)
 		}
 	}
-	for _, sid := range []string{"OwnNamespace", "RegistryAndVersionRead", "CheckTable"} {
+	for _, sid := range []string{"TollgateNamespaceItems", "TollgateNamespaceIndex", "TollgateRegistryRead", "TollgateDescribeTable"} {
 		if !seen[sid] {
 			p.addf("tenant policy has no statement %s", sid)
 		}

@@ -1,35 +1,44 @@
-# Three personas (docs/dynamodb.md 7):
-#   - the functions (aggregator and reconciler): every item, the stream;
-#   - admin: every item, namespace registration and purge, table management;
-#   - tenants: one role each, confined by dynamodb:LeadingKeys to the items
-#     of its namespaces.
+# The personas of package deploy (deploy.Policy, `tollgate iam policy`,
+# docs/dynamodb.md 7), written in HCL:
+#   - the functions (aggregator and reconciler): the worker persona, plus
+#     their logs and failure queue;
+#   - admin: the admin persona on every namespace (the operator);
+#   - tenants: one role each with the admin persona confined by
+#     dynamodb:LeadingKeys to its namespaces, and a policy of the acquire
+#     persona confined alike for its applications.
+# deploy.PolicyDocument is the source: TestPoliciesMatchGenerator
+# evaluates every document below and compares its statements (actions,
+# resources, conditions) with the generator's for the same table and
+# namespace ids, so an edit here that the generator does not make fails.
 # Every role takes var.permissions_boundary_arn.
 
 locals {
   table_arn = aws_dynamodb_table.tollgate.arn
 
-  # What a process of the DynamoDB backend calls (docs/dynamodb.md 7).
-  # There is no dynamodb:TransactWriteItems action: a transaction needs
-  # the actions of its parts (DeleteItem, ConditionCheckItem among them).
-  item_actions = [
-    "dynamodb:GetItem",
-    "dynamodb:PutItem",
-    "dynamodb:UpdateItem",
-    "dynamodb:DeleteItem",
-    "dynamodb:ConditionCheckItem",
-    "dynamodb:BatchGetItem",
-    "dynamodb:BatchWriteItem",
-    "dynamodb:Query",
-  ]
+  # The item actions of every persona (deploy/iam.go: readActions,
+  # writeActions). There is no dynamodb:TransactWriteItems action: a
+  # transaction needs the actions of its parts (DeleteItem,
+  # ConditionCheckItem among them). BatchWriteItem, which only entity
+  # deletion and namespace purge call, is the admin persona's alone.
+  read_actions  = ["dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:Query", "dynamodb:ConditionCheckItem"]
+  write_actions = ["dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"]
+  item_actions  = concat(local.read_actions, local.write_actions)
+  admin_actions = concat(local.item_actions, ["dynamodb:BatchWriteItem"])
+
+  # What tollgate deploy calls (store/dynamodb CreateTable, InitTable).
+  # DeleteTable is left to a break-glass role.
+  table_admin_actions = ["dynamodb:CreateTable", "dynamodb:UpdateTimeToLive"]
 
   # The key layout a tenant's policy depends on; the tests compare it with
-  # store/dynamodb (NamespaceKeyPrefix, NamespaceIndexes,
-  # RegistryPartitionKey). Every partition key of a namespace's items
-  # starts with "{id}/", and so do the partition keys of its entries in
-  # GSI1-GSI3; GSI4's is the bare id, so a tenant cannot query it
-  # (PurgeNamespace is an operator's task).
+  # store/dynamodb (NamespaceKeyPrefix, NamespaceIndexKey,
+  # NamespaceIndexes, RegistryPartitionKey). Every partition key of a
+  # namespace's items starts with "{id}/", and so do the partition keys of
+  # its entries in GSI1-GSI3; GSI4's is the bare id (ListEntities and
+  # ListConfigs query it).
   namespace_key_separator = "/"
   tenant_indexes          = ["GSI1", "GSI2", "GSI3"]
+  acquire_indexes         = ["GSI2", "GSI3"]
+  namespace_index         = "GSI4"
   registry_partition_key  = "_/SYSTEM#"
 }
 
@@ -50,31 +59,42 @@ data "aws_iam_policy_document" "lambda_assume" {
 
 data "aws_iam_policy_document" "functions" {
   statement {
-    sid       = "TableItems"
+    sid       = "TollgateItems"
     effect    = "Allow"
-    actions   = concat(local.item_actions, ["dynamodb:DescribeTable"])
+    actions   = local.item_actions
     resources = [local.table_arn, "${local.table_arn}/index/*"]
   }
 
-  # Lambda's polling of the stream, on the function's behalf.
+  # The aggregator process reads the stream; Lambda polls it with the
+  # function's role.
   statement {
-    sid       = "ReadStream"
+    sid       = "TollgateStream"
     effect    = "Allow"
-    actions   = ["dynamodb:DescribeStream", "dynamodb:GetRecords", "dynamodb:GetShardIterator"]
-    resources = [aws_dynamodb_table.tollgate.stream_arn]
+    actions   = ["dynamodb:DescribeStream", "dynamodb:GetShardIterator", "dynamodb:GetRecords"]
+    resources = ["${local.table_arn}/stream/*"]
   }
 
+  # ListStreams takes no resource.
   statement {
-    sid       = "ListStreams"
+    sid       = "TollgateListStreams"
     effect    = "Allow"
     actions   = ["dynamodb:ListStreams"]
     resources = ["*"]
   }
 
-  # The event source mapping's on-failure destination is written with
-  # the function's role.
   statement {
-    sid       = "FailureQueue"
+    sid       = "TollgateDescribeTable"
+    effect    = "Allow"
+    actions   = ["dynamodb:DescribeTable"]
+    resources = [local.table_arn]
+  }
+
+  # Not the worker persona's: what the functions need as Lambda functions
+  # (the CloudFormation template's tollgate-lambda policy). The event
+  # source mapping's on-failure destination is written with the
+  # function's role.
+  statement {
+    sid       = "FailedBatches"
     effect    = "Allow"
     actions   = ["sqs:SendMessage"]
     resources = [aws_sqs_queue.aggregator_failures.arn]
@@ -117,24 +137,24 @@ data "aws_iam_policy_document" "admin" {
   # Every item: namespace registration (transactions on _/SYSTEM#),
   # PurgeNamespace (GSI4), entities, limits, usage, audit of any namespace.
   statement {
-    sid       = "AllItems"
+    sid       = "TollgateItems"
     effect    = "Allow"
-    actions   = local.item_actions
+    actions   = local.admin_actions
     resources = [local.table_arn, "${local.table_arn}/index/*"]
   }
 
-  # tollgate deploy / status / destroy.
+  # tollgate deploy.
   statement {
-    sid    = "TableManagement"
-    effect = "Allow"
-    actions = [
-      "dynamodb:CreateTable",
-      "dynamodb:UpdateTable",
-      "dynamodb:DescribeTable",
-      "dynamodb:DeleteTable",
-      "dynamodb:UpdateTimeToLive",
-      "dynamodb:DescribeTimeToLive",
-    ]
+    sid       = "TollgateTableAdmin"
+    effect    = "Allow"
+    actions   = local.table_admin_actions
+    resources = [local.table_arn]
+  }
+
+  statement {
+    sid       = "TollgateDescribeTable"
+    effect    = "Allow"
+    actions   = ["dynamodb:DescribeTable"]
     resources = [local.table_arn]
   }
 }
@@ -186,9 +206,9 @@ data "aws_iam_policy_document" "tenant" {
   # add Scan or PartiQL here: ForAllValues is true for a request without
   # a partition key.
   statement {
-    sid     = "OwnNamespace"
+    sid     = "TollgateNamespaceItems"
     effect  = "Allow"
-    actions = local.item_actions
+    actions = local.admin_actions
     resources = concat(
       [local.table_arn],
       [for ix in local.tenant_indexes : "${local.table_arn}/index/${ix}"],
@@ -201,11 +221,25 @@ data "aws_iam_policy_document" "tenant" {
     }
   }
 
+  # ListEntities and ListConfigs query GSI4, keyed by the bare id.
+  statement {
+    sid       = "TollgateNamespaceIndex"
+    effect    = "Allow"
+    actions   = ["dynamodb:Query"]
+    resources = ["${local.table_arn}/index/${local.namespace_index}"]
+
+    condition {
+      test     = "ForAllValues:StringEquals"
+      variable = "dynamodb:LeadingKeys"
+      values   = each.value.namespace_ids
+    }
+  }
+
   # The limiter resolves its namespace's name here, and CheckTable reads
   # the schema version. LeadingKeys cannot restrict the sort key: a tenant
   # can read every namespace's name and id (not their data).
   statement {
-    sid       = "RegistryAndVersionRead"
+    sid       = "TollgateRegistryRead"
     effect    = "Allow"
     actions   = ["dynamodb:GetItem"]
     resources = [local.table_arn]
@@ -219,11 +253,62 @@ data "aws_iam_policy_document" "tenant" {
 
   # Its own statement: DescribeTable has no partition key.
   statement {
-    sid       = "CheckTable"
+    sid       = "TollgateDescribeTable"
     effect    = "Allow"
     actions   = ["dynamodb:DescribeTable"]
     resources = [local.table_arn]
   }
+}
+
+# The acquire persona confined to a tenant's namespaces: for the roles of
+# its applications (attach tenant_acquire_policy_arns), as the
+# CloudFormation template's TenantAcquirePolicy.
+data "aws_iam_policy_document" "tenant_acquire" {
+  for_each = var.tenants
+
+  statement {
+    sid     = "TollgateNamespaceItems"
+    effect  = "Allow"
+    actions = local.item_actions
+    resources = concat(
+      [local.table_arn],
+      [for ix in local.acquire_indexes : "${local.table_arn}/index/${ix}"],
+    )
+
+    condition {
+      test     = "ForAllValues:StringLike"
+      variable = "dynamodb:LeadingKeys"
+      values   = [for id in each.value.namespace_ids : "${id}${local.namespace_key_separator}*"]
+    }
+  }
+
+  statement {
+    sid       = "TollgateRegistryRead"
+    effect    = "Allow"
+    actions   = ["dynamodb:GetItem"]
+    resources = [local.table_arn]
+
+    condition {
+      test     = "ForAllValues:StringEquals"
+      variable = "dynamodb:LeadingKeys"
+      values   = [local.registry_partition_key]
+    }
+  }
+
+  statement {
+    sid       = "TollgateDescribeTable"
+    effect    = "Allow"
+    actions   = ["dynamodb:DescribeTable"]
+    resources = [local.table_arn]
+  }
+}
+
+resource "aws_iam_policy" "tenant_acquire" {
+  for_each    = var.tenants
+  name        = "${var.name_prefix}-tenant-${each.key}-acquire"
+  description = "Tollgate acquire persona of tenant ${each.key}: namespaces ${join(", ", each.value.namespace_ids)} of ${var.table_name}"
+  policy      = data.aws_iam_policy_document.tenant_acquire[each.key].json
+  tags        = var.tags
 }
 
 resource "aws_iam_policy" "tenant" {

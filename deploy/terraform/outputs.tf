@@ -63,6 +63,11 @@ output "tenant_policy_arns" {
   value       = { for k, p in aws_iam_policy.tenant : k => p.arn }
 }
 
+output "tenant_acquire_policy_arns" {
+  description = "Each tenant's acquire policy (the acquire persona confined to its namespaces), by tenant key: attach it to its applications' roles."
+  value       = { for k, p in aws_iam_policy.tenant_acquire : k => p.arn }
+}
+
 output "tenant_policy_json" {
   description = "Each tenant's policy document, by tenant key (check it with the IAM policy simulator: docs/dynamodb.md 7)."
   value       = { for k, d in data.aws_iam_policy_document.tenant : k => d.json }

@@ -171,7 +171,7 @@ variable "stream_parallelization_factor" {
 variable "stream_maximum_retry_attempts" {
   description = "Retries of a failing batch before Lambda discards it to the failure queue (-1: until its records leave the stream, 24 hours). A discarded batch's usage is never counted."
   type        = number
-  default     = 10
+  default     = 100
 }
 
 variable "stream_maximum_record_age_seconds" {
@@ -248,32 +248,38 @@ variable "alarm_evaluation_periods" {
   default     = 5
 }
 
-variable "alarm_throttled_requests_threshold" {
-  description = "Throttled DynamoDB requests per period (all the operations Tollgate calls) at which the alarm fires."
+variable "alarm_datapoints_to_alarm" {
+  description = "Of the alarm_evaluation_periods, how many must breach for an alarm on a count (throttles, errors) to fire; the iterator age alarm needs them all."
   type        = number
-  default     = 1
+  default     = 3
+}
+
+variable "alarm_throttled_requests_threshold" {
+  description = "Throttled DynamoDB requests per period (all the operations Tollgate calls) above which the alarm fires."
+  type        = number
+  default     = 0
 }
 
 variable "alarm_system_errors_threshold" {
-  description = "DynamoDB system errors per period at which the alarm fires."
+  description = "DynamoDB system errors per period above which the alarm fires."
   type        = number
-  default     = 1
+  default     = 0
 }
 
 variable "alarm_iterator_age_ms" {
-  description = "The aggregator's stream iterator age, in milliseconds, at which the alarm fires (usage is that late)."
+  description = "The aggregator's stream iterator age, in milliseconds, above which the alarm fires (usage is that late)."
   type        = number
-  default     = 60000
+  default     = 300000
 }
 
 variable "alarm_lambda_errors_threshold" {
-  description = "Errors per period of a function at which its alarm fires."
+  description = "Errors per period of a function above which its alarm fires."
   type        = number
-  default     = 1
+  default     = 0
 }
 
 variable "alarm_lambda_throttles_threshold" {
-  description = "Throttled invocations per period of a function at which its alarm fires."
+  description = "Throttled invocations per period of a function above which its alarm fires."
   type        = number
-  default     = 1
+  default     = 0
 }

@@ -72,12 +72,16 @@ docs/operations.md describes both.`,
 				return nil
 			case errors.Is(err, dynamodb.ErrSchemaUpgradable):
 				verb = "upgraded"
-			case errors.Is(err, dynamodb.ErrSchemaMismatch) && unversioned(ctx, st):
-				verb = "initialised" // made by CloudFormation: CreateTable checks its layout first
+			case errors.Is(err, dynamodb.ErrSchemaUnversioned):
+				verb = "initialised" // made by CloudFormation or Terraform
 			case !errors.Is(err, dynamodb.ErrTableNotFound):
 				return err
 			}
-			if err := st.CreateTable(ctx); err != nil {
+			init := st.CreateTable
+			if verb == "initialised" {
+				init = st.InitTable // checks the layout first; needs no CreateTable permission
+			}
+			if err := init(ctx); err != nil {
 				return err
 			}
 			fmt.Fprintf(g.stdout, "table %s %s (schema %d)\n", st.Table(), verb, dynamodb.SchemaVersion)
@@ -86,14 +90,6 @@ docs/operations.md describes both.`,
 	}
 	addStackFlags(cmd, &sf)
 	return cmd
-}
-
-// unversioned reports whether the table has no schema version record: a
-// table made by another tool (the CloudFormation template), which
-// CreateTable initialises after checking its layout.
-func unversioned(ctx context.Context, st *dynamodb.Store) bool {
-	d, err := st.DescribeTable(ctx)
-	return err == nil && d.SchemaVersion == 0
 }
 
 func newDestroyCmd(g *globals) *cobra.Command {

@@ -51,3 +51,16 @@ func IndexNames() []string {
 func TableDefinition(table string) *dynamodb.CreateTableInput {
 	return (&Store{table: table}).createTableInput()
 }
+
+// Operations are the DynamoDB operations on items that the backend calls
+// (this package and package stream, through the table's client): the
+// values of the Operation dimension under which CloudWatch reports
+// Tollgate's requests in the table's ThrottledRequests and SystemErrors
+// metrics. The table operations (CreateTable, DescribeTable,
+// UpdateTimeToLive, DeleteTable) and the stream's (DescribeStream,
+// GetShardIterator, GetRecords) are not among them. Alarms sum these
+// metrics over this list (package deploy, deploy/terraform);
+// TestOperations keeps it equal to the calls in the code.
+func Operations() []string {
+	return []string{"GetItem", "PutItem", "UpdateItem", "DeleteItem", "BatchGetItem", "BatchWriteItem", "Query", "TransactWriteItems"}
+}

@@ -39,6 +39,13 @@ var ErrSchemaMismatch = errors.New("dynamodb: incompatible table schema")
 // It matches ErrSchemaMismatch too.
 var ErrSchemaUpgradable = fmt.Errorf("%w (upgradable)", ErrSchemaMismatch)
 
+// ErrSchemaUnversioned is returned by CheckTable for a table of the right
+// layout without a schema version record: one another tool created (the
+// CloudFormation template deployed by hand, Terraform without its
+// aws_dynamodb_table_item). InitTable (tollgate deploy) writes the record.
+// It matches ErrSchemaMismatch too.
+var ErrSchemaUnversioned = fmt.Errorf("%w (no schema version record)", ErrSchemaMismatch)
+
 // ErrTableNotFound is returned by CheckTable when the table does not exist.
 var ErrTableNotFound = errors.New("dynamodb: table not found")
 
@@ -50,9 +57,11 @@ var ErrTableNotActive = errors.New("dynamodb: table not active")
 // old images, TTL on "ttl", on-demand billing), waits until it is active and
 // writes the schema version record. An existing table (perhaps created by
 // another process) is checked instead, before anything is written to it: a
-// table of another layout is refused with ErrSchemaMismatch. An existing
-// table of schema version 1 is upgraded to SchemaVersion (stop the
-// processes of older versions first: see SchemaVersion).
+// table of another layout is refused with ErrSchemaMismatch, and one of
+// this layout is initialised as InitTable does (a table CloudFormation or
+// Terraform made gets its version record). An existing table of schema
+// version 1 is upgraded to SchemaVersion (stop the processes of older
+// versions first: see SchemaVersion).
 func (s *Store) CreateTable(ctx context.Context) error {
 	_, err := s.db.CreateTable(ctx, s.createTableInput())
 	var inUse *types.ResourceInUseException
@@ -64,13 +73,35 @@ func (s *Store) CreateTable(ctx context.Context) error {
 		return fmt.Errorf("dynamodb: wait for table %s: %w", s.table, err)
 	}
 	if existed {
-		desc, err := s.describe(ctx)
-		if err != nil {
-			return err
-		}
-		if err := s.verifyLayout(desc); err != nil {
-			return err
-		}
+		return s.InitTable(ctx)
+	}
+	if err := s.enableTTL(ctx); err != nil {
+		return err
+	}
+	if err := s.writeVersion(ctx); err != nil {
+		return err
+	}
+	return s.CheckTable(ctx)
+}
+
+// InitTable prepares a table another tool created (CloudFormation,
+// Terraform) for this package, without creating anything: it checks the
+// table's layout (ErrSchemaMismatch, naming what differs, before anything
+// is written), turns TTL on, and writes the schema version record unless
+// one is there (a version 1 record is upgraded, as CreateTable does). It
+// needs dynamodb:UpdateTimeToLive, DescribeTable, GetItem and PutItem on the
+// table, not CreateTable. A missing table is ErrTableNotFound. Running it
+// again changes nothing.
+func (s *Store) InitTable(ctx context.Context) error {
+	desc, err := s.describe(ctx)
+	if err != nil {
+		return err
+	}
+	if desc.TableStatus != types.TableStatusActive {
+		return fmt.Errorf("%w: table %s is %s", ErrTableNotActive, s.table, desc.TableStatus)
+	}
+	if err := s.verifyLayout(desc); err != nil {
+		return err
 	}
 	if err := s.enableTTL(ctx); err != nil {
 		return err
@@ -327,6 +358,9 @@ func (s *Store) CheckTable(ctx context.Context) error {
 	switch v {
 	case SchemaVersion:
 		return nil
+	case 0:
+		return fmt.Errorf("%w: table %s has no schema version record: initialise it once with InitTable "+
+			"(tollgate deploy --store 'dynamodb://%s?region=...')", ErrSchemaUnversioned, s.table, s.table)
 	case upgradableVersion:
 		return fmt.Errorf("%w: table %s has schema version %d, this Tollgate needs %d: stop the processes of older "+
 			"Tollgate versions, then upgrade the table with CreateTable (tollgate deploy); its buckets are converted as they are written",
