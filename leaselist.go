@@ -29,22 +29,41 @@ func (l *Limiter) Leases(ctx context.Context, entity, resource, after string, li
 		return nil, "", err
 	}
 	q := store.LeaseQuery{Entity: entity, Resource: resource, After: after}
-	var out []LeaseInfo
+	return listRecords(ctx, l.store, ns, q, limit, "list leases", func(rec *store.LeaseRecord) (LeaseInfo, string, bool, bool) {
+		if strings.HasPrefix(rec.ID, model.ReservationPrefix) {
+			return LeaseInfo{}, "", false, false
+		}
+		return l.leaseInfo(rec), rec.ID, true, false
+	})
+}
+
+// listRecords lists, of the lease records q selects in id order, up to
+// limit that pick takes, and the after of the next page ("" when there is
+// none). pick returns a record's value and its cursor, and take false to
+// skip it; done stops the listing at a record no later one can follow.
+func listRecords[T any](ctx context.Context, st store.Leases, ns string, q store.LeaseQuery, limit int, op string,
+	pick func(rec *store.LeaseRecord) (v T, cursor string, take, done bool)) ([]T, string, error) {
+	var out []T
+	last := ""
 	for {
 		// One more than the page wants tells whether another follows.
 		q.Limit = min(limit-len(out)+1, store.MaxLeasePage)
-		recs, next, err := l.store.ListLeases(ctx, ns, q)
+		recs, next, err := st.ListLeases(ctx, ns, q)
 		if err != nil {
-			return nil, "", storeErr(ctx, "list leases", entity, err)
+			return nil, "", storeErr(ctx, op, q.Entity, err)
 		}
 		for i := range recs {
-			if strings.HasPrefix(recs[i].ID, model.ReservationPrefix) {
+			v, cursor, take, done := pick(&recs[i])
+			if done {
+				return out, "", nil
+			}
+			if !take {
 				continue
 			}
 			if len(out) == limit {
-				return out, out[limit-1].ID, nil
+				return out, last, nil
 			}
-			out = append(out, l.leaseInfo(&recs[i]))
+			out, last = append(out, v), cursor
 		}
 		if next == "" {
 			return out, "", nil

@@ -140,34 +140,16 @@ func (l *Limiter) Reservations(ctx context.Context, entity, resource, after stri
 	if err != nil {
 		return nil, "", err
 	}
-	q := store.LeaseQuery{Entity: entity, Resource: resource, After: model.ReservationLeaseID(after), Limit: store.MaxLeasePage}
-	var out []Reservation
-	for {
-		// One more than the page wants tells whether another follows.
-		q.Limit = min(limit-len(out)+1, store.MaxLeasePage)
-		recs, next, err := l.store.ListLeases(ctx, ns, q)
-		if err != nil {
-			return nil, "", storeErr(ctx, "list reservations", entity, err)
+	q := store.LeaseQuery{Entity: entity, Resource: resource, After: model.ReservationLeaseID(after)}
+	return listRecords(ctx, l.store, ns, q, limit, "list reservations", func(rec *store.LeaseRecord) (Reservation, string, bool, bool) {
+		if !strings.HasPrefix(rec.ID, model.ReservationPrefix) {
+			// Records are sorted by id, and the ids with the prefix are
+			// together: past them, there are no more.
+			return Reservation{}, "", false, rec.ID > model.ReservationPrefix
 		}
-		for i := range recs {
-			if !strings.HasPrefix(recs[i].ID, model.ReservationPrefix) {
-				// Records are sorted by id, and the ids with the prefix
-				// are together: past them, there are no more.
-				if recs[i].ID > model.ReservationPrefix {
-					return out, "", nil
-				}
-				continue
-			}
-			if len(out) == limit {
-				return out, out[limit-1].ID, nil
-			}
-			out = append(out, reservationOf(&recs[i]))
-		}
-		if next == "" {
-			return out, "", nil
-		}
-		q.After = next
-	}
+		r := reservationOf(rec)
+		return r, r.ID, true, false
+	})
 }
 
 // checkReservationQuery checks the arguments of Reservations.

@@ -50,18 +50,9 @@ func newLeasesListCmd(g *globals) *cobra.Command {
 
 // allLeases reads every page of a lease listing.
 func allLeases(ctx context.Context, b backend, entity, resource string) ([]tollgate.LeaseInfo, error) {
-	var all []tollgate.LeaseInfo
-	for after := ""; ; {
-		page, next, err := b.Leases(ctx, entity, resource, after, store.MaxLeasePage)
-		if err != nil {
-			return nil, err
-		}
-		all = append(all, page...)
-		if next == "" {
-			return all, nil
-		}
-		after = next
-	}
+	return allPages(func(after string) ([]tollgate.LeaseInfo, string, error) {
+		return b.Leases(ctx, entity, resource, after, store.MaxLeasePage)
+	})
 }
 
 // leaseJSON is a lease in `leases list -o json`.

@@ -56,13 +56,21 @@ func newReservationsListCmd(g *globals) *cobra.Command {
 
 // allReservations reads every page of an entity's reservations.
 func allReservations(ctx context.Context, b backend, entity, resource string) ([]tollgate.Reservation, error) {
-	var all []tollgate.Reservation
+	return allPages(func(after string) ([]tollgate.Reservation, string, error) {
+		return b.Reservations(ctx, entity, resource, after, store.MaxLeasePage)
+	})
+}
+
+// allPages reads every page of a listing whose pages say the after of the
+// next ("" after the last).
+func allPages[T any](page func(after string) ([]T, string, error)) ([]T, error) {
+	var all []T
 	for after := ""; ; {
-		page, next, err := b.Reservations(ctx, entity, resource, after, store.MaxLeasePage)
+		got, next, err := page(after)
 		if err != nil {
 			return nil, err
 		}
-		all = append(all, page...)
+		all = append(all, got...)
 		if next == "" {
 			return all, nil
 		}
