@@ -166,6 +166,11 @@ func TestTemplateAlarms(t *testing.T) {
 		if p["AlarmActions"] == nil || p["TreatMissingData"] == nil || p["AlarmDescription"] == nil {
 			t.Errorf("%s: no actions, missing-data treatment or description", name)
 		}
+		// Every alarm notifies the topic, when there is one, of both changes.
+		topic := map[string]any{"Fn::If": []any{"HasAlarmEmail", []any{map[string]any{"Ref": "AlarmTopic"}}, map[string]any{"Ref": "AWS::NoValue"}}}
+		if !reflect.DeepEqual(p["AlarmActions"], topic) || !reflect.DeepEqual(p["OKActions"], topic) {
+			t.Errorf("%s: actions %v and %v, want AlarmTopic's when HasAlarmEmail", name, p["AlarmActions"], p["OKActions"])
+		}
 		if ms, ok := p["Metrics"].([]any); ok {
 			returned := 0
 			for _, m := range ms {
@@ -186,7 +191,7 @@ func TestTemplateAlarms(t *testing.T) {
 		check(name, p, str(p["Statistic"]))
 		seen[str(p["MetricName"])] = true
 	}
-	for _, m := range []string{"ThrottledRequests", "SystemErrors", "IteratorAge", "Errors", "ApproximateNumberOfMessagesVisible"} {
+	for _, m := range []string{"ThrottledRequests", "SystemErrors", "IteratorAge", "Errors", "Throttles", "ApproximateNumberOfMessagesVisible"} {
 		if !seen[m] {
 			t.Errorf("no alarm on %s", m)
 		}

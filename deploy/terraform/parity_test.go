@@ -20,10 +20,8 @@ import (
 // into one map each, by the same names, and compared.
 
 // moduleOnly are settings the module has and the template has not, with
-// the reason; the comparison skips them.
-var moduleOnly = map[string]string{
-	"alarm function_throttles": "the template has no Lambda throttles alarms (yet): the module watches the functions' concurrency too",
-}
+// the reason; the comparison skips them. There are none at present.
+var moduleOnly = map[string]string{}
 
 // Lambda's defaults for asynchronous invocations (the reconciler's, from
 // its schedule) of a function without an event invoke configuration: 2
@@ -136,6 +134,7 @@ func templateSettings(t *testing.T) map[string]string {
 		"TableThrottlesAlarm": "table ThrottledRequests", "TableSystemErrorsAlarm": "table SystemErrors",
 		"AggregatorIteratorAgeAlarm": "iterator_age", "FailureQueueAlarm": "discarded_batches",
 		"AggregatorErrorsAlarm": "function_errors aggregate", "ReconcilerErrorsAlarm": "function_errors reconcile",
+		"AggregatorThrottlesAlarm": "function_throttles aggregate", "ReconcilerThrottlesAlarm": "function_throttles reconcile",
 	}
 	for name, r := range tpl.Resources {
 		if r.Type != "AWS::CloudWatch::Alarm" {
@@ -384,6 +383,11 @@ func TestSettingsMutationsAreCaught(t *testing.T) {
 		{"memory", "lambda.tf", "memory_size      = var.lambda_memory_size", "memory_size      = 512", "memory"},
 		{"reconciler retries", "lambda.tf", "maximum_retry_attempts       = 0", "maximum_retry_attempts       = 2", "reconcile async retries"},
 		{"reconciler event age", "lambda.tf", "maximum_event_age_in_seconds = 60", "maximum_event_age_in_seconds = 3600", "reconcile async event age"},
+		{"throttles period", "alarms.tf", `metric_name         = "Throttles"
+  statistic           = "Sum"
+  period              = var.alarm_period_seconds`, `metric_name         = "Throttles"
+  statistic           = "Sum"
+  period              = 300`, "alarm function_throttles"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m := parseModule(moduleDir, mutate(t, readModule(t, moduleDir), tc.file, tc.old, tc.new))
@@ -402,8 +406,9 @@ func TestSettingsMutationsAreCaught(t *testing.T) {
 	}
 	changed["stream tumbling window"] = "60"
 	changed["reconcile async retries"] = defaultAsyncRetries // the template without its event invoke configuration
+	delete(changed, "alarm function_throttles reconcile")    // the template without the alarm
 	problems := settingsProblems(loadModule(t, moduleDir), changed)
-	for _, k := range []string{"stream tumbling window", "reconcile async retries"} {
+	for _, k := range []string{"stream tumbling window", "reconcile async retries", "alarm function_throttles reconcile"} {
 		if !slices.ContainsFunc(problems, func(p string) bool { return strings.Contains(p, k) }) {
 			t.Errorf("a template setting that differs is not caught: %s", k)
 		}
