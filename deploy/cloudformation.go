@@ -81,7 +81,7 @@ func TemplateParameters() ([]TemplateParameter, error) {
 // the stack is deleted), the aggregator and reconciler Lambda functions
 // (make lambda's zip, from S3) with the stream's event source mapping
 // (tumbling window, bisect on error, retry limit, failure queue) and the
-// reconciler's schedule, log groups with retention, alarms with an
+// reconciler's schedule (a failed pass is not retried), log groups with retention, alarms with an
 // optional SNS topic, the worker role and the acquire and admin managed
 // policies, table-wide and per namespace of opts. Every IAM statement is
 // PolicyDocument's. Bad options give an *InvalidOptionError.

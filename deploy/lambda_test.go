@@ -87,10 +87,15 @@ func TestTemplateLambda(t *testing.T) {
 		t.Errorf("the stream's mapping lacks a tumbling window, bisection, a retry limit, a destination or TRIM_HORIZON: %v", esm)
 	}
 	// The reconciler is invoked by a schedule, allowed to.
-	var scheduled, permitted bool
+	// A failed pass is not retried (Lambda's default for asynchronous
+	// invocations is 2 retries): the next scheduled one does its work.
+	var scheduled, permitted, noRetries bool
 	for name, r := range tpl.Resources {
 		p := props(tpl, name)
 		switch r["Type"] {
+		case "AWS::Lambda::EventInvokeConfig":
+			noRetries = noRetries || reflect.DeepEqual(p["FunctionName"], map[string]any{"Ref": modes["reconcile"]}) &&
+				p["Qualifier"] == "$LATEST" && p["MaximumRetryAttempts"] == 0.0
 		case "AWS::Events::Rule":
 			for _, tg := range p["Targets"].([]any) {
 				scheduled = scheduled || reflect.DeepEqual(tg.(map[string]any)["Arn"], map[string]any{"Fn::GetAtt": []any{modes["reconcile"], "Arn"}})
@@ -100,8 +105,8 @@ func TestTemplateLambda(t *testing.T) {
 			permitted = permitted || reflect.DeepEqual(p["FunctionName"], map[string]any{"Ref": modes["reconcile"]}) && p["Principal"] == "events.amazonaws.com"
 		}
 	}
-	if !scheduled || !permitted {
-		t.Errorf("reconciler scheduled %v, invocation permitted %v", scheduled, permitted)
+	if !scheduled || !permitted || !noRetries {
+		t.Errorf("reconciler scheduled %v, invocation permitted %v, not retried ($LATEST, MaximumRetryAttempts 0) %v", scheduled, permitted, noRetries)
 	}
 }
 
@@ -161,6 +166,11 @@ func TestTemplateAlarms(t *testing.T) {
 		if p["AlarmActions"] == nil || p["TreatMissingData"] == nil || p["AlarmDescription"] == nil {
 			t.Errorf("%s: no actions, missing-data treatment or description", name)
 		}
+		// Every alarm notifies the topic, when there is one, of both changes.
+		topic := map[string]any{"Fn::If": []any{"HasAlarmEmail", []any{map[string]any{"Ref": "AlarmTopic"}}, map[string]any{"Ref": "AWS::NoValue"}}}
+		if !reflect.DeepEqual(p["AlarmActions"], topic) || !reflect.DeepEqual(p["OKActions"], topic) {
+			t.Errorf("%s: actions %v and %v, want AlarmTopic's when HasAlarmEmail", name, p["AlarmActions"], p["OKActions"])
+		}
 		if ms, ok := p["Metrics"].([]any); ok {
 			returned := 0
 			for _, m := range ms {
@@ -181,7 +191,7 @@ func TestTemplateAlarms(t *testing.T) {
 		check(name, p, str(p["Statistic"]))
 		seen[str(p["MetricName"])] = true
 	}
-	for _, m := range []string{"ThrottledRequests", "SystemErrors", "IteratorAge", "Errors", "ApproximateNumberOfMessagesVisible"} {
+	for _, m := range []string{"ThrottledRequests", "SystemErrors", "IteratorAge", "Errors", "Throttles", "ApproximateNumberOfMessagesVisible"} {
 		if !seen[m] {
 			t.Errorf("no alarm on %s", m)
 		}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/hashicorp/hcl/v2"
 	"github.com/zclconf/go-cty/cty"
 
 	"github.com/tollgate-rl/tollgate/deploy"
@@ -19,10 +20,17 @@ import (
 // into one map each, by the same names, and compared.
 
 // moduleOnly are settings the module has and the template has not, with
-// the reason; the comparison skips them.
-var moduleOnly = map[string]string{
-	"alarm function_throttles": "the template has no Lambda throttles alarms (yet): the module watches the functions' concurrency too",
-}
+// the reason; the comparison skips them. There are none at present.
+var moduleOnly = map[string]string{}
+
+// Lambda's defaults for asynchronous invocations (the reconciler's, from
+// its schedule) of a function without an event invoke configuration: 2
+// retries, events kept 6 hours; unqualified means $LATEST.
+const (
+	defaultAsyncRetries  = "2"
+	defaultAsyncEventAge = "21600"
+	latest               = "$LATEST"
+)
 
 // templateSettings reads the template's settings.
 func templateSettings(t *testing.T) map[string]string {
@@ -87,10 +95,24 @@ func templateSettings(t *testing.T) map[string]string {
 		}
 		out[mode+" runtime"], out[mode+" architectures"], out[mode+" handler"] = val(p["Runtime"]), val(p["Architectures"]), val(p["Handler"])
 		out[mode+" memory"], out[mode+" timeout"] = val(p["MemorySize"]), val(p["Timeout"])
+		out[mode+" async retries"], out[mode+" async event age"] = defaultAsyncRetries, defaultAsyncEventAge
 	}
 	for _, r := range tpl.Resources {
 		p := r.Properties
 		switch r.Type {
+		case "AWS::Lambda::EventInvokeConfig":
+			fn, _ := p["FunctionName"].(map[string]any)["Ref"].(string)
+			mode, ok := fnMode[fn]
+			if !ok {
+				t.Fatalf("an event invoke configuration of %v, not of a function of the template", p["FunctionName"])
+			}
+			if q := val(p["Qualifier"]); q != latest {
+				t.Fatalf("the event invoke configuration of %s is for %q: the schedule invokes %s", fn, q, latest)
+			}
+			out[mode+" async retries"] = val(p["MaximumRetryAttempts"])
+			if p["MaximumEventAgeInSeconds"] != nil {
+				out[mode+" async event age"] = val(p["MaximumEventAgeInSeconds"])
+			}
 		case "AWS::Lambda::EventSourceMapping":
 			for k, prop := range map[string]string{
 				"starting position": "StartingPosition", "batch size": "BatchSize", "batching window": "MaximumBatchingWindowInSeconds",
@@ -112,6 +134,7 @@ func templateSettings(t *testing.T) map[string]string {
 		"TableThrottlesAlarm": "table ThrottledRequests", "TableSystemErrorsAlarm": "table SystemErrors",
 		"AggregatorIteratorAgeAlarm": "iterator_age", "FailureQueueAlarm": "discarded_batches",
 		"AggregatorErrorsAlarm": "function_errors aggregate", "ReconcilerErrorsAlarm": "function_errors reconcile",
+		"AggregatorThrottlesAlarm": "function_throttles aggregate", "ReconcilerThrottlesAlarm": "function_throttles reconcile",
 	}
 	for name, r := range tpl.Resources {
 		if r.Type != "AWS::CloudWatch::Alarm" {
@@ -171,6 +194,7 @@ func moduleSettings(m *module) (map[string]string, error) {
 		}
 		return s
 	}
+	fnMode := map[string]string{}
 	for _, fn := range []string{"aggregator", "reconciler"} {
 		in, err := one("aws_lambda_function." + fn)
 		if err != nil {
@@ -185,6 +209,7 @@ func moduleSettings(m *module) (map[string]string, error) {
 			return nil, fmt.Errorf("aws_lambda_function.%s: environment variables: %v", fn, err)
 		}
 		mode := vars.GetAttr("TOLLGATE_MODE").AsString()
+		fnMode[fn] = mode
 		for it := vars.ElementIterator(); it.Next(); {
 			k, v := it.Element()
 			out[mode+" env "+k.AsString()] = v.AsString()
@@ -192,6 +217,7 @@ func moduleSettings(m *module) (map[string]string, error) {
 		archs, _ := in.strs("architectures")
 		out[mode+" runtime"], out[mode+" architectures"], out[mode+" handler"] = str(in, "runtime"), strings.Join(archs, ","), str(in, "handler")
 		out[mode+" memory"], out[mode+" timeout"] = str(in, "memory_size"), str(in, "timeout")
+		out[mode+" async retries"], out[mode+" async event age"] = defaultAsyncRetries, defaultAsyncEventAge
 		lg, err := one("aws_cloudwatch_log_group." + fn)
 		if err != nil {
 			return nil, err
@@ -214,6 +240,42 @@ func moduleSettings(m *module) (map[string]string, error) {
 		return nil, err
 	}
 	out["reconcile schedule"] = str(rule, "schedule_expression")
+	for _, key := range keys(m.resources) {
+		if !strings.HasPrefix(key, "aws_lambda_function_event_invoke_config.") {
+			continue
+		}
+		b := m.resources[key]
+		// The function is the aws_lambda_function function_name refers to.
+		var fn string
+		if a, ok := b.Body.Attributes["function_name"]; ok {
+			for _, tr := range a.Expr.Variables() {
+				if tr.RootName() == "aws_lambda_function" && len(tr) > 1 {
+					if at, ok := tr[1].(hcl.TraverseAttr); ok {
+						fn = at.Name
+					}
+				}
+			}
+		}
+		mode, ok := fnMode[fn]
+		if !ok {
+			return nil, fmt.Errorf("%s: function_name names no function of the module", key)
+		}
+		insts, err := e.instances(b)
+		if err != nil {
+			return nil, err
+		}
+		for _, in := range insts {
+			if q := str(in, "qualifier"); q != "" && q != latest {
+				return nil, fmt.Errorf("%s is for %q: the schedule invokes %s", key, q, latest)
+			}
+			if r := str(in, "maximum_retry_attempts"); r != "" {
+				out[mode+" async retries"] = r
+			}
+			if a := str(in, "maximum_event_age_in_seconds"); a != "" {
+				out[mode+" async event age"] = a
+			}
+		}
+	}
 	for _, key := range keys(m.resources) {
 		name, ok := strings.CutPrefix(key, "aws_cloudwatch_metric_alarm.")
 		if !ok {
@@ -319,6 +381,13 @@ func TestSettingsMutationsAreCaught(t *testing.T) {
 		{"env var", "lambda.tf", `TOLLGATE_MODE  = "reconcile"`, `TOLLGATE_MODE  = "reconcile"
       TOLLGATE_UPKEEP = "false"`, "reconcile env TOLLGATE_UPKEEP"},
 		{"memory", "lambda.tf", "memory_size      = var.lambda_memory_size", "memory_size      = 512", "memory"},
+		{"reconciler retries", "lambda.tf", "maximum_retry_attempts       = 0", "maximum_retry_attempts       = 2", "reconcile async retries"},
+		{"reconciler event age", "lambda.tf", "maximum_event_age_in_seconds = 60", "maximum_event_age_in_seconds = 3600", "reconcile async event age"},
+		{"throttles period", "alarms.tf", `metric_name         = "Throttles"
+  statistic           = "Sum"
+  period              = var.alarm_period_seconds`, `metric_name         = "Throttles"
+  statistic           = "Sum"
+  period              = 300`, "alarm function_throttles"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m := parseModule(moduleDir, mutate(t, readModule(t, moduleDir), tc.file, tc.old, tc.new))
@@ -336,11 +405,12 @@ func TestSettingsMutationsAreCaught(t *testing.T) {
 		changed[k] = v
 	}
 	changed["stream tumbling window"] = "60"
-	found := false
-	for _, p := range settingsProblems(loadModule(t, moduleDir), changed) {
-		found = found || strings.Contains(p, "stream tumbling window")
-	}
-	if !found {
-		t.Error("a template setting that differs is not caught")
+	changed["reconcile async retries"] = defaultAsyncRetries // the template without its event invoke configuration
+	delete(changed, "alarm function_throttles reconcile")    // the template without the alarm
+	problems := settingsProblems(loadModule(t, moduleDir), changed)
+	for _, k := range []string{"stream tumbling window", "reconcile async retries", "alarm function_throttles reconcile"} {
+		if !slices.ContainsFunc(problems, func(p string) bool { return strings.Contains(p, k) }) {
+			t.Errorf("a template setting that differs is not caught: %s", k)
+		}
 	}
 }
