@@ -30,6 +30,7 @@ type stackFlags struct {
 	namespaceIDs     []string
 	params           []deploy.TemplateParameter
 	values           map[string]*string // by flag
+	paramsErr        error              // why the template's parameters could not be read
 }
 
 // maxTemplateBody is the largest template CreateStack takes inline.
@@ -44,10 +45,9 @@ func addStackFlags(cmd *cobra.Command, f *stackFlags) {
 	fl.DurationVar(&f.wait, "stack-timeout", 45*time.Minute, "--stack: how long to wait for the stack")
 	fl.StringArrayVar(&f.namespaceIDs, "namespace-id", nil, "--emit/--stack: add the acquire and admin managed policies confined to this namespace id (repeat)")
 	params, err := deploy.TemplateParameters()
-	if err != nil {
-		panic(err) // the embedded template is checked by package deploy's tests
-	}
-	f.params, f.values = params, map[string]*string{}
+	// The embedded template is checked by package deploy's tests; should it
+	// be unreadable all the same, --emit and --stack say so (cloudFormation).
+	f.params, f.values, f.paramsErr = params, map[string]*string{}, err
 	for _, p := range params {
 		def := p.Default
 		if p.Required {
@@ -78,6 +78,9 @@ func (f *stackFlags) cloudFormation(cmd *cobra.Command) (bool, error) {
 		return false, usagef("--stack %q: a stack name is a letter then letters, digits and '-', at most 128", f.stack)
 	}
 	on := f.emit != "" || f.stack != ""
+	if on && f.paramsErr != nil {
+		return false, fmt.Errorf("the embedded CloudFormation template: %w", f.paramsErr)
+	}
 	if on && changed("store") {
 		return false, usagef("--store: --emit and --stack take the table's name from --table-name")
 	}

@@ -45,7 +45,8 @@ var contentTypes = map[string]string{
 // (anything else is 405 with Allow), Prefix itself is index.html, and any
 // other path, a directory among them, is 404. Every answer carries the
 // security headers (Content-Security-Policy, nosniff, no framing, no
-// referrer).
+// referrer). Should the embedded files be unreadable (a broken build), every
+// request is answered 500 with the reason.
 func Handler() http.Handler {
 	h := &handler{files: map[string]file{}}
 	err := fs.WalkDir(static, "static", func(p string, d fs.DirEntry, err error) error {
@@ -66,7 +67,7 @@ func Handler() http.Handler {
 		return nil
 	})
 	if err != nil {
-		panic(err) // the embedded files are there: a build error otherwise
+		h.broken = err
 	}
 	return h
 }
@@ -78,7 +79,10 @@ type file struct {
 
 // handler serves the files by name: only files are in the map, so a
 // directory is never listed.
-type handler struct{ files map[string]file }
+type handler struct {
+	files  map[string]file
+	broken error // why the embedded files could not be read, or nil
+}
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	hdr := w.Header()
@@ -89,6 +93,10 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		hdr.Set("Allow", "GET, HEAD")
 		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+		return
+	}
+	if h.broken != nil {
+		http.Error(w, "dashboard files unreadable: "+h.broken.Error(), http.StatusInternalServerError)
 		return
 	}
 	name, ok := strings.CutPrefix(r.URL.Path, Prefix)
