@@ -26,6 +26,7 @@ func limiterCases() []testCase {
 		{"StoredLimitChangesAdopted", testLimiterLimitChanges},
 		{"CancelledContext", testLimiterCancelledContext},
 		{"Reservations", testLimiterReservations},
+		{"LeasesListed", testLimiterLeasesListed},
 	}
 }
 
@@ -76,6 +77,52 @@ func testLimiterReservations(t *testing.T, e *env) {
 	}
 	if r, err := lim.Reservation(e.ctx, "j-c"); err != nil || r.Entity != "team" || r.Resource != "emr" || !r.Expires.IsZero() {
 		t.Errorf("Reservation(j-c) = %+v, %v", r, err)
+	}
+}
+
+// Open durable leases through the limiter: listed with what each holds,
+// page by page, by entity and resource, without the reservations; an ended
+// lease is gone from the list.
+func testLimiterLeasesListed(t *testing.T, e *env) {
+	lim := e.limiter()
+	limits := tollgate.WithLimits(tollgate.ConcurrencyLimit("slots", 10), tollgate.ReservedLimit("clusters", 10))
+	var leases []*tollgate.Lease
+	for _, entity := range []string{"key-1", "key-1", "key-2"} {
+		le, err := lim.Acquire(e.ctx, entity, "jobs", tollgate.Consume{"slots": 2}, limits)
+		if err != nil {
+			t.Fatal(err)
+		}
+		leases = append(leases, le)
+	}
+	if _, err := lim.Acquire(e.ctx, "key-1", "jobs", tollgate.Consume{"clusters": 1}, limits, tollgate.WithReservation("j-1")); err != nil {
+		t.Fatal(err)
+	}
+	var all []tollgate.LeaseInfo
+	for after := ""; ; {
+		page, next, err := lim.Leases(e.ctx, "", "", after, 2)
+		if err != nil || len(page) > 2 {
+			t.Fatalf("Leases after %q: %d, %v", after, len(page), err)
+		}
+		all = append(all, page...)
+		if next == "" {
+			break
+		}
+		after = next
+	}
+	if len(all) != 3 {
+		t.Fatalf("listed %+v, want the 3 leases", all)
+	}
+	for i, l := range all {
+		if l.Consumed["slots"] != 2 || l.Expires.IsZero() || i > 0 && all[i-1].ID >= l.ID {
+			t.Errorf("lease %d: %+v, want 2 slots, an expiry, ids in order", i, l)
+		}
+	}
+	e.commit(leases[2])
+	if got, _, err := lim.Leases(e.ctx, "key-2", "jobs", "", 10); err != nil || len(got) != 0 {
+		t.Errorf("key-2's leases after its commit: %+v, %v", got, err)
+	}
+	if got, _, err := lim.Leases(e.ctx, "key-1", "", "", 10); err != nil || len(got) != 2 {
+		t.Errorf("key-1's leases: %+v, %v; want 2", got, err)
 	}
 }
 
