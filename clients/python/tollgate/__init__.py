@@ -19,6 +19,7 @@ and errors are the Go client's (package client), over the HTTP API of
 from ._decorator import arg, rate_limit
 from ._http import MAX_RESPONSE_BYTES
 from .client import DEFAULT_TIMEOUT, DEFAULT_USER_AGENT, PURGE_TIMEOUT, Client
+from .errors import __all__ as _error_names
 from .errors import (
     BadResponse,
     Conflict,
@@ -92,26 +93,6 @@ __all__ = [
     "UsageSummary",
     "LimitCapacity",
     "Capacity",
-    # errors
-    "TollgateError",
-    "RateLimitExceeded",
-    "ValidationError",
-    "Unauthorized",
-    "Forbidden",
-    "NotFound",
-    "EntityNotFound",
-    "NamespaceNotFound",
-    "LeaseNotFound",
-    "ReservationNotFound",
-    "Conflict",
-    "EntityExists",
-    "NamespaceExists",
-    "NamespaceDeleted",
-    "ReservationConflict",
-    "LeaseClosed",
-    "Unavailable",
-    "Unimplemented",
-    "ServerError",
-    "ServerUnreachable",
-    "BadResponse",
+    # errors: every name of tollgate.errors
+    *_error_names,
 ]
