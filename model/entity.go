@@ -199,6 +199,19 @@ const (
 	// ActionLimitPenalize records limits emptied until a time (a vendor's
 	// 429 with its own retry-after): who, why, until when, which limits.
 	ActionLimitPenalize = "limit.penalize"
+	// ActionLimitReset records limits refilled by an operator (a penalty
+	// lifted, a mistake undone): who, why, which limits.
+	ActionLimitReset = "limit.reset"
+	// ActionReservationReserve records a reservation made: its id, what
+	// it took, and who holds it.
+	ActionReservationReserve = "reservation.reserve"
+	// ActionReservationRelease records a reservation released, by its
+	// holder or by an external event (the details say which).
+	ActionReservationRelease = "reservation.release"
+	// ActionKeyCreate and ActionKeyRevoke record changes of the stored
+	// API keys (never the secret, nor its hash).
+	ActionKeyCreate = "key.create"
+	ActionKeyRevoke = "key.revoke"
 )
 
 // Page bounds of the listings.

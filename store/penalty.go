@@ -45,3 +45,34 @@ func Penalize(r *Record, req *PenaltyRequest) {
 		}
 	}
 }
+
+// ResetRequest refills limits of one bucket to capacity: what an operator
+// asks to lift a penalty, or to undo consumption that should not have
+// counted.
+type ResetRequest struct {
+	Now int64 // Unix milliseconds
+	// Bucket lists every limit in effect, adopted as Consume adopts them;
+	// those with Check set (refilling limits only: a concurrency or
+	// reserved limit is given back by ending its leases) are refilled,
+	// their debt and any penalty gone. Amounts are ignored.
+	Bucket BucketRequest
+	// Event, if not nil, is appended to the audit log in the same atomic
+	// step as the refill (model.ActionLimitReset).
+	Event *model.AuditEvent
+}
+
+// Reset applies req to r: it prepares r at req.Now as Consume does
+// (refill, adopt parameters, add missing limits full), then sets each
+// checked refilling limit full.
+func Reset(r *Record, req *ResetRequest) {
+	br := &req.Bucket
+	Prepare(r, br, req.Now)
+	for i := range br.Limits {
+		lr := &br.Limits[i]
+		j := r.Find(lr.Name)
+		if !lr.Check || !lr.Params.Refills() || j < 0 {
+			continue
+		}
+		r.Limits[j].State = bucket.Full(r.Limits[j].Params)
+	}
+}

@@ -30,6 +30,8 @@ type Store interface {
 	Entities
 	Audit
 	Namespaces
+	Keys
+	Changes
 }
 
 // Buckets holds token-bucket state. One bucket exists per namespace, entity and
@@ -53,6 +55,11 @@ type Buckets interface {
 	// it) until req.Until, for every process (see Penalize, the helper). A
 	// missing bucket is created, as Consume creates it.
 	Penalize(ctx context.Context, ns string, req *PenaltyRequest) error
+	// Reset refills the checked limits of one bucket (every part of it)
+	// to capacity and appends req.Event, in one atomic step (see Reset,
+	// the helper). A missing bucket is full already: only the event is
+	// written.
+	Reset(ctx context.Context, ns string, req *ResetRequest) error
 }
 
 // Configs holds stored limits at the four levels named by model.Scope.

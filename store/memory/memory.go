@@ -17,6 +17,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tollgate-rl/tollgate/clock"
@@ -33,6 +34,14 @@ type Store struct {
 	nss      map[string]*namespace      // by namespace id
 	registry map[string]model.Namespace // by name
 
+	// keys holds the stored API keys by hash; each namespace lists its
+	// own by name (namespace.keys).
+	keys map[string]model.Key
+
+	// gen is the change generation (store.Changes), raised under mu with
+	// every successful change of the control plane.
+	gen atomic.Uint64
+
 	usage usageTable
 	clock clock.Clock // for usage expiry only
 }
@@ -42,6 +51,7 @@ type namespace struct {
 	entities map[string]model.Entity
 	children map[string]map[string]struct{}
 	audit    map[string][]model.AuditEvent // by entity, sorted by id
+	keys     map[string]string             // key name -> hash
 }
 
 var _ store.Store = (*Store)(nil)
@@ -65,6 +75,7 @@ func New(opts ...Option) *Store {
 		buckets:  buckettable.New(buckettable.Options{}),
 		nss:      make(map[string]*namespace),
 		registry: make(map[string]model.Namespace),
+		keys:     make(map[string]model.Key),
 		clock:    clock.Real{},
 	}
 	for _, o := range opts {
@@ -107,6 +118,7 @@ func (s *Store) ns(name string, create bool) *namespace {
 			entities: make(map[string]model.Entity),
 			children: make(map[string]map[string]struct{}),
 			audit:    make(map[string][]model.AuditEvent),
+			keys:     make(map[string]string),
 		}
 		s.nss[name] = n
 	}
@@ -260,15 +272,27 @@ func read[T any](ctx context.Context, s *Store, ns string, f func(n *namespace) 
 }
 
 // update runs f on the namespace (created if need be) under the write lock,
-// unless ctx is already done.
+// unless ctx is already done, and raises the generation if f succeeds:
+// every caller changes the control plane.
 func (s *Store) update(ctx context.Context, ns string, f func(n *namespace) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return f(s.ns(ns, true))
+	if err := f(s.ns(ns, true)); err != nil {
+		return err
+	}
+	s.gen.Add(1)
+	return nil
 }
+
+// Generation implements store.Changes.
+func (s *Store) Generation(context.Context) (uint64, error) { return s.gen.Load(), nil }
+
+// LocalGeneration implements store.Changes: a memory store is this
+// process's alone.
+func (s *Store) LocalGeneration() bool { return true }
 
 // CreateNamespace implements store.Namespaces.
 func (s *Store) CreateNamespace(ctx context.Context, n model.Namespace) error {
@@ -286,6 +310,7 @@ func (s *Store) CreateNamespace(ctx context.Context, n model.Namespace) error {
 		}
 	}
 	s.registry[n.Name] = n
+	s.gen.Add(1)
 	return nil
 }
 
@@ -331,6 +356,7 @@ func (s *Store) SetNamespaceDeleted(ctx context.Context, name string, at time.Ti
 	}
 	n.DeletedAt = at
 	s.registry[name] = n
+	s.gen.Add(1)
 	return nil
 }
 
@@ -347,7 +373,10 @@ func (s *Store) PurgeNamespace(ctx context.Context, name string, progress func(i
 	}
 	deleted := 0
 	if data := s.nss[n.ID]; data != nil {
-		deleted += len(data.configs) + len(data.entities)
+		deleted += len(data.configs) + len(data.entities) + len(data.keys)
+		for _, hash := range data.keys {
+			delete(s.keys, hash)
+		}
 		for _, evs := range data.audit {
 			deleted += len(evs)
 		}
@@ -357,6 +386,7 @@ func (s *Store) PurgeNamespace(ctx context.Context, name string, progress func(i
 	deleted += s.buckets.DeleteLeases(n.ID)
 	deleted += s.usage.drop(func(id usageID) bool { return id.ns == n.ID })
 	delete(s.registry, name)
+	s.gen.Add(1)
 	if progress != nil {
 		progress(deleted)
 	}
@@ -388,13 +418,25 @@ func (s *Store) Penalize(ctx context.Context, ns string, req *store.PenaltyReque
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if err := s.buckets.Penalize(ns, req); err != nil {
+	return s.withEvent(ns, s.buckets.Penalize(ns, req), req.Event)
+}
+
+// Reset implements store.Buckets, as Penalize.
+func (s *Store) Reset(ctx context.Context, ns string, req *store.ResetRequest) error {
+	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if req.Event != nil {
-		s.mu.Lock()
-		s.ns(ns, true).appendAudit(*req.Event)
-		s.mu.Unlock()
+	return s.withEvent(ns, s.buckets.Reset(ns, req), req.Event)
+}
+
+// withEvent appends ev (if not nil) to the audit log of ns unless err,
+// the outcome of the bucket change ev records, is not nil; it returns err.
+func (s *Store) withEvent(ns string, err error, ev *model.AuditEvent) error {
+	if err != nil || ev == nil {
+		return err
 	}
+	s.mu.Lock()
+	s.ns(ns, true).appendAudit(*ev)
+	s.mu.Unlock()
 	return nil
 }

@@ -536,7 +536,19 @@ func (t *Table) Close() {
 // (see store.Penalize), under the bucket's shard lock. It fails only with
 // ErrClosed, having changed nothing.
 func (t *Table) Penalize(ns string, req *store.PenaltyRequest) error {
-	k := req.Bucket.Key
+	return t.update(ns, req.Bucket.Key, req.Now, func(r *store.Record) { store.Penalize(r, req) })
+}
+
+// Reset applies req to namespace ns as store.Buckets.Reset says (see
+// store.Reset), under the bucket's shard lock. It fails only with
+// ErrClosed, having changed nothing.
+func (t *Table) Reset(ns string, req *store.ResetRequest) error {
+	return t.update(ns, req.Bucket.Key, req.Now, func(r *store.Record) { store.Reset(r, req) })
+}
+
+// update runs f on the record of bucket k of ns (created at now if
+// missing) under its shard lock, and marks it dirty.
+func (t *Table) update(ns string, k store.BucketKey, now int64, f func(*store.Record)) error {
 	id := ID{ns, k.Entity, k.Resource}
 	h, sh := t.locate(id)
 	sh.mu.Lock()
@@ -544,8 +556,8 @@ func (t *Table) Penalize(ns string, req *store.PenaltyRequest) error {
 	if t.closed.Load() {
 		return ErrClosed
 	}
-	e := sh.entry(h, id, req.Now)
-	store.Penalize(&e.rec, req)
+	e := sh.entry(h, id, now)
+	f(&e.rec)
 	if t.track {
 		sh.markDirty(id, e)
 	}
