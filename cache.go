@@ -1,6 +1,7 @@
 package tollgate
 
 import (
+	"context"
 	"hash/maphash"
 	"math"
 	"math/bits"
@@ -48,6 +49,10 @@ type cache struct {
 	// key's hash; init makes them.
 	shards [maxCacheShards]cacheShard
 	mask   uint64
+	// epoch grows with every clear. A lookup that missed notes it before
+	// reading the store, and its put is dropped if a clear came in
+	// between: what it read may predate the change that cleared.
+	epoch atomic.Uint64
 }
 
 // cacheShard is one lock's share of the cache, padded to whole cache lines
@@ -165,7 +170,9 @@ func (c *cache) resolution(k store.BucketKey, now unixNano) *resolution {
 	return r
 }
 
-func (c *cache) putResolution(k store.BucketKey, r *resolution, now unixNano) {
+// putResolution caches r for k, unless the cache was cleared since epoch
+// (the caller's c.epoch.Load() before it read r from the store).
+func (c *cache) putResolution(k store.BucketKey, r *resolution, now unixNano, epoch uint64) {
 	if c.ttl == 0 {
 		return
 	}
@@ -173,6 +180,10 @@ func (c *cache) putResolution(k store.BucketKey, r *resolution, now unixNano) {
 	h := c.keyHash(k)
 	s := c.shard(h)
 	s.mu.Lock()
+	if c.epoch.Load() != epoch {
+		s.mu.Unlock()
+		return
+	}
 	if s.full() && s.findResolution(h, k) == nil {
 		c.makeRoom(s, now, true)
 	}
@@ -202,7 +213,9 @@ func (c *cache) entity(id string, now unixNano) *entityEntry {
 	return e
 }
 
-func (c *cache) putEntity(e *entityEntry, now unixNano) {
+// putEntity caches e, unless the cache was cleared since epoch (see
+// putResolution).
+func (c *cache) putEntity(e *entityEntry, now unixNano, epoch uint64) {
 	if c.ttl == 0 {
 		return
 	}
@@ -210,6 +223,10 @@ func (c *cache) putEntity(e *entityEntry, now unixNano) {
 	h := maphash.String(c.seed, e.entity.ID)
 	s := c.shard(h)
 	s.mu.Lock()
+	if c.epoch.Load() != epoch {
+		s.mu.Unlock()
+		return
+	}
 	if s.full() && s.entities[h] == nil {
 		c.makeRoom(s, now, false)
 	}
@@ -330,7 +347,11 @@ func (s *shardState) linkResolution(h uint64, r *resolution) {
 	s.limits[h] = r
 }
 
+// clear drops every entry. The epoch grows first, so that a put racing
+// with it is dropped either by its epoch check or by the clearing of its
+// shard, which it holds the lock of.
 func (c *cache) clear() {
+	c.epoch.Add(1)
 	for i := range c.mask + 1 {
 		s := &c.shards[i]
 		s.mu.Lock()
@@ -368,7 +389,14 @@ func (l *Limiter) InvalidateCache() {
 // forgetConfig drops what the limiter knows of the stored configuration and
 // entities, after a write through it or on demand: the cached resolutions
 // and entities, and the freshness of the unavailable mode.
+//
+// The generation is noted first, so that the clear covers every change up
+// to it and observeChanges does not clear again for this limiter's own
+// write; a change made in between is newer than the generation noted, and
+// clears again when observed.
 func (l *Limiter) forgetConfig() {
+	g := l.changes.known(context.Background())
 	l.cache.clear()
 	l.fail.expire()
+	l.seenGen.Store(g)
 }

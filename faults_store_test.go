@@ -3,6 +3,7 @@ package tollgate_test
 import (
 	"context"
 
+	"github.com/tollgate-rl/tollgate/model"
 	"github.com/tollgate-rl/tollgate/store"
 )
 
@@ -51,3 +52,58 @@ func (f *faultStore) Penalize(ctx context.Context, ns string, req *store.Penalty
 	}
 	return f.inner.Penalize(ctx, ns, req)
 }
+
+func (f *faultStore) Reset(ctx context.Context, ns string, req *store.ResetRequest) error {
+	if err := f.enter("Reset"); err != nil {
+		return err
+	}
+	return f.inner.Reset(ctx, ns, req)
+}
+
+func (f *faultStore) CreateKey(ctx context.Context, ns string, k model.Key, ev model.AuditEvent) error {
+	if err := f.enter("CreateKey"); err != nil {
+		return err
+	}
+	return f.inner.CreateKey(ctx, ns, k, ev)
+}
+
+func (f *faultStore) KeyByHash(ctx context.Context, hash string) (model.Key, error) {
+	if err := f.enter("KeyByHash"); err != nil {
+		return model.Key{}, err
+	}
+	return f.inner.KeyByHash(ctx, hash)
+}
+
+func (f *faultStore) ListKeys(ctx context.Context, ns, after string, limit int) ([]model.Key, error) {
+	if err := f.enter("ListKeys"); err != nil {
+		return nil, err
+	}
+	return f.inner.ListKeys(ctx, ns, after, limit)
+}
+
+func (f *faultStore) DeleteKey(ctx context.Context, ns, name string, ev model.AuditEvent) error {
+	if err := f.enter("DeleteKey"); err != nil {
+		return err
+	}
+	return f.inner.DeleteKey(ctx, ns, name, ev)
+}
+
+const mGeneration = "Generation"
+
+func (f *faultStore) Generation(ctx context.Context) (uint64, error) {
+	if err := f.enter(mGeneration); err != nil {
+		return 0, err
+	}
+	return f.inner.Generation(ctx)
+}
+
+func (f *faultStore) LocalGeneration() bool { return f.inner.LocalGeneration() }
+
+// frozenStore is a store as a process sees it when other processes share
+// it and it is told of none of their changes: its generation never
+// moves, so only the cache TTL (or InvalidateCache) brings their changes
+// in. Tests of the TTL use it for the limiter that must not see a change.
+type frozenStore struct{ store.Store }
+
+func (frozenStore) Generation(context.Context) (uint64, error) { return 0, nil }
+func (frozenStore) LocalGeneration() bool                       { return false }

@@ -70,6 +70,11 @@ type Limiter struct {
 	realClock bool
 
 	nsCache atomic.Pointer[nsEntry]
+	// changes tells the limiter when to drop its caches; seenGen is the
+	// generation they were last dropped for (see observeChanges).
+	changes         *ChangeWatch
+	seenGen         atomic.Uint64
+	refreshInterval time.Duration
 	// fail is what the limiter knows of the unavailable mode.
 	fail failMode
 
@@ -108,6 +113,19 @@ func WithCacheTTL(d time.Duration) Option { return func(l *Limiter) { l.cache.tt
 // 000). When it is full, expired entries go first, then entries at random.
 func WithCacheSize(n int) Option { return func(l *Limiter) { l.cache.size = n } }
 
+// WithRefreshInterval sets how often the limiter reads the change
+// generation of a store shared with other processes (default
+// DefaultRefreshInterval): a change of limits, entities or namespaces
+// made by another process is in force here within about this long. A
+// store only this process uses (memory, embedded) is read on every call.
+// See ChangeWatch to share one watch among several limiters.
+func WithRefreshInterval(d time.Duration) Option { return func(l *Limiter) { l.refreshInterval = d } }
+
+// WithChangeWatch makes the limiter follow changes through w, shared with
+// other limiters of the process over the same store (a server's
+// namespaces), rather than through a watch of its own.
+func WithChangeWatch(w *ChangeWatch) Option { return func(l *Limiter) { l.changes = w } }
+
 // WithConcurrencyRetryAfter sets the RetryAfter reported when only
 // concurrency limits deny an acquire (default 100ms). Time does not refill a
 // concurrency limit, so this is a polling hint for Wait and for callers.
@@ -139,6 +157,7 @@ func New(s store.Store, opts ...Option) (*Limiter, error) {
 		entropy:          ulid.Monotonic(rand.Reader, 0),
 		holder:           defaultHolder(),
 		leaseExpiry:      DefaultLeaseExpiry,
+		refreshInterval:  DefaultRefreshInterval,
 	}
 	for _, o := range opts {
 		o(l)
@@ -161,6 +180,13 @@ func New(s store.Store, opts ...Option) (*Limiter, error) {
 	}
 	if err := model.CheckLeaseExpiry(l.leaseExpiry); err != nil {
 		return nil, err
+	}
+	if l.changes == nil {
+		w, err := NewChangeWatch(s, l.refreshInterval)
+		if err != nil {
+			return nil, err
+		}
+		l.changes = w
 	}
 	l.cache.init()
 	l.fail.ttl = l.cache.ttl

@@ -118,8 +118,9 @@ func TestCacheHitsAndMisses(t *testing.T) {
 }
 
 func TestCacheTTLAndRemoteChanges(t *testing.T) {
-	lim, fs, clk := newFaultLim(t)
-	remote, _ := newLim(t, fs) // another process on the same store
+	fs := newFaultStore()
+	lim, clk := newLim(t, frozenStore{fs}) // told of no change: the TTL alone brings them
+	remote, _ := newLim(t, fs)             // another process on the same store
 	setLimits(t, lim, tollgate.ResourceScope("api"), tollgate.PerMinute("rpm", 100))
 	if got := capacityIn(t, lim, "k", "k"); got != 100 {
 		t.Fatalf("capacity = %d, want 100", got)
@@ -136,7 +137,7 @@ func TestCacheTTLAndRemoteChanges(t *testing.T) {
 	}
 
 	// A shorter TTL.
-	short, clk2 := newLim(t, fs, tollgate.WithCacheTTL(time.Second))
+	short, clk2 := newLim(t, frozenStore{fs}, tollgate.WithCacheTTL(time.Second))
 	if got := capacityIn(t, short, "k2", "k2"); got != 5 {
 		t.Fatalf("capacity = %d, want 5", got)
 	}
@@ -252,7 +253,8 @@ func TestCacheDisabled(t *testing.T) {
 }
 
 func TestInvalidateCache(t *testing.T) {
-	lim, fs, _ := newFaultLim(t)
+	fs := newFaultStore()
+	lim, _ := newLim(t, frozenStore{fs})
 	remote, _ := newLim(t, fs)
 	setLimits(t, lim, tollgate.ResourceScope("api"), tollgate.PerMinute("rpm", 100))
 	capacityIn(t, lim, "k", "k")

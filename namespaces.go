@@ -20,15 +20,20 @@ type nsEntry struct {
 // prefixes its data, caching it for the cache TTL. The default namespace is
 // registered on first use; any other must have been registered.
 func (l *Limiter) namespaceID(ctx context.Context, now unixNano) (string, error) {
+	l.observeChanges(ctx)
 	if e := l.nsCache.Load(); e != nil && e.expires > now {
 		return e.id, e.err
 	}
+	epoch := l.cache.epoch.Load()
 	n, err := l.store.GetNamespace(ctx, l.ns)
 	if errors.Is(err, model.ErrNamespaceNotFound) && l.ns == model.DefaultNamespace {
 		n, err = createNamespace(ctx, l.store, l.ns, l.clock.Now())
 		if errors.Is(err, model.ErrNamespaceExists) { // registered concurrently
 			n, err = l.store.GetNamespace(ctx, l.ns)
 		}
+		// The registration raised the generation: this limiter knows of
+		// it, and need not drop its caches when it observes it.
+		l.seenGen.Store(l.changes.known(ctx))
 	}
 	e := &nsEntry{id: n.ID, expires: now.add(l.cache.ttl)}
 	switch {
@@ -39,7 +44,7 @@ func (l *Limiter) namespaceID(ctx context.Context, now unixNano) (string, error)
 	case n.Deleted():
 		e.err = fmt.Errorf("namespace %q: %w", l.ns, model.ErrNamespaceDeleted)
 	}
-	if l.cache.ttl > 0 {
+	if l.cache.ttl > 0 && l.cache.epoch.Load() == epoch {
 		l.nsCache.Store(e)
 	}
 	return e.id, e.err

@@ -237,7 +237,7 @@ func TestLimiterSeesRegistryChangesWithinCacheTTL(t *testing.T) {
 		t.Fatal(err)
 	}
 	const ttl = 10 * time.Second
-	lim, clk := newLim(t, s, tollgate.WithNamespace("tenant-a"), tollgate.WithCacheTTL(ttl))
+	lim, clk := newLim(t, frozenStore{s}, tollgate.WithNamespace("tenant-a"), tollgate.WithCacheTTL(ttl))
 	steps := []struct {
 		name    string
 		change  func() error // before the acquire, or nil

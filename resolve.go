@@ -16,6 +16,7 @@ func (l *Limiter) resolve(ctx context.Context, ns, entity, resource string, now 
 	if r := l.cache.resolution(k, now); r != nil {
 		return r, nil
 	}
+	epoch := l.cache.epoch.Load()
 	scopes := [...]model.Scope{
 		{Entity: entity, Resource: resource},
 		{Entity: entity, Resource: model.DefaultResource},
@@ -34,7 +35,7 @@ func (l *Limiter) resolve(ctx context.Context, ns, entity, resource string, now 
 			break
 		}
 	}
-	l.cache.putResolution(k, r, now)
+	l.cache.putResolution(k, r, now, epoch)
 	return r, nil
 }
 
@@ -44,6 +45,7 @@ func (l *Limiter) entity(ctx context.Context, ns, id string, now unixNano) (*ent
 	if e := l.cache.entity(id, now); e != nil {
 		return e, nil
 	}
+	epoch := l.cache.epoch.Load()
 	e, err := l.store.GetEntity(ctx, ns, id)
 	entry := &entityEntry{found: err == nil, entity: e}
 	switch {
@@ -52,7 +54,7 @@ func (l *Limiter) entity(ctx context.Context, ns, id string, now unixNano) (*ent
 	case err != nil:
 		return nil, storeErr(ctx, "read entity", id, err)
 	}
-	l.cache.putEntity(entry, now)
+	l.cache.putEntity(entry, now, epoch)
 	return entry, nil
 }
 
