@@ -36,7 +36,7 @@ func (s *sharedStore) LocalGeneration() bool { return false }
 // fakeNow is a settable wall clock for a ChangeWatch.
 type fakeNow struct{ t atomic.Int64 }
 
-func (f *fakeNow) now() unixNano            { return unixNano(f.t.Load()) }
+func (f *fakeNow) now() unixNano           { return unixNano(f.t.Load()) }
 func (f *fakeNow) advance(d time.Duration) { f.t.Add(int64(d)) }
 
 func newSharedWatch(t *testing.T, interval time.Duration) (*sharedStore, *ChangeWatch, *fakeNow) {

@@ -106,4 +106,4 @@ func (f *faultStore) LocalGeneration() bool { return f.inner.LocalGeneration() }
 type frozenStore struct{ store.Store }
 
 func (frozenStore) Generation(context.Context) (uint64, error) { return 0, nil }
-func (frozenStore) LocalGeneration() bool                       { return false }
+func (frozenStore) LocalGeneration() bool                      { return false }
