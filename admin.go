@@ -22,6 +22,12 @@ func WithPrincipal(principal string) WriteOption {
 }
 
 func (l *Limiter) auditEvent(action, entity, resource string, details map[string]string, opts []WriteOption) (model.AuditEvent, error) {
+	return newAuditEvent(&l.eventIDs, l.clock.Now(), action, entity, resource, details, opts)
+}
+
+// newAuditEvent returns the event of a change at now, its id from ids
+// and its principal from opts.
+func newAuditEvent(ids *eventIDs, now time.Time, action, entity, resource string, details map[string]string, opts []WriteOption) (model.AuditEvent, error) {
 	var o writeOptions
 	for _, f := range opts {
 		f(&o)
@@ -29,9 +35,9 @@ func (l *Limiter) auditEvent(action, entity, resource string, details map[string
 	if len(o.principal) > model.MaxPrincipalLen {
 		return model.AuditEvent{}, model.Invalid("principal", o.principal, "longer than "+strconv.Itoa(model.MaxPrincipalLen)+" bytes")
 	}
-	now := l.clock.Now().UTC().Truncate(time.Millisecond)
+	now = now.UTC().Truncate(time.Millisecond)
 	return model.AuditEvent{
-		ID: l.newEventID(now), Time: now, Action: action, Entity: entity, Resource: resource,
+		ID: ids.next(now), Time: now, Action: action, Entity: entity, Resource: resource,
 		Principal: o.principal, Details: details,
 	}, nil
 }

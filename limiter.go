@@ -88,8 +88,7 @@ type Limiter struct {
 	holder      string
 	leaseExpiry time.Duration
 
-	idMu    sync.Mutex
-	entropy io.Reader
+	eventIDs eventIDs
 }
 
 // Option configures a Limiter.
@@ -154,7 +153,6 @@ func New(s store.Store, opts ...Option) (*Limiter, error) {
 		clock:            clock.Real{},
 		cache:            newCache(),
 		concurrencyRetry: DefaultConcurrencyRetryAfter,
-		entropy:          ulid.Monotonic(rand.Reader, 0),
 		holder:           defaultHolder(),
 		leaseExpiry:      DefaultLeaseExpiry,
 		refreshInterval:  DefaultRefreshInterval,
@@ -211,10 +209,24 @@ func defaultHolder() string {
 func (l *Limiter) Namespace() string { return l.ns }
 
 // newEventID returns a sortable id (a ULID) for an audit event at t.
-func (l *Limiter) newEventID(t time.Time) string {
-	l.idMu.Lock()
-	defer l.idMu.Unlock()
-	id, err := ulid.New(ulid.Timestamp(t), l.entropy)
+func (l *Limiter) newEventID(t time.Time) string { return l.eventIDs.next(t) }
+
+// eventIDs makes the sortable ids (ULIDs) of audit events. The zero value
+// is ready for use.
+type eventIDs struct {
+	mu      sync.Mutex
+	entropy io.Reader
+}
+
+// next returns a new id for an event at t, greater than the previous one
+// of the same millisecond.
+func (e *eventIDs) next(t time.Time) string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.entropy == nil {
+		e.entropy = ulid.Monotonic(rand.Reader, 0)
+	}
+	id, err := ulid.New(ulid.Timestamp(t), e.entropy)
 	if err != nil {
 		// The monotonic entropy ran out within one millisecond (2^80 ids);
 		// fall back to fresh randomness, which still sorts by time.

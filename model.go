@@ -82,6 +82,11 @@ var (
 	ErrNamespaceNotFound = model.ErrNamespaceNotFound
 	ErrNamespaceExists   = model.ErrNamespaceExists
 	ErrNamespaceDeleted  = model.ErrNamespaceDeleted
+
+	// ErrKeyNotFound reports a stored API key that does not exist.
+	ErrKeyNotFound = model.ErrKeyNotFound
+	// ErrKeyExists reports creating a key whose name is taken.
+	ErrKeyExists = model.ErrKeyExists
 )
 
 // Errors of waiting and of held slots.

@@ -12,15 +12,17 @@ import (
 )
 
 // A Registry manages the namespaces of a store: it registers, lists,
-// soft-deletes, recovers and purges them. It is not bound to any namespace;
+// soft-deletes, recovers and purges them, and the API keys of each
+// (CreateKey, Keys, RevokeKey, LookupKey). It is not bound to any namespace;
 // a Limiter works in one (see WithNamespace). It is safe for concurrent use.
 //
 // A Limiter caches its namespace's id, or the error that the namespace does
 // not exist or is deleted, for its cache TTL: it sees a change made through
 // a Registry within that TTL, or at once after Limiter.InvalidateCache.
 type Registry struct {
-	store store.Store
-	clock clock.Clock
+	store    store.Store
+	clock    clock.Clock
+	eventIDs eventIDs
 }
 
 // RegistryOption configures a Registry.
