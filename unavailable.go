@@ -114,3 +114,15 @@ func storeErr(ctx context.Context, op, subject string, err error) error {
 	}
 	return &model.UnavailableError{Op: op, Err: err}
 }
+
+// UnavailableMode returns the unavailable mode of the stored system
+// config as the limiter knows it (read again once its cache TTL has
+// passed), or Block when none is stored: the mode a call that names none
+// gets. A server asks it before letting a caller ask for a looser one.
+func (l *Limiter) UnavailableMode(ctx context.Context) model.OnUnavailable {
+	now := nanoOf(l.clock.Now())
+	if ns, err := l.namespaceID(ctx, now); err == nil {
+		l.refreshSystemMode(ctx, ns, now)
+	}
+	return l.fail.resolve("")
+}

@@ -354,7 +354,8 @@ func fromMS(ms int64) time.Time {
 var (
 	// ErrUnauthenticated: no or an unknown API key.
 	ErrUnauthenticated = errors.New("unauthenticated")
-	// ErrPermissionDenied: the key's role or namespace does not allow it.
+	// ErrPermissionDenied: the key's role, namespace or scope does not
+	// allow it. Every *PermissionError matches it.
 	ErrPermissionDenied = errors.New("permission denied")
 	// ErrLeaseNotFound: no such lease in the request's namespace: never
 	// granted, ended (committed, rolled back, or reclaimed after its
@@ -491,3 +492,19 @@ func ParseConfigCursor(v string) (model.Scope, error) {
 	}
 	return model.Scope{}, model.Invalid("after", v, "not a cursor of this listing (pass the next of the previous page)")
 }
+
+// PermissionError is a 403 that names the field of the request the key may
+// not send (e.g. "limits", "on_unavailable", "entity"). It matches
+// ErrPermissionDenied.
+type PermissionError struct {
+	Field  string
+	Reason string
+}
+
+// Error names the field and says why.
+func (e *PermissionError) Error() string {
+	return "permission denied: " + e.Field + ": " + e.Reason
+}
+
+// Is reports whether target is ErrPermissionDenied.
+func (e *PermissionError) Is(target error) bool { return target == ErrPermissionDenied }

@@ -23,9 +23,11 @@ var kinds = []struct {
 	// library's ErrLeaseExpired), and the server answers 404 for it.
 	{ErrLeaseNotFound, http.StatusNotFound, CodeNotFound, "lease_not_found"},
 	{model.ErrLeaseNotFound, http.StatusNotFound, CodeNotFound, "lease_not_found"},
+	{model.ErrKeyNotFound, http.StatusNotFound, CodeNotFound, "key_not_found"},
 	{model.ErrNotFound, http.StatusNotFound, CodeNotFound, "not_found"},
 	{model.ErrEntityExists, http.StatusConflict, CodeConflict, "entity_exists"},
 	{model.ErrNamespaceExists, http.StatusConflict, CodeConflict, "namespace_exists"},
+	{model.ErrKeyExists, http.StatusConflict, CodeConflict, "key_exists"},
 	{model.ErrNamespaceDeleted, http.StatusConflict, CodeConflict, "namespace_deleted"},
 	// Servers no longer answer lease_closed or too_many_leases (leases live
 	// in the store); the rows stay so that clients read older servers.
@@ -47,12 +49,15 @@ var kinds = []struct {
 func ErrorBody(err error) (int, Error) {
 	var rl *model.RateLimitExceeded
 	var ve *model.ValidationError
+	var pe *PermissionError
 	switch {
 	case errors.As(err, &rl):
 		return http.StatusTooManyRequests, Error{Code: CodeRateLimited, Message: rl.Error(),
 			RetryAfterMS: CeilMS(rl.RetryAfter), Limits: FromStatuses(rl.Statuses)}
 	case errors.As(err, &ve):
 		return http.StatusBadRequest, Error{Code: CodeInvalidArgument, Message: ve.Error(), Field: ve.Field, Value: ve.Value, Reason: ve.Reason}
+	case errors.As(err, &pe):
+		return http.StatusForbidden, Error{Code: CodePermissionDenied, Message: pe.Error(), Field: pe.Field, Reason: pe.Reason}
 	}
 	for _, k := range kinds {
 		if errors.Is(err, k.err) {
@@ -75,6 +80,10 @@ func AsError(status int, e Error) error {
 		return &model.RateLimitExceeded{Statuses: ToStatuses(e.Limits), RetryAfter: time.Duration(e.RetryAfterMS) * time.Millisecond}
 	case CodeInvalidArgument:
 		return &model.ValidationError{Field: e.Field, Value: e.Value, Reason: e.Reason}
+	case CodePermissionDenied:
+		if e.Field != "" {
+			return &PermissionError{Field: e.Field, Reason: e.Reason}
+		}
 	case CodeUnavailable:
 		if e.Reason == "" {
 			return &model.UnavailableError{Op: "server", Err: &StatusError{Status: status, Body: e}}

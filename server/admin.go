@@ -16,7 +16,7 @@ func (s *Server) createEntity(w http.ResponseWriter, r *http.Request, c *call) e
 		return err
 	}
 	e.CreatedAtMS = 0
-	lim, err := c.limiter()
+	lim, err := c.limiter(r.Context())
 	if err != nil {
 		return err
 	}
@@ -25,7 +25,10 @@ func (s *Server) createEntity(w http.ResponseWriter, r *http.Request, c *call) e
 }
 
 func (s *Server) getEntity(w http.ResponseWriter, r *http.Request, c *call) error {
-	lim, err := c.limiter()
+	if err := c.checkEntity(r.Context(), r.PathValue("id")); err != nil {
+		return err
+	}
+	lim, err := c.limiter(r.Context())
 	if err != nil {
 		return err
 	}
@@ -39,7 +42,7 @@ func (s *Server) listEntities(w http.ResponseWriter, r *http.Request, c *call) e
 	if err != nil {
 		return err
 	}
-	lim, err := c.limiter()
+	lim, err := c.limiter(r.Context())
 	if err != nil {
 		return err
 	}
@@ -63,7 +66,7 @@ func (s *Server) updateEntity(w http.ResponseWriter, r *http.Request, c *call) e
 	if err := decode(w, r, &p); err != nil {
 		return err
 	}
-	lim, err := c.limiter()
+	lim, err := c.limiter(r.Context())
 	if err != nil {
 		return err
 	}
@@ -76,7 +79,7 @@ func (s *Server) updateEntity(w http.ResponseWriter, r *http.Request, c *call) e
 }
 
 func (s *Server) deleteEntity(w http.ResponseWriter, r *http.Request, c *call) error {
-	lim, err := c.limiter()
+	lim, err := c.limiter(r.Context())
 	if err != nil {
 		return err
 	}
@@ -84,7 +87,10 @@ func (s *Server) deleteEntity(w http.ResponseWriter, r *http.Request, c *call) e
 }
 
 func (s *Server) children(w http.ResponseWriter, r *http.Request, c *call) error {
-	lim, err := c.limiter()
+	if err := c.checkEntity(r.Context(), r.PathValue("id")); err != nil {
+		return err
+	}
+	lim, err := c.limiter(r.Context())
 	if err != nil {
 		return err
 	}
@@ -120,7 +126,7 @@ func (s *Server) putLimits(w http.ResponseWriter, r *http.Request, c *call) erro
 	if err != nil {
 		return err
 	}
-	lim, err := c.limiter()
+	lim, err := c.limiter(r.Context())
 	if err != nil {
 		return err
 	}
@@ -129,7 +135,12 @@ func (s *Server) putLimits(w http.ResponseWriter, r *http.Request, c *call) erro
 }
 
 func (s *Server) getLimits(w http.ResponseWriter, r *http.Request, c *call) error {
-	lim, err := c.limiter()
+	if id := r.PathValue("id"); id != "" { // a key confined to an entity reaches no other route
+		if err := c.checkEntity(r.Context(), id); err != nil {
+			return err
+		}
+	}
+	lim, err := c.limiter(r.Context())
 	if err != nil {
 		return err
 	}
@@ -153,7 +164,7 @@ func (s *Server) listLimits(w http.ResponseWriter, r *http.Request, c *call) err
 		}
 		after = &sc
 	}
-	lim, err := c.limiter()
+	lim, err := c.limiter(r.Context())
 	if err != nil {
 		return err
 	}
@@ -173,7 +184,7 @@ func (s *Server) listLimits(w http.ResponseWriter, r *http.Request, c *call) err
 }
 
 func (s *Server) deleteLimits(w http.ResponseWriter, r *http.Request, c *call) error {
-	lim, err := c.limiter()
+	lim, err := c.limiter(r.Context())
 	if err != nil {
 		return err
 	}

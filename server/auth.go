@@ -2,75 +2,55 @@ package server
 
 import (
 	"bufio"
-	"crypto/rand"
-	"crypto/sha256"
-	"encoding/base64"
-	"encoding/hex"
+	"context"
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/tollgate-rl/tollgate/api"
 	"github.com/tollgate-rl/tollgate/model"
 )
 
-// Role is what an API key may do within its namespace.
-type Role string
+// Role is what an API key may do within its namespace (model.Role).
+type Role = model.Role
 
 // Roles. A key's namespace "*" reaches every namespace and, with RoleAdmin,
 // the namespace registry itself.
 const (
-	// RoleAcquire may acquire, use leases, reserve and release resource
-	// ids, penalize (a vendor's 429), and read availability and
-	// reservations.
-	RoleAcquire Role = "acquire"
-	// RoleRead may read availability, reservations, entities, limits and
-	// the audit log.
-	RoleRead Role = "read"
-	// RoleAdmin may do everything in its namespace.
-	RoleAdmin Role = "admin"
+	RoleAcquire = model.RoleAcquire
+	RoleRead    = model.RoleRead
+	RoleAdmin   = model.RoleAdmin
 )
 
 // AnyNamespace as a key's namespace reaches every namespace.
 const AnyNamespace = "*"
 
-// Key is one API key as configured: never the key itself, only its hash.
-type Key struct {
-	Hash      string // "sha256:" + hex of the key's SHA-256
-	Namespace string // or AnyNamespace
-	Role      Role
-	Name      string // who holds it; recorded as the principal of changes
-}
-
-// Keys is a set of API keys, looked up by hash.
+// Keys is a set of API keys read from a keys file, looked up by hash:
+// the bootstrap keys, beside the keys the store holds (POST /v1/keys).
 type Keys struct {
-	byHash map[string]Key
+	byHash map[string]model.Key
 }
 
-// HashKey returns the hash under which key is configured.
-func HashKey(key string) string {
-	sum := sha256.Sum256([]byte(key))
-	return "sha256:" + hex.EncodeToString(sum[:])
-}
+// HashKey returns the hash under which key is configured (model.HashKey).
+func HashKey(key string) string { return model.HashKey(key) }
 
 // GenerateKey returns a new random API key ("tg_" and 43 URL-safe
-// characters) and its hash.
-func GenerateKey() (key, hash string) {
-	var b [32]byte
-	_, _ = rand.Read(b[:])
-	key = "tg_" + base64.RawURLEncoding.EncodeToString(b[:])
-	return key, HashKey(key)
-}
+// characters) and its hash (model.GenerateKey).
+func GenerateKey() (key, hash string) { return model.GenerateKey() }
 
-// LoadKeys reads a keys file: one key per line, "HASH NAMESPACE ROLE NAME",
-// with blank lines and lines starting with '#' ignored, e.g.
+// LoadKeys reads a keys file: one key per line, "HASH NAMESPACE ROLE NAME"
+// and optionally "entity=ID" (the key acts only on that entity and its
+// descendants) and "allow_limits" (it may send its own limits), with
+// blank lines and lines starting with '#' ignored, e.g.
 //
 //	# ops team, everything everywhere
 //	sha256:9f86d0...  *        admin    ops
 //	sha256:2c26b4...  default  acquire  checkout-service
+//	sha256:fcde2b...  default  acquire  org-1-gateway  entity=org-1
 func LoadKeys(r io.Reader) (*Keys, error) {
-	k := &Keys{byHash: map[string]Key{}}
+	k := &Keys{byHash: map[string]model.Key{}}
 	sc := bufio.NewScanner(r)
 	for line := 1; sc.Scan(); line++ {
 		text := strings.TrimSpace(sc.Text())
@@ -95,72 +75,84 @@ func LoadKeys(r io.Reader) (*Keys, error) {
 	return k, nil
 }
 
-func parseKeyLine(text string) (Key, error) {
+func parseKeyLine(text string) (model.Key, error) {
 	f := strings.Fields(text)
-	if len(f) != 4 {
-		return Key{}, fmt.Errorf("want 4 fields (hash namespace role name), got %d", len(f))
+	if len(f) < 4 {
+		return model.Key{}, fmt.Errorf("want at least 4 fields (hash namespace role name), got %d", len(f))
 	}
-	key := Key{Hash: f[0], Namespace: f[1], Role: Role(f[2]), Name: f[3]}
-	if h, ok := strings.CutPrefix(key.Hash, "sha256:"); !ok || len(h) != 64 || !isHex(h) {
-		return Key{}, fmt.Errorf("hash %.20q: want sha256: and 64 hex digits", key.Hash)
+	key := model.Key{Hash: f[0], Namespace: f[1], Role: Role(f[2]), Name: f[3]}
+	if err := model.ValidateKeyHash(key.Hash); err != nil {
+		return model.Key{}, err
 	}
 	if key.Namespace != AnyNamespace {
 		if err := model.ValidateNamespace(key.Namespace); err != nil {
-			return Key{}, err
+			return model.Key{}, err
 		}
 	}
-	switch key.Role {
-	case RoleAcquire, RoleRead, RoleAdmin:
-	default:
-		return Key{}, fmt.Errorf("role %q: want acquire, read or admin", key.Role)
+	if err := key.Role.Validate(); err != nil {
+		return model.Key{}, err
+	}
+	for _, opt := range f[4:] {
+		name, value, _ := strings.Cut(opt, "=")
+		switch {
+		case opt == "allow_limits":
+			key.AllowLimits = true
+		case name == "entity" && key.Namespace != AnyNamespace:
+			if err := model.ValidateEntityID(value); err != nil {
+				return model.Key{}, err
+			}
+			key.Entity = value
+		case name == "entity":
+			return model.Key{}, fmt.Errorf("entity=%s: a key of every namespace cannot be confined to an entity", value)
+		default:
+			return model.Key{}, fmt.Errorf("option %q: want entity=ID or allow_limits", opt)
+		}
 	}
 	return key, nil
 }
 
-func isHex(s string) bool {
-	_, err := hex.DecodeString(s)
-	return err == nil && strings.ToLower(s) == s
-}
-
-// access is what a route needs: the roles that may call it, and whether it
-// works on the namespace registry (global admin keys only).
+// access is what a route needs: the roles that may call it, whether it
+// works on the namespace registry (global admin keys only), and whether a
+// key confined to an entity may call it (the handler then checks the
+// entity it acts on: call.checkEntity).
 type access struct {
 	roles    []Role
 	registry bool
+	scoped   bool
 }
 
 var (
-	forAcquire   = access{roles: []Role{RoleAcquire, RoleAdmin}}
-	forAvailable = access{roles: []Role{RoleAcquire, RoleRead, RoleAdmin}}
+	forAcquire   = access{roles: []Role{RoleAcquire, RoleAdmin}, scoped: true}
+	forAvailable = access{roles: []Role{RoleAcquire, RoleRead, RoleAdmin}, scoped: true}
 	forRead      = access{roles: []Role{RoleRead, RoleAdmin}}
+	forReadScope = access{roles: []Role{RoleRead, RoleAdmin}, scoped: true}
 	forAdmin     = access{roles: []Role{RoleAdmin}}
+	forReset     = access{roles: []Role{RoleAdmin}, scoped: true}
 	forRegistry  = access{roles: []Role{RoleAdmin}, registry: true}
 	forEveryone  = access{}
 )
 
-// authorize resolves the request's namespace and principal into c and
-// checks its key; c is the request's only if authorize returns nil.
-// Without keys configured everything is allowed, and the principal is the
-// api.PrincipalHeader header.
+// authorize resolves the request's namespace, key and principal into c
+// and checks the key's access; c is the request's only if authorize
+// returns nil. Without keys (no keys file and none stored) everything is
+// allowed, and the principal is the api.PrincipalHeader header.
 func (s *Server) authorize(r *http.Request, a access, c *call) error {
 	*c = call{s: s, ns: r.Header.Get(api.NamespaceHeader)}
-	if s.keys == nil || a.roles == nil {
+	var key *model.Key
+	if a.roles != nil {
+		var err error
+		if key, err = s.authenticate(r); err != nil {
+			return err
+		}
+	}
+	if key == nil {
 		c.principal = r.Header.Get(api.PrincipalHeader)
 		if c.ns == "" {
 			c.ns = model.DefaultNamespace
 		}
 		return nil
 	}
-	auth := r.Header.Get("Authorization")
-	scheme, token, _ := strings.Cut(auth, " ")
-	if !strings.EqualFold(scheme, "Bearer") || token == "" {
-		return fmt.Errorf("%w: send Authorization: Bearer <key>", api.ErrUnauthenticated)
-	}
-	key, ok := s.keys.byHash[HashKey(token)]
-	if !ok {
-		return fmt.Errorf("%w: unknown API key", api.ErrUnauthenticated)
-	}
-	c.principal = key.Name
+	c.key, c.principal = key, key.Name
 	switch {
 	case c.ns == "" && key.Namespace != AnyNamespace:
 		c.ns = key.Namespace
@@ -172,10 +164,106 @@ func (s *Server) authorize(r *http.Request, a access, c *call) error {
 	if a.registry && key.Namespace != AnyNamespace {
 		return fmt.Errorf("%w: the namespace registry needs a key for namespace *", api.ErrPermissionDenied)
 	}
+	if key.Scoped() && !a.scoped {
+		return fmt.Errorf("%w: key %s acts only on entity %s and its descendants, and this route reaches beyond them",
+			api.ErrPermissionDenied, key.Name, key.Entity)
+	}
 	for _, role := range a.roles {
 		if key.Role == role {
 			return nil
 		}
 	}
 	return fmt.Errorf("%w: role %s may not do this", api.ErrPermissionDenied, key.Role)
+}
+
+// authenticate returns the key of r's bearer token, or nil when the
+// server authenticates nobody (no keys file, and the store holds no key).
+func (s *Server) authenticate(r *http.Request) (*model.Key, error) {
+	on, err := s.authOn(r.Context())
+	if err != nil || !on {
+		return nil, err
+	}
+	scheme, token, _ := strings.Cut(r.Header.Get("Authorization"), " ")
+	if !strings.EqualFold(scheme, "Bearer") || token == "" {
+		return nil, fmt.Errorf("%w: send Authorization: Bearer <key>", api.ErrUnauthenticated)
+	}
+	hash := model.HashKey(token)
+	if s.keys != nil {
+		if k, ok := s.keys.byHash[hash]; ok {
+			return &k, nil
+		}
+	}
+	k, err := s.storedKey(r.Context(), token, hash)
+	if err != nil {
+		return nil, err
+	}
+	if now := s.clock.Now(); k.Expired(now) {
+		return nil, fmt.Errorf("%w: API key %s expired at %s", api.ErrUnauthenticated, k.Name,
+			k.ExpiresAt.UTC().Format("2006-01-02T15:04:05Z07:00"))
+	}
+	return &k, nil
+}
+
+// mayOverride reports whether the request may send its own limits, or a
+// looser unavailable mode than the stored one: without keys, with an admin
+// key, or with a key created with allow_limits.
+func (c *call) mayOverride() bool {
+	return c.key == nil || c.key.Role == RoleAdmin || c.key.AllowLimits
+}
+
+// checkOverrides refuses limits and an unavailable mode that the request
+// may not send (mayOverride): its own limits, or "allow" where the stored
+// mode (as the limiter last read it) is not. Stored limits are
+// authoritative against callers: nothing is debited or rewritten.
+func (c *call) checkOverrides(ctx context.Context, limits []string, mode string) error {
+	if c.mayOverride() {
+		return nil
+	}
+	if len(limits) > 0 {
+		return &api.PermissionError{Field: "limits", Reason: "key " + c.key.Name +
+			" may not send its own limits: the stored limits apply (an admin key, or a key created with allow_limits, may)"}
+	}
+	if model.OnUnavailable(mode) != model.Allow {
+		return nil
+	}
+	lim, err := c.limiter(ctx)
+	if err != nil {
+		return err
+	}
+	if lim.UnavailableMode(ctx) == model.Allow {
+		return nil
+	}
+	return &api.PermissionError{Field: "on_unavailable", Reason: "key " + c.key.Name +
+		" may not ask for allow: the stored mode is block (an admin key, or a key created with allow_limits, may)"}
+}
+
+// checkEntity refuses an entity outside the scope of a key confined to
+// one (an entity and its descendants).
+func (c *call) checkEntity(ctx context.Context, entity string) error {
+	if c.key == nil || !c.key.Scoped() {
+		return nil
+	}
+	lim, err := c.limiter(ctx)
+	if err != nil {
+		return err
+	}
+	ok, err := lim.Within(ctx, entity, c.key.Entity)
+	switch {
+	case err != nil:
+		return err
+	case !ok:
+		return &api.PermissionError{Field: "entity", Reason: "key " + c.key.Name + " acts only on entity " +
+			strconv.Quote(c.key.Entity) + " and its descendants, not on " + strconv.Quote(entity)}
+	}
+	return nil
+}
+
+// needEntity is checkEntity for a listing or read of a query: a key
+// confined to an entity must name one (field) within its scope.
+func (c *call) needEntity(ctx context.Context, field, entity string) error {
+	if c.key != nil && c.key.Scoped() && entity == "" {
+		return &api.PermissionError{Field: field, Reason: "key " + c.key.Name + " is confined to entity " +
+			strconv.Quote(c.key.Entity) + ": name it, or one of its descendants"}
+	}
+	return c.checkEntity(ctx, entity)
 }

@@ -51,7 +51,7 @@ func BenchmarkAcquireCommitHandler(b *testing.B) {
 			`"limits":["rps:1000000000/sec","tps:1000000000/sec","inflight:1000000000/concurrent"],"commit":true}`},
 	} {
 		b.Run(c.name, func(b *testing.B) {
-			srv := New(memory.New(), WithLogger(slog.New(slog.DiscardHandler)))
+			srv := mustServer(New(memory.New(), WithLogger(slog.New(slog.DiscardHandler))))
 			b.Cleanup(func() { _ = srv.Close(context.Background()) })
 			body := []byte(c.body)
 			rd := bytes.NewReader(body)
@@ -80,7 +80,7 @@ func BenchmarkAcquireCommitHandler(b *testing.B) {
 // BenchmarkAcquireCommitParallel is BenchmarkAcquireCommitHandler's first
 // case from every P, each on its own entity, as `tollgate bench` runs it.
 func BenchmarkAcquireCommitParallel(b *testing.B) {
-	srv := New(memory.New(), WithLogger(slog.New(slog.DiscardHandler)))
+	srv := mustServer(New(memory.New(), WithLogger(slog.New(slog.DiscardHandler))))
 	b.Cleanup(func() { _ = srv.Close(context.Background()) })
 	var next atomic.Int64
 	b.ReportAllocs()

@@ -151,7 +151,7 @@ func TestStoreDown(t *testing.T) {
 // the connection's deadlines, so neither cancels it nor cuts its answer.
 func TestPurgeOutlastsServerTimeouts(t *testing.T) {
 	ds := &downStore{Store: memory.New(), purgeFor: 300 * time.Millisecond}
-	srv := New(ds, WithLogger(slog.New(slog.DiscardHandler)))
+	srv := mustServer(New(ds, WithLogger(slog.New(slog.DiscardHandler))))
 	hs := srv.HTTPServer("127.0.0.1:0")
 	hs.ReadTimeout, hs.WriteTimeout = 50*time.Millisecond, 50*time.Millisecond
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

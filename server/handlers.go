@@ -36,23 +36,33 @@ func (s *Server) routes() {
 
 	s.handle("POST "+v+"/entities", forAdmin, s.createEntity)
 	s.handle("GET "+v+"/entities", forRead, s.listEntities)
-	s.handle("GET "+v+"/entities/{id}", forRead, s.getEntity)
+	s.handle("GET "+v+"/entities/{id}", forReadScope, s.getEntity)
 	s.handle("PATCH "+v+"/entities/{id}", forAdmin, s.updateEntity)
 	s.handle("DELETE "+v+"/entities/{id}", forAdmin, s.deleteEntity)
-	s.handle("GET "+v+"/entities/{id}/children", forRead, s.children)
+	s.handle("GET "+v+"/entities/{id}/children", forReadScope, s.children)
 
 	// A resource may hold '/' (openai/gpt-4o): the last segment takes the
-	// rest of the path, raw or escaped.
+	// rest of the path, raw or escaped. A key confined to an entity reads
+	// the limits of its entities, and no other level's.
 	s.handle("GET "+v+"/limits", forRead, s.listLimits)
 	for _, path := range []string{"/limits/system", "/limits/resources/{resource...}", "/limits/entities/{id}"} {
+		read := forRead
+		if strings.HasSuffix(path, "{id}") {
+			read = forReadScope
+		}
 		s.handle("PUT "+v+path, forAdmin, s.putLimits)
-		s.handle("GET "+v+path, forRead, s.getLimits)
+		s.handle("GET "+v+path, read, s.getLimits)
 		s.handle("DELETE "+v+path, forAdmin, s.deleteLimits)
 	}
-	s.handle("GET "+v+"/audit", forRead, s.audit)
-	s.handle("GET "+v+"/usage", forRead, s.usage)
-	s.handle("GET "+v+"/usage/summary", forRead, s.usageSummary)
+	s.handle("GET "+v+"/audit", forReadScope, s.audit)
+	s.handle("GET "+v+"/usage", forReadScope, s.usage)
+	s.handle("GET "+v+"/usage/summary", forReadScope, s.usageSummary)
 	s.handle("GET "+v+"/capacity", forRead, s.capacity)
+	s.handle("POST "+v+"/reset", forReset, s.reset)
+
+	s.handle("POST "+v+"/keys", forAdmin, s.createKey)
+	s.handle("GET "+v+"/keys", forAdmin, s.listKeys)
+	s.handle("DELETE "+v+"/keys/{name}", forAdmin, s.revokeKey)
 
 	s.handle("POST "+v+"/namespaces", forRegistry, s.registerNamespace)
 	s.handle("GET "+v+"/namespaces", forRegistry, s.listNamespaces)
@@ -108,6 +118,12 @@ func (s *Server) acquire(w http.ResponseWriter, r *http.Request, c *call) (err e
 	if err := decodeAcquire(w, r, &req); err != nil {
 		return err
 	}
+	if err := c.checkEntity(r.Context(), req.Entity); err != nil {
+		return err
+	}
+	if err := c.checkOverrides(r.Context(), req.Limits, req.OnUnavailable); err != nil {
+		return err
+	}
 	var optsBuf [4]tollgate.AcquireOption
 	opts, err := s.acquireOptions(optsBuf[:0], req.Limits, req.OnUnavailable)
 	if err != nil {
@@ -125,7 +141,7 @@ func (s *Server) acquire(w http.ResponseWriter, r *http.Request, c *call) (err e
 	if !req.Commit {
 		opts = append(opts, durable)
 	}
-	lim, err := c.limiter()
+	lim, err := c.limiter(r.Context())
 	if err != nil {
 		return err
 	}
@@ -182,11 +198,17 @@ func (s *Server) ttlOf(field string, ms int64) (time.Duration, error) {
 
 func (s *Server) available(w http.ResponseWriter, r *http.Request, c *call) error {
 	q := r.URL.Query()
+	if err := c.checkEntity(r.Context(), q.Get("entity")); err != nil {
+		return err
+	}
+	if err := c.checkOverrides(r.Context(), q["limits"], ""); err != nil {
+		return err
+	}
 	opts, err := s.acquireOptions(nil, q["limits"], "")
 	if err != nil {
 		return err
 	}
-	lim, err := c.limiter()
+	lim, err := c.limiter(r.Context())
 	if err != nil {
 		return err
 	}
@@ -245,7 +267,10 @@ func (s *Server) audit(w http.ResponseWriter, r *http.Request, c *call) error {
 	if err != nil {
 		return err
 	}
-	lim, err := c.limiter()
+	if err := c.needEntity(r.Context(), "entity", q.Get("entity")); err != nil {
+		return err
+	}
+	lim, err := c.limiter(r.Context())
 	if err != nil {
 		return err
 	}

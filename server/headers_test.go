@@ -16,7 +16,7 @@ import (
 // line after them) of up to 20480 bytes, as docs/http-api.md says, and
 // answers 431 beyond.
 func TestHeaderLimit(t *testing.T) {
-	srv := New(memory.New(), WithLogger(slog.New(slog.DiscardHandler)))
+	srv := mustServer(New(memory.New(), WithLogger(slog.New(slog.DiscardHandler))))
 	hs := srv.HTTPServer("127.0.0.1:0")
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -23,9 +24,13 @@ type call struct {
 	s         *Server
 	ns        string
 	principal string
+	// key is the request's API key; nil when the server authenticates
+	// nobody (see authorize).
+	key *model.Key
 }
 
-func (c *call) limiter() (*tollgate.Limiter, error) { return c.s.Limiter(c.ns) }
+// limiter returns the limiter of the request's namespace.
+func (c *call) limiter(ctx context.Context) (*tollgate.Limiter, error) { return c.s.Limiter(ctx, c.ns) }
 
 func (c *call) writeOpts() []tollgate.WriteOption {
 	if c.principal == "" {

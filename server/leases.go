@@ -76,7 +76,7 @@ func (s *Server) resume(ctx context.Context, c *call, id string) (*tollgate.Leas
 	if !isLeaseID(id) {
 		return nil, errLeaseNotFound
 	}
-	lim, err := c.limiter()
+	lim, err := c.limiter(ctx)
 	var le *tollgate.Lease
 	if err == nil {
 		le, err = lim.ResumeLease(ctx, id)
@@ -95,6 +95,14 @@ func (s *Server) resume(ctx context.Context, c *call, id string) (*tollgate.Leas
 	}
 	if exp := le.Expires(); !exp.IsZero() && !s.clock.Now().Before(exp) {
 		return nil, errLeaseNotFound
+	}
+	// A lease of an entity beyond the key's scope is none of its
+	// business, and answered as one that does not exist.
+	if err := c.checkEntity(ctx, le.Entity()); err != nil {
+		if errors.Is(err, api.ErrPermissionDenied) {
+			return nil, errLeaseNotFound
+		}
+		return nil, err
 	}
 	return le, nil
 }
@@ -118,7 +126,10 @@ func (s *Server) listLeases(w http.ResponseWriter, r *http.Request, c *call) err
 	if err != nil {
 		return err
 	}
-	lim, err := c.limiter()
+	if err := c.needEntity(r.Context(), "entity", q.Get("entity")); err != nil {
+		return err
+	}
+	lim, err := c.limiter(r.Context())
 	if err != nil {
 		return err
 	}

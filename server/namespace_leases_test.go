@@ -104,11 +104,11 @@ func TestNamespaceChangesReachLimitersInUse(t *testing.T) {
 		}
 		return le.Commit(ctx)
 	}
+	lim, err := e.srv.Limiter(ctx, "team-b") // held throughout, as by a request in flight
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, st := range steps {
-		lim, err := e.srv.Limiter("team-b")
-		if err != nil {
-			t.Fatal(err)
-		}
 		_ = acquire(lim) // caches the namespace, or that it is gone
 		var body any
 		if st.method == "POST" && st.path == "/v1/namespaces" {

@@ -159,7 +159,7 @@ func (s *spec) operations() []operation {
 // dashboard_test.go and server/ui.
 func servedRoutes(t *testing.T) map[string]route {
 	t.Helper()
-	srv := New(memory.New(), WithLogger(slog.New(slog.DiscardHandler)))
+	srv := mustServer(New(memory.New(), WithLogger(slog.New(slog.DiscardHandler))))
 	out := map[string]route{}
 	for _, r := range srv.registered {
 		if r.pattern == "/" || strings.HasPrefix(r.pattern, "GET "+ui.Prefix) {
@@ -262,13 +262,15 @@ func checkPathParams(t *testing.T, key string, params map[string]bool) {
 	}
 }
 
-// checkAccess checks that the operation's security and x-tollgate-roles
-// and x-tollgate-registry say what the route's access is.
+// checkAccess checks that the operation's security, x-tollgate-roles,
+// x-tollgate-registry and x-tollgate-scoped say what the route's access
+// is.
 func checkAccess(t *testing.T, op map[string]any, a access) {
 	t.Helper()
 	sec, hasSec := op["security"].([]any)
 	roles, _ := op["x-tollgate-roles"].([]any)
 	registry, _ := op["x-tollgate-registry"].(bool)
+	scoped, _ := op["x-tollgate-scoped"].(bool)
 	if a.roles == nil {
 		if !hasSec || len(sec) != 0 || roles != nil {
 			t.Errorf("public route: want security [] and no x-tollgate-roles, got %v and %v", op["security"], roles)
@@ -291,6 +293,9 @@ func checkAccess(t *testing.T, op map[string]any, a access) {
 	}
 	if registry != a.registry {
 		t.Errorf("x-tollgate-registry %v, want %v", registry, a.registry)
+	}
+	if scoped != a.scoped {
+		t.Errorf("x-tollgate-scoped %v, want %v", scoped, a.scoped)
 	}
 }
 
@@ -583,7 +588,7 @@ func newUsageEnv(t *testing.T) (*env, *aggregator.Recorder) {
 	clk := clock.NewFake(epoch)
 	mem := memory.New()
 	rec := aggregator.NewRecorder(mem, mem, aggregator.WithClock(clk))
-	srv := New(rec, WithClock(clk), WithLogger(slog.New(slog.DiscardHandler)))
+	srv := mustServer(New(rec, WithClock(clk), WithLogger(slog.New(slog.DiscardHandler))))
 	ts := httptest.NewServer(srv)
 	t.Cleanup(ts.Close)
 	return &env{t: t, srv: srv, ts: ts, clk: clk, hdr: http.Header{}}, rec

@@ -23,7 +23,7 @@ func replicas(t *testing.T, st store.Store, n int, opts ...Option) []*env {
 	clk := clock.NewFake(epoch)
 	out := make([]*env, n)
 	for i := range out {
-		srv := New(st, append([]Option{WithClock(clk), WithLogger(slog.New(slog.DiscardHandler))}, opts...)...)
+		srv := mustServer(New(st, append([]Option{WithClock(clk), WithLogger(slog.New(slog.DiscardHandler))}, opts...)...))
 		ts := httptest.NewServer(srv)
 		t.Cleanup(func() { ts.Close(); _ = srv.Close(context.Background()) })
 		out[i] = &env{t: t, srv: srv, ts: ts, clk: clk, hdr: http.Header{}}
@@ -114,7 +114,7 @@ func TestLeaseOfAnotherNamespaceIsNotFound(t *testing.T) {
 	def, defHash := GenerateKey()
 	teamA, teamAHash := GenerateKey()
 	root, rootHash := GenerateKey()
-	keys, err := LoadKeys(strings.NewReader(defHash + " default acquire svc\n" + teamAHash + " team-a admin a\n" + rootHash + " * admin root\n"))
+	keys, err := LoadKeys(strings.NewReader(defHash + " default acquire svc allow_limits\n" + teamAHash + " team-a admin a\n" + rootHash + " * admin root\n"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,9 +3,9 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
-	"time"
 
 	"github.com/tollgate-rl/tollgate"
 	"github.com/tollgate-rl/tollgate/api"
@@ -32,11 +32,17 @@ func (s *Server) reserve(w http.ResponseWriter, r *http.Request, c *call) error 
 	if err := checkReservationID(req.ID); err != nil {
 		return err
 	}
+	if err := c.checkEntity(r.Context(), req.Entity); err != nil {
+		return err
+	}
+	if err := c.checkOverrides(r.Context(), req.Limits, req.OnUnavailable); err != nil {
+		return err
+	}
 	opts, err := s.reserveOptions(&req)
 	if err != nil {
 		return err
 	}
-	lim, err := c.limiter()
+	lim, err := c.limiter(r.Context())
 	if err != nil {
 		return err
 	}
@@ -155,12 +161,29 @@ func (s *Server) getReservation(w http.ResponseWriter, r *http.Request, c *call)
 	if err := checkReservationID(id); err != nil {
 		return err
 	}
-	lim, err := c.limiter()
+	lim, err := c.limiter(r.Context())
 	if err != nil {
 		return err
 	}
-	rv, err := lim.Reservation(r.Context(), id)
+	rv, err := c.reservation(r.Context(), lim, id)
 	return answer(w, http.StatusOK, rv, err, api.FromReservation)
+}
+
+// reservation reads reservation id for the request. One held by an entity
+// beyond the key's scope is none of its business: it is answered as one
+// that does not exist.
+func (c *call) reservation(ctx context.Context, lim *tollgate.Limiter, id string) (tollgate.Reservation, error) {
+	rv, err := lim.Reservation(ctx, id)
+	if err != nil {
+		return rv, err
+	}
+	if err := c.checkEntity(ctx, rv.Entity); err != nil {
+		if errors.Is(err, api.ErrPermissionDenied) {
+			return tollgate.Reservation{}, fmt.Errorf("reservation %s: %w", id, model.ErrLeaseNotFound)
+		}
+		return tollgate.Reservation{}, err
+	}
+	return rv, nil
 }
 
 // release ends a reservation: 204, or 404 lease_not_found when the id
@@ -170,9 +193,14 @@ func (s *Server) release(w http.ResponseWriter, r *http.Request, c *call) error 
 	if err := checkReservationID(id); err != nil {
 		return err
 	}
-	lim, err := c.limiter()
+	lim, err := c.limiter(r.Context())
 	if err != nil {
 		return err
+	}
+	if c.key != nil && c.key.Scoped() { // the reservation's entity must be in scope
+		if _, err := c.reservation(r.Context(), lim, id); err != nil {
+			return err
+		}
 	}
 	return noContent(w, lim.Release(r.Context(), id))
 }
@@ -183,7 +211,10 @@ func (s *Server) listReservations(w http.ResponseWriter, r *http.Request, c *cal
 	if err != nil {
 		return err
 	}
-	lim, err := c.limiter()
+	if err := c.needEntity(r.Context(), "entity", q.Get("entity")); err != nil {
+		return err
+	}
+	lim, err := c.limiter(r.Context())
 	if err != nil {
 		return err
 	}
@@ -193,75 +224,4 @@ func (s *Server) listReservations(w http.ResponseWriter, r *http.Request, c *cal
 	}
 	writeJSON(w, http.StatusOK, api.ReservationsResponse{Reservations: api.FromReservations(rs), Next: next})
 	return nil
-}
-
-// penalize empties limits of an entity and resource until a time: 204.
-func (s *Server) penalize(w http.ResponseWriter, r *http.Request, c *call) error {
-	var req api.PenalizeRequest
-	if err := decode(w, r, &req); err != nil {
-		return err
-	}
-	until, err := s.penaltyEnd(&req.Penalty)
-	if err != nil {
-		return err
-	}
-	lim, err := c.limiter()
-	if err != nil {
-		return err
-	}
-	return noContent(w, lim.Penalize(r.Context(), req.Entity, req.Resource, until, req.Reason, req.Limits, c.writeOpts()...))
-}
-
-// penalizeLease penalizes the lease's entity and resource, the limits
-// looked up among those it was acquired with: 204. A degraded lease knows
-// neither; its caller penalizes with POST /v1/penalize instead.
-func (s *Server) penalizeLease(w http.ResponseWriter, r *http.Request, c *call) error {
-	var req api.Penalty
-	if err := decode(w, r, &req); err != nil {
-		return err
-	}
-	until, err := s.penaltyEnd(&req)
-	if err != nil {
-		return err
-	}
-	id := r.PathValue("id")
-	if isDegradedID(id) {
-		return model.Invalid("lease_id", id, "a degraded lease knows no entity or resource: penalize with POST /v1/penalize")
-	}
-	le, err := s.resume(r.Context(), c, id)
-	if err != nil {
-		return err
-	}
-	return noContent(w, le.Penalize(r.Context(), until, req.Reason, req.Limits, c.writeOpts()...))
-}
-
-// penaltyEnd reads when a penalty ends: exactly one of until_ms and
-// retry_after_ms, after now and at most tollgate.MaxPenalty ahead. The
-// limits are bounded as a request's limits are; the library checks the
-// rest (each name in effect and refilling, the reason's length).
-func (s *Server) penaltyEnd(p *api.Penalty) (time.Time, error) {
-	now := s.clock.Now()
-	maxMS := tollgate.MaxPenalty.Milliseconds()
-	var until time.Time
-	switch {
-	case p.UntilMS != 0 && p.RetryAfterMS != 0:
-		return time.Time{}, model.Invalid("retry_after_ms", strconv.FormatInt(p.RetryAfterMS, 10), "give until_ms or retry_after_ms, not both")
-	case p.RetryAfterMS != 0:
-		if p.RetryAfterMS < 1 || p.RetryAfterMS > maxMS {
-			return time.Time{}, model.Invalid("retry_after_ms", strconv.FormatInt(p.RetryAfterMS, 10), "want 1 to "+strconv.FormatInt(maxMS, 10))
-		}
-		until = now.Add(time.Duration(p.RetryAfterMS) * time.Millisecond)
-	case p.UntilMS != 0:
-		if p.UntilMS <= now.UnixMilli() || p.UntilMS > now.UnixMilli()+maxMS {
-			return time.Time{}, model.Invalid("until_ms", strconv.FormatInt(p.UntilMS, 10),
-				"want after now ("+strconv.FormatInt(now.UnixMilli(), 10)+") and at most "+tollgate.MaxPenalty.String()+" ahead")
-		}
-		until = time.UnixMilli(p.UntilMS)
-	default:
-		return time.Time{}, model.Invalid("until_ms", "", "give until_ms or retry_after_ms: when the penalty ends")
-	}
-	if len(p.Limits) > api.MaxLimits {
-		return time.Time{}, model.Invalid("limits", "", "more than "+strconv.Itoa(api.MaxLimits)+" limits")
-	}
-	return until, nil
 }

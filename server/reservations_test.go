@@ -266,9 +266,9 @@ func TestListReservations(t *testing.T) {
 func TestReservationsNamespacesApart(t *testing.T) {
 	keys, err := LoadKeys(strings.NewReader(
 		HashKey("admin") + " * admin ops\n" +
-			HashKey("a-acq") + " default acquire svc-a\n" +
+			HashKey("a-acq") + " default acquire svc-a allow_limits\n" +
 			HashKey("a-read") + " default read dash-a\n" +
-			HashKey("b-acq") + " team-b acquire svc-b\n"))
+			HashKey("b-acq") + " team-b acquire svc-b allow_limits\n"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ package server
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"sync"
@@ -67,9 +68,17 @@ type Server struct {
 	reg    *tollgate.Registry
 	regErr error
 
+	// watch follows the store's change generation for every limiter of
+	// the server and for its cache of stored keys: one read per refresh
+	// interval in all.
+	watch           *tollgate.ChangeWatch
+	refreshInterval time.Duration
+	keyCache        keyCache
+	auth            authState
+
 	mu       sync.Mutex
-	limiters map[string]*tollgate.Limiter
-	retired  tollgate.CacheStats // of limiters forgotten, so the metrics never go down
+	limiters map[string]*tollgate.Limiter // only of namespaces that exist; at most maxLimiters
+	retired  tollgate.CacheStats          // of limiters forgotten, so the metrics never go down
 
 	mux *http.ServeMux
 	// registered is every route routes() registers on mux, in order, so
@@ -99,6 +108,13 @@ func WithRegisterer(r prometheus.Registerer) Option {
 	return func(s *Server) { s.metrics = newMetrics(r) }
 }
 
+// WithRefreshInterval sets how often the server reads the change
+// generation of a store it shares with other processes (default
+// tollgate.DefaultRefreshInterval): a limit, entity, namespace or key
+// changed through another replica is in force here within about this
+// long.
+func WithRefreshInterval(d time.Duration) Option { return func(s *Server) { s.refreshInterval = d } }
+
 // WithLimiterOptions adds options to every namespace's limiter (e.g.
 // tollgate.WithCacheTTL).
 func WithLimiterOptions(opts ...tollgate.Option) Option {
@@ -107,14 +123,22 @@ func WithLimiterOptions(opts ...tollgate.Option) Option {
 
 // New returns a Server over st. It starts no goroutine: leases live in
 // the store, and their expiry is a reconciler's business (see OnReclaim).
-func New(st store.Store, opts ...Option) *Server {
+// An invalid option (a refresh interval that is not positive) is an
+// error.
+func New(st store.Store, opts ...Option) (*Server, error) {
 	s := &Server{
 		store: st, clock: clock.Real{}, log: slog.Default(),
 		leaseTTL: DefaultLeaseTTL, limiters: map[string]*tollgate.Limiter{},
+		refreshInterval: tollgate.DefaultRefreshInterval,
 	}
 	for _, o := range opts {
 		o(s)
 	}
+	w, err := tollgate.NewChangeWatch(st, s.refreshInterval)
+	if err != nil {
+		return nil, err
+	}
+	s.watch = w
 	if s.metrics == nil {
 		s.metrics = newMetrics(nil)
 	}
@@ -122,7 +146,7 @@ func New(st store.Store, opts ...Option) *Server {
 	s.reg, s.regErr = tollgate.NewRegistry(st, tollgate.WithRegistryClock(s.clock))
 	s.metrics.watch(s)
 	s.routes()
-	return s
+	return s, nil
 }
 
 // ServeHTTP implements http.Handler.
@@ -155,23 +179,65 @@ func (s *Server) Close(context.Context) error { return nil }
 // reconcile.WithOnReclaim; it does not block.
 func (s *Server) OnReclaim(reconcile.Reclaimed) { s.metrics.leasesExpired.Inc() }
 
+// maxLimiters bounds the limiters a server keeps, one per namespace in
+// use: beyond it, one at random is dropped (its caches go with it) to
+// make room.
+const maxLimiters = 4096
+
 // Limiter returns the limiter of namespace ns, creating it on first use.
-func (s *Server) Limiter(ns string) (*tollgate.Limiter, error) {
+// It creates none for a namespace that is not registered (the default
+// namespace aside, which the limiter registers on first use), or is
+// deleted: whatever names callers send, the server holds limiters only for
+// namespaces that exist, at most maxLimiters.
+func (s *Server) Limiter(ctx context.Context, ns string) (*tollgate.Limiter, error) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if l, ok := s.limiters[ns]; ok {
+	l, ok := s.limiters[ns]
+	s.mu.Unlock()
+	if ok {
 		return l, nil
 	}
 	if err := model.ValidateNamespace(ns); err != nil {
 		return nil, err
 	}
-	opts := append([]tollgate.Option{tollgate.WithNamespace(ns), tollgate.WithClock(s.clock)}, s.limOpts...)
+	if ns != model.DefaultNamespace {
+		if err := s.namespaceExists(ctx, ns); err != nil {
+			return nil, err
+		}
+	}
+	opts := append([]tollgate.Option{tollgate.WithNamespace(ns), tollgate.WithClock(s.clock), tollgate.WithChangeWatch(s.watch)}, s.limOpts...)
 	l, err := tollgate.New(s.store, opts...)
 	if err != nil {
 		return nil, err
 	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if cur, ok := s.limiters[ns]; ok { // made concurrently
+		return cur, nil
+	}
+	if len(s.limiters) >= maxLimiters {
+		for other := range s.limiters { // map order: one at random
+			s.retireLocked(other)
+			break
+		}
+	}
 	s.limiters[ns] = l
 	return l, nil
+}
+
+// namespaceExists fails with the registry's error unless namespace ns is
+// registered and not deleted.
+func (s *Server) namespaceExists(ctx context.Context, ns string) error {
+	if s.regErr != nil {
+		return s.regErr
+	}
+	n, err := s.reg.Get(ctx, ns)
+	switch {
+	case err != nil:
+		return err
+	case n.Deleted():
+		return fmt.Errorf("namespace %q: %w", ns, model.ErrNamespaceDeleted)
+	}
+	return nil
 }
 
 // forget drops the cached limiter of ns (after a namespace lookup failed,
@@ -181,6 +247,12 @@ func (s *Server) Limiter(ns string) (*tollgate.Limiter, error) {
 func (s *Server) forget(ns string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.retireLocked(ns)
+}
+
+// retireLocked drops the limiter of ns, keeping its cache statistics; the
+// caller holds s.mu.
+func (s *Server) retireLocked(ns string) {
 	if l, ok := s.limiters[ns]; ok {
 		l.InvalidateCache()
 		st := l.CacheStats()

@@ -40,7 +40,7 @@ func newEnv(t testing.TB, opts ...Option) *env {
 func newEnvOver(t testing.TB, st store.Store, opts ...Option) *env {
 	t.Helper()
 	clk := clock.NewFake(epoch)
-	srv := New(st, append([]Option{WithClock(clk), WithLogger(slog.New(slog.DiscardHandler))}, opts...)...)
+	srv := mustServer(New(st, append([]Option{WithClock(clk), WithLogger(slog.New(slog.DiscardHandler))}, opts...)...))
 	ts := httptest.NewServer(srv)
 	t.Cleanup(func() {
 		ts.Close()
@@ -284,7 +284,7 @@ func TestAPIKeys(t *testing.T) {
 	root, rootHash := GenerateKey()
 	keys, err := LoadKeys(strings.NewReader("# keys\n" +
 		adminHash + " default admin ops\n" +
-		acqHash + " default acquire svc\n" +
+		acqHash + " default acquire svc allow_limits\n" +
 		rootHash + " * admin root\n"))
 	if err != nil {
 		t.Fatal(err)
@@ -435,7 +435,7 @@ func TestUsageEndpoints(t *testing.T) {
 	clk := clock.NewFake(epoch)
 	mem := memory.New()
 	rec := aggregator.NewRecorder(mem, mem, aggregator.WithClock(clk))
-	srv := New(rec, WithClock(clk), WithLogger(slog.New(slog.DiscardHandler)))
+	srv := mustServer(New(rec, WithClock(clk), WithLogger(slog.New(slog.DiscardHandler))))
 	ts := httptest.NewServer(srv)
 	defer ts.Close()
 	defer srv.Close(context.Background())
@@ -476,4 +476,13 @@ func TestUsageEndpoints(t *testing.T) {
 	if er.Reason != "usage_unsupported" {
 		t.Errorf("no usage: %+v", er)
 	}
+}
+
+// mustServer returns srv, or panics with err: for tests whose options
+// are valid.
+func mustServer(srv *Server, err error) *Server {
+	if err != nil {
+		panic(err)
+	}
+	return srv
 }

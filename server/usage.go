@@ -13,8 +13,8 @@ import (
 // usageQuery reads the query of /v1/usage and /v1/usage/summary: entity
 // and/or resource, window (hour, the default, or day), from and to (RFC
 // 3339 or Unix ms; by default the last 24 hours, or 30 days for day),
-// after and limit.
-func (s *Server) usageQuery(r *http.Request) (tollgate.UsageQuery, error) {
+// after and limit. The entity must be within the key's scope.
+func (s *Server) usageQuery(r *http.Request, c *call) (tollgate.UsageQuery, error) {
 	v := r.URL.Query()
 	q := tollgate.UsageQuery{Entity: v.Get("entity"), Resource: v.Get("resource"), Window: tollgate.Window(v.Get("window")), After: v.Get("after")}
 	if q.Window == "" {
@@ -36,7 +36,8 @@ func (s *Server) usageQuery(r *http.Request) (tollgate.UsageQuery, error) {
 			return q, model.Invalid("limit", l, "not a number")
 		}
 	}
-	return q, nil
+	// A key confined to an entity reads the usage of its entities only.
+	return q, c.needEntity(r.Context(), "entity", q.Entity)
 }
 
 func timeParam(v, field string, def time.Time) (time.Time, error) {
@@ -54,11 +55,11 @@ func timeParam(v, field string, def time.Time) (time.Time, error) {
 }
 
 func (s *Server) usage(w http.ResponseWriter, r *http.Request, c *call) error {
-	q, err := s.usageQuery(r)
+	q, err := s.usageQuery(r, c)
 	if err != nil {
 		return err
 	}
-	lim, err := c.limiter()
+	lim, err := c.limiter(r.Context())
 	if err != nil {
 		return err
 	}
@@ -76,11 +77,11 @@ func (s *Server) usage(w http.ResponseWriter, r *http.Request, c *call) error {
 }
 
 func (s *Server) usageSummary(w http.ResponseWriter, r *http.Request, c *call) error {
-	q, err := s.usageQuery(r)
+	q, err := s.usageQuery(r, c)
 	if err != nil {
 		return err
 	}
-	lim, err := c.limiter()
+	lim, err := c.limiter(r.Context())
 	if err != nil {
 		return err
 	}
@@ -97,7 +98,7 @@ func summaryResponse(sum tollgate.UsageSummary) api.UsageSummary {
 }
 
 func (s *Server) capacity(w http.ResponseWriter, r *http.Request, c *call) error {
-	lim, err := c.limiter()
+	lim, err := c.limiter(r.Context())
 	if err != nil {
 		return err
 	}

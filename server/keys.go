@@ -1,0 +1,247 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/tollgate-rl/tollgate"
+	"github.com/tollgate-rl/tollgate/api"
+	"github.com/tollgate-rl/tollgate/model"
+)
+
+// Stored API keys (POST /v1/keys) authenticate requests beside the keys
+// file, on every replica over the store: a replica looks a bearer token's
+// hash up in the store once, caches the answer (found or not) under the
+// store's change generation, and drops it when the generation moves, so
+// that a key revoked anywhere is refused here within the refresh interval
+// (tollgate.ChangeWatch), and at once where it was revoked.
+
+// keyCacheSize bounds the stored keys (and unknown tokens) a server
+// remembers; keyCacheTTL is how long an answer stands when the generation
+// cannot be read (a store that answers lookups but not that would
+// otherwise keep a revoked key working).
+const (
+	keyCacheSize = 10_000
+	keyCacheTTL  = time.Minute
+)
+
+// keyEntry is a cached lookup: the key, or found == false.
+type keyEntry struct {
+	key   model.Key
+	found bool
+	gen   uint64    // the change generation it was read under
+	read  time.Time // when (wall clock)
+}
+
+// keyCache holds lookups of stored keys by hash, at most keyCacheSize:
+// when full, an entry at random gives way.
+type keyCache struct {
+	mu sync.Mutex
+	m  map[string]keyEntry
+}
+
+func (c *keyCache) get(hash string) (keyEntry, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.m[hash]
+	return e, ok
+}
+
+func (c *keyCache) put(hash string, e keyEntry) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil {
+		c.m = make(map[string]keyEntry)
+	}
+	if _, ok := c.m[hash]; !ok && len(c.m) >= keyCacheSize {
+		for h := range c.m { // map order: an entry at random
+			delete(c.m, h)
+			break
+		}
+	}
+	c.m[hash] = e
+}
+
+func (c *keyCache) clear() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	clear(c.m)
+}
+
+// storedKey returns the stored key of token (whose hash is hash), or an
+// unauthenticated error. Only tokens of the form the server makes are
+// looked up: any other string costs no store read. A store that fails
+// leaves the last answer standing, if there is one.
+func (s *Server) storedKey(ctx context.Context, token, hash string) (model.Key, error) {
+	unknown := fmt.Errorf("%w: unknown API key", api.ErrUnauthenticated)
+	if !looksGenerated(token) {
+		return model.Key{}, unknown
+	}
+	gen := s.watch.Generation(ctx)
+	e, cached := s.keyCache.get(hash)
+	if !cached || e.gen != gen || time.Since(e.read) >= keyCacheTTL {
+		k, err := s.reg.LookupKey(ctx, hash)
+		switch {
+		case err == nil || errors.Is(err, model.ErrKeyNotFound):
+			e = keyEntry{key: k, found: err == nil, gen: gen, read: time.Now()}
+			s.keyCache.put(hash, e)
+		case !cached:
+			return model.Key{}, err
+		}
+	}
+	if !e.found {
+		return model.Key{}, unknown
+	}
+	return e.key, nil
+}
+
+// looksGenerated reports whether token has the form of model.GenerateKey's
+// secrets: "tg_" and 43 characters of unpadded URL-safe base64.
+func looksGenerated(token string) bool {
+	if len(token) != len(model.KeyPrefix)+43 || token[:len(model.KeyPrefix)] != model.KeyPrefix {
+		return false
+	}
+	for i := len(model.KeyPrefix); i < len(token); i++ {
+		c := token[i]
+		if (c < 'A' || c > 'Z') && (c < 'a' || c > 'z') && (c < '0' || c > '9') && c != '-' && c != '_' {
+			return false
+		}
+	}
+	return true
+}
+
+// authState remembers whether the server authenticates: always with a
+// keys file; without one, once the store holds a key. While it does not,
+// the store is asked again whenever its change generation moves.
+type authState struct {
+	on      atomic.Bool
+	mu      sync.Mutex
+	checked bool
+	gen     uint64 // the generation the last check was made under
+}
+
+// authOn reports whether requests must carry a key. A server without a
+// keys file finds out from the store. When the store cannot tell, the last
+// answer stands; before the first, the request fails (unavailable): the
+// server cannot know whether to trust it.
+func (s *Server) authOn(ctx context.Context) (bool, error) {
+	if s.keys != nil || s.auth.on.Load() {
+		return true, nil
+	}
+	gen := s.watch.Generation(ctx)
+	a := &s.auth
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.checked && a.gen == gen || a.on.Load() {
+		return a.on.Load(), nil
+	}
+	has, err := s.anyStoredKey(ctx)
+	if err != nil {
+		if a.checked {
+			return a.on.Load(), nil
+		}
+		return false, err
+	}
+	a.on.Store(has)
+	a.checked, a.gen = true, gen
+	return has, nil
+}
+
+// anyStoredKey reports whether any namespace of the store holds a key.
+func (s *Server) anyStoredKey(ctx context.Context) (bool, error) {
+	if s.regErr != nil {
+		return false, s.regErr
+	}
+	nss, err := s.reg.List(ctx)
+	if err != nil {
+		return false, err
+	}
+	for _, n := range nss {
+		if n.Deleted() {
+			continue
+		}
+		ks, err := s.reg.Keys(ctx, n.Name, "", 1)
+		if err != nil {
+			return false, err
+		}
+		if len(ks) > 0 {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// keysChanged drops what this server remembers of stored keys after a
+// change it made, so that the change is in force here at once.
+func (s *Server) keysChanged() {
+	s.keyCache.clear()
+	s.auth.mu.Lock()
+	s.auth.checked = false
+	s.auth.mu.Unlock()
+}
+
+// maxKeyExpirySeconds bounds expires_in_s.
+var maxKeyExpirySeconds = int64(model.MaxKeyExpiry / time.Second)
+
+func (s *Server) createKey(w http.ResponseWriter, r *http.Request, c *call) error {
+	var req api.CreateKeyRequest
+	if err := decode(w, r, &req); err != nil {
+		return err
+	}
+	if req.ExpiresInS < 0 || req.ExpiresInS > maxKeyExpirySeconds {
+		return model.Invalid("expires_in_s", strconv.FormatInt(req.ExpiresInS, 10), "want 0 (never) to "+strconv.FormatInt(maxKeyExpirySeconds, 10))
+	}
+	if s.regErr != nil {
+		return s.regErr
+	}
+	spec := tollgate.KeySpec{Name: req.Name, Role: model.Role(req.Role), Entity: req.Entity, AllowLimits: req.AllowLimits,
+		ExpiresIn: time.Duration(req.ExpiresInS) * time.Second}
+	secret, k, err := s.reg.CreateKey(r.Context(), c.ns, spec, c.writeOpts()...)
+	if err != nil {
+		return err
+	}
+	s.keysChanged()
+	writeJSON(w, http.StatusCreated, api.CreatedKey{Secret: secret, KeyInfo: api.FromKey(k)})
+	return nil
+}
+
+func (s *Server) listKeys(w http.ResponseWriter, r *http.Request, c *call) error {
+	q := r.URL.Query()
+	limit, err := pageLimit(q, 100, model.MaxKeyPage)
+	if err != nil {
+		return err
+	}
+	if s.regErr != nil {
+		return s.regErr
+	}
+	ks, err := s.reg.Keys(r.Context(), c.ns, q.Get("after"), limit)
+	if err != nil {
+		return err
+	}
+	resp := api.KeysResponse{Keys: make([]api.KeyInfo, len(ks))}
+	for i, k := range ks {
+		resp.Keys[i] = api.FromKey(k)
+	}
+	if len(ks) == limit {
+		resp.Next = ks[len(ks)-1].Name
+	}
+	writeJSON(w, http.StatusOK, resp)
+	return nil
+}
+
+func (s *Server) revokeKey(w http.ResponseWriter, r *http.Request, c *call) error {
+	if s.regErr != nil {
+		return s.regErr
+	}
+	err := s.reg.RevokeKey(r.Context(), c.ns, r.PathValue("name"), c.writeOpts()...)
+	if err == nil {
+		s.keysChanged()
+	}
+	return noContent(w, err)
+}
