@@ -27,7 +27,7 @@ func ExampleAcquirer() {
 	lim, _ := tollgate.New(memory.New())
 	fmt.Println("in process:", charge(ctx, lim, "key-1"))
 
-	srv := server.New(memory.New(), server.WithLogger(slog.New(slog.DiscardHandler)))
+	srv, _ := server.New(memory.New(), server.WithLogger(slog.New(slog.DiscardHandler)))
 	ts := httptest.NewServer(srv)
 	defer ts.Close()
 	c, _ := client.New(ts.URL)

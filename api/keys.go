@@ -43,7 +43,7 @@ type CreatedKey struct {
 // the after of the next page.
 type KeysResponse struct {
 	Keys []KeyInfo `json:"keys"`
-	Next string `json:"next,omitempty"`
+	Next string    `json:"next,omitempty"`
 }
 
 // FromKey describes k.

@@ -2,6 +2,7 @@ package client_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -18,16 +19,18 @@ const (
 	keyService     = "checkout-svc" // default acquire
 	keyAuditor     = "auditor"      // default read
 	keyTenantAdmin = "tenant-admin" // tenant-x admin
+	keyStored      = "stored-only"  // default acquire, without allow_limits
 )
 
 func newKeys(t *testing.T) *server.Keys {
 	t.Helper()
 	var b strings.Builder
-	for _, k := range []struct{ key, ns, role string }{
-		{keyOps, "*", "admin"}, {keyService, "default", "acquire"},
-		{keyAuditor, "default", "read"}, {keyTenantAdmin, "tenant-x", "admin"},
+	for _, k := range []struct{ key, ns, role, opts string }{
+		{keyOps, "*", "admin", ""}, {keyService, "default", "acquire", "allow_limits"},
+		{keyAuditor, "default", "read", "allow_limits"}, {keyTenantAdmin, "tenant-x", "admin", ""},
+		{keyStored, "default", "acquire", ""},
 	} {
-		fmt.Fprintf(&b, "%s %s %s %s\n", server.HashKey(k.key), k.ns, k.role, k.key)
+		fmt.Fprintf(&b, "%s %s %s %s %s\n", server.HashKey(k.key), k.ns, k.role, k.key, k.opts)
 	}
 	keys, err := server.LoadKeys(strings.NewReader(b.String()))
 	must(t, "LoadKeys", err)
@@ -60,6 +63,13 @@ func TestAPIKeys(t *testing.T) {
 		le, err := service.Acquire(ctx, "org-1", "gpt", tollgate.Consume{"rpm": 1}, limits)
 		must(t, "Acquire with the acquire key", err)
 		must(t, "Commit with the acquire key", le.Commit(ctx))
+		// Without allow_limits the stored limits are authoritative: a
+		// typed error names the field.
+		_, err = e.client(t, client.WithAPIKey(keyStored)).Acquire(ctx, "org-1", "gpt", tollgate.Consume{"rpm": 1}, limits)
+		var pe *api.PermissionError
+		if !errors.As(err, &pe) || pe.Field != "limits" || !errors.Is(err, api.ErrPermissionDenied) {
+			t.Errorf("Acquire with limits, without allow_limits: %v, want a *api.PermissionError of field limits", err)
+		}
 		_, err = service.CreateEntity(ctx, tollgate.Entity{ID: "org-2"})
 		wantErr(t, "CreateEntity with the acquire key", err, api.ErrPermissionDenied)
 		_, err = service.GetEntity(ctx, "org-1")

@@ -35,7 +35,10 @@ func startEnv(t testing.TB, configure func(*http.Server), opts ...server.Option)
 	t.Helper()
 	clk := clock.NewFake(epoch)
 	base := []server.Option{server.WithClock(clk), server.WithLogger(slog.New(slog.DiscardHandler))}
-	srv := server.New(memory.New(), append(base, opts...)...)
+	srv, err := server.New(memory.New(), append(base, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
 	ts := httptest.NewUnstartedServer(srv)
 	if configure != nil {
 		configure(ts.Config)

@@ -17,7 +17,7 @@ import (
 
 // exampleServer starts a Tollgate server on a frozen clock, for examples.
 func exampleServer() (url string, stop func()) {
-	srv := server.New(memory.New(),
+	srv, _ := server.New(memory.New(), // valid options: no error
 		server.WithClock(clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))),
 		server.WithLogger(slog.New(slog.DiscardHandler)))
 	ts := httptest.NewServer(srv)

@@ -27,7 +27,10 @@ func TestUsageAndCapacityMatchTheLibrary(t *testing.T) {
 	clk := clock.NewFake(epoch)
 	mem := memory.New()
 	rec := aggregator.NewRecorder(mem, mem, aggregator.WithClock(clk))
-	srv := server.New(rec, server.WithClock(clk), server.WithLogger(slog.New(slog.DiscardHandler)))
+	srv, err := server.New(rec, server.WithClock(clk), server.WithLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		t.Fatal(err)
+	}
 	ts := httptest.NewServer(srv)
 	t.Cleanup(func() { ts.Close(); _ = srv.Close(ctx) })
 	c := newClient(t, ts.URL)

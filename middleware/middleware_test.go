@@ -47,7 +47,10 @@ func newLimiter(t *testing.T) *tollgate.Limiter {
 
 func newClient(t *testing.T) *client.Client {
 	t.Helper()
-	srv := server.New(memory.New(), server.WithClock(clock.NewFake(epoch)), server.WithLogger(slog.New(slog.DiscardHandler)))
+	srv, err := server.New(memory.New(), server.WithClock(clock.NewFake(epoch)), server.WithLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		t.Fatal(err)
+	}
 	ts := httptest.NewServer(srv)
 	t.Cleanup(func() { ts.Close(); _ = srv.Close(context.Background()) })
 	c, err := client.New(ts.URL)

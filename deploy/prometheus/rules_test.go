@@ -70,7 +70,10 @@ func (downStore) Consume(context.Context, string, *store.ConsumeRequest) (bool, 
 // outcome the rules name, and returns its metric families.
 func series(t *testing.T) map[string]*dto.MetricFamily {
 	t.Helper()
-	srv := server.New(downStore{memory.New()}, server.WithLogger(slog.New(slog.DiscardHandler)))
+	srv, err := server.New(downStore{memory.New()}, server.WithLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		t.Fatal(err)
+	}
 	ts := httptest.NewServer(srv)
 	t.Cleanup(func() { ts.Close(); _ = srv.Close(context.Background()) })
 	limits := `"limits":["rpm:1/min"]`
@@ -88,7 +91,10 @@ func series(t *testing.T) map[string]*dto.MetricFamily {
 		resp.Body.Close()
 	}
 	// A grant and a refusal, from a server whose store answers.
-	ok := server.New(memory.New(), server.WithLogger(slog.New(slog.DiscardHandler)))
+	ok, err := server.New(memory.New(), server.WithLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() { _ = ok.Close(context.Background()) })
 	for range 2 {
 		req := httptest.NewRequest("POST", "/v1/acquire", strings.NewReader(`{"entity":"k","resource":"api","consume":{"rpm":1},"commit":true,`+limits+`}`))

@@ -91,7 +91,10 @@ func runBench(ctx context.Context, g *globals, clients []int, d time.Duration) (
 		return nil, err
 	}
 	defer closeStore()
-	srv := server.New(st, server.WithLogger(slog.New(slog.DiscardHandler)))
+	srv, err := server.New(st, server.WithLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		return nil, err
+	}
 	defer srv.Close(context.Background())
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -104,7 +107,7 @@ func runBench(ctx context.Context, g *globals, clients []int, d time.Duration) (
 	if g.server != "" {
 		base = strings.TrimRight(g.server, "/")
 	}
-	lim, err := srv.Limiter(g.namespace)
+	lim, err := srv.Limiter(ctx, g.namespace)
 	if err != nil {
 		return nil, err
 	}

@@ -23,11 +23,14 @@ import (
 // answer but 200 as an error.
 func TestHTTPAcquirer(t *testing.T) {
 	key, hash := server.GenerateKey()
-	keys, err := server.LoadKeys(strings.NewReader(hash + " default acquire bench\n"))
+	keys, err := server.LoadKeys(strings.NewReader(hash + " default acquire bench allow_limits\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := server.New(memory.New(), server.WithKeys(keys), server.WithLogger(slog.New(slog.DiscardHandler)))
+	srv, err := server.New(memory.New(), server.WithKeys(keys), server.WithLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		t.Fatal(err)
+	}
 	defer srv.Close(context.Background())
 	var mu sync.Mutex
 	perEntity := map[string]int{}

@@ -220,7 +220,10 @@ func TestThroughServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := server.New(memory.New(), server.WithKeys(keys), server.WithLogger(slog.New(slog.DiscardHandler)))
+	srv, err := server.New(memory.New(), server.WithKeys(keys), server.WithLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		t.Fatal(err)
+	}
 	ts := httptest.NewServer(srv)
 	defer ts.Close()
 	defer srv.Close(context.Background())

@@ -19,7 +19,10 @@ type entityCLI func(code int, args ...string) string
 
 // entityTargets returns the two targets' runners, failing t.
 func entityTargets(t *testing.T) map[string]entityCLI {
-	srv := server.New(memory.New(), server.WithLogger(slog.New(slog.DiscardHandler)))
+	srv, err := server.New(memory.New(), server.WithLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		t.Fatal(err)
+	}
 	ts := httptest.NewServer(srv)
 	t.Cleanup(ts.Close)
 	t.Cleanup(func() { _ = srv.Close(context.Background()) })

@@ -42,7 +42,10 @@ type target func(code int, args ...string) string
 // testServer starts a server over a memory store and returns its URL.
 func testServer(t *testing.T) string {
 	t.Helper()
-	srv := server.New(memory.New(), server.WithLogger(slog.New(slog.DiscardHandler)))
+	srv, err := server.New(memory.New(), server.WithLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		t.Fatal(err)
+	}
 	ts := httptest.NewServer(srv)
 	t.Cleanup(func() { ts.Close(); _ = srv.Close(context.Background()) })
 	return ts.URL

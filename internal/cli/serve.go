@@ -15,7 +15,6 @@ import (
 	"github.com/spf13/cobra"
 	"google.golang.org/grpc"
 
-	"github.com/tollgate-rl/tollgate"
 	"github.com/tollgate-rl/tollgate/aggregator"
 	"github.com/tollgate-rl/tollgate/reconcile"
 	"github.com/tollgate-rl/tollgate/rls"
@@ -155,7 +154,10 @@ func runServe(ctx context.Context, g *globals, f serveFlags) error {
 	}()
 	st, stopRecording := recordUsage(st, log, f.retention)
 	defer stopRecording()
-	srv := server.New(st, opts...)
+	srv, err := server.New(st, opts...)
+	if err != nil {
+		return err
+	}
 	stopReconciling, err := startReconciler(st, log, srv, f.reconcileInterval)
 	if err != nil {
 		return err
@@ -278,7 +280,7 @@ func startRLS(log *slog.Logger, srv *server.Server, f serveFlags, errs chan<- er
 		return nil, err
 	}
 	gs := grpc.NewServer()
-	rls.New(cfg, func(_ context.Context, ns string) (*tollgate.Limiter, error) { return srv.Limiter(ns) }).Register(gs)
+	rls.New(cfg, srv.Limiter).Register(gs)
 	go func() { errs <- gs.Serve(ln) }()
 	log.Info("Envoy rate-limit service listening", "addr", ln.Addr().String())
 	return gs, nil

@@ -15,7 +15,10 @@ import (
 // exclude each other, given as flags or, without flags, as environment
 // variables.
 func TestFlagsBeatEnvironment(t *testing.T) {
-	srv := server.New(memory.New(), server.WithLogger(slog.New(slog.DiscardHandler)))
+	srv, err := server.New(memory.New(), server.WithLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		t.Fatal(err)
+	}
 	ts := httptest.NewServer(srv)
 	t.Cleanup(func() { ts.Close(); _ = srv.Close(context.Background()) })
 	file := "embedded:" + filepath.Join(t.TempDir(), "t.db")

@@ -92,7 +92,10 @@ func newFixture(t *testing.T) fixture {
 	}
 	mem := memory.New()
 	rec := aggregator.NewRecorder(mem, mem)
-	srv := server.New(rec, server.WithKeys(keys), server.WithLogger(slog.New(slog.DiscardHandler)))
+	srv, err := server.New(rec, server.WithKeys(keys), server.WithLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		t.Fatal(err)
+	}
 	ts := httptest.NewServer(srv)
 	t.Cleanup(ts.Close)
 	f := fixture{url: ts.URL, admin: admin, reader: reader}

@@ -514,9 +514,18 @@ func testLimiterResolution(t *testing.T, e *env) {
 	e.wantAvailable(lim, "e3", "api", "rpm", 20)
 }
 
+// frozenGeneration is a store whose change generation never moves: a
+// limiter over it is told of no change made elsewhere, and learns of them
+// when its cache TTL passes or it is invalidated, as a process does when
+// it cannot read the generation.
+type frozenGeneration struct{ store.Store }
+
+func (frozenGeneration) Generation(context.Context) (uint64, error) { return 0, nil }
+func (frozenGeneration) LocalGeneration() bool                      { return false }
+
 func testLimiterLimitChanges(t *testing.T, e *env) {
 	lim := e.limiter() // default cache TTL: its own writes invalidate it
-	remote := e.limiter()
+	remote := e.limiterOver(frozenGeneration{e.s})
 	if _, err := lim.CreateEntity(e.ctx, tollgate.Entity{ID: "e1"}); err != nil {
 		t.Fatal(err)
 	}

@@ -147,6 +147,12 @@ func (e *env) advance(ms int64) { e.clk.Advance(time.Duration(ms) * time.Millise
 // limiter returns a Limiter over the case's store, namespace and clock.
 func (e *env) limiter(opts ...tollgate.Option) *tollgate.Limiter {
 	e.t.Helper()
+	return e.limiterOver(e.s, opts...)
+}
+
+// limiterOver is limiter over s, which wraps the case's store.
+func (e *env) limiterOver(s store.Store, opts ...tollgate.Option) *tollgate.Limiter {
+	e.t.Helper()
 	// The case's namespace is registered with its name as its id, so that
 	// contract-level reads (which take ids) see what the limiter wrote.
 	err := e.s.CreateNamespace(e.ctx, model.Namespace{Name: e.ns, ID: e.ns, CreatedAt: time.UnixMilli(T0)})
@@ -154,7 +160,7 @@ func (e *env) limiter(opts ...tollgate.Option) *tollgate.Limiter {
 		e.t.Fatalf("CreateNamespace: %v", err)
 	}
 	all := append([]tollgate.Option{tollgate.WithNamespace(e.ns), tollgate.WithClock(e.clk)}, opts...)
-	lim, err := tollgate.New(e.s, all...)
+	lim, err := tollgate.New(s, all...)
 	if err != nil {
 		e.t.Fatalf("tollgate.New: %v", err)
 	}
