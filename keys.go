@@ -14,22 +14,8 @@ import (
 // hash (see Registry.CreateKey).
 type Key = model.Key
 
-// KeySpec describes an API key to create.
-type KeySpec struct {
-	// Name is unique in the namespace; it is the principal recorded for
-	// what the key changes.
-	Name string
-	Role model.Role
-	// Entity, if set, confines the key to that entity and its
-	// descendants.
-	Entity string
-	// AllowLimits lets the key send its own limits, and a looser
-	// unavailable mode than the stored one (admins may anyway).
-	AllowLimits bool
-	// ExpiresIn, if positive, is how long the key works: at most
-	// model.MaxKeyExpiry.
-	ExpiresIn time.Duration
-}
+// KeySpec describes an API key to create (model.KeySpec).
+type KeySpec = model.KeySpec
 
 // CreateKey creates an API key in namespace ns and returns its secret,
 // which nothing keeps (the store holds its hash): hand it over once. It

@@ -76,6 +76,23 @@ type Key struct {
 	ExpiresAt time.Time
 }
 
+// KeySpec describes an API key to create.
+type KeySpec struct {
+	// Name is unique in the namespace; it is the principal recorded for
+	// what the key changes.
+	Name string
+	Role Role
+	// Entity, if set, confines the key to that entity and its
+	// descendants.
+	Entity string
+	// AllowLimits lets the key send its own limits, and a looser
+	// unavailable mode than the stored one (admins may anyway).
+	AllowLimits bool
+	// ExpiresIn, if positive, is how long the key works: at most
+	// MaxKeyExpiry.
+	ExpiresIn time.Duration
+}
+
 // Expired reports whether k has stopped working at now.
 func (k Key) Expired(now time.Time) bool { return !k.ExpiresAt.IsZero() && !now.Before(k.ExpiresAt) }
 

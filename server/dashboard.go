@@ -2,7 +2,6 @@ package server
 
 import (
 	"net/http"
-	"strings"
 
 	"github.com/tollgate-rl/tollgate/server/ui"
 )
@@ -38,11 +37,10 @@ type sessionResponse struct {
 // session answers an admin key (any key when the server has none) with
 // what the dashboard needs to know of it; any other key is refused as the
 // API refuses it (401 or 403), which the page shows.
-func (s *Server) session(w http.ResponseWriter, r *http.Request, c *call) error {
-	resp := sessionResponse{Principal: c.principal, Namespace: c.ns, AllNamespaces: true, KeysRequired: s.keys != nil}
-	if s.keys != nil {
-		_, token, _ := strings.Cut(r.Header.Get("Authorization"), " ")
-		resp.AllNamespaces = s.keys.byHash[HashKey(token)].Namespace == AnyNamespace
+func (s *Server) session(w http.ResponseWriter, _ *http.Request, c *call) error {
+	resp := sessionResponse{Principal: c.principal, Namespace: c.ns, AllNamespaces: true, KeysRequired: c.key != nil}
+	if c.key != nil {
+		resp.AllNamespaces = c.key.Namespace == AnyNamespace
 	}
 	writeJSON(w, http.StatusOK, resp)
 	return nil
