@@ -153,6 +153,11 @@ func (s *Server) authOn(ctx context.Context) (bool, error) {
 	return has, nil
 }
 
+// Authenticates reports whether the server requires an API key: it has
+// a keys file, or the store holds a key (it asks the store, unless it
+// knows already).
+func (s *Server) Authenticates(ctx context.Context) (bool, error) { return s.authOn(ctx) }
+
 // anyStoredKey reports whether any namespace of the store holds a key.
 func (s *Server) anyStoredKey(ctx context.Context) (bool, error) {
 	if s.regErr != nil {

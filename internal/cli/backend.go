@@ -43,6 +43,14 @@ type backend interface {
 	Reservations(ctx context.Context, entity, resource, after string, limit int) ([]tollgate.Reservation, string, error)
 	Leases(ctx context.Context, entity, resource, after string, limit int) ([]tollgate.LeaseInfo, string, error)
 	Penalize(ctx context.Context, entity, resource string, until time.Time, reason string, limits []string) error
+	// Reset refills limits of a bucket (tollgate.Limiter.Reset).
+	Reset(ctx context.Context, entity, resource, reason string, limits []string) error
+
+	// CreateKey, Keys and RevokeKey manage the stored API keys of the
+	// namespace (tollgate.Registry.CreateKey).
+	CreateKey(ctx context.Context, spec tollgate.KeySpec) (string, tollgate.Key, error)
+	Keys(ctx context.Context, after string, limit int) ([]tollgate.Key, error)
+	RevokeKey(ctx context.Context, name string) error
 
 	RegisterNamespace(ctx context.Context, name string) (tollgate.Namespace, error)
 	ListNamespaces(ctx context.Context) ([]tollgate.Namespace, error)
@@ -179,6 +187,22 @@ func (l *local) Reserve(ctx context.Context, entity, resource, id string, consum
 		return tollgate.Reservation{}, err
 	}
 	return l.Reservation(ctx, id)
+}
+
+func (l *local) Reset(ctx context.Context, entity, resource, reason string, limits []string) error {
+	return l.Limiter.Reset(ctx, entity, resource, reason, limits, l.who()...)
+}
+
+func (l *local) CreateKey(ctx context.Context, spec tollgate.KeySpec) (string, tollgate.Key, error) {
+	return l.reg.CreateKey(ctx, l.Namespace(), spec, l.who()...)
+}
+
+func (l *local) Keys(ctx context.Context, after string, limit int) ([]tollgate.Key, error) {
+	return l.reg.Keys(ctx, l.Namespace(), after, limit)
+}
+
+func (l *local) RevokeKey(ctx context.Context, name string) error {
+	return l.reg.RevokeKey(ctx, l.Namespace(), name, l.who()...)
 }
 
 func (l *local) Penalize(ctx context.Context, entity, resource string, until time.Time, reason string, limits []string) error {

@@ -203,7 +203,7 @@ func refuseUnknownSubcommands(cmd *cobra.Command) {
 // commands lists the constructors of the subcommands, in help order.
 var commands = []func(*globals) *cobra.Command{
 	newServeCmd, newAcquireCmd, newAvailableCmd,
-	newEntityCmd, newLimitsCmd, newReservationsCmd, newLeasesCmd, newPenalizeCmd, newEventsCmd, newNamespaceCmd, newAuditCmd, newUsageCmd, newCapacityCmd, newKeysCmd,
+	newEntityCmd, newLimitsCmd, newReservationsCmd, newLeasesCmd, newPenalizeCmd, newResetCmd, newEventsCmd, newNamespaceCmd, newAuditCmd, newUsageCmd, newCapacityCmd, newKeysCmd,
 	newDeployCmd, newStatusCmd, newDestroyCmd, newIAMCmd, newLocalCmd, newBenchCmd, newAggregatorCmd, newReconcileCmd,
 	newVersionCmd,
 }

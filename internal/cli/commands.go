@@ -2,16 +2,12 @@ package cli
 
 import (
 	"context"
-	"fmt"
-	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
 	"github.com/tollgate-rl/tollgate"
 	"github.com/tollgate-rl/tollgate/api"
-	"github.com/tollgate-rl/tollgate/model"
-	"github.com/tollgate-rl/tollgate/server"
 )
 
 // withBackend runs f against the backend of the global flags.
@@ -264,45 +260,5 @@ func newAvailableCmd(g *globals) *cobra.Command {
 		},
 	}
 	f.add(cmd, false)
-	return cmd
-}
-
-func newKeysCmd(g *globals) *cobra.Command {
-	cmd := &cobra.Command{Use: "keys", Short: "Make API keys for tollgate serve --keys",
-		Example: `  tollgate keys new --name checkout --role acquire >> keys.txt
-  tollgate serve --keys keys.txt`}
-	var role, name string
-	newKey := &cobra.Command{
-		Use:   "new",
-		Short: "Print a new API key and the line to add to the keys file",
-		Long: `Print a new random API key (give it to the client) and the keys-file line
-that grants it (add it to the file passed to tollgate serve --keys). The
-server keeps only the hash.`,
-		Example: `  tollgate keys new --name checkout --role acquire -n default >> keys.txt
-  tollgate keys new --name ops --role admin -n '*'`,
-		Args: cobra.NoArgs,
-		RunE: func(*cobra.Command, []string) error {
-			switch server.Role(role) {
-			case server.RoleAcquire, server.RoleRead, server.RoleAdmin:
-			default:
-				return usagef("--role %q: want acquire, read or admin", role)
-			}
-			if g.namespace != server.AnyNamespace {
-				if err := model.ValidateNamespace(g.namespace); err != nil {
-					return usageError{err}
-				}
-			}
-			if name == "" || strings.ContainsAny(name, " \t") {
-				return usagef("--name: want one word naming the key's holder")
-			}
-			key, hash := server.GenerateKey()
-			fmt.Fprintf(g.stderr, "API key (shown once): %s\n", key)
-			fmt.Fprintf(g.stdout, "%s %s %s %s\n", hash, g.namespace, role, name)
-			return nil
-		},
-	}
-	newKey.Flags().StringVar(&role, "role", "acquire", "acquire, read or admin")
-	newKey.Flags().StringVar(&name, "name", "", "who holds the key (recorded in the audit log)")
-	cmd.AddCommand(newKey)
 	return cmd
 }

@@ -83,3 +83,43 @@ func (g *globals) printPenalty(f penaltyFlags, until time.Time) error {
 		row(w, f.entity, f.resource, strings.Join(f.limits, ","), stamp(until))
 	})
 }
+
+func newResetCmd(g *globals) *cobra.Command {
+	var entity, resource, reason string
+	var limits []string
+	cmd := &cobra.Command{
+		Use:   "reset",
+		Short: "Refill rate limits of an entity and resource, lifting a penalty",
+		Long: `Refill the rate limits of an entity's bucket for a resource (those named
+with --limits, or every rate limit the bucket holds) to capacity, for every
+process sharing the store: it lifts a penalty, and forgives debt and
+consumption. Concurrency and reserved limits are refused: their tokens come
+back when the leases holding them end. The audit log records who reset,
+and the reason. Through a server (--server) it needs an admin key.`,
+		Example: `  tollgate reset -e team-a -r openai/gpt-4o --reason "vendor back"
+  tollgate reset -e team-a -r openai/gpt-4o --limits rpm --server http://127.0.0.1:8080`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return g.withBackend(cmd, func(ctx context.Context, b backend) error {
+				if err := b.Reset(ctx, entity, resource, reason, limits); err != nil {
+					return err
+				}
+				sts, err := b.Available(ctx, entity, resource, nil)
+				if err != nil { // no stored limits: the reset stands, there is nothing to show
+					fmt.Fprintf(g.stderr, "reset %s/%s\n", entity, resource)
+					return nil
+				}
+				return g.printStatuses(sts)
+			})
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVarP(&entity, "entity", "e", "", "entity id (required)")
+	fl.StringVarP(&resource, "resource", "r", "", "resource (required)")
+	fl.StringSliceVar(&limits, "limits", nil, "the rate limits to refill, comma-separated (default: all of the bucket's)")
+	fl.StringVar(&reason, "reason", "", "why, for the audit log")
+	for _, name := range []string{"entity", "resource"} {
+		_ = cmd.MarkFlagRequired(name)
+	}
+	return cmd
+}

@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 	"google.golang.org/grpc"
 
+	"github.com/tollgate-rl/tollgate"
 	"github.com/tollgate-rl/tollgate/aggregator"
 	"github.com/tollgate-rl/tollgate/reconcile"
 	"github.com/tollgate-rl/tollgate/rls"
@@ -33,6 +34,7 @@ type serveFlags struct {
 	allowOpen                 bool
 	shutdownTimeout           time.Duration
 	retention                 time.Duration
+	cacheTTL, refresh         time.Duration
 }
 
 func newServeCmd(g *globals) *cobra.Command {
@@ -43,9 +45,16 @@ func newServeCmd(g *globals) *cobra.Command {
 		Long: `Serve the HTTP/JSON API (docs/http-api.md) over the store, by default the
 embedded file tollgate.db in the working directory.
 
-Without --keys every request is trusted, so the server only listens on
-loopback addresses unless --allow-unauthenticated is given. With --keys
-every request needs "Authorization: Bearer KEY" (see "tollgate keys").
+Requests need "Authorization: Bearer KEY" once there are keys: a keys
+file (--keys, read at start) or keys kept in the store (tollgate keys
+create), which every server over the store honours. Without either, every
+request is trusted, so the server only listens on loopback addresses
+unless --allow-unauthenticated is given.
+
+A change made through another process over the store (a limit, an
+entity, a namespace, a key's revocation) is in force here within
+--refresh-interval, for one small read of the store per interval;
+--cache-ttl bounds how long what was read stands should that read fail.
 
 Leases live in the store, not in the server: any serve over the same
 store serves any lease of the namespace, and a restarted one loses none.
@@ -75,7 +84,9 @@ leases stay in the store.`,
 	fl.StringVar(&f.addr, "addr", "127.0.0.1:8080", "HTTP listen address")
 	fl.StringVar(&f.grpcAddr, "grpc-addr", "", "also serve Envoy's rate-limit service (gRPC) here")
 	fl.StringVar(&f.rlsConfig, "rls-config", "", "descriptor mapping of the Envoy rate-limit service (docs/envoy.md)")
-	fl.StringVar(&f.keysFile, "keys", "", "API keys file (docs/http-api.md); without it requests are not authenticated")
+	fl.StringVar(&f.keysFile, "keys", "", "API keys file (docs/security.md); without it, and without keys in the store, requests are not authenticated")
+	fl.DurationVar(&f.refresh, "refresh-interval", tollgate.DefaultRefreshInterval, "how often to look for changes made by other processes over the store")
+	fl.DurationVar(&f.cacheTTL, "cache-ttl", tollgate.DefaultCacheTTL, "how long stored limits and entities are cached (changes are seen sooner: --refresh-interval)")
 	fl.StringVar(&f.tlsCert, "tls-cert", "", "TLS certificate file (with --tls-key)")
 	fl.StringVar(&f.tlsKey, "tls-key", "", "TLS key file")
 	fl.DurationVar(&f.leaseTTL, "lease-ttl", server.DefaultLeaseTTL, "default lease TTL: the expiry of a lease's record, after which the reconciler commits it")
@@ -131,15 +142,17 @@ func runServe(ctx context.Context, g *globals, f serveFlags) error {
 	if f.retention <= 0 {
 		return usagef("--retention %v: want a positive duration", f.retention)
 	}
-	opts := []server.Option{server.WithLogger(log), server.WithLeaseTTL(f.leaseTTL)}
+	if f.refresh <= 0 || f.cacheTTL < 0 {
+		return usagef("--refresh-interval %v, --cache-ttl %v: want a positive interval and a TTL of 0 or more", f.refresh, f.cacheTTL)
+	}
+	opts := []server.Option{server.WithLogger(log), server.WithLeaseTTL(f.leaseTTL), server.WithRefreshInterval(f.refresh),
+		server.WithLimiterOptions(tollgate.WithCacheTTL(f.cacheTTL))}
 	if f.keysFile != "" {
 		keys, err := loadKeys(f.keysFile)
 		if err != nil {
 			return err
 		}
 		opts = append(opts, server.WithKeys(keys))
-	} else if !isLoopback(f.addr) && !f.allowOpen {
-		return usagef("--addr %s is not a loopback address: give --keys, or --allow-unauthenticated to serve without authentication", f.addr)
 	}
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -157,6 +170,13 @@ func runServe(ctx context.Context, g *globals, f serveFlags) error {
 	srv, err := server.New(st, opts...)
 	if err != nil {
 		return err
+	}
+	authenticates, err := srv.Authenticates(ctx)
+	if err != nil {
+		return fmt.Errorf("reading the store's API keys: %w", err)
+	}
+	if !authenticates && !isLoopback(f.addr) && !f.allowOpen {
+		return usagef("--addr %s is not a loopback address: give --keys, create a key (tollgate keys create), or --allow-unauthenticated to serve without authentication", f.addr)
 	}
 	stopReconciling, err := startReconciler(st, log, srv, f.reconcileInterval)
 	if err != nil {
@@ -243,9 +263,10 @@ func serveUntilDone(ctx context.Context, log *slog.Logger, srv *server.Server, f
 	if f.tlsCert != "" {
 		scheme = "https"
 	}
-	log.Info("listening", "url", scheme+"://"+ln.Addr().String(), "authentication", f.keysFile != "")
-	if f.keysFile == "" {
-		log.Warn("no API keys: every request is trusted; pass --keys to require them")
+	authenticates, _ := srv.Authenticates(ctx)
+	log.Info("listening", "url", scheme+"://"+ln.Addr().String(), "authentication", authenticates)
+	if !authenticates {
+		log.Warn("no API keys: every request is trusted until a key is created (tollgate keys create) or --keys is given")
 	}
 	select {
 	case <-ctx.Done():
