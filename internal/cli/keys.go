@@ -106,7 +106,7 @@ func newKeysListCmd(g *globals) *cobra.Command {
 
 func newKeysRevokeCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
-		Use:   "revoke NAME",
+		Use:     "revoke NAME",
 		Short:   "Revoke a stored API key: every server refuses it within its refresh interval",
 		Example: "  tollgate keys revoke checkout\n  tollgate keys revoke org-1-reader -n team-a --server http://127.0.0.1:8080 --api-key $ADMIN_KEY",
 		Args:    cobra.ExactArgs(1),
@@ -182,4 +182,3 @@ server honours and that can be revoked, see tollgate keys create.`,
 	cmd.Flags().BoolVar(&allowLimits, "allow-limits", false, "let the key send its own limits")
 	return cmd
 }
-
