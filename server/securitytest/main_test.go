@@ -1,0 +1,106 @@
+package securitytest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	awsddb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/tollgate-rl/tollgate/internal/ddblocal"
+	"github.com/tollgate-rl/tollgate/store"
+	"github.com/tollgate-rl/tollgate/store/dynamodb"
+	"github.com/tollgate-rl/tollgate/store/embedded"
+	"github.com/tollgate-rl/tollgate/store/memory"
+)
+
+// endpoint is the DynamoDB Local of this test binary, set by TestMain.
+var endpoint string
+
+func TestMain(m *testing.M) { os.Exit(ddblocal.Main(m, &endpoint)) }
+
+// backend opens two handles on one fresh store, as two replicas over it
+// would hold: the same store for the in-process backends, two clients of
+// one table for DynamoDB.
+type backend struct {
+	name string
+	open func(t *testing.T) (a, b store.Store)
+}
+
+var backends = []backend{
+	{"memory", func(t *testing.T) (store.Store, store.Store) {
+		s := memory.New()
+		return s, s
+	}},
+	{"embedded", func(t *testing.T) (store.Store, store.Store) {
+		s, err := embedded.Open(filepath.Join(t.TempDir(), "t.db"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = s.Close() })
+		return s, s
+	}},
+	{"dynamodb", func(t *testing.T) (store.Store, store.Store) {
+		if endpoint == "" {
+			t.Skip(ddblocal.Help)
+		}
+		table := "tollgate-sec-" + randomHex(6)
+		a, b := dynamoStore(t, table), dynamoStore(t, table)
+		if err := a.CreateTable(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = a.DeleteTable(context.Background()) })
+		return a, b
+	}},
+}
+
+func dynamoStore(t *testing.T, table string) *dynamodb.Store {
+	t.Helper()
+	cfg := aws.Config{Region: "us-east-1", Credentials: credentials.NewStaticCredentialsProvider("tollgate", "local", ""),
+		HTTPClient: dynamodb.NewHTTPClient()}
+	s, err := dynamodb.New(cfg, table, []dynamodb.Option{dynamodb.WithoutStreams()},
+		func(o *awsddb.Options) { o.BaseEndpoint = aws.String(endpoint) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// forEachBackend runs probe once per backend, in parallel.
+func forEachBackend(t *testing.T, probe func(t *testing.T, open func(t *testing.T) (a, b store.Store))) {
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			probe(t, b.open)
+		})
+	}
+}
+
+// forEachBackendAlone runs probe once per backend, one at a time, and
+// never beside another test: for probes that measure the process.
+func forEachBackendAlone(t *testing.T, probe func(t *testing.T, open func(t *testing.T) (a, b store.Store))) {
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) { probe(t, b.open) })
+	}
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// serve serves h until the test ends.
+func serve(t *testing.T, h http.Handler) string {
+	t.Helper()
+	ts := httptest.NewServer(h)
+	t.Cleanup(ts.Close)
+	return ts.URL
+}
