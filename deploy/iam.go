@@ -204,11 +204,20 @@ func document(persona Persona, nsIDs []string, refs []tableRef) (Document, error
 	return Document{Version: "2012-10-17", Statement: st}, nil
 }
 
-// unconfined are the statements of a persona on every namespace.
+// unconfined are the statements of a persona on every namespace. The
+// acquire persona reads every item but may not write the stored API keys'
+// records by hash (dynamodb.KeyHashPartitionPrefix): one that could would
+// forge a key of any namespace, an admin's included. Creating and revoking
+// keys is the operator's (the admin persona) or the server's, which runs
+// with the admin or the worker persona.
 func unconfined(persona Persona, refs []tableRef) []Statement {
 	actions := concat(readActions, writeActions)
 	if persona == PersonaAcquire {
-		return []Statement{allow("TollgateItems", actions, resources(refs, "", "/index/*"))}
+		return []Statement{
+			allow("TollgateItems", readActions, resources(refs, "", "/index/*")),
+			withCondition(allow("TollgateItemWrites", writeActions, resources(refs, "")),
+				"ForAllValues:StringNotLike", []string{dynamodb.KeyHashPartitionPrefix() + "*"}),
+		}
 	}
 	return []Statement{
 		allow("TollgateItems", concat(actions, []string{"dynamodb:BatchWriteItem"}), resources(refs, "", "/index/*")),
@@ -249,8 +258,18 @@ func confined(persona Persona, nsIDs []string, refs []tableRef) []Statement {
 	// The namespace's name is resolved to its id, and the schema version
 	// read, in the registry partition: readable, not writable (register
 	// namespaces with the operator's policy).
-	return append(st, withCondition(allow("TollgateRegistryRead", []string{"dynamodb:GetItem"}, resources(refs, "")),
+	st = append(st, withCondition(allow("TollgateRegistryRead", []string{"dynamodb:GetItem"}, resources(refs, "")),
 		"ForAllValues:StringEquals", []string{dynamodb.RegistryPartitionKey()}))
+	// Every process polls the change generation; the admin persona's
+	// changes raise it in their own transactions (an UpdateItem there).
+	// The keys' records by hash stay out of reach: a tenant creates keys
+	// through the server.
+	changes := []string{"dynamodb:GetItem"}
+	if persona == PersonaAdmin {
+		changes = append(changes, "dynamodb:UpdateItem")
+	}
+	return append(st, withCondition(allow("TollgateChanges", changes, resources(refs, "")),
+		"ForAllValues:StringEquals", []string{dynamodb.ChangesPartitionKey()}))
 }
 
 func allow(sid string, actions []string, res []any) Statement {

@@ -29,7 +29,8 @@ type request struct {
 // allowed evaluates doc for req the way IAM does for the features the
 // generator uses: an Allow statement matching the action and the resource
 // (globs) whose LeadingKeys condition holds (ForAllValues: every key
-// matches one value; vacuously true for none). No Deny statements exist.
+// matches one value, or with StringNotLike none; vacuously true for none).
+// No Deny statements exist.
 func allowed(t *testing.T, doc Document, req request) bool {
 	t.Helper()
 	for _, s := range doc.Statement {
@@ -48,6 +49,8 @@ func allowed(t *testing.T, doc Document, req request) bool {
 						ok = ok && slices.ContainsFunc(vals, func(p string) bool { return glob(t, p, k) })
 					case "ForAllValues:StringEquals":
 						ok = ok && slices.Contains(vals, k)
+					case "ForAllValues:StringNotLike":
+						ok = ok && !slices.ContainsFunc(vals, func(p string) bool { return glob(t, p, k) })
 					default:
 						t.Fatalf("unexpected condition operator %s", op)
 					}
@@ -94,6 +97,8 @@ func TestPolicyLeadingKeys(t *testing.T) {
 	own := dynamodb.NamespaceKeyPrefix(nsA)
 	other := dynamodb.NamespaceKeyPrefix(nsB)
 	reg := dynamodb.RegistryPartitionKey()
+	changes := dynamodb.ChangesPartitionKey()
+	keyHash := dynamodb.KeyHashPartitionPrefix() + "sha256:00"
 	idx := func(name string) string { return tableA + "/index/" + name }
 	cases := []struct {
 		name           string
@@ -117,6 +122,14 @@ func TestPolicyLeadingKeys(t *testing.T) {
 		{"other GSI4", request{"dynamodb:Query", idx("GSI4"), []string{dynamodb.NamespaceIndexKey(nsB)}}, false, false},
 		{"GSI4 with own prefix", request{"dynamodb:Query", idx("GSI4"), []string{own + "x"}}, false, false},
 		{"registry read", request{"dynamodb:GetItem", tableA, []string{reg}}, true, true},
+		{"generation read", request{"dynamodb:GetItem", tableA, []string{changes}}, true, true},
+		{"generation raised", request{"dynamodb:UpdateItem", tableA, []string{changes}}, false, true},
+		{"generation put", request{"dynamodb:PutItem", tableA, []string{changes}}, false, false},
+		{"generation deleted", request{"dynamodb:DeleteItem", tableA, []string{changes}}, false, false},
+		{"own key by name", request{"dynamodb:PutItem", tableA, []string{own + "KEYS#"}}, true, true},
+		{"key by hash put", request{"dynamodb:PutItem", tableA, []string{keyHash}}, false, false},
+		{"key by hash deleted", request{"dynamodb:DeleteItem", tableA, []string{keyHash}}, false, false},
+		{"key by hash read", request{"dynamodb:GetItem", tableA, []string{keyHash}}, false, false},
 		{"registry write", request{"dynamodb:PutItem", tableA, []string{reg}}, false, false},
 		{"registry update", request{"dynamodb:UpdateItem", tableA, []string{reg}}, false, false},
 		{"registry query", request{"dynamodb:Query", tableA, []string{reg}}, false, false},
@@ -150,6 +163,28 @@ func TestPolicyLeadingKeys(t *testing.T) {
 // persona may delete the table.
 func TestPolicyUnconfined(t *testing.T) {
 	reg := dynamodb.RegistryPartitionKey()
+	changes := dynamodb.ChangesPartitionKey()
+	keyHash := dynamodb.KeyHashPartitionPrefix() + "sha256:00"
+	// Only the operator and the worker (the server's personas) write the
+	// keys' records by hash; every persona reads them and the generation.
+	keyCases := []struct {
+		persona Persona
+		req     request
+		want    bool
+	}{
+		{PersonaAcquire, request{"dynamodb:GetItem", tableA, []string{keyHash}}, true},
+		{PersonaAcquire, request{"dynamodb:PutItem", tableA, []string{keyHash}}, false},
+		{PersonaAcquire, request{"dynamodb:UpdateItem", tableA, []string{keyHash}}, false},
+		{PersonaAcquire, request{"dynamodb:DeleteItem", tableA, []string{keyHash}}, false},
+		{PersonaAcquire, request{"dynamodb:PutItem", tableA, []string{nsA + "/KEYS#", keyHash}}, false},
+		{PersonaAcquire, request{"dynamodb:UpdateItem", tableA, []string{changes}}, true},
+		{PersonaAcquire, request{"dynamodb:GetItem", tableA, []string{changes}}, true},
+		{PersonaAdmin, request{"dynamodb:PutItem", tableA, []string{keyHash}}, true},
+		{PersonaAdmin, request{"dynamodb:DeleteItem", tableA, []string{keyHash}}, true},
+		{PersonaAdmin, request{"dynamodb:UpdateItem", tableA, []string{changes}}, true},
+		{PersonaWorker, request{"dynamodb:PutItem", tableA, []string{keyHash}}, true},
+		{PersonaWorker, request{"dynamodb:GetItem", tableA, []string{changes}}, true},
+	}
 	cases := []struct {
 		persona Persona
 		req     request
@@ -175,7 +210,7 @@ func TestPolicyUnconfined(t *testing.T) {
 		{PersonaWorker, request{"dynamodb:DeleteTable", tableA, nil}, false},
 		{PersonaWorker, request{"dynamodb:Scan", tableA, nil}, false},
 	}
-	for _, c := range cases {
+	for _, c := range append(cases, keyCases...) {
 		doc, err := PolicyDocument(c.persona, PolicyOptions{Tables: []string{tableA}})
 		if err != nil {
 			t.Fatal(err)

@@ -308,11 +308,18 @@ func tenantPolicyProblems(m *module, ids []string) []string {
 			if !slices.Equal(actions, []string{"dynamodb:GetItem"}) {
 				p.addf("TollgateRegistryRead: actions %v, want GetItem alone", actions)
 			}
+		case "TollgateChanges":
+			if test != "ForAllValues:StringEquals" || !slices.Equal(leading, []string{dynamodb.ChangesPartitionKey()}) {
+				p.addf("TollgateChanges: %s %v, the backend's change generation partition is %q", test, leading, dynamodb.ChangesPartitionKey())
+			}
+			if !slices.Equal(actions, []string{"dynamodb:GetItem", "dynamodb:UpdateItem"}) {
+				p.addf("TollgateChanges: actions %v, want GetItem and UpdateItem (no Put or Delete of the generation)", actions)
+			}
 		default:
 			p.addf("statement %s: a LeadingKeys statement this test does not know", sid)
 		}
 	}
-	for _, sid := range []string{"TollgateNamespaceItems", "TollgateNamespaceIndex", "TollgateRegistryRead", "TollgateDescribeTable"} {
+	for _, sid := range []string{"TollgateNamespaceItems", "TollgateNamespaceIndex", "TollgateRegistryRead", "TollgateChanges", "TollgateDescribeTable"} {
 		if !seen[sid] {
 			p.addf("tenant policy has no statement %s", sid)
 		}

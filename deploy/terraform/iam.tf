@@ -40,6 +40,11 @@ locals {
   acquire_indexes         = ["GSI2", "GSI3"]
   namespace_index         = "GSI4"
   registry_partition_key  = "_/SYSTEM#"
+  # The change generation every process polls (store/dynamodb
+  # ChangesPartitionKey). A tenant never reaches the stored API keys'
+  # records by hash ("_/KEY#..."): one that could write them would forge
+  # a key of any namespace.
+  changes_partition_key = "_/CHANGES#"
 }
 
 # ---------------------------------------------------------------- the functions
@@ -251,6 +256,21 @@ data "aws_iam_policy_document" "tenant" {
     }
   }
 
+  # Every process polls the change generation; the tenant's changes of
+  # configs, entities and keys raise it in their own transactions.
+  statement {
+    sid       = "TollgateChanges"
+    effect    = "Allow"
+    actions   = ["dynamodb:GetItem", "dynamodb:UpdateItem"]
+    resources = [local.table_arn]
+
+    condition {
+      test     = "ForAllValues:StringEquals"
+      variable = "dynamodb:LeadingKeys"
+      values   = [local.changes_partition_key]
+    }
+  }
+
   # Its own statement: DescribeTable has no partition key.
   statement {
     sid       = "TollgateDescribeTable"
@@ -292,6 +312,20 @@ data "aws_iam_policy_document" "tenant_acquire" {
       test     = "ForAllValues:StringEquals"
       variable = "dynamodb:LeadingKeys"
       values   = [local.registry_partition_key]
+    }
+  }
+
+  # The change generation: read only.
+  statement {
+    sid       = "TollgateChanges"
+    effect    = "Allow"
+    actions   = ["dynamodb:GetItem"]
+    resources = [local.table_arn]
+
+    condition {
+      test     = "ForAllValues:StringEquals"
+      variable = "dynamodb:LeadingKeys"
+      values   = [local.changes_partition_key]
     }
   }
 

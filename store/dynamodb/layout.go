@@ -2,6 +2,8 @@ package dynamodb
 
 import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/tollgate-rl/tollgate/store/dynamodb/internal/schema"
 )
 
 // This file exports the few facts of the table's layout that tools outside
@@ -24,8 +26,23 @@ func NamespaceIndexKey(id string) string { return id }
 // outside every namespace: the namespace registry, the schema version and
 // the stream consumer's checkpoint and lease items. Every process reads it
 // (a namespace's name is resolved to its id there); only administrators
-// and the aggregator write it.
+// and the aggregator write it. The change generation and the keys' records
+// by hash are in partitions of their own (ChangesPartitionKey,
+// KeyHashPartitionPrefix), so that each gets its own IAM statement.
 func RegistryPartitionKey() string { return registryPK() }
+
+// ChangesPartitionKey is the partition key of the change generation item
+// (store.Changes), alone in its reserved partition: every process reads it
+// (about once a second), and every principal that changes configs,
+// entities, keys or namespaces updates it in the same transaction.
+func ChangesPartitionKey() string { return schema.ChangesPK() }
+
+// KeyHashPartitionPrefix starts the partition key of every stored API
+// key's record by hash (one reserved partition per key, outside every
+// namespace): the server reads it to authenticate a request before its
+// namespace is known. Only principals trusted with every namespace may
+// write there; one that could would forge keys of any namespace.
+func KeyHashPartitionPrefix() string { return schema.KeyHashPrefix }
 
 // TTLAttribute is the attribute DynamoDB's time to live must be enabled on
 // (Unix seconds): idle buckets, usage snapshots and the aggregator's shard

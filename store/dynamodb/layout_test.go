@@ -3,6 +3,7 @@ package dynamodb
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -49,6 +50,17 @@ func TestNamespaceKeyPrefix(t *testing.T) {
 		t.Fatal(err)
 	}
 	items["bucket"] = encodeItem(itemID{ns: ns, key: bk}, &image{exists: true, shards: 1}, nil)
+	_, hash := model.GenerateKey()
+	byName, byHash := encodeKey(ns, model.Key{Name: "ci", Hash: hash, ExpiresAt: time.UnixMilli(1)})
+	items["key by name"] = byName
+	keys["key by hash"] = getS(byHash, attrPK)
+	if got := getS(byHash, attrGSI4PK); got != NamespaceIndexKey(ns) {
+		t.Errorf("key by hash: GSI4PK = %q, want NamespaceIndexKey %q (PurgeNamespace deletes it)", got, NamespaceIndexKey(ns))
+	}
+	if !strings.HasPrefix(keys["key by hash"], KeyHashPartitionPrefix()) {
+		t.Errorf("key by hash: PK %q does not start with KeyHashPartitionPrefix %q", keys["key by hash"], KeyHashPartitionPrefix())
+	}
+	delete(keys, "key by hash") // outside the namespace by design: checked above
 	for name, it := range items {
 		for _, attr := range []string{attrPK, attrGSI1PK, attrGSI2PK, attrGSI3PK} {
 			if v := getS(it, attr); v != "" {
@@ -69,6 +81,19 @@ func TestNamespaceKeyPrefix(t *testing.T) {
 	}
 	if strings.HasPrefix(RegistryPartitionKey(), prefix) || strings.HasPrefix(prefix, RegistryPartitionKey()) {
 		t.Errorf("registry %q and namespace prefix %q overlap", RegistryPartitionKey(), prefix)
+	}
+	// The reserved partitions are apart: a LeadingKeys pattern for one
+	// (StringEquals, or the key prefix with "*") reaches no other.
+	reserved := []string{RegistryPartitionKey(), ChangesPartitionKey(), KeyHashPartitionPrefix()}
+	for i, a := range reserved {
+		if !strings.HasPrefix(a, "_/") {
+			t.Errorf("reserved partition %q is not under _/", a)
+		}
+		for j, b := range reserved {
+			if i != j && strings.HasPrefix(b, a) {
+				t.Errorf("reserved partitions %q and %q overlap", a, b)
+			}
+		}
 	}
 }
 

@@ -129,7 +129,7 @@ func (s *Store) DeleteEntity(ctx context.Context, ns, id string, ev model.AuditE
 		if getS(it, attrSK) == skMeta {
 			continue
 		}
-		if len(items) < 100 {
+		if len(items) < maxTransactItems-1 { // transactMeta adds one
 			items = append(items, types.TransactWriteItem{Delete: &types.Delete{TableName: &s.table, Key: it}})
 		} else {
 			rest = append(rest, it)
@@ -233,12 +233,20 @@ func (s *Store) entityMustExist(ns, id string) types.TransactWriteItem {
 	}}
 }
 
-// transactMeta runs a transaction of configuration or entity changes,
-// retrying conflicts and throttling with backoff, within one budget. On a
-// failed condition it returns the cancellation reasons (and a non-nil
-// error): a domain answer, not a race to retry.
+// maxTransactItems is the most items one TransactWriteItems holds.
+const maxTransactItems = 100
+
+// transactMeta runs a transaction of control-plane changes (configs,
+// entities, keys, namespace registrations), retrying conflicts and
+// throttling with backoff, within one budget. It appends the item that
+// raises the change generation (changes.go), so items may hold at most
+// maxTransactItems-1; the reasons' indexes are those of items. Concurrent
+// changes conflict on that item (TransactionConflict), which is retried
+// like any conflict. On a failed condition it returns the cancellation
+// reasons (and a non-nil error): a domain answer, not a race to retry.
 func (s *Store) transactMeta(ctx context.Context, items []types.TransactWriteItem) ([]types.CancellationReason, error) {
 	b := s.newBudget()
+	items = append(items[:len(items):len(items)], s.bumpItem())
 	for {
 		_, err := s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
 		if err == nil {

@@ -93,21 +93,21 @@ func (s *Store) ListNamespaces(ctx context.Context) ([]model.Namespace, error) {
 	return out, nil
 }
 
-// SetNamespaceDeleted implements store.Namespaces.
+// SetNamespaceDeleted implements store.Namespaces: a transaction, so that
+// the change generation rises with it (transactMeta).
 func (s *Store) SetNamespaceDeleted(ctx context.Context, name string, at time.Time) error {
 	var ms int64
 	if !at.IsZero() {
 		ms = at.UnixMilli()
 	}
-	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+	reasons, err := s.transactMeta(ctx, []types.TransactWriteItem{{Update: &types.Update{
 		TableName:                 &s.table,
 		Key:                       namespaceKey(name),
 		UpdateExpression:          aws.String("SET deleted_at = :d"),
 		ConditionExpression:       aws.String("attribute_exists(PK)"),
 		ExpressionAttributeValues: item{":d": num(ms)},
-	})
-	var cond *types.ConditionalCheckFailedException
-	if asCond(err, &cond) {
+	}}})
+	if failed(reasons, 0) {
 		return model.ErrNamespaceNotFound
 	}
 	if err != nil {
@@ -159,5 +159,10 @@ func (s *Store) PurgeNamespace(ctx context.Context, name string, progress func(i
 		}
 	}
 	s.forgetIf(func(ns string, _ store.BucketKey) bool { return ns == n.ID })
-	return s.batchDelete(ctx, []item{namespaceKey(name), {attrPK: str(registryPK()), attrSK: str(skNamespaceID + n.ID)}})
+	if err := s.batchDelete(ctx, []item{namespaceKey(name), {attrPK: str(registryPK()), attrSK: str(skNamespaceID + n.ID)}}); err != nil {
+		return err
+	}
+	// A purge is many batches, not one transaction: the generation rises
+	// once it is done (its keys and registration are gone everywhere).
+	return s.bump(ctx)
 }

@@ -24,21 +24,29 @@ func (s *Store) view(ctx context.Context, f func(tx *bolt.Tx) error) error {
 }
 
 // update runs f in a write transaction on the namespace's bucket (created if
-// need be) and commits, unless ctx is done or the store closed.
+// need be) and commits, unless ctx is done or the store closed. Every
+// caller changes the control plane, so a commit raises the generation.
 func (s *Store) update(ctx context.Context, ns string, f func(nsb *bolt.Bucket) error) error {
+	return s.updateTx(ctx, ns, func(_ *bolt.Tx, nsb *bolt.Bucket) error { return f(nsb) })
+}
+
+// updateTx is update for changes that also reach outside the namespace's
+// bucket (the stored keys' index by hash).
+func (s *Store) updateTx(ctx context.Context, ns string, f func(tx *bolt.Tx, nsb *bolt.Bucket) error) error {
 	if err := s.check(ctx); err != nil {
 		return err
 	}
 	if err := checkNS(ns); err != nil {
 		return err
 	}
-	return s.mapErr(s.db.Update(func(tx *bolt.Tx) error {
+	err := s.mapErr(s.db.Update(func(tx *bolt.Tx) error {
 		nsb, err := nsBucketForWrite(tx, ns)
 		if err != nil {
 			return err
 		}
-		return f(nsb)
+		return f(tx, nsb)
 	}))
+	return s.changed(err)
 }
 
 // GetConfigs implements store.Configs.

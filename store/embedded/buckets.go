@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 
+	"github.com/tollgate-rl/tollgate/model"
 	"github.com/tollgate-rl/tollgate/store"
 	"github.com/tollgate-rl/tollgate/store/internal/buckettable"
 )
@@ -64,27 +65,39 @@ func (s *Store) ApplyDeltas(ctx context.Context, ns string, deltas []store.Delta
 
 // Penalize implements store.Buckets.
 func (s *Store) Penalize(ctx context.Context, ns string, req *store.PenaltyRequest) error {
+	return s.withEvent(ctx, ns, req.Bucket.Key, req.Event, func() error { return s.buckets.Penalize(ns, req) })
+}
+
+// Reset implements store.Buckets, as Penalize: a missing bucket is created
+// full, which is how it would read anyway.
+func (s *Store) Reset(ctx context.Context, ns string, req *store.ResetRequest) error {
+	return s.withEvent(ctx, ns, req.Bucket.Key, req.Event, func() error { return s.buckets.Reset(ns, req) })
+}
+
+// withEvent runs change, a change of bucket k in memory, and if ev is not
+// nil writes the bucket and ev to the file in one transaction before it
+// returns.
+func (s *Store) withEvent(ctx context.Context, ns string, k store.BucketKey, ev *model.AuditEvent, change func() error) error {
 	if err := s.check(ctx); err != nil {
 		return err
 	}
-	k := req.Bucket.Key
 	if err := errors.Join(checkNS(ns), checkPair("bucket", k.Entity, k.Resource)); err != nil {
 		return err
 	}
-	if req.Event == nil {
-		return tableErr(s.buckets.Penalize(ns, req))
+	if ev == nil {
+		return tableErr(change())
 	}
-	if err := checkPair("audit event", req.Event.Entity, req.Event.ID); err != nil {
+	if err := checkPair("audit event", ev.Entity, ev.ID); err != nil {
 		return err
 	}
 	// As EndLease: holding flushMu keeps other flushes out, so the flush
-	// below writes the penalized bucket and its event in one transaction.
+	// below writes the changed bucket and its event in one transaction.
 	s.flushMu.Lock()
 	defer s.flushMu.Unlock()
-	if err := s.buckets.Penalize(ns, req); err != nil {
+	if err := change(); err != nil {
 		return tableErr(err)
 	}
-	s.unwritten = append(s.unwritten, nsEvent{ns, *req.Event})
+	s.unwritten = append(s.unwritten, nsEvent{ns, *ev})
 	return s.flushLocked()
 }
 

@@ -74,6 +74,12 @@ type Store struct {
 	// failed, for the next flush to write; guarded by flushMu.
 	unwritten []nsEvent
 
+	// gen is the change generation (store.Changes): raised after every
+	// committed change of configs, entities, keys or namespaces. The file
+	// is locked by this process, so memory is enough: no other process
+	// can change the control plane while it is open.
+	gen atomic.Uint64
+
 	closed atomic.Bool
 	stop   chan struct{} // closed by Close to stop the flusher
 	done   chan struct{} // closed by the flusher when it has stopped

@@ -15,6 +15,7 @@ import (
 //	meta      "format" -> formatVersion
 //	registry  namespace name -> namespace (JSON)
 //	nsids     namespace id -> namespace name (ids are unique)
+//	keys      stored API key hash -> key and its namespace id (JSON)
 //	ns        namespace id -> a nested bucket per namespace holding:
 //	            entities  entity id -> entity (JSON)
 //	            children  lp(parent) + child id -> empty
@@ -23,6 +24,7 @@ import (
 //	            buckets   lp(entity) + resource -> bucket record (binary)
 //	            leases    lease id -> durable lease record (JSON; created
 //	              by the first write to the namespace since leases came)
+//	            keys      stored API key name -> its hash (created likewise)
 //	            usage, usage-by-resource, usage-expiry: usage snapshots
 //	              and their indexes, created by the first AddUsage (usage.go)
 //
@@ -34,6 +36,7 @@ var (
 	bktRegistry = []byte("registry")
 	bktNSIDs    = []byte("nsids")
 	bktNS       = []byte("ns")
+	bktKeys     = []byte("keys")
 
 	bktEntities = []byte("entities")
 	bktChildren = []byte("children")
@@ -41,6 +44,7 @@ var (
 	bktAudit    = []byte("audit")
 	bktBuckets  = []byte("buckets")
 	bktLeases   = []byte("leases")
+	bktNSKeys   = []byte("keys")
 
 	keyFormat = []byte("format")
 )
@@ -49,7 +53,7 @@ var (
 const formatVersion = "1"
 
 // nsSubBuckets are the buckets inside each namespace's bucket.
-var nsSubBuckets = [][]byte{bktEntities, bktChildren, bktConfigs, bktAudit, bktBuckets, bktLeases}
+var nsSubBuckets = [][]byte{bktEntities, bktChildren, bktConfigs, bktAudit, bktBuckets, bktLeases, bktNSKeys}
 
 // appendLP appends lp(s) to dst.
 func appendLP(dst []byte, s string) []byte {
@@ -138,11 +142,13 @@ func hasPrefix(k, prefix []byte) bool {
 	return len(k) >= len(prefix) && string(k[:len(prefix)]) == string(prefix)
 }
 
-// init creates the top-level buckets of a new file, checks the format of an
+// init creates the top-level buckets of a new file, and those an existing
+// file of the same format lacks (keys came later: adding an empty bucket
+// changes no record, so the format stays 1), checks the format of an
 // existing one, and loads every bucket record into memory.
 func (s *Store) init() error {
 	err := s.db.Update(func(tx *bolt.Tx) error {
-		for _, name := range [][]byte{bktMeta, bktRegistry, bktNSIDs, bktNS} {
+		for _, name := range [][]byte{bktMeta, bktRegistry, bktNSIDs, bktNS, bktKeys} {
 			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
 				return err
 			}

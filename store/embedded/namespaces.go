@@ -29,7 +29,7 @@ func (s *Store) CreateNamespace(ctx context.Context, n model.Namespace) error {
 	if err != nil {
 		return err
 	}
-	return s.mapErr(s.db.Update(func(tx *bolt.Tx) error {
+	return s.changed(s.mapErr(s.db.Update(func(tx *bolt.Tx) error {
 		reg, ids := tx.Bucket(bktRegistry), tx.Bucket(bktNSIDs)
 		if reg.Get([]byte(n.Name)) != nil || ids.Get([]byte(n.ID)) != nil {
 			return model.ErrNamespaceExists
@@ -38,7 +38,7 @@ func (s *Store) CreateNamespace(ctx context.Context, n model.Namespace) error {
 			return err
 		}
 		return ids.Put([]byte(n.ID), []byte(n.Name))
-	}))
+	})))
 }
 
 // GetNamespace implements store.Namespaces.
@@ -86,7 +86,7 @@ func (s *Store) SetNamespaceDeleted(ctx context.Context, name string, at time.Ti
 	if err := s.check(ctx); err != nil {
 		return err
 	}
-	return s.mapErr(s.db.Update(func(tx *bolt.Tx) error {
+	return s.changed(s.mapErr(s.db.Update(func(tx *bolt.Tx) error {
 		n, err := getNamespace(tx, name)
 		if err != nil {
 			return err
@@ -97,7 +97,7 @@ func (s *Store) SetNamespaceDeleted(ctx context.Context, name string, at time.Ti
 			return err
 		}
 		return tx.Bucket(bktRegistry).Put([]byte(name), v)
-	}))
+	})))
 }
 
 // PurgeNamespace implements store.Namespaces. The namespace's bucket and its
@@ -123,10 +123,15 @@ func (s *Store) PurgeNamespace(ctx context.Context, name string, progress func(i
 			// Bucket records are counted from memory below, which holds
 			// every bucket of the namespace.
 			// Usage snapshots count once (not their index entries).
-			for _, name := range [][]byte{bktEntities, bktConfigs, bktAudit, bktUsage} {
+			for _, name := range [][]byte{bktEntities, bktConfigs, bktAudit, bktUsage, bktNSKeys} {
 				if b := nsb.Bucket(name); b != nil {
 					deleted += b.Stats().KeyN
 				}
+			}
+			// The keys' records by hash are outside the namespace's
+			// bucket: its index of them by name lists what to delete.
+			if err := deleteKeyHashes(tx, nsb); err != nil {
+				return err
 			}
 			if err := root.DeleteBucket([]byte(id)); err != nil {
 				return err
@@ -137,8 +142,8 @@ func (s *Store) PurgeNamespace(ctx context.Context, name string, progress func(i
 		}
 		return tx.Bucket(bktNSIDs).Delete([]byte(id))
 	})
-	if err != nil {
-		return s.mapErr(err)
+	if err := s.changed(s.mapErr(err)); err != nil {
+		return err
 	}
 	deleted += s.dropBuckets(func(b buckettable.ID) bool { return b.NS == id })
 	deleted += s.buckets.DeleteLeases(id)

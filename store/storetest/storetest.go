@@ -70,6 +70,9 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store, opts ...Option) 
 		{"Concurrency", concurrencyCases()},
 		{"Leases", leaseCases()},
 		{"Penalties", penaltyCases()},
+		{"Resets", resetCases()},
+		{"Keys", keyCases()},
+		{"Changes", changeCases()},
 	}
 	for _, g := range groups {
 		if o.groups != nil && !o.groups[g.name] {
@@ -98,7 +101,7 @@ type options struct{ groups map[string]bool }
 
 // Groups runs only the named groups of cases ("Buckets", "Configs",
 // "Entities", "EntityUpdates", "Audit", "Namespaces", "Limiter", "Cascade", "Concurrency",
-// "Leases", "Penalties"):
+// "Leases", "Penalties", "Resets", "Keys", "Changes"):
 // for running a second configuration of a backend without repeating its
 // slowest cases. A backend's main run must run them all.
 func Groups(names ...string) Option {

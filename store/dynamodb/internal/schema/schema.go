@@ -69,6 +69,40 @@ func ParentGSI1PK(ns, parent string) string { return ns + "/PARENT#" + parent }
 // checkpoint and lease items.
 func RegistryPK() string { return "_/SYSTEM#" }
 
+// ChangesPK is the reserved partition of the change generation, alone in
+// it so that the item every process polls shares its partition with
+// nothing (docs/dynamodb.md 4.15).
+func ChangesPK() string { return "_/CHANGES#" }
+
+// SKGeneration is the sort key of the change generation item, and
+// AttrGeneration its number attribute.
+const (
+	SKGeneration   = "#GENERATION"
+	AttrGeneration = "gen"
+)
+
+// KeysPK is the partition of namespace ns's stored API keys by name.
+func KeysPK(ns string) string { return ns + "/KEYS#" }
+
+// KeySK is the sort key of the key named name in KeysPK. Key names cannot
+// contain '#'.
+func KeySK(name string) string { return KeyPrefixSK + name }
+
+// KeyPrefixSK starts the sort key of every key record by name.
+const KeyPrefixSK = "#KEY#"
+
+// KeyHashPrefix starts the partition key of every key record by hash: a
+// reserved partition per key, outside every namespace, since a request's
+// key is looked up before its namespace is known.
+const KeyHashPrefix = "_/KEY#"
+
+// KeyHashPK is the partition of the key record whose hash is hash, and
+// SKKeyHash its sort key.
+func KeyHashPK(hash string) string { return KeyHashPrefix + hash }
+
+// SKKeyHash is the sort key of a key record by hash.
+const SKKeyHash = "#KEY"
+
 // bucketMark separates a bucket item's namespace from the rest of its
 // partition key.
 const bucketMark = "/BUCKET#"
