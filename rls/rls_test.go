@@ -50,6 +50,8 @@ func (s *downStore) Consume(ctx context.Context, ns string, req *store.ConsumeRe
 type env struct {
 	clk    *clock.Fake
 	store  *downStore
+	addr   string // the server's
+	conn   *grpc.ClientConn
 	client pb.RateLimitServiceClient
 
 	mu       sync.Mutex
@@ -68,21 +70,34 @@ func start(t *testing.T, cfgText string, opts ...rls.Option) *env {
 	return e
 }
 
-func (e *env) serve(t *testing.T, svc *rls.Service) {
+func (e *env) serve(t *testing.T, svc *rls.Service) { e.serveLimited(t, svc, nil) }
+
+// serveLimited serves svc on a gRPC server with lim's options and
+// listener, or on a bare one when lim is nil.
+func (e *env) serveLimited(t *testing.T, svc *rls.Service, lim *rls.Limits) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	gs := grpc.NewServer()
+	var opts []grpc.ServerOption
+	if lim != nil {
+		opts = lim.ServerOptions()
+	}
+	gs := grpc.NewServer(opts...)
 	svc.Register(gs)
+	e.addr = ln.Addr().String()
+	if lim != nil {
+		ln = lim.Listener(ln)
+	}
 	go func() { _ = gs.Serve(ln) }()
 	t.Cleanup(gs.Stop)
-	conn, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient(e.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = conn.Close() })
+	e.conn = conn
 	e.client = pb.NewRateLimitServiceClient(conn)
 }
 
