@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"os"
@@ -34,7 +35,18 @@ type serveFlags struct {
 	allowOpen                 bool
 	shutdownTimeout           time.Duration
 	retention                 time.Duration
+	grpc                      grpcFlags
 }
+
+// grpcFlags are the limits of the gRPC port that an operator tunes; the
+// others keep rls.DefaultLimits.
+type grpcFlags struct {
+	maxConns, maxStreams, maxMessage int
+	idleTimeout, maxAge              time.Duration
+}
+
+// grpcFlagNames are the flags of grpcFlags, which only --grpc-addr uses.
+var grpcFlagNames = []string{"grpc-max-conns", "grpc-max-streams", "grpc-max-message-size", "grpc-idle-timeout", "grpc-max-connection-age"}
 
 func newServeCmd(g *globals) *cobra.Command {
 	var f serveFlags
@@ -55,6 +67,10 @@ A reconciler runs inside serve and commits the leases whose expiry passed
 and another process over the store (another tollgate serve, or a program
 using package reconcile) must reconcile.
 
+With --grpc-addr and --rls-config it also serves Envoy's rate-limit
+service (docs/envoy.md) over gRPC, with limits on its connections: the
+--grpc-* flags, where 0 means no limit.
+
 SIGINT or SIGTERM stops it gracefully: requests in flight finish. Open
 leases stay in the store.`,
 		Example: `  tollgate serve
@@ -69,6 +85,13 @@ leases stay in the store.`,
 				}
 				f.retention = d
 			}
+			if f.grpcAddr == "" {
+				for _, name := range grpcFlagNames {
+					if cmd.Flags().Changed(name) {
+						return usagef("--%s goes with --grpc-addr", name)
+					}
+				}
+			}
 			return runServe(cmd.Context(), g, f)
 		},
 	}
@@ -76,6 +99,12 @@ leases stay in the store.`,
 	fl.StringVar(&f.addr, "addr", "127.0.0.1:8080", "HTTP listen address")
 	fl.StringVar(&f.grpcAddr, "grpc-addr", "", "also serve Envoy's rate-limit service (gRPC) here")
 	fl.StringVar(&f.rlsConfig, "rls-config", "", "descriptor mapping of the Envoy rate-limit service (docs/envoy.md)")
+	def := rls.DefaultLimits()
+	fl.IntVar(&f.grpc.maxConns, "grpc-max-conns", def.MaxConnections, "most gRPC connections open at once; more wait to be accepted")
+	fl.IntVar(&f.grpc.maxStreams, "grpc-max-streams", int(def.MaxConcurrentStreams), "most calls in flight on one gRPC connection; Envoy opens another")
+	fl.IntVar(&f.grpc.maxMessage, "grpc-max-message-size", def.MaxRecvMsgSize, "largest gRPC request, in bytes")
+	fl.DurationVar(&f.grpc.idleTimeout, "grpc-idle-timeout", def.IdleTimeout, "close a gRPC connection that has had no call for this long")
+	fl.DurationVar(&f.grpc.maxAge, "grpc-max-connection-age", def.MaxConnectionAge, "close gRPC connections this old (gracefully), so clients spread over new replicas")
 	fl.StringVar(&f.keysFile, "keys", "", "API keys file (docs/http-api.md); without it requests are not authenticated")
 	fl.StringVar(&f.tlsCert, "tls-cert", "", "TLS certificate file (with --tls-key)")
 	fl.StringVar(&f.tlsKey, "tls-key", "", "TLS key file")
@@ -131,6 +160,9 @@ func runServe(ctx context.Context, g *globals, f serveFlags) error {
 	}
 	if f.retention <= 0 {
 		return usagef("--retention %v: want a positive duration", f.retention)
+	}
+	if _, err := f.grpc.limits(); err != nil {
+		return err
 	}
 	opts := []server.Option{server.WithLogger(log), server.WithLeaseTTL(f.leaseTTL)}
 	if f.keysFile != "" {
@@ -273,15 +305,46 @@ func startRLS(log *slog.Logger, srv *server.Server, f serveFlags, errs chan<- er
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", f.rlsConfig, err)
 	}
+	lim, err := f.grpc.limits()
+	if err != nil {
+		return nil, err
+	}
 	ln, err := net.Listen("tcp", f.grpcAddr)
 	if err != nil {
 		return nil, err
 	}
-	gs := grpc.NewServer()
+	gs := grpc.NewServer(lim.ServerOptions()...)
 	rls.New(cfg, func(_ context.Context, ns string) (*tollgate.Limiter, error) { return srv.Limiter(ns) }).Register(gs)
-	go func() { errs <- gs.Serve(ln) }()
-	log.Info("Envoy rate-limit service listening", "addr", ln.Addr().String())
+	go func() { errs <- gs.Serve(lim.Listener(ln)) }()
+	log.Info("Envoy rate-limit service listening", "addr", ln.Addr().String(),
+		"max_conns", lim.MaxConnections, "max_streams", lim.MaxConcurrentStreams, "idle_timeout", lim.IdleTimeout)
 	return gs, nil
+}
+
+// limits returns rls.DefaultLimits with the flags' values.
+func (g grpcFlags) limits() (rls.Limits, error) {
+	for _, c := range []struct {
+		name string
+		bad  bool
+		val  any
+	}{
+		{"grpc-max-conns", g.maxConns < 0, g.maxConns},
+		{"grpc-max-streams", g.maxStreams < 0 || g.maxStreams > math.MaxUint32, g.maxStreams},
+		{"grpc-max-message-size", g.maxMessage < 0, g.maxMessage},
+		{"grpc-idle-timeout", g.idleTimeout < 0, g.idleTimeout},
+		{"grpc-max-connection-age", g.maxAge < 0, g.maxAge},
+	} {
+		if c.bad {
+			return rls.Limits{}, usagef("--%s %v: want a positive value, or 0 for no limit", c.name, c.val)
+		}
+	}
+	lim := rls.DefaultLimits()
+	lim.MaxConnections = g.maxConns
+	lim.MaxConcurrentStreams = uint32(g.maxStreams)
+	lim.MaxRecvMsgSize = g.maxMessage
+	lim.IdleTimeout = g.idleTimeout
+	lim.MaxConnectionAge = g.maxAge
+	return lim, nil
 }
 
 func loadKeys(path string) (*server.Keys, error) {
