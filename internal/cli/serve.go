@@ -69,7 +69,7 @@ using package reconcile) must reconcile.
 
 With --grpc-addr and --rls-config it also serves Envoy's rate-limit
 service (docs/envoy.md) over gRPC, with limits on its connections: the
---grpc-* flags, where 0 means no limit.
+--grpc-* flags, where 0 means no limit (but for the message size).
 
 SIGINT or SIGTERM stops it gracefully: requests in flight finish. Open
 leases stay in the store.`,
@@ -99,12 +99,12 @@ leases stay in the store.`,
 	fl.StringVar(&f.addr, "addr", "127.0.0.1:8080", "HTTP listen address")
 	fl.StringVar(&f.grpcAddr, "grpc-addr", "", "also serve Envoy's rate-limit service (gRPC) here")
 	fl.StringVar(&f.rlsConfig, "rls-config", "", "descriptor mapping of the Envoy rate-limit service (docs/envoy.md)")
-	def := rls.DefaultLimits()
-	fl.IntVar(&f.grpc.maxConns, "grpc-max-conns", def.MaxConnections, "most gRPC connections open at once; more wait to be accepted")
-	fl.IntVar(&f.grpc.maxStreams, "grpc-max-streams", int(def.MaxConcurrentStreams), "most calls in flight on one gRPC connection; Envoy opens another")
-	fl.IntVar(&f.grpc.maxMessage, "grpc-max-message-size", def.MaxRecvMsgSize, "largest gRPC request, in bytes")
-	fl.DurationVar(&f.grpc.idleTimeout, "grpc-idle-timeout", def.IdleTimeout, "close a gRPC connection that has had no call for this long")
-	fl.DurationVar(&f.grpc.maxAge, "grpc-max-connection-age", def.MaxConnectionAge, "close gRPC connections this old (gracefully), so clients spread over new replicas")
+	defaults := rls.DefaultLimits()
+	fl.IntVar(&f.grpc.maxConns, "grpc-max-conns", defaults.MaxConnections, "most gRPC connections open at once; more wait to be accepted")
+	fl.IntVar(&f.grpc.maxStreams, "grpc-max-streams", int(defaults.MaxConcurrentStreams), "most calls in flight on one gRPC connection; Envoy opens another")
+	fl.IntVar(&f.grpc.maxMessage, "grpc-max-message-size", defaults.MaxRecvMsgSize, "largest gRPC request, in bytes")
+	fl.DurationVar(&f.grpc.idleTimeout, "grpc-idle-timeout", defaults.IdleTimeout, "close a gRPC connection that has had no call for this long")
+	fl.DurationVar(&f.grpc.maxAge, "grpc-max-connection-age", defaults.MaxConnectionAge, "close gRPC connections this old (gracefully), so clients spread over new replicas")
 	fl.StringVar(&f.keysFile, "keys", "", "API keys file (docs/http-api.md); without it requests are not authenticated")
 	fl.StringVar(&f.tlsCert, "tls-cert", "", "TLS certificate file (with --tls-key)")
 	fl.StringVar(&f.tlsKey, "tls-key", "", "TLS key file")
@@ -323,6 +323,10 @@ func startRLS(log *slog.Logger, srv *server.Server, f serveFlags, errs chan<- er
 
 // limits returns rls.DefaultLimits with the flags' values.
 func (g grpcFlags) limits() (rls.Limits, error) {
+	// gRPC has no unlimited message size: 0 would be its 4 MiB.
+	if g.maxMessage <= 0 {
+		return rls.Limits{}, usagef("--grpc-max-message-size %d: want a positive number of bytes", g.maxMessage)
+	}
 	for _, c := range []struct {
 		name string
 		bad  bool
@@ -330,7 +334,6 @@ func (g grpcFlags) limits() (rls.Limits, error) {
 	}{
 		{"grpc-max-conns", g.maxConns < 0, g.maxConns},
 		{"grpc-max-streams", g.maxStreams < 0 || g.maxStreams > math.MaxUint32, g.maxStreams},
-		{"grpc-max-message-size", g.maxMessage < 0, g.maxMessage},
 		{"grpc-idle-timeout", g.idleTimeout < 0, g.idleTimeout},
 		{"grpc-max-connection-age", g.maxAge < 0, g.maxAge},
 	} {

@@ -130,6 +130,7 @@ func TestServeGRPCFlagErrors(t *testing.T) {
 		{append(grpc, "--grpc-max-streams", "4294967296"), "--grpc-max-streams 4294967296: want"},
 		{append(grpc, "--grpc-max-conns", "-1"), "--grpc-max-conns -1: want"},
 		{append(grpc, "--grpc-max-message-size", "-1"), "--grpc-max-message-size -1: want"},
+		{append(grpc, "--grpc-max-message-size", "0"), "--grpc-max-message-size 0: want"},
 		{append(grpc, "--grpc-idle-timeout", "-1s"), "--grpc-idle-timeout -1s: want"},
 		{append(grpc, "--grpc-max-connection-age", "-1s"), "--grpc-max-connection-age -1s: want"},
 	} {
