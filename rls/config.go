@@ -196,6 +196,9 @@ func compileDomain(field string, d Domain) (*domainRules, error) {
 	if d.Domain == "" {
 		return nil, &ConfigError{Field: field + ".domain", Err: errors.New("required")}
 	}
+	if len(d.Domain) > MaxNameBytes {
+		return nil, &ConfigError{Field: field + ".domain", Err: fmt.Errorf("%d bytes: at most %d are allowed", len(d.Domain), MaxNameBytes)}
+	}
 	ns := d.Namespace
 	if ns == "" {
 		ns = tollgate.DefaultNamespace
@@ -243,6 +246,9 @@ func valueSuffix(r rule) string {
 func compileRule(field string, r Rule) (rule, error) {
 	if r.Key == "" {
 		return rule{}, &ConfigError{Field: field + ".key", Err: errors.New("required")}
+	}
+	if len(r.Key) > MaxNameBytes {
+		return rule{}, &ConfigError{Field: field + ".key", Err: fmt.Errorf("%d bytes: at most %d are allowed", len(r.Key), MaxNameBytes)}
 	}
 	cr := rule{key: r.Key, value: r.Value, hasValue: r.Value != "", resource: r.Resource}
 	if err := model.ValidateResource(r.Resource); err != nil {

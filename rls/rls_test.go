@@ -50,6 +50,8 @@ func (s *downStore) Consume(ctx context.Context, ns string, req *store.ConsumeRe
 type env struct {
 	clk    *clock.Fake
 	store  *downStore
+	addr   string // the server's
+	conn   *grpc.ClientConn
 	client pb.RateLimitServiceClient
 
 	mu       sync.Mutex
@@ -68,21 +70,34 @@ func start(t *testing.T, cfgText string, opts ...rls.Option) *env {
 	return e
 }
 
-func (e *env) serve(t *testing.T, svc *rls.Service) {
+func (e *env) serve(t *testing.T, svc *rls.Service) { e.serveLimited(t, svc, nil) }
+
+// serveLimited serves svc on a gRPC server with lim's options and
+// listener, or on a bare one when lim is nil.
+func (e *env) serveLimited(t *testing.T, svc *rls.Service, lim *rls.Limits) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	gs := grpc.NewServer()
+	var opts []grpc.ServerOption
+	if lim != nil {
+		opts = lim.ServerOptions()
+	}
+	gs := grpc.NewServer(opts...)
 	svc.Register(gs)
+	e.addr = ln.Addr().String()
+	if lim != nil {
+		ln = lim.Listener(ln)
+	}
 	go func() { _ = gs.Serve(ln) }()
 	t.Cleanup(gs.Stop)
-	conn, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient(e.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = conn.Close() })
+	e.conn = conn
 	e.client = pb.NewRateLimitServiceClient(conn)
 }
 
@@ -424,6 +439,8 @@ func TestHostileRequests(t *testing.T) {
 		{"huge hits_addend", req("edge", 1<<32-1, desc("api_key", "k1")), codes.InvalidArgument},
 		{"huge descriptor hits_addend", req("edge", 0, bigDesc), codes.InvalidArgument},
 		{"hits_addend over the bound, unknown domain", req("nope", 1001, desc("x", "y")), codes.InvalidArgument},
+		{"domain too long", req(strings.Repeat("d", rls.MaxNameBytes+1), 0, desc("api_key", "k1")), codes.InvalidArgument},
+		{"entry key too long", req("edge", 0, desc("api_key", "k1", strings.Repeat("k", rls.MaxNameBytes+1), "v")), codes.InvalidArgument},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -436,6 +453,13 @@ func TestHostileRequests(t *testing.T) {
 	st, err := e.lim(t).Available(context.Background(), "key-k1", "http", tollgate.WithLimits(tollgate.PerSecond("rps", 5)))
 	if err != nil || len(st) != 1 || st[0].Available != 5 {
 		t.Errorf("key-k1 after refused requests: %+v, %v; want untouched", st, err)
+	}
+	// Entry values are not bounded by the service (a client could make
+	// Envoy send a long header to escape its limit): a long one is charged
+	// to its hashed id.
+	long := strings.Repeat("v", 64<<10)
+	if got := e.call(t, req("edge", 0, desc("api_key", long))).Statuses[0].GetLimitRemaining(); got != 4 {
+		t.Errorf("a 64 KiB api_key: %d remaining, want 4 (charged)", got)
 	}
 	// Within the bounds, a request full of odd values is still answered.
 	odd := req("edge", 1000, desc("api_key", "\x00", "path", "?"), desc(), desc("", ""), desc("remote_address", strings.Repeat("€", 1000)))

@@ -24,6 +24,17 @@ const (
 	DefaultMaxHitsAddend  = 1_000_000
 )
 
+// MaxNameBytes bounds the length of a request's domain and of its
+// descriptor entry keys (a longer one is codes.InvalidArgument), and of the
+// domains and keys of a Config. Both are names the operator writes in
+// Envoy's configuration. Entry values are not bounded here: they come from
+// the proxied request (a header, the client address), and a refused call is
+// let through by Envoy's default failure_mode_deny: false, so a client could
+// escape its limit with a long header. The server's message size
+// (Limits.MaxRecvMsgSize) bounds them instead; a value too long for an
+// entity id is hashed.
+const MaxNameBytes = 256
+
 // LimiterFunc returns the limiter of a namespace. The caller owns the
 // limiters (the HTTP server keeps one per namespace); the Service never
 // creates a store.
@@ -152,6 +163,8 @@ func (s *Service) checkRequest(req *pb.RateLimitRequest) error {
 	switch {
 	case req.GetDomain() == "":
 		return errors.New("domain is required")
+	case len(req.GetDomain()) > MaxNameBytes:
+		return fmt.Errorf("domain of %d bytes: at most %d are allowed", len(req.GetDomain()), MaxNameBytes)
 	case len(descs) == 0:
 		return errors.New("at least one descriptor is required")
 	case len(descs) > s.maxDescriptors:
@@ -163,6 +176,11 @@ func (s *Service) checkRequest(req *pb.RateLimitRequest) error {
 		}
 		if h := hits(req, d); h > s.maxHits {
 			return fmt.Errorf("descriptors[%d]: hits_addend %d exceeds %d", i, h, s.maxHits)
+		}
+		for j, e := range d.GetEntries() {
+			if n := len(e.GetKey()); n > MaxNameBytes {
+				return fmt.Errorf("descriptors[%d].entries[%d]: key of %d bytes: at most %d are allowed", i, j, n, MaxNameBytes)
+			}
 		}
 	}
 	return nil

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"os"
@@ -35,7 +36,18 @@ type serveFlags struct {
 	shutdownTimeout           time.Duration
 	retention                 time.Duration
 	cacheTTL, refresh         time.Duration
+	grpc                      grpcFlags
 }
+
+// grpcFlags are the limits of the gRPC port that an operator tunes; the
+// others keep rls.DefaultLimits.
+type grpcFlags struct {
+	maxConns, maxStreams, maxMessage int
+	idleTimeout, maxAge              time.Duration
+}
+
+// grpcFlagNames are the flags of grpcFlags, which only --grpc-addr uses.
+var grpcFlagNames = []string{"grpc-max-conns", "grpc-max-streams", "grpc-max-message-size", "grpc-idle-timeout", "grpc-max-connection-age"}
 
 func newServeCmd(g *globals) *cobra.Command {
 	var f serveFlags
@@ -63,6 +75,10 @@ A reconciler runs inside serve and commits the leases whose expiry passed
 and another process over the store (another tollgate serve, or a program
 using package reconcile) must reconcile.
 
+With --grpc-addr and --rls-config it also serves Envoy's rate-limit
+service (docs/envoy.md) over gRPC, with limits on its connections: the
+--grpc-* flags, where 0 means no limit (but for the message size).
+
 SIGINT or SIGTERM stops it gracefully: requests in flight finish. Open
 leases stay in the store.`,
 		Example: `  tollgate serve
@@ -77,6 +93,13 @@ leases stay in the store.`,
 				}
 				f.retention = d
 			}
+			if f.grpcAddr == "" {
+				for _, name := range grpcFlagNames {
+					if cmd.Flags().Changed(name) {
+						return usagef("--%s goes with --grpc-addr", name)
+					}
+				}
+			}
 			return runServe(cmd.Context(), g, f)
 		},
 	}
@@ -87,6 +110,12 @@ leases stay in the store.`,
 	fl.StringVar(&f.keysFile, "keys", "", "API keys file (docs/security.md); without it, and without keys in the store, requests are not authenticated")
 	fl.DurationVar(&f.refresh, "refresh-interval", tollgate.DefaultRefreshInterval, "how often to look for changes made by other processes over the store")
 	fl.DurationVar(&f.cacheTTL, "cache-ttl", tollgate.DefaultCacheTTL, "how long stored limits and entities are cached (changes are seen sooner: --refresh-interval)")
+	defaults := rls.DefaultLimits()
+	fl.IntVar(&f.grpc.maxConns, "grpc-max-conns", defaults.MaxConnections, "most gRPC connections open at once; more wait to be accepted")
+	fl.IntVar(&f.grpc.maxStreams, "grpc-max-streams", int(defaults.MaxConcurrentStreams), "most calls in flight on one gRPC connection; Envoy opens another")
+	fl.IntVar(&f.grpc.maxMessage, "grpc-max-message-size", defaults.MaxRecvMsgSize, "largest gRPC request, in bytes")
+	fl.DurationVar(&f.grpc.idleTimeout, "grpc-idle-timeout", defaults.IdleTimeout, "close a gRPC connection that has had no call for this long")
+	fl.DurationVar(&f.grpc.maxAge, "grpc-max-connection-age", defaults.MaxConnectionAge, "close gRPC connections this old (gracefully), so clients spread over new replicas")
 	fl.StringVar(&f.tlsCert, "tls-cert", "", "TLS certificate file (with --tls-key)")
 	fl.StringVar(&f.tlsKey, "tls-key", "", "TLS key file")
 	fl.DurationVar(&f.leaseTTL, "lease-ttl", server.DefaultLeaseTTL, "default lease TTL: the expiry of a lease's record, after which the reconciler commits it")
@@ -144,6 +173,9 @@ func runServe(ctx context.Context, g *globals, f serveFlags) error {
 	}
 	if f.refresh <= 0 || f.cacheTTL < 0 {
 		return usagef("--refresh-interval %v, --cache-ttl %v: want a positive interval and a TTL of 0 or more", f.refresh, f.cacheTTL)
+	}
+	if _, err := f.grpc.limits(); err != nil {
+		return err
 	}
 	opts := []server.Option{server.WithLogger(log), server.WithLeaseTTL(f.leaseTTL), server.WithRefreshInterval(f.refresh),
 		server.WithLimiterOptions(tollgate.WithCacheTTL(f.cacheTTL))}
@@ -296,15 +328,49 @@ func startRLS(log *slog.Logger, srv *server.Server, f serveFlags, errs chan<- er
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", f.rlsConfig, err)
 	}
+	lim, err := f.grpc.limits()
+	if err != nil {
+		return nil, err
+	}
 	ln, err := net.Listen("tcp", f.grpcAddr)
 	if err != nil {
 		return nil, err
 	}
-	gs := grpc.NewServer()
+	gs := grpc.NewServer(lim.ServerOptions()...)
 	rls.New(cfg, srv.Limiter).Register(gs)
-	go func() { errs <- gs.Serve(ln) }()
-	log.Info("Envoy rate-limit service listening", "addr", ln.Addr().String())
+	go func() { errs <- gs.Serve(lim.Listener(ln)) }()
+	log.Info("Envoy rate-limit service listening", "addr", ln.Addr().String(),
+		"max_conns", lim.MaxConnections, "max_streams", lim.MaxConcurrentStreams, "idle_timeout", lim.IdleTimeout)
 	return gs, nil
+}
+
+// limits returns rls.DefaultLimits with the flags' values.
+func (g grpcFlags) limits() (rls.Limits, error) {
+	// gRPC has no unlimited message size: 0 would be its 4 MiB.
+	if g.maxMessage <= 0 {
+		return rls.Limits{}, usagef("--grpc-max-message-size %d: want a positive number of bytes", g.maxMessage)
+	}
+	for _, c := range []struct {
+		name string
+		bad  bool
+		val  any
+	}{
+		{"grpc-max-conns", g.maxConns < 0, g.maxConns},
+		{"grpc-max-streams", g.maxStreams < 0 || g.maxStreams > math.MaxUint32, g.maxStreams},
+		{"grpc-idle-timeout", g.idleTimeout < 0, g.idleTimeout},
+		{"grpc-max-connection-age", g.maxAge < 0, g.maxAge},
+	} {
+		if c.bad {
+			return rls.Limits{}, usagef("--%s %v: want a positive value, or 0 for no limit", c.name, c.val)
+		}
+	}
+	lim := rls.DefaultLimits()
+	lim.MaxConnections = g.maxConns
+	lim.MaxConcurrentStreams = uint32(g.maxStreams)
+	lim.MaxRecvMsgSize = g.maxMessage
+	lim.IdleTimeout = g.idleTimeout
+	lim.MaxConnectionAge = g.maxAge
+	return lim, nil
 }
 
 func loadKeys(path string) (*server.Keys, error) {
