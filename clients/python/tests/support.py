@@ -168,11 +168,14 @@ def uid(prefix: str) -> str:
 
 
 def keys_file(keys: List[List[str]]) -> str:
-    """A --keys file for rows of [key, namespace, role, name]."""
+    """A --keys file for rows of [key, namespace, role, name, *options], the
+    options being "entity=ID" (the key acts on that entity and its
+    descendants only) and "allow_limits" (it may send its own limits)."""
     fd, path = tempfile.mkstemp(prefix="tollgate-keys-", suffix=".txt")
     with os.fdopen(fd, "w") as f:
-        for key, ns, role, name in keys:
-            f.write(f"sha256:{hashlib.sha256(key.encode()).hexdigest()} {ns} {role} {name}\n")
+        for key, ns, role, name, *options in keys:
+            line = " ".join([f"sha256:{hashlib.sha256(key.encode()).hexdigest()}", ns, role, name, *options])
+            f.write(line + "\n")
     return path
 
 

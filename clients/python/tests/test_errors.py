@@ -95,6 +95,15 @@ class ClientSideValidationTest(unittest.TestCase):
             (lambda: self.client.acquire("k", "r", {"rpm": 1}, on_unavailable="maybe"), "on_unavailable"),
             (lambda: self.client.penalize("k", "r", ["rpm"]), "retry_after_ms"),
             (lambda: self.client.penalize("k", "r", [], retry_after=1), "limits"),
+            (lambda: self.client.reset("k", "r", limits=[]), "limits"),
+            (lambda: self.client.reset("k", "r", limits="rpm"), "limits"),
+            (lambda: self.client.create_key("", "acquire"), "name"),
+            (lambda: self.client.create_key("ci", "root"), "role"),
+            (lambda: self.client.create_key("ci", "acquire", entity=""), "entity"),
+            (lambda: self.client.create_key("ci", "acquire", allow_limits="yes"), "allow_limits"),
+            (lambda: self.client.create_key("ci", "acquire", expires_in=0), "expires_in_s"),
+            (lambda: self.client.create_key("ci", "acquire", expires_in=timedelta(seconds=-5)), "expires_in_s"),
+            (lambda: self.client.revoke_key(""), "name"),
             (lambda: tollgate.Client("ftp://x"), "base_url"),
             (lambda: tollgate.Client("http://h/?q=1"), "base_url"),
             (lambda: tollgate.Client("http://h", namespace="bad name"), "namespace"),
@@ -205,6 +214,31 @@ class StubAnswersTest(unittest.TestCase):
         self.answer(403, b"no")
         with self.assertRaises(tollgate.Forbidden):
             self.client.health()
+
+    def test_permission_denied_names_the_field(self):
+        self.answer(403, b'{"error":"permission_denied","message":"permission denied: limits: no",'
+                         b'"field":"limits","reason":"no"}')
+        with self.assertRaises(tollgate.Forbidden) as cm:
+            self.client.acquire("k", "r", {"rpm": 1}, limits=["rpm:1"])
+        e = cm.exception
+        self.assertEqual((e.status, e.code, e.field, e.reason), (403, "permission_denied", "limits", "no"))
+        self.answer(403, b'{"error":"permission_denied","message":"permission denied: role read may not do this"}')
+        with self.assertRaises(tollgate.Forbidden) as cm:
+            self.client.acquire("k", "r", {"rpm": 1})
+        self.assertEqual((cm.exception.field, cm.exception.reason), ("", ""))
+
+    def test_key_reasons(self):
+        self.answer(404, b'{"error":"not_found","message":"revoke key ci: API key not found","reason":"key_not_found"}')
+        with self.assertRaises(tollgate.KeyNotFound):
+            self.client.revoke_key("ci")
+        self.answer(409, b'{"error":"conflict","message":"create key ci: API key already exists","reason":"key_exists"}')
+        with self.assertRaises(tollgate.KeyExists):
+            self.client.create_key("ci", "acquire")
+
+    def test_created_key_without_a_secret_is_bad_response(self):
+        self.answer(201, b'{"name":"ci","namespace":"default","role":"acquire","allow_limits":false,"created_at_ms":1}')
+        with self.assertRaises(tollgate.BadResponse):
+            self.client.create_key("ci", "acquire")
 
     def test_oversized_answer_is_bad_response(self):
         self.answer(200, b'{"status":"' + b"x" * (tollgate.MAX_RESPONSE_BYTES + 10) + b'"}')

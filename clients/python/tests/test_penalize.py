@@ -34,6 +34,34 @@ class PenalizeTest(ServerTest):
         self.assertGreater(cm.exception.retry_after, 15)
         self.client.acquire_and_commit(entity, resource, {"rpm": 1})  # rpm untouched
 
+    def test_reset_lifts_a_penalty(self):
+        resource = self.limits_resource(["rpm:100", "tpm:10000", "inflight:2/concurrent"])
+        entity = uid("key")
+        self.client.penalize(entity, resource, ["rpm", "tpm"], retry_after=60, reason="openai 429")
+        with self.assertRaises(tollgate.RateLimitExceeded):
+            self.client.acquire(entity, resource, {"rpm": 1})
+        self.client.reset(entity, resource, limits=["rpm"], reason="vendor back")
+        self.client.acquire_and_commit(entity, resource, {"rpm": 1})  # rpm refilled
+        with self.assertRaises(tollgate.RateLimitExceeded):
+            self.client.acquire(entity, resource, {"tpm": 1})  # tpm still penalized
+        self.client.reset(entity, resource)  # every refilling limit
+        self.client.acquire_and_commit(entity, resource, {"rpm": 1, "tpm": 100})
+        # Refilled (and refilling since): 10000 less the 100 just taken, give or take refill.
+        self.assertGreaterEqual(self.available(entity, resource)["tpm"], 9900)
+        events, _ = self.client.audit_events(entity)
+        self.assertEqual([e.action for e in events].count("limit.reset"), 2)
+
+    def test_reset_validation(self):
+        resource = self.limits_resource(["rpm:100", "inflight:2/concurrent"])
+        entity = uid("key")
+        self.client.acquire_and_commit(entity, resource, {"rpm": 1})
+        for limits in (["inflight"], ["nope"]):  # not refilled by time; not held by the bucket
+            with self.subTest(limits=limits):
+                with self.assertRaises(tollgate.ValidationError) as cm:
+                    self.client.reset(entity, resource, limits=limits)
+                self.assertEqual(cm.exception.field, "limits")
+        self.client.reset(uid("nobody"), resource)  # no bucket: full already
+
     def test_penalize_validation(self):
         resource = self.limits_resource(["rpm:100", "inflight:2/concurrent"])
         with self.assertRaises(tollgate.ValidationError) as cm:

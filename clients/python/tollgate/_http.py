@@ -158,11 +158,13 @@ def _read_bounded(resp: Any, deadline: Optional[float], op: str) -> bytes:
 _NOT_FOUND = {
     "entity_not_found": E.EntityNotFound,
     "namespace_not_found": E.NamespaceNotFound,
+    "key_not_found": E.KeyNotFound,
     "lease_not_found": E.LeaseNotFound,
 }
 _CONFLICT = {
     "entity_exists": E.EntityExists,
     "namespace_exists": E.NamespaceExists,
+    "key_exists": E.KeyExists,
     "namespace_deleted": E.NamespaceDeleted,
     "reservation_conflict": E.ReservationConflict,
     "lease_closed": E.LeaseClosed,
@@ -225,7 +227,7 @@ def decode_error(status: int, headers: Any, raw: bytes, route: str = "") -> E.To
     if code == "unauthenticated":
         return E.Unauthorized(message, **kw)
     if code == "permission_denied":
-        return E.Forbidden(message, **kw)
+        return E.Forbidden(message, field=_truncate(body.get("field"), MAX_FIELD_LEN), **kw)
     if code == "not_found":
         cls = _NOT_FOUND.get(reason, E.NotFound)
         if cls is E.LeaseNotFound and route == "reservation":

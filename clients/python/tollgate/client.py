@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import ssl
 import time
 import urllib.parse
@@ -18,8 +19,10 @@ from .lease import Lease
 from .types import (
     AuditEvent,
     Capacity,
+    CreatedKey,
     Entity,
     Grant,
+    KeyInfo,
     LeaseInfo,
     LimitsConfig,
     LimitStatus,
@@ -46,6 +49,9 @@ PURGE_TIMEOUT = 660.0
 DEFAULT_USER_AGENT = "tollgate-python-client/1"
 
 V1 = "/v1"
+
+#: The roles of an API key, for create_key.
+_ROLES = ("acquire", "read", "admin")
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -363,6 +369,27 @@ class Client:
     def _penalize_body(self, entity: str, resource: str, body: Dict[str, Any]) -> None:
         self._call("POST", V1 + "/penalize", body=dict(body, entity=entity, resource=resource))
 
+    def reset(self, entity: str, resource: str, *, limits: Optional[Sequence[str]] = None, reason: str = "") -> None:
+        """Refill rate limits of entity's bucket for resource to capacity,
+        for every process sharing the server's store: lift a penalty, forgive
+        debt and consumption. limits names the limits to refill (None: every
+        refilling limit the bucket holds); a concurrency or reserved limit,
+        or one the bucket does not hold, raises ValidationError (field
+        "limits"). Only the entity's own bucket is refilled, not its cascade
+        ancestors'. Recorded in the audit log (``limit.reset``) with reason.
+        With API keys: an admin key's call (one confined to an entity resets
+        its entities only: else Forbidden, field "entity")."""
+        body: Dict[str, Any] = {"entity": entity, "resource": resource}
+        lim = limits_list(limits)
+        if lim is not None:
+            if not lim:
+                raise E.ValidationError("invalid limits: name at least one limit, or None for every refilling one",
+                                        field="limits")
+            body["limits"] = lim
+        if reason:
+            body["reason"] = reason
+        self._call("POST", V1 + "/reset", body=body)
+
     # ------------------------------------------------------------------
     # Entities
 
@@ -593,6 +620,86 @@ class Client:
         bucket: for dashboards, not hot paths)."""
         _, answer = self._call("GET", V1 + "/capacity", query={"resource": resource})
         return Capacity.from_json(answer)
+
+    # ------------------------------------------------------------------
+    # API keys kept in the store (an admin key of the namespace)
+
+    def create_key(
+        self,
+        name: str,
+        role: str,
+        *,
+        entity: Optional[str] = None,
+        allow_limits: bool = False,
+        expires_in: Optional[Duration] = None,
+    ) -> CreatedKey:
+        """Create an API key of the client's namespace, kept in the store (its
+        hash only) and honoured by every server over it; returns it with its
+        secret in ``key``, which is shown this once: hand it over, do not
+        lose it. role is "acquire", "read" or "admin". entity confines the
+        key to that entity and its descendants; allow_limits lets it send
+        its own limits (and on_unavailable "allow" where the stored mode is
+        block), which admin keys may anyway; expires_in (seconds or
+        timedelta, rounded up to whole seconds; None: until revoked) makes
+        it stop working after that long. Raises KeyExists if the namespace
+        has a key of that name."""
+        if not isinstance(name, str) or not name:
+            raise E.ValidationError("invalid name: the key's name must be a non-empty string", field="name",
+                                    value=repr(name)[:80])
+        if role not in _ROLES:
+            raise E.ValidationError('invalid role: want "acquire", "read" or "admin"', field="role", value=str(role)[:80])
+        if not isinstance(allow_limits, bool):
+            raise E.ValidationError("invalid allow_limits: want a bool", field="allow_limits", value=repr(allow_limits)[:80])
+        body: Dict[str, Any] = {"name": name, "role": role}
+        if entity is not None:
+            if not isinstance(entity, str) or not entity:
+                raise E.ValidationError("invalid entity: want a non-empty entity id, or None for every entity",
+                                        field="entity", value=repr(entity)[:80])
+            body["entity"] = entity
+        if allow_limits:
+            body["allow_limits"] = True
+        if expires_in is not None:
+            s = seconds(expires_in, "expires_in_s")
+            if s <= 0:
+                raise E.ValidationError("invalid expires_in_s: must be positive, or None for a key that works until revoked",
+                                        field="expires_in_s", value=str(expires_in)[:80])
+            body["expires_in_s"] = int(math.ceil(s))
+        _, answer = self._call("POST", V1 + "/keys", body=body)
+        return CreatedKey.from_json(answer)
+
+    def list_keys(self, *, after: Optional[str] = None, limit: Optional[int] = None) -> Tuple[List[KeyInfo], Optional[str]]:
+        """One page of the stored API keys of the namespace, sorted by name,
+        without secrets or hashes: (keys, next), where next is the ``after``
+        of the following page, or None when this page is not full (the page
+        after a full one may be empty). limit: 1 to 1000 (None or 0: the
+        server's default, 100). Keys of the server's keys file are not
+        listed."""
+        q: Dict[str, Any] = {}
+        if after:
+            q["after"] = after
+        if limit:
+            q["limit"] = limit
+        _, answer = self._call("GET", V1 + "/keys", query=q)
+        d = _obj(answer, "keys answer")
+        return [KeyInfo.from_json(k) for k in _list(d, "keys")], (_str(d, "next") or None)
+
+    def iter_keys(self, *, page_size: int = 100) -> Iterator[KeyInfo]:
+        """Every stored API key of the namespace, sorted by name, a page at a time."""
+        after: Optional[str] = None
+        while True:
+            page, after = self.list_keys(after=after, limit=page_size)
+            yield from page
+            if not after:
+                return
+
+    def revoke_key(self, name: str) -> None:
+        """Delete the stored API key named name: the server refuses it at once
+        (Unauthorized), every other server over the store within its refresh
+        interval. Raises KeyNotFound if there is no such key."""
+        if not isinstance(name, str) or not name:
+            raise E.ValidationError("invalid name: the key's name must be a non-empty string", field="name",
+                                    value=repr(name)[:80])
+        self._call("DELETE", V1 + "/keys/" + seg(name))
 
     # ------------------------------------------------------------------
     # Namespace registry (with API keys: an admin key for namespace "*")

@@ -9,15 +9,18 @@ docs/http-api.md section 4) decides the class::
     ├── ValidationError            400 invalid_argument: field, value, reason
     │                              (also a ValueError; raised locally for bad arguments)
     ├── Unauthorized               401 unauthenticated
-    ├── Forbidden                  403 permission_denied
+    ├── Forbidden                  403 permission_denied: field (limits,
+    │                              on_unavailable, entity, or "")
     ├── NotFound                   404 not_found
     │   ├── EntityNotFound         reason entity_not_found
     │   ├── NamespaceNotFound      reason namespace_not_found
+    │   ├── KeyNotFound            reason key_not_found
     │   └── LeaseNotFound          reason lease_not_found
     │       └── ReservationNotFound    the same reason, from a reservation route
     ├── Conflict                   409 conflict
     │   ├── EntityExists           reason entity_exists
     │   ├── NamespaceExists        reason namespace_exists
+    │   ├── KeyExists              reason key_exists
     │   ├── NamespaceDeleted       reason namespace_deleted
     │   ├── ReservationConflict    reason reservation_conflict
     │   └── LeaseClosed            the lease handle has ended (raised locally,
@@ -57,11 +60,13 @@ __all__ = [
     "NotFound",
     "EntityNotFound",
     "NamespaceNotFound",
+    "KeyNotFound",
     "LeaseNotFound",
     "ReservationNotFound",
     "Conflict",
     "EntityExists",
     "NamespaceExists",
+    "KeyExists",
     "NamespaceDeleted",
     "ReservationConflict",
     "LeaseClosed",
@@ -155,7 +160,21 @@ class Unauthorized(TollgateError):
 
 
 class Forbidden(TollgateError):
-    """403: the API key's role or namespace does not allow the call."""
+    """403: the API key's role, namespace or entity scope does not allow
+    the call.
+
+    Attributes:
+        field: set when the key may not send a field's value or reach an
+            entity: ``"limits"`` (its own limits, without ``allow_limits``),
+            ``"on_unavailable"`` (``allow`` where the stored mode is block,
+            without ``allow_limits``), ``"entity"`` (beyond the entity the
+            key is confined to); "" for a role or namespace refusal.
+        reason: why, as the server says it (free text), or "".
+    """
+
+    def __init__(self, message: str, *, field: str = "", **kw: Any) -> None:
+        super().__init__(message, **kw)
+        self.field = field
 
 
 class NotFound(TollgateError):
@@ -169,6 +188,11 @@ class EntityNotFound(NotFound):
 
 class NamespaceNotFound(NotFound):
     """The namespace is not registered."""
+
+
+class KeyNotFound(NotFound):
+    """The namespace has no stored API key of that name (keys of the
+    server's keys file are not stored)."""
 
 
 class LeaseNotFound(NotFound):
@@ -192,6 +216,10 @@ class EntityExists(Conflict):
 
 class NamespaceExists(Conflict):
     """The namespace name is taken (possibly by a deleted namespace)."""
+
+
+class KeyExists(Conflict):
+    """The namespace has a stored API key of that name."""
 
 
 class NamespaceDeleted(Conflict):

@@ -22,6 +22,8 @@ __all__ = [
     "ScopedLimits",
     "AuditEvent",
     "Namespace",
+    "KeyInfo",
+    "CreatedKey",
     "Usage",
     "LimitUsage",
     "UsageSummary",
@@ -365,6 +367,60 @@ class Namespace:
             created_at=from_ms(_int(d, "created_at_ms")),
             deleted_at=from_ms(_int(d, "deleted_at_ms")),
         )
+
+
+@dataclass(frozen=True)
+class KeyInfo:
+    """A stored API key, as list_keys lists it: never its secret, nor its
+    hash."""
+
+    name: str
+    namespace: str = ""
+    role: str = ""  # "acquire", "read" or "admin"
+    entity: str = ""  # "": not confined; else the key acts on this entity and its descendants only
+    allow_limits: bool = False  # it may send its own limits, and on_unavailable "allow"
+    created_at: Optional[datetime] = None
+    expires_at: Optional[datetime] = None  # None: until revoked
+
+    @classmethod
+    def _fields(cls, d: Dict[str, Any]) -> Dict[str, Any]:
+        return dict(
+            name=_str(d, "name"),
+            namespace=_str(d, "namespace"),
+            role=_str(d, "role"),
+            entity=_str(d, "entity"),
+            allow_limits=_bool(d, "allow_limits"),
+            created_at=from_ms(_int(d, "created_at_ms")),
+            expires_at=from_ms(_int(d, "expires_at_ms")),
+        )
+
+    @classmethod
+    def from_json(cls, v: Any) -> "KeyInfo":
+        return cls(**cls._fields(_obj(v, "key")))
+
+
+@dataclass(frozen=True)
+class CreatedKey(KeyInfo):
+    """The outcome of create_key: the key, and its secret in ``key`` (send
+    it as ``Client(..., api_key=created.key)``). The server keeps only a
+    hash: the secret is shown this once. It is left out of repr() so that
+    logging the value does not leak it."""
+
+    key: str = field(default="", repr=False)
+
+    @property
+    def info(self) -> KeyInfo:
+        """The key without its secret, as list_keys lists it."""
+        return KeyInfo(name=self.name, namespace=self.namespace, role=self.role, entity=self.entity,
+                       allow_limits=self.allow_limits, created_at=self.created_at, expires_at=self.expires_at)
+
+    @classmethod
+    def from_json(cls, v: Any) -> "CreatedKey":
+        d = _obj(v, "created key")
+        secret = _str(d, "key")
+        if not secret:
+            raise BadResponse("malformed answer from the server: the created key has no secret (key)")
+        return cls(**cls._fields(d), key=secret)
 
 
 @dataclass(frozen=True)

@@ -11,10 +11,15 @@ import type {
   AuditPage,
   CallOptions,
   Consume,
+  CreateKeyArgs,
+  CreatedKey,
   Entity,
   EntityPage,
   EntityPatch,
   Grant,
+  KeyInfo,
+  KeyPage,
+  KeyRole,
   LeaseInfo,
   LeasePage,
   LimitStatus,
@@ -27,6 +32,7 @@ import type {
   ReservationPage,
   ReserveArgs,
   Reserved,
+  ResetArgs,
   ResourceCapacity,
   Scope,
   ScopedLimits,
@@ -169,6 +175,25 @@ function toNamespace(w: WireNamespace): Namespace {
   if (w.deleted_at_ms !== undefined) n.deletedAtMs = w.deleted_at_ms;
   return n;
 }
+
+interface WireKey {
+  name: string;
+  namespace: string;
+  role: KeyRole;
+  entity?: string;
+  allow_limits?: boolean;
+  created_at_ms: number;
+  expires_at_ms?: number;
+}
+
+function toKeyInfo(w: WireKey): KeyInfo {
+  const k: KeyInfo = { name: w.name, namespace: w.namespace, role: w.role, allowLimits: w.allow_limits === true, createdAtMs: w.created_at_ms };
+  if (w.entity) k.entity = w.entity;
+  if (w.expires_at_ms) k.expiresAtMs = w.expires_at_ms;
+  return k;
+}
+
+const keyRoles: readonly string[] = ["acquire", "read", "admin"];
 
 /** The request path and query of the limits stored at scope. */
 function scopePath(s: Scope): { path: string; query?: URLSearchParams } {
@@ -467,6 +492,100 @@ export class Client implements LeaseHost {
   async penalize(args: PenalizeArgs): Promise<void> {
     const body = { entity: args.entity, resource: args.resource, ...penaltyBody(args) };
     await this.send({ method: "POST", path: "/v1/penalize", body, ...call(args) });
+  }
+
+  /**
+   * Refills rate limits of an entity's bucket for a resource to capacity,
+   * for everyone sharing the server's store: it lifts a penalty and
+   * forgives debt and consumption. `limits` names those to refill (absent:
+   * every refilling limit the bucket holds); a concurrency or reserved
+   * limit, or one the bucket does not hold, is a ValidationError (field
+   * `limits`). Only the entity's own bucket is refilled, not its cascade
+   * ancestors'. Recorded in the audit log (`limit.reset`) with `reason`.
+   * With API keys: an admin key's call (one confined to an entity resets
+   * its entities only: else a ForbiddenError with field `entity`).
+   */
+  async reset(args: ResetArgs): Promise<void> {
+    const body: Record<string, unknown> = { entity: args.entity, resource: args.resource };
+    if (args.limits !== undefined) {
+      if (!Array.isArray(args.limits) || args.limits.length === 0) {
+        throw new ValidationError("invalid limits: name at least one limit, or leave limits out for every refilling one", "limits", String(args.limits));
+      }
+      body["limits"] = args.limits;
+    }
+    if (args.reason) body["reason"] = args.reason;
+    await this.send({ method: "POST", path: "/v1/reset", body, ...call(args) });
+  }
+
+  // --- API keys kept in the store (an admin key of the namespace) ---------
+
+  /**
+   * Creates an API key of the client's namespace, kept in the store (its
+   * hash only) and honoured by every server over it. The answer holds the
+   * secret in `key`: it is shown this once. `entity` confines the key to
+   * that entity and its descendants; `allowLimits` lets it send its own
+   * limits (and `onUnavailable: "allow"` where the stored mode is block),
+   * which admin keys may anyway; `expiresInMs` (rounded up to whole
+   * seconds) makes it stop working after that long. A KeyExistsError if the
+   * namespace has a key of that name.
+   */
+  async createKey(args: CreateKeyArgs): Promise<CreatedKey> {
+    const op = "POST /v1/keys";
+    if (typeof args.name !== "string" || args.name === "") {
+      throw new ValidationError("invalid name: the key's name must be a non-empty string", "name", String(args.name));
+    }
+    if (!keyRoles.includes(args.role)) {
+      throw new ValidationError(`invalid role "${args.role}": want acquire, read or admin`, "role", String(args.role));
+    }
+    const body: Record<string, unknown> = { name: args.name, role: args.role };
+    if (args.entity !== undefined) {
+      if (typeof args.entity !== "string" || args.entity === "") {
+        throw new ValidationError("invalid entity: want an entity id, or leave entity out for every entity", "entity", String(args.entity));
+      }
+      body["entity"] = args.entity;
+    }
+    if (args.allowLimits) body["allow_limits"] = true;
+    if (args.expiresInMs !== undefined) {
+      if (!(args.expiresInMs > 0) || !Number.isFinite(args.expiresInMs)) {
+        throw new ValidationError(
+          `invalid expiresInMs ${args.expiresInMs}: must be positive, or left out for a key that works until revoked`,
+          "expires_in_s",
+          String(args.expiresInMs),
+        );
+      }
+      body["expires_in_s"] = Math.ceil(args.expiresInMs / 1000);
+    }
+    const w = await this.#data<WireKey & { key?: unknown }>({ method: "POST", path: "/v1/keys", body, ...call(args) });
+    if (typeof w !== "object" || w === null || typeof w.key !== "string" || w.key === "") {
+      throw badShape(op, "created key without its secret (key)");
+    }
+    return { ...toKeyInfo(w), key: w.key };
+  }
+
+  /**
+   * The stored API keys of the namespace, sorted by name, without secrets
+   * or hashes, a page (`limit`, 1 to 1000, default 100) at a time: pass
+   * `next` as `after` for the following page. Keys of the server's keys
+   * file are not listed.
+   */
+  async listKeys(args: { after?: string | undefined; limit?: number | undefined } & CallOptions = {}): Promise<KeyPage> {
+    const query = new URLSearchParams();
+    if (args.after) query.set("after", args.after);
+    if (args.limit !== undefined) query.set("limit", String(args.limit));
+    const w = await this.#data<{ keys?: WireKey[]; next?: string }>({ method: "GET", path: "/v1/keys", query, ...call(args) });
+    const page: KeyPage = { keys: (w?.keys ?? []).map(toKeyInfo) };
+    if (w?.next) page.next = w.next;
+    return page;
+  }
+
+  /**
+   * Deletes the stored API key `name`: the server refuses it at once (an
+   * UnauthorizedError), every other server over the store within its
+   * refresh interval. A KeyNotFoundError if there is no such key.
+   */
+  async revokeKey(name: string, opts: CallOptions = {}): Promise<void> {
+    if (typeof name !== "string" || name === "") throw new ValidationError("invalid name: the key's name must be a non-empty string", "name", String(name));
+    await this.send({ method: "DELETE", path: `/v1/keys/${seg(name)}`, ...call(opts) });
   }
 
   // --- entities ----------------------------------------------------------

@@ -112,9 +112,24 @@ export class UnauthorizedError extends TollgateError {
   override name = "UnauthorizedError";
 }
 
-/** `403 permission_denied`: the key's role or namespace does not allow the call. */
+/**
+ * `403 permission_denied`: the key's role, namespace or entity scope does
+ * not allow the call. `field` names what the key may not send or reach, if
+ * that is why: `limits` (its own limits, without `allowLimits`),
+ * `on_unavailable` (`allow` where the stored mode is block, without
+ * `allowLimits`) or `entity` (beyond the entity the key is confined to);
+ * it is `""` for a refusal of the key's role or namespace. `reason` then
+ * says why.
+ */
 export class ForbiddenError extends TollgateError {
   override name = "ForbiddenError";
+  /** The field the key may not send or reach (`limits`, `on_unavailable`, `entity`), or `""`. */
+  readonly field: string;
+
+  constructor(message: string, details: ErrorDetails = {}, field = "") {
+    super(message, details);
+    this.field = field;
+  }
 }
 
 /** `404 not_found`; `reason` says what: `not_found` (no limits at that scope), `no_route`, or a subclass's. */
@@ -130,6 +145,11 @@ export class EntityNotFoundError extends NotFoundError {
 /** `404 namespace_not_found`: the namespace is not registered. */
 export class NamespaceNotFoundError extends NotFoundError {
   override name = "NamespaceNotFoundError";
+}
+
+/** `404 key_not_found`: the namespace has no stored API key of that name (keys of the server's keys file are not stored). */
+export class KeyNotFoundError extends NotFoundError {
+  override name = "KeyNotFoundError";
 }
 
 /**
@@ -181,6 +201,11 @@ export class EntityExistsError extends ConflictError {
 /** `409 namespace_exists` (the name may be taken by a deleted namespace). */
 export class NamespaceExistsError extends ConflictError {
   override name = "NamespaceExistsError";
+}
+
+/** `409 key_exists`: the namespace has a stored API key of that name. */
+export class KeyExistsError extends ConflictError {
+  override name = "KeyExistsError";
 }
 
 /** `409 namespace_deleted`: the namespace is soft-deleted. */
@@ -294,7 +319,7 @@ export function errorFromResponse(status: number, headers: Headers, text: string
     case "unauthenticated":
       return new UnauthorizedError(message, d);
     case "permission_denied":
-      return new ForbiddenError(message, d);
+      return new ForbiddenError(message, d, truncate(body.field, maxFieldLength));
     case "not_found":
       switch (reason) {
         case "entity_not_found":
@@ -303,6 +328,8 @@ export function errorFromResponse(status: number, headers: Headers, text: string
           return new NamespaceNotFoundError(message, d);
         case "lease_not_found":
           return new LeaseNotFoundError(message, d);
+        case "key_not_found":
+          return new KeyNotFoundError(message, d);
         default:
           return new NotFoundError(message, d);
       }
@@ -316,6 +343,8 @@ export function errorFromResponse(status: number, headers: Headers, text: string
           return new NamespaceExistsError(message, d);
         case "namespace_deleted":
           return new NamespaceDeletedError(message, d);
+        case "key_exists":
+          return new KeyExistsError(message, d);
         case "lease_closed": // servers before leases lived in the store
           return new LeaseClosedError(message, d);
         default:

@@ -11,6 +11,8 @@ export {
   EntityExistsError,
   EntityNotFoundError,
   ForbiddenError,
+  KeyExistsError,
+  KeyNotFoundError,
   LeaseClosedError,
   LeaseNotFoundError,
   NamespaceDeletedError,

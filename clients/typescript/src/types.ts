@@ -260,6 +260,59 @@ export interface Namespace {
   deletedAtMs?: number;
 }
 
+/** What `reset` takes. */
+export interface ResetArgs extends CallOptions {
+  entity: string;
+  resource: string;
+  /** The rate limits to refill; absent: every refilling limit the bucket holds. */
+  limits?: string[] | undefined;
+  /** Kept in the audit event (`limit.reset`). */
+  reason?: string | undefined;
+}
+
+/** The role of an API key (docs/security.md): what its calls may do in its namespace. */
+export type KeyRole = "acquire" | "read" | "admin";
+
+/** A stored API key, as `listKeys` lists it: never its secret, nor its hash. */
+export interface KeyInfo {
+  name: string;
+  namespace: string;
+  role: KeyRole;
+  /** The key acts on this entity and its descendants only; absent: on every entity. */
+  entity?: string;
+  /** The key may send its own limits, and `onUnavailable: "allow"` where the stored mode is block (admin keys may anyway). */
+  allowLimits: boolean;
+  createdAtMs: number;
+  /** When the key stops working; absent: never (until revoked). */
+  expiresAtMs?: number;
+}
+
+/** The outcome of `createKey`: the key, and its secret in `key`, shown this once (the server keeps a hash). */
+export interface CreatedKey extends KeyInfo {
+  /** The secret: `new Client({ baseUrl, apiKey: created.key })`. */
+  key: string;
+}
+
+/** What `createKey` takes. */
+export interface CreateKeyArgs extends CallOptions {
+  /** Unique in the namespace (`^[A-Za-z0-9][A-Za-z0-9_.:@-]*$`, at most 64 bytes): the principal of what the key changes. */
+  name: string;
+  role: KeyRole;
+  /** Confines the key to this entity and its descendants. */
+  entity?: string | undefined;
+  /** Lets the key send its own limits and a looser unavailable mode. */
+  allowLimits?: boolean | undefined;
+  /** How long the key works, rounded up to whole seconds; absent: until revoked. */
+  expiresInMs?: number | undefined;
+}
+
+/** A page of stored API keys (`listKeys`). */
+export interface KeyPage {
+  keys: KeyInfo[];
+  /** Present when the page is full: pass as `after` for the next one (which may be empty). */
+  next?: string;
+}
+
 /** A usage query: `entity`, or `resource`, or both. */
 export interface UsageQuery extends CallOptions {
   entity?: string | undefined;

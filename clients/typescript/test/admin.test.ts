@@ -155,6 +155,39 @@ describe("penalize", () => {
     );
   });
 
+  test("reset lifts a penalty: the limits named, or every refilling one", async () => {
+    const entity = unique("key");
+    const resource = unique("openai");
+    await client.setLimits({ resource }, { limits: ["rpm:600", "tpm:100000", "inflight:2/concurrent"] });
+    await client.penalize({ entity, resource, retryAfterMs: 60_000, limits: ["rpm", "tpm"], reason: "openai 429" });
+    await assert.rejects(client.acquireAndCommit({ entity, resource, consume: { rpm: 1 } }), RateLimitExceeded);
+
+    await client.reset({ entity, resource, limits: ["rpm"], reason: "vendor back" });
+    await client.acquireAndCommit({ entity, resource, consume: { rpm: 1 } }); // rpm refilled
+    await assert.rejects(client.acquireAndCommit({ entity, resource, consume: { tpm: 1 } }), RateLimitExceeded); // tpm not
+
+    await client.reset({ entity, resource }); // every refilling limit
+    await client.acquireAndCommit({ entity, resource, consume: { rpm: 1, tpm: 100 } });
+    // Refilled (and refilling since): 100000 less the 100 just taken, give or take refill.
+    const tpm = (await client.available({ entity, resource })).find((s) => s.limit === "tpm")?.available ?? 0;
+    assert.ok(tpm >= 99_900 && tpm <= 100_000, `tpm ${tpm}`);
+    const events = await client.auditEvents({ entity });
+    const resets = events.events.filter((e) => e.action === "limit.reset");
+    assert.equal(resets.length, 2);
+    assert.equal(resets[0]?.details?.["reason"], "vendor back");
+
+    // Concurrency limits come back when leases end, not by reset; a limit
+    // the bucket does not hold cannot be reset.
+    for (const limits of [["inflight"], ["nope"]]) {
+      await assert.rejects(
+        client.reset({ entity, resource, limits }),
+        (e: unknown) => e instanceof ValidationError && e.status === 400 && e.field === "limits",
+      );
+    }
+    await assert.rejects(client.reset({ entity, resource, limits: [] }), (e: unknown) => e instanceof ValidationError && e.field === "limits");
+    await client.reset({ entity: unique("nobody"), resource }); // no bucket: full already
+  });
+
   test("lease.penalize penalizes the lease's entity and resource", async () => {
     const entity = unique("key");
     const limits = ["rpm:600", "tpm:100000"];

@@ -12,8 +12,11 @@ const keys: Record<"admin" | "acquire" | "read", string> = { admin: "", acquire:
 
 before(async () => {
   const admin = await newKey("ops", "admin", "*");
-  const acquire = await newKey("checkout", "acquire", "default");
-  const read = await newKey("dashboard", "read", "default");
+  // The calls below send their own limits (available too): a key needs
+  // allow_limits for that.
+  const acquire = await newKey("checkout", "acquire", "default", { allowLimits: true });
+  assert.match(acquire.line, / allow_limits$/);
+  const read = await newKey("dashboard", "read", "default", { allowLimits: true });
   keys.admin = admin.key;
   keys.acquire = acquire.key;
   keys.read = read.key;

@@ -121,9 +121,22 @@ async function startOn(port: number, extraArgs: string[]): Promise<RunningServer
   }
 }
 
-/** A new API key and its keys-file line, from `tollgate keys new`. */
-export async function newKey(name: string, role: "acquire" | "read" | "admin", namespace: string): Promise<{ key: string; line: string }> {
-  const { stdout, stderr } = await promisify(execFile)(tollgateBin(), ["keys", "new", "--name", name, "--role", role, "--namespace", namespace], {
+/**
+ * A new API key and its keys-file line, from `tollgate keys new`. `entity`
+ * confines the key to that entity and its descendants (the line's
+ * `entity=ID`); `allowLimits` lets it send its own limits (the line's
+ * `allow_limits`).
+ */
+export async function newKey(
+  name: string,
+  role: "acquire" | "read" | "admin",
+  namespace: string,
+  opts: { entity?: string; allowLimits?: boolean } = {},
+): Promise<{ key: string; line: string }> {
+  const args = ["keys", "new", "--name", name, "--role", role, "--namespace", namespace];
+  if (opts.entity !== undefined) args.push("--entity", opts.entity);
+  if (opts.allowLimits) args.push("--allow-limits");
+  const { stdout, stderr } = await promisify(execFile)(tollgateBin(), args, {
     timeout: 10_000,
   });
   const key = /tg_[A-Za-z0-9_-]+/.exec(stderr)?.[0];

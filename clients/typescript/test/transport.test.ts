@@ -10,6 +10,9 @@ import { after, describe, test } from "node:test";
 import {
   BadResponseError,
   Client,
+  ForbiddenError,
+  KeyExistsError,
+  KeyNotFoundError,
   RateLimitExceeded,
   ServerError,
   ServerUnreachableError,
@@ -161,6 +164,41 @@ describe("transport", () => {
     await assert.rejects(client.capacity("r"), (e: unknown) => e instanceof UnimplementedError && e.reason === "capacity_unsupported");
     await assert.rejects(client.ready(), (e: unknown) => e instanceof ServerError && e.status === 500);
     await assert.rejects(client.send({ method: "GET", path: "/v1/big" }), (e: unknown) => e instanceof BadResponseError && /larger than/.test(e.message));
+  });
+
+  test("403 names the field; key reasons are their own classes; a created key needs its secret", async () => {
+    const s = await stub((req, res) => {
+      res.setHeader("Content-Type", "application/json");
+      if (req.url === "/v1/acquire") {
+        res.writeHead(403);
+        res.end('{"error":"permission_denied","message":"permission denied: entity: no","field":"entity","reason":"no"}');
+      } else if (req.url === "/v1/keys/ci") {
+        res.writeHead(404);
+        res.end('{"error":"not_found","message":"revoke key ci: API key not found","reason":"key_not_found"}');
+      } else if (req.url === "/v1/keys" && req.headers["x-tollgate-namespace"] === "taken") {
+        res.writeHead(409);
+        res.end('{"error":"conflict","message":"create key ci: API key already exists","reason":"key_exists"}');
+      } else if (req.url === "/v1/keys") {
+        res.writeHead(201);
+        res.end('{"name":"ci","namespace":"default","role":"acquire","allow_limits":false,"created_at_ms":1}');
+      } else {
+        res.writeHead(403);
+        res.end('{"error":"permission_denied","message":"permission denied: role read may not do this"}');
+      }
+    });
+    closers.push(s.close);
+    const client = new Client({ baseUrl: s.url });
+    const err = await client.acquire({ entity: "k", resource: "r", consume: { rpm: 1 } }).then(
+      () => assert.fail("granted"),
+      (e: unknown) => e,
+    );
+    assert.ok(err instanceof ForbiddenError, String(err));
+    assert.equal(err.field, "entity");
+    assert.equal(err.reason, "no");
+    await assert.rejects(client.reset({ entity: "k", resource: "r" }), (e: unknown) => e instanceof ForbiddenError && e.field === "" && e.reason === undefined);
+    await assert.rejects(client.revokeKey("ci"), KeyNotFoundError);
+    await assert.rejects(new Client({ baseUrl: s.url, namespace: "taken" }).createKey({ name: "ci", role: "acquire" }), KeyExistsError);
+    await assert.rejects(client.createKey({ name: "ci", role: "acquire" }), BadResponseError);
   });
 
   test("the base URL and options are checked", () => {
