@@ -7,11 +7,11 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/tollgate-rl/tollgate"
 	"github.com/tollgate-rl/tollgate/api"
+	"github.com/tollgate-rl/tollgate/internal/strictjson"
 	"github.com/tollgate-rl/tollgate/model"
 )
 
@@ -156,23 +156,27 @@ func setJSONHeaders(h http.Header) {
 	h["Cache-Control"] = cacheControlNo
 }
 
-// decode reads a JSON body of at most api.MaxBodyBytes into v, strictly:
-// unknown fields and trailing data are errors.
+// decode reads a JSON body of at most api.MaxBodyBytes into v, strictly
+// (strictjson.Unmarshal): null, a duplicate key, a member that is not one
+// of v's fields spelt exactly, a value of the wrong type and trailing data
+// are each a *model.ValidationError naming the member.
 func decode(w http.ResponseWriter, r *http.Request, v any) error {
 	r.Body = http.MaxBytesReader(w, r.Body, api.MaxBodyBytes)
-	dec := json.NewDecoder(r.Body)
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
+	data, err := io.ReadAll(r.Body)
+	if err != nil {
 		return bodyError(err)
 	}
-	if _, err := dec.Token(); err != io.EOF {
-		return model.Invalid("body", "", "trailing data after the JSON object")
+	if err := strictjson.Unmarshal(data, v); err != nil {
+		return bodyError(err)
 	}
 	return nil
 }
 
+// bodyError is the *model.ValidationError of a body that could not be read
+// or decoded: on the member at fault, or else on "body".
 func bodyError(err error) error {
 	var tooBig *http.MaxBytesError
+	var strict *strictjson.Error
 	var syntax *json.SyntaxError
 	var typ *json.UnmarshalTypeError
 	switch {
@@ -180,12 +184,16 @@ func bodyError(err error) error {
 		return model.Invalid("body", "", fmt.Sprintf("larger than %d bytes", api.MaxBodyBytes))
 	case errors.Is(err, io.EOF):
 		return model.Invalid("body", "", "empty; want a JSON object")
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return model.Invalid("body", "", "malformed JSON: it ends inside a value")
 	case errors.As(err, &syntax):
 		return model.Invalid("body", "", fmt.Sprintf("malformed JSON at byte %d", syntax.Offset))
-	case errors.As(err, &typ):
+	case errors.As(err, &strict) && strict.Field == "":
+		return model.Invalid("body", strict.Value, strict.Reason)
+	case errors.As(err, &strict):
+		return model.Invalid(strict.Field, strict.Value, strict.Reason)
+	case errors.As(err, &typ): // strictjson checks types first; kept for safety
 		return model.Invalid(typ.Field, "", "want "+typ.Type.String()+", got JSON "+typ.Value)
-	case strings.HasPrefix(err.Error(), "json: unknown field "):
-		return model.Invalid(strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`), "", "unknown field")
 	}
 	return model.Invalid("body", "", "unreadable: "+err.Error())
 }
