@@ -37,22 +37,26 @@ func (c *call) writeOpts() []tollgate.WriteOption {
 type handlerFunc func(w http.ResponseWriter, r *http.Request, c *call) error
 
 // route is one pattern registered on the server's mux, with who may call
-// it.
+// it and the query parameters it reads.
 type route struct {
 	pattern string
 	access  access
+	query   []param
 }
 
 // register records that pattern is served, for a access.
-func (s *Server) register(pattern string, a access) {
-	s.registered = append(s.registered, route{pattern: pattern, access: a})
+func (s *Server) register(pattern string, a access, query ...param) {
+	s.registered = append(s.registered, route{pattern: pattern, access: a, query: query})
 }
 
 // handle registers h for pattern behind authorisation, error mapping, logs
-// and metrics.
-func (s *Server) handle(pattern string, a access, h handlerFunc) {
-	s.register(pattern, a)
+// and metrics. The request's query may hold the parameters query names and
+// no other (checkQuery), except on the catch-all "/", which answers 404 or
+// 405 whatever the query.
+func (s *Server) handle(pattern string, a access, h handlerFunc, query ...param) {
+	s.register(pattern, a, query...)
 	rm := s.metrics.route(pattern)
+	strictQuery := pattern != "/"
 	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		// One allocation for the request's writer and call.
@@ -62,6 +66,11 @@ func (s *Server) handle(pattern string, a access, h handlerFunc) {
 		err := s.authorize(r, a, &st.call)
 		if err == nil {
 			c = &st.call
+			if strictQuery && r.URL.RawQuery != "" {
+				err = checkQuery(r.URL.RawQuery, query)
+			}
+		}
+		if err == nil {
 			err = h(sw, r, c)
 		}
 		if err != nil {
