@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/tollgate-rl/tollgate"
@@ -200,11 +201,23 @@ func bodyError(err error) error {
 	case errors.As(err, &strict) && strict.Field == "":
 		return model.Invalid("body", strict.Value, strict.Reason)
 	case errors.As(err, &strict):
-		return model.Invalid(strict.Field, strict.Value, strict.Reason)
+		return model.Invalid(fieldName(strict.Field), strict.Value, strict.Reason)
 	case errors.As(err, &typ): // strictjson checks types first; kept for safety
 		return model.Invalid(typ.Field, "", "want "+typ.Type.String()+", got JSON "+typ.Value)
 	}
 	return model.Invalid("body", "", "unreadable: "+err.Error())
+}
+
+// maxFieldName bounds the name of a field as an error repeats it: a name
+// the caller sent (an unknown member or parameter) may be long.
+const maxFieldName = 128
+
+// fieldName is name, cut to maxFieldName bytes of valid UTF-8 and "...".
+func fieldName(name string) string {
+	if len(name) <= maxFieldName {
+		return name
+	}
+	return strings.ToValidUTF8(name[:maxFieldName], "") + "..."
 }
 
 // requestState is what handle keeps for one request.

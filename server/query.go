@@ -56,14 +56,14 @@ func checkQuery(raw string, ps []param) error {
 			return model.Invalid("query", k, "malformed parameter name: "+err.Error())
 		}
 		if _, err := url.QueryUnescape(v); err != nil {
-			return model.Invalid(name, v, "malformed value: "+err.Error())
+			return model.Invalid(fieldName(name), v, "malformed value: "+err.Error())
 		}
 		i := indexOf(ps, name)
 		switch {
 		case name == "":
 			return model.Invalid("query", pair, "a parameter without a name")
 		case i < 0:
-			return model.Invalid(name, "", "unknown query parameter"+known(ps))
+			return model.Invalid(fieldName(name), "", "unknown query parameter"+known(ps))
 		case !ps[i].list && counts[i] > 0:
 			return model.Invalid(name, "", "given more than once; it takes one value")
 		}

@@ -34,6 +34,7 @@ func TestCheckQuery(t *testing.T) {
 		{raw: "entity=%zz", field: "entity"},
 		{raw: "=1", field: "query"},
 		{raw: "limit=1&nope=1&entity=a&entity=b", field: "nope"}, // the first fault
+		{raw: strings.Repeat("n", 1000) + "=1", field: strings.Repeat("n", maxFieldName) + "..."},
 	} {
 		err := checkQuery(c.raw, ps)
 		switch {

@@ -270,6 +270,16 @@ func TestAcquireProbes(t *testing.T) {
 	}
 }
 
+// A member name the error repeats is cut short.
+func TestStrictLongName(t *testing.T) {
+	e := newEnv(t)
+	var er api.Error
+	e.want(http.StatusBadRequest, "POST", "/v1/entities", `{"id":"k","`+strings.Repeat("x", 10000)+`":1}`, &er)
+	if want := strings.Repeat("x", maxFieldName) + "..."; er.Field != want || len(er.Message) > 1000 {
+		t.Errorf("field %q, message of %d bytes", er.Field, len(er.Message))
+	}
+}
+
 // fieldOf returns the field of a 400's error body, or the status.
 func fieldOf(err error) string {
 	status, body := api.ErrorBody(err)
