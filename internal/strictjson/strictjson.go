@@ -108,7 +108,7 @@ func (c *checker) value(t reflect.Type, path string) error {
 	t, opaque := target(t)
 	switch tok := tok.(type) {
 	case nil:
-		return &Error{Field: path, Value: "null", Reason: "null is not allowed: leave the member out instead"}
+		return nullError(path)
 	case json.Delim: // '{' or '[': the document is well-formed
 		switch {
 		case opaque:
@@ -194,6 +194,16 @@ func fitsNumber(t reflect.Type, n string) bool {
 	return err == nil
 }
 
+// nullError is the error of a null at path: a member's, with the way out,
+// or an array element's or the document's.
+func nullError(path string) error {
+	reason := "null is not allowed"
+	if path != "" && !strings.HasSuffix(path, "]") {
+		reason += ": leave the member out instead"
+	}
+	return &Error{Field: path, Value: "null", Reason: reason}
+}
+
 // mismatch is the error of a value of JSON kind got where t was wanted.
 func mismatch(t reflect.Type, path, got, value string) error {
 	return &Error{Field: path, Value: value, Reason: "want " + t.String() + ", got JSON " + got}
@@ -258,7 +268,7 @@ func (c *checker) any(path string) error {
 		return err
 	}
 	if tok == nil {
-		return &Error{Field: path, Value: "null", Reason: "null is not allowed"}
+		return nullError(path)
 	}
 	if d, ok := tok.(json.Delim); ok {
 		return c.rest(d, path)
