@@ -225,11 +225,14 @@ func (d *leaseData) reload(ctx context.Context) error {
 	}
 	d.rec, d.pending = &fresh, merged
 	// Two refunds, each within what the lease consumed, may together
-	// exceed it: a lease gives back at most what it took (Adjust).
+	// exceed it: a lease gives back at most what it took (Adjust). Two
+	// additions may likewise together take it above maxNet. Each was
+	// accepted, so the sum is brought back within bounds rather than
+	// refused.
 	for i := range d.pending {
-		if net := d.netOf(d.pending[i].name); net < 0 {
-			d.pending[i].amount -= net
-		}
+		a := &d.pending[i]
+		least, most := d.initialRange(a.name)
+		a.amount = min(max(a.amount, -least), maxNet-most)
 	}
 	return nil
 }

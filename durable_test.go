@@ -464,6 +464,38 @@ func TestDurableLeaseConflictMerges(t *testing.T) {
 	}
 }
 
+// Two handles' additions, each within MaxTokens net, may together exceed
+// it: the merge keeps the lease's net consumption at MaxTokens.
+func TestDurableLeaseConflictMergeBounded(t *testing.T) {
+	ctx := context.Background()
+	st := memory.New()
+	lim, _ := newLim(t, st)
+	le := mustAcquire(t, lim, "key-1", "api", tollgate.Consume{"rpm": 10, "inflight": 1}, slots)
+	r, err := lim.ResumeLease(ctx, le.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	big := tollgate.Consume{"rpm": model.MaxTokens - 10}
+	if err := r.Adjust(ctx, big); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := le.Adjust(ctx, big); err != nil { // this handle has not seen r's
+		t.Fatal(err)
+	}
+	if err := le.Sync(ctx); err != nil { // meets r's version: merges
+		t.Fatal(err)
+	}
+	if got := le.Consumed()["rpm"]; got != model.MaxTokens {
+		t.Errorf("Consumed after the merge = %d, want MaxTokens (%d)", got, model.MaxTokens)
+	}
+	if rec := record(t, st, le); rec.PendingOf("rpm") != (model.MaxTokens-10)*1000 {
+		t.Errorf("record's pending rpm = %d millitokens, want %d", rec.PendingOf("rpm"), (model.MaxTokens-10)*1000)
+	}
+}
+
 // An id collision (the store refuses the record) is retried once with a
 // fresh id; the refused attempt debited nothing.
 func TestDurableLeaseIDCollision(t *testing.T) {

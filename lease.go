@@ -167,20 +167,44 @@ func (d *leaseData) release() {
 	d.lim.leases.Put(d)
 }
 
+// maxNet bounds a lease's net consumption of a limit, in millitokens, in
+// both directions: model.MaxTokens, the most one acquire may take. Within
+// it an adjustment cannot saturate a bucket that is not already deep in
+// debt, and the lease's record and Consumed stay exact.
+const maxNet = model.MaxTokens * bucket.MilliPerToken
+
 // netOf returns the lease's net consumption of limit name so far, in
 // millitokens: the initial amount plus pending adjustments, in the bucket of
 // the cascade that has the least of it (every bucket with the limit receives
 // the same adjustments).
 func (d *leaseData) netOf(name string) int64 {
-	least := int64(-1)
+	least, _ := d.netRange(name)
+	return least
+}
+
+// netRange returns the least and the greatest net consumption of limit
+// name over the buckets of the cascade that have it (netOf); both are the
+// pending adjustments alone for a lease without buckets (a degraded one).
+func (d *leaseData) netRange(name string) (least, most int64) {
+	least, most = d.initialRange(name)
+	p := d.pendingOf(name)
+	return saturatingAdd(least, p), saturatingAdd(most, p)
+}
+
+// initialRange returns the least and the greatest initial amount of limit
+// name over the buckets of the cascade that have it, 0 and 0 if none has.
+func (d *leaseData) initialRange(name string) (least, most int64) {
+	least = -1
 	for i := range d.req.Buckets {
 		if j := d.req.Buckets[i].Find(name); j >= 0 {
-			if a := d.req.Buckets[i].Limits[j].Amount; least < 0 || a < least {
+			a := d.req.Buckets[i].Limits[j].Amount
+			if least < 0 || a < least {
 				least = a
 			}
+			most = max(most, a)
 		}
 	}
-	return saturatingAdd(max(least, 0), d.pendingOf(name))
+	return max(least, 0), most
 }
 
 func (d *leaseData) pendingOf(name string) int64 {
@@ -243,12 +267,15 @@ func (le *Lease) Statuses() []Status {
 //
 // A lease gives back at most what it took: its net consumption of a limit
 // (the initial amount plus every adjustment) never goes below zero, so that
-// a lease cannot refund consumption it did not make (another caller's). An
-// adjustment that would make it negative, like naming a limit the lease does
+// a lease cannot refund consumption it did not make (another caller's). Nor
+// does it go above MaxTokens, the most one acquire may take, so that no
+// adjustment saturates a bucket's balance silently. An adjustment that
+// would take it out of [0, MaxTokens], like naming a limit the lease does
 // not have or a concurrency limit, is a *ValidationError naming the field
 // consume.NAME. A rejected call changes nothing: the whole delta applies, or
 // none of it. A degraded lease, which wrote nothing and will write nothing,
-// accepts any adjustment within range.
+// accepts any adjustment that keeps the sum of its adjustments of each limit
+// within [-MaxTokens, MaxTokens].
 //
 // It takes a context as the Go client's Lease.Adjust does (that one writes
 // through the server at once), so that code written against Acquirer runs
@@ -261,23 +288,8 @@ func (le *Lease) Adjust(_ context.Context, delta Consume) error {
 	}
 	defer d.mu.Unlock()
 	for name, n := range delta {
-		if _, ok := bucket.Milli(n); !ok {
-			return model.Invalid("consume."+name, strconv.FormatInt(n, 10), "exceeds "+strconv.FormatInt(model.MaxTokens, 10)+" in magnitude")
-		}
-		if len(d.req.Buckets) == 0 {
-			continue // degraded: nothing to check against, nothing will be written
-		}
-		switch i := d.req.Buckets[0].Find(name); {
-		case i < 0:
-			return model.Invalid("consume."+name, strconv.FormatInt(n, 10), "the lease has no limit named "+strconv.Quote(name))
-		case d.req.Buckets[0].Limits[i].Params.Amount == 0:
-			return model.Invalid("consume."+name, strconv.FormatInt(n, 10), "concurrency limit "+strconv.Quote(name)+
-				" cannot be adjusted: its tokens are held for the whole lease and returned when it ends")
-		}
-		if net := d.netOf(name); saturatingAdd(net, n*bucket.MilliPerToken) < 0 { // n is in range (Milli)
-			return model.Invalid("consume."+name, strconv.FormatInt(n, 10), "would make the lease's net consumption of "+
-				strconv.Quote(name)+" negative: a lease gives back at most what it consumed, "+
-				strconv.FormatInt(bucket.Available(bucket.State{Tokens: net}), 10)+" so far")
+		if err := d.checkAdjust(name, n); err != nil {
+			return err
 		}
 	}
 	for name, n := range delta {
@@ -289,6 +301,43 @@ func (le *Lease) Adjust(_ context.Context, delta Consume) error {
 			d.pending = append(d.pending, adjustment{name: name})
 		}
 		d.pending[i].amount = saturatingAdd(d.pending[i].amount, n*bucket.MilliPerToken) // checked above
+	}
+	return nil
+}
+
+// checkAdjust checks an adjustment of n whole tokens of limit name (see
+// Adjust). The caller holds d.mu.
+func (d *leaseData) checkAdjust(name string, n int64) error {
+	milli, ok := bucket.Milli(n)
+	if !ok {
+		return model.Invalid("consume."+name, strconv.FormatInt(n, 10), "exceeds "+strconv.FormatInt(model.MaxTokens, 10)+" in magnitude")
+	}
+	least, most := d.netRange(name)
+	if len(d.req.Buckets) == 0 { // degraded: nothing to check against, nothing will be written
+		if p := least + milli; p > maxNet || p < -maxNet { // |least|, |milli| <= maxNet: no overflow
+			return model.Invalid("consume."+name, strconv.FormatInt(n, 10), "would take the adjustments of "+strconv.Quote(name)+
+				" beyond "+strconv.FormatInt(model.MaxTokens, 10)+" in magnitude")
+		}
+		return nil
+	}
+	switch i := d.req.Buckets[0].Find(name); {
+	case i < 0:
+		return model.Invalid("consume."+name, strconv.FormatInt(n, 10), "the lease has no limit named "+strconv.Quote(name))
+	case d.req.Buckets[0].Limits[i].Params.Amount == 0:
+		return model.Invalid("consume."+name, strconv.FormatInt(n, 10), "concurrency limit "+strconv.Quote(name)+
+			" cannot be adjusted: its tokens are held for the whole lease and returned when it ends")
+	}
+	// least, most and milli are at most bucket.MaxTokens in magnitude:
+	// their sums fit in int64.
+	switch {
+	case least+milli < 0:
+		return model.Invalid("consume."+name, strconv.FormatInt(n, 10), "would make the lease's net consumption of "+
+			strconv.Quote(name)+" negative: a lease gives back at most what it consumed, "+
+			strconv.FormatInt(bucket.Available(bucket.State{Tokens: least}), 10)+" so far")
+	case most+milli > maxNet:
+		return model.Invalid("consume."+name, strconv.FormatInt(n, 10), "would take the lease's net consumption of "+
+			strconv.Quote(name)+" above "+strconv.FormatInt(model.MaxTokens, 10)+", the most one acquire may take: "+
+			strconv.FormatInt(bucket.Available(bucket.State{Tokens: most}), 10)+" so far")
 	}
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/tollgate-rl/tollgate"
+	"github.com/tollgate-rl/tollgate/model"
 	"github.com/tollgate-rl/tollgate/store/memory"
 )
 
@@ -392,6 +393,66 @@ func TestLeaseAdjustNetNeverNegativeInCascade(t *testing.T) {
 	}
 }
 
+// Nor does a lease's net consumption of a limit go above MaxTokens, the
+// most one acquire may take: an adjustment that would take it there is
+// refused whole, rather than saturating the bucket's balance.
+func TestLeaseAdjustNetAtMostMaxTokens(t *testing.T) {
+	ctx := context.Background()
+	lim, _ := newLim(t, memory.New())
+	le := mustAcquire(t, lim, "k", "llm", tollgate.Consume{"rpm": 1, "tpm": 500}, llmLimits)
+	const max = model.MaxTokens
+	wantValidation(t, le.Adjust(ctx, tollgate.Consume{"tpm": max}), "consume.tpm")
+	// The probe's adjustment, once and then again.
+	probe := tollgate.Consume{"tpm": 4_600_000_000_000_000}
+	if err := le.Adjust(ctx, probe); err != nil {
+		t.Fatal(err)
+	}
+	wantValidation(t, le.Adjust(ctx, probe), "consume.tpm")
+	if err := le.Adjust(ctx, tollgate.Consume{"tpm": -probe["tpm"]}); err != nil {
+		t.Fatal(err)
+	}
+	if err := le.Adjust(ctx, tollgate.Consume{"tpm": max - 1000}); err != nil {
+		t.Fatal(err)
+	}
+	if err := le.Adjust(ctx, tollgate.Consume{"tpm": 500}); err != nil { // exactly MaxTokens net
+		t.Fatal(err)
+	}
+	wantValidation(t, le.Adjust(ctx, tollgate.Consume{"rpm": 1, "tpm": 1}), "consume.tpm")
+	if got := le.Consumed(); got["rpm"] != 1 || got["tpm"] != max {
+		t.Errorf("Consumed = %v after refused adjustments, want rpm 1, tpm %d", got, max)
+	}
+	if err := le.Adjust(ctx, tollgate.Consume{"tpm": -max}); err != nil { // back to 0 net
+		t.Fatal(err)
+	}
+	if err := le.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := availableOf(t, lim, "k", "llm", "tpm", llmLimits); got != 10_000 {
+		t.Errorf("tpm available = %d, want 10000", got)
+	}
+}
+
+// The bound counts the adjustments a resumed lease finds in its record.
+func TestResumedLeaseAdjustNetAtMostMaxTokens(t *testing.T) {
+	ctx := context.Background()
+	lim, _ := newLim(t, memory.New())
+	le := mustAcquire(t, lim, "k", "llm", tollgate.Consume{"tpm": 500}, llmLimits, tollgate.WithDurableLease())
+	if err := le.Adjust(ctx, tollgate.Consume{"tpm": model.MaxTokens - 500}); err != nil {
+		t.Fatal(err)
+	}
+	if err := le.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r, err := lim.ResumeLease(ctx, le.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantValidation(t, r.Adjust(ctx, tollgate.Consume{"tpm": 1}), "consume.tpm")
+	if err := r.Adjust(ctx, tollgate.Consume{"tpm": -1}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // A degraded lease wrote nothing and writes nothing: any adjustment in
 // range is accepted.
 func TestLeaseAdjustDegradedAcceptsRefunds(t *testing.T) {
@@ -405,4 +466,13 @@ func TestLeaseAdjustDegradedAcceptsRefunds(t *testing.T) {
 	if err := le.Adjust(ctx, tollgate.Consume{"rpm": -5}); err != nil {
 		t.Errorf("Adjust of a degraded lease: %v", err)
 	}
+	// Its adjustments of a limit add up to at most MaxTokens in magnitude.
+	if err := le.Adjust(ctx, tollgate.Consume{"rpm": 5 - model.MaxTokens}); err != nil {
+		t.Fatal(err)
+	}
+	wantValidation(t, le.Adjust(ctx, tollgate.Consume{"rpm": -1}), "consume.rpm")
+	if err := le.Adjust(ctx, tollgate.Consume{"rpm": 2 * model.MaxTokens / 2}); err != nil {
+		t.Fatal(err)
+	}
+	wantValidation(t, le.Adjust(ctx, tollgate.Consume{"tpm": model.MaxTokens + 1}), "consume.tpm")
 }

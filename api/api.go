@@ -146,7 +146,8 @@ type EntitiesResponse struct {
 }
 
 // EntityPatch is the body of PATCH /v1/entities/{id}: the fields present
-// replace the entity's, those absent (or null) keep their values. An
+// replace the entity's, those absent keep their values (the server refuses
+// null, as it does in every body). An
 // empty parent_id removes the parent and, unless cascade is given, the
 // cascade flag with it; an empty metadata object removes the metadata.
 type EntityPatch struct {

@@ -148,3 +148,20 @@ func TestOpenAPIErrorCodesAndReasons(t *testing.T) {
 		}
 	}
 }
+
+// The server refuses null anywhere in a request body: no request schema
+// admits it.
+func TestOpenAPIRequestsAdmitNoNull(t *testing.T) {
+	schemas := openAPISchemas(t)
+	for _, name := range []string{"AcquireRequest", "AdjustRequest", "ExtendRequest", "Entity", "EntityPatch", "Limits",
+		"ReserveRequest", "PenaltyFields", "Penalty", "PenalizeRequest", "NamespaceCreate", "Consume"} {
+		sch, ok := schemas[name]
+		if !ok {
+			t.Fatalf("no schema %s", name)
+		}
+		data, _ := json.Marshal(sch)
+		if strings.Contains(string(data), `"null"`) {
+			t.Errorf("schema %s admits null: %s", name, data)
+		}
+	}
+}

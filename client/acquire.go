@@ -102,7 +102,7 @@ func (c *Client) acquire(ctx context.Context, entity, resource string, consume m
 		return api.AcquireResponse{}, model.Invalid("reservation_id", o.Reservation, "reserve with Client.Reserve, not Acquire")
 	}
 	body := api.AcquireRequest{
-		Entity: entity, Resource: resource, Consume: consume, Limits: o.limits,
+		Entity: entity, Resource: resource, Consume: orEmpty(consume), Limits: o.limits,
 		Commit: commit, OnUnavailable: string(o.OnUnavailable),
 	}
 	if !commit && o.LeaseExpiry > 0 {
@@ -206,3 +206,13 @@ func (c *Client) Do(ctx context.Context, entity, resource string, consume model.
 }
 
 var _ model.Acquirer[*Lease] = (*Client)(nil)
+
+// orEmpty is c, or an empty Consume for nil: the server refuses null
+// (a nil map's JSON) where an object belongs, and answers an empty one as
+// the library answers a nil Consume.
+func orEmpty(c model.Consume) model.Consume {
+	if c == nil {
+		return model.Consume{}
+	}
+	return c
+}

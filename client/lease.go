@@ -106,7 +106,7 @@ func (le *Lease) Statuses() []model.Status {
 // records none of it.
 func (le *Lease) Adjust(ctx context.Context, delta model.Consume) error {
 	var resp api.LeaseResponse
-	if err := le.call(ctx, "adjust", api.AdjustRequest{Consume: delta}, &resp); err != nil {
+	if err := le.call(ctx, "adjust", api.AdjustRequest{Consume: orEmpty(delta)}, &resp); err != nil {
 		return err
 	}
 	le.update(resp)

@@ -6,6 +6,7 @@ import (
 	"maps"
 	"net/http"
 	"reflect"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"github.com/tollgate-rl/tollgate"
 	"github.com/tollgate-rl/tollgate/api"
 	"github.com/tollgate-rl/tollgate/client"
+	"github.com/tollgate-rl/tollgate/model"
 	"github.com/tollgate-rl/tollgate/server"
 )
 
@@ -106,6 +108,49 @@ func TestAdjustBelowZeroNetIsInvalid(t *testing.T) {
 		t.Errorf("Consumed %v after the rejected adjustment, want rpm 1", got)
 	}
 	must(t, "Adjust -1", le.Adjust(ctx, tollgate.Consume{"rpm": -1}))
+	must(t, "Commit", le.Commit(ctx))
+}
+
+// An adjustment that would take the lease's net consumption above
+// MaxTokens is the library's validation error, whether it is one
+// adjustment or the second of two, and leaves the lease as it was.
+func TestAdjustAboveMaxTokensIsInvalid(t *testing.T) {
+	c := newEnv(t).client(t)
+	ctx := context.Background()
+	le, err := c.Acquire(ctx, "key-1", "gpt", tollgate.Consume{"tpm": 500}, client.WithLimits(tollgate.PerMinute("tpm", 1000)))
+	must(t, "Acquire", err)
+	probe := tollgate.Consume{"tpm": 4_600_000_000_000_000}
+	must(t, "Adjust", le.Adjust(ctx, probe))
+	for _, delta := range []tollgate.Consume{probe, {"tpm": model.MaxTokens}} {
+		err = le.Adjust(ctx, delta)
+		var ve *tollgate.ValidationError
+		if !errors.As(err, &ve) || ve.Field != "consume.tpm" {
+			t.Fatalf("Adjust(%v): err = %v (%T), want *ValidationError on consume.tpm", delta, err, err)
+		}
+	}
+	if got := le.Consumed()["tpm"]; got != 500+probe["tpm"] {
+		t.Errorf("Consumed tpm %d after the refused adjustments, want %d", got, 500+probe["tpm"])
+	}
+	must(t, "Rollback", le.Rollback(ctx))
+}
+
+// A nil Consume or limits goes out as an empty object or list, never as
+// null, which the server refuses: the answers are the library's.
+func TestNilIsNotNull(t *testing.T) {
+	c := newEnv(t).client(t)
+	ctx := context.Background()
+	_, err := c.Acquire(ctx, "key-1", "gpt", nil, client.WithLimits(tollgate.PerMinute("tpm", 1000)))
+	var ve *tollgate.ValidationError
+	if !errors.As(err, &ve) || ve.Field != "consume" || strings.Contains(ve.Reason, "null") {
+		t.Errorf("Acquire with nil consume: %v, want the library's invalid consume", err)
+	}
+	le, err := c.Acquire(ctx, "key-1", "gpt", tollgate.Consume{"tpm": 1}, client.WithLimits(tollgate.PerMinute("tpm", 1000)))
+	must(t, "Acquire", err)
+	must(t, "Adjust(nil)", le.Adjust(ctx, nil))
+	err = le.Penalize(ctx, epoch.Add(time.Minute), "", nil)
+	if !errors.As(err, &ve) || ve.Field != "limits" || strings.Contains(ve.Reason, "null") {
+		t.Errorf("Penalize with nil limits: %v, want the library's invalid limits", err)
+	}
 	must(t, "Commit", le.Commit(ctx))
 }
 

@@ -144,6 +144,9 @@ func penalty(until time.Time, reason string, limits []string) api.Penalty {
 	if until.After(time.UnixMilli(ms)) {
 		ms++
 	}
+	if limits == nil {
+		limits = []string{} // not null, which the server refuses
+	}
 	return api.Penalty{UntilMS: ms, Reason: reason, Limits: limits}
 }
 

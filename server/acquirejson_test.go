@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -34,16 +35,67 @@ var acquireBodies = []string{
 	`{"limits":["a",]}`, `{"limits":[1]}`, `{"consume":{"a":1,}}`, `{"consume":{a:1}}`, `[]`, ``, `{`, `"x"`,
 }
 
-// FuzzAcquireRequestJSON holds parseAcquireRequest to encoding/json as
-// decode uses it: whatever the parser accepts, decode reads without error
-// and into the same request.
+// probeBodies are the bodies of probes made as a hostile tenant, which
+// encoding/json alone accepted: a null taken as 0, the last of duplicate
+// keys winning, a name matched without regard to case, an amount that
+// saturated a bucket once adjusted twice.
+var probeBodies = []string{
+	`{"entity":"k","resource":"api","consume":{"q":null}}`,
+	`{"entity":"k","entity":"j","resource":"api","consume":{"rpm":1}}`,
+	`{"entity":"k","resource":"api","consume":{"rpm":1,"rpm":1000}}`,
+	`{"ENTITY":"k","resource":"api","consume":{"rpm":1}}`,
+	`{"entity":"k","resource":"api","consume":{"tpm":4600000000000000}}`,
+	`{"entity":"k","resource":"api","consume":{"rpm":1},"limits":["rpm:5/min"],"limits":["rpm:5000/min"]}`,
+	`{"entity":"k","resource":"api","consume":{"rpm":1},"on_unavailable":null}`,
+}
+
+// FuzzAcquireRequestJSON holds the fast parser and the strict decoder to
+// each other, and the strict decoder to a reference (agree).
 func FuzzAcquireRequestJSON(f *testing.F) {
-	for _, b := range acquireBodies {
+	for _, b := range append(slices.Clone(acquireBodies), probeBodies...) {
 		f.Add(b)
 	}
 	f.Fuzz(func(t *testing.T, body string) {
-		parsesAsDecodes(t, body)
+		agree(t, body)
 	})
+}
+
+// agree checks, for one body:
+//   - that what the fast parser accepts, decode accepts, into the same
+//     request;
+//   - that decodeAcquire (the fast parser, else decode) answers as decode
+//     does: the same request, or the same error (status and field);
+//   - that decode accepts exactly what encoding/json accepts (leniently,
+//     as decode did before it was strict) and referenceStrict finds
+//     strict.
+func agree(t *testing.T, body string) {
+	t.Helper()
+	parsesAsDecodes(t, body)
+	var got, want api.AcquireRequest
+	gotErr := decodeAcquire(httptest.NewRecorder(), httptest.NewRequest("POST", "/v1/acquire", strings.NewReader(body)), &got)
+	wantErr := decode(httptest.NewRecorder(), httptest.NewRequest("POST", "/v1/acquire", strings.NewReader(body)), &want)
+	if !reflect.DeepEqual(gotErr, wantErr) {
+		t.Fatalf("%q: decodeAcquire: %v, decode: %v", body, gotErr, wantErr)
+	}
+	if wantErr == nil && !reflect.DeepEqual(got, want) {
+		t.Fatalf("%q: decodeAcquire reads %#v, decode %#v", body, got, want)
+	}
+	if wantErr != nil {
+		if status, _ := api.ErrorBody(wantErr); status != http.StatusBadRequest {
+			t.Fatalf("%q: decode: %v, a %d", body, wantErr, status)
+		}
+	}
+	var lenient api.AcquireRequest
+	lenientOK := lenientDecode(body, &lenient) == nil
+	strict := lenientOK && referenceStrict(body, acquireFields)
+	switch {
+	case wantErr == nil && !strict:
+		t.Fatalf("%q: decode accepts it: encoding/json %v, strict by the reference %v", body, lenientOK, strict)
+	case wantErr != nil && strict:
+		t.Fatalf("%q: decode refuses it (%v), which is strict and encoding/json reads", body, wantErr)
+	case wantErr == nil && !reflect.DeepEqual(want, lenient):
+		t.Fatalf("%q: decode reads %#v, encoding/json %#v", body, want, lenient)
+	}
 }
 
 // parsesAsDecodes checks that a body the fast parser accepts is one
@@ -64,6 +116,64 @@ func parsesAsDecodes(t *testing.T, body string) {
 	}
 }
 
+// acquireFields are the members of an acquire body.
+var acquireFields = []string{"entity", "resource", "consume", "limits", "commit", "lease_ttl_ms", "on_unavailable"}
+
+// lenientDecode is decode as it was before it was strict: encoding/json
+// with unknown fields disallowed, one value.
+func lenientDecode(body string, v any) error {
+	dec := json.NewDecoder(strings.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return errors.New("trailing data")
+	}
+	return nil
+}
+
+// referenceStrict reports whether a well-formed body is strict, by a walk
+// of its tokens that shares no code with strictjson: no null anywhere, no
+// object with a key twice, and the top-level members among names, exactly.
+func referenceStrict(body string, names []string) bool {
+	dec := json.NewDecoder(strings.NewReader(body))
+	var walk func(depth int) bool
+	walk = func(depth int) bool {
+		tok, err := dec.Token()
+		if err != nil || tok == nil {
+			return false
+		}
+		switch tok {
+		case json.Delim('{'):
+			seen := map[string]bool{}
+			for dec.More() {
+				k, err := dec.Token()
+				key, _ := k.(string)
+				if err != nil || seen[key] || (depth == 0 && !slices.Contains(names, key)) {
+					return false
+				}
+				seen[key] = true
+				if !walk(depth + 1) {
+					return false
+				}
+			}
+			_, err = dec.Token()
+			return err == nil
+		case json.Delim('['):
+			for dec.More() {
+				if !walk(depth + 1) {
+					return false
+				}
+			}
+			_, err = dec.Token()
+			return err == nil
+		}
+		return true
+	}
+	return walk(0)
+}
+
 // FuzzAcquireRequestJSONParts is FuzzAcquireRequestJSON on bodies of the
 // shape the parser accepts, with fuzzed text spliced in raw (quotes,
 // escapes, control bytes, invalid UTF-8, digits) and fuzzed whitespace.
@@ -71,10 +181,12 @@ func FuzzAcquireRequestJSONParts(f *testing.F) {
 	f.Add("key-1", "api", "rpm", "1", "rpm:60/min", "true", " ")
 	f.Add("ключ", "a\\u0041", "a\"b", "-0", "x\u2028", "false", "\n\t")
 	f.Add("k", "r", "n", "9223372036854775807", "", "null", "")
+	f.Add("k", `r","ENTITY":"j`, `q":null,"r`, "1", `x"],"limits":["y`, "true", " ")
+	f.Add("k", `r","entity":"j`, `rpm":1,"rpm`, "4600000000000000", "", "false", "")
 	f.Fuzz(func(t *testing.T, entity, resource, name, amount, limit, commit, ws string) {
 		body := ws + `{"entity":"` + entity + `",` + ws + `"resource":"` + resource + `","consume":{"` + name + `":` + amount +
 			ws + `},"limits":["` + limit + `"` + ws + `],"commit":` + commit + `}` + ws
-		parsesAsDecodes(t, body)
+		agree(t, body)
 	})
 }
 

@@ -18,24 +18,28 @@ import (
 func (s *Server) routes() {
 	s.mux = http.NewServeMux()
 	v := api.Version
+	// The query parameters each route reads (a route given none takes
+	// none): any other, or one of these twice unless it is a list, is a 400.
+	page := params("entity", "resource", "after", "limit")
+	usage := params("entity", "resource", "window", "from", "to", "after", "limit")
 	s.handle("POST "+v+"/acquire", forAcquire, s.acquire)
-	s.handle("GET "+v+"/leases", forAvailable, s.listLeases)
+	s.handle("GET "+v+"/leases", forAvailable, s.listLeases, page...)
 	s.handle("GET "+v+"/leases/{id}", forAcquire, s.getLease)
 	s.handle("POST "+v+"/leases/{id}/adjust", forAcquire, s.adjust)
 	s.handle("POST "+v+"/leases/{id}/extend", forAcquire, s.extend)
 	s.handle("POST "+v+"/leases/{id}/commit", forAcquire, s.endLease(stateCommitted))
 	s.handle("POST "+v+"/leases/{id}/rollback", forAcquire, s.endLease(stateRolledBack))
 	s.handle("POST "+v+"/leases/{id}/penalize", forAcquire, s.penalizeLease)
-	s.handle("GET "+v+"/available", forAvailable, s.available)
+	s.handle("GET "+v+"/available", forAvailable, s.available, one("entity"), one("resource"), list("limits"), list("consume"))
 
 	s.handle("POST "+v+"/reservations", forAcquire, s.reserve)
-	s.handle("GET "+v+"/reservations", forAvailable, s.listReservations)
+	s.handle("GET "+v+"/reservations", forAvailable, s.listReservations, page...)
 	s.handle("GET "+v+"/reservations/{id...}", forAvailable, s.getReservation)
 	s.handle("DELETE "+v+"/reservations/{id...}", forAcquire, s.release)
 	s.handle("POST "+v+"/penalize", forAcquire, s.penalize)
 
 	s.handle("POST "+v+"/entities", forAdmin, s.createEntity)
-	s.handle("GET "+v+"/entities", forRead, s.listEntities)
+	s.handle("GET "+v+"/entities", forRead, s.listEntities, params("after", "limit")...)
 	s.handle("GET "+v+"/entities/{id}", forReadScope, s.getEntity)
 	s.handle("PATCH "+v+"/entities/{id}", forAdmin, s.updateEntity)
 	s.handle("DELETE "+v+"/entities/{id}", forAdmin, s.deleteEntity)
@@ -44,24 +48,24 @@ func (s *Server) routes() {
 	// A resource may hold '/' (openai/gpt-4o): the last segment takes the
 	// rest of the path, raw or escaped. A key confined to an entity reads
 	// the limits of its entities, and no other level's.
-	s.handle("GET "+v+"/limits", forRead, s.listLimits)
+	s.handle("GET "+v+"/limits", forRead, s.listLimits, params("after", "limit")...)
 	for _, path := range []string{"/limits/system", "/limits/resources/{resource...}", "/limits/entities/{id}"} {
-		read := forRead
-		if strings.HasSuffix(path, "{id}") {
-			read = forReadScope
+		read, q := forRead, []param(nil)
+		if path == "/limits/entities/{id}" {
+			read, q = forReadScope, params("resource") // scopeOf
 		}
-		s.handle("PUT "+v+path, forAdmin, s.putLimits)
-		s.handle("GET "+v+path, read, s.getLimits)
-		s.handle("DELETE "+v+path, forAdmin, s.deleteLimits)
+		s.handle("PUT "+v+path, forAdmin, s.putLimits, q...)
+		s.handle("GET "+v+path, read, s.getLimits, q...)
+		s.handle("DELETE "+v+path, forAdmin, s.deleteLimits, q...)
 	}
-	s.handle("GET "+v+"/audit", forReadScope, s.audit)
-	s.handle("GET "+v+"/usage", forReadScope, s.usage)
-	s.handle("GET "+v+"/usage/summary", forReadScope, s.usageSummary)
-	s.handle("GET "+v+"/capacity", forRead, s.capacity)
+	s.handle("GET "+v+"/audit", forReadScope, s.audit, params("entity", "after", "limit")...)
+	s.handle("GET "+v+"/usage", forReadScope, s.usage, usage...)
+	s.handle("GET "+v+"/usage/summary", forReadScope, s.usageSummary, usage...)
+	s.handle("GET "+v+"/capacity", forRead, s.capacity, one("resource"))
 	s.handle("POST "+v+"/reset", forReset, s.reset)
 
 	s.handle("POST "+v+"/keys", forAdmin, s.createKey)
-	s.handle("GET "+v+"/keys", forAdmin, s.listKeys)
+	s.handle("GET "+v+"/keys", forAdmin, s.listKeys, params("after", "limit")...)
 	s.handle("DELETE "+v+"/keys/{name}", forAdmin, s.revokeKey)
 
 	s.handle("POST "+v+"/namespaces", forRegistry, s.registerNamespace)
@@ -234,7 +238,9 @@ func (s *Server) available(w http.ResponseWriter, r *http.Request, c *call) erro
 // maxConsumeQuery bounds the consume parameters of one query.
 const maxConsumeQuery = 16
 
-// parseConsumeQuery reads consume=LIMIT:AMOUNT parameters (nil: none).
+// parseConsumeQuery reads consume=LIMIT:AMOUNT parameters (nil: none),
+// AMOUNT a whole number of tokens from 0 to model.MaxTokens, each limit
+// named once: what an acquire's consume may hold.
 func parseConsumeQuery(vals []string) (tollgate.Consume, error) {
 	if len(vals) == 0 {
 		return nil, nil
@@ -245,16 +251,34 @@ func parseConsumeQuery(vals []string) (tollgate.Consume, error) {
 	c := make(tollgate.Consume, len(vals))
 	for _, v := range vals {
 		name, amount, ok := strings.Cut(v, ":")
-		n, err := strconv.ParseInt(amount, 10, 64)
-		if !ok || err != nil || n < 0 {
-			return nil, model.Invalid("consume", v, "want LIMIT:AMOUNT, e.g. rpm:1")
+		if !ok || !isDigits(amount) {
+			return nil, model.Invalid("consume", v, "want LIMIT:AMOUNT, AMOUNT whole tokens, e.g. rpm:1")
 		}
-		if err := model.ValidateLimitName(name); err != nil {
-			return nil, err
+		var ve *model.ValidationError
+		if err := model.ValidateLimitName(name); errors.As(err, &ve) {
+			return nil, model.Invalid("consume", v, "limit name: "+ve.Reason)
+		}
+		n, err := strconv.ParseInt(amount, 10, 64)
+		if err != nil || n > model.MaxTokens {
+			return nil, model.Invalid("consume."+name, amount, "exceeds "+strconv.FormatInt(model.MaxTokens, 10))
+		}
+		if _, dup := c[name]; dup {
+			return nil, model.Invalid("consume."+name, v, "limit "+strconv.Quote(name)+" named twice")
 		}
 		c[name] = n
 	}
 	return c, nil
+}
+
+// isDigits reports whether s is one or more ASCII digits: no sign, no
+// space (strconv.ParseInt takes "+1").
+func isDigits(s string) bool {
+	for i := range len(s) {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return s != ""
 }
 
 func availableResponse(sts []tollgate.Status) api.AvailableResponse {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/tollgate-rl/tollgate"
 	"github.com/tollgate-rl/tollgate/api"
+	"github.com/tollgate-rl/tollgate/internal/strictjson"
 	"github.com/tollgate-rl/tollgate/model"
 )
 
@@ -42,22 +43,26 @@ func (c *call) writeOpts() []tollgate.WriteOption {
 type handlerFunc func(w http.ResponseWriter, r *http.Request, c *call) error
 
 // route is one pattern registered on the server's mux, with who may call
-// it.
+// it and the query parameters it reads.
 type route struct {
 	pattern string
 	access  access
+	query   []param
 }
 
 // register records that pattern is served, for a access.
-func (s *Server) register(pattern string, a access) {
-	s.registered = append(s.registered, route{pattern: pattern, access: a})
+func (s *Server) register(pattern string, a access, query ...param) {
+	s.registered = append(s.registered, route{pattern: pattern, access: a, query: query})
 }
 
 // handle registers h for pattern behind authorisation, error mapping, logs
-// and metrics.
-func (s *Server) handle(pattern string, a access, h handlerFunc) {
-	s.register(pattern, a)
+// and metrics. The request's query may hold the parameters query names and
+// no other (checkQuery), except on the catch-all "/", which answers 404 or
+// 405 whatever the query.
+func (s *Server) handle(pattern string, a access, h handlerFunc, query ...param) {
+	s.register(pattern, a, query...)
 	rm := s.metrics.route(pattern)
+	strictQuery := pattern != "/"
 	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		// One allocation for the request's writer and call.
@@ -67,6 +72,11 @@ func (s *Server) handle(pattern string, a access, h handlerFunc) {
 		err := s.authorize(r, a, &st.call)
 		if err == nil {
 			c = &st.call
+			if strictQuery && r.URL.RawQuery != "" {
+				err = checkQuery(r.URL.RawQuery, query)
+			}
+		}
+		if err == nil {
 			err = h(sw, r, c)
 		}
 		if err != nil {
@@ -161,23 +171,27 @@ func setJSONHeaders(h http.Header) {
 	h["Cache-Control"] = cacheControlNo
 }
 
-// decode reads a JSON body of at most api.MaxBodyBytes into v, strictly:
-// unknown fields and trailing data are errors.
+// decode reads a JSON body of at most api.MaxBodyBytes into v, strictly
+// (strictjson.Unmarshal): null, a duplicate key, a member that is not one
+// of v's fields spelt exactly, a value of the wrong type and trailing data
+// are each a *model.ValidationError naming the member.
 func decode(w http.ResponseWriter, r *http.Request, v any) error {
 	r.Body = http.MaxBytesReader(w, r.Body, api.MaxBodyBytes)
-	dec := json.NewDecoder(r.Body)
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
+	data, err := io.ReadAll(r.Body)
+	if err != nil {
 		return bodyError(err)
 	}
-	if _, err := dec.Token(); err != io.EOF {
-		return model.Invalid("body", "", "trailing data after the JSON object")
+	if err := strictjson.Unmarshal(data, v); err != nil {
+		return bodyError(err)
 	}
 	return nil
 }
 
+// bodyError is the *model.ValidationError of a body that could not be read
+// or decoded: on the member at fault, or else on "body".
 func bodyError(err error) error {
 	var tooBig *http.MaxBytesError
+	var strict *strictjson.Error
 	var syntax *json.SyntaxError
 	var typ *json.UnmarshalTypeError
 	switch {
@@ -185,14 +199,30 @@ func bodyError(err error) error {
 		return model.Invalid("body", "", fmt.Sprintf("larger than %d bytes", api.MaxBodyBytes))
 	case errors.Is(err, io.EOF):
 		return model.Invalid("body", "", "empty; want a JSON object")
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return model.Invalid("body", "", "malformed JSON: it ends inside a value")
 	case errors.As(err, &syntax):
 		return model.Invalid("body", "", fmt.Sprintf("malformed JSON at byte %d", syntax.Offset))
-	case errors.As(err, &typ):
+	case errors.As(err, &strict) && strict.Field == "":
+		return model.Invalid("body", strict.Value, strict.Reason)
+	case errors.As(err, &strict):
+		return model.Invalid(fieldName(strict.Field), strict.Value, strict.Reason)
+	case errors.As(err, &typ): // strictjson checks types first; kept for safety
 		return model.Invalid(typ.Field, "", "want "+typ.Type.String()+", got JSON "+typ.Value)
-	case strings.HasPrefix(err.Error(), "json: unknown field "):
-		return model.Invalid(strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`), "", "unknown field")
 	}
 	return model.Invalid("body", "", "unreadable: "+err.Error())
+}
+
+// maxFieldName bounds the name of a field as an error repeats it: a name
+// the caller sent (an unknown member or parameter) may be long.
+const maxFieldName = 128
+
+// fieldName is name, cut to maxFieldName bytes of valid UTF-8 and "...".
+func fieldName(name string) string {
+	if len(name) <= maxFieldName {
+		return name
+	}
+	return strings.ToValidUTF8(name[:maxFieldName], "") + "..."
 }
 
 // requestState is what handle keeps for one request.

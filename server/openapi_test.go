@@ -215,6 +215,7 @@ func TestOpenAPIOperations(t *testing.T) {
 			checkPathParams(t, o.key, params)
 			if r, ok := served[o.key]; ok {
 				checkAccess(t, o.op, r.access)
+				checkQueryParams(t, s.queryParams(t, o), r.query)
 				if r.access.roles != nil && !r.access.registry && !params["header X-Tollgate-Namespace"] {
 					t.Error("works in a namespace but does not take X-Tollgate-Namespace")
 				}
@@ -234,6 +235,42 @@ func (s *spec) parameters(t testing.TB, o operation) map[string]bool {
 		out[fmt.Sprint(pm["in"], " ", pm["name"])] = true
 	}
 	return out
+}
+
+// queryParams returns the operation's query parameters, each with
+// whether its schema is an array (a parameter repeated once per value).
+func (s *spec) queryParams(t testing.TB, o operation) map[string]bool {
+	t.Helper()
+	out := map[string]bool{}
+	list, _ := o.op["parameters"].([]any)
+	for i, p := range list {
+		pm, _ := s.resolve(t, p, fmt.Sprintf("%s/parameters/%d", o.ptr, i))
+		if pm["in"] == "query" {
+			sch, _ := pm["schema"].(map[string]any)
+			out[fmt.Sprint(pm["name"])] = sch["type"] == "array"
+		}
+	}
+	return out
+}
+
+// checkQueryParams checks that the documented query parameters are those
+// the route reads (any other is a 400), arrays exactly its lists.
+func checkQueryParams(t *testing.T, documented map[string]bool, read []param) {
+	t.Helper()
+	for _, p := range read {
+		array, ok := documented[p.name]
+		switch {
+		case !ok:
+			t.Errorf("query parameter %s is read but not documented", p.name)
+		case array != p.list:
+			t.Errorf("query parameter %s: documented as an array %v, read as a list %v", p.name, array, p.list)
+		}
+	}
+	for name := range documented {
+		if !slices.ContainsFunc(read, func(p param) bool { return p.name == name }) {
+			t.Errorf("query parameter %s is documented but the route refuses it", name)
+		}
+	}
 }
 
 // checkPathParams checks that the path's wildcards and the operation's

@@ -408,6 +408,9 @@ func FuzzAcquireBody(f *testing.F) {
 	} {
 		f.Add(seed)
 	}
+	for _, seed := range probeBodies {
+		f.Add(seed)
+	}
 	e := newEnv(f)
 	f.Fuzz(func(t *testing.T, body string) {
 		e.t = t

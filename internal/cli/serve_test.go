@@ -75,11 +75,13 @@ func startServe(t *testing.T, args ...string) served {
 		sc := bufio.NewScanner(pr)
 		listening := false
 		for sc.Scan() {
+			// Every line goes to waitLog, those before "listening" too: the
+			// reconciler's first pass may log before the server listens.
+			select {
+			case lines <- sc.Text():
+			default:
+			}
 			if listening {
-				select {
-				case lines <- sc.Text():
-				default:
-				}
 				continue
 			}
 			log.WriteString(sc.Text() + "\n")
