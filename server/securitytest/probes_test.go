@@ -294,3 +294,31 @@ func heapInUse() uint64 {
 	runtime.ReadMemStats(&m)
 	return m.HeapAlloc
 }
+
+// Bodies the server cannot be sure of are refused, naming the field, and
+// write nothing: null amounts, duplicate keys, a field in the wrong case,
+// trailing data, an adjustment that would saturate the bucket.
+func TestProbeStrictInput(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, open func(t *testing.T) (a, b store.Store)) {
+		e := newEnv(t, open)
+		svc := e.keys["svc"]
+		e.setLimits("/v1/limits/resources/api", "q:100/min")
+		var lease api.AcquireResponse
+		e.want(http.StatusOK, svc, "POST", "/v1/acquire", `{"entity":"k","resource":"api","consume":{"q":1}}`, &lease)
+		for _, c := range []struct{ path, body, field string }{
+			{"/v1/acquire", `{"entity":"k","resource":"api","consume":{"q":null}}`, "consume.q"},
+			{"/v1/acquire", `{"entity":"k","resource":"api","consume":{"q":1,"q":50}}`, "consume.q"},
+			{"/v1/acquire", `{"ENTITY":"k","resource":"api","consume":{"q":1}}`, "ENTITY"},
+			{"/v1/acquire", `{"entity":"k","resource":"api","consume":{"q":1}} {"entity":"k"}`, "body"},
+			{"/v1/leases/" + lease.LeaseID + "/adjust", `{"consume":{"q":4611686018427387}}`, "consume.q"}, // net past MaxTokens,
+		} {
+			a := e.call(e.a, svc, "POST", c.path, c.body)
+			if got := a.err(); a.status != http.StatusBadRequest || got.Field != c.field {
+				t.Errorf("%s %s: %d %+v, want 400 naming %s", c.path, c.body, a.status, got, c.field)
+			}
+		}
+		if got := e.available("k", "api", "q"); got != 99 {
+			t.Errorf("q available = %d, want 99: a refused body wrote", got)
+		}
+	})
+}
