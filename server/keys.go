@@ -120,10 +120,11 @@ func looksGenerated(token string) bool {
 // keys file; without one, once the store holds a key. While it does not,
 // the store is asked again whenever its change generation moves.
 type authState struct {
-	on      atomic.Bool
-	mu      sync.Mutex
-	checked bool
-	gen     uint64 // the generation the last check was made under
+	on atomic.Bool
+	// checked is 1 + the generation the last check was made under (0:
+	// never checked), so that the common case is two atomic loads.
+	checked atomic.Uint64
+	mu      sync.Mutex // one check at a time
 }
 
 // authOn reports whether requests must carry a key. A server without a
@@ -131,25 +132,28 @@ type authState struct {
 // answer stands; before the first, the request fails (unavailable): the
 // server cannot know whether to trust it.
 func (s *Server) authOn(ctx context.Context) (bool, error) {
-	if s.keys != nil || s.auth.on.Load() {
+	a := &s.auth
+	if s.keys != nil || a.on.Load() {
 		return true, nil
 	}
 	gen := s.watch.Generation(ctx)
-	a := &s.auth
+	if a.checked.Load() == gen+1 {
+		return false, nil
+	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.checked && a.gen == gen || a.on.Load() {
+	if c := a.checked.Load(); c == gen+1 || a.on.Load() {
 		return a.on.Load(), nil
 	}
 	has, err := s.anyStoredKey(ctx)
 	if err != nil {
-		if a.checked {
-			return a.on.Load(), nil
+		if a.checked.Load() != 0 {
+			return false, nil
 		}
 		return false, err
 	}
 	a.on.Store(has)
-	a.checked, a.gen = true, gen
+	a.checked.Store(gen + 1)
 	return has, nil
 }
 
@@ -186,9 +190,7 @@ func (s *Server) anyStoredKey(ctx context.Context) (bool, error) {
 // change it made, so that the change is in force here at once.
 func (s *Server) keysChanged() {
 	s.keyCache.clear()
-	s.auth.mu.Lock()
-	s.auth.checked = false
-	s.auth.mu.Unlock()
+	s.auth.checked.Store(0)
 }
 
 // maxKeyExpirySeconds bounds expires_in_s.
