@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"net/url"
 	"strconv"
 	"time"
 
@@ -36,6 +37,7 @@ func (s *Server) reserve(w http.ResponseWriter, r *http.Request, c *call) error 
 	if err != nil {
 		return err
 	}
+	opts = append(opts, tollgate.WithAudit(c.writeOpts()...)) // the reserve event's principal
 	lim, err := c.limiter()
 	if err != nil {
 		return err
@@ -164,17 +166,35 @@ func (s *Server) getReservation(w http.ResponseWriter, r *http.Request, c *call)
 }
 
 // release ends a reservation: 204, or 404 lease_not_found when the id
-// holds none in the request's namespace (as the library's Release).
+// holds none in the request's namespace (as the library's Release). Its
+// audit event records the caller's principal and the event_* parameters,
+// which name the external event it was made on (package events, through
+// the Go client).
 func (s *Server) release(w http.ResponseWriter, r *http.Request, c *call) error {
 	id := r.PathValue("id")
 	if err := checkReservationID(id); err != nil {
 		return err
 	}
+	opts := c.writeOpts()
+	if t := triggerOf(r.URL.Query()); !t.IsZero() {
+		if err := t.Validate(); err != nil {
+			return err
+		}
+		opts = append(opts, tollgate.WithTrigger(t))
+	}
 	lim, err := c.limiter()
 	if err != nil {
 		return err
 	}
-	return noContent(w, lim.Release(r.Context(), id))
+	return noContent(w, lim.Release(r.Context(), id, opts...))
+}
+
+// triggerOf reads the event_* parameters of a release.
+func triggerOf(q url.Values) tollgate.EventTrigger {
+	return tollgate.EventTrigger{
+		Rule: q.Get(api.EventRuleParam), Source: q.Get(api.EventSourceParam),
+		DetailType: q.Get(api.EventDetailTypeParam), EventID: q.Get(api.EventIDParam),
+	}
 }
 
 func (s *Server) listReservations(w http.ResponseWriter, r *http.Request, c *call) error {
