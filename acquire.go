@@ -81,6 +81,11 @@ func (l *Limiter) plan(ctx context.Context, d *leaseData, entity, resource strin
 		if err := model.ValidateReservationID(d.opts.Reservation); err != nil {
 			return "", err
 		}
+		// The reservation's audit event is built after the store is
+		// read: its write options are checked now, as bad input.
+		if err := checkWrite(d.opts.Audit); err != nil {
+			return "", err
+		}
 	}
 	var explicit []prepared
 	if d.opts.Limits != nil {

@@ -88,6 +88,9 @@ func (d *leaseData) resetOptions() {
 	if o.Reservation != "" {
 		o.Reservation = ""
 	}
+	if o.Audit != nil {
+		o.Audit = nil
+	}
 	if o.Err != nil {
 		o.Err = nil
 	}

@@ -11,16 +11,35 @@ import (
 	"github.com/tollgate-rl/tollgate/store"
 )
 
-// WriteOption configures a call that changes entities or configuration.
-type WriteOption func(*writeOptions)
+// WriteOption configures a call that changes state, for its audit event.
+// The options are model's, shared with the Go client.
+type WriteOption = model.WriteOption
 
-type writeOptions struct{ principal string }
+// EventTrigger names the external event (and the rule that acted on it) a
+// change was made on; see WithTrigger.
+type EventTrigger = model.EventTrigger
 
 // WithPrincipal records who made a change in its audit event.
-func WithPrincipal(principal string) WriteOption {
-	return func(o *writeOptions) { o.principal = principal }
+func WithPrincipal(principal string) WriteOption { return model.WithPrincipal(principal) }
+
+// WithTrigger records, in the change's audit event, the external event it
+// was made on (package events releases reservations with it).
+func WithTrigger(t EventTrigger) WriteOption { return model.WithTrigger(t) }
+
+// WithAudit applies write options (WithPrincipal) to the audit event of a
+// reservation (WithReservation), which its grant appends; other acquires
+// record no event and ignore it.
+func WithAudit(opts ...WriteOption) AcquireOption { return model.WithAudit(opts...) }
+
+// checkWrite checks what write options say (principal, trigger), for a
+// call that checks its input before it reads or writes anything.
+func checkWrite(opts []WriteOption) error {
+	o := model.WriteSettingsOf(opts...)
+	return o.Validate()
 }
 
+// auditEvent returns the event of a change, with the principal and the
+// trigger's details of opts; details is the caller's to give away.
 func (l *Limiter) auditEvent(action, entity, resource string, details map[string]string, opts []WriteOption) (model.AuditEvent, error) {
 	return newAuditEvent(&l.eventIDs, l.clock.Now(), action, entity, resource, details, opts)
 }
@@ -28,17 +47,20 @@ func (l *Limiter) auditEvent(action, entity, resource string, details map[string
 // newAuditEvent returns the event of a change at now, its id from ids
 // and its principal from opts.
 func newAuditEvent(ids *eventIDs, now time.Time, action, entity, resource string, details map[string]string, opts []WriteOption) (model.AuditEvent, error) {
-	var o writeOptions
-	for _, f := range opts {
-		f(&o)
+	o := model.WriteSettingsOf(opts...)
+	if err := o.Validate(); err != nil {
+		return model.AuditEvent{}, err
 	}
-	if len(o.principal) > model.MaxPrincipalLen {
-		return model.AuditEvent{}, model.Invalid("principal", o.principal, "longer than "+strconv.Itoa(model.MaxPrincipalLen)+" bytes")
+	if !o.Trigger.IsZero() {
+		if details == nil {
+			details = make(map[string]string, 4)
+		}
+		o.Trigger.AddDetails(details)
 	}
 	now = now.UTC().Truncate(time.Millisecond)
 	return model.AuditEvent{
 		ID: ids.next(now), Time: now, Action: action, Entity: entity, Resource: resource,
-		Principal: o.principal, Details: details,
+		Principal: o.Principal, Details: details,
 	}, nil
 }
 

@@ -159,21 +159,26 @@ func (le *Lease) update(ctx context.Context, d *leaseData, op string, extend tim
 }
 
 // endDurable ends a durable lease in one store step: the record deleted on
-// condition of its version, and the deltas of the ending (EndDeltas of the
-// record with this lease's pending adjustments) applied. The caller holds
-// d.mu and recycles d unless the error says to retry.
-func (le *Lease) endDurable(ctx context.Context, d *leaseData, rollback bool) error {
+// condition of its version, the deltas of the ending (EndDeltas of the
+// record with this lease's pending adjustments) applied and, for a
+// reservation, its release's audit event appended. The caller holds d.mu
+// and recycles d unless the error says to retry.
+func (le *Lease) endDurable(ctx context.Context, d *leaseData, c endCall) error {
 	end, op := store.Commit, "commit"
-	if rollback {
+	if c.rollback {
 		end, op = store.Rollback, "rollback"
+	}
+	ev, err := d.lim.releaseEvent(d.rec, c)
+	if err != nil {
+		return err
 	}
 	write := func() error {
 		rec := *d.rec
 		rec.Pending = d.pendingDeltas()
 		d.deltas = rec.AppendEndDeltas(d.deltas[:0], end) // the recycled state's buffer
-		return d.lim.store.EndLease(ctx, d.ns, store.LeaseEnding{ID: rec.ID, Version: rec.Version, Deltas: d.deltas})
+		return d.lim.store.EndLease(ctx, d.ns, store.LeaseEnding{ID: rec.ID, Version: rec.Version, Deltas: d.deltas, Event: ev})
 	}
-	err := write()
+	err = write()
 	if errors.Is(err, model.ErrLeaseConflict) {
 		if err = d.reload(ctx); err == nil {
 			err = write()

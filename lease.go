@@ -380,19 +380,27 @@ func (d *leaseData) consumed() Consume {
 // record is gone (a reconciler took the lease after its expiry, or another
 // process ended it), Commit writes nothing and returns an error matching
 // ErrLeaseExpired (and so ErrLeaseClosed), and the lease is ended here too.
-func (le *Lease) Commit(ctx context.Context) error { return le.end(ctx, false) }
+func (le *Lease) Commit(ctx context.Context) error { return le.end(ctx, endCall{}) }
 
 // Rollback gives back everything the lease consumed, in every bucket, and
 // discards pending adjustments. If the store fails, Rollback returns the error
 // and the lease stays open. A durable lease ended elsewhere is reported as
 // by Commit.
-func (le *Lease) Rollback(ctx context.Context) error { return le.end(ctx, true) }
+func (le *Lease) Rollback(ctx context.Context) error { return le.end(ctx, endCall{rollback: true}) }
+
+// endCall says how a lease is ended: by its Commit or Rollback, or by
+// Limiter.Release (a commit) with the caller's write options, which the
+// audit event of a reservation's ending records.
+type endCall struct {
+	rollback, release bool
+	opts              []WriteOption
+}
 
 // end ends the lease: it writes what the outcome (commit, or rollback)
 // needs, then recycles the lease's state. An error that says the lease
 // ended elsewhere (ErrLeaseClosed) recycles it too: there is nothing left
 // to retry.
-func (le *Lease) end(ctx context.Context, rollback bool) error {
+func (le *Lease) end(ctx context.Context, c endCall) error {
 	d, ok := le.open()
 	if !ok {
 		return model.ErrLeaseClosed
@@ -400,12 +408,12 @@ func (le *Lease) end(ctx context.Context, rollback bool) error {
 	var err error
 	switch {
 	case d.rec != nil:
-		err = le.endDurable(ctx, d, rollback)
+		err = le.endDurable(ctx, d, c)
 	// A commit without adjustments, of a lease that holds no concurrency
 	// tokens and has written nothing yet, wants no change anywhere (see
 	// outcome): the common lease ends without looking at its limits.
-	case rollback || d.holds || len(d.pending) > 0 || len(d.applied) > 0:
-		err = le.write(ctx, d, rollback)
+	case c.rollback || d.holds || len(d.pending) > 0 || len(d.applied) > 0:
+		err = le.write(ctx, d, c.rollback)
 	}
 	if err != nil && !errors.Is(err, model.ErrLeaseClosed) {
 		d.mu.Unlock()

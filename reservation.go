@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/tollgate-rl/tollgate/bucket"
 	"github.com/tollgate-rl/tollgate/model"
 	"github.com/tollgate-rl/tollgate/store"
 )
@@ -49,10 +51,16 @@ func (l *Limiter) consumeReservation(ctx context.Context, d *leaseData, now unix
 		expires = now.add(d.opts.LeaseExpiry).milli()
 	}
 	rec := store.NewLeaseRecord(model.ReservationLeaseID(d.opts.Reservation), l.holder, &d.req, expires)
+	// The event goes with the grant, atomically: a refusal, and a resumed
+	// reservation (the id held already), write none.
+	ev, err := l.reserveEvent(d, rec)
+	if err != nil {
+		return false, err
+	}
 	for attempt := 1; ; attempt++ {
-		d.req.Lease = rec
+		d.req.Lease, d.req.Event = rec, &ev
 		granted, err := l.store.Consume(ctx, d.ns, &d.req)
-		d.req.Lease = nil
+		d.req.Lease, d.req.Event = nil, nil
 		switch {
 		case err == nil && granted:
 			d.rec = rec
@@ -97,9 +105,18 @@ func (l *Limiter) heldReservation(ctx context.Context, d *leaseData, rec *store.
 // is an error matching ErrLeaseNotFound; events repeat, so a caller
 // releasing on an event may treat that as done. Release satisfies
 // events.Releaser.
-func (l *Limiter) Release(ctx context.Context, id string) error {
+//
+// The release appends a reservation.release audit event in the same
+// atomic step, with the principal of WithPrincipal and, with WithTrigger,
+// the external event it was made on (details how=event, else
+// how=released). A principal or trigger out of bounds is a
+// *ValidationError, and nothing is released.
+func (l *Limiter) Release(ctx context.Context, id string, opts ...WriteOption) error {
 	if err := model.ValidateReservationID(id); err != nil {
 		return err
+	}
+	if err := checkWrite(opts); err != nil {
+		return err // before anything is read or written
 	}
 	le, err := l.ResumeLease(ctx, model.ReservationLeaseID(id))
 	if errors.Is(err, model.ErrLeaseNotFound) {
@@ -108,7 +125,69 @@ func (l *Limiter) Release(ctx context.Context, id string) error {
 	if err != nil {
 		return err
 	}
-	return le.Commit(ctx)
+	return le.end(ctx, endCall{release: true, opts: opts})
+}
+
+// reserveEvent returns the audit event of reservation rec's grant, with
+// the write options of the call's WithAudit: the reservation id, what it
+// consumed of each limit (of the entity's bucket: cascade ancestors are
+// debited the same amounts), its holder and its expiry, if any.
+func (l *Limiter) reserveEvent(d *leaseData, rec *store.LeaseRecord) (model.AuditEvent, error) {
+	details := map[string]string{
+		"reservation": d.opts.Reservation,
+		"consumed":    consumedDetail(&d.req.Buckets[0]),
+		"holder":      rec.Holder,
+	}
+	if rec.Expires > 0 {
+		details["expires"] = time.UnixMilli(rec.Expires).UTC().Format(time.RFC3339Nano)
+	}
+	return l.auditEvent(model.ActionReservationReserve, rec.Entity, rec.Resource, details, d.opts.Audit)
+}
+
+// consumedDetail lists the limits b's request names, with their whole
+// tokens, sorted: "clusters=1,launches=1".
+func consumedDetail(b *store.BucketRequest) string {
+	parts := make([]string, 0, len(b.Limits))
+	for _, lr := range b.Limits {
+		if lr.Check {
+			parts = append(parts, lr.Name+"="+strconv.FormatInt(bucket.Tokens(lr.Amount), 10))
+		}
+	}
+	slices.Sort(parts)
+	return strings.Join(parts, ",")
+}
+
+// How a reservation ended, in its reservation.release event's details.
+const (
+	releasedByCall  = "released"    // Limiter.Release
+	releasedByEvent = "event"       // Limiter.Release with WithTrigger
+	releasedCommit  = "committed"   // the lease's Commit
+	releasedUndone  = "rolled_back" // the lease's Rollback
+)
+
+// releaseEvent returns the audit event of the ending c of rec, if rec is a
+// reservation's (nil otherwise: other durable leases end unaudited, as
+// their acquires are).
+func (l *Limiter) releaseEvent(rec *store.LeaseRecord, c endCall) (*model.AuditEvent, error) {
+	id, ok := model.ReservationOf(rec.ID)
+	if !ok {
+		return nil, nil
+	}
+	how := releasedCommit
+	switch {
+	case c.rollback:
+		how = releasedUndone
+	case c.release && !model.WriteSettingsOf(c.opts...).Trigger.IsZero():
+		how = releasedByEvent
+	case c.release:
+		how = releasedByCall
+	}
+	details := map[string]string{"reservation": id, "how": how}
+	ev, err := l.auditEvent(model.ActionReservationRelease, rec.Entity, rec.Resource, details, c.opts)
+	if err != nil {
+		return nil, err
+	}
+	return &ev, nil
 }
 
 // Reservation returns the reservation of resource id, found by the id alone.

@@ -2,6 +2,18 @@ package api
 
 import "github.com/tollgate-rl/tollgate/model"
 
+// The query parameters of DELETE /v1/reservations/{id} that name the
+// external event a release was made on (model.EventTrigger), for its
+// audit event: the rule that matched it, and the event's source,
+// detail-type and id. Each is optional, at most
+// model.MaxTriggerFieldLen bytes.
+const (
+	EventRuleParam       = "event_rule"
+	EventSourceParam     = "event_source"
+	EventDetailTypeParam = "event_detail_type"
+	EventIDParam         = "event_id"
+)
+
 // ReserveRequest is the body of POST /v1/reservations.
 type ReserveRequest struct {
 	Entity   string `json:"entity"`

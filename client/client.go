@@ -172,6 +172,9 @@ type request struct {
 	body   any // encoded as JSON unless nil
 	// status, unless nil, receives the status of the answer.
 	status *int
+	// principal, unless empty, replaces the client's PrincipalHeader for
+	// this call (a call's model.WithPrincipal).
+	principal string
 }
 
 // op names the call in errors.
@@ -221,6 +224,9 @@ func (c *Client) newRequest(ctx context.Context, req request) (*http.Request, er
 		return nil, fmt.Errorf("tollgate client: %s: %w", req.op(), err)
 	}
 	hreq.Header = c.header.Clone()
+	if req.principal != "" {
+		hreq.Header.Set(PrincipalHeader, req.principal)
+	}
 	if body != nil {
 		hreq.Header.Set("Content-Type", "application/json")
 	}

@@ -35,7 +35,9 @@ type Reserved struct {
 // limit in effect for entity and resource, and nothing else. WithLimits
 // and WithOnUnavailable apply as to Acquire; WithLeaseTTL gives the
 // reservation an expiry after which the server's reconciler releases it
-// (without it, it lasts until released).
+// (without it, it lasts until released). The server's audit event of the
+// reservation records the principal of model.WithAudit, or else the
+// client's, unless the server has API keys (then the key's name).
 //
 // The same id held by the same entity and resource is the same
 // reservation (Reserved.New is false); held by another, it is an error
@@ -52,7 +54,10 @@ func (c *Client) Reserve(ctx context.Context, entity, resource, id string, consu
 	}
 	var resp api.ReserveResponse
 	var status int
-	req := request{method: http.MethodPost, path: api.Version + "/reservations", body: body, status: &status}
+	// WithAudit's principal, if any, is this call's (the server's API key
+	// name wins over it).
+	principal := model.WriteSettingsOf(o.Audit...).Principal
+	req := request{method: http.MethodPost, path: api.Version + "/reservations", body: body, status: &status, principal: principal}
 	if err := c.do(ctx, req, &resp); err != nil {
 		return Reserved{}, err
 	}
@@ -67,9 +72,36 @@ func (c *Client) Reserve(ctx context.Context, entity, resource, id string, consu
 // acquire consumed of rate limits stays consumed. A reservation that does
 // not exist in the client's namespace (never made, released, expired) is
 // an error matching model.ErrLeaseNotFound; a caller releasing on an
-// event, which may come twice, can treat that as done.
-func (c *Client) Release(ctx context.Context, id string) error {
-	return c.do(ctx, request{method: http.MethodDelete, path: reservationPath(id)}, nil)
+// event, which may come twice, can treat that as done. Release satisfies
+// events.Releaser.
+//
+// The server's audit event of the release records the trigger of
+// model.WithTrigger (sent as the event_* query parameters) and the
+// principal: the API key's name, or else model.WithPrincipal's, or else
+// the client's (WithPrincipal).
+func (c *Client) Release(ctx context.Context, id string, opts ...model.WriteOption) error {
+	o := model.WriteSettingsOf(opts...)
+	if err := o.Validate(); err != nil {
+		return err
+	}
+	req := request{method: http.MethodDelete, path: reservationPath(id), query: triggerQuery(o.Trigger), principal: o.Principal}
+	return c.do(ctx, req, nil)
+}
+
+// triggerQuery is the query of a release made on t (nil: none).
+func triggerQuery(t model.EventTrigger) url.Values {
+	if t.IsZero() {
+		return nil
+	}
+	q := url.Values{}
+	for k, v := range map[string]string{
+		api.EventRuleParam: t.Rule, api.EventSourceParam: t.Source, api.EventDetailTypeParam: t.DetailType, api.EventIDParam: t.EventID,
+	} {
+		if v != "" {
+			q.Set(k, v)
+		}
+	}
+	return q
 }
 
 // Reservation returns the reservation of resource id, found by the id

@@ -23,17 +23,19 @@ type fakeReleaser struct {
 	held     map[string]bool
 	released []string
 	fail     map[string]error
+	// triggers are the write options' triggers of each release, by id.
+	triggers map[string]model.EventTrigger
 }
 
 func newReleaser(ids ...string) *fakeReleaser {
-	r := &fakeReleaser{held: map[string]bool{}, fail: map[string]error{}}
+	r := &fakeReleaser{held: map[string]bool{}, fail: map[string]error{}, triggers: map[string]model.EventTrigger{}}
 	for _, id := range ids {
 		r.held[id] = true
 	}
 	return r
 }
 
-func (r *fakeReleaser) Release(_ context.Context, id string) error {
+func (r *fakeReleaser) Release(_ context.Context, id string, opts ...model.WriteOption) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if err := r.fail[id]; err != nil {
@@ -44,6 +46,7 @@ func (r *fakeReleaser) Release(_ context.Context, id string) error {
 	}
 	delete(r.held, id)
 	r.released = append(r.released, id)
+	r.triggers[id] = model.WriteSettingsOf(opts...).Trigger
 	return nil
 }
 
@@ -88,6 +91,17 @@ func TestRecordedEvents(t *testing.T) {
 	}
 	if !rel.held["j-kept"] {
 		t.Error("a reservation no event named was released")
+	}
+	// Each release names its rule and the event that made it: the first
+	// of a cluster's two termination events.
+	wantTriggers := map[string]model.EventTrigger{
+		"j-2AXXXXXXGAPLF":                      {Rule: "emr-terminated", Source: "aws.emr", DetailType: "EMR Cluster State Change", EventID: "c2b1f0a4-5e6d-4f7a-9b8c-1d2e3f4a5b6c"},
+		"4c7b1d5e-8f2a-4e3b-9c6d-1a2b3c4d5e6f": {Rule: "batch-done", Source: "aws.batch", DetailType: "Batch Job State Change", EventID: "5f4e3d2c-1b0a-4987-b6a5-c4d3e2f1a0b9"},
+	}
+	for id, want := range wantTriggers {
+		if got := rel.triggers[id]; got != want {
+			t.Errorf("trigger of %s = %+v, want %+v", id, got, want)
+		}
 	}
 	wantStats := events.Stats{Released: 3, NotFound: 2, Unmatched: 3, Malformed: 2}
 	if st := p.Stats(); st != wantStats {
@@ -154,6 +168,30 @@ func TestPathsIntoArrays(t *testing.T) {
 	}
 	if res := p.Handle(t.Context(), []byte(strings.Replace(ev, `"attempt":3`, `"attempt":2`, 1))); res.Outcome != events.Unmatched {
 		t.Errorf("attempt 2: %v, want unmatched", res.Outcome)
+	}
+}
+
+// An event's fields past model.MaxTriggerFieldLen (not EventBridge's:
+// its detail-type is at most 128 characters) are cut for the release's
+// audit, on a character boundary, and never stop the release.
+func TestTriggerFieldsClipped(t *testing.T) {
+	cfg := &events.Config{Rules: []events.Rule{{Name: "any-detail", Source: "test", ID: "detail.id"}}}
+	rel := newReleaser("r-1")
+	p, err := events.NewProcessor(cfg, rel, quietLog())
+	if err != nil {
+		t.Fatal(err)
+	}
+	long := "x" + strings.Repeat("é", model.MaxTriggerFieldLen) // 1 + 2 bytes each: no boundary at the bound
+	ev := `{"id":"e-1","source":"test","detail-type":"` + long + `","detail":{"id":"r-1"}}`
+	if res := p.Handle(t.Context(), []byte(ev)); res.Outcome != events.Released {
+		t.Fatalf("Handle = %+v, want released", res)
+	}
+	got := rel.triggers["r-1"]
+	if want := long[:model.MaxTriggerFieldLen-1]; got.DetailType != want || got.Rule != "any-detail" || got.EventID != "e-1" {
+		t.Errorf("trigger = %+v, want the detail-type cut to %d bytes", got, len(want))
+	}
+	if err := got.Validate(); err != nil {
+		t.Errorf("the trigger is out of bounds: %v", err)
 	}
 }
 

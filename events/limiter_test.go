@@ -2,11 +2,14 @@ package events_test
 
 import (
 	"context"
+	"maps"
 	"os"
+	"slices"
 	"testing"
 
 	"github.com/tollgate-rl/tollgate"
 	"github.com/tollgate-rl/tollgate/events"
+	"github.com/tollgate-rl/tollgate/model"
 	"github.com/tollgate-rl/tollgate/store/memory"
 )
 
@@ -64,6 +67,7 @@ func TestRecordedEventsReleaseReservations(t *testing.T) {
 	if len(rs) != 1 || rs[0].ID != "j-kept" {
 		t.Errorf("reservations left %+v, want j-kept alone", rs)
 	}
+	wantReleaseEvents(t, lim)
 	want := map[string]int64{"clusters": 2, "launches": 7, "jobs": 1} // launches are spent, not given back
 	for _, resource := range []string{"emr", "batch"} {
 		sts, err := lim.Available(ctx, "team-a", resource)
@@ -76,4 +80,40 @@ func TestRecordedEventsReleaseReservations(t *testing.T) {
 			}
 		}
 	}
+}
+
+// wantReleaseEvents checks the audit log of the releases: one
+// reservation.release event per reservation released, made on an event
+// (how), with the rule that matched and the event's source, detail-type
+// and id.
+func wantReleaseEvents(t *testing.T, lim *tollgate.Limiter) {
+	t.Helper()
+	evs, err := lim.AuditEvents(t.Context(), "team-a", "", 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]map[string]string{}
+	for _, ev := range evs {
+		if ev.Action == model.ActionReservationRelease {
+			got[ev.Details["reservation"]] = ev.Details
+		}
+	}
+	if len(got) != 3 {
+		t.Errorf("release events of %v, want the 3 reservations released", slices.Sorted(maps.Keys(got)))
+	}
+	want := map[string]string{"how": "event", "rule": "emr-terminated", "source": "aws.emr",
+		"detail_type": "EMR Cluster State Change", "event_id": "0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d"}
+	if d := got["j-3BYYYYYYQ7R2M"]; !maps.Equal(d, mergeMap(want, "reservation", "j-3BYYYYYYQ7R2M")) {
+		t.Errorf("j-3BYYYYYYQ7R2M's release details = %v, want %v", d, want)
+	}
+	if d := got["4c7b1d5e-8f2a-4e3b-9c6d-1a2b3c4d5e6f"]; d["rule"] != "batch-done" || d["event_id"] != "5f4e3d2c-1b0a-4987-b6a5-c4d3e2f1a0b9" {
+		t.Errorf("the batch job's release details = %v, want rule batch-done and its event", d)
+	}
+}
+
+// mergeMap returns a copy of m with k set to v.
+func mergeMap(m map[string]string, k, v string) map[string]string {
+	out := maps.Clone(m)
+	out[k] = v
+	return out
 }

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"unicode/utf8"
 
 	"github.com/tollgate-rl/tollgate/model"
 )
@@ -20,9 +21,13 @@ import (
 const MaxEventSize = 256 << 10
 
 // Releaser releases a reservation by its id alone. It returns an error
-// matching model.ErrLeaseNotFound when the id holds no reservation.
+// matching model.ErrLeaseNotFound when the id holds no reservation. The
+// Processor passes model.WithTrigger, naming the rule and the event, for
+// the release's audit event; the principal is the Releaser's to add
+// (tollgate.Limiter.Release records the one given, the Go client its own
+// or its API key's name).
 type Releaser interface {
-	Release(ctx context.Context, id string) error
+	Release(ctx context.Context, id string, opts ...model.WriteOption) error
 }
 
 // Outcome is what became of one event.
@@ -131,7 +136,7 @@ func (p *Processor) handle(ctx context.Context, raw []byte) Result {
 		if !ok || id == "" {
 			return Result{Outcome: Malformed, Rule: r.Name, Err: fmt.Errorf("rule %s: no string at %s", r.Name, r.ID)}
 		}
-		switch err := p.rel.Release(ctx, id); {
+		switch err := p.rel.Release(ctx, id, model.WithTrigger(triggerOf(r, ev))); {
 		case err == nil:
 			return Result{Outcome: Released, Rule: r.Name, ID: id}
 		case errors.Is(err, model.ErrLeaseNotFound):
@@ -143,6 +148,31 @@ func (p *Processor) handle(ctx context.Context, raw []byte) Result {
 		}
 	}
 	return Result{Outcome: Unmatched}
+}
+
+// triggerOf names the event and the rule that matched it, for the
+// release's audit event. A field past its bound (model.MaxTriggerFieldLen:
+// an event not from EventBridge, a long rule name) is cut there, so that
+// the audit never stops a release.
+func triggerOf(r *Rule, ev map[string]any) model.EventTrigger {
+	str := func(v any) string {
+		s, _ := v.(string)
+		return clip(s)
+	}
+	return model.EventTrigger{Rule: clip(r.Name), Source: str(ev["source"]), DetailType: str(ev["detail-type"]), EventID: str(ev["id"])}
+}
+
+// clip cuts s to at most model.MaxTriggerFieldLen bytes, on a character
+// boundary.
+func clip(s string) string {
+	if len(s) <= model.MaxTriggerFieldLen {
+		return s
+	}
+	n := model.MaxTriggerFieldLen
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
 }
 
 // matches reports whether the event is the rule's: its source, detail-type

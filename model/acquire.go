@@ -89,6 +89,9 @@ type AcquireSettings struct {
 	LeaseExpiry time.Duration
 	// Reservation is WithReservation's id; "": none.
 	Reservation string
+	// Audit are WithAudit's write options, for the audit event of a
+	// reservation; nil: none.
+	Audit []WriteOption
 	// Err is why an option is invalid (invalid limits, an expiry out of
 	// range): a *ValidationError, which the call returns before doing
 	// anything else.

@@ -248,6 +248,9 @@ func (r *Reconciler) end(ctx context.Context, ns model.Namespace, rec *store.Lea
 			"expires": time.UnixMilli(rec.Expires).UTC().Format(time.RFC3339Nano),
 		},
 	}
+	if id, ok := model.ReservationOf(rec.ID); ok {
+		ev.Details["reservation"] = id // as the reservation's own events name it
+	}
 	err := r.store.EndLease(ctx, ns.ID, store.LeaseEnding{
 		ID: rec.ID, Version: rec.Version, ExpiredBy: now.UnixMilli(), Deltas: rec.EndDeltas(store.Expire), Event: &ev,
 	})

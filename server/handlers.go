@@ -35,7 +35,8 @@ func (s *Server) routes() {
 	s.handle("POST "+v+"/reservations", forAcquire, s.reserve)
 	s.handle("GET "+v+"/reservations", forAvailable, s.listReservations, page...)
 	s.handle("GET "+v+"/reservations/{id...}", forAvailable, s.getReservation)
-	s.handle("DELETE "+v+"/reservations/{id...}", forAcquire, s.release)
+	s.handle("DELETE "+v+"/reservations/{id...}", forAcquire, s.release,
+		params(api.EventRuleParam, api.EventSourceParam, api.EventDetailTypeParam, api.EventIDParam)...)
 	s.handle("POST "+v+"/penalize", forAcquire, s.penalize)
 
 	s.handle("POST "+v+"/entities", forAdmin, s.createEntity)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strconv"
 
 	"github.com/tollgate-rl/tollgate"
@@ -42,6 +43,7 @@ func (s *Server) reserve(w http.ResponseWriter, r *http.Request, c *call) error 
 	if err != nil {
 		return err
 	}
+	opts = append(opts, tollgate.WithAudit(c.writeOpts()...)) // the reserve event's principal
 	lim, err := c.limiter(r.Context())
 	if err != nil {
 		return err
@@ -187,11 +189,21 @@ func (c *call) reservation(ctx context.Context, lim *tollgate.Limiter, id string
 }
 
 // release ends a reservation: 204, or 404 lease_not_found when the id
-// holds none in the request's namespace (as the library's Release).
+// holds none in the request's namespace (as the library's Release). Its
+// audit event records the caller's principal and the event_* parameters,
+// which name the external event it was made on (package events, through
+// the Go client).
 func (s *Server) release(w http.ResponseWriter, r *http.Request, c *call) error {
 	id := r.PathValue("id")
 	if err := checkReservationID(id); err != nil {
 		return err
+	}
+	opts := c.writeOpts()
+	if t := triggerOf(r.URL.Query()); !t.IsZero() {
+		if err := t.Validate(); err != nil {
+			return err
+		}
+		opts = append(opts, tollgate.WithTrigger(t))
 	}
 	lim, err := c.limiter(r.Context())
 	if err != nil {
@@ -202,7 +214,15 @@ func (s *Server) release(w http.ResponseWriter, r *http.Request, c *call) error 
 			return err
 		}
 	}
-	return noContent(w, lim.Release(r.Context(), id))
+	return noContent(w, lim.Release(r.Context(), id, opts...))
+}
+
+// triggerOf reads the event_* parameters of a release.
+func triggerOf(q url.Values) tollgate.EventTrigger {
+	return tollgate.EventTrigger{
+		Rule: q.Get(api.EventRuleParam), Source: q.Get(api.EventSourceParam),
+		DetailType: q.Get(api.EventDetailTypeParam), EventID: q.Get(api.EventIDParam),
+	}
 }
 
 func (s *Server) listReservations(w http.ResponseWriter, r *http.Request, c *call) error {

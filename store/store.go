@@ -159,6 +159,22 @@ type ConsumeRequest struct {
 	// every durable acquire): the caller must not change it, or anything it
 	// points to, once it is passed; a change is a new record (UpdateLease).
 	Lease *LeaseRecord
+	// Event, if not nil, is an audit event (a reservation's) that the
+	// backend appends if and only if it grants, atomically with the
+	// debit and the record: a refusal, and a Lease whose id exists,
+	// write none. It is allowed only together with Lease
+	// (CheckConsumeEvent): an acquire without a record has no ending
+	// to audit, and the hot path carries none.
+	Event *model.AuditEvent
+}
+
+// CheckConsumeEvent rejects a request whose Event comes without a Lease,
+// as a *model.ValidationError, before anything is written.
+func CheckConsumeEvent(req *ConsumeRequest) error {
+	if req.Event != nil && req.Lease == nil {
+		return model.Invalid("event", req.Event.Action, "an audit event is written only with a lease record")
+	}
+	return nil
 }
 
 // BucketRequest lists every limit in effect for one bucket.

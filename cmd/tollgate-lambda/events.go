@@ -7,6 +7,7 @@ import (
 
 	"github.com/tollgate-rl/tollgate"
 	"github.com/tollgate-rl/tollgate/events"
+	"github.com/tollgate-rl/tollgate/model"
 	"github.com/tollgate-rl/tollgate/store"
 )
 
@@ -22,11 +23,23 @@ func newEventsHandler(st store.Store, cfg config, log *slog.Logger) (*eventsHand
 	if err != nil {
 		return nil, err
 	}
-	p, err := events.NewProcessor(cfg.rules, lim, log)
+	p, err := events.NewProcessor(cfg.rules, lambdaReleaser{lim}, log)
 	if err != nil {
 		return nil, err
 	}
 	return &eventsHandler{p: p}, nil
+}
+
+// lambdaReleaser releases as the function: the audit event of each
+// release names it as the principal, as the reconciler's expiries do, with
+// the rule and event the processor passes.
+type lambdaReleaser struct{ lim *tollgate.Limiter }
+
+// principal is the function's in audit events.
+const principal = "tollgate-lambda"
+
+func (r lambdaReleaser) Release(ctx context.Context, id string, opts ...model.WriteOption) error {
+	return r.lim.Release(ctx, id, append([]model.WriteOption{tollgate.WithPrincipal(principal)}, opts...)...)
 }
 
 // eventsResponse is what an events invocation returns.

@@ -8,6 +8,7 @@ import (
 
 	"github.com/tollgate-rl/tollgate"
 	"github.com/tollgate-rl/tollgate/events"
+	"github.com/tollgate-rl/tollgate/model"
 	"github.com/tollgate-rl/tollgate/store/memory"
 )
 
@@ -63,6 +64,7 @@ func TestEventsHandler(t *testing.T) {
 	if _, err := lim.Reservation(ctx, "j-1"); !errors.Is(err, tollgate.ErrLeaseNotFound) {
 		t.Errorf("the reservation after its event: %v, want not found", err)
 	}
+	wantReleasedByLambda(t, lim)
 
 	down := &eventsHandler{}
 	if down.p, err = events.NewProcessor(cfg.rules, failing{}, quiet()); err != nil {
@@ -73,11 +75,31 @@ func TestEventsHandler(t *testing.T) {
 	}
 }
 
+// wantReleasedByLambda checks the audit event of j-1's release: the
+// function's principal, and the rule and event it was made on.
+func wantReleasedByLambda(t *testing.T, lim *tollgate.Limiter) {
+	t.Helper()
+	evs, err := lim.AuditEvents(context.Background(), "team", "", 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []tollgate.AuditEvent
+	for _, ev := range evs {
+		if ev.Action == model.ActionReservationRelease {
+			got = append(got, ev)
+		}
+	}
+	if len(got) != 1 || got[0].Principal != principal || got[0].Details["how"] != "event" ||
+		got[0].Details["rule"] != "rules[0]" || got[0].Details["source"] != "aws.emr" {
+		t.Errorf("release events = %+v, want one by %s on rules[0]'s aws.emr event", got, principal)
+	}
+}
+
 var errStoreDown = errors.New("store down")
 
 type failing struct{}
 
-func (failing) Release(context.Context, string) error { return errStoreDown }
+func (failing) Release(context.Context, string, ...model.WriteOption) error { return errStoreDown }
 
 func TestConfigEventsMode(t *testing.T) {
 	for _, env := range []map[string]string{

@@ -151,7 +151,7 @@ func main() {
 	logger := slog.New(slog.NewJSONHandler(os.Stderr, nil))
 	var r *reconcile.Reconciler
 	if cfg.mode == "reconcile" || cfg.reconcile > 0 {
-		if r, err = reconcile.New(st, reconcile.WithLogger(logger), reconcile.WithPrincipal("tollgate-lambda")); err != nil {
+		if r, err = reconcile.New(st, reconcile.WithLogger(logger), reconcile.WithPrincipal(principal)); err != nil {
 			log.Fatal(err)
 		}
 	}

@@ -39,7 +39,9 @@ type backend interface {
 	// (and the limits, and an expiry unless 0), and returns the
 	// reservation as the store has it.
 	Reserve(ctx context.Context, entity, resource, id string, consume tollgate.Consume, limits []tollgate.Limit, expiry time.Duration) (tollgate.Reservation, error)
-	Release(ctx context.Context, id string) error
+	// Release releases a reservation (tollgate.Limiter.Release); the
+	// events command passes the trigger of each release.
+	Release(ctx context.Context, id string, opts ...tollgate.WriteOption) error
 	Reservations(ctx context.Context, entity, resource, after string, limit int) ([]tollgate.Reservation, string, error)
 	Leases(ctx context.Context, entity, resource, after string, limit int) ([]tollgate.LeaseInfo, string, error)
 	Penalize(ctx context.Context, entity, resource string, until time.Time, reason string, limits []string) error
@@ -176,7 +178,7 @@ func (l *local) DeleteConfig(ctx context.Context, scope tollgate.Scope) error {
 // Reserve acquires with the reservation, then reads it back: the lease
 // needs no ending here, the reservation lasting until released.
 func (l *local) Reserve(ctx context.Context, entity, resource, id string, consume tollgate.Consume, limits []tollgate.Limit, expiry time.Duration) (tollgate.Reservation, error) {
-	opts := []tollgate.AcquireOption{tollgate.WithReservation(id)}
+	opts := []tollgate.AcquireOption{tollgate.WithReservation(id), tollgate.WithAudit(l.who()...)}
 	if len(limits) > 0 {
 		opts = append(opts, tollgate.WithLimits(limits...))
 	}
@@ -203,6 +205,12 @@ func (l *local) Keys(ctx context.Context, after string, limit int) ([]tollgate.K
 
 func (l *local) RevokeKey(ctx context.Context, name string) error {
 	return l.reg.RevokeKey(ctx, l.Namespace(), name, l.who()...)
+}
+
+// Release releases as the operator (principal, see who), with the
+// caller's options after, which may name the event it was made on.
+func (l *local) Release(ctx context.Context, id string, opts ...tollgate.WriteOption) error {
+	return l.Limiter.Release(ctx, id, append(l.who(), opts...)...)
 }
 
 func (l *local) Penalize(ctx context.Context, entity, resource string, until time.Time, reason string, limits []string) error {

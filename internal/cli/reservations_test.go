@@ -13,7 +13,9 @@ import (
 	"time"
 
 	"github.com/tollgate-rl/tollgate"
+	"github.com/tollgate-rl/tollgate/api"
 	"github.com/tollgate-rl/tollgate/client"
+	"github.com/tollgate-rl/tollgate/model"
 	"github.com/tollgate-rl/tollgate/server"
 	"github.com/tollgate-rl/tollgate/store/embedded"
 	"github.com/tollgate-rl/tollgate/store/memory"
@@ -124,6 +126,7 @@ func testReservationsCommands(t *testing.T, want target) {
 		t.Errorf("another resource lists %s", got)
 	}
 	want(ExitUsage, "reservations", "reserve", "j-4", "-e", "team-a", "-r", "emr", "-c", "clusters=1", "--expiry", "-1s")
+	wantReservationAudit(t, want(ExitOK, "audit", "list", "-e", "team-a", "-o", "json"))
 	// Scripts tell the errors apart by the HTTP API's codes.
 	for _, c2 := range []struct {
 		args       []string
@@ -204,6 +207,52 @@ func TestEventsThroughServer(t *testing.T) {
 	if got := reservationsOut(t, want(ExitOK, "reservations", "list", "-e", "team-a", "-o", "json")); !slices.Equal(got, []string{"j-kept"}) {
 		t.Errorf("left %v, want [j-kept]", got)
 	}
+	wantEventReleases(t, want(ExitOK, "audit", "list", "-e", "team-a", "-o", "json"))
+}
+
+// wantReservationAudit checks the audit log of testReservationsCommands:
+// the reservations made (j-1, j-2, j-3) and the one released (j-1), each
+// once and by the command's principal.
+func wantReservationAudit(t *testing.T, out string) {
+	t.Helper()
+	var audit api.AuditResponse
+	decode(t, out, &audit)
+	var got []string
+	for _, ev := range audit.Events {
+		if !strings.HasPrefix(ev.Action, "reservation.") {
+			continue
+		}
+		got = append(got, ev.Action+" "+ev.Details["reservation"])
+		if !strings.HasPrefix(ev.Principal, "cli:") {
+			t.Errorf("%s of %s by %q, want the cli's principal", ev.Action, ev.Details["reservation"], ev.Principal)
+		}
+	}
+	want := []string{"reservation.reserve j-1", "reservation.reserve j-2", "reservation.release j-1", "reservation.reserve j-3"}
+	if !slices.Equal(got, want) {
+		t.Errorf("reservation events %v, want %v", got, want)
+	}
+}
+
+// wantEventReleases checks the audit log (audit list -o json) of the
+// recorded events' releases: the two clusters', by the command's
+// principal, each with the rule and the event.
+func wantEventReleases(t *testing.T, out string) {
+	t.Helper()
+	var audit api.AuditResponse
+	decode(t, out, &audit)
+	var got []string
+	for _, ev := range audit.Events {
+		if ev.Action != model.ActionReservationRelease {
+			continue
+		}
+		got = append(got, ev.Details["reservation"])
+		if !strings.HasPrefix(ev.Principal, "cli:") || ev.Details["how"] != "event" || ev.Details["rule"] != "emr-terminated" || ev.Details["event_id"] == "" {
+			t.Errorf("release event %+v, want one by the cli on an emr-terminated event", ev)
+		}
+	}
+	if !slices.Equal(got, []string{"j-2AXXXXXXGAPLF", "j-3BYYYYYYQ7R2M"}) {
+		t.Errorf("release events of %v, want the two clusters terminated", got)
+	}
 }
 
 // The recorded events on standard input release the reservations they name.
@@ -240,6 +289,7 @@ func TestEventsCommand(t *testing.T) {
 	if got := reservationsOut(t, c.want(ExitOK, "reservations", "list", "-e", "team-a", "-o", "json")); !slices.Equal(got, []string{"j-kept"}) {
 		t.Errorf("left %v, want [j-kept]", got)
 	}
+	wantEventReleases(t, c.want(ExitOK, "audit", "list", "-e", "team-a", "-o", "json"))
 	// The table form, and bad rules files.
 	if code, out, _ := run(t, "", "events", "--rules", rules, "--store", c.store); code != ExitOK || !strings.Contains(out, "NOT FOUND") {
 		t.Errorf("events table: exit %d\n%s", code, out)

@@ -16,6 +16,9 @@ func (s *Store) Consume(ctx context.Context, ns string, req *store.ConsumeReques
 	if req.Lease != nil {
 		return s.consumeLeased(ctx, b, ns, req)
 	}
+	if req.Event != nil {
+		return false, store.CheckConsumeEvent(req)
+	}
 	if len(req.Buckets) == 1 {
 		return s.consumeOne(ctx, b, ns, &req.Buckets[0], req.Now)
 	}

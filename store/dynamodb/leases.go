@@ -109,7 +109,8 @@ func (s *Store) consumeLeased(ctx context.Context, b *budget, ns string, req *st
 }
 
 // transactLeased plans each target from its image and writes them with the
-// record's creation in one transaction.
+// record's creation, and the request's audit event if any, in one
+// transaction.
 func (s *Store) transactLeased(ctx context.Context, ns string, req *store.ConsumeRequest, ts []*target, cached bool) (bool, error) {
 	imgs, fromCache, err := s.images(ctx, ns, ts, cached)
 	if err != nil {
@@ -133,13 +134,22 @@ func (s *Store) transactLeased(ctx context.Context, ns string, req *store.Consum
 	if err != nil {
 		return false, err
 	}
-	items := make([]types.TransactWriteItem, 0, len(ts)+1)
+	items := make([]types.TransactWriteItem, 0, len(ts)+2)
 	for _, w := range ws {
 		items = append(items, w.transactItem())
 	}
 	items = append(items, types.TransactWriteItem{Put: &types.Put{
 		TableName: &s.table, Item: lease, ConditionExpression: aws.String("attribute_not_exists(PK)"),
 	}})
+	if req.Event != nil {
+		// The audit event rides in the same transaction (no extra call):
+		// it is written if and only if the debit and the record are.
+		ev, err := s.auditPut(ns, *req.Event)
+		if err != nil {
+			return false, err
+		}
+		items = append(items, ev)
+	}
 	_, err = s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
 	if err != nil {
 		var canceled *types.TransactionCanceledException

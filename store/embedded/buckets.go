@@ -48,6 +48,9 @@ func (s *Store) Consume(ctx context.Context, ns string, req *store.ConsumeReques
 			return false, err
 		}
 	}
+	if req.Event != nil {
+		return s.consumeAudited(ns, req)
+	}
 	ok, err := s.buckets.Consume(ns, req)
 	if err != nil {
 		return false, tableErr(err)

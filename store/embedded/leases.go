@@ -16,7 +16,8 @@ import (
 // writes a debit and its record, or an ending's give-back and the record's
 // deletion, in the same transaction, so a crash loses both or neither. An
 // ending that carries an audit event flushes at once, with the event in
-// the same transaction.
+// the same transaction, and so does a reservation's grant, which carries
+// its audit event too (ConsumeRequest.Event).
 
 var _ store.Leases = (*Store)(nil)
 
@@ -63,6 +64,29 @@ func (s *Store) EndLease(ctx context.Context, ns string, e store.LeaseEnding) er
 	}
 	s.unwritten = append(s.unwritten, nsEvent{ns, *e.Event})
 	return s.flushLocked()
+}
+
+// consumeAudited is Consume of a request with an audit event (a
+// reservation's). As EndLease: holding flushMu keeps other flushes out,
+// so the flush below writes the debit, its record and the event in one
+// transaction, and the call returns when they are on disk. If that flush
+// fails, the grant stands in memory (granted is true, with the error) and
+// the three stay queued together for the next flush.
+func (s *Store) consumeAudited(ns string, req *store.ConsumeRequest) (bool, error) {
+	if err := store.CheckConsumeEvent(req); err != nil {
+		return false, err
+	}
+	if err := checkPair("audit event", req.Event.Entity, req.Event.ID); err != nil {
+		return false, err
+	}
+	s.flushMu.Lock()
+	defer s.flushMu.Unlock()
+	granted, err := s.buckets.Consume(ns, req)
+	if err != nil || !granted {
+		return false, tableErr(err)
+	}
+	s.unwritten = append(s.unwritten, nsEvent{ns, *req.Event})
+	return true, s.flushLocked()
 }
 
 // ListLeases implements store.Leases.

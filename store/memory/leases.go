@@ -46,6 +46,21 @@ func (s *Store) EndLease(ctx context.Context, ns string, e store.LeaseEnding) er
 	return nil
 }
 
+// consumeAudited is Consume of a request with an audit event (a
+// reservation's): as EndLease, the event is appended after the grant and
+// its record, and nothing can fail in between, so both happen; a refusal
+// or an existing record appends nothing.
+func (s *Store) consumeAudited(ns string, req *store.ConsumeRequest) (bool, error) {
+	if err := store.CheckConsumeEvent(req); err != nil {
+		return false, err
+	}
+	granted, err := s.buckets.Consume(ns, req)
+	if err != nil || !granted {
+		return false, err
+	}
+	return true, s.withEvent(ns, nil, req.Event)
+}
+
 // ListLeases implements store.Leases.
 func (s *Store) ListLeases(ctx context.Context, ns string, q store.LeaseQuery) ([]store.LeaseRecord, string, error) {
 	if err := ctx.Err(); err != nil {

@@ -89,6 +89,9 @@ func (s *Store) Consume(ctx context.Context, ns string, req *store.ConsumeReques
 	if err := ctx.Err(); err != nil {
 		return false, err
 	}
+	if req.Event != nil {
+		return s.consumeAudited(ns, req)
+	}
 	return s.buckets.Consume(ns, req) // never closed: no error
 }
 

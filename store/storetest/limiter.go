@@ -26,6 +26,9 @@ func limiterCases() []testCase {
 		{"StoredLimitChangesAdopted", testLimiterLimitChanges},
 		{"CancelledContext", testLimiterCancelledContext},
 		{"Reservations", testLimiterReservations},
+		{"ReserveAudited", testLimiterReserveAudited},
+		{"ReleaseAudited", testLimiterReleaseAudited},
+		{"ReservationExpiryAudited", testLimiterReservationExpiryAudited},
 		{"LeasesListed", testLimiterLeasesListed},
 	}
 }
