@@ -288,12 +288,12 @@ func CeilMS(d time.Duration) int64 {
 
 // FromEntity converts an entity.
 func FromEntity(e model.Entity) Entity {
-	return Entity{ID: e.ID, Name: e.Name, ParentID: e.ParentID, Cascade: e.Cascade, Metadata: e.Metadata, CreatedAtMS: unixMS(e.CreatedAt)}
+	return Entity{ID: e.ID, Name: e.Name, ParentID: e.ParentID, Cascade: e.Cascade, Metadata: e.Metadata, CreatedAtMS: model.UnixMilli(e.CreatedAt)}
 }
 
 // ToEntity converts an entity back.
 func ToEntity(e Entity) model.Entity {
-	return model.Entity{ID: e.ID, Name: e.Name, ParentID: e.ParentID, Cascade: e.Cascade, Metadata: e.Metadata, CreatedAt: fromMS(e.CreatedAtMS)}
+	return model.Entity{ID: e.ID, Name: e.Name, ParentID: e.ParentID, Cascade: e.Cascade, Metadata: e.Metadata, CreatedAt: model.FromUnixMilli(e.CreatedAtMS)}
 }
 
 // FromConfig converts a config.
@@ -319,36 +319,22 @@ func ToConfig(b Limits) (model.Config, error) {
 
 // FromAuditEvent converts an audit event.
 func FromAuditEvent(e model.AuditEvent) AuditEvent {
-	return AuditEvent{ID: e.ID, TimeMS: unixMS(e.Time), Action: e.Action, Entity: e.Entity, Resource: e.Resource, Principal: e.Principal, Details: e.Details}
+	return AuditEvent{ID: e.ID, TimeMS: model.UnixMilli(e.Time), Action: e.Action, Entity: e.Entity, Resource: e.Resource, Principal: e.Principal, Details: e.Details}
 }
 
 // ToAuditEvent converts an audit event back.
 func ToAuditEvent(e AuditEvent) model.AuditEvent {
-	return model.AuditEvent{ID: e.ID, Time: fromMS(e.TimeMS), Action: e.Action, Entity: e.Entity, Resource: e.Resource, Principal: e.Principal, Details: e.Details}
+	return model.AuditEvent{ID: e.ID, Time: model.FromUnixMilli(e.TimeMS), Action: e.Action, Entity: e.Entity, Resource: e.Resource, Principal: e.Principal, Details: e.Details}
 }
 
 // FromNamespace converts a namespace.
 func FromNamespace(n model.Namespace) Namespace {
-	return Namespace{Name: n.Name, ID: n.ID, CreatedAtMS: unixMS(n.CreatedAt), DeletedAtMS: unixMS(n.DeletedAt)}
+	return Namespace{Name: n.Name, ID: n.ID, CreatedAtMS: model.UnixMilli(n.CreatedAt), DeletedAtMS: model.UnixMilli(n.DeletedAt)}
 }
 
 // ToNamespace converts a namespace back.
 func ToNamespace(n Namespace) model.Namespace {
-	return model.Namespace{Name: n.Name, ID: n.ID, CreatedAt: fromMS(n.CreatedAtMS), DeletedAt: fromMS(n.DeletedAtMS)}
-}
-
-func unixMS(t time.Time) int64 {
-	if t.IsZero() {
-		return 0
-	}
-	return t.UnixMilli()
-}
-
-func fromMS(ms int64) time.Time {
-	if ms == 0 {
-		return time.Time{}
-	}
-	return time.UnixMilli(ms)
+	return model.Namespace{Name: n.Name, ID: n.ID, CreatedAt: model.FromUnixMilli(n.CreatedAtMS), DeletedAt: model.FromUnixMilli(n.DeletedAtMS)}
 }
 
 // Sentinel errors of the API that the library has no equivalent for.

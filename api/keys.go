@@ -1,10 +1,6 @@
 package api
 
-import (
-	"time"
-
-	"github.com/tollgate-rl/tollgate/model"
-)
+import "github.com/tollgate-rl/tollgate/model"
 
 // CreateKeyRequest is the body of POST /v1/keys: a stored API key of the
 // request's namespace.
@@ -48,22 +44,14 @@ type KeysResponse struct {
 
 // FromKey describes k.
 func FromKey(k model.Key) KeyInfo {
-	out := KeyInfo{Name: k.Name, Namespace: k.Namespace, Role: string(k.Role), Entity: k.Entity,
-		AllowLimits: k.AllowLimits, CreatedAtMS: k.CreatedAt.UnixMilli()}
-	if !k.ExpiresAt.IsZero() {
-		out.ExpiresAtMS = k.ExpiresAt.UnixMilli()
-	}
-	return out
+	return KeyInfo{Name: k.Name, Namespace: k.Namespace, Role: string(k.Role), Entity: k.Entity,
+		AllowLimits: k.AllowLimits, CreatedAtMS: model.UnixMilli(k.CreatedAt), ExpiresAtMS: model.UnixMilli(k.ExpiresAt)}
 }
 
 // ToKey is FromKey's inverse (the hash stays empty).
 func ToKey(k KeyInfo) model.Key {
-	out := model.Key{Name: k.Name, Namespace: k.Namespace, Role: model.Role(k.Role), Entity: k.Entity,
-		AllowLimits: k.AllowLimits, CreatedAt: time.UnixMilli(k.CreatedAtMS).UTC()}
-	if k.ExpiresAtMS != 0 {
-		out.ExpiresAt = time.UnixMilli(k.ExpiresAtMS).UTC()
-	}
-	return out
+	return model.Key{Name: k.Name, Namespace: k.Namespace, Role: model.Role(k.Role), Entity: k.Entity,
+		AllowLimits: k.AllowLimits, CreatedAt: model.FromUnixMilli(k.CreatedAtMS), ExpiresAt: model.FromUnixMilli(k.ExpiresAtMS)}
 }
 
 // ResetRequest is the body of POST /v1/reset: refill the limits of an

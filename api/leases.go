@@ -33,7 +33,7 @@ func FromLeaseInfos(ls []model.LeaseInfo) []LeaseInfo {
 			consumed = model.Consume{}
 		}
 		out[i] = LeaseInfo{LeaseID: l.ID, Entity: l.Entity, Resource: l.Resource, Holder: l.Holder,
-			CreatedAtMS: unixMS(l.Created), ExpiresAtMS: unixMS(l.Expires), Consumed: consumed}
+			CreatedAtMS: model.UnixMilli(l.Created), ExpiresAtMS: model.UnixMilli(l.Expires), Consumed: consumed}
 	}
 	return out
 }
@@ -43,7 +43,7 @@ func ToLeaseInfos(ls []LeaseInfo) []model.LeaseInfo {
 	out := make([]model.LeaseInfo, len(ls))
 	for i, l := range ls {
 		out[i] = model.LeaseInfo{ID: l.LeaseID, Entity: l.Entity, Resource: l.Resource, Holder: l.Holder,
-			Created: fromMS(l.CreatedAtMS), Expires: fromMS(l.ExpiresAtMS), Consumed: l.Consumed}
+			Created: model.FromUnixMilli(l.CreatedAtMS), Expires: model.FromUnixMilli(l.ExpiresAtMS), Consumed: l.Consumed}
 	}
 	return out
 }

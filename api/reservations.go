@@ -94,13 +94,13 @@ type PenalizeRequest struct {
 // FromReservation converts a reservation.
 func FromReservation(r model.Reservation) Reservation {
 	return Reservation{ID: r.ID, Entity: r.Entity, Resource: r.Resource, Holder: r.Holder,
-		CreatedAtMS: unixMS(r.Created), ExpiresAtMS: unixMS(r.Expires)}
+		CreatedAtMS: model.UnixMilli(r.Created), ExpiresAtMS: model.UnixMilli(r.Expires)}
 }
 
 // ToReservation converts a reservation back.
 func ToReservation(r Reservation) model.Reservation {
 	return model.Reservation{ID: r.ID, Entity: r.Entity, Resource: r.Resource, Holder: r.Holder,
-		Created: fromMS(r.CreatedAtMS), Expires: fromMS(r.ExpiresAtMS)}
+		Created: model.FromUnixMilli(r.CreatedAtMS), Expires: model.FromUnixMilli(r.ExpiresAtMS)}
 }
 
 // FromReservations converts reservations; never nil.

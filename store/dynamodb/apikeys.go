@@ -49,7 +49,7 @@ func encodeKey(ns string, k model.Key) (byName, byHash item) {
 		it["name"], it["namespace"], it["ns"] = str(k.Name), str(k.Namespace), str(ns)
 		it["role"], it["entity"], it["hash"] = str(string(k.Role)), str(k.Entity), str(k.Hash)
 		it["allow_limits"] = &types.AttributeValueMemberBOOL{Value: k.AllowLimits}
-		it["created_at"], it["expires_at"] = num(unixMilli(k.CreatedAt)), num(unixMilli(k.ExpiresAt))
+		it["created_at"], it["expires_at"] = num(model.UnixMilli(k.CreatedAt)), num(model.UnixMilli(k.ExpiresAt))
 		it[attrGSI4PK], it[attrGSI4SK] = str(ns), it[attrPK]
 		if !k.ExpiresAt.IsZero() {
 			it[attrTTL] = num(k.ExpiresAt.Add(keyTTLMargin).Unix())
@@ -69,24 +69,8 @@ func decodeKey(it item) (model.Key, error) {
 	if err != nil {
 		return k, fmt.Errorf("dynamodb: key %s: %w", k.Name, err)
 	}
-	k.CreatedAt, k.ExpiresAt = fromMilli(created), fromMilli(expires)
+	k.CreatedAt, k.ExpiresAt = model.FromUnixMilli(created), model.FromUnixMilli(expires)
 	return k, nil
-}
-
-// unixMilli is t in Unix milliseconds, 0 for the zero time.
-func unixMilli(t time.Time) int64 {
-	if t.IsZero() {
-		return 0
-	}
-	return t.UnixMilli()
-}
-
-// fromMilli undoes unixMilli, in UTC.
-func fromMilli(ms int64) time.Time {
-	if ms == 0 {
-		return time.Time{}
-	}
-	return time.UnixMilli(ms).UTC()
 }
 
 // CreateKey implements store.Keys: both items on condition that neither

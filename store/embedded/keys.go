@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"time"
 
 	bolt "go.etcd.io/bbolt"
 
@@ -155,7 +154,7 @@ type keyJSON struct {
 
 func encodeKey(ns string, k model.Key) ([]byte, error) {
 	return json.Marshal(keyJSON{Name: k.Name, Namespace: k.Namespace, NamespaceID: ns, Role: string(k.Role), Entity: k.Entity,
-		AllowLimits: k.AllowLimits, Hash: k.Hash, CreatedAt: unixMilli(k.CreatedAt), ExpiresAt: unixMilli(k.ExpiresAt)})
+		AllowLimits: k.AllowLimits, Hash: k.Hash, CreatedAt: model.UnixMilli(k.CreatedAt), ExpiresAt: model.UnixMilli(k.ExpiresAt)})
 }
 
 func decodeKey(b []byte) (model.Key, error) {
@@ -164,23 +163,7 @@ func decodeKey(b []byte) (model.Key, error) {
 		return model.Key{}, err
 	}
 	return model.Key{Name: in.Name, Namespace: in.Namespace, Role: model.Role(in.Role), Entity: in.Entity,
-		AllowLimits: in.AllowLimits, Hash: in.Hash, CreatedAt: fromMilli(in.CreatedAt), ExpiresAt: fromMilli(in.ExpiresAt)}, nil
-}
-
-// unixMilli is t in Unix milliseconds, 0 for the zero time.
-func unixMilli(t time.Time) int64 {
-	if t.IsZero() {
-		return 0
-	}
-	return t.UnixMilli()
-}
-
-// fromMilli undoes unixMilli, in UTC.
-func fromMilli(ms int64) time.Time {
-	if ms == 0 {
-		return time.Time{}
-	}
-	return time.UnixMilli(ms).UTC()
+		AllowLimits: in.AllowLimits, Hash: in.Hash, CreatedAt: model.FromUnixMilli(in.CreatedAt), ExpiresAt: model.FromUnixMilli(in.ExpiresAt)}, nil
 }
 
 // changed raises the generation if err, the outcome of a control-plane
