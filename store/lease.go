@@ -12,30 +12,38 @@ import (
 // Leases holds durable lease records: the leases that hold something to give
 // back (concurrency tokens, reservations), written in the same atomic step as
 // their debit (ConsumeRequest.Lease) and ended in the same atomic step as the
-// give-back (EndLease). Because every ending deletes the record on the
+// give-back (EndLease). Because every ending replaces the record on the
 // condition that it is still as the ender read it, a lease ends exactly once
 // however many processes (its holder, servers, reconcilers) try at the same
 // time. docs/design/quota-broker.md gives the design.
+//
+// An ending may keep the record as a tombstone (LeaseEnding.KeepUntil):
+// it then says how the lease ended to whoever asks again (a repeated
+// commit, the retry of an acquire made with an idempotency key) until
+// KeepUntil. A tombstone is never listed, never changed, and never ended
+// again; a backend may delete it at any time after KeepUntil, and readers
+// treat one past KeepUntil as absent (LeaseRecord.Gone).
 type Leases interface {
-	// GetLease returns the record of lease id, or an error matching
-	// model.ErrLeaseNotFound.
+	// GetLease returns the record of lease id, a tombstone included, or an
+	// error matching model.ErrLeaseNotFound.
 	GetLease(ctx context.Context, ns, id string) (LeaseRecord, error)
 	// UpdateLease replaces the stored record rec.ID with rec (pending
-	// adjustments, expiry) if the stored version is rec.Version-1; else it
-	// fails with model.ErrLeaseConflict, or model.ErrLeaseNotFound if there
-	// is no record. As with ConsumeRequest.Lease, the backend may keep
+	// adjustments, expiry) if the stored version is rec.Version-1 and it
+	// is not a tombstone; else it fails with model.ErrLeaseConflict, or
+	// model.ErrLeaseNotFound if there is no record. As with ConsumeRequest.Lease, the backend may keep
 	// what rec's slices point to: the caller must not change them.
 	UpdateLease(ctx context.Context, ns string, rec LeaseRecord) error
-	// EndLease deletes the record e.ID, applies e.Deltas (as ApplyDeltas
+	// EndLease deletes the record e.ID, or replaces it with its tombstone
+	// when e.KeepUntil > 0 (e.Tombstone), applies e.Deltas (as ApplyDeltas
 	// does) and appends e.Event (if not nil), all or nothing, if the
-	// stored record has version e.Version and, when e.ExpiredBy > 0, has
-	// expired by then. Otherwise it writes nothing and fails with
-	// model.ErrLeaseConflict, or model.ErrLeaseNotFound if there is no
-	// record.
+	// stored record has version e.Version, is not a tombstone and, when
+	// e.ExpiredBy > 0, has expired by then. Otherwise it writes nothing and
+	// fails with model.ErrLeaseConflict, or model.ErrLeaseNotFound if there
+	// is no record.
 	EndLease(ctx context.Context, ns string, e LeaseEnding) error
-	// ListLeases returns up to q.Limit records that q selects, sorted by
-	// id, and the id to pass as q.After for the next page ("" after the
-	// last).
+	// ListLeases returns up to q.Limit records of open leases (never a
+	// tombstone) that q selects, sorted by id, and the id to pass as
+	// q.After for the next page ("" after the last).
 	ListLeases(ctx context.Context, ns string, q LeaseQuery) ([]LeaseRecord, string, error)
 }
 
@@ -59,7 +67,22 @@ type LeaseRecord struct {
 	// Pending lists adjustments not yet written to the buckets, one per
 	// limit name (see EndDeltas).
 	Pending []LeaseDelta
+	// EndedAt is when the lease ended (Unix ms), 0 while it is open. A
+	// record with EndedAt set is a tombstone (see Leases): EndedAs says how
+	// the lease ended, KeepUntil until when the store keeps it (Unix ms).
+	// Buckets and Pending are those the lease ended with: its consumption
+	// is what they say (Consumed).
+	EndedAt   int64
+	EndedAs   LeaseEnd
+	KeepUntil int64
 }
+
+// Ended reports whether rec is a tombstone.
+func (rec *LeaseRecord) Ended() bool { return rec.EndedAt > 0 }
+
+// Gone reports whether rec is a tombstone past its KeepUntil at now (Unix
+// ms): a backend may have deleted it, so it reads as absent.
+func (rec *LeaseRecord) Gone(now int64) bool { return rec.Ended() && rec.KeepUntil <= now }
 
 // LeaseBucket is what a lease debited from one bucket: every limit in effect
 // there (an adjustment may name one the acquire did not debit), with its
@@ -93,6 +116,26 @@ type LeaseEnding struct {
 	ExpiredBy int64
 	Deltas    []Delta
 	Event     *model.AuditEvent
+	// As is how the lease ends, and At when (Unix ms). With KeepUntil > 0
+	// the record stays as a tombstone until then (Tombstone), else it is
+	// deleted (a reservation's, whose id may be reserved again at once).
+	As        LeaseEnd
+	At        int64
+	KeepUntil int64
+}
+
+// Tombstone returns the tombstone e leaves of rec, the record it ends: rec
+// with EndedAt, EndedAs and KeepUntil set and its version one more (so
+// that a handle still holding the open record can change it no more).
+// Pending adjustments stay: a commit wrote them, and Consumed counts them.
+func (e *LeaseEnding) Tombstone(rec *LeaseRecord) LeaseRecord {
+	t := *rec
+	t.Version++
+	t.EndedAt, t.EndedAs, t.KeepUntil = e.At, e.As, e.KeepUntil
+	if e.As == Rollback {
+		t.Pending = nil
+	}
+	return t
 }
 
 // LeaseQuery selects lease records for ListLeases.
@@ -110,10 +153,12 @@ type LeaseQuery struct {
 // MaxLeasePage bounds LeaseQuery.Limit.
 const MaxLeasePage = 1000
 
-// Selects reports whether q selects rec, After and Limit aside.
+// Selects reports whether q selects rec, After and Limit aside: never a
+// tombstone.
 func (q *LeaseQuery) Selects(rec *LeaseRecord) bool {
 	switch {
-	case q.Entity != "" && rec.Entity != q.Entity,
+	case rec.Ended(),
+		q.Entity != "" && rec.Entity != q.Entity,
 		q.Resource != "" && rec.Resource != q.Resource,
 		q.ExpiredBy > 0 && (rec.Expires == 0 || rec.Expires > q.ExpiredBy):
 		return false
@@ -132,10 +177,10 @@ func (q *LeaseQuery) Validate() error {
 	return nil
 }
 
-// Ends reports whether e may end rec, whose id is e.ID: the version matches
-// and, for a reconciler's ending, the lease has expired.
+// Ends reports whether e may end rec, whose id is e.ID: it is open, the
+// version matches and, for a reconciler's ending, the lease has expired.
 func (e *LeaseEnding) Ends(rec *LeaseRecord) bool {
-	return rec.Version == e.Version && (e.ExpiredBy <= 0 || rec.Expires > 0 && rec.Expires <= e.ExpiredBy)
+	return !rec.Ended() && rec.Version == e.Version && (e.ExpiredBy <= 0 || rec.Expires > 0 && rec.Expires <= e.ExpiredBy)
 }
 
 // LeaseEnd is how a lease ends.

@@ -154,11 +154,22 @@ type ConsumeRequest struct {
 	// Lease, if not nil, is a durable lease record (see Leases) that the
 	// backend creates if and only if it grants, in the same atomic step as
 	// the debit. If a record with its id exists, Consume debits nothing and
-	// fails with an error matching model.ErrLeaseExists. A backend may keep
-	// the record itself (the memory backends do, rather than copy it on
-	// every durable acquire): the caller must not change it, or anything it
-	// points to, once it is passed; a change is a new record (UpdateLease).
+	// fails with an error matching model.ErrLeaseExists; with ReusedID,
+	// a tombstone of its id counts as one too. A record with EndedAt set
+	// is created as a tombstone: an acquire committed in the same step (a
+	// lease without concurrency tokens has nothing to give back). A
+	// backend may keep the record itself (the memory backends do, rather
+	// than copy it on every durable acquire): the caller must not change
+	// it, or anything it points to, once it is passed; a change is a new
+	// record (UpdateLease).
 	Lease *LeaseRecord
+	// ReusedID says that Lease's id is not fresh but derived (from an
+	// idempotency key), so that it may name a lease that has ended: the
+	// backend then also refuses it while a tombstone of that id is kept
+	// (not Gone at Now). Ids the limiter makes at random are never
+	// reused, and need no such check (on DynamoDB it is one more item in
+	// the transaction).
+	ReusedID bool
 	// Event, if not nil, is an audit event (a reservation's) that the
 	// backend appends if and only if it grants, atomically with the
 	// debit and the record: a refusal, and a Lease whose id exists,

@@ -83,3 +83,39 @@ func TestLeasesReachTheFile(t *testing.T) {
 		t.Errorf("audit after reopening = %+v, %v; want the expiry", evs, err)
 	}
 }
+
+// A tombstone reaches the file, and is still one after reopening: the
+// lease it records stays ended, listed nowhere.
+func TestTombstonesReachTheFile(t *testing.T) {
+	ctx := t.Context()
+	path := tempFile(t)
+	const ns = "0123456789abcdef"
+	k := store.BucketKey{Entity: "job", Resource: "emr"}
+	s, err := embedded.Open(path, embedded.WithFlushInterval(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := &store.ConsumeRequest{Now: t0, Buckets: []store.BucketRequest{{Key: k, Limits: []store.LimitRequest{
+		{Name: "slots", Params: bucket.Params{Capacity: 2000}, Check: true, Amount: 1000},
+	}}}}
+	req.Lease = store.NewLeaseRecord("lease-a", "test", req, t0+60_000)
+	if ok, err := s.Consume(ctx, ns, req); !ok || err != nil {
+		t.Fatalf("Consume = %v, %v", ok, err)
+	}
+	err = s.EndLease(ctx, ns, store.LeaseEnding{ID: "lease-a", Version: 1, Deltas: req.Lease.EndDeltas(store.Rollback),
+		As: store.Rollback, At: t0 + 1000, KeepUntil: t0 + 600_000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	r := open(t, path)
+	got, err := r.GetLease(ctx, ns, "lease-a")
+	if err != nil || !got.Ended() || got.EndedAs != store.Rollback || got.KeepUntil != t0+600_000 {
+		t.Errorf("the tombstone after reopening = %+v, %v", got, err)
+	}
+	if recs, _, err := r.ListLeases(ctx, ns, store.LeaseQuery{Limit: 10}); err != nil || len(recs) != 0 {
+		t.Errorf("ListLeases after reopening = %+v, %v; want none", recs, err)
+	}
+}

@@ -40,6 +40,11 @@ func leaseCases() []testCase {
 		{"NamespacesApart", testLeaseNamespaces},
 		{"PurgeRemovesLeases", testLeasePurge},
 		{"BoundUnderExpiry", testLeaseBoundUnderExpiry},
+		{"TombstoneSaysHowItEnded", testLeaseTombstone},
+		{"EndingWithoutKeepDeletes", testLeaseEndingDeletes},
+		{"TombstoneRefusesAReusedID", testLeaseTombstoneReusedID},
+		{"BornEnded", testLeaseBornEnded},
+		{"ReconcilerLeavesTombstone", testLeaseExpiredTombstone},
 	}
 }
 

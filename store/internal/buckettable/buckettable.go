@@ -204,7 +204,7 @@ func (t *Table) consumeCascade(ns string, req *store.ConsumeRequest) (bool, erro
 	if req.Lease != nil {
 		t.leases.mu.Lock()
 		defer t.leases.mu.Unlock()
-		if err := t.leaseExists(ns, req.Lease.ID); err != nil {
+		if err := t.leaseExists(ns, req.Lease.ID, req.Now); err != nil {
 			return false, err
 		}
 	}
@@ -229,7 +229,7 @@ func (t *Table) consumeCascade(ns string, req *store.ConsumeRequest) (bool, erro
 			store.Debit(&ents[i].rec, &req.Buckets[i])
 		}
 		if req.Lease != nil {
-			t.createLease(ns, req.Lease)
+			t.createLease(ns, req.Lease, req.Now)
 		}
 	}
 	return ok, nil

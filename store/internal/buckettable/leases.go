@@ -1,6 +1,7 @@
 package buckettable
 
 import (
+	"container/heap"
 	"fmt"
 	"slices"
 	"strings"
@@ -26,6 +27,30 @@ type leaseTable struct {
 	// dirty lists, in a tracking table, the records created, changed or
 	// deleted since the last Drain.
 	dirty map[leaseKey]struct{}
+	// ended holds the tombstones by KeepUntil, so that those past it are
+	// deleted as time goes (see sweepEnded). An entry whose record has
+	// been replaced or deleted since is skipped.
+	ended tombstones
+}
+
+// tombstone is an entry of leaseTable.ended.
+type tombstone struct {
+	k   leaseKey
+	rec *store.LeaseRecord
+}
+
+// tombstones is a min-heap of tombstones by KeepUntil (container/heap).
+type tombstones []tombstone
+
+func (h tombstones) Len() int           { return len(h) }
+func (h tombstones) Less(i, j int) bool { return h[i].rec.KeepUntil < h[j].rec.KeepUntil }
+func (h tombstones) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *tombstones) Push(x any)        { *h = append(*h, x.(tombstone)) }
+func (h *tombstones) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
 }
 
 func (lt *leaseTable) init() {
@@ -34,29 +59,46 @@ func (lt *leaseTable) init() {
 }
 
 // setLease stores rec (nil: deletes) under k; the caller holds
-// t.leases.mu.
+// t.leases.mu. A tombstone is queued for its deletion.
 func (t *Table) setLease(k leaseKey, rec *store.LeaseRecord) {
 	lt := &t.leases
 	if rec == nil {
 		delete(lt.records, k)
 	} else {
 		lt.records[k] = rec
+		if rec.Ended() {
+			heap.Push(&lt.ended, tombstone{k, rec})
+		}
 	}
 	if t.track {
 		lt.dirty[k] = struct{}{}
 	}
 }
 
+// sweepEnded deletes the tombstones past their KeepUntil at now; the
+// caller holds t.leases.mu.
+func (t *Table) sweepEnded(now int64) {
+	lt := &t.leases
+	for len(lt.ended) > 0 && lt.ended[0].rec.KeepUntil <= now {
+		ts := heap.Pop(&lt.ended).(tombstone)
+		if lt.records[ts.k] == ts.rec {
+			t.setLease(ts.k, nil)
+		}
+	}
+}
+
 // createLease stores rec for a granted consume (the caller hands it over:
 // store.ConsumeRequest.Lease); the caller holds lt.mu and the consume's
 // locks.
-func (t *Table) createLease(ns string, rec *store.LeaseRecord) {
+func (t *Table) createLease(ns string, rec *store.LeaseRecord, now int64) {
+	t.sweepEnded(now)
 	t.setLease(leaseKey{ns, rec.ID}, rec)
 }
 
-// leaseExists reports an existing record of id; the caller holds lt.mu.
-func (t *Table) leaseExists(ns, id string) error {
-	if t.leases.records[leaseKey{ns, id}] != nil {
+// leaseExists reports an existing record of id, a tombstone included
+// unless it is gone by now; the caller holds lt.mu.
+func (t *Table) leaseExists(ns, id string, now int64) error {
+	if rec := t.leases.records[leaseKey{ns, id}]; rec != nil && !rec.Gone(now) {
 		return fmt.Errorf("lease %q: %w", id, model.ErrLeaseExists)
 	}
 	return nil
@@ -85,6 +127,8 @@ func (t *Table) UpdateLease(ns string, rec store.LeaseRecord) error {
 	switch old := lt.records[k]; {
 	case old == nil:
 		return fmt.Errorf("lease %q: %w", rec.ID, model.ErrLeaseNotFound)
+	case old.Ended():
+		return fmt.Errorf("lease %q: ended: %w", rec.ID, model.ErrLeaseConflict)
 	case old.Version != rec.Version-1:
 		return fmt.Errorf("lease %q: version %d, not %d: %w", rec.ID, old.Version, rec.Version-1, model.ErrLeaseConflict)
 	}
@@ -92,9 +136,9 @@ func (t *Table) UpdateLease(ns string, rec store.LeaseRecord) error {
 	return nil
 }
 
-// EndLease deletes the record e.ID and applies e.Deltas, atomically, as
-// store.Leases.EndLease says (without the audit event, which the backend
-// keeps).
+// EndLease deletes the record e.ID (or leaves its tombstone) and applies
+// e.Deltas, atomically, as store.Leases.EndLease says (without the audit
+// event, which the backend keeps).
 func (t *Table) EndLease(ns string, e store.LeaseEnding) error {
 	k := leaseKey{ns, e.ID}
 	lt := &t.leases
@@ -112,10 +156,17 @@ func (t *Table) EndLease(ns string, e store.LeaseEnding) error {
 	}
 	lt.mu.Lock()
 	defer lt.mu.Unlock()
-	if err := checkEnding(lt.records[k], &e); err != nil {
+	rec = lt.records[k]
+	if err := checkEnding(rec, &e); err != nil {
 		return err // ended or changed since it was read
 	}
-	t.setLease(k, nil)
+	t.sweepEnded(e.At)
+	if e.KeepUntil > 0 {
+		tomb := e.Tombstone(rec)
+		t.setLease(k, &tomb)
+	} else {
+		t.setLease(k, nil)
+	}
 	for _, d := range e.Deltas {
 		id := ID{ns, d.Key.Entity, d.Key.Resource}
 		h, sh := t.locate(id)
@@ -130,6 +181,8 @@ func checkEnding(rec *store.LeaseRecord, e *store.LeaseEnding) error {
 	switch {
 	case rec == nil:
 		return fmt.Errorf("lease %q: %w", e.ID, model.ErrLeaseNotFound)
+	case rec.Ended():
+		return fmt.Errorf("lease %q: ended: %w", e.ID, model.ErrLeaseConflict)
 	case rec.Version != e.Version:
 		return fmt.Errorf("lease %q: version %d, not %d: %w", e.ID, rec.Version, e.Version, model.ErrLeaseConflict)
 	case !e.Ends(rec):
@@ -207,7 +260,7 @@ func (t *Table) DeleteLeases(ns string) int {
 			n++
 		}
 	}
-	return n
+	return n // their tombstones' entries in ended are skipped when popped
 }
 
 // PutLease stores rec without listing it as changed: it loads a record
@@ -215,7 +268,11 @@ func (t *Table) DeleteLeases(ns string) int {
 func (t *Table) PutLease(ns string, rec store.LeaseRecord) {
 	lt := &t.leases
 	lt.mu.Lock()
-	lt.records[leaseKey{ns, rec.ID}] = &rec
+	k := leaseKey{ns, rec.ID}
+	lt.records[k] = &rec
+	if rec.Ended() {
+		heap.Push(&lt.ended, tombstone{k, &rec})
+	}
 	lt.mu.Unlock()
 }
 
