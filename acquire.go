@@ -2,6 +2,7 @@ package tollgate
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"time"
 
@@ -27,6 +28,12 @@ import (
 // *ValidationError. If the store fails, the call returns an *UnavailableError,
 // or in Allow mode a lease whose Degraded method reports true.
 func (l *Limiter) Acquire(ctx context.Context, entity, resource string, consume Consume, opts ...AcquireOption) (*Lease, error) {
+	return l.acquire(ctx, entity, resource, consume, false, opts)
+}
+
+// acquire is Acquire; committing says that AcquireAndCommit calls it,
+// and commits the lease at once.
+func (l *Limiter) acquire(ctx context.Context, entity, resource string, consume Consume, committing bool, opts []AcquireOption) (*Lease, error) {
 	if len(consume) == 0 {
 		return nil, model.Invalid("consume", "", "must name at least one limit")
 	}
@@ -34,11 +41,12 @@ func (l *Limiter) Acquire(ctx context.Context, entity, resource string, consume 
 	for _, o := range opts {
 		o(&d.opts)
 	}
+	d.committing = committing
 	now := d.now()
 	ns, err := l.plan(ctx, d, entity, resource, consume, now)
 	if err == nil {
 		var granted bool
-		if d.holds || d.opts.Durable {
+		if d.holds || d.opts.Durable || d.opts.IdempotencyKey != "" {
 			granted, err = l.consumeDurable(ctx, d, now)
 		} else {
 			granted, err = l.store.Consume(ctx, d.ns, &d.req)
@@ -48,6 +56,12 @@ func (l *Limiter) Acquire(ctx context.Context, entity, resource string, consume 
 			return d.newLease(entity, resource), nil
 		case err == nil:
 			err = l.denial(d)
+		case d.opts.IdempotencyKey != "" && errors.Is(err, model.ErrLeaseExists):
+			le, rerr := l.replay(ctx, d, entity, resource, consume)
+			if rerr == nil {
+				return le, nil
+			}
+			err = rerr
 		default:
 			err = storeErr(ctx, "acquire", entity+"/"+resource, err)
 		}

@@ -35,6 +35,16 @@ func WithOnUnavailable(mode OnUnavailable) AcquireOption { return model.WithOnUn
 // lease is held in this process alone and costs no extra write.
 func WithDurableLease() AcquireOption { return model.WithDurableLease() }
 
+// WithIdempotencyKey makes the acquire safe to retry: the same key, in
+// the same namespace, while the lease it granted is remembered (its
+// expiry, and at least model.TombstoneKeep after it ended), returns that
+// grant again (Lease.Replayed, Grant.Replayed) and debits nothing more.
+// The same key with another entity, resource or consumption is
+// ErrIdempotencyConflict; a lease that has ended since is a
+// *LeaseEndedError (but a repeated AcquireAndCommit replays its grant).
+// The lease is durable, its id derived from the key.
+func WithIdempotencyKey(key string) AcquireOption { return model.WithIdempotencyKey(key) }
+
 // WithLeaseExpiry sets how long this acquire's durable lease lives unless
 // extended (default: the limiter's, see WithDefaultLeaseExpiry), from
 // MinLeaseExpiry to MaxLeaseExpiry; outside that range the call is a

@@ -6,8 +6,10 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
+	"github.com/tollgate-rl/tollgate/bucket"
 	"github.com/tollgate-rl/tollgate/model"
 	"github.com/tollgate-rl/tollgate/store"
 )
@@ -34,6 +36,12 @@ func newLeaseID() string {
 // taken (model.ErrLeaseExists) having debited nothing; with 128 random
 // bits that is a collision or a broken random source, so one retry with a
 // fresh id settles it, and a second refusal is returned.
+//
+// With an idempotency key the id is the key's (IdempotentLeaseID), and a
+// refusal means an earlier call with the key was granted: it is returned
+// for the caller to replay. Committing at once (AcquireAndCommit) a lease
+// that holds no concurrency token, the record is born ended: one store
+// step grants, commits and remembers.
 func (l *Limiter) consumeDurable(ctx context.Context, d *leaseData, now unixNano) (bool, error) {
 	if d.opts.Reservation != "" {
 		return l.consumeReservation(ctx, d, now)
@@ -42,18 +50,103 @@ func (l *Limiter) consumeDurable(ctx context.Context, d *leaseData, now unixNano
 	if d.opts.LeaseExpiry != 0 {
 		expiry = d.opts.LeaseExpiry
 	}
-	rec := store.NewLeaseRecord(newLeaseID(), l.holder, &d.req, now.add(expiry).milli())
-	d.req.Lease = rec
+	key := d.opts.IdempotencyKey
+	id := newLeaseID()
+	if key != "" {
+		id = model.IdempotentLeaseID(key)
+	}
+	rec := store.NewLeaseRecord(id, l.holder, &d.req, now.add(expiry).milli())
+	if key != "" && d.committing && !d.holds {
+		rec.EndedAt, rec.EndedAs, rec.KeepUntil = now.milli(), store.Commit, now.add(model.TombstoneKeep).milli()
+	}
+	d.req.Lease, d.req.ReusedID = rec, key != ""
 	granted, err := l.store.Consume(ctx, d.ns, &d.req)
-	if errors.Is(err, model.ErrLeaseExists) {
+	if errors.Is(err, model.ErrLeaseExists) && key == "" {
 		rec.ID = newLeaseID()
 		granted, err = l.store.Consume(ctx, d.ns, &d.req)
 	}
-	d.req.Lease = nil // the request is recycled; the record stays with the lease
+	d.req.Lease, d.req.ReusedID = nil, false // the request is recycled; the record stays with the lease
 	if err == nil && granted {
 		d.rec = rec
 	}
 	return granted, err
+}
+
+// isReservation reports whether id is a reservation's lease id.
+func isReservation(id string) bool { return strings.HasPrefix(id, model.ReservationPrefix) }
+
+// replay answers an acquire whose idempotency key an earlier call was
+// granted with (its record exists): the same lease, resumed, with nothing
+// debited again; an ErrIdempotencyConflict if that call asked for
+// something else; a *LeaseEndedError if the lease has ended since (but a
+// commit repeated: AcquireAndCommit replays its grant). d is the caller's
+// state, which becomes the lease's.
+func (l *Limiter) replay(ctx context.Context, d *leaseData, entity, resource string, consume Consume) (*Lease, error) {
+	id := model.IdempotentLeaseID(d.opts.IdempotencyKey)
+	rec, err := l.store.GetLease(ctx, d.ns, id)
+	if err != nil {
+		return nil, storeErr(ctx, "replay acquire", entity+"/"+resource, err)
+	}
+	if !sameRequest(&rec, entity, resource, consume) {
+		return nil, fmt.Errorf("idempotency key of lease %s, acquired for %s/%s: %w", id, rec.Entity, rec.Resource, model.ErrIdempotencyConflict)
+	}
+	if rec.Ended() && !(d.committing && rec.EndedAs == store.Commit) {
+		return nil, endedError(l, &rec)
+	}
+	committing := d.committing
+	d.req.Buckets = d.req.Buckets[:0]
+	d.holds = false
+	d.resume(&rec)
+	d.replayed, d.committing = true, committing
+	return d.newLease(rec.Entity, rec.Resource), nil
+}
+
+// sameRequest reports whether rec is the lease of an acquire of consume
+// for entity and resource: what the entity's own bucket was debited, limit
+// by limit (whole tokens), is what consume asks.
+func sameRequest(rec *store.LeaseRecord, entity, resource string, consume Consume) bool {
+	if rec.Entity != entity || rec.Resource != resource || len(rec.Buckets) == 0 {
+		return false
+	}
+	n := 0
+	for _, ll := range rec.Buckets[0].Limits {
+		if ll.Amount == 0 {
+			continue
+		}
+		c, ok := consume[ll.Name]
+		if m, fits := bucket.Milli(c); !ok || !fits || m != ll.Amount {
+			return false
+		}
+		n++
+	}
+	for _, c := range consume {
+		if c == 0 {
+			n++
+		}
+	}
+	return n == len(consume)
+}
+
+// endedError describes the tombstone rec: how its lease ended, and what it
+// consumed in the end.
+func endedError(l *Limiter, rec *store.LeaseRecord) error {
+	e := &model.LeaseEndedError{ID: rec.ID, At: time.UnixMilli(rec.EndedAt).UTC(), Entity: rec.Entity, Resource: rec.Resource,
+		Consumed: Consume{}}
+	switch rec.EndedAs {
+	case store.Commit:
+		e.How = model.EndedCommitted
+	case store.Rollback:
+		e.How = model.EndedRolledBack
+	default:
+		e.How = model.EndedExpired
+	}
+	if rec.EndedAs != store.Rollback {
+		d := l.getLeaseData()
+		d.resume(rec)
+		e.Consumed = d.consumed()
+		d.release()
+	}
+	return e
 }
 
 // ID returns the lease's id, by which any process sharing the store can
@@ -176,7 +269,11 @@ func (le *Lease) endDurable(ctx context.Context, d *leaseData, c endCall) error 
 		rec := *d.rec
 		rec.Pending = d.pendingDeltas()
 		d.deltas = rec.AppendEndDeltas(d.deltas[:0], end) // the recycled state's buffer
-		return d.lim.store.EndLease(ctx, d.ns, store.LeaseEnding{ID: rec.ID, Version: rec.Version, Deltas: d.deltas, Event: ev})
+		e := store.LeaseEnding{ID: rec.ID, Version: rec.Version, Deltas: d.deltas, Event: ev, As: end, At: d.now().milli()}
+		if !isReservation(rec.ID) { // a reservation's id may be reserved again at once
+			e.KeepUntil = max(rec.Expires, d.now().add(model.TombstoneKeep).milli())
+		}
+		return d.lim.store.EndLease(ctx, d.ns, e)
 	}
 	err = write()
 	if errors.Is(err, model.ErrLeaseConflict) {
@@ -199,6 +296,8 @@ func (le *Lease) durableErr(ctx context.Context, d *leaseData, op string, err er
 	case errors.Is(err, model.ErrLeaseNotFound):
 		return fmt.Errorf("%s lease %s of %s/%s: ended elsewhere (reclaimed after its expiry, or ended by another process): %w (%w)",
 			op, d.rec.ID, le.entity, le.resource, model.ErrLeaseExpired, err)
+	case errors.As(err, new(*model.LeaseEndedError)):
+		return err // it says how
 	}
 	return storeErr(ctx, op, le.entity+"/"+le.resource, err)
 }
@@ -210,8 +309,13 @@ func (le *Lease) durableErr(ctx context.Context, d *leaseData, op string, err er
 // record; the stored expiry and version are taken. The caller holds d.mu.
 func (d *leaseData) reload(ctx context.Context) error {
 	fresh, err := d.lim.store.GetLease(ctx, d.ns, d.rec.ID)
-	if err != nil {
+	switch {
+	case err != nil:
 		return err
+	case fresh.Gone(d.now().milli()):
+		return fmt.Errorf("lease %q: %w", fresh.ID, model.ErrLeaseNotFound)
+	case fresh.Ended():
+		return endedError(d.lim, &fresh)
 	}
 	merged := make([]adjustment, 0, len(fresh.Pending)+len(d.pending))
 	for _, p := range fresh.Pending {
@@ -293,6 +397,12 @@ func (l *Limiter) ResumeLease(ctx context.Context, id string) (*Lease, error) {
 		return nil, err
 	}
 	rec, err := l.store.GetLease(ctx, ns, id)
+	switch {
+	case err == nil && rec.Gone(d.now().milli()):
+		err = fmt.Errorf("lease %q: %w", id, model.ErrLeaseNotFound)
+	case err == nil && rec.Ended():
+		err = endedError(l, &rec)
+	}
 	if err != nil {
 		d.release()
 		return nil, storeErr(ctx, "resume lease", id, err)
@@ -324,4 +434,16 @@ func (d *leaseData) resume(rec *store.LeaseRecord) {
 	for _, p := range rec.Pending {
 		d.pending = append(d.pending, adjustment{name: p.Limit, amount: p.Amount})
 	}
+}
+
+// Replayed reports whether the lease is the grant of an earlier acquire
+// with the same idempotency key (WithIdempotencyKey), handed out again:
+// this call debited nothing, and the lease reports no Statuses.
+func (le *Lease) Replayed() bool {
+	d, ok := le.open()
+	if !ok {
+		return false
+	}
+	defer d.mu.Unlock()
+	return d.replayed
 }

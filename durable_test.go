@@ -67,11 +67,25 @@ func reconcileAt(t testing.TB, st store.Store, clk clock.Clock) int {
 // another process ended.
 func wantEndedElsewhere(t testing.TB, err error) {
 	t.Helper()
-	if !errors.Is(err, tollgate.ErrLeaseExpired) || !errors.Is(err, tollgate.ErrLeaseClosed) || !errors.Is(err, tollgate.ErrLeaseNotFound) {
-		t.Fatalf("got %v, want an error matching ErrLeaseExpired, ErrLeaseClosed and ErrLeaseNotFound", err)
+	if !errors.Is(err, tollgate.ErrLeaseClosed) {
+		t.Fatalf("got %v, want an error matching ErrLeaseClosed", err)
 	}
 	if errors.Is(err, tollgate.ErrUnavailable) {
 		t.Errorf("%v matches ErrUnavailable", err)
+	}
+}
+
+// wantEndedAs asserts that err says the lease ended elsewhere, and how
+// (its tombstone's answer).
+func wantEndedAs(t testing.TB, err error, how string) {
+	t.Helper()
+	wantEndedElsewhere(t, err)
+	var ended *tollgate.LeaseEndedError
+	if !errors.As(err, &ended) || ended.How != how {
+		t.Fatalf("got %v, want a *LeaseEndedError saying %s", err, how)
+	}
+	if got := errors.Is(err, tollgate.ErrLeaseExpired); got != (how == model.EndedExpired) {
+		t.Errorf("errors.Is(%v, ErrLeaseExpired) = %v", err, got)
 	}
 }
 
@@ -376,10 +390,9 @@ func TestResumeLease(t *testing.T) {
 	if got := availableOf(t, a, "key-1", "api", "inflight", slots); got != 4 {
 		t.Errorf("inflight = %d, want 4", got)
 	}
-	wantEndedElsewhere(t, le.Commit(ctx))
-	if _, err := b.ResumeLease(ctx, id); !errors.Is(err, tollgate.ErrLeaseNotFound) {
-		t.Errorf("ResumeLease of an ended lease = %v, want ErrLeaseNotFound", err)
-	}
+	wantEndedAs(t, le.Commit(ctx), model.EndedCommitted)
+	_, err = b.ResumeLease(ctx, id)
+	wantEndedAs(t, err, model.EndedCommitted)
 }
 
 func TestResumeLeaseRefused(t *testing.T) {
@@ -458,7 +471,7 @@ func TestDurableLeaseConflictMerges(t *testing.T) {
 	if got := availableOf(t, lim, "key-1", "api", "rpm", slots); got != 86 {
 		t.Errorf("rpm = %d, want 86: 10 + 3 + 2 - 1 consumed", got)
 	}
-	wantEndedElsewhere(t, le.Rollback(ctx))
+	wantEndedAs(t, le.Rollback(ctx), model.EndedCommitted)
 	if got := availableOf(t, lim, "key-1", "api", "inflight", slots); got != 4 {
 		t.Errorf("inflight = %d, want 4", got)
 	}

@@ -30,8 +30,10 @@ func ExampleLimiter_ResumeLease() {
 
 	resumed, _ := other.ResumeLease(ctx, lease.ID())
 	resumed.Commit(ctx)
-	err := lease.Commit(ctx)
-	fmt.Println("the worker's commit:", errors.Is(err, tollgate.ErrLeaseExpired))
+	var ended *tollgate.LeaseEndedError
+	if errors.As(lease.Commit(ctx), &ended) {
+		fmt.Println("the worker's commit: the lease was", ended.How)
+	}
 
 	// A holder that never ends its lease: after the expiry a reconciler
 	// gives the slot back.
@@ -44,7 +46,7 @@ func ExampleLimiter_ResumeLease() {
 	// Output:
 	// expires: 9:01AM
 	// extended to: 9:10AM
-	// the worker's commit: true
+	// the worker's commit: the lease was committed
 	// reclaimed 1; jobs: 2 of 2
 }
 

@@ -48,8 +48,10 @@ type leaseData struct {
 	// Pending is what the store holds; pending may have more (Sync).
 	rec *store.LeaseRecord
 	// resumed is set for a lease that ResumeLease loaded: req was rebuilt
-	// from the record, without the balances Statuses reports.
-	resumed bool
+	// from the record, without the balances Statuses reports. replayed is
+	// set, with it, for the grant of an earlier acquire with the same
+	// idempotency key; committing is set while AcquireAndCommit acquires.
+	resumed, replayed, committing bool
 	limits  []store.LimitRequest // the array of req's limits
 	kinds   []model.Kind         // the kind of each limit of req, in order (plan)
 	amounts []int64              // scratch: the entity's amounts per limit, millitokens
@@ -159,8 +161,9 @@ func (d *leaseData) release() {
 	d.holds = false
 	d.kinds = d.kinds[:0]
 	if d.rec != nil {
-		d.rec, d.resumed = nil, false
+		d.rec, d.resumed, d.replayed = nil, false, false
 	}
+	d.committing = false
 	d.pending = d.pending[:0]
 	d.deltas = d.deltas[:0]
 	d.applied = d.applied[:0]
@@ -407,6 +410,12 @@ func (le *Lease) end(ctx context.Context, c endCall) error {
 	}
 	var err error
 	switch {
+	case d.rec != nil && d.rec.Ended():
+		// Born committed (AcquireAndCommit with an idempotency key), or
+		// the replay of one: committing again changes nothing.
+		if c.rollback {
+			err = endedError(d.lim, d.rec)
+		}
 	case d.rec != nil:
 		err = le.endDurable(ctx, d, c)
 	// A commit without adjustments, of a lease that holds no concurrency

@@ -3,7 +3,6 @@ package tollgate
 import (
 	"context"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/tollgate-rl/tollgate/model"
@@ -30,7 +29,7 @@ func (l *Limiter) Leases(ctx context.Context, entity, resource, after string, li
 	}
 	q := store.LeaseQuery{Entity: entity, Resource: resource, After: after}
 	return listRecords(ctx, l.store, ns, q, limit, "list leases", func(rec *store.LeaseRecord) (LeaseInfo, string, bool, bool) {
-		if strings.HasPrefix(rec.ID, model.ReservationPrefix) {
+		if isReservation(rec.ID) {
 			return LeaseInfo{}, "", false, false
 		}
 		return l.leaseInfo(rec), rec.ID, true, false

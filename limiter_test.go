@@ -1013,9 +1013,9 @@ func TestAcquireCommitAllocs(t *testing.T) {
 }
 
 // A durable lease allocates its record (once, for up to two buckets and
-// four limits; the memory store keeps it as it is) and its id, and a lease
-// handle every eight acquires: a bound, so that the cost does not creep up
-// unnoticed.
+// four limits; the memory store keeps it as it is), its id, its tombstone
+// when it ends (model.TombstoneKeep), and a lease handle every eight
+// acquires: a bound, so that the cost does not creep up unnoticed.
 func TestDurableAcquireAllocs(t *testing.T) {
 	if raceEnabled {
 		t.Skip("allocation counts are meaningless under -race (sync.Pool drops items)")
@@ -1035,7 +1035,7 @@ func TestDurableAcquireAllocs(t *testing.T) {
 		}
 	})
 	t.Logf("durable Acquire+Commit: %.1f allocations", allocs)
-	if allocs > 2.2 {
-		t.Errorf("durable Acquire+Commit allocates %.1f times, want <= 2.2", allocs)
+	if allocs > 3.2 {
+		t.Errorf("durable Acquire+Commit allocates %.1f times, want <= 3.2", allocs)
 	}
 }

@@ -60,6 +60,10 @@ type UnavailableError = model.UnavailableError
 // ValidationError reports bad input; nothing was written.
 type ValidationError = model.ValidationError
 
+// LeaseEndedError reports a durable lease that has ended, and how. See
+// model.LeaseEndedError.
+type LeaseEndedError = model.LeaseEndedError
+
 // Errors to match with errors.Is.
 var (
 	ErrRateLimited    = model.ErrRateLimited
@@ -82,6 +86,10 @@ var (
 	ErrNamespaceNotFound = model.ErrNamespaceNotFound
 	ErrNamespaceExists   = model.ErrNamespaceExists
 	ErrNamespaceDeleted  = model.ErrNamespaceDeleted
+
+	// ErrIdempotencyConflict reports an idempotency key sent again with
+	// another request.
+	ErrIdempotencyConflict = model.ErrIdempotencyConflict
 
 	// ErrKeyNotFound reports a stored API key that does not exist.
 	ErrKeyNotFound = model.ErrKeyNotFound

@@ -221,7 +221,7 @@ func (l *Limiter) Reservations(ctx context.Context, entity, resource, after stri
 	}
 	q := store.LeaseQuery{Entity: entity, Resource: resource, After: model.ReservationLeaseID(after)}
 	return listRecords(ctx, l.store, ns, q, limit, "list reservations", func(rec *store.LeaseRecord) (Reservation, string, bool, bool) {
-		if !strings.HasPrefix(rec.ID, model.ReservationPrefix) {
+		if !isReservation(rec.ID) {
 			// Records are sorted by id, and the ids with the prefix are
 			// together: past them, there are no more.
 			return Reservation{}, "", false, rec.ID > model.ReservationPrefix

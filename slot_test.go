@@ -65,8 +65,8 @@ func TestWithSlotExtendsWhileRunning(t *testing.T) {
 	if got := slotsFree(t, lim); got != 1 {
 		t.Errorf("free slots after = %d, want 1", got)
 	}
-	if _, err := st.GetLease(ctx, nsID(t, st, tollgate.DefaultNamespace), id); !errors.Is(err, tollgate.ErrLeaseNotFound) {
-		t.Errorf("record after = %v, want none", err)
+	if rec, err := st.GetLease(ctx, nsID(t, st, tollgate.DefaultNamespace), id); err != nil || !rec.Ended() || rec.EndedAs != store.Commit {
+		t.Errorf("record after = %+v, %v; want its tombstone, committed", rec, err)
 	}
 }
 

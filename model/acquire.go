@@ -52,6 +52,10 @@ type Grant struct {
 	// Degraded reports that the store could not answer and the Allow mode
 	// granted without counting.
 	Degraded bool
+	// Replayed reports the grant of an earlier call with the same
+	// idempotency key (WithIdempotencyKey), returned again: nothing was
+	// debited this time, and Statuses is empty.
+	Replayed bool
 }
 
 // Bounds of a durable lease's expiry: under a second a holder could hardly
@@ -92,6 +96,8 @@ type AcquireSettings struct {
 	// Audit are WithAudit's write options, for the audit event of a
 	// reservation; nil: none.
 	Audit []WriteOption
+	// IdempotencyKey is WithIdempotencyKey's key; "": none.
+	IdempotencyKey string
 	// Err is why an option is invalid (invalid limits, an expiry out of
 	// range): a *ValidationError, which the call returns before doing
 	// anything else.

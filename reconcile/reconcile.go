@@ -248,12 +248,18 @@ func (r *Reconciler) end(ctx context.Context, ns model.Namespace, rec *store.Lea
 			"expires": time.UnixMilli(rec.Expires).UTC().Format(time.RFC3339Nano),
 		},
 	}
+	e := store.LeaseEnding{
+		ID: rec.ID, Version: rec.Version, ExpiredBy: now.UnixMilli(), Deltas: rec.EndDeltas(store.Expire), Event: &ev,
+		As: store.Expire, At: now.UnixMilli(),
+		// The holder that comes back late learns its lease expired; a
+		// reservation's id is free to reserve again at once.
+		KeepUntil: now.Add(model.TombstoneKeep).UnixMilli(),
+	}
 	if id, ok := model.ReservationOf(rec.ID); ok {
 		ev.Details["reservation"] = id // as the reservation's own events name it
+		e.KeepUntil = 0
 	}
-	err := r.store.EndLease(ctx, ns.ID, store.LeaseEnding{
-		ID: rec.ID, Version: rec.Version, ExpiredBy: now.UnixMilli(), Deltas: rec.EndDeltas(store.Expire), Event: &ev,
-	})
+	err := r.store.EndLease(ctx, ns.ID, e)
 	if err != nil {
 		return err
 	}

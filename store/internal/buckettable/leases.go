@@ -1,7 +1,6 @@
 package buckettable
 
 import (
-	"container/heap"
 	"fmt"
 	"slices"
 	"strings"
@@ -39,18 +38,49 @@ type tombstone struct {
 	rec *store.LeaseRecord
 }
 
-// tombstones is a min-heap of tombstones by KeepUntil (container/heap).
+// tombstones is a min-heap of tombstones by KeepUntil. It is written out
+// rather than through container/heap, whose Push boxes every entry: an
+// allocation on every durable lease's ending.
 type tombstones []tombstone
 
-func (h tombstones) Len() int           { return len(h) }
-func (h tombstones) Less(i, j int) bool { return h[i].rec.KeepUntil < h[j].rec.KeepUntil }
-func (h tombstones) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
-func (h *tombstones) Push(x any)        { *h = append(*h, x.(tombstone)) }
-func (h *tombstones) Pop() any {
-	old := *h
-	x := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return x
+// push adds ts.
+func (h *tombstones) push(ts tombstone) {
+	*h = append(*h, ts)
+	s := *h
+	for i := len(s) - 1; i > 0; {
+		p := (i - 1) / 2
+		if s[p].rec.KeepUntil <= s[i].rec.KeepUntil {
+			break
+		}
+		s[p], s[i] = s[i], s[p]
+		i = p
+	}
+}
+
+// pop removes and returns the entry of the least KeepUntil; h is not
+// empty.
+func (h *tombstones) pop() tombstone {
+	s := *h
+	top := s[0]
+	n := len(s) - 1
+	s[0], s[n] = s[n], tombstone{}
+	s = s[:n]
+	for i := 0; ; {
+		l, least := 2*i+1, i
+		if l < n && s[l].rec.KeepUntil < s[least].rec.KeepUntil {
+			least = l
+		}
+		if r := l + 1; r < n && s[r].rec.KeepUntil < s[least].rec.KeepUntil {
+			least = r
+		}
+		if least == i {
+			break
+		}
+		s[i], s[least] = s[least], s[i]
+		i = least
+	}
+	*h = s
+	return top
 }
 
 func (lt *leaseTable) init() {
@@ -67,7 +97,7 @@ func (t *Table) setLease(k leaseKey, rec *store.LeaseRecord) {
 	} else {
 		lt.records[k] = rec
 		if rec.Ended() {
-			heap.Push(&lt.ended, tombstone{k, rec})
+			lt.ended.push(tombstone{k, rec})
 		}
 	}
 	if t.track {
@@ -80,7 +110,7 @@ func (t *Table) setLease(k leaseKey, rec *store.LeaseRecord) {
 func (t *Table) sweepEnded(now int64) {
 	lt := &t.leases
 	for len(lt.ended) > 0 && lt.ended[0].rec.KeepUntil <= now {
-		ts := heap.Pop(&lt.ended).(tombstone)
+		ts := lt.ended.pop()
 		if lt.records[ts.k] == ts.rec {
 			t.setLease(ts.k, nil)
 		}
@@ -271,7 +301,7 @@ func (t *Table) PutLease(ns string, rec store.LeaseRecord) {
 	k := leaseKey{ns, rec.ID}
 	lt.records[k] = &rec
 	if rec.Ended() {
-		heap.Push(&lt.ended, tombstone{k, &rec})
+		lt.ended.push(tombstone{k, &rec})
 	}
 	lt.mu.Unlock()
 }
