@@ -52,9 +52,9 @@ type leaseData struct {
 	// set, with it, for the grant of an earlier acquire with the same
 	// idempotency key; committing is set while AcquireAndCommit acquires.
 	resumed, replayed, committing bool
-	limits  []store.LimitRequest // the array of req's limits
-	kinds   []model.Kind         // the kind of each limit of req, in order (plan)
-	amounts []int64              // scratch: the entity's amounts per limit, millitokens
+	limits                        []store.LimitRequest // the array of req's limits
+	kinds                         []model.Kind         // the kind of each limit of req, in order (plan)
+	amounts                       []int64              // scratch: the entity's amounts per limit, millitokens
 	// explicit is WithLimits' limits prepared, for the option slice
 	// explicitOf (explicitLimits).
 	explicit   []prepared
