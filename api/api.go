@@ -23,6 +23,15 @@ const Version = "/v1"
 // (or, with an API key bound to a namespace, the key's).
 const NamespaceHeader = "X-Tollgate-Namespace"
 
+// IdempotencyKeyHeader carries an acquire's idempotency key: the same key
+// within the lease's memory answers the first grant again, debiting once
+// (model.WithIdempotencyKey).
+const IdempotencyKeyHeader = "Idempotency-Key"
+
+// ReplayedHeader is set ("true") on the answer to an acquire that replays
+// an earlier grant of the same idempotency key.
+const ReplayedHeader = "Idempotent-Replayed"
+
 // PrincipalHeader names who makes a change, for the audit log, when the
 // server has no API keys (with keys, the key's name is the principal).
 const PrincipalHeader = "X-Tollgate-Principal"
@@ -242,6 +251,9 @@ type Error struct {
 	// RetryAfterMS and Limits detail a rate_limited.
 	RetryAfterMS int64         `json:"retry_after_ms,omitempty"`
 	Limits       []LimitStatus `json:"limits,omitempty"`
+	// Ended details a conflict of reason lease_closed: how the lease
+	// ended ("committed", "rolled_back" or "expired"), when known.
+	Ended string `json:"ended,omitempty"`
 }
 
 // FromStatus converts a status.

@@ -33,6 +33,7 @@ var kinds = []struct {
 	// in the store); the rows stay so that clients read older servers.
 	{model.ErrLeaseClosed, http.StatusConflict, CodeConflict, "lease_closed"},
 	{model.ErrReservationConflict, http.StatusConflict, CodeConflict, "reservation_conflict"},
+	{model.ErrIdempotencyConflict, http.StatusConflict, CodeConflict, "idempotency_key_reused"},
 	{ErrConflict, http.StatusConflict, CodeConflict, "conflict"},
 	{ErrNoRoute, http.StatusNotFound, CodeNotFound, "no_route"},
 	{ErrMethodNotAllowed, http.StatusMethodNotAllowed, CodeMethodNotAllowed, "method_not_allowed"},
@@ -50,6 +51,7 @@ func ErrorBody(err error) (int, Error) {
 	var rl *model.RateLimitExceeded
 	var ve *model.ValidationError
 	var pe *PermissionError
+	var ended *model.LeaseEndedError
 	switch {
 	case errors.As(err, &rl):
 		return http.StatusTooManyRequests, Error{Code: CodeRateLimited, Message: rl.Error(),
@@ -58,6 +60,8 @@ func ErrorBody(err error) (int, Error) {
 		return http.StatusBadRequest, Error{Code: CodeInvalidArgument, Message: ve.Error(), Field: ve.Field, Value: ve.Value, Reason: ve.Reason}
 	case errors.As(err, &pe):
 		return http.StatusForbidden, Error{Code: CodePermissionDenied, Message: pe.Error(), Field: pe.Field, Reason: pe.Reason}
+	case errors.As(err, &ended):
+		return http.StatusConflict, Error{Code: CodeConflict, Message: err.Error(), Reason: "lease_closed", Ended: ended.How}
 	}
 	for _, k := range kinds {
 		if errors.Is(err, k.err) {
@@ -83,6 +87,10 @@ func AsError(status int, e Error) error {
 	case CodePermissionDenied:
 		if e.Field != "" {
 			return &PermissionError{Field: e.Field, Reason: e.Reason}
+		}
+	case CodeConflict:
+		if e.Reason == "lease_closed" && e.Ended != "" {
+			return &model.LeaseEndedError{How: e.Ended}
 		}
 	case CodeUnavailable:
 		if e.Reason == "" {

@@ -2,6 +2,8 @@ package client
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"net/http"
 	"net/url"
@@ -72,34 +74,42 @@ type Grant = model.Grant
 // A denial is a *model.RateLimitExceeded (nothing was consumed); bad
 // input a *model.ValidationError; a store or network failure a
 // *model.UnavailableError.
+//
+// The client sends an idempotency key with each acquire (its own, unless
+// WithIdempotencyKey gives one; see WithoutIdempotencyKeys) and sends it
+// again when the answer is lost: the server grants once, and the lease of
+// a retry answered from the first grant reports Replayed.
 func (c *Client) Acquire(ctx context.Context, entity, resource string, consume model.Consume, opts ...AcquireOption) (*Lease, error) {
-	resp, err := c.acquire(ctx, entity, resource, consume, false, opts)
+	resp, replayed, err := c.acquire(ctx, entity, resource, consume, false, opts)
 	if err != nil {
 		return nil, err
 	}
 	if resp.LeaseID == "" {
 		return nil, &model.UnavailableError{Op: "server", Err: badResponse(errors.New("granted acquire without a lease id"))}
 	}
-	return newLease(c, entity, resource, resp), nil
+	le := newLease(c, entity, resource, resp)
+	le.replayed = replayed
+	return le, nil
 }
 
 // AcquireAndCommit acquires and commits in one call, for work whose cost is
 // known up front; no lease is kept. Errors are those of Acquire.
 func (c *Client) AcquireAndCommit(ctx context.Context, entity, resource string, consume model.Consume, opts ...AcquireOption) (Grant, error) {
-	resp, err := c.acquire(ctx, entity, resource, consume, true, opts)
+	resp, replayed, err := c.acquire(ctx, entity, resource, consume, true, opts)
 	if err != nil {
 		return Grant{}, err
 	}
-	return Grant{Consumed: model.Consume(resp.Consumed), Statuses: api.ToStatuses(resp.Limits), Degraded: resp.Degraded}, nil
+	return Grant{Consumed: model.Consume(resp.Consumed), Statuses: api.ToStatuses(resp.Limits), Degraded: resp.Degraded,
+		Replayed: replayed}, nil
 }
 
-func (c *Client) acquire(ctx context.Context, entity, resource string, consume model.Consume, commit bool, opts []AcquireOption) (api.AcquireResponse, error) {
+func (c *Client) acquire(ctx context.Context, entity, resource string, consume model.Consume, commit bool, opts []AcquireOption) (resp api.AcquireResponse, replayed bool, err error) {
 	o, err := applyAcquire(opts)
 	if err != nil {
-		return api.AcquireResponse{}, err
+		return api.AcquireResponse{}, false, err
 	}
 	if o.Reservation != "" {
-		return api.AcquireResponse{}, model.Invalid("reservation_id", o.Reservation, "reserve with Client.Reserve, not Acquire")
+		return api.AcquireResponse{}, false, model.Invalid("reservation_id", o.Reservation, "reserve with Client.Reserve, not Acquire")
 	}
 	body := api.AcquireRequest{
 		Entity: entity, Resource: resource, Consume: orEmpty(consume), Limits: o.limits,
@@ -108,9 +118,22 @@ func (c *Client) acquire(ctx context.Context, entity, resource string, consume m
 	if !commit && o.LeaseExpiry > 0 {
 		body.LeaseTTLMS = api.CeilMS(o.LeaseExpiry)
 	}
-	var resp api.AcquireResponse
-	err = c.do(ctx, request{method: http.MethodPost, path: api.Version + "/acquire", body: body}, &resp)
-	return resp, err
+	key := o.IdempotencyKey
+	if key == "" && c.keys {
+		key = newIdempotencyKey()
+	}
+	var h http.Header
+	err = c.do(ctx, request{method: http.MethodPost, path: api.Version + "/acquire", body: body,
+		idempotencyKey: key, retry: key != "", header: &h}, &resp)
+	return resp, h.Get(api.ReplayedHeader) == "true", err
+}
+
+// newIdempotencyKey returns a key for one logical acquire: 128 random
+// bits, so that it names that call alone however many clients there are.
+func newIdempotencyKey() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // never fails (crypto/rand)
+	return "tgc-" + hex.EncodeToString(b[:])
 }
 
 // Wait acquires like Acquire, but when denied it waits until granted or

@@ -42,6 +42,8 @@ type Client struct {
 	// waiting serves the callers of Wait in deadline order, one line per
 	// entity and resource (as the library's Wait does).
 	waiting *waitq.Queue[*Lease]
+	// keys is false under WithoutIdempotencyKeys.
+	keys bool
 }
 
 // settings collects the options before New checks them.
@@ -53,6 +55,7 @@ type settings struct {
 	hc        *http.Client
 	timeout   time.Duration
 	clock     clock.Clock
+	noKeys    bool
 }
 
 // Option configures a Client.
@@ -86,6 +89,14 @@ func WithTimeout(d time.Duration) Option { return func(s *settings) { s.timeout 
 // (see clock.Fake).
 func WithClock(c clock.Clock) Option { return func(s *settings) { s.clock = c } }
 
+// WithoutIdempotencyKeys stops the client sending an idempotency key with
+// each acquire it makes up itself (one WithIdempotencyKey gives is still
+// sent). Without a key a retried acquire may be granted twice, so the
+// client then retries none; on DynamoDB, an acquire with commit and a key
+// costs a transaction (docs/dynamodb.md), which a caller that can afford
+// the rare double debit may save.
+func WithoutIdempotencyKeys() Option { return func(s *settings) { s.noKeys = true } }
+
 // New returns a client of the server at baseURL, e.g.
 // "http://localhost:8080" (a path, if any, prefixes every endpoint).
 // Bad options are a *model.ValidationError.
@@ -109,7 +120,7 @@ func New(baseURL string, opts ...Option) (*Client, error) {
 	if s.clock == nil {
 		s.clock = clock.Real{}
 	}
-	c := &Client{base: base, hc: s.hc, header: s.headers(), timeout: s.timeout, clock: s.clock}
+	c := &Client{base: base, hc: s.hc, header: s.headers(), timeout: s.timeout, clock: s.clock, keys: !s.noKeys}
 	// A grant whose waiting caller left meanwhile is given back.
 	c.waiting = waitq.New(c.clock, func(le *Lease) { _ = le.Rollback(context.Background()) })
 	return c, nil
@@ -170,40 +181,77 @@ type request struct {
 	path   string // below the base URL, with segments already escaped
 	query  url.Values
 	body   any // encoded as JSON unless nil
-	// status, unless nil, receives the status of the answer.
+	// status and header, unless nil, receive the status and the header of
+	// the answer.
 	status *int
+	header *http.Header
 	// principal, unless empty, replaces the client's PrincipalHeader for
 	// this call (a call's model.WithPrincipal).
 	principal string
+	// idempotencyKey, unless empty, is sent as api.IdempotencyKeyHeader.
+	idempotencyKey string
+	// retry says the call may be sent again after a transport error (the
+	// answer was lost, or the connection failed): an acquire with an
+	// idempotency key, a lease's commit, rollback or extend, a read.
+	retry bool
 }
 
 // op names the call in errors.
 func (r request) op() string { return r.method + " " + r.path }
 
 // do sends req and decodes a successful answer into out (unless nil).
+//
+// A call that may be repeated (request.retry) is sent again, up to
+// maxAttempts times in all, after a transport error, while ctx allows:
+// the server may have acted on it, and the retry is what makes that
+// harmless (an idempotency key, an ending the server remembers).
 func (c *Client) do(ctx context.Context, req request, out any) error {
 	if c.timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, c.timeout)
 		defer cancel()
 	}
+	for attempt := 1; ; attempt++ {
+		lost, err := c.send(ctx, req, out)
+		if !lost || !req.retry || attempt == maxAttempts || ctx.Err() != nil {
+			return err
+		}
+		if err := clock.Sleep(ctx, c.clock, retryBackoff(attempt)); err != nil {
+			return unreachable(req.op(), err)
+		}
+	}
+}
+
+// maxAttempts bounds the sends of a call that may be repeated.
+const maxAttempts = 3
+
+// retryBackoff is the pause before attempt+1: 50 ms, then 200 ms.
+func retryBackoff(attempt int) time.Duration { return 50 * time.Millisecond << (2 * (attempt - 1)) }
+
+// send sends req once and decodes the answer into out. lost is set when
+// no answer came back whole (the error is then an unreachable one): only
+// then may the call be repeated.
+func (c *Client) send(ctx context.Context, req request, out any) (lost bool, err error) {
 	hreq, err := c.newRequest(ctx, req)
 	if err != nil {
-		return err
+		return false, err
 	}
 	resp, err := c.hc.Do(hreq)
 	if err != nil {
-		return unreachable(req.op(), err)
+		return true, unreachable(req.op(), err)
 	}
 	defer closeBody(resp.Body)
 	if req.status != nil {
 		*req.status = resp.StatusCode
 	}
+	if req.header != nil {
+		*req.header = resp.Header
+	}
 	body, err := readBody(resp.Body)
 	if err != nil {
-		return unreachable(req.op(), err) // the answer broke off
+		return true, unreachable(req.op(), err) // the answer broke off
 	}
-	return decodeResponse(resp.StatusCode, resp.Header, body, out)
+	return false, decodeResponse(resp.StatusCode, resp.Header, body, out)
 }
 
 func (c *Client) newRequest(ctx context.Context, req request) (*http.Request, error) {
@@ -226,6 +274,9 @@ func (c *Client) newRequest(ctx context.Context, req request) (*http.Request, er
 	hreq.Header = c.header.Clone()
 	if req.principal != "" {
 		hreq.Header.Set(PrincipalHeader, req.principal)
+	}
+	if req.idempotencyKey != "" {
+		hreq.Header.Set(api.IdempotencyKeyHeader, req.idempotencyKey)
 	}
 	if body != nil {
 		hreq.Header.Set("Content-Type", "application/json")

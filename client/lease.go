@@ -28,6 +28,7 @@ type Lease struct {
 	entity   string
 	resource string
 	degraded bool
+	replayed bool
 
 	mu       sync.Mutex
 	expires  time.Time
@@ -46,6 +47,11 @@ func newLease(c *Client, entity, resource string, r api.AcquireResponse) *Lease 
 	}
 	return le
 }
+
+// Replayed reports whether the lease is the grant of an earlier acquire
+// with the same idempotency key (a retry after a lost answer), handed out
+// again: this call debited nothing, and Statuses is empty.
+func (le *Lease) Replayed() bool { return le.replayed }
 
 // ID returns the lease's id, by which any server over the same store
 // serves it.
@@ -157,8 +163,17 @@ func (le *Lease) Commit(ctx context.Context) error { return le.end(ctx, "commit"
 // the lease stays open.
 func (le *Lease) Rollback(ctx context.Context) error { return le.end(ctx, "rollback") }
 
+// end commits or rolls back the lease. Both may be sent again when their
+// answer is lost (the server remembers how a lease ended): a commit again
+// is answered as the first, and a rollback again with 409 rolled_back,
+// which here means done.
 func (le *Lease) end(ctx context.Context, action string) error {
-	if err := le.call(ctx, action, nil, nil); err != nil {
+	err := le.call(ctx, action, nil, nil)
+	var ended *model.LeaseEndedError
+	if action == "rollback" && errors.As(err, &ended) && ended.How == model.EndedRolledBack {
+		err = nil
+	}
+	if err != nil {
 		return err
 	}
 	le.close()
@@ -168,20 +183,24 @@ func (le *Lease) end(ctx context.Context, action string) error {
 // call posts to /v1/leases/{id}/{action}, unless the lease has ended. An
 // answer that the lease has ended closes it here too.
 //
-// The server answers 404 lease_not_found for a lease without a record in
-// the client's namespace: ended through another handle, another server or
-// a reconciler after its expiry, or never granted there. Either way the
-// lease is over for this handle: the error matches model.ErrLeaseClosed
-// as well (as the library's does for a lease ended elsewhere), so a Commit
-// retried after a lost answer reads as before. Servers before stateless
-// leases answered 409 lease_closed instead, which closes the lease too.
+// The server answers 409 lease_closed for a lease that has ended (through
+// another handle, another server, or a reconciler after its expiry),
+// saying how: a *model.LeaseEndedError, which matches model.ErrLeaseClosed
+// as the library's does. A lease it has forgotten (ended long ago), or
+// never granted in the client's namespace, is 404 lease_not_found, which
+// matches model.ErrLeaseClosed here as well. Every call but an adjust
+// (which adds up) is sent again when its answer is lost.
 func (le *Lease) call(ctx context.Context, action string, body, out any) error {
 	if le.isClosed() {
 		return fmt.Errorf("lease %s: %w", le.id, model.ErrLeaseClosed)
 	}
 	path := api.Version + "/leases/" + seg(le.id) + "/" + action
-	err := le.c.do(ctx, request{method: http.MethodPost, path: path, body: body}, out)
-	if errors.Is(err, api.ErrLeaseNotFound) {
+	err := le.c.do(ctx, request{method: http.MethodPost, path: path, body: body, retry: action != "adjust"}, out)
+	var ended *model.LeaseEndedError
+	switch {
+	case errors.As(err, &ended):
+		ended.ID, ended.Entity, ended.Resource = le.id, le.entity, le.resource
+	case errors.Is(err, api.ErrLeaseNotFound):
 		err = fmt.Errorf("lease %s: %w (%w)", le.id, model.ErrLeaseClosed, err)
 	}
 	if errors.Is(err, model.ErrLeaseClosed) {

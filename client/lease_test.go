@@ -246,20 +246,34 @@ func TestLeaseUsedAfterEnd(t *testing.T) {
 		wantErr(t, name+": Rollback", le.Rollback(ctx), tollgate.ErrLeaseClosed)
 		wantErr(t, name+": Adjust", le.Adjust(ctx, tollgate.Consume{"rpm": 1}), tollgate.ErrLeaseClosed)
 
-		// A second handle does not know the lease ended: the server's 404
-		// lease_not_found (the record is gone) says so, and closes that
-		// handle too.
+		// A second handle does not know the lease ended: the server says
+		// how (a commit again is answered as the first, a rollback again
+		// is done), and the handle is closed too.
 		other := client.LeaseHandle(c, le.ID())
-		err := other.Commit(ctx)
-		wantErr(t, name+": Commit of a second handle", err, tollgate.ErrLeaseClosed)
-		wantErr(t, name+": Commit of a second handle", err, tollgate.ErrLeaseNotFound)
-		var se *api.StatusError
-		if !errors.As(err, &se) || se.Status != http.StatusNotFound {
-			t.Errorf("%s: second handle's error %v, want a 404 from the server", name, err)
+		err := other.Adjust(ctx, tollgate.Consume{"rpm": 1})
+		var ended *tollgate.LeaseEndedError
+		if !errors.As(err, &ended) || ended.ID != le.ID() || (ended.How == "committed") != (name == "committed") {
+			t.Errorf("%s: Adjust of a second handle: %v, want a *LeaseEndedError saying how", name, err)
 		}
 		if !client.LeaseClosed(other) {
-			t.Errorf("%s: second handle still open after the server said lease_not_found", name)
+			t.Errorf("%s: second handle still open after the server said lease_closed", name)
 		}
+		other = client.LeaseHandle(c, le.ID())
+		if name == "committed" {
+			must(t, name+": Commit of a second handle (the first commit's answer)", other.Commit(ctx))
+			wantErr(t, name+": Rollback of a third handle", client.LeaseHandle(c, le.ID()).Rollback(ctx), tollgate.ErrLeaseClosed)
+		} else {
+			must(t, name+": Rollback of a second handle (done already)", other.Rollback(ctx))
+			wantErr(t, name+": Commit of a third handle", client.LeaseHandle(c, le.ID()).Commit(ctx), tollgate.ErrLeaseClosed)
+		}
+	}
+	// A lease never granted is 404 lease_not_found, which closes the handle.
+	never := client.LeaseHandle(c, strings.Repeat("0", 32))
+	err = never.Commit(ctx)
+	wantErr(t, "Commit of a lease never granted", err, tollgate.ErrLeaseNotFound)
+	var se *api.StatusError
+	if !errors.As(err, &se) || se.Status != http.StatusNotFound || !client.LeaseClosed(never) {
+		t.Errorf("lease never granted: %v, want a 404 that closes the handle", err)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -135,7 +136,11 @@ func TestPenalize(t *testing.T) {
 	if err := le.Penalize(ctx, epoch.Add(time.Second), "", []string{"rpm"}); !errors.Is(err, tollgate.ErrLeaseClosed) {
 		t.Errorf("Penalize of an ended lease: %v, want ErrLeaseClosed", err)
 	}
-	gone := client.LeaseHandle(c, le.ID())
+	ended := client.LeaseHandle(c, le.ID())
+	if err := ended.Penalize(ctx, epoch.Add(time.Second), "", []string{"rpm"}); !errors.Is(err, tollgate.ErrLeaseClosed) {
+		t.Errorf("Penalize of a lease ended through another handle: %v, want ErrLeaseClosed", err)
+	}
+	gone := client.LeaseHandle(c, strings.Repeat("0", 32))
 	if err := gone.Penalize(ctx, epoch.Add(time.Second), "", []string{"rpm"}); !errors.Is(err, tollgate.ErrLeaseNotFound) {
 		t.Errorf("Penalize of a lease the server does not know: %v, want ErrLeaseNotFound", err)
 	}

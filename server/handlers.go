@@ -117,8 +117,8 @@ func (s *Server) allowed(r *http.Request) string {
 var durable = tollgate.WithDurableLease()
 
 func (s *Server) acquire(w http.ResponseWriter, r *http.Request, c *call) (err error) {
-	var le *tollgate.Lease
-	defer func() { s.metrics.acquired(le, err) }()
+	degraded := false
+	defer func() { s.metrics.acquired(degraded, err) }()
 	var req api.AcquireRequest
 	if err := decodeAcquire(w, r, &req); err != nil {
 		return err
@@ -146,18 +146,31 @@ func (s *Server) acquire(w http.ResponseWriter, r *http.Request, c *call) (err e
 	if !req.Commit {
 		opts = append(opts, durable)
 	}
+	key := r.Header.Get(api.IdempotencyKeyHeader)
+	if key != "" {
+		opts = append(opts, tollgate.WithIdempotencyKey(key))
+	}
 	lim, err := c.limiter(r.Context())
 	if err != nil {
 		return err
 	}
-	le, err = lim.Acquire(r.Context(), req.Entity, req.Resource, tollgate.Consume(req.Consume), opts...)
+	if key != "" && req.Commit {
+		g, err := lim.AcquireAndCommit(r.Context(), req.Entity, req.Resource, tollgate.Consume(req.Consume), opts...)
+		degraded = g.Degraded
+		return answerGrant(w, g, err)
+	}
+	le, err := lim.Acquire(r.Context(), req.Entity, req.Resource, tollgate.Consume(req.Consume), opts...)
 	if err != nil {
 		return err
 	}
+	degraded = le.Degraded()
 	buf := getRespBuf()
 	defer putRespBuf(buf)
 	buf.limits = appendStatuses(buf.limits[:0], le.Statuses())
 	resp := api.AcquireResponse{Consumed: le.Consumed(), Limits: buf.limits, Degraded: le.Degraded()}
+	if le.Replayed() {
+		w.Header().Set(api.ReplayedHeader, "true")
+	}
 	if req.Commit {
 		// The debit stands if this fails: a commit without a record writes
 		// nothing and cannot fail, and one with a record leaves it for a
@@ -171,6 +184,19 @@ func (s *Server) acquire(w http.ResponseWriter, r *http.Request, c *call) (err e
 		resp.LeaseID, resp.ExpiresMS = le.ID(), le.Expires().UnixMilli()
 	}
 	writeAcquireResponse(w, &resp, buf)
+	return nil
+}
+
+// answerGrant ends an acquire with commit that AcquireAndCommit made
+// (with an idempotency key): the grant, replayed or not, or err.
+func answerGrant(w http.ResponseWriter, g tollgate.Grant, err error) error {
+	if err != nil {
+		return err
+	}
+	if g.Replayed {
+		w.Header().Set(api.ReplayedHeader, "true")
+	}
+	writeJSON(w, http.StatusOK, api.AcquireResponse{Consumed: g.Consumed, Limits: api.FromStatuses(g.Statuses), Degraded: g.Degraded})
 	return nil
 }
 

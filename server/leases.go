@@ -81,8 +81,18 @@ func (s *Server) resume(ctx context.Context, c *call, id string) (*tollgate.Leas
 	if err == nil {
 		le, err = lim.ResumeLease(ctx, id)
 	}
+	var ended *model.LeaseEndedError
 	switch {
 	case err == nil:
+	case errors.As(err, &ended):
+		// How it ended is said only to a key that may act on its entity.
+		if serr := c.checkEntity(ctx, ended.Entity); serr != nil {
+			if errors.Is(serr, api.ErrPermissionDenied) {
+				return nil, errLeaseNotFound
+			}
+			return nil, serr
+		}
+		return nil, err
 	case errors.Is(err, model.ErrNamespaceNotFound), errors.Is(err, model.ErrNamespaceDeleted):
 		s.forget(c.ns) // as writeError would: unknown names must not pile up
 		return nil, errLeaseNotFound
@@ -233,6 +243,13 @@ func (s *Server) endLease(state string) handlerFunc {
 			return nil
 		}
 		le, err := s.resume(r.Context(), c, id)
+		var ended *model.LeaseEndedError
+		if state == stateCommitted && errors.As(err, &ended) && ended.How == model.EndedCommitted {
+			// A commit again (its answer was lost): the first one's answer.
+			writeJSON(w, http.StatusOK, api.LeaseResponse{LeaseID: id, Consumed: ended.Consumed, State: state,
+				Entity: ended.Entity, Resource: ended.Resource})
+			return nil
+		}
 		if err != nil {
 			return err
 		}
@@ -243,9 +260,14 @@ func (s *Server) endLease(state string) handlerFunc {
 			err = le.Rollback(r.Context())
 			resp.Consumed = map[string]int64{}
 		}
-		// A record gone meanwhile (another server ended the lease, or a
-		// reconciler) matches api.ErrLeaseNotFound: 404. A store failure
-		// left the record as it was: the client may try again.
+		// A lease ended meanwhile (by another server, or a reconciler) is
+		// a 409 saying how, or the first commit's answer for a commit; a
+		// store failure left the record as it was: the client may try
+		// again.
+		if state == stateCommitted && errors.As(err, &ended) && ended.How == model.EndedCommitted {
+			writeJSON(w, http.StatusOK, resp)
+			return nil
+		}
 		if err != nil {
 			return err
 		}

@@ -118,14 +118,14 @@ func (m *metrics) handler() http.Handler {
 }
 
 // acquired counts one acquire's outcome.
-func (m *metrics) acquired(le *tollgate.Lease, err error) {
-	o := outcomeOf(le, err)
+func (m *metrics) acquired(wasDegraded bool, err error) {
+	o := outcomeOf(wasDegraded, err)
 	m.outcomes[o].get(func() prometheus.Counter { return m.acquires.WithLabelValues(outcomes[o]) }).Inc()
 }
 
-func outcomeOf(le *tollgate.Lease, err error) int {
+func outcomeOf(wasDegraded bool, err error) int {
 	switch {
-	case err == nil && le.Degraded():
+	case err == nil && wasDegraded:
 		return degraded
 	case err == nil:
 		return granted

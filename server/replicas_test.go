@@ -77,8 +77,8 @@ func TestLeaseAcrossReplicas(t *testing.T) {
 	if lr.State != "committed" || lr.Consumed["rph"] != 5 || lr.ExpiresMS != 0 {
 		t.Errorf("commit on B: %+v", lr)
 	}
-	a.want(http.StatusNotFound, "POST", "/v1/leases/"+acq.LeaseID+"/commit", nil, nil)
-	b.want(http.StatusNotFound, "POST", "/v1/leases/"+acq.LeaseID+"/rollback", nil, nil)
+	a.want(http.StatusOK, "POST", "/v1/leases/"+acq.LeaseID+"/commit", nil, nil) // the first commit's answer
+	b.want(http.StatusConflict, "POST", "/v1/leases/"+acq.LeaseID+"/rollback", nil, nil)
 
 	wantSlotBackOnce(t, a)
 	var av api.AvailableResponse
@@ -191,7 +191,11 @@ func TestExpiredLeaseIsReclaimedOnce(t *testing.T) {
 		"tollgate_leases_expired_total 1"+"tollgate_leases_expired_total 0"; got != want {
 		t.Errorf("metrics %q, want %q", got, want)
 	}
-	a.want(http.StatusNotFound, "POST", "/v1/leases/"+acq.LeaseID+"/commit", nil, nil)
+	var er api.Error
+	a.want(http.StatusConflict, "POST", "/v1/leases/"+acq.LeaseID+"/commit", nil, &er)
+	if er.Reason != "lease_closed" || er.Ended != "expired" {
+		t.Errorf("commit after the reconciler: %+v, want lease_closed, expired", er)
+	}
 	wantSlotBackOnce(t, b)
 }
 

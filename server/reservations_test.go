@@ -427,7 +427,7 @@ func TestPenalizeLease(t *testing.T) {
 		"consume": map[string]int64{"rpm": 1}, "limits": limits, "commit": true}, nil)
 
 	penalty := map[string]any{"retry_after_ms": 1000, "limits": []string{"rpm"}}
-	e.want(http.StatusNotFound, "POST", "/v1/leases/"+a.LeaseID+"/penalize", penalty, nil) // ended
+	e.want(http.StatusConflict, "POST", "/v1/leases/"+a.LeaseID+"/penalize", penalty, nil) // ended
 	e.want(http.StatusNotFound, "POST", "/v1/leases/"+strings.Repeat("0", 32)+"/penalize", penalty, nil)
 	e.want(http.StatusBadRequest, "POST", "/v1/leases/degraded-"+strings.Repeat("0", 32)+"/penalize", penalty, nil)
 	e.want(http.StatusBadRequest, "POST", "/v1/leases/"+strings.Repeat("0", 32)+"/penalize", map[string]any{"entity": "k", "retry_after_ms": 1000}, nil)

@@ -131,17 +131,29 @@ func TestLeaseLifecycle(t *testing.T) {
 	if len(avail.Limits) != 1 || avail.Limits[0].Available != 6 {
 		t.Errorf("available after committing 4 of 10: %+v", avail.Limits)
 	}
-	// An ended lease has no record: it is unknown, as is any id never
-	// granted (there are no tombstones: 404, never 409).
-	for _, path := range []string{acq.LeaseID + "/commit", acq.LeaseID + "/rollback", acq.LeaseID + "/adjust",
-		acq.LeaseID + "/extend", "nope/commit", strings.Repeat("0", 32) + "/commit"} {
+	// An ended lease says how it ended: a commit again answers the first
+	// commit's body (its answer may have been lost), anything else is 409;
+	// an id never granted is 404.
+	var again api.LeaseResponse
+	e.want(http.StatusOK, "POST", "/v1/leases/"+acq.LeaseID+"/commit", `{}`, &again)
+	if again.State != "committed" || again.Consumed["rpm"] != 4 || again.LeaseID != acq.LeaseID {
+		t.Errorf("commit again: %+v, want the first commit's answer", again)
+	}
+	for _, path := range []string{acq.LeaseID + "/rollback", acq.LeaseID + "/adjust", acq.LeaseID + "/extend"} {
+		var er api.Error
+		e.want(http.StatusConflict, "POST", "/v1/leases/"+path, `{}`, &er)
+		if er.Code != api.CodeConflict || er.Reason != "lease_closed" || er.Ended != "committed" {
+			t.Errorf("%s: %+v, want 409 lease_closed, ended committed", path, er)
+		}
+	}
+	e.want(http.StatusConflict, "GET", "/v1/leases/"+acq.LeaseID, nil, nil)
+	for _, path := range []string{"nope/commit", strings.Repeat("0", 32) + "/commit"} {
 		var er api.Error
 		e.want(http.StatusNotFound, "POST", "/v1/leases/"+path, `{}`, &er)
 		if er.Code != api.CodeNotFound || er.Reason != "lease_not_found" {
 			t.Errorf("%s: %+v, want 404 lease_not_found", path, er)
 		}
 	}
-	e.want(http.StatusNotFound, "GET", "/v1/leases/"+acq.LeaseID, nil, nil)
 }
 
 func TestRollbackGivesBack(t *testing.T) {

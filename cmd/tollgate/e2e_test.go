@@ -200,7 +200,12 @@ func exercise(t *testing.T, p *proc) {
 	if lr.Consumed["rpm"] != 2 {
 		t.Errorf("committed %v, want rpm 2", lr.Consumed)
 	}
-	p.want(http.StatusNotFound, "POST", "/v1/leases/"+a.LeaseID+"/commit", nil, nil) // ended: no record left
+	lr = api.LeaseResponse{}
+	p.want(http.StatusOK, "POST", "/v1/leases/"+a.LeaseID+"/commit", nil, &lr) // again: the first commit's answer
+	if lr.Consumed["rpm"] != 2 {
+		t.Errorf("committed again %v, want the first answer's rpm 2", lr.Consumed)
+	}
+	p.want(http.StatusConflict, "POST", "/v1/leases/"+a.LeaseID+"/rollback", nil, nil) // ended: it says how
 	p.want(http.StatusOK, "POST", "/v1/acquire", acquire, &a)
 	p.want(http.StatusOK, "POST", "/v1/leases/"+a.LeaseID+"/rollback", nil, nil)
 	acquire["commit"] = true
@@ -250,7 +255,7 @@ func replicasShareLeases(t *testing.T, a, b *proc) {
 	if lr.State != "committed" || lr.Consumed["rph"] != 3 || lr.Consumed["slots"] != 1 {
 		t.Errorf("commit on the other server: %+v, want rph 3 (1 and the adjustment of 2)", lr)
 	}
-	a.want(http.StatusNotFound, "POST", "/v1/leases/"+l.LeaseID+"/commit", nil, nil)
+	a.want(http.StatusConflict, "POST", "/v1/leases/"+l.LeaseID+"/extend", api.ExtendRequest{TTLMS: 600_000}, nil)
 	commit := maps.Clone(slot)
 	commit["commit"] = true
 	a.want(http.StatusOK, "POST", "/v1/acquire", commit, nil)

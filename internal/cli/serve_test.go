@@ -339,8 +339,8 @@ func TestServeReconciles(t *testing.T) {
 				t.Fatal(err)
 			}
 			resp.Body.Close()
-			if resp.StatusCode != http.StatusNotFound {
-				t.Errorf("commit of the reclaimed lease: %d, want 404", resp.StatusCode)
+			if resp.StatusCode != http.StatusConflict {
+				t.Errorf("commit of the reclaimed lease: %d, want 409 (lease_closed, expired)", resp.StatusCode)
 			}
 			resp, err = http.Get(s.url + "/metrics")
 			if err != nil {
