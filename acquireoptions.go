@@ -101,6 +101,9 @@ func (d *leaseData) resetOptions() {
 	if o.Audit != nil {
 		o.Audit = nil
 	}
+	if o.IdempotencyKey != "" {
+		o.IdempotencyKey = ""
+	}
 	if o.Err != nil {
 		o.Err = nil
 	}

@@ -49,6 +49,26 @@ func TestIdempotentAcquire(t *testing.T) {
 	}
 }
 
+// A recycled lease state forgets the key of the acquire before: an
+// acquire without a key after one with is an acquire of its own.
+func TestIdempotencyKeyNotInheritedByTheNextAcquire(t *testing.T) {
+	ctx := context.Background()
+	lim, _ := newLim(t, memory.New())
+	rpm := tollgate.WithLimits(tollgate.PerMinute("rpm", 100))
+	for range 20 { // the pool hands states back in no particular order
+		if _, err := lim.AcquireAndCommit(ctx, "k", "api", tollgate.Consume{"rpm": 1}, rpm, tollgate.WithIdempotencyKey("same")); err != nil {
+			t.Fatal(err)
+		}
+		g, err := lim.AcquireAndCommit(ctx, "other", "api", tollgate.Consume{"rpm": 2}, rpm)
+		if err != nil || g.Replayed {
+			t.Fatalf("an acquire without a key after one with: %+v, %v", g, err)
+		}
+	}
+	if got := availableOf(t, lim, "other", "api", "rpm", rpm); got != 60 {
+		t.Errorf("other's rpm = %d, want 60: each keyless acquire debited", got)
+	}
+}
+
 // AcquireAndCommit with a key grants, commits and remembers in one store
 // step for a rate-only lease (its record born committed), in two for one
 // holding a slot; a retry replays the grant, debiting nothing.

@@ -379,10 +379,13 @@ func (d *leaseData) consumed() Consume {
 // tokens. If the store fails, Commit returns the error and the lease stays
 // open, so Commit (or Rollback) can be called again.
 //
-// A durable lease ends in one atomic step that deletes its record. If the
-// record is gone (a reconciler took the lease after its expiry, or another
-// process ended it), Commit writes nothing and returns an error matching
-// ErrLeaseExpired (and so ErrLeaseClosed), and the lease is ended here too.
+// A durable lease ends in one atomic step that leaves its record's
+// tombstone. If the lease has ended elsewhere (a reconciler took it after
+// its expiry, or another process ended it), Commit writes nothing and
+// returns a *LeaseEndedError saying how (it matches ErrLeaseClosed, and
+// ErrLeaseExpired if it expired), or, once the tombstone is forgotten, an
+// error matching ErrLeaseExpired and ErrLeaseNotFound; the lease is ended
+// here too.
 func (le *Lease) Commit(ctx context.Context) error { return le.end(ctx, endCall{}) }
 
 // Rollback gives back everything the lease consumed, in every bucket, and

@@ -213,7 +213,7 @@ func (c *Client) do(ctx context.Context, req request, out any) error {
 	}
 	for attempt := 1; ; attempt++ {
 		lost, err := c.send(ctx, req, out)
-		if !lost || !req.retry || attempt == maxAttempts || ctx.Err() != nil {
+		if !lost || !(req.retry || req.method == http.MethodGet) || attempt == maxAttempts || ctx.Err() != nil {
 			return err
 		}
 		if err := clock.Sleep(ctx, c.clock, retryBackoff(attempt)); err != nil {
