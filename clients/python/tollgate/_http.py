@@ -167,6 +167,7 @@ _CONFLICT = {
     "key_exists": E.KeyExists,
     "namespace_deleted": E.NamespaceDeleted,
     "reservation_conflict": E.ReservationConflict,
+    "idempotency_key_reused": E.IdempotencyConflict,
     "lease_closed": E.LeaseClosed,
 }
 
@@ -234,6 +235,9 @@ def decode_error(status: int, headers: Any, raw: bytes, route: str = "") -> E.To
             cls = E.ReservationNotFound
         return cls(message, **kw)
     if code == "conflict":
+        ended = _truncate(body.get("ended"), MAX_FIELD_LEN)
+        if reason == "lease_closed" and ended:
+            return E.LeaseEnded(message, ended=ended, **kw)
         return _CONFLICT.get(reason, E.Conflict)(message, **kw)
     if code == "unavailable":
         return E.Unavailable(message, **kw)
