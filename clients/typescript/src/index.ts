@@ -5,9 +5,11 @@ export {
   Client,
   defaultTimeoutMs,
   defaultUserAgent,
+  idempotencyKeyHeader,
   namespaceHeader,
   principalHeader,
   purgeTimeoutMs,
+  replayedHeader,
 } from "./client.js";
 export type { ClientOptions } from "./client.js";
 export { Lease } from "./lease.js";

@@ -257,7 +257,8 @@ export class Lease implements AsyncDisposable {
 
   async #call(action: string, body: unknown, opts: CallOptions): Promise<LeaseInfo> {
     this.#checkOpen();
-    const data = await this.#request({ method: "POST", path: this.#path(action), body, signal: opts.signal, timeoutMs: opts.timeoutMs });
+    const req: ApiRequest = { method: "POST", path: this.#path(action), body, signal: opts.signal, timeoutMs: opts.timeoutMs, retry: action !== "adjust" };
+    const data = await this.#request(req);
     return data === undefined ? { leaseId: this.id, consumed: this.consumed, state: "open" } : toLeaseInfo(data as WireLease);
   }
 
