@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import atexit
 import hashlib
+import http.client
+import http.server
 import os
 import secrets
 import shutil
@@ -24,6 +26,7 @@ import threading
 import time
 import unittest
 import urllib.error
+import urllib.parse
 import urllib.request
 import uuid
 from typing import Dict, List, Optional
@@ -156,6 +159,80 @@ def server() -> Server:
             atexit.register(s.stop)
             _shared = s
         return _shared
+
+
+class LossyProxy:
+    """A proxy in front of a server that can lose answers: with ``lose`` set
+    to n, it forwards each of the next n requests, reads the server's whole
+    answer, and closes the connection without a byte of it, as a
+    connection reset after the server acted would. It records what it
+    forwarded: ``sent`` (how many requests), ``keys`` (each one's
+    Idempotency-Key header, or None) and ``paths``."""
+
+    _HOP = {"connection", "keep-alive", "transfer-encoding", "content-length", "host", "date", "server"}
+
+    def __init__(self, upstream: str) -> None:
+        u = urllib.parse.urlsplit(upstream)
+        self.upstream = (u.hostname or "127.0.0.1", u.port or 80)
+        self.lose = 0
+        self.sent = 0
+        self.keys: List[Optional[str]] = []
+        self.paths: List[str] = []
+        self._lock = threading.Lock()
+        proxy = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def _forward(self) -> None:
+                n = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(n) if n else None
+                headers = {k: v for k, v in self.headers.items() if k.lower() not in LossyProxy._HOP}
+                conn = http.client.HTTPConnection(*proxy.upstream, timeout=10)
+                try:
+                    conn.request(self.command, self.path, body=body, headers=headers)
+                    resp = conn.getresponse()
+                    data = resp.read()
+                finally:
+                    conn.close()
+                with proxy._lock:
+                    proxy.sent += 1
+                    proxy.keys.append(self.headers.get("Idempotency-Key"))
+                    proxy.paths.append(self.path)
+                    lost = proxy.lose > 0
+                    if lost:
+                        proxy.lose -= 1
+                if lost:
+                    self.close_connection = True
+                    return  # the server acted; its answer is lost
+                self.send_response(resp.status)
+                for k, v in resp.getheaders():
+                    if k.lower() not in LossyProxy._HOP:
+                        self.send_header(k, v)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _forward
+
+            def log_message(self, *args) -> None:
+                pass
+
+        self._httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._httpd.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self._httpd.server_address[1]}"
+        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+        self._thread.start()
+
+    def lose_next(self, n: int = 1) -> int:
+        """Lose the answers of the next n requests; returns how many were
+        sent so far, to count this call's sends from."""
+        with self._lock:
+            self.lose = n
+            return self.sent
+
+    def close(self) -> None:
+        self._httpd.shutdown()
+        self._httpd.server_close()
+        self._thread.join(5)
 
 
 def client(**kw) -> tollgate.Client:

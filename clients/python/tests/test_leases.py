@@ -89,16 +89,29 @@ class AcquireTest(ServerTest):
         lease.refresh()
         self.assertEqual(lease.consumed["tpm"], 15)
         other.commit()
-        # Ended elsewhere: the first handle learns it from the server's 404,
-        # an error that is both a LeaseNotFound and a LeaseClosed.
-        with self.assertRaises(tollgate.LeaseNotFound) as cm:
-            lease.commit()
+        # Ended elsewhere: the first handle learns it from the server's 409,
+        # a LeaseEnded (a LeaseClosed) saying how.
+        with self.assertRaises(tollgate.LeaseEnded) as cm:
+            lease.extend(60)
         self.assertIsInstance(cm.exception, tollgate.LeaseClosed)
-        self.assertEqual(cm.exception.status, 404)
-        self.assertEqual(cm.exception.reason, "lease_not_found")
+        self.assertEqual((cm.exception.status, cm.exception.reason), (409, "lease_closed"))
+        self.assertEqual(cm.exception.ended, "committed")
         self.assertTrue(lease.closed)
-        with self.assertRaises(tollgate.LeaseNotFound):
+        with self.assertRaises(tollgate.LeaseEnded):
             self.client.get_lease(lease.id)
+
+    def test_forgotten_lease_is_lease_not_found_and_closed(self):
+        # A lease the server never granted (or has forgotten): 404, an
+        # error that is both a LeaseNotFound and a LeaseClosed.
+        resource = self.limits_resource(["rpm:10"])
+        lease = self.client.acquire(uid("key"), resource, {"rpm": 1})
+        ghost = tollgate.Lease(self.client, lease.entity, lease.resource, {"lease_id": "0" * 32})
+        with self.assertRaises(tollgate.LeaseNotFound) as cm:
+            ghost.commit()
+        self.assertIsInstance(cm.exception, tollgate.LeaseClosed)
+        self.assertEqual((cm.exception.status, cm.exception.reason), (404, "lease_not_found"))
+        self.assertTrue(ghost.closed)
+        lease.rollback()
 
     def test_acquire_and_commit(self):
         resource = self.limits_resource(["rpm:10"])

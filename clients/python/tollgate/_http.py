@@ -13,7 +13,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple, Union
 
 from . import errors as E
 from .types import statuses
@@ -25,6 +25,12 @@ MAX_MESSAGE_LEN = 512
 MAX_FIELD_LEN = 128
 #: Retry-after values above a day are clamped (the API never sends more).
 MAX_RETRY_AFTER_MS = 24 * 3600 * 1000
+
+#: How many times, at most, a call that may be repeated is sent when no
+#: answer comes back (as the Go client's).
+MAX_ATTEMPTS = 3
+#: The pauses before the second and the third send, in seconds.
+RETRY_BACKOFF = (0.05, 0.2)
 
 _CHUNK = 64 << 10
 
@@ -50,6 +56,14 @@ def _is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host.strip("[]")).is_loopback
     except ValueError:
         return False
+
+
+class Answer(NamedTuple):
+    """A 2xx answer: its status, decoded JSON body (None if empty) and headers."""
+
+    status: int
+    data: Any
+    headers: Any  # an email.message.Message: case-insensitive get()
 
 
 class Transport:
@@ -86,23 +100,71 @@ class Transport:
         body: Any = None,
         timeout: Optional[float] = None,
         route: str = "",
+        retry: Optional[bool] = None,
     ) -> Tuple[int, Any]:
-        """Send one request; return (status, decoded JSON or None) for a 2xx
-        answer, raise the typed error otherwise. path is below the base URL,
-        segments already escaped. route names the kind of call where the
-        error classes depend on it ("lease", "reservation")."""
+        """Send a request; return (status, decoded JSON or None) for a 2xx
+        answer, raise the typed error otherwise. See send()."""
+        a = self.send(method, path, query=query, body=body, timeout=timeout, route=route, retry=retry)
+        return a.status, a.data
+
+    def send(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Query = None,
+        body: Any = None,
+        timeout: Optional[float] = None,
+        route: str = "",
+        headers: Optional[Mapping[str, str]] = None,
+        retry: Optional[bool] = None,
+    ) -> Answer:
+        """Send a request; return the Answer of a 2xx status, raise the typed
+        error otherwise. path is below the base URL, segments already
+        escaped. route names the kind of call where the error classes depend
+        on it ("lease", "reservation"); headers are added to the client's.
+
+        A call that may be repeated (retry; None: a GET) is sent again when
+        no answer came back whole (ServerUnreachable: the connection failed,
+        was reset, or the answer broke off), up to MAX_ATTEMPTS sends in
+        all, pausing RETRY_BACKOFF between them, all within the call's
+        timeout: the server may have acted on it, and the caller makes the
+        repeat harmless (an idempotency key, an ending the server
+        remembers)."""
         url = self.base_url + path
         if query:
             url += "?" + urllib.parse.urlencode(query, doseq=True)
         op = f"{method} {url}"
         data = None
-        headers = dict(self.headers)
+        hdrs = dict(self.headers)
+        if headers:
+            hdrs.update(headers)
         if body is not None:
             data = json.dumps(body, separators=(",", ":")).encode("utf-8")
-            headers["Content-Type"] = "application/json"
-        req = urllib.request.Request(url, data=data, headers=headers, method=method)
+            hdrs["Content-Type"] = "application/json"
+        if retry is None:
+            retry = method == "GET"
         limit = self.timeout if timeout is None else timeout
         deadline = None if limit is None else time.monotonic() + limit
+        attempt = 1
+        while True:
+            left = None if deadline is None else deadline - time.monotonic()
+            try:
+                if left is not None and left <= 0:
+                    raise E.ServerUnreachable(f"server unreachable: {op}: timed out")
+                req = urllib.request.Request(url, data=data, headers=hdrs, method=method)
+                return self._send_once(req, left, deadline, op, route)
+            except E.ServerUnreachable:
+                if not retry or attempt >= MAX_ATTEMPTS:
+                    raise
+                pause = RETRY_BACKOFF[attempt - 1]
+                if deadline is not None and time.monotonic() + pause >= deadline:
+                    raise
+            time.sleep(pause)
+            attempt += 1
+
+    def _send_once(self, req: urllib.request.Request, limit: Optional[float], deadline: Optional[float],
+                   op: str, route: str) -> Answer:
         try:
             try:
                 resp = self.opener.open(req, timeout=limit)
@@ -122,9 +184,9 @@ class Transport:
             raise E.ServerUnreachable(f"server unreachable: {op}: {_describe(oe)}") from oe
         if 200 <= status <= 299:
             if status == 204 or not raw.strip():
-                return status, None
+                return Answer(status, None, resp_headers)
             try:
-                return status, json.loads(raw)
+                return Answer(status, json.loads(raw), resp_headers)
             except ValueError as ve:
                 raise E.BadResponse(f"malformed answer from the server: {op}: {ve}", status=status) from None
         raise decode_error(status, resp_headers, raw, route)
@@ -167,6 +229,7 @@ _CONFLICT = {
     "key_exists": E.KeyExists,
     "namespace_deleted": E.NamespaceDeleted,
     "reservation_conflict": E.ReservationConflict,
+    "idempotency_key_reused": E.IdempotencyConflict,
     "lease_closed": E.LeaseClosed,
 }
 
@@ -234,6 +297,9 @@ def decode_error(status: int, headers: Any, raw: bytes, route: str = "") -> E.To
             cls = E.ReservationNotFound
         return cls(message, **kw)
     if code == "conflict":
+        ended = _truncate(body.get("ended"), MAX_FIELD_LEN)
+        if reason == "lease_closed" and ended:
+            return E.LeaseEnded(message, ended=ended, **kw)
         return _CONFLICT.get(reason, E.Conflict)(message, **kw)
     if code == "unavailable":
         return E.Unavailable(message, **kw)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import re
+import secrets
 from datetime import datetime, timedelta, timezone
 from typing import Any, Dict, Mapping, Optional, Sequence, Union
 
@@ -70,6 +71,29 @@ def on_unavailable(mode: Optional[str]) -> Optional[str]:
     if mode not in ("block", "allow"):
         raise ValidationError('invalid on_unavailable: want "block" or "allow"', field="on_unavailable", value=str(mode)[:80])
     return mode
+
+
+#: The most characters an idempotency key may have (the server's bound).
+MAX_IDEMPOTENCY_KEY_LEN = 255
+
+
+def new_idempotency_key() -> str:
+    """A key for one logical acquire: 128 random bits, as the Go client's."""
+    return "tgc-" + secrets.token_hex(16)
+
+
+def idempotency_key(key: Any) -> str:
+    """Check a caller's idempotency key: 1 to 255 printable ASCII characters,
+    as the server wants, and no space at either end (HTTP drops those, so
+    the server would see another key, or none)."""
+    ok = isinstance(key, str) and 0 < len(key) <= MAX_IDEMPOTENCY_KEY_LEN and all(" " <= c <= "~" for c in key)
+    if not ok:
+        raise ValidationError(f"invalid idempotency_key: want 1 to {MAX_IDEMPOTENCY_KEY_LEN} printable ASCII characters",
+                              field="idempotency_key", value=repr(key)[:80])
+    if key != key.strip(" "):
+        raise ValidationError("invalid idempotency_key: no space at the start or the end", field="idempotency_key",
+                              value=key[:80])
+    return key
 
 
 def namespace(ns: str) -> str:

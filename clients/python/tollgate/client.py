@@ -11,7 +11,8 @@ from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Seque
 
 from . import errors as E
 from ._http import Query, Transport, seg
-from ._util import Duration, consume_body, limits_list, namespace, penalty_body, seconds, ttl_ms, unix_ms_ceil
+from ._util import Duration, consume_body, limits_list, namespace, new_idempotency_key, penalty_body, seconds, ttl_ms, unix_ms_ceil
+from ._util import idempotency_key as _idempotency_key
 from ._util import on_unavailable as _mode
 from ._decorator import arg, rate_limit
 from .lease import Lease
@@ -84,6 +85,17 @@ class Client:
         proxies: as urllib.request.ProxyHandler; None takes them from the
             environment (http_proxy...), except for loopback servers, which
             are never proxied; {} uses none.
+        idempotency_keys: False stops the client sending an idempotency key
+            of its own with each acquire (one the caller gives is still
+            sent). Without a key a repeated acquire may be granted twice, so
+            the client then sends none again after a lost answer.
+
+    Calls that are safe to repeat are sent again when no answer comes back
+    (the connection was refused or reset, or the answer broke off), up to 3
+    times in all, pausing 50 ms and then 200 ms, within ``timeout``: an
+    acquire carrying an idempotency key (the client's own, one per call,
+    unless the caller gives one), a lease's commit, rollback, extend and
+    penalize, and reads; never an adjust, which adds up.
 
     Bad arguments raise :class:`~tollgate.ValidationError` before any call.
     """
@@ -99,6 +111,7 @@ class Client:
         user_agent: str = DEFAULT_USER_AGENT,
         ssl_context: Optional[ssl.SSLContext] = None,
         proxies: Optional[Dict[str, str]] = None,
+        idempotency_keys: bool = True,
     ) -> None:
         self.base_url = _base_url(base_url)
         self.namespace = _namespace_opt(namespace)
@@ -113,19 +126,27 @@ class Client:
         if principal:
             headers["X-Tollgate-Principal"] = principal
         self._http = Transport(self.base_url, headers, self.timeout, ssl_context, proxies)
+        self._keys = bool(idempotency_keys)
 
     def __repr__(self) -> str:
         return f"Client({self.base_url!r}, namespace={self.namespace!r})"
 
     def _call(self, method: str, path: str, *, query: Query = None, body: Any = None,
-              timeout: Optional[float] = None, route: str = "") -> Tuple[int, Any]:
-        return self._http.call(method, path, query=query, body=body, timeout=timeout, route=route)
+              timeout: Optional[float] = None, route: str = "", retry: Optional[bool] = None) -> Tuple[int, Any]:
+        return self._http.call(method, path, query=query, body=body, timeout=timeout, route=route, retry=retry)
 
     # ------------------------------------------------------------------
     # Acquire and leases
 
     def _acquire(self, entity: str, resource: str, consume: Mapping[str, int], commit: bool,
-                 limits: Optional[Sequence[str]], mode: Optional[str], lease_ttl: Optional[Duration]) -> Dict[str, Any]:
+                 limits: Optional[Sequence[str]], mode: Optional[str], lease_ttl: Optional[Duration],
+                 key: Optional[str]) -> Tuple[Dict[str, Any], bool]:
+        """POST /v1/acquire: (the answer, whether it replays an earlier
+        grant of the same idempotency key)."""
+        if key is not None:
+            key = _idempotency_key(key)
+        elif self._keys:
+            key = new_idempotency_key()
         body: Dict[str, Any] = {"entity": entity, "resource": resource, "consume": consume_body(consume)}
         lim = limits_list(limits)
         if lim is not None:
@@ -140,8 +161,9 @@ class Client:
         ms = ttl_ms(lease_ttl, "lease_ttl_ms")
         if ms is not None and not commit:
             body["lease_ttl_ms"] = ms
-        _, answer = self._call("POST", V1 + "/acquire", body=body)
-        return _obj(answer, "acquire answer")
+        a = self._http.send("POST", V1 + "/acquire", body=body, headers={"Idempotency-Key": key} if key else None,
+                            retry=key is not None)
+        return _obj(a.data, "acquire answer"), a.headers.get("Idempotent-Replayed", "") == "true"
 
     def acquire(
         self,
@@ -152,6 +174,7 @@ class Client:
         limits: Optional[Sequence[str]] = None,
         on_unavailable: Optional[str] = None,
         lease_ttl: Optional[Duration] = None,
+        idempotency_key: Optional[str] = None,
     ) -> Lease:
         """Check and debit consume (limit name -> whole tokens) against every
         limit in effect for entity and resource and their cascade ancestors,
@@ -165,14 +188,28 @@ class Client:
                 store cannot answer ("allow" grants a degraded lease).
             lease_ttl: how long the lease lives unless extended (seconds or
                 timedelta, 1 s to 24 h; default the server's, 5 minutes).
+            idempotency_key: names this request (1 to 255 printable ASCII
+                characters): the same key in the namespace, while the lease
+                is remembered (its expiry, and at least 10 minutes after it
+                ended), answers this grant again and debits once. Default:
+                a key of the client's own for this call (unless the client
+                was made with ``idempotency_keys=False``). The client sends
+                the acquire again with its key when the answer is lost, and
+                the lease of an answer that replays the first grant reports
+                ``replayed``.
 
         Raises:
             RateLimitExceeded: denied; nothing was consumed.
             ValidationError: bad input, or an amount above a limit's capacity.
+            IdempotencyConflict: the key was used with another request.
+            LeaseEnded: the lease the key was granted has ended since.
             Unavailable, ServerUnreachable: no decision (outcome unknown).
         """
-        answer = self._acquire(entity, resource, consume, False, limits, on_unavailable, lease_ttl)
-        return Lease(self, entity, resource, answer)
+        answer, replayed = self._acquire(entity, resource, consume, False, limits, on_unavailable, lease_ttl,
+                                         idempotency_key)
+        lease = Lease(self, entity, resource, answer)
+        lease.replayed = replayed
+        return lease
 
     def acquire_and_commit(
         self,
@@ -182,11 +219,15 @@ class Client:
         *,
         limits: Optional[Sequence[str]] = None,
         on_unavailable: Optional[str] = None,
+        idempotency_key: Optional[str] = None,
     ) -> Grant:
         """Acquire and commit in one call, for work whose cost is known up
-        front; no lease is kept. Errors are those of acquire()."""
-        d = self._acquire(entity, resource, consume, True, limits, on_unavailable, None)
-        return Grant(consumed=_counts(d, "consumed"), statuses=statuses(d), degraded=bool(d.get("degraded", False)))
+        front; no lease is kept. idempotency_key is acquire()'s: the same
+        key again within 10 minutes answers this grant again (``replayed``,
+        statuses empty) and debits once. Errors are those of acquire()."""
+        d, replayed = self._acquire(entity, resource, consume, True, limits, on_unavailable, None, idempotency_key)
+        return Grant(consumed=_counts(d, "consumed"), statuses=statuses(d), degraded=bool(d.get("degraded", False)),
+                     replayed=replayed)
 
     def wait(
         self,
@@ -248,14 +289,17 @@ class Client:
         """A handle on an open lease by its id, e.g. one another process
         acquired: any server over the same store serves it. Its statuses are
         empty (the server keeps only what the lease consumed). Raises
-        LeaseNotFound if the lease has ended or expired."""
+        LeaseEnded (ended says how) if the lease has ended, LeaseNotFound if
+        the server never granted it here, has forgotten it, or its expiry
+        has passed."""
         answer = self._lease_call("GET", lease_id, None)
         d = _obj(answer, "lease")
         return Lease(self, _str(d, "entity"), _str(d, "resource"), d)
 
     def _lease_call(self, method: str, lease_id: str, action: Optional[str], body: Any = None) -> Any:
         path = V1 + "/leases/" + seg(lease_id) + ("/" + action if action else "")
-        _, answer = self._call(method, path, body=body, route="lease")
+        # Every lease call but an adjust (which adds up) may be sent again.
+        _, answer = self._call(method, path, body=body, route="lease", retry=action != "adjust")
         return answer
 
     # ------------------------------------------------------------------

@@ -23,8 +23,12 @@ docs/http-api.md section 4) decides the class::
     │   ├── KeyExists              reason key_exists
     │   ├── NamespaceDeleted       reason namespace_deleted
     │   ├── ReservationConflict    reason reservation_conflict
+    │   ├── IdempotencyConflict    reason idempotency_key_reused: an acquire's
+    │   │                          idempotency key was sent with another request
     │   └── LeaseClosed            the lease handle has ended (raised locally,
-    │                              or 409 lease_closed from older servers)
+    │       │                      or 409 lease_closed without ``ended``)
+    │       └── LeaseEnded         409 lease_closed: the lease has ended, and
+    │                              ``ended`` says how
     ├── Unavailable                503 unavailable: the server's *store* did not answer
     ├── Unimplemented              501 unimplemented (usage or capacity unsupported)
     ├── ServerError                500 internal, or any other unexpected status
@@ -33,17 +37,28 @@ docs/http-api.md section 4) decides the class::
     └── BadResponse                an answer that is not what the API sends
                                    (not JSON, wrong shape, too large)
 
-A 404 ``lease_not_found`` received through a :class:`~tollgate.Lease`
-handle is raised as an error that is both a :class:`LeaseNotFound` and a
-:class:`LeaseClosed` (as the Go client's matches both ErrLeaseNotFound and
-ErrLeaseClosed): the lease is over for that handle.
+A lease that has ended (committed or rolled back through any handle or
+server, or expired and ended by a reconciler) is remembered by the server
+for at least 10 minutes after it ended, and until its expiry: calls on it
+raise :class:`LeaseEnded`, whose ``ended`` is ``"committed"``,
+``"rolled_back"`` or ``"expired"`` (a commit of a committed lease succeeds
+instead, answered as the first commit). A lease the server has forgotten,
+or never granted, is a 404 ``lease_not_found``: received through a
+:class:`~tollgate.Lease` handle it is raised as an error that is both a
+:class:`LeaseNotFound` and a :class:`LeaseClosed` (as the Go client's
+matches both ErrLeaseNotFound and ErrLeaseClosed). Either way the lease is
+over for that handle.
 
 ``Unavailable`` and ``ServerUnreachable`` are deliberately distinct: the
 first means the server answered that its store is down (the server's
 ``on_unavailable`` mode could have allowed the call), the second that no
 server answered. In both cases no decision was received; for a call that
 writes (acquire, commit), its outcome is unknown. Catch both with
-``except (Unavailable, ServerUnreachable)`` to fail open.
+``except (Unavailable, ServerUnreachable)`` to fail open. The calls that are
+safe to repeat (an acquire with an idempotency key, a lease's commit,
+rollback, extend and penalize, reads) are sent again by the client when no
+answer came back, up to 3 times in all, before it raises
+ServerUnreachable.
 """
 
 from __future__ import annotations
@@ -69,7 +84,9 @@ __all__ = [
     "KeyExists",
     "NamespaceDeleted",
     "ReservationConflict",
+    "IdempotencyConflict",
     "LeaseClosed",
+    "LeaseEnded",
     "Unavailable",
     "Unimplemented",
     "ServerError",
@@ -196,8 +213,10 @@ class KeyNotFound(NotFound):
 
 
 class LeaseNotFound(NotFound):
-    """The server has no such lease in the client's namespace: unknown,
-    ended (by anyone), expired, or another namespace's."""
+    """The server has no such lease in the client's namespace: never
+    granted, another namespace's, open with its expiry passed (a reconciler
+    will end it), or ended so long ago that it is forgotten. A lease that
+    ended recently is a :class:`LeaseEnded` instead."""
 
 
 class ReservationNotFound(LeaseNotFound):
@@ -230,9 +249,30 @@ class ReservationConflict(Conflict):
     """The reservation id is held by another entity or resource."""
 
 
+class IdempotencyConflict(Conflict):
+    """An acquire's idempotency key was used before with another request
+    (another entity, resource or consume): a key names one request.
+    Nothing was debited."""
+
+
 class LeaseClosed(Conflict):
     """The lease handle has ended (committed, rolled back, or found gone
-    on the server); no call was made."""
+    on the server); no call was made. The server's 409 lease_closed is the
+    subclass :class:`LeaseEnded`."""
+
+
+class LeaseEnded(LeaseClosed):
+    """409 lease_closed: the lease has ended (through any handle or server,
+    or a reconciler at its expiry), and the server says how.
+
+    Attributes:
+        ended: ``"committed"``, ``"rolled_back"`` or ``"expired"`` (or ""
+            from a server that does not say).
+    """
+
+    def __init__(self, message: str, *, ended: str = "", **kw: Any) -> None:
+        super().__init__(message, **kw)
+        self.ended = ended
 
 
 class _LeaseGone(LeaseNotFound, LeaseClosed):
@@ -258,8 +298,9 @@ class ServerError(TollgateError):
 class ServerUnreachable(Unavailable):
     """No answer from the server: connection refused, DNS failure, TLS
     failure, timeout, or the connection dropped before the answer was read.
-    For a call that writes, the outcome is unknown. ``__cause__`` holds the
-    underlying exception. A kind of :class:`Unavailable`."""
+    For a call that writes, the outcome is unknown (a call safe to repeat
+    was sent 3 times, within the client's timeout, before this). ``__cause__``
+    holds the underlying exception. A kind of :class:`Unavailable`."""
 
 
 class BadResponse(TollgateError):

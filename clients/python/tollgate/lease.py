@@ -38,8 +38,14 @@ class Lease:
 
     Once the lease has ended (here or, as the server reports, anywhere
     else), adjust/extend/commit/rollback/penalize raise
-    :class:`~tollgate.LeaseClosed` without a call. Safe for use from
-    several threads.
+    :class:`~tollgate.LeaseClosed` without a call; the server's answer that
+    it has ended is a :class:`~tollgate.LeaseEnded` saying how. Safe for
+    use from several threads.
+
+    ``replayed`` is True when the acquire's answer was the grant of an
+    earlier call with the same idempotency key (a retry after a lost
+    answer), handed out again: that call debited nothing, and ``statuses``
+    is empty.
     """
 
     def __init__(self, client: "Client", entity: str, resource: str, answer: Mapping[str, Any]) -> None:
@@ -52,6 +58,7 @@ class Lease:
         self.entity: str = entity
         self.resource: str = resource
         self.degraded: bool = bool(d.get("degraded", False))
+        self.replayed: bool = False
         self._lock = threading.Lock()
         self._consumed: Dict[str, int] = _counts(d, "consumed")
         self._statuses: List[LimitStatus] = statuses(d)
@@ -65,8 +72,9 @@ class Lease:
 
     @property
     def state(self) -> str:
-        """"open", "committed" or "rolled_back" when this handle ended it, or
-        "closed" when the server reported it gone (ended elsewhere, expired)."""
+        """"open", "committed" or "rolled_back" when this handle ended it (or
+        found it committed or rolled back, as it asked), or "closed" when the
+        server reported it gone (ended otherwise elsewhere, expired)."""
         with self._lock:
             return self._state
 
@@ -118,15 +126,20 @@ class Lease:
 
     def commit(self) -> None:
         """Write pending adjustments and return the lease's concurrency
-        tokens. If the store fails (Unavailable) or the server cannot be
-        reached, the lease stays open and commit (or rollback) can be called
-        again; a retry whose first attempt did arrive raises LeaseClosed
-        (also a LeaseNotFound)."""
+        tokens. The client sends the commit again when its answer is lost;
+        a commit of a lease that was committed (by a send whose answer was
+        lost, or through another handle) succeeds, answered as the first.
+        If the store fails (Unavailable) or the server cannot be reached,
+        the lease stays open and commit (or rollback) can be called again.
+        A lease that ended otherwise raises LeaseEnded."""
         self._call("commit", None)
         self._end(COMMITTED)
 
     def rollback(self) -> None:
-        """Give back everything the lease consumed and discard its adjustments."""
+        """Give back everything the lease consumed and discard its
+        adjustments. Sent again when its answer is lost; a lease found
+        rolled back already (by a send whose answer was lost, or through
+        another handle) is done. Failures as for commit."""
         self._call("rollback", None)
         self._end(ROLLED_BACK)
 
@@ -151,9 +164,9 @@ class Lease:
         self._call("penalize", body)
 
     def refresh(self) -> None:
-        """Read the lease as the server has it now (consumed, expiry)."""
-        self._check_open()
-        answer = self._client._lease_call("GET", self.id, None)
+        """Read the lease as the server has it now (consumed, expiry). A
+        lease that has ended raises LeaseEnded, and the handle is closed."""
+        answer = self._call(None, None, method="GET")
         self._update(answer)
 
     # --- context manager
@@ -195,15 +208,20 @@ class Lease:
         if self.closed:
             raise E.LeaseClosed(f"lease {self.id}: lease closed", code="lease_closed")
 
-    def _call(self, action: str, body: Any) -> Dict[str, Any]:
+    def _call(self, action: Optional[str], body: Any, method: str = "POST") -> Dict[str, Any]:
         self._check_open()
         try:
-            answer = self._client._lease_call("POST", self.id, action, body)
+            answer = self._client._lease_call(method, self.id, action, body)
         except E.LeaseNotFound as nf:
             # The lease is over for this handle, whoever ended it.
             self._end(None)
             raise E._LeaseGone(f"lease {self.id}: lease closed ({nf.message})", status=nf.status,
                                code=nf.code, reason=nf.reason, body=nf.body) from None
+        except E.LeaseEnded as ended:
+            if action == "rollback" and ended.ended == ROLLED_BACK:
+                return {}  # rolled back already: what the caller wants
+            self._end(None)
+            raise
         except E.LeaseClosed:
             self._end(None)
             raise

@@ -163,11 +163,16 @@ def statuses(d: Dict[str, Any], key: str = "limits") -> List[LimitStatus]:
 @dataclass(frozen=True)
 class Grant:
     """The outcome of acquire_and_commit: what was consumed (summed over the
-    cascade) and every limit just after."""
+    cascade) and every limit just after.
+
+    ``replayed`` is True when the answer was the grant of an earlier call
+    with the same idempotency key (a retry after a lost answer), given
+    again: nothing was debited this time, and ``statuses`` is empty."""
 
     consumed: Dict[str, int]
     statuses: List[LimitStatus]
     degraded: bool = False  # granted without the store (mode "allow"): nothing counted
+    replayed: bool = False
 
 
 @dataclass(frozen=True)

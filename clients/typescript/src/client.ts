@@ -71,6 +71,59 @@ export interface ClientOptions {
   timeoutMs?: number | undefined;
   /** The fetch to call (default: the global one), e.g. to add tracing. */
   fetch?: typeof fetch | undefined;
+  /**
+   * `false` stops the client sending an idempotency key of its own with each
+   * acquire (one given as `idempotencyKey` is still sent). Without a key an
+   * acquire sent again may be granted twice, so the client then sends none
+   * again after a lost answer. Default `true`.
+   */
+  idempotencyKeys?: boolean | undefined;
+}
+
+/** The header of an acquire's idempotency key. */
+export const idempotencyKeyHeader = "Idempotency-Key";
+/** The answer's header (`true`) when an acquire replays the grant of an earlier call with the same key. */
+export const replayedHeader = "Idempotent-Replayed";
+
+const maxIdempotencyKeyLength = 255;
+
+/** Checks a caller's idempotency key: what the server takes, and no space at either end (HTTP drops those: the server would see another key, or none). */
+function checkIdempotencyKey(key: string): string {
+  if (typeof key !== "string" || key.length === 0 || key.length > maxIdempotencyKeyLength || !/^[\x20-\x7e]*$/.test(key)) {
+    throw new ValidationError(
+      `invalid idempotency_key: want 1 to ${maxIdempotencyKeyLength} printable ASCII characters`,
+      "idempotency_key",
+      String(key).slice(0, 80),
+    );
+  }
+  if (key !== key.trim()) {
+    throw new ValidationError("invalid idempotency_key: no space at the start or the end", "idempotency_key", key.slice(0, 80));
+  }
+  return key;
+}
+
+/** What the client needs of Web Crypto. */
+interface RandomSource {
+  getRandomValues(array: Uint8Array): Uint8Array;
+}
+
+/** The runtime's Web Crypto: global in browsers, Deno, Bun and Node 19+; Node 18's from node:crypto. */
+let nodeCrypto: Promise<RandomSource> | undefined;
+function randomSource(): Promise<RandomSource> {
+  const c = (globalThis as { crypto?: RandomSource }).crypto;
+  if (typeof c?.getRandomValues === "function") {
+    return Promise.resolve(c);
+  }
+  const mod = "node:crypto"; // not a literal: bundlers for browsers, which have the global, leave it alone
+  nodeCrypto ??= (import(mod) as Promise<{ webcrypto: RandomSource }>).then((m) => m.webcrypto);
+  return nodeCrypto;
+}
+
+/** A key for one logical acquire: `tgc-` and 128 random bits in hex, as the Go client's. */
+async function newIdempotencyKey(): Promise<string> {
+  const b = new Uint8Array(16);
+  (await randomSource()).getRandomValues(b);
+  return `tgc-${Array.from(b, (x) => x.toString(16).padStart(2, "0")).join("")}`;
 }
 
 /** Sleeps ms, or rejects with the signal's reason when it aborts. */
@@ -222,6 +275,7 @@ export class Client implements LeaseHost {
   readonly baseUrl: string;
   readonly namespace: string | undefined;
   readonly #t: Transport;
+  readonly #keys: boolean;
 
   constructor(opts: ClientOptions) {
     this.baseUrl = Client.#parseBase(opts.baseUrl);
@@ -242,6 +296,7 @@ export class Client implements LeaseHost {
       throw new ValidationError("no fetch: this runtime has no global fetch (Node 18+ has); pass options.fetch", "fetch", "");
     }
     this.#t = { baseUrl: this.baseUrl, headers, timeoutMs, fetch: f };
+    this.#keys = opts.idempotencyKeys !== false;
   }
 
   static #parseBase(raw: string): string {
@@ -280,6 +335,25 @@ export class Client implements LeaseHost {
     return body;
   }
 
+  /** POSTs an acquire with its idempotency key (the caller's, or the client's own): the answer, and whether it replays an earlier grant of the key. */
+  async #acquire(args: AcquireArgs, commit: boolean): Promise<{ w: WireAcquire | undefined; replayed: boolean }> {
+    let key = args.idempotencyKey;
+    if (key !== undefined) {
+      checkIdempotencyKey(key);
+    } else if (this.#keys) {
+      key = await newIdempotencyKey();
+    }
+    const a = await this.send({
+      method: "POST",
+      path: "/v1/acquire",
+      body: this.#acquireBody(args, commit),
+      headers: key === undefined ? undefined : { [idempotencyKeyHeader]: key },
+      retry: key !== undefined,
+      ...call(args),
+    });
+    return { w: a.data as WireAcquire | undefined, replayed: a.headers.get(replayedHeader) === "true" };
+  }
+
   /**
    * Checks and debits `consume` against every limit in effect for the entity
    * and resource, and their cascade ancestors, all or nothing. The lease
@@ -287,24 +361,36 @@ export class Client implements LeaseHost {
    * `withLease`); otherwise the server's reconciler commits it when its TTL
    * ends.
    *
+   * The client sends an idempotency key with each acquire (its own, unless
+   * `idempotencyKey` gives one; see `idempotencyKeys`), and sends the
+   * acquire again when its answer is lost: the server grants once, and the
+   * lease of an answer that replays the first grant reports `replayed`.
+   *
    * A denial is a RateLimitExceeded (nothing was consumed); bad input a
    * ValidationError naming the field (`consume.rpm`); the store down an
    * UnavailableError (with `onUnavailable: "block"`); no answer a
-   * ServerUnreachableError.
+   * ServerUnreachableError; the key used with another request an
+   * IdempotencyConflictError; the lease the key was granted ended since a
+   * LeaseEndedError.
    */
   async acquire(args: AcquireArgs): Promise<Lease> {
     const op = "POST /v1/acquire";
-    const w = await this.#data<WireAcquire>({ method: "POST", path: "/v1/acquire", body: this.#acquireBody(args, false), ...call(args) });
+    const { w, replayed } = await this.#acquire(args, false);
     if (typeof w !== "object" || w === null || typeof w.lease_id !== "string" || w.lease_id === "") {
       throw badShape(op, "granted acquire without a lease id");
     }
-    return new Lease(this, args.entity, args.resource, w);
+    return new Lease(this, args.entity, args.resource, w, replayed);
   }
 
-  /** Acquires and commits in one call, for work whose cost is known up front; no lease is kept. Errors as for `acquire`. */
+  /**
+   * Acquires and commits in one call, for work whose cost is known up front;
+   * no lease is kept. The same `idempotencyKey` again within 10 minutes
+   * answers this grant again (`replayed`, no statuses) and debits once.
+   * Errors as for `acquire`.
+   */
   async acquireAndCommit(args: AcquireArgs): Promise<Grant> {
-    const w = await this.#data<WireAcquire>({ method: "POST", path: "/v1/acquire", body: this.#acquireBody(args, true), ...call(args) });
-    return { consumed: { ...(w?.consumed ?? {}) }, statuses: (w?.limits ?? []).map(toStatus), degraded: w?.degraded === true };
+    const { w, replayed } = await this.#acquire(args, true);
+    return { consumed: { ...(w?.consumed ?? {}) }, statuses: (w?.limits ?? []).map(toStatus), degraded: w?.degraded === true, replayed };
   }
 
   /**
@@ -397,7 +483,11 @@ export class Client implements LeaseHost {
     return w.retry_after_ms;
   }
 
-  /** A lease by id, as its record stands (any server over the store serves it). */
+  /**
+   * A lease by id, as its record stands (any server over the store serves
+   * it). One that has ended is a LeaseEndedError saying how; one never
+   * granted here, or forgotten, a LeaseNotFoundError.
+   */
   async getLease(id: string, opts: CallOptions = {}): Promise<LeaseInfo> {
     return toLeaseInfo(await this.#data<WireLease>({ method: "GET", path: `/v1/leases/${seg(id)}`, ...call(opts) }));
   }

@@ -13,6 +13,8 @@ export interface ErrorBody {
   value?: string;
   retry_after_ms?: number;
   limits?: WireLimitStatus[];
+  /** For `lease_closed`: how the lease ended (`committed`, `rolled_back`, `expired`). */
+  ended?: string;
 }
 
 /** A limit status as the server writes it. */
@@ -153,10 +155,11 @@ export class KeyNotFoundError extends NotFoundError {
 }
 
 /**
- * `404 lease_not_found`: a lease the server does not have (unknown, ended,
- * expired, another namespace's), or a reservation id that holds no
- * reservation. Releasing on an event that may come twice can treat it as
- * done.
+ * `404 lease_not_found`: a lease the server does not have (never granted,
+ * another namespace's, open with its expiry passed, or ended so long ago
+ * that it is forgotten: a lease that ended recently is a LeaseEndedError),
+ * or a reservation id that holds no reservation. Releasing on an event that
+ * may come twice can treat it as done.
  */
 export class LeaseNotFoundError extends NotFoundError {
   override name = "LeaseNotFoundError";
@@ -173,19 +176,45 @@ export class ReservationNotFoundError extends LeaseNotFoundError {
 
 /**
  * The lease is over for this handle: it was committed or rolled back
- * through it (thrown without calling the server), or the server answered
- * that it no longer has it (ended through another handle or server, or
- * expired and taken by the reconciler; `status` is then 404). Being a
- * LeaseNotFoundError, it is caught as one; a commit retried after a lost
- * answer that did arrive throws it.
+ * through it (thrown without calling the server), the server answered that
+ * it has ended (the subclass LeaseEndedError, `status` 409), or that it no
+ * longer has it (`status` 404). Being a LeaseNotFoundError, it is caught as
+ * one.
  */
 export class LeaseClosedError extends LeaseNotFoundError {
   override name = "LeaseClosedError";
 }
 
+/**
+ * `409 lease_closed`: the lease has ended (through any handle or server, or
+ * by the reconciler at its expiry), and `ended` says how. The server
+ * remembers an ended lease for at least 10 minutes after it ended, and
+ * until its expiry. A commit of a committed lease succeeds instead, and a
+ * rollback of a rolled-back lease is done.
+ */
+export class LeaseEndedError extends LeaseClosedError {
+  override name = "LeaseEndedError";
+  /** How the lease ended: `committed`, `rolled_back` or `expired`. */
+  readonly ended: string;
+
+  constructor(message: string, ended: string, details: ErrorDetails = {}) {
+    super(message, details);
+    this.ended = ended;
+  }
+}
+
 /** `409 conflict`; `reason` says which. */
 export class ConflictError extends TollgateError {
   override name = "ConflictError";
+}
+
+/**
+ * `409 idempotency_key_reused`: an acquire's idempotency key was used
+ * before with another request (another entity, resource or consumption);
+ * a key names one request. Nothing was debited.
+ */
+export class IdempotencyConflictError extends ConflictError {
+  override name = "IdempotencyConflictError";
 }
 
 /** `409 reservation_conflict`: another entity or resource holds the reservation id. */
@@ -345,8 +374,13 @@ export function errorFromResponse(status: number, headers: Headers, text: string
           return new NamespaceDeletedError(message, d);
         case "key_exists":
           return new KeyExistsError(message, d);
-        case "lease_closed": // servers before leases lived in the store
-          return new LeaseClosedError(message, d);
+        case "idempotency_key_reused":
+          return new IdempotencyConflictError(message, d);
+        case "lease_closed": {
+          const ended = truncate(body.ended, maxFieldLength);
+          // Without ended: servers before leases lived in the store.
+          return ended ? new LeaseEndedError(message, ended, d) : new LeaseClosedError(message, d);
+        }
         default:
           return new ConflictError(message, d);
       }

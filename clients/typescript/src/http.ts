@@ -7,6 +7,12 @@ import { BadResponseError, ServerUnreachableError, errorFromResponse } from "./e
 /** The most of an answer's body the client reads. */
 export const maxResponseBytes = 1 << 20;
 
+/** How many times, at most, a call that may be repeated is sent when no answer comes back (as the Go client's). */
+export const maxAttempts = 3;
+
+/** The pauses before the second and the third send, in ms. */
+const retryBackoffMs = [50, 200] as const;
+
 /** What a Client sends every request with. */
 export interface Transport {
   /** Absolute http(s) URL without a trailing slash. */
@@ -25,12 +31,22 @@ export interface ApiRequest {
   body?: unknown;
   signal?: AbortSignal | undefined;
   timeoutMs?: number | undefined;
+  /** Sent besides the client's own headers. */
+  headers?: Record<string, string> | undefined;
+  /**
+   * Whether the call may be sent again when no answer came back (see
+   * `send`); default: for a GET. An acquire with an idempotency key, a
+   * lease's commit, rollback, extend and penalize set it; an adjust, which
+   * adds up, does not.
+   */
+  retry?: boolean | undefined;
 }
 
 export interface ApiAnswer {
   status: number;
   /** The decoded JSON body; undefined for 204 or an empty body. */
   data: unknown;
+  headers: Headers;
 }
 
 /** Escapes one path segment (resources and reservation ids may contain `/`). */
@@ -113,11 +129,37 @@ async function readText(resp: Response, op: string): Promise<string> {
   return new TextDecoder().decode(all);
 }
 
+/** Sleeps ms, or rejects when signal aborts. */
+function pause(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve, reject) => {
+    if (signal.aborted) {
+      reject(signal.reason);
+      return;
+    }
+    const onAbort = (): void => {
+      clearTimeout(timer);
+      reject(signal.reason);
+    };
+    const timer = setTimeout(() => {
+      signal.removeEventListener("abort", onAbort);
+      resolve();
+    }, ms);
+    signal.addEventListener("abort", onAbort, { once: true });
+  });
+}
+
 /**
  * Sends req and returns the answer of a 2xx status, or throws: the
  * TollgateError the answer describes, ServerUnreachableError when no
  * answer came in time, BadResponseError when it could not be read, or the
  * caller's signal's reason when it aborted.
+ *
+ * A call that may be repeated (`req.retry`, by default a GET) is sent
+ * again when no answer came back whole (the connection was refused or
+ * reset, or the answer broke off), up to `maxAttempts` sends in all,
+ * pausing 50 ms and then 200 ms, all within the call's timeout and signal:
+ * the server may have acted on it, and the caller makes the repeat harmless
+ * (an idempotency key, an ending the server remembers).
  */
 export async function send(t: Transport, req: ApiRequest): Promise<ApiAnswer> {
   const op = `${req.method} ${req.path}`;
@@ -126,49 +168,87 @@ export async function send(t: Transport, req: ApiRequest): Promise<ApiAnswer> {
   if (q) {
     url += `?${q}`;
   }
-  const headers: Record<string, string> = { ...t.headers };
+  const headers: Record<string, string> = { ...t.headers, ...req.headers };
   let body: string | undefined;
   if (req.body !== undefined) {
     body = JSON.stringify(req.body);
     headers["Content-Type"] = "application/json";
   }
-  const dl = deadline(req.signal, req.timeoutMs ?? t.timeoutMs);
+  const timeoutMs = req.timeoutMs ?? t.timeoutMs;
+  const end = Date.now() + timeoutMs;
+  const retry = req.retry ?? req.method === "GET";
+  const dl = deadline(req.signal, timeoutMs);
   try {
-    let status: number;
-    let text: string;
-    let resp: Response;
-    try {
-      const init: RequestInit = { method: req.method, headers, signal: dl.signal };
-      if (body !== undefined) {
-        init.body = body;
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await sendOnce(t, req, url, headers, body, dl, op, timeoutMs);
+      } catch (err) {
+        // Only a lost answer (not a timeout, not the caller's abort) is sent again.
+        if (!retry || attempt >= maxAttempts || !(err instanceof ServerUnreachableError) || err.timedOut) {
+          throw err;
+        }
+        const ms = retryBackoffMs[attempt - 1] ?? 0;
+        if (Date.now() + ms >= end) {
+          throw err;
+        }
+        try {
+          await pause(ms, dl.signal);
+        } catch {
+          if (req.signal?.aborted) {
+            throw req.signal.reason;
+          }
+          throw err;
+        }
       }
-      resp = await t.fetch(url, init);
-      status = resp.status;
-      text = await readText(resp, op);
-    } catch (err) {
-      if (err instanceof BadResponseError) {
-        throw err;
-      }
-      if (req.signal?.aborted) {
-        throw req.signal.reason;
-      }
-      if (dl.timedOut()) {
-        throw new ServerUnreachableError(`server unreachable: ${op}: no answer within ${req.timeoutMs ?? t.timeoutMs} ms`, true, { op, cause: err });
-      }
-      throw new ServerUnreachableError(`server unreachable: ${op} ${t.baseUrl}: ${describe(err)}`, false, { op, cause: err });
-    }
-    if (status < 200 || status > 299) {
-      throw errorFromResponse(status, resp.headers, text, op);
-    }
-    if (status === 204 || text.trim() === "") {
-      return { status, data: undefined };
-    }
-    try {
-      return { status, data: JSON.parse(text) as unknown };
-    } catch (err) {
-      throw new BadResponseError(`${op}: answer is not JSON: ${text.slice(0, 100)}`, { status, op, cause: err });
     }
   } finally {
     dl.done();
+  }
+}
+
+/** One send of req (see `send`). */
+async function sendOnce(
+  t: Transport,
+  req: ApiRequest,
+  url: string,
+  headers: Record<string, string>,
+  body: string | undefined,
+  dl: { signal: AbortSignal; timedOut: () => boolean },
+  op: string,
+  timeoutMs: number,
+): Promise<ApiAnswer> {
+  let status: number;
+  let text: string;
+  let resp: Response;
+  try {
+    const init: RequestInit = { method: req.method, headers, signal: dl.signal };
+    if (body !== undefined) {
+      init.body = body;
+    }
+    resp = await t.fetch(url, init);
+    status = resp.status;
+    text = await readText(resp, op);
+  } catch (err) {
+    if (err instanceof BadResponseError) {
+      throw err;
+    }
+    if (req.signal?.aborted) {
+      throw req.signal.reason;
+    }
+    if (dl.timedOut()) {
+      throw new ServerUnreachableError(`server unreachable: ${op}: no answer within ${timeoutMs} ms`, true, { op, cause: err });
+    }
+    throw new ServerUnreachableError(`server unreachable: ${op} ${t.baseUrl}: ${describe(err)}`, false, { op, cause: err });
+  }
+  if (status < 200 || status > 299) {
+    throw errorFromResponse(status, resp.headers, text, op);
+  }
+  if (status === 204 || text.trim() === "") {
+    return { status, data: undefined, headers: resp.headers };
+  }
+  try {
+    return { status, data: JSON.parse(text) as unknown, headers: resp.headers };
+  } catch (err) {
+    throw new BadResponseError(`${op}: answer is not JSON: ${text.slice(0, 100)}`, { status, op, cause: err });
   }
 }

@@ -1,7 +1,16 @@
 // Tollgate's TypeScript client: `new Client({ baseUrl })`, leases, typed
 // errors. No runtime dependency: the global fetch (Node 18+).
 
-export { Client, defaultTimeoutMs, defaultUserAgent, namespaceHeader, principalHeader, purgeTimeoutMs } from "./client.js";
+export {
+  Client,
+  defaultTimeoutMs,
+  defaultUserAgent,
+  idempotencyKeyHeader,
+  namespaceHeader,
+  principalHeader,
+  purgeTimeoutMs,
+  replayedHeader,
+} from "./client.js";
 export type { ClientOptions } from "./client.js";
 export { Lease } from "./lease.js";
 export type { LeaseState } from "./lease.js";
@@ -11,9 +20,11 @@ export {
   EntityExistsError,
   EntityNotFoundError,
   ForbiddenError,
+  IdempotencyConflictError,
   KeyExistsError,
   KeyNotFoundError,
   LeaseClosedError,
+  LeaseEndedError,
   LeaseNotFoundError,
   NamespaceDeletedError,
   NamespaceExistsError,

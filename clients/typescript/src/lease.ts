@@ -1,6 +1,6 @@
 // A granted acquire, recorded in the server's store.
 
-import { LeaseClosedError, LeaseNotFoundError, ValidationError, type WireLimitStatus, toStatus } from "./errors.js";
+import { LeaseClosedError, LeaseEndedError, LeaseNotFoundError, ValidationError, type WireLimitStatus, toStatus } from "./errors.js";
 import { type ApiAnswer, type ApiRequest, seg } from "./http.js";
 import type { CallOptions, Consume, LeaseInfo, LimitStatus, PenalizeArgs, Penalty } from "./types.js";
 
@@ -48,8 +48,14 @@ export type LeaseState = "open" | "committed" | "rolled_back" | "lost";
  *
  * Once it has ended, `adjust`, `extend`, `commit`, `rollback` and
  * `penalize` throw LeaseClosedError without calling the server. A lease
- * the server no longer has (ended through another handle or server,
- * expired) throws LeaseClosedError too, and the handle is `lost`.
+ * that has ended otherwise (through another handle or server, or by the
+ * reconciler at its expiry) throws LeaseEndedError, a LeaseClosedError
+ * saying how, and one the server no longer has LeaseClosedError; either
+ * way the handle is then `lost`.
+ *
+ * Every call but `adjust` (which adds up) is sent again when its answer is
+ * lost: a commit sent again is answered as the first, and a rollback that
+ * finds the lease rolled back already is done.
  *
  * `await using lease = await client.acquire(...)` rolls the lease back when
  * the block exits if it is still open: disposal cannot tell success from
@@ -64,6 +70,12 @@ export class Lease implements AsyncDisposable {
   readonly resource: string;
   /** Granted without the server's store (mode `"allow"` while it was down): nothing was counted, and the lease never expires. */
   readonly degraded: boolean;
+  /**
+   * The acquire's answer was the grant of an earlier call with the same
+   * idempotency key (a retry after a lost answer), handed out again: that
+   * call debited nothing, and `statuses` is empty.
+   */
+  readonly replayed: boolean;
 
   readonly #host: LeaseHost;
   #state: LeaseState = "open";
@@ -72,12 +84,13 @@ export class Lease implements AsyncDisposable {
   #expiresAtMs: number | undefined;
 
   /** @internal Made by Client.acquire. */
-  constructor(host: LeaseHost, entity: string, resource: string, w: WireAcquire) {
+  constructor(host: LeaseHost, entity: string, resource: string, w: WireAcquire, replayed = false) {
     this.#host = host;
     this.id = w.lease_id ?? "";
     this.entity = entity;
     this.resource = resource;
     this.degraded = w.degraded === true;
+    this.replayed = replayed;
     this.#consumed = { ...(w.consumed ?? {}) };
     this.#statuses = (w.limits ?? []).map(toStatus);
     this.#expiresAtMs = w.expires_at_ms;
@@ -141,16 +154,23 @@ export class Lease implements AsyncDisposable {
 
   /**
    * Writes the lease's adjustments to its buckets and returns its concurrency
-   * tokens. If the server's store fails (UnavailableError) or the server
-   * cannot be reached (ServerUnreachableError), the lease stays open and
-   * commit (or rollback) can be called again; a retried commit whose first
-   * attempt did arrive throws LeaseClosedError.
+   * tokens. It is sent again when its answer is lost; a commit of a lease
+   * that was committed (by a send whose answer was lost, or through another
+   * handle) succeeds, answered as the first. If the server's store fails
+   * (UnavailableError) or the server cannot be reached
+   * (ServerUnreachableError), the lease stays open and commit (or rollback)
+   * can be called again. A lease that ended otherwise throws
+   * LeaseEndedError.
    */
   async commit(opts: CallOptions = {}): Promise<LeaseInfo> {
     return this.#end("commit", "committed", opts);
   }
 
-  /** Gives back everything the lease consumed and discards its adjustments. Failures as for commit. */
+  /**
+   * Gives back everything the lease consumed and discards its adjustments.
+   * A lease found rolled back already (by a send whose answer was lost, or
+   * through another handle) is done. Failures as for commit.
+   */
   async rollback(opts: CallOptions = {}): Promise<LeaseInfo> {
     return this.#end("rollback", "rolled_back", opts);
   }
@@ -199,7 +219,16 @@ export class Lease implements AsyncDisposable {
   declare [Symbol.asyncDispose]: () => Promise<void>;
 
   async #end(action: "commit" | "rollback", state: LeaseState, opts: CallOptions): Promise<LeaseInfo> {
-    const info = await this.#call(action, undefined, opts);
+    let info: LeaseInfo;
+    try {
+      info = await this.#call(action, undefined, opts);
+    } catch (err) {
+      if (!(action === "rollback" && err instanceof LeaseEndedError && err.ended === "rolled_back")) {
+        throw err;
+      }
+      // Rolled back already: what the caller asked for.
+      info = { leaseId: this.id, consumed: {}, state: "rolled_back", entity: this.entity, resource: this.resource };
+    }
     this.#state = state;
     this.#consumed = { ...info.consumed };
     this.#expiresAtMs = undefined;
@@ -228,7 +257,8 @@ export class Lease implements AsyncDisposable {
 
   async #call(action: string, body: unknown, opts: CallOptions): Promise<LeaseInfo> {
     this.#checkOpen();
-    const data = await this.#request({ method: "POST", path: this.#path(action), body, signal: opts.signal, timeoutMs: opts.timeoutMs });
+    const req: ApiRequest = { method: "POST", path: this.#path(action), body, signal: opts.signal, timeoutMs: opts.timeoutMs, retry: action !== "adjust" };
+    const data = await this.#request(req);
     return data === undefined ? { leaseId: this.id, consumed: this.consumed, state: "open" } : toLeaseInfo(data as WireLease);
   }
 

@@ -50,6 +50,19 @@ export interface AcquireArgs extends CallOptions {
   onUnavailable?: OnUnavailable | undefined;
   /** How long the lease lives unless extended (the server accepts 1000 to 86400000; default 5 minutes). Ignored by `acquireAndCommit`. */
   leaseTtlMs?: number | undefined;
+  /**
+   * Names this request (1 to 255 printable ASCII characters, no space at
+   * either end): the same key in the namespace, while the server remembers
+   * the lease it granted (its expiry, and at least 10 minutes after it
+   * ended; with `acquireAndCommit`, 10 minutes), answers that grant again
+   * (`replayed`) and debits once; with another entity, resource or
+   * consumption it is an IdempotencyConflictError, and once the lease has
+   * ended a LeaseEndedError (a repeated `acquireAndCommit` replays its
+   * grant). Default: a key of the client's own for this call, unless the
+   * client has `idempotencyKeys: false`. `wait` and `withLease` send the
+   * same key with each of their attempts.
+   */
+  idempotencyKey?: string | undefined;
 }
 
 /** What `wait` and `withLease` take besides `AcquireArgs`. */
@@ -72,6 +85,12 @@ export interface Grant {
   statuses: LimitStatus[];
   /** The server's store could not answer and mode `"allow"` granted without counting. */
   degraded: boolean;
+  /**
+   * The answer was the grant of an earlier call with the same idempotency
+   * key (a retry after a lost answer), given again: nothing was debited this
+   * time, and `statuses` is empty.
+   */
+  replayed: boolean;
 }
 
 /** A lease as the lease routes report it. */

@@ -3,7 +3,7 @@
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 
-import { Client, LeaseClosedError, LeaseNotFoundError, RateLimitExceeded, ValidationError } from "../src/index.js";
+import { Client, Lease, LeaseClosedError, LeaseEndedError, LeaseNotFoundError, RateLimitExceeded, ValidationError } from "../src/index.js";
 import { type RunningServer, startServer, unique } from "./server.js";
 
 let server: RunningServer;
@@ -70,7 +70,7 @@ describe("acquire and leases", () => {
     assert.ok(left >= 8800 && left < 8900, `tpm left ${left}`);
 
     await assert.rejects(lease.commit(), LeaseClosedError);
-    await assert.rejects(client.getLease(lease.id), LeaseNotFoundError);
+    await assert.rejects(client.getLease(lease.id), (e: unknown) => e instanceof LeaseEndedError && e.status === 409 && e.ended === "committed");
   });
 
   test("rollback gives everything back", async () => {
@@ -95,15 +95,34 @@ describe("acquire and leases", () => {
     // Commit through the raw route, as another process would.
     const r = await fetch(`${server.url}/v1/leases/${lease.id}/commit`, { method: "POST" });
     assert.equal(r.status, 200);
-    const err = await lease.commit().then(
-      () => assert.fail("commit of a lease committed elsewhere succeeded"),
+    const err = await lease.extend(60_000).then(
+      () => assert.fail("extend of a lease committed elsewhere succeeded"),
       (e: unknown) => e,
     );
+    assert.ok(err instanceof LeaseEndedError, String(err));
     assert.ok(err instanceof LeaseClosedError);
     assert.ok(err instanceof LeaseNotFoundError);
+    assert.equal(err.status, 409);
+    assert.equal(err.reason, "lease_closed");
+    assert.equal(err.ended, "committed");
+    assert.equal(lease.state, "lost");
+    await assert.rejects(lease.commit(), (e: unknown) => e instanceof LeaseClosedError && e.status === undefined); // no call now
+  });
+
+  test("a lease the server never granted is lost for this handle", async () => {
+    // 404 lease_not_found (never granted, or forgotten): a LeaseClosedError too.
+    const entity = unique("key");
+    const lease = await client.acquire({ entity, resource: "chat", consume: { rpm: 1 }, limits: ["rpm:5"] });
+    const ghost = new Lease(client, entity, "chat", { lease_id: "0".repeat(32) });
+    const err = await ghost.commit().then(
+      () => assert.fail("commit of a lease never granted succeeded"),
+      (e: unknown) => e,
+    );
+    assert.ok(err instanceof LeaseClosedError && !(err instanceof LeaseEndedError), String(err));
     assert.equal(err.status, 404);
     assert.equal(err.reason, "lease_not_found");
-    assert.equal(lease.state, "lost");
+    assert.equal(ghost.state, "lost");
+    await lease.rollback();
   });
 
   test("extend moves the expiry", async () => {
@@ -190,7 +209,7 @@ describe("withLease and await using", () => {
     });
     assert.equal(out, "done");
     assert.ok(seen);
-    await assert.rejects(client.getLease(seen), LeaseNotFoundError);
+    await assert.rejects(client.getLease(seen), (e: unknown) => e instanceof LeaseEndedError && e.ended === "committed");
     assert.equal(await balance(entity, "chat", "rpm", limits), 4);
     const tpm = await balance(entity, "chat", "tpm", limits);
     assert.ok(tpm >= 850 && tpm < 860, `tpm ${tpm}`);
