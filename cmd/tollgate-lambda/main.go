@@ -23,8 +23,11 @@
 //	                    and ends the durable leases whose expiry has passed
 //	                    (package reconcile), whatever the event says;
 //	                    "events": an EventBridge rule hands it
-//	                    infrastructure events, and it releases the
-//	                    reservations they name (package events)
+//	                    infrastructure events, one per invocation, or an
+//	                    SQS queue in batches (set ReportBatchItemFailures:
+//	                    it answers with the messages to hand again), and
+//	                    it releases the reservations they name (package
+//	                    events)
 //	TOLLGATE_EVENT_RULES
 //	                    events mode: the rules, as YAML (package events;
 //	                    required)
