@@ -21,7 +21,9 @@ const MaxValueSize = 6 << 20
 // or several, each on a line or spread over many (pretty-printed). Each
 // value is what HandleValue takes: an event, an SQS message or batch, or
 // an array of those, whose elements are read one at a time, so that an
-// array of any length needs no more memory than its largest element.
+// array of any length needs no more memory than its largest element (its
+// commas are not checked: elements apart by white space alone are read
+// too).
 //
 // A value that holds no event is counted Malformed, logged, and the stream
 // goes on. A value that is not JSON cannot be skipped by its structure: it
