@@ -14,11 +14,22 @@
 //	    when:
 //	      detail.state: [TERMINATED, TERMINATED_WITH_ERRORS]
 //
-// An event no rule matches is counted and ignored; a malformed event (not
-// JSON, or a matching rule's id missing) is counted and reported, and never
-// stops the stream; a release of an id that holds no reservation is counted
-// as not found (events repeat, and a reservation may have been released by
-// hand), not as an error.
+// Events come alone or wrapped: in a JSON array; in an SQS message whose
+// body is the event (an EventBridge rule whose target is a queue), as
+// Lambda hands it ({"messageId": ..., "body": "..."}) or as SQS's
+// ReceiveMessage returns it ({"MessageId": ..., "Body": "..."}); in a
+// batch of such messages, as Lambda hands it to a function ({"Records":
+// [...]}) or as ReceiveMessage returns it ({"Messages": [...]}).
+// Processor.Run reads a stream of such values (one per line, several on a
+// line, or pretty-printed over many lines), HandleValue takes one, and
+// Handle one event.
+//
+// An event no rule matches is counted and ignored; a malformed value (not
+// JSON, neither an event, which has a source, nor a wrapper of events, or
+// an event whose matching rule finds no id) is counted and reported, and
+// never stops the stream; a release of an id that holds no reservation is
+// counted as not found (events repeat, and a reservation may have been
+// released by hand), not as an error.
 package events
 
 import (

@@ -107,7 +107,8 @@ func TestRecordedEvents(t *testing.T) {
 	if st := p.Stats(); st != wantStats {
 		t.Errorf("Stats = %+v, want %+v", st, wantStats)
 	}
-	for _, why := range []string{"no string at detail.clusterId", "not a JSON object"} {
+	// The line that is not JSON is named by the offset of the error.
+	for _, why := range []string{"no string at detail.clusterId", "not JSON at byte 3209"} {
 		if !strings.Contains(logs.String(), why) {
 			t.Errorf("log does not say %q:\n%s", why, logs.String())
 		}
@@ -141,6 +142,8 @@ func TestHandleOutcomes(t *testing.T) {
 		{"id a number", `{"source":"aws.emr","detail-type":"EMR Cluster State Change","detail":{"clusterId":42,"state":"TERMINATED"}}`, events.Malformed, nil},
 		{"id empty", emr("", "TERMINATED"), events.Malformed, nil},
 		{"an array", `[1,2]`, events.Malformed, nil},
+		{"no source", `{"detail-type":"EMR Cluster State Change","detail":{"clusterId":"j-1","state":"TERMINATED"}}`, events.Malformed, nil},
+		{"an SQS message", `{"messageId":"m-1","body":"{}"}`, events.Malformed, nil},
 		{"store down", emr("j-down", "TERMINATED"), events.Failed, down},
 		{"invalid id", emr("bad id", "TERMINATED"), events.Malformed, model.ErrInvalid},
 	}

@@ -1,12 +1,10 @@
 package events
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"slices"
 	"strconv"
@@ -41,8 +39,9 @@ const (
 	NotFound
 	// Unmatched: no rule matched.
 	Unmatched
-	// Malformed: the event is not an event (not JSON, too large), or a
-	// matching rule found no id where it said.
+	// Malformed: the value is not an event (not JSON, too large, no
+	// source) nor a wrapper of events (package doc), or a matching rule
+	// found no id where it said.
 	Malformed
 	// Failed: the release failed (the store did not answer); the event
 	// may be handed again.
@@ -65,7 +64,10 @@ type Result struct {
 	Outcome Outcome
 	Rule    string
 	ID      string
-	Err     error
+	// MessageID is the id of the SQS message the event came in ("" for an
+	// event that came alone): what an SQS partial batch response names.
+	MessageID string
+	Err       error
 }
 
 // Stats counts events by outcome.
@@ -106,15 +108,25 @@ func (p *Processor) Stats() Stats {
 	}
 }
 
-// Handle decides one event (its JSON), counts and logs the outcome.
+// Handle decides one event (its JSON), counts and logs the outcome. The
+// event must be an event itself: HandleValue also takes the wrappers
+// of events.
 func (p *Processor) Handle(ctx context.Context, raw []byte) Result {
-	res := p.handle(ctx, raw)
+	return p.record(p.handle(ctx, raw))
+}
+
+// record counts and logs an outcome.
+func (p *Processor) record(res Result) Result {
 	p.counts[res.Outcome].Add(1)
+	var attrs []any
+	if res.MessageID != "" {
+		attrs = append(attrs, "message", res.MessageID)
+	}
 	switch res.Outcome {
 	case Malformed:
-		p.log.Warn("events: malformed event skipped", "rule", res.Rule, "err", res.Err)
+		p.log.Warn("events: malformed event skipped", append(attrs, "rule", res.Rule, "err", res.Err)...)
 	case Failed:
-		p.log.Error("events: release failed", "rule", res.Rule, "id", res.ID, "err", res.Err)
+		p.log.Error("events: release failed", append(attrs, "rule", res.Rule, "id", res.ID, "err", res.Err)...)
 	}
 	return res
 }
@@ -126,6 +138,11 @@ func (p *Processor) handle(ctx context.Context, raw []byte) Result {
 	var ev map[string]any
 	if err := json.Unmarshal(raw, &ev); err != nil {
 		return Result{Outcome: Malformed, Err: fmt.Errorf("not a JSON object: %w", err)}
+	}
+	// Every EventBridge event has a source, and every rule matches on
+	// it: an object without one is something else.
+	if _, ok := ev["source"].(string); !ok {
+		return Result{Outcome: Malformed, Err: errors.New("not an EventBridge event: no source")}
 	}
 	for i := range p.cfg.Rules {
 		r := &p.cfg.Rules[i]
@@ -220,45 +237,4 @@ func text(v any) (string, bool) {
 		return string(b), true
 	}
 	return "", false
-}
-
-// Run handles events read from r, one JSON object per line (blank lines
-// skipped), until r ends or ctx does. A line longer than MaxEventSize is
-// counted malformed and skipped. It returns r's error, or ctx's.
-func (p *Processor) Run(ctx context.Context, r io.Reader) error {
-	br := bufio.NewReaderSize(r, 64<<10)
-	for ctx.Err() == nil {
-		line, tooLong, err := readLine(br)
-		switch {
-		case tooLong:
-			p.counts[Malformed].Add(1)
-			p.log.Warn("events: malformed event skipped", "err", fmt.Sprintf("a line longer than %d bytes", MaxEventSize))
-		case len(strings.TrimSpace(string(line))) > 0:
-			p.Handle(ctx, line)
-		}
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("events: read: %w", err)
-		}
-	}
-	return ctx.Err()
-}
-
-// readLine reads one line without its newline; a line beyond MaxEventSize
-// is consumed and reported tooLong.
-func readLine(br *bufio.Reader) (line []byte, tooLong bool, err error) {
-	for {
-		chunk, isPrefix, err := br.ReadLine()
-		if !tooLong {
-			line = append(line, chunk...)
-			if len(line) > MaxEventSize {
-				tooLong, line = true, nil
-			}
-		}
-		if err != nil || !isPrefix {
-			return line, tooLong, err
-		}
-	}
 }

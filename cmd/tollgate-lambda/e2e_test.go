@@ -97,11 +97,15 @@ func TestStreamThroughHandler(t *testing.T) {
 	}
 
 	batches := streamBatches(t, s)
-	h := &handler{usage: s, retention: aggregator.DefaultRetention}
+	h := &handler{usage: s, retention: aggregator.DefaultRetention, mark: markAs(s, "fn")}
 	for _, ev := range batches {
 		if _, err := h.handle(ctx, ev); err != nil {
 			t.Fatal(err)
 		}
+	}
+	// The function marked the table as one an aggregator runs on.
+	if m, ok, err := stream.ReadAggregatorMark(ctx, s); err != nil || !ok || m.By != "tollgate-lambda fn" {
+		t.Errorf("the aggregator's mark: %+v, %v, %v; want the function's", m, ok, err)
 	}
 	got := snapshots(t, s, ns.ID)
 	for _, entity := range []string{"key", "org"} {

@@ -32,6 +32,11 @@ type handler struct {
 	reconciler     *reconcile.Reconciler
 	reconcileEvery time.Duration
 	lastReconcile  time.Time
+	// mark, if not nil, writes the aggregator's mark in the table
+	// (stream.WriteAggregatorMark), once per execution environment:
+	// marked once it has.
+	mark   func(context.Context) error
+	marked bool
 }
 
 // errNoShard is returned for events without a shard id: the event source
@@ -64,8 +69,24 @@ func (h *handler) handle(ctx context.Context, ev events.DynamoDBTimeWindowEvent)
 	if h.upkeep != nil {
 		resp.State = h.tend(ctx, ev, recs)
 	}
+	h.markOnce(ctx)
 	h.maybeReconcile(ctx)
 	return resp, nil
+}
+
+// markOnce writes the aggregator's mark after the first batch this
+// execution environment handles, and after the next if that failed. Its
+// failures are logged, never the batch's: the mark only tells readers of
+// usage that an aggregator runs on the table.
+func (h *handler) markOnce(ctx context.Context) {
+	if h.mark == nil || h.marked {
+		return
+	}
+	if err := h.mark(ctx); err != nil {
+		h.log.Warn("writing the aggregator's mark", "err", err)
+		return
+	}
+	h.marked = true
 }
 
 // maybeReconcile runs a reconciler pass when one is due. Its failures are

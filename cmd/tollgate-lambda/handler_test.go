@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"maps"
 	"strconv"
 	"strings"
@@ -249,6 +250,29 @@ func TestHandlerReturnsWriteErrors(t *testing.T) {
 }
 
 var errWrite = errors.New("write failed")
+
+// The aggregator's mark is written after the first batch of an execution
+// environment, again after the next if it failed, then never; its
+// failure is not the batch's.
+func TestHandlerMarksOnce(t *testing.T) {
+	var calls int
+	h := &handler{usage: memory.New(), retention: aggregator.DefaultRetention, log: slog.New(slog.DiscardHandler),
+		mark: func(context.Context) error {
+			calls++
+			if calls == 1 {
+				return errWrite
+			}
+			return nil
+		}}
+	for i, want := range []int{1, 2, 2} {
+		if _, err := h.handle(context.Background(), event(t, testShard, record(int64(100+i), t0, nil, bucket(0, 3000, int64(i), 1)))); err != nil {
+			t.Fatalf("batch %d: %v", i, err)
+		}
+		if calls != want {
+			t.Errorf("after batch %d: %d marks, want %d", i, calls, want)
+		}
+	}
+}
 
 type failingUsage struct{ store.UsageStore }
 

@@ -23,8 +23,11 @@
 //	                    and ends the durable leases whose expiry has passed
 //	                    (package reconcile), whatever the event says;
 //	                    "events": an EventBridge rule hands it
-//	                    infrastructure events, and it releases the
-//	                    reservations they name (package events)
+//	                    infrastructure events, one per invocation, or an
+//	                    SQS queue in batches (set ReportBatchItemFailures:
+//	                    it answers with the messages to hand again), and
+//	                    it releases the reservations they name (package
+//	                    events)
 //	TOLLGATE_EVENT_RULES
 //	                    events mode: the rules, as YAML (package events;
 //	                    required)
@@ -167,9 +170,17 @@ func main() {
 		lambda.Start(h.handle)
 		return
 	}
-	h := &handler{usage: st, retention: cfg.retention, log: logger, reconciler: r, reconcileEvery: cfg.reconcile}
+	h := &handler{usage: st, retention: cfg.retention, log: logger, reconciler: r, reconcileEvery: cfg.reconcile,
+		mark: markAs(st, os.Getenv("AWS_LAMBDA_FUNCTION_NAME"))}
 	if cfg.upkeep {
 		h.upkeep = stream.NewUpkeep(st)
 	}
 	lambda.Start(h.handle)
+}
+
+// markAs writes the aggregator's mark in st's table, naming the function.
+func markAs(st *dynamodb.Store, function string) func(context.Context) error {
+	return func(ctx context.Context) error {
+		return stream.WriteAggregatorMark(ctx, st, "tollgate-lambda "+function)
+	}
 }

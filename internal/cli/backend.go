@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/tollgate-rl/tollgate"
+	"github.com/tollgate-rl/tollgate/store"
 )
 
 // backend is what the operator commands need, served either by a limiter
@@ -80,6 +81,7 @@ func (g *globals) open(ctx context.Context) (backend, error) {
 		_ = closeStore()
 		return nil, err
 	}
+	base := st
 	st, stopRecording := recordUsage(st, g.log, retention)
 	lim, err := tollgate.New(st, tollgate.WithNamespace(g.namespace))
 	var reg *tollgate.Registry
@@ -91,7 +93,7 @@ func (g *globals) open(ctx context.Context) (backend, error) {
 		_ = closeStore()
 		return nil, err
 	}
-	return &local{Limiter: lim, localRegistry: localRegistry{reg}, close: func() error { stopRecording(); return closeStore() }, principal: principal()}, nil
+	return &local{Limiter: lim, localRegistry: localRegistry{reg}, close: func() error { stopRecording(); return closeStore() }, principal: principal(), store: base}, nil
 }
 
 // local is a backend over a store, in this process.
@@ -100,6 +102,9 @@ type local struct {
 	localRegistry
 	close     func() error
 	principal string
+	// store is the store under the limiter, for what only some stores
+	// tell (whether an aggregator runs on a DynamoDB table).
+	store store.Store
 }
 
 // localRegistry serves the namespace commands of a local backend under the

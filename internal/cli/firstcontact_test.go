@@ -61,24 +61,14 @@ func TestFirstContact(t *testing.T) {
 	c.want(2, "usage", "list", "-e", "key-1", "--since", "7days")
 }
 
-// Where usage comes from is said when a DynamoDB table has none, and what a
-// resource's totals sum is said with them.
+// What a resource's totals sum is said with them.
 func TestUsageHints(t *testing.T) {
-	var errOut strings.Builder
-	g := &globals{store: "dynamodb://tollgate?region=eu-west-1", stderr: &errOut}
-	g.noUsageHint()
-	if !strings.Contains(errOut.String(), "tollgate aggregator") {
-		t.Errorf("hint on DynamoDB = %q, want it to name the aggregator", errOut.String())
-	}
-	errOut.Reset()
-	g.store = "embedded:t.db"
-	g.noUsageHint()
-	if errOut.Len() != 0 {
-		t.Errorf("hint on the embedded store = %q, want none (tollgate serve records usage there)", errOut.String())
-	}
 	c := newCLI(t)
 	code, _, stderr := run(t, "", "usage", "summary", "-r", "api", "--store", c.store)
 	if code != 0 || !strings.Contains(stderr, "counts once at each level") {
 		t.Errorf("usage summary -r: exit %d, stderr %q; want the note on cascades", code, stderr)
+	}
+	if code, _, stderr := run(t, "", "usage", "list", "-e", "key-1", "--store", c.store); code != 0 || strings.Contains(stderr, "aggregator") {
+		t.Errorf("usage list on the embedded store: exit %d, stderr %q; want 0 and no word of an aggregator (tollgate serve records usage there)", code, stderr)
 	}
 }

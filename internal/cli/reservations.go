@@ -2,8 +2,10 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -173,13 +175,25 @@ func newEventsCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "events",
 		Short: "Release reservations named by EventBridge events read from standard input",
-		Long: `Read EventBridge events, one JSON object per line, from standard input
-until it ends, match each against the rules of --rules, and release the
-reservation whose id a matching rule finds in the event. Then print how
-many events were released, not found (the id held no reservation: events
-repeat), unmatched, malformed (logged with why) and failed (the store did
-not answer: logged, and the exit code is 1 so that the events can be
-handed again). Works on a store (--store) or through a server (--server).
+		Long: `Read EventBridge events from standard input until it ends, match each
+against the rules of --rules, and release the reservation whose id a
+matching rule finds in the event. Then print how many events were released,
+not found (the id held no reservation: events repeat), unmatched, malformed
+(logged with why) and failed (the store did not answer; logged). Works on a
+store (--store) or through a server (--server).
+
+The input is a stream of JSON values: one per line, several on a line, or
+pretty-printed over many lines. Each is an event, an array of events, an
+SQS message whose body is an event, or a batch of them (Lambda's
+{"Records": [...]}, or what aws sqs receive-message prints). A value that
+is none of these is malformed; so is text that is not JSON, which is
+logged with the byte offset of the error, and reading resumes on the next
+line.
+
+The exit code is 0 when every value held events and every release was made
+or found nothing to release; 1 when a release failed (hand those events
+again), when a value was malformed (the rest was still processed: fix the
+input or the rules), or when standard input could not be read.
 
 Rules (YAML):
 
@@ -211,16 +225,31 @@ Rules (YAML):
 				if runErr != nil {
 					return runErr
 				}
-				if st.Failed > 0 {
-					return reportedError{fmt.Errorf("%d releases failed (logged above); hand those events again", st.Failed)}
-				}
-				return nil
+				return eventsError(st)
 			})
 		},
 	}
 	cmd.Flags().StringVar(&rules, "rules", "", "the rules file, YAML (required)")
 	_ = cmd.MarkFlagRequired("rules")
 	return cmd
+}
+
+// eventsError is the failure the counts show, if any. A failed release
+// can succeed when its event is handed again; a malformed value cannot,
+// but a pipeline that fed one should fail rather than pass for having
+// released nothing.
+func eventsError(st events.Stats) error {
+	var why []string
+	if st.Failed > 0 {
+		why = append(why, fmt.Sprintf("%d %s failed (logged above): hand those events again", st.Failed, plural(int(min(st.Failed, 2)), "release", "releases")))
+	}
+	if st.Malformed > 0 {
+		why = append(why, fmt.Sprintf("%d %s malformed (logged above) and skipped: check the input and the rules", st.Malformed, plural(int(min(st.Malformed, 2)), "value was", "values were")))
+	}
+	if len(why) == 0 {
+		return nil
+	}
+	return reportedError{errors.New(strings.Join(why, "; "))}
 }
 
 // loadRules reads the events rules file; a bad file is a usage error.

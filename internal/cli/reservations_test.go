@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"maps"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -199,9 +200,11 @@ func TestEventsThroughServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The recording's two malformed values make the exit code 1, after
+	// every event was processed.
 	code, out, errOut := run(t, string(recorded), "events", "--rules", "../../events/testdata/emr-rules.yaml", "--server", url, "-o", "json")
 	var counts map[string]uint64
-	if code != ExitOK || json.Unmarshal([]byte(out), &counts) != nil || counts["released"] != 2 || counts["not_found"] != 3 || counts["failed"] != 0 {
+	if code != ExitFailure || json.Unmarshal([]byte(out), &counts) != nil || counts["released"] != 2 || counts["not_found"] != 3 || counts["failed"] != 0 {
 		t.Fatalf("events --server: exit %d\n%s\n%s", code, out, errOut)
 	}
 	if got := reservationsOut(t, want(ExitOK, "reservations", "list", "-e", "team-a", "-o", "json")); !slices.Equal(got, []string{"j-kept"}) {
@@ -267,9 +270,11 @@ func TestEventsCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	rules := "../../events/testdata/emr-rules.yaml"
+	// Every event is processed, and the two malformed values (a line
+	// that is not JSON, an event without its id) make the exit code 1.
 	code, out, errOut := run(t, string(recorded), "events", "--rules", rules, "--store", c.store, "-o", "json")
-	if code != ExitOK {
-		t.Fatalf("events: exit %d\n%s\n%s", code, out, errOut)
+	if code != ExitFailure || !strings.Contains(errOut, "2 values were malformed") {
+		t.Fatalf("events: exit %d, want %d and the malformed values said\n%s\n%s", code, ExitFailure, out, errOut)
 	}
 	var counts map[string]uint64
 	if err := json.Unmarshal([]byte(out), &counts); err != nil {
@@ -302,6 +307,52 @@ func TestEventsCommand(t *testing.T) {
 		if code, _, errOut := run(t, "", "events", "--rules", path, "--store", c.store); code != ExitUsage {
 			t.Errorf("events --rules %s: exit %d, want %d\n%s", path, code, ExitUsage, errOut)
 		}
+	}
+}
+
+// The recorded events in every shape the events package reads (pretty-
+// printed, several on a line, an array, SQS batches) release the same
+// reservations; the exit code is 1 for the one event without its id, and
+// 0 for input that is all events.
+func TestEventsCommandShapes(t *testing.T) {
+	rules := "../../events/testdata/emr-rules.yaml"
+	for _, file := range []string{"emr-events-pretty.json", "emr-events-several.jsonl", "emr-events-array.json", "emr-events-sqs-lambda.json", "emr-events-sqs-receive.json"} {
+		t.Run(file, func(t *testing.T) {
+			c := newCLI(t)
+			c.want(ExitOK, "limits", "set", "--resource", "emr", "clusters:3/reserved")
+			for _, id := range []string{"j-2AXXXXXXGAPLF", "j-3BYYYYYYQ7R2M", "j-kept"} {
+				c.want(ExitOK, "reservations", "reserve", id, "-e", "team-a", "-r", "emr", "-c", "clusters=1")
+			}
+			in, err := os.ReadFile("../../events/testdata/" + file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			code, out, errOut := run(t, string(in), "events", "--rules", rules, "--store", c.store, "-o", "json")
+			var counts map[string]uint64
+			if err := json.Unmarshal([]byte(out), &counts); err != nil || code != ExitFailure || !strings.Contains(errOut, "1 value was malformed") {
+				t.Fatalf("events: exit %d, want %d and the malformed value said\n%s\n%s", code, ExitFailure, out, errOut)
+			}
+			want := map[string]uint64{"released": 2, "not_found": 3, "unmatched": 3, "malformed": 1, "failed": 0}
+			if !maps.Equal(counts, want) {
+				t.Errorf("counts %v, want %v", counts, want)
+			}
+			if got := reservationsOut(t, c.want(ExitOK, "reservations", "list", "-e", "team-a", "-o", "json")); !slices.Equal(got, []string{"j-kept"}) {
+				t.Errorf("left %v, want [j-kept]", got)
+			}
+		})
+	}
+	c := newCLI(t)
+	c.want(ExitOK, "limits", "set", "--resource", "emr", "clusters:3/reserved")
+	c.want(ExitOK, "reservations", "reserve", "j-1", "-e", "team-a", "-r", "emr", "-c", "clusters=1")
+	in := `{
+  "source": "aws.emr",
+  "detail-type": "EMR Cluster State Change",
+  "detail": {"clusterId": "j-1", "state": "TERMINATED"}
+}
+{"messageId": "m-1", "body": "{\"source\":\"aws.emr\",\"detail-type\":\"EMR Cluster State Change\",\"detail\":{\"clusterId\":\"j-1\",\"state\":\"TERMINATED\"}}"}
+`
+	if code, out, errOut := run(t, in, "events", "--rules", rules, "--store", c.store, "-o", "json"); code != ExitOK || !strings.Contains(out, `"released": 1`) || !strings.Contains(out, `"not_found": 1`) {
+		t.Errorf("events, all events: exit %d, want %d\n%s\n%s", code, ExitOK, out, errOut)
 	}
 }
 

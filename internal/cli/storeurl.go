@@ -92,9 +92,9 @@ func openStore(ctx context.Context, raw string, check bool) (store.Store, func()
 	return st, func() error { return nil }, nil
 }
 
+// openDynamoDB connects to the table of spec. An endpoint on this machine
+// (DynamoDB Local) needs no AWS credentials: dynamodb.Connect uses local
+// ones when none are configured.
 func openDynamoDB(ctx context.Context, spec storeSpec) (*dynamodb.Store, error) {
-	if spec.endpoint != "" {
-		localCredentials(spec.endpoint)
-	}
 	return dynamodb.Connect(ctx, dynamodb.ConnectConfig{Table: spec.table, Region: spec.region, Endpoint: spec.endpoint})
 }

@@ -4,9 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
-	"net/url"
-	"os"
 	"text/tabwriter"
 	"time"
 
@@ -176,24 +173,5 @@ reached or has another schema.`,
 			}
 			return nil
 		},
-	}
-}
-
-// localCredentials gives the AWS SDK fixed credentials when the endpoint
-// is DynamoDB Local on this machine and none are configured: Local accepts
-// any, and developers should not need an AWS account to try Tollgate.
-func localCredentials(endpoint string) {
-	u, err := url.Parse(endpoint)
-	if err != nil || os.Getenv("AWS_ACCESS_KEY_ID") != "" || os.Getenv("AWS_PROFILE") != "" {
-		return
-	}
-	host := u.Hostname()
-	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
-		return
-	}
-	_ = os.Setenv("AWS_ACCESS_KEY_ID", "local")
-	_ = os.Setenv("AWS_SECRET_ACCESS_KEY", "local")
-	if os.Getenv("AWS_REGION") == "" && os.Getenv("AWS_DEFAULT_REGION") == "" {
-		_ = os.Setenv("AWS_REGION", "us-east-1")
 	}
 }

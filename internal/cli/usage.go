@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -14,6 +15,8 @@ import (
 
 	"github.com/tollgate-rl/tollgate"
 	"github.com/tollgate-rl/tollgate/api"
+	"github.com/tollgate-rl/tollgate/store/dynamodb"
+	"github.com/tollgate-rl/tollgate/store/dynamodb/stream"
 )
 
 // usageFlags select usage snapshots.
@@ -49,9 +52,16 @@ func newUsageCmd(g *globals) *cobra.Command {
 		Use:   "usage",
 		Short: "Show what entities consumed, per hour or day",
 		Long: `Usage snapshots count, per entity, resource and hour or day, the net
-tokens consumed of each limit and the acquires made. The server records
-them (it flushes every second); they are kept 90 days unless the
-server or aggregator was given another --retention.`,
+tokens consumed of each limit and the acquires made. On the embedded and
+memory stores the server records them (it flushes every second); on
+DynamoDB an aggregator writes them from the table's stream (tollgate
+aggregator, or the Lambda function, docs/aggregator.md). They are kept 90
+days unless the server or aggregator was given another --retention.
+
+On a DynamoDB table where no aggregator has ever run (each marks the table
+when it starts), a query that finds nothing prints its empty answer, says
+so on standard error, and exits 1: the table has no usage because nothing
+writes any, not because nothing was consumed.`,
 		Example: `  tollgate usage list -e key-1 --since 6h
   tollgate usage summary -r openai/gpt-4o --window day --since 720h --plot tpm`,
 	}
@@ -78,14 +88,16 @@ func newUsageListCmd(g *globals) *cobra.Command {
 				if err != nil {
 					return err
 				}
+				var none error
 				if len(us) == 0 {
-					g.noUsageHint()
+					none = g.noUsage(ctx, b)
 				}
 				if f.plot != "" && g.output == "table" {
 					plot(g.stdout, us, f.plot, q.Window)
-					return nil
+				} else if err := g.printUsage(us); err != nil {
+					return err
 				}
-				return g.printUsage(us)
+				return none
 			})
 		},
 	}
@@ -109,14 +121,36 @@ func allUsage(ctx context.Context, b backend, q tollgate.UsageQuery) ([]tollgate
 	}
 }
 
-// noUsageHint tells, on standard error, where usage comes from when a
-// query found none on a DynamoDB table: the aggregator writes it from the
-// table's stream, and a table it never ran on has none.
-func (g *globals) noUsageHint() {
-	if g.server != "" || !strings.HasPrefix(g.store, "dynamodb:") {
-		return
+// errNoAggregator is why a DynamoDB table has no usage to show: nothing
+// writes any.
+var errNoAggregator = errors.New("no aggregator has written usage snapshots to this table: run tollgate aggregator or deploy the Lambda (docs/aggregator.md)")
+
+// noUsage is called when a query found no usage. On DynamoDB only an
+// aggregator writes usage snapshots (tollgate aggregator, or the Lambda
+// function, from the table's stream), and each marks the table when it
+// starts: on a table without the mark the empty answer says nothing about
+// what was consumed, and noUsage returns errNoAggregator, so that the
+// command fails (exit 1) after its empty output rather than pass for "no
+// usage". It costs one small read, only when nothing was found. Other
+// stores record usage in the processes that write them, and a server
+// does not say: for them it returns nil.
+func (g *globals) noUsage(ctx context.Context, b backend) error {
+	l, ok := b.(*local)
+	if !ok {
+		return nil
 	}
-	fmt.Fprintln(g.stderr, "no usage found: on DynamoDB, usage snapshots are written by `tollgate aggregator` (or its Lambda function) from the table's stream; check that one runs")
+	st, ok := l.store.(*dynamodb.Store)
+	if !ok {
+		return nil
+	}
+	_, marked, err := stream.ReadAggregatorMark(ctx, st)
+	switch {
+	case err != nil:
+		fmt.Fprintf(g.stderr, "no usage found, and whether an aggregator writes usage to this table is unknown: %v\n", err)
+	case !marked:
+		return reportedError{errNoAggregator}
+	}
+	return nil
 }
 
 func (g *globals) printUsage(us []tollgate.Usage) error {
@@ -215,8 +249,8 @@ func newUsageSummaryCmd(g *globals) *cobra.Command {
 					}
 					row(w, "acquires", sum.Events, "", "", "")
 				})
-				if sum.Events == 0 && len(sum.Limits) == 0 {
-					g.noUsageHint()
+				if err == nil && sum.Events == 0 && len(sum.Limits) == 0 {
+					err = g.noUsage(ctx, b)
 				}
 				if err == nil && q.Entity == "" && g.output == "table" {
 					// Summed over a resource's entities: an acquire that

@@ -21,7 +21,10 @@ package dynamodb
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/http"
+	"net/url"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -29,6 +32,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/credentials/ec2rolecreds"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/tollgate-rl/tollgate/model"
@@ -154,6 +159,17 @@ type ConnectConfig struct {
 // Connect loads the standard AWS configuration (environment, shared files,
 // instance roles), applies c, and returns a Store. It does not touch the
 // table; call CheckTable (or CreateTable).
+//
+// An Endpoint on this machine (a loopback address: 127.0.0.0/8, ::1 or
+// localhost; DynamoDB Local, say) needs no AWS account: when the
+// configuration names no credentials, Connect uses static local ones
+// (access key "local", secret "local") rather than the chain's last resort,
+// the EC2 instance metadata service, which off EC2 answers nothing after
+// seconds of retries; and when it names no region, us-east-1. It decides
+// without a network call, from what the chain found: credentials in the
+// environment, a profile of the shared files (keys, SSO, a role, a
+// process), web identity or a container endpoint are kept, so that a proxy
+// on the loopback address can still sign with real ones.
 func Connect(ctx context.Context, c ConnectConfig, opts ...Option) (*Store, error) {
 	if c.Table == "" {
 		return nil, model.Invalid("dynamodb table", "", "a table name is required")
@@ -174,8 +190,48 @@ func Connect(ctx context.Context, c ConnectConfig, opts ...Option) (*Store, erro
 	var optFns []func(*dynamodb.Options)
 	if c.Endpoint != "" {
 		optFns = append(optFns, func(o *dynamodb.Options) { o.BaseEndpoint = aws.String(c.Endpoint) })
+		if isLoopback(c.Endpoint) {
+			localDefaults(&cfg)
+		}
 	}
 	return New(cfg, c.Table, opts, optFns...)
+}
+
+// The credentials and region Connect uses for an endpoint on this machine
+// when the configuration names none. DynamoDB Local keeps the tables of
+// each access key and region apart (unless started with -sharedDb): these
+// are the ones the CLI has always used, so that its tables stay in view.
+const (
+	localAccessKey = "local"
+	localSecretKey = "local"
+	localRegion    = "us-east-1"
+)
+
+// localDefaults gives cfg the local credentials if the configuration chain
+// fell through to the instance metadata service, and the local region if
+// it found none.
+func localDefaults(cfg *aws.Config) {
+	if cfg.Credentials == nil || aws.IsCredentialsProvider(cfg.Credentials, (*ec2rolecreds.Provider)(nil)) {
+		cfg.Credentials = credentials.NewStaticCredentialsProvider(localAccessKey, localSecretKey, "")
+	}
+	if cfg.Region == "" {
+		cfg.Region = localRegion
+	}
+}
+
+// isLoopback reports whether endpoint's host is a loopback address or
+// localhost.
+func isLoopback(endpoint string) bool {
+	u, err := url.Parse(endpoint)
+	if err != nil {
+		return false
+	}
+	host := u.Hostname()
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // NewHTTPClient returns an HTTP client suited to many concurrent DynamoDB

@@ -48,6 +48,9 @@ import (
 // With WithUpkeep, every batch handled is then handed to the Upkeep, which
 // splits the buckets it shows hot.
 //
+// When it starts, Read writes the aggregator's mark in the table (see
+// WriteAggregatorMark), naming its shard lease owner.
+//
 // A shard whose checkpoint has aged out of the stream (the stream keeps
 // records 24 hours; an outage longer than that) is read again from its
 // oldest record: the records in between are lost to usage. Read logs it as
@@ -65,6 +68,11 @@ func Read(ctx context.Context, s *dynamodb.Store, poll time.Duration, handle fun
 	leases := newLeaser(t, o)
 	if err := leases.heartbeat(ctx); err != nil {
 		return err
+	}
+	// The mark only tells readers of usage that an aggregator runs here:
+	// failing to write it costs no usage.
+	if err := t.writeAggregatorMark(ctx, o.owner, o.clock.Now()); err != nil {
+		o.log.Warn("writing the aggregator's mark", "err", err)
 	}
 	renewing, stopRenewing := context.WithCancel(ctx)
 	var wg sync.WaitGroup
