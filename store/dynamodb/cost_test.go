@@ -478,7 +478,12 @@ func TestCostCascade(t *testing.T) {
 	})
 }
 
-// limiterEnv is a limiter with a frozen fake clock over an instrumented store.
+// limiterEnv is a limiter with a frozen fake clock over an instrumented
+// store. It reads the change generation once, at its first call, and not
+// again within a test: the poll goes by the wall clock (once a second by
+// default, its own row in docs/dynamodb.md 5), and a poll falling inside
+// a counted step, on a slow machine, would see the generation the test's
+// own setup raised and count the lookups of the caches it drops.
 type limiterEnv struct {
 	c   *instrumented
 	lim *tollgate.Limiter
@@ -488,7 +493,7 @@ type limiterEnv struct {
 func newLimiterEnv(t testing.TB, c *instrumented) *limiterEnv {
 	t.Helper()
 	clk := clock.NewFake(instrEpoch)
-	lim, err := tollgate.New(c.Store, tollgate.WithClock(clk))
+	lim, err := tollgate.New(c.Store, tollgate.WithClock(clk), tollgate.WithRefreshInterval(time.Hour))
 	if err != nil {
 		t.Fatal(err)
 	}
