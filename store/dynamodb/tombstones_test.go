@@ -283,3 +283,48 @@ func TestLeaseIDChecked(t *testing.T) {
 		t.Errorf("EndLease(%q): %v", bad, err)
 	}
 }
+
+// Enders race to end the same leases, keeping tombstones: the creator
+// (which remembers the records) and two processes that never saw them.
+// Each lease ends once, its slot comes back once, and every loser is told
+// of a conflict (the tombstone), not of a missing lease.
+func TestTombstoneEndersRace(t *testing.T) {
+	tt := newTestTable(t)
+	e := newTombEnv(t, tt.admin)
+	cold := func() *Store { return mustNew(t, localConfig(), tt.admin.Table(), []Option{WithoutStreams()}, atLocal) }
+	enders := []*Store{tt.admin, cold(), cold()}
+	const leases = 20
+	recs := make([]*store.LeaseRecord, leases)
+	for i := range recs {
+		recs[i] = e.grant(tt.admin, fmt.Sprintf("%032x", i+1), false)
+	}
+	var mu sync.Mutex
+	won := map[string]int{}
+	var wg sync.WaitGroup
+	for _, s := range enders {
+		for range 2 {
+			wg.Go(func() {
+				for _, rec := range recs {
+					err := e.end(s, rec, 600_000)
+					mu.Lock()
+					switch {
+					case err == nil:
+						won[rec.ID]++
+					case !errors.Is(err, model.ErrLeaseConflict):
+						t.Errorf("a losing ender of %s: %v, want ErrLeaseConflict", rec.ID, err)
+					}
+					mu.Unlock()
+				}
+			})
+		}
+	}
+	wg.Wait()
+	for _, rec := range recs {
+		if won[rec.ID] != 1 {
+			t.Errorf("lease %s ended %d times", rec.ID, won[rec.ID])
+		}
+	}
+	if bal := balanceAt(t, tt.admin, e.ns, e.k, "slots", e.now); bal != 1_000_000 {
+		t.Errorf("slots = %d, want each given back once", bal)
+	}
+}
