@@ -17,6 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/tollgate-rl/tollgate"
+	"github.com/tollgate-rl/tollgate/bucket"
 	"github.com/tollgate-rl/tollgate/clock"
 	"github.com/tollgate-rl/tollgate/store"
 )
@@ -204,6 +205,96 @@ func BenchmarkDynamoDB(b *testing.B) {
 				env.reportCalls(b)
 			})
 		}
+	}
+}
+
+// BenchmarkDynamoDBLeaseForms measures the forms of a durable lease's
+// store calls against each other (docs/dynamodb.md 4.13), on one warm
+// concurrency bucket: every iteration runs each form once, in turn, so
+// that all see the same moments of DynamoDB Local, and reports each one's
+// median (p50-us metrics, named for the form):
+//   - acquire: a leased acquire (bucket + record, one transaction);
+//   - acquire-reused: the same with a reused id (+ a ConditionCheck);
+//   - end-delete: an ending that deletes the record (the only ending
+//     before tombstones; a reservation's still);
+//   - end-tombstone: an ending that keeps a tombstone (+ its Put), by the
+//     process that acquired the lease;
+//   - end-tombstone-unseen: the same by a process that never saw the
+//     record (a GetItem first);
+//   - resume-open / resume-ended: GetLease of an open lease (one GetItem)
+//     and of an ended one (two);
+//   - resume-batch: a BatchGetItem of both keys of the open lease, the
+//     alternative to resume-open;
+//   - getitem: a raw consistent GetItem of the open record, the floor.
+func BenchmarkDynamoDBLeaseForms(b *testing.B) {
+	ctx := context.Background()
+	s := newTable(b)
+	cold := mustNew(b, localConfig(), s.table, nil, atLocal) // never sees the records it ends
+	const ns = "bench-leases"
+	now := time.Now().UnixMilli()
+	k := store.BucketKey{Entity: "job", Resource: "batch"}
+	n := 0
+	acquire := func(reused bool) *store.LeaseRecord {
+		n++
+		req := &store.ConsumeRequest{Now: now, ReusedID: reused, Buckets: []store.BucketRequest{{Key: k, Limits: []store.LimitRequest{
+			{Name: "slots", Params: bucket.Params{Capacity: 1 << 40}, Check: true, Amount: 1000},
+		}}}}
+		req.Lease = store.NewLeaseRecord(fmt.Sprintf("%032x", n), "bench", req, now+600_000)
+		if ok, err := s.Consume(ctx, ns, req); !ok || err != nil {
+			b.Fatalf("Consume = %v, %v", ok, err)
+		}
+		return req.Lease
+	}
+	end := func(st *Store, rec *store.LeaseRecord, keep int64) {
+		e := store.LeaseEnding{ID: rec.ID, Version: rec.Version, Deltas: rec.EndDeltas(store.Commit), As: store.Commit, At: now}
+		if keep > 0 {
+			e.KeepUntil = now + keep
+		}
+		if err := st.EndLease(ctx, ns, e); err != nil {
+			b.Fatal(err)
+		}
+	}
+	resume := func(id string) {
+		if _, err := s.GetLease(ctx, ns, id); err != nil {
+			b.Fatal(err)
+		}
+	}
+	open := acquire(false)
+	keys := []item{leaseKey(ns, open.ID), tombstoneKey(ns, open.ID)}
+	batch := func() {
+		if _, err := s.db.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{RequestItems: map[string]types.KeysAndAttributes{
+			s.table: {Keys: keys, ConsistentRead: aws.Bool(true)},
+		}}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	get := func() {
+		if _, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: &s.table, Key: keys[0], ConsistentRead: aws.Bool(true)}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for range 500 { // DynamoDB Local's JIT
+		end(s, acquire(false), 600_000)
+	}
+	forms := []string{"acquire", "acquire-reused", "end-delete", "end-tombstone", "end-tombstone-unseen",
+		"resume-open", "resume-ended", "resume-batch", "getitem"}
+	d := make([][]time.Duration, len(forms))
+	for b.Loop() {
+		var recs [3]*store.LeaseRecord
+		d[0] = append(d[0], timed(func() { recs[0] = acquire(false) }))
+		d[1] = append(d[1], timed(func() { recs[1] = acquire(true) }))
+		recs[2] = acquire(false)
+		d[2] = append(d[2], timed(func() { end(s, recs[0], 0) }))
+		d[3] = append(d[3], timed(func() { end(s, recs[1], 600_000) }))
+		d[4] = append(d[4], timed(func() { end(cold, recs[2], 600_000) }))
+		d[5] = append(d[5], timed(func() { resume(open.ID) }))
+		d[6] = append(d[6], timed(func() { resume(recs[1].ID) }))
+		d[7] = append(d[7], timed(batch))
+		d[8] = append(d[8], timed(get))
+	}
+	for i, f := range forms {
+		p50, _ := percentiles(d[i])
+		b.ReportMetric(p50, f+"-p50-us")
 	}
 }
 

@@ -478,7 +478,12 @@ func TestCostCascade(t *testing.T) {
 	})
 }
 
-// limiterEnv is a limiter with a frozen fake clock over an instrumented store.
+// limiterEnv is a limiter with a frozen fake clock over an instrumented
+// store. It reads the change generation once, at its first call, and not
+// again within a test: the poll goes by the wall clock (once a second by
+// default, its own row in docs/dynamodb.md 5), and a poll falling inside
+// a counted step, on a slow machine, would see the generation the test's
+// own setup raised and count the lookups of the caches it drops.
 type limiterEnv struct {
 	c   *instrumented
 	lim *tollgate.Limiter
@@ -488,7 +493,7 @@ type limiterEnv struct {
 func newLimiterEnv(t testing.TB, c *instrumented) *limiterEnv {
 	t.Helper()
 	clk := clock.NewFake(instrEpoch)
-	lim, err := tollgate.New(c.Store, tollgate.WithClock(clk))
+	lim, err := tollgate.New(c.Store, tollgate.WithClock(clk), tollgate.WithRefreshInterval(time.Hour))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -702,4 +707,94 @@ func TestCostLeases(t *testing.T) {
 	if got := balanceAt(t, c.Store, ns, org, "jobs", instrEpoch.UnixMilli()); got != 10_000 {
 		t.Errorf("org jobs after every lease ended = %d, want 10000", got)
 	}
+}
+
+// Lease tombstones (docs/dynamodb.md 4.13, "Tombstones"): the calls and
+// the transaction items of each form, warm. An ending that keeps a
+// tombstone is the same one call with one more item (its Put); a reused
+// id adds a ConditionCheck to its acquire; a lease resumed open is one
+// GetItem, ended two; an ender that never saw the record reads it first.
+func TestCostTombstones(t *testing.T) {
+	tt := newTestTable(t)
+	ctx := context.Background()
+	calls, capture := newOpCounter(), &txCapture{}
+	s := mustNew(t, localConfig(), tt.admin.Table(), []Option{WithoutStreams()}, atLocal, func(o *dynamodb.Options) {
+		o.APIOptions = append(o.APIOptions, calls.apiOption, capture.apiOption)
+	})
+	const ns = "cost-tombstones"
+	now := instrEpoch.UnixMilli()
+	k := store.BucketKey{Entity: "job", Resource: "batch"}
+	n := 0
+	leased := func(reused, bornEnded bool) *store.ConsumeRequest {
+		n++
+		req := &store.ConsumeRequest{Now: now, ReusedID: reused, Buckets: []store.BucketRequest{{Key: k, Limits: []store.LimitRequest{
+			{Name: "jobs", Params: bucket.Params{Capacity: 100_000}, Check: true, Amount: 1000},
+		}}}}
+		req.Lease = store.NewLeaseRecord(fmt.Sprintf("%032x", n), "cost", req, now+60_000)
+		if bornEnded {
+			req.Lease.EndedAt, req.Lease.EndedAs, req.Lease.KeepUntil = now, store.Commit, now+600_000
+		}
+		return req
+	}
+	end := func(st *Store, rec *store.LeaseRecord, keep int64) func() error {
+		return func() error {
+			e := store.LeaseEnding{ID: rec.ID, Version: rec.Version, Deltas: rec.EndDeltas(store.Commit), As: store.Commit, At: now}
+			if keep > 0 {
+				e.KeepUntil = now + keep
+			}
+			return st.EndLease(ctx, ns, e)
+		}
+	}
+	acquire := func(req *store.ConsumeRequest) func() error {
+		return func() error {
+			if ok, err := s.Consume(ctx, ns, req); !ok || err != nil {
+				return fmt.Errorf("Consume = %v, %v", ok, err)
+			}
+			return nil
+		}
+	}
+	resume := func(id string) func() error {
+		return func() error { _, err := s.GetLease(ctx, ns, id); return err }
+	}
+	// step runs fn and checks its calls and, if items > 0, that it sent
+	// one transaction of that many items.
+	step := func(what string, want map[string]int, items int, fn func() error) {
+		t.Helper()
+		calls.take()
+		capture.take()
+		if err := fn(); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		expectCalls(t, what, calls.take(), want)
+		for _, in := range capture.take() {
+			if tx, ok := in.(*dynamodb.TransactWriteItemsInput); ok && len(tx.TransactItems) != items {
+				t.Errorf("%s: a transaction of %d items, want %d", what, len(tx.TransactItems), items)
+			}
+		}
+	}
+	tx := map[string]int{"TransactWriteItems": 1}
+
+	if err := acquire(leased(false, false))(); err != nil { // warms the bucket's image
+		t.Fatal(err)
+	}
+	deleted := leased(false, false)
+	step("acquire", tx, 2, acquire(deleted))
+	step("end, deleting the record", tx, 2, end(s, deleted.Lease, 0))
+	kept := leased(false, false)
+	step("acquire", tx, 2, acquire(kept))
+	step("resume an open lease", map[string]int{"GetItem": 1}, 0, resume(kept.Lease.ID))
+	step("end, keeping a tombstone", tx, 3, end(s, kept.Lease, 600_000))
+	step("resume an ended lease", map[string]int{"GetItem": 2}, 0, resume(kept.Lease.ID))
+	step("acquire with a reused id", tx, 3, acquire(leased(true, false)))
+	step("acquire born ended", tx, 2, acquire(leased(false, true)))
+	step("acquire born ended, with a reused id", tx, 3, acquire(leased(true, true)))
+
+	unseen := leased(false, false)
+	if err := acquire(unseen)(); err != nil {
+		t.Fatal(err)
+	}
+	other := mustNew(t, localConfig(), tt.admin.Table(), []Option{WithoutStreams()}, atLocal, func(o *dynamodb.Options) {
+		o.APIOptions = append(o.APIOptions, calls.apiOption, capture.apiOption)
+	})
+	step("end, keeping a tombstone, of a record never seen", map[string]int{"GetItem": 1, "TransactWriteItems": 1}, 3, end(other, unseen.Lease, 600_000))
 }

@@ -45,8 +45,8 @@ func ChangesPartitionKey() string { return schema.ChangesPK() }
 func KeyHashPartitionPrefix() string { return schema.KeyHashPrefix }
 
 // TTLAttribute is the attribute DynamoDB's time to live must be enabled on
-// (Unix seconds): idle buckets, usage snapshots and the aggregator's shard
-// leases carry it.
+// (Unix seconds): idle buckets, usage snapshots, lease tombstones and the
+// aggregator's shard leases carry it.
 const TTLAttribute = attrTTL
 
 // IndexNames are the names of the table's global secondary indexes, in

@@ -49,6 +49,9 @@ func TestNamespaceKeyPrefix(t *testing.T) {
 	if items["lease"], err = encodeLease(ns, &store.LeaseRecord{ID: "lease-1", Entity: "key-1", Resource: "r"}); err != nil {
 		t.Fatal(err)
 	}
+	if items["lease tombstone"], err = encodeLease(ns, &store.LeaseRecord{ID: "lease-1", Entity: "key-1", Resource: "r", EndedAt: 1, KeepUntil: 2}); err != nil {
+		t.Fatal(err)
+	}
 	items["bucket"] = encodeItem(itemID{ns: ns, key: bk}, &image{exists: true, shards: 1}, nil)
 	_, hash := model.GenerateKey()
 	byName, byHash := encodeKey(ns, model.Key{Name: "ci", Hash: hash, ExpiresAt: time.UnixMilli(1)})

@@ -76,6 +76,7 @@ func (s *Store) leasesOfEntity(ctx context.Context, ns string, q *store.LeaseQue
 			return nil, err
 		}
 		if q.Selects(&rec) {
+			s.leases.remember(ns, it)
 			out = append(out, rec)
 		}
 	}
@@ -96,15 +97,24 @@ func (s *Store) leasesOfNamespace(ctx context.Context, ns string, q *store.Lease
 }
 
 // leasePartition returns up to q.Limit+1 records q selects from lease
-// partition i, in id order.
+// partition i, in id order. Its key condition stops below the partition's
+// tombstones (schema.TombstoneMark), so that the query never reads one.
+// A sort key has one condition: after q.After, it is BETWEEN q.After and
+// the mark, and the record q.After itself, if it is still there, is read
+// and dropped.
 func (s *Store) leasePartition(ctx context.Context, ns string, i int, q *store.LeaseQuery) ([]store.LeaseRecord, error) {
 	in := &dynamodb.QueryInput{
 		TableName: &s.table, ConsistentRead: aws.Bool(true),
-		KeyConditionExpression:    aws.String("PK = :pk"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": str(schema.LeasePartitionPK(ns, i))},
+		KeyConditionExpression: aws.String("PK = :pk AND SK < :tomb"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":pk": str(schema.LeasePartitionPK(ns, i)), ":tomb": str(schema.TombstoneMark),
+		},
+	}
+	if q.After >= schema.TombstoneMark {
+		return nil, nil // after every lease id
 	}
 	if q.After != "" { // a key condition cannot compare with ""
-		in.KeyConditionExpression = aws.String("PK = :pk AND SK > :after")
+		in.KeyConditionExpression = aws.String("PK = :pk AND SK BETWEEN :after AND :tomb")
 		in.ExpressionAttributeValues[":after"] = str(q.After)
 	}
 	if q.ExpiredBy > 0 {
@@ -120,10 +130,14 @@ func (s *Store) leasePartition(ctx context.Context, ns string, i int, q *store.L
 			return nil, fmt.Errorf("dynamodb: list leases: %w", err)
 		}
 		for _, it := range page.Items {
+			if getS(it, attrSK) == q.After {
+				continue
+			}
 			rec, err := decodeLease(it)
 			if err != nil {
 				return nil, err
 			}
+			s.leases.remember(ns, it)
 			out = append(out, rec)
 		}
 	}

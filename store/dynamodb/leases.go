@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -23,10 +24,13 @@ import (
 // same transaction as their give-back, and both are conditioned on it, so
 // a lease ends exactly once. A record never sits inside a bucket item:
 // DynamoDB charges a write by the item's size, so every acquire of a bucket
-// holding many open leases would pay for all of them.
+// holding many open leases would pay for all of them. An ending that keeps
+// a tombstone puts it as another item of the same partition
+// (tombstones.go).
 
 var _ store.Leases = (*Store)(nil)
 
+// leaseKey is the key of the open record of lease id.
 func leaseKey(ns, id string) item {
 	return item{attrPK: str(schema.LeasePK(ns, id)), attrSK: str(id)}
 }
@@ -40,34 +44,48 @@ type leaseBody struct {
 	Pending []store.LeaseDelta  `json:"pending,omitempty"`
 }
 
-// encodeLease returns the item of rec in namespace ns.
+// encodeLease returns the item of rec in namespace ns: its open record,
+// or its tombstone if rec has ended (encodeTombstone).
 func encodeLease(ns string, rec *store.LeaseRecord) (item, error) {
 	body, err := json.Marshal(leaseBody{Holder: rec.Holder, Created: rec.Created, Buckets: rec.Buckets, Pending: rec.Pending})
 	if err != nil {
 		return nil, fmt.Errorf("dynamodb: encode lease %q: %w", rec.ID, err)
 	}
+	if rec.Ended() {
+		return encodeTombstone(ns, rec, string(body)), nil
+	}
 	it := leaseKey(ns, rec.ID)
+	setLeaseAttrs(it, ns, rec, string(body))
+	it[attrGSI3PK] = str(entityPK(ns, rec.Entity))
+	it[attrGSI3SK] = str(schema.LeaseGSI3SK(rec.Resource, rec.ID))
+	return it, nil
+}
+
+// setLeaseAttrs sets the attributes that open records and tombstones
+// share: all but the keys of GSI3 and those of the ending.
+func setLeaseAttrs(it item, ns string, rec *store.LeaseRecord, body string) {
 	it[attrEntity] = str(rec.Entity)
 	it[attrResource] = str(rec.Resource)
 	it[schema.AttrLeaseVersion] = num(rec.Version)
 	it[schema.AttrExpires] = num(rec.Expires)
-	it[schema.AttrRecord] = str(string(body))
-	it[attrGSI3PK] = str(entityPK(ns, rec.Entity))
-	it[attrGSI3SK] = str(schema.LeaseGSI3SK(rec.Resource, rec.ID))
+	it[schema.AttrRecord] = str(body)
 	it[attrGSI4PK] = str(ns)
 	it[attrGSI4SK] = it[attrPK]
-	return it, nil
 }
 
-// decodeLease reads a lease item.
+// decodeLease reads a lease item, an open record or a tombstone.
 func decodeLease(it item) (store.LeaseRecord, error) {
-	rec := store.LeaseRecord{ID: getS(it, attrSK), Entity: getS(it, attrEntity), Resource: getS(it, attrResource)}
+	id, ended := strings.CutPrefix(getS(it, attrSK), schema.TombstoneMark)
+	rec := store.LeaseRecord{ID: id, Entity: getS(it, attrEntity), Resource: getS(it, attrResource)}
 	var body leaseBody
-	var err1, err2 error
+	var err1, err2, err4 error
 	rec.Version, err1 = getN(it, schema.AttrLeaseVersion)
 	rec.Expires, err2 = getN(it, schema.AttrExpires)
 	err3 := json.Unmarshal([]byte(getS(it, schema.AttrRecord)), &body)
-	if err := errors.Join(err1, err2, err3); err != nil {
+	if ended {
+		err4 = decodeEnding(it, &rec)
+	}
+	if err := errors.Join(err1, err2, err3, err4); err != nil {
 		return store.LeaseRecord{}, fmt.Errorf("dynamodb: lease %q: %w", rec.ID, err)
 	}
 	rec.Holder, rec.Created, rec.Buckets, rec.Pending = body.Holder, body.Created, body.Buckets, body.Pending
@@ -84,6 +102,9 @@ func decodeLease(it item) (store.LeaseRecord, error) {
 func (s *Store) consumeLeased(ctx context.Context, b *budget, ns string, req *store.ConsumeRequest) (bool, error) {
 	if len(req.Lease.Buckets) != len(req.Buckets) {
 		return false, model.Invalid("lease", req.Lease.ID, "the record must list the request's buckets in order")
+	}
+	if err := checkLeaseID(req.Lease.ID); err != nil {
+		return false, err
 	}
 	cached := true
 	for {
@@ -130,17 +151,15 @@ func (s *Store) transactLeased(ctx context.Context, ns string, req *store.Consum
 		}
 		return false, nil
 	}
-	lease, err := encodeLease(ns, req.Lease)
+	creation, err := s.leaseCreation(ns, req)
 	if err != nil {
 		return false, err
 	}
-	items := make([]types.TransactWriteItem, 0, len(ts)+2)
+	items := make([]types.TransactWriteItem, 0, len(ts)+len(creation)+1)
 	for _, w := range ws {
 		items = append(items, w.transactItem())
 	}
-	items = append(items, types.TransactWriteItem{Put: &types.Put{
-		TableName: &s.table, Item: lease, ConditionExpression: aws.String("attribute_not_exists(PK)"),
-	}})
+	items = append(items, creation...)
 	if req.Event != nil {
 		// The audit event rides in the same transaction (no extra call):
 		// it is written if and only if the debit and the record are.
@@ -153,7 +172,7 @@ func (s *Store) transactLeased(ctx context.Context, ns string, req *store.Consum
 	_, err = s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
 	if err != nil {
 		var canceled *types.TransactionCanceledException
-		if errors.As(err, &canceled) && failed(canceled.CancellationReasons, len(ts)) {
+		if errors.As(err, &canceled) && failedIn(canceled.CancellationReasons, len(ts), len(ts)+len(creation)) {
 			return false, fmt.Errorf("lease %q: %w", req.Lease.ID, model.ErrLeaseExists)
 		}
 		if cause := txRetry(err); cause != nil {
@@ -164,7 +183,19 @@ func (s *Store) transactLeased(ctx context.Context, ns string, req *store.Consum
 	for i, w := range ws {
 		s.lanes.remember(itemID{ns, ts[i].key, ts[i].shard}, s.afterWrite(w, imgs[i], ts[i].shards))
 	}
+	s.leases.remember(ns, creation[0].Put.Item)
 	return true, nil
+}
+
+// failedIn reports whether the condition of any of the transaction's
+// items from to to (excluded) failed.
+func failedIn(reasons []types.CancellationReason, from, to int) bool {
+	for i := from; i < to; i++ {
+		if failed(reasons, i) {
+			return true
+		}
+	}
+	return false
 }
 
 // images returns the image of each target's item: this process's, where
@@ -211,21 +242,42 @@ func (s *Store) afterWrite(w *write, img *image, shards int) *image {
 	return after
 }
 
-// GetLease implements store.Leases.
+// GetLease implements store.Leases: a GetItem of the open record and, if
+// there is none, one of the tombstone. Leases are resumed open far more
+// often than ended, and then one GetItem (1 RCU) is all it costs, where a
+// BatchGetItem of both keys would cost 2 RCU every time and is no faster
+// (docs/dynamodb.md 4.13).
 func (s *Store) GetLease(ctx context.Context, ns, id string) (store.LeaseRecord, error) {
+	if err := checkLeaseID(id); err != nil {
+		return store.LeaseRecord{}, err
+	}
 	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: &s.table, Key: leaseKey(ns, id), ConsistentRead: aws.Bool(true)})
 	if err != nil {
 		return store.LeaseRecord{}, fmt.Errorf("dynamodb: read lease: %w", err)
 	}
-	if out.Item == nil {
+	it := out.Item
+	if it != nil {
+		s.leases.remember(ns, it)
+	} else if it, err = s.getTombstone(ctx, ns, id); err != nil {
+		return store.LeaseRecord{}, err
+	}
+	if it == nil {
 		return store.LeaseRecord{}, fmt.Errorf("lease %q: %w", id, model.ErrLeaseNotFound)
 	}
-	return decodeLease(out.Item)
+	return decodeLease(it)
 }
 
-// UpdateLease implements store.Leases: a PutItem conditioned on the stored
-// version.
+// UpdateLease implements store.Leases: a PutItem of the open record
+// conditioned on the stored version. A tombstone is another item, so the
+// condition fails when the lease has ended (leaseRefused tells).
 func (s *Store) UpdateLease(ctx context.Context, ns string, rec store.LeaseRecord) error {
+	if err := checkLeaseID(rec.ID); err != nil {
+		return err
+	}
+	// The update of a tombstone, read and changed, goes to the open
+	// record's key like any other, where it finds no record: a lease
+	// ends by EndLease alone.
+	rec.EndedAt, rec.EndedAs, rec.KeepUntil = 0, 0, 0
 	it, err := encodeLease(ns, &rec)
 	if err != nil {
 		return err
@@ -240,38 +292,43 @@ func (s *Store) UpdateLease(ctx context.Context, ns string, rec store.LeaseRecor
 	var cond *types.ConditionalCheckFailedException
 	switch {
 	case errors.As(err, &cond):
-		return leaseRefused(rec.ID, cond.Item)
+		return s.leaseRefused(ctx, ns, rec.ID, cond.Item)
 	case err != nil:
 		return fmt.Errorf("dynamodb: update lease: %w", err)
 	}
+	s.leases.remember(ns, it)
 	return nil
 }
 
-// leaseRefused is the error of a write conditioned on a lease record that
-// met old instead (nil: none).
-func leaseRefused(id string, old item) error {
-	if len(old) == 0 {
-		return fmt.Errorf("lease %q: %w", id, model.ErrLeaseNotFound)
-	}
-	return fmt.Errorf("lease %q: %w", id, model.ErrLeaseConflict)
-}
-
 // EndLease implements store.Leases: one transaction deletes the record
-// (conditioned on its version, and for a reconciler on its expiry),
-// applies the deltas to each bucket item (the delta writes of addDeltas)
-// and puts the audit event. A bucket item whose condition fails (a limit
-// gone or changed, the item deleted) is read back from the cancellation
-// and the transaction planned again; the record's condition failing is
-// the answer. The SDK's idempotency token makes its own retries of the
-// transaction safe.
+// (conditioned on its version, and for a reconciler on its expiry), puts
+// its tombstone if e keeps one (conditioned then on the record being the
+// copy the tombstone is made from, endedRecord), applies the deltas to
+// each bucket item (the delta writes of addDeltas) and puts the audit
+// event. A bucket item whose condition fails (a limit gone or changed, the
+// item deleted) is read back from the cancellation and the transaction
+// planned again; the record's condition failing is the answer, unless
+// only the copy was stale. The SDK's idempotency token makes its own
+// retries of the transaction safe.
 func (s *Store) EndLease(ctx context.Context, ns string, e store.LeaseEnding) error {
+	if err := checkLeaseID(e.ID); err != nil {
+		return err
+	}
+	var known *storedLease // the record a tombstone copies
+	if e.KeepUntil > 0 {
+		l, err := s.endedRecord(ctx, ns, &e)
+		if err != nil {
+			return err
+		}
+		known = &l
+	}
 	groups := groupDeltas(ns, e.Deltas)
 	for i := range groups {
 		groups[i].img = s.lanes.image(groups[i].id)
 	}
 	b := s.newBudget()
 	for {
-		items, err := s.endItems(ctx, ns, &e, groups)
+		items, err := s.endItems(ctx, ns, &e, groups, known)
 		if err != nil {
 			return err
 		}
@@ -282,6 +339,7 @@ func (s *Store) EndLease(ctx context.Context, ns string, e store.LeaseEnding) er
 					s.lanes.offer(g.id, g.img.withDeltas(g.ds))
 				}
 			}
+			s.leases.forget(ns, e.ID)
 			return nil
 		}
 		var canceled *types.TransactionCanceledException
@@ -290,7 +348,15 @@ func (s *Store) EndLease(ctx context.Context, ns string, e store.LeaseEnding) er
 		}
 		reasons := canceled.CancellationReasons
 		if failed(reasons, 0) {
-			return leaseRefused(e.ID, reasons[0].Item)
+			old := reasons[0].Item
+			l, ok := storedOf(old)
+			if known == nil || !ok || !l.ends(&e) {
+				return s.leaseRefused(ctx, ns, e.ID, old)
+			}
+			// Only the copy was stale (the id's record of another
+			// time): the tombstone is made again from the record met.
+			s.leases.remember(ns, old)
+			known = &l
 		}
 		cause := txRetry(err)
 		if cause == errLostRace {
@@ -333,9 +399,10 @@ func groupDeltas(ns string, deltas []store.Delta) []deltaGroup {
 }
 
 // endItems builds the ending's transaction: the record's deletion first,
-// then each group's delta write (read first where its form is not known;
-// a group left without deltas is dropped), then the event.
-func (s *Store) endItems(ctx context.Context, ns string, e *store.LeaseEnding, groups []deltaGroup) ([]types.TransactWriteItem, error) {
+// then, if known is not nil, the Put of the tombstone made from it, then
+// each group's delta write (read first where its form is not known; a
+// group left without deltas is dropped), then the event.
+func (s *Store) endItems(ctx context.Context, ns string, e *store.LeaseEnding, groups []deltaGroup, known *storedLease) ([]types.TransactWriteItem, error) {
 	cond := "#v = :v"
 	vals := map[string]types.AttributeValue{":v": num(e.Version)}
 	if e.ExpiredBy > 0 {
@@ -350,6 +417,14 @@ func (s *Store) endItems(ctx context.Context, ns string, e *store.LeaseEnding, g
 	}}}
 	if e.ExpiredBy <= 0 {
 		delete(items[0].Delete.ExpressionAttributeNames, "#x")
+	}
+	if known != nil {
+		tomb, err := known.tombstone(ns, e)
+		if err != nil {
+			return nil, err
+		}
+		known.copyCond(items[0].Delete)
+		items = append(items, types.TransactWriteItem{Put: &types.Put{TableName: &s.table, Item: tomb}})
 	}
 	for i := range groups {
 		g := &groups[i]

@@ -157,7 +157,23 @@ const (
 	AttrLeaseVersion = "lv"      // store.LeaseRecord.Version
 	AttrExpires      = "expires" // Unix ms; 0: never
 	AttrRecord       = "rec"     // the rest of the record, JSON
+
+	// A tombstone's (LeaseTombstoneSK) besides those.
+	AttrEndedAt   = "ended_at"   // Unix ms
+	AttrEndedAs   = "ended_as"   // store.LeaseEnd
+	AttrKeepUntil = "keep_until" // Unix ms; DynamoDB's ttl follows it
 )
+
+// TombstoneMark begins the sort key of every lease tombstone. It is '~',
+// above every byte a lease id may hold (model.ValidateLeaseID:
+// [A-Za-z0-9_.:@/-]), so that a lease partition sorts its open records
+// (sort key: the id) before every tombstone, and a key condition SK <
+// TombstoneMark reads the open records alone.
+const TombstoneMark = "~"
+
+// LeaseTombstoneSK is the sort key of the tombstone of lease id, in the
+// partition of its open record (LeasePK).
+func LeaseTombstoneSK(id string) string { return TombstoneMark + id }
 
 // Bucket attribute names: b_{limit}_{field}. Limit names cannot start with
 // '_' or contain '#', and the field is always the last two characters, so a
