@@ -269,7 +269,8 @@ func (le *Lease) endDurable(ctx context.Context, d *leaseData, c endCall) error 
 		rec := *d.rec
 		rec.Pending = d.pendingDeltas()
 		d.deltas = rec.AppendEndDeltas(d.deltas[:0], end) // the recycled state's buffer
-		e := store.LeaseEnding{ID: rec.ID, Version: rec.Version, Deltas: d.deltas, Event: ev, As: end, At: d.now().milli()}
+		e := store.LeaseEnding{ID: rec.ID, Version: rec.Version, Deltas: d.deltas, Event: ev, As: end, At: d.now().milli(),
+			Record: d.rec}
 		if !isReservation(rec.ID) { // a reservation's id may be reserved again at once
 			e.KeepUntil = max(rec.Expires, d.now().add(model.TombstoneKeep).milli())
 		}

@@ -250,7 +250,7 @@ func (r *Reconciler) end(ctx context.Context, ns model.Namespace, rec *store.Lea
 	}
 	e := store.LeaseEnding{
 		ID: rec.ID, Version: rec.Version, ExpiredBy: now.UnixMilli(), Deltas: rec.EndDeltas(store.Expire), Event: &ev,
-		As: store.Expire, At: now.UnixMilli(),
+		As: store.Expire, At: now.UnixMilli(), Record: rec,
 		// The holder that comes back late learns its lease expired; a
 		// reservation's id is free to reserve again at once.
 		KeepUntil: now.Add(model.TombstoneKeep).UnixMilli(),

@@ -122,6 +122,12 @@ type LeaseEnding struct {
 	As        LeaseEnd
 	At        int64
 	KeepUntil int64
+	// Record, if not nil, is the record the ending ends as the ender last
+	// wrote or read it (version Version). A backend that cannot copy a
+	// record into its tombstone in one step (DynamoDB) makes the tombstone
+	// from it, on condition that the stored record is still it; without
+	// it, the backend reads the record first.
+	Record *LeaseRecord
 }
 
 // Tombstone returns the tombstone e leaves of rec, the record it ends: rec

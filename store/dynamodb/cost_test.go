@@ -736,11 +736,16 @@ func TestCostTombstones(t *testing.T) {
 		}
 		return req
 	}
-	end := func(st *Store, rec *store.LeaseRecord, keep int64) func() error {
+	// end ends rec keeping its tombstone keep ms (0: none); the ender
+	// passes the record unless unseen says it never saw it.
+	end := func(st *Store, rec *store.LeaseRecord, keep int64, unseen bool) func() error {
 		return func() error {
 			e := store.LeaseEnding{ID: rec.ID, Version: rec.Version, Deltas: rec.EndDeltas(store.Commit), As: store.Commit, At: now}
 			if keep > 0 {
 				e.KeepUntil = now + keep
+			}
+			if !unseen {
+				e.Record = rec
 			}
 			return st.EndLease(ctx, ns, e)
 		}
@@ -779,11 +784,11 @@ func TestCostTombstones(t *testing.T) {
 	}
 	deleted := leased(false, false)
 	step("acquire", tx, 2, acquire(deleted))
-	step("end, deleting the record", tx, 2, end(s, deleted.Lease, 0))
+	step("end, deleting the record", tx, 2, end(s, deleted.Lease, 0, false))
 	kept := leased(false, false)
 	step("acquire", tx, 2, acquire(kept))
 	step("resume an open lease", map[string]int{"GetItem": 1}, 0, resume(kept.Lease.ID))
-	step("end, keeping a tombstone", tx, 3, end(s, kept.Lease, 600_000))
+	step("end, keeping a tombstone", tx, 3, end(s, kept.Lease, 600_000, false))
 	step("resume an ended lease", map[string]int{"GetItem": 2}, 0, resume(kept.Lease.ID))
 	step("acquire with a reused id", tx, 3, acquire(leased(true, false)))
 	step("acquire born ended", tx, 2, acquire(leased(false, true)))
@@ -796,5 +801,5 @@ func TestCostTombstones(t *testing.T) {
 	other := mustNew(t, localConfig(), tt.admin.Table(), []Option{WithoutStreams()}, atLocal, func(o *dynamodb.Options) {
 		o.APIOptions = append(o.APIOptions, calls.apiOption, capture.apiOption)
 	})
-	step("end, keeping a tombstone, of a record never seen", map[string]int{"GetItem": 1, "TransactWriteItems": 1}, 3, end(other, unseen.Lease, 600_000))
+	step("end, keeping a tombstone, of a record never seen", map[string]int{"GetItem": 1, "TransactWriteItems": 1}, 3, end(other, unseen.Lease, 600_000, true))
 }

@@ -56,7 +56,6 @@ type Store struct {
 	shardCounts shardCounts
 	// leases remembers the open lease records this process wrote or
 	// read, which an ending that keeps a tombstone copies (tombstones.go).
-	leases knownLeases
 
 	writesPerSecond int64    // the pressure limit; 0: no sharding
 	maxShards       int      // a power of two, at most maxShards

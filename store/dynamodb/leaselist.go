@@ -76,7 +76,6 @@ func (s *Store) leasesOfEntity(ctx context.Context, ns string, q *store.LeaseQue
 			return nil, err
 		}
 		if q.Selects(&rec) {
-			s.leases.remember(ns, it)
 			out = append(out, rec)
 		}
 	}
@@ -137,7 +136,6 @@ func (s *Store) leasePartition(ctx context.Context, ns string, i int, q *store.L
 			if err != nil {
 				return nil, err
 			}
-			s.leases.remember(ns, it)
 			out = append(out, rec)
 		}
 	}

@@ -183,7 +183,6 @@ func (s *Store) transactLeased(ctx context.Context, ns string, req *store.Consum
 	for i, w := range ws {
 		s.lanes.remember(itemID{ns, ts[i].key, ts[i].shard}, s.afterWrite(w, imgs[i], ts[i].shards))
 	}
-	s.leases.remember(ns, creation[0].Put.Item)
 	return true, nil
 }
 
@@ -257,7 +256,6 @@ func (s *Store) GetLease(ctx context.Context, ns, id string) (store.LeaseRecord,
 	}
 	it := out.Item
 	if it != nil {
-		s.leases.remember(ns, it)
 	} else if it, err = s.getTombstone(ctx, ns, id); err != nil {
 		return store.LeaseRecord{}, err
 	}
@@ -296,14 +294,14 @@ func (s *Store) UpdateLease(ctx context.Context, ns string, rec store.LeaseRecor
 	case err != nil:
 		return fmt.Errorf("dynamodb: update lease: %w", err)
 	}
-	s.leases.remember(ns, it)
 	return nil
 }
 
 // EndLease implements store.Leases: one transaction deletes the record
 // (conditioned on its version, and for a reconciler on its expiry), puts
 // its tombstone if e keeps one (conditioned then on the record being the
-// copy the tombstone is made from, endedRecord), applies the deltas to
+// copy the tombstone is made from: e.Record, or one read, endedRecord),
+// applies the deltas to
 // each bucket item (the delta writes of addDeltas) and puts the audit
 // event. A bucket item whose condition fails (a limit gone or changed, the
 // item deleted) is read back from the cancellation and the transaction
@@ -339,7 +337,6 @@ func (s *Store) EndLease(ctx context.Context, ns string, e store.LeaseEnding) er
 					s.lanes.offer(g.id, g.img.withDeltas(g.ds))
 				}
 			}
-			s.leases.forget(ns, e.ID)
 			return nil
 		}
 		var canceled *types.TransactionCanceledException
@@ -353,9 +350,9 @@ func (s *Store) EndLease(ctx context.Context, ns string, e store.LeaseEnding) er
 			if known == nil || !ok || !l.ends(&e) {
 				return s.leaseRefused(ctx, ns, e.ID, old)
 			}
-			// Only the copy was stale (the id's record of another
-			// time): the tombstone is made again from the record met.
-			s.leases.remember(ns, old)
+			// Only the copy was stale (the ender's record, or the id's
+			// record of another time): the tombstone is made again from
+			// the record met.
 			known = &l
 		}
 		cause := txRetry(err)

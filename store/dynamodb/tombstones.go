@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sync"
-	"sync/atomic"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -114,13 +112,11 @@ func (s *Store) getTombstone(ctx context.Context, ns, id string) (item, error) {
 // have ended and left a tombstone, which refuses a write as a changed
 // record does (ErrLeaseConflict: the caller reads it again and finds how
 // the lease ended); one read of the tombstone's key tells, on this path
-// only. A record met is remembered: the caller's next try starts from it.
+// only.
 func (s *Store) leaseRefused(ctx context.Context, ns, id string, old item) error {
 	if len(old) > 0 {
-		s.leases.remember(ns, old)
 		return fmt.Errorf("lease %q: %w", id, model.ErrLeaseConflict)
 	}
-	s.leases.forget(ns, id)
 	tomb, err := s.getTombstone(ctx, ns, id)
 	switch {
 	case err != nil:
@@ -177,14 +173,17 @@ func (l *storedLease) copyCond(d *types.Delete) {
 	v[":rec"], v[":x"], v[":ent"], v[":res"] = str(l.body), num(l.expires), str(l.entity), str(l.resource)
 }
 
-// endedRecord returns the open record that e ends, for its tombstone: as
-// this process last wrote or read it, else read (one GetItem: an ender
-// that never saw the record, after this process forgot it). The ending's
-// condition proves the copy current; a refusal read here is the ending's
+// endedRecord returns the open record that e ends, for its tombstone: the
+// one the ender passes (e.Record), else read (one GetItem). The ending's
+// condition proves it current; a refusal read here is the ending's
 // answer, as the transaction's would be.
 func (s *Store) endedRecord(ctx context.Context, ns string, e *store.LeaseEnding) (storedLease, error) {
-	if l, ok := s.leases.load(ns, e.ID); ok && l.version == e.Version {
-		return l, nil
+	if r := e.Record; r != nil && r.ID == e.ID && r.Version == e.Version && !r.Ended() {
+		if it, err := encodeLease(ns, r); err == nil {
+			if l, ok := storedOf(it); ok {
+				return l, nil
+			}
+		}
 	}
 	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: &s.table, Key: leaseKey(ns, e.ID), ConsistentRead: aws.Bool(true)})
 	if err != nil {
@@ -194,54 +193,5 @@ func (s *Store) endedRecord(ctx context.Context, ns string, e *store.LeaseEnding
 	if !ok || !l.ends(e) {
 		return storedLease{}, s.leaseRefused(ctx, ns, e.ID, out.Item)
 	}
-	s.leases.remember(ns, out.Item)
 	return l, nil
-}
-
-// knownLeasesLimit bounds how many open records a Store remembers (a few
-// hundred bytes each).
-const knownLeasesLimit = 10_000
-
-// knownLeases remembers the open records this process last wrote or read
-// (created, updated, read, listed), by namespace and id: an ending that
-// keeps a tombstone puts a copy of the record, and a transaction cannot
-// copy an item, so the ender must know the record; the holder that
-// acquired the lease, a server that resumed it, a reconciler that listed
-// it all do. An entry is a hint, never trusted: the ending's condition
-// compares it with the record (copyCond).
-type knownLeases struct {
-	m sync.Map // leaseRef -> storedLease
-	n atomic.Int64
-}
-
-type leaseRef struct{ ns, id string }
-
-// remember keeps the open record item it of namespace ns; a tombstone or
-// an item that is not a record is not kept.
-func (k *knownLeases) remember(ns string, it item) {
-	sk := getS(it, attrSK)
-	l, ok := storedOf(it)
-	if !ok || sk == "" || sk[:1] == schema.TombstoneMark {
-		return
-	}
-	if _, loaded := k.m.Swap(leaseRef{ns, sk}, l); !loaded && k.n.Add(1) > knownLeasesLimit {
-		// As shardCounts: starting afresh is cheaper than tracking
-		// recency; a forgotten record costs its ender one read.
-		k.m.Clear()
-		k.n.Store(0)
-	}
-}
-
-func (k *knownLeases) load(ns, id string) (storedLease, bool) {
-	v, ok := k.m.Load(leaseRef{ns, id})
-	if !ok {
-		return storedLease{}, false
-	}
-	return v.(storedLease), true
-}
-
-func (k *knownLeases) forget(ns, id string) {
-	if _, loaded := k.m.LoadAndDelete(leaseRef{ns, id}); loaded {
-		k.n.Add(-1)
-	}
 }

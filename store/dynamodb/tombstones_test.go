@@ -84,13 +84,15 @@ func (e *tombEnv) grant(s *Store, id string, reused bool) *store.LeaseRecord {
 
 // end ends rec through s as a commit at e.now, keeping its tombstone for
 // keep ms (0: none).
-func (e *tombEnv) end(s *Store, rec *store.LeaseRecord, keep int64) error {
+// end ends rec (keeping its tombstone keep ms; 0: none), passing known as
+// the record the ender holds (nil: it never saw it).
+func (e *tombEnv) end(s *Store, rec, known *store.LeaseRecord, keep int64) error {
 	var until int64
 	if keep > 0 {
 		until = e.now + keep
 	}
 	return s.EndLease(context.Background(), e.ns, store.LeaseEnding{ID: rec.ID, Version: rec.Version,
-		Deltas: rec.EndDeltas(store.Commit), As: store.Commit, At: e.now, KeepUntil: until})
+		Deltas: rec.EndDeltas(store.Commit), As: store.Commit, At: e.now, KeepUntil: until, Record: known})
 }
 
 func (e *tombEnv) getItem(key item) item {
@@ -108,7 +110,7 @@ func (e *tombEnv) getItem(key item) item {
 func TestTombstoneItem(t *testing.T) {
 	e := newTombEnv(t, newTable(t))
 	rec := e.grant(e.s, fmt.Sprintf("%032x", 1), false)
-	if err := e.end(e.s, rec, 600_001); err != nil {
+	if err := e.end(e.s, rec, rec, 600_001); err != nil {
 		t.Fatal(err)
 	}
 	if it := e.getItem(leaseKey(e.ns, rec.ID)); it != nil {
@@ -155,7 +157,7 @@ func TestListingReadsNoTombstone(t *testing.T) {
 	for i := range open + ended {
 		rec := e.grant(s, fmt.Sprintf("%032x", i+1), false)
 		if i >= open {
-			if err := e.end(s, rec, 600_000); err != nil {
+			if err := e.end(s, rec, rec, 600_000); err != nil {
 				t.Fatal(err)
 			}
 		} else {
@@ -186,21 +188,21 @@ func TestListingReadsNoTombstone(t *testing.T) {
 	}
 }
 
-// An ending that keeps a tombstone copies the record it deletes. A Store
-// that never saw the record reads it first (one GetItem); one that holds a
-// copy of the id's record of another time (the same version, another
-// body: an id reused after its tombstone was gone) has it refused by the
-// Delete's condition, and makes the tombstone again from the record the
-// failure returns.
+// An ending that keeps a tombstone copies the record it deletes. An ender
+// that passes no record reads it first (one GetItem); one that passes the
+// id's record of another time (the same version, another body: an id
+// reused after its tombstone was gone) has it refused by the Delete's
+// condition, and makes the tombstone again from the record the failure
+// returns.
 func TestTombstoneCopiesTheRecordEnded(t *testing.T) {
 	tt := newTestTable(t)
 	a, b := tt.client(t, 5*time.Second), tt.client(t, 5*time.Second)
 	e := newTombEnv(t, tt.admin)
 	id := fmt.Sprintf("%032x", 7)
 
-	first := e.grant(a.Store, id, true) // a remembers it
+	first := e.grant(a.Store, id, true)
 	b.calls.take()
-	if err := e.end(b.Store, first, 1000); err != nil { // b never saw it
+	if err := e.end(b.Store, first, nil, 1000); err != nil { // b never saw it
 		t.Fatal(err)
 	}
 	expectCalls(t, "an ending of a record never seen", b.calls.take(), map[string]int{"GetItem": 1, "TransactWriteItems": 1})
@@ -211,7 +213,7 @@ func TestTombstoneCopiesTheRecordEnded(t *testing.T) {
 		t.Fatal("the test needs records of the id that differ")
 	}
 	a.calls.take()
-	if err := e.end(a.Store, second, 600_000); err != nil { // a's copy is the first record's
+	if err := e.end(a.Store, second, first, 600_000); err != nil { // a's copy is the first record's
 		t.Fatal(err)
 	}
 	expectCalls(t, "an ending from a stale copy", a.calls.take(), map[string]int{"TransactWriteItems": 2})
@@ -234,10 +236,10 @@ func TestWritesOfAnEndedLease(t *testing.T) {
 	ctx := context.Background()
 	kept := e.grant(c.Store, fmt.Sprintf("%032x", 1), false)
 	gone := e.grant(c.Store, fmt.Sprintf("%032x", 2), false)
-	if err := e.end(c.Store, kept, 600_000); err != nil {
+	if err := e.end(c.Store, kept, kept, 600_000); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.end(c.Store, gone, 0); err != nil {
+	if err := e.end(c.Store, gone, gone, 0); err != nil {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {
@@ -252,7 +254,7 @@ func TestWritesOfAnEndedLease(t *testing.T) {
 		}
 		expectCalls(t, "a refused update", c.calls.take(), map[string]int{"PutItem": 1, "GetItem": 1})
 		for _, keep := range []int64{0, 600_000} {
-			if err := e.end(c.Store, tc.rec, keep); !errors.Is(err, tc.want) {
+			if err := e.end(c.Store, tc.rec, tc.rec, keep); !errors.Is(err, tc.want) {
 				t.Errorf("EndLease of %s (keep %d): %v, want %v", tc.rec.ID, keep, err, tc.want)
 			}
 		}
@@ -305,7 +307,7 @@ func TestTombstoneEndersRace(t *testing.T) {
 		for range 2 {
 			wg.Go(func() {
 				for _, rec := range recs {
-					err := e.end(s, rec, 600_000)
+					err := e.end(s, rec, rec, 600_000)
 					mu.Lock()
 					switch {
 					case err == nil:

@@ -16,7 +16,7 @@ import (
 // endKept ends rec as end at now, keeping its tombstone until keep.
 func (e *env) endKept(rec *store.LeaseRecord, end store.LeaseEnd, now, keep int64) error {
 	return e.s.EndLease(e.ctx, e.ns, store.LeaseEnding{ID: rec.ID, Version: rec.Version, Deltas: rec.EndDeltas(end),
-		As: end, At: now, KeepUntil: keep})
+		As: end, At: now, KeepUntil: keep, Record: rec})
 }
 
 func testLeaseTombstone(t *testing.T, e *env) {
