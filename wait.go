@@ -7,6 +7,7 @@ import (
 
 	"github.com/tollgate-rl/tollgate/bucket"
 	"github.com/tollgate-rl/tollgate/internal/hold"
+	"github.com/tollgate-rl/tollgate/internal/waitq"
 	"github.com/tollgate-rl/tollgate/model"
 )
 
@@ -26,16 +27,18 @@ import (
 // case) are served as soon as refill allows; one asking less may wait a
 // little longer than it had to, never too little.
 func (l *Limiter) Wait(ctx context.Context, entity, resource string, consume Consume, opts ...AcquireOption) (*Lease, error) {
-	return l.waiting.Wait(ctx, entity+"\x00"+resource, func(ctx context.Context) (*Lease, time.Duration, error) {
+	return l.waiting.Wait(ctx, waitq.Key(entity, resource), func(ctx context.Context) (*Lease, waitq.Next, error) {
 		le, err := l.Acquire(ctx, entity, resource, consume, opts...)
 		var ex *model.RateLimitExceeded
 		switch {
 		case errors.As(err, &ex):
-			return nil, max(ex.RetryAfter, time.Millisecond), err
+			retry := max(ex.RetryAfter, time.Millisecond)
+			return nil, waitq.Next{After: retry, Least: retry}, err
 		case err != nil:
-			return nil, 0, err
+			return nil, waitq.Next{}, err
 		}
-		return le, le.nextWait(), nil
+		next := le.nextWait()
+		return le, waitq.Next{After: next, Least: next}, nil
 	})
 }
 

@@ -10,6 +10,7 @@ import (
 
 	"github.com/tollgate-rl/tollgate/api"
 	"github.com/tollgate-rl/tollgate/internal/hold"
+	"github.com/tollgate-rl/tollgate/internal/waitq"
 	"github.com/tollgate-rl/tollgate/model"
 )
 
@@ -124,13 +125,14 @@ func (c *Client) acquire(ctx context.Context, entity, resource string, consume m
 // waits gets ctx.Err(). Other errors are returned as they occur. Each
 // attempt is bounded by WithTimeout on its own.
 func (c *Client) Wait(ctx context.Context, entity, resource string, consume model.Consume, opts ...AcquireOption) (*Lease, error) {
-	return c.waiting.Wait(ctx, entity+"\x00"+resource, func(ctx context.Context) (*Lease, time.Duration, error) {
+	return c.waiting.Wait(ctx, waitq.Key(entity, resource), func(ctx context.Context) (*Lease, waitq.Next, error) {
 		le, err := c.Acquire(ctx, entity, resource, consume, opts...)
 		var ex *model.RateLimitExceeded
 		if errors.As(err, &ex) {
-			return nil, max(ex.RetryAfter, time.Millisecond), err
+			retry := max(ex.RetryAfter, time.Millisecond)
+			return nil, waitq.Next{After: retry, Least: retry}, err
 		}
-		return le, 0, err
+		return le, waitq.Next{}, err
 	})
 }
 
