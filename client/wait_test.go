@@ -170,3 +170,27 @@ func TestWaitOnSlotPollsAboutOnceASecond(t *testing.T) {
 		t.Errorf("%d acquires in %d s on a full slot, want about one a second", got, n)
 	}
 }
+
+// A lease of the same client that gives the slot back wakes its waiter at
+// once: granted without the clock moving.
+func TestWaitOnSlotWokenByOwnRelease(t *testing.T) {
+	ctx := context.Background()
+	c, held, clk, count, slots := fullSlot(t, true)
+	done := make(chan result, 1)
+	go func() {
+		le, err := c.Wait(ctx, "key-1", "jobs", tollgate.Consume{"slots": 1}, slots)
+		done <- result{le, err}
+	}()
+	blockUntilAsleep(t, clk)
+	must(t, "Commit", held.Commit(ctx))
+	select {
+	case r := <-done:
+		must(t, "Wait", r.err)
+		must(t, "Commit", r.le.Commit(ctx))
+	case <-time.After(10 * time.Second): // a hang: the clock does not move
+		t.Fatal("the release did not wake the waiter")
+	}
+	if got := count.acquires.Load(); got != 2 {
+		t.Errorf("%d acquires, want 2: refused, then granted once woken", got)
+	}
+}
