@@ -226,6 +226,9 @@ func (q *Queue[T]) join(key string, w *waiter[T], first Next, refusal error, see
 		if sleep > 0 {
 			l.least = q.clock.Now().Add(min(first.Least, sleep))
 		}
+		if first.Least < sleep {
+			sleep = lastTryBefore(w.deadline, sleep) // w is the head
+		}
 		go q.poll(key, l, sleep)
 	}
 	if wait := l.least.Sub(q.clock.Now()); !l.least.IsZero() && unmeetable(w.deadline, wait) {

@@ -308,3 +308,23 @@ func TestLastTryBeforeTheDeadline(t *testing.T) {
 		}
 	}
 }
+
+// A caller waiting for a slot, whose deadline falls before the line's next
+// look, gets a last try just before it: the slot may have come back.
+func TestSlotWaiterTriesOnceMoreBeforeItsDeadline(t *testing.T) {
+	q := New[int](clock.Real{}, nil)
+	s := &slotTry{}
+	s.during = func() {
+		// After the first look: the slot comes back, unannounced (another
+		// process released it), so only a look finds it.
+		s.free.Store(true)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	if v, err := q.Wait(ctx, "k", s.try(1)); err != nil || v != 1 {
+		t.Fatalf("Wait = %d, %v; want the grant of the last try", v, err)
+	}
+	if n := s.calls.Load(); n != 2 {
+		t.Errorf("%d tries, want 2", n)
+	}
+}
