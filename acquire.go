@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"strconv"
-	"time"
 
 	"github.com/tollgate-rl/tollgate/bucket"
 	"github.com/tollgate-rl/tollgate/model"
@@ -55,7 +54,7 @@ func (l *Limiter) acquire(ctx context.Context, entity, resource string, consume 
 		case err == nil && granted:
 			return d.newLease(entity, resource), nil
 		case err == nil:
-			err = l.denial(d)
+			err = l.denial(ctx, d)
 		case d.opts.IdempotencyKey != "" && errors.Is(err, model.ErrLeaseExists):
 			le, rerr := l.replay(ctx, d, entity, resource, consume)
 			if rerr == nil {
@@ -331,8 +330,16 @@ func exceedsCapacity(l model.Limit, entity string, n int64) error {
 }
 
 // denial builds the error of a denied request from what the store observed.
-func (l *Limiter) denial(d *leaseData) error {
+func (l *Limiter) denial(ctx context.Context, d *leaseData) error { return l.refusal(ctx, d) }
+
+// refusal is the *RateLimitExceeded of d's request, which the store refused
+// (or would: a peek); a refusal by concurrency or reserved limits alone
+// says when their holders expire (slotRetry).
+func (l *Limiter) refusal(ctx context.Context, d *leaseData) *model.RateLimitExceeded {
 	ex := &model.RateLimitExceeded{Statuses: l.statuses(d, false)}
+	if onlySlots(ex.Statuses) {
+		l.slotRetry(ctx, d, ex.Statuses)
+	}
 	for _, s := range ex.Statuses {
 		if s.Exceeded && s.RetryAfter > ex.RetryAfter {
 			ex.RetryAfter = s.RetryAfter
@@ -377,20 +384,34 @@ func (l *Limiter) status(k store.BucketKey, lr store.LimitRequest, kind model.Ki
 	}
 	if lr.Check && lr.Observed.Tokens < lr.Amount {
 		s.Exceeded = true
-		s.RetryAfter = l.retryAfter(lr)
+		l.setRetry(&s, &lr)
 	}
 	return s
 }
 
-func (l *Limiter) retryAfter(lr store.LimitRequest) time.Duration {
+// setRetry sets the wait of s, exceeded: for a rate limit the refill it
+// needs, exactly, however long (saturated at model.MaxWaitMS); for a
+// concurrency or reserved limit, which time does not refill, what it
+// waits for (a release) and the limiter's polling hint, or none for a
+// reserved limit, until slotRetry finds out more.
+func (l *Limiter) setRetry(s *model.Status, lr *store.LimitRequest) {
+	if !lr.Params.Refills() {
+		s.Waits = model.WaitsRelease
+		if s.Kind != model.Reserved {
+			s.RetryAfter, s.RetryAfterMS = l.concurrencyRetry, model.CeilMS(l.concurrencyRetry)
+		}
+		return
+	}
+	// bucket.Never here is a refill too long to count (plan refused
+	// amounts above the capacity): it saturates, as every wait does.
 	ms := bucket.RetryAfter(lr.Observed, lr.Params, lr.Amount)
 	if lr.Wait > 0 {
 		ms = lr.Wait
 	}
-	if ms == bucket.Never {
-		// Only a concurrency limit gets here: plan rejected amounts above
-		// capacity, and rate limits always refill.
-		return l.concurrencyRetry
-	}
-	return time.Duration(ms) * time.Millisecond
+	setWait(s, ms)
+}
+
+// setWait sets s's wait to ms milliseconds, in both of its fields.
+func setWait(s *model.Status, ms int64) {
+	s.RetryAfterMS, s.RetryAfter = ms, model.DurationMS(ms)
 }

@@ -431,6 +431,9 @@ func (le *Lease) end(ctx context.Context, c endCall) error {
 		d.mu.Unlock()
 		return err
 	}
+	if err == nil && d.holds {
+		d.lim.wakeWaiters(d) // its slots came back: waiters here try at once
+	}
 	d.release()
 	d.mu.Unlock()
 	return err

@@ -125,9 +125,12 @@ func WithRefreshInterval(d time.Duration) Option { return func(l *Limiter) { l.r
 // namespaces), rather than through a watch of its own.
 func WithChangeWatch(w *ChangeWatch) Option { return func(l *Limiter) { l.changes = w } }
 
-// WithConcurrencyRetryAfter sets the RetryAfter reported when only
-// concurrency limits deny an acquire (default 100ms). Time does not refill a
-// concurrency limit, so this is a polling hint for Wait and for callers.
+// WithConcurrencyRetryAfter sets the RetryAfter of a concurrency limit in
+// a refusal by concurrency or reserved limits alone when no holder's expiry
+// says when a slot is due back (WaitsRelease; default 100ms). Time does not
+// refill a concurrency limit, so this is a polling hint for callers; Wait
+// looks again at most about once a second (SlotPoll) whatever it says,
+// later only if the hint is longer.
 func WithConcurrencyRetryAfter(d time.Duration) Option {
 	return func(l *Limiter) { l.concurrencyRetry = d }
 }

@@ -377,8 +377,10 @@ func TestRateLimitExceededContents(t *testing.T) {
 	_, err := lim.Acquire(ctx, "k", "llm", tollgate.Consume{"rpm": 1, "tpm": 4}, limits)
 	ex := wantExceeded(t, err)
 	want := []tollgate.Status{
-		{Entity: "k", Resource: "llm", Limit: "rpm", Kind: tollgate.Rate, Capacity: 100, Available: 0, Requested: 1, Exceeded: true, RetryAfter: 600 * time.Millisecond},
-		{Entity: "k", Resource: "llm", Limit: "tpm", Kind: tollgate.Rate, Capacity: 60, Available: 2, Requested: 4, Exceeded: true, RetryAfter: 2 * time.Second},
+		{Entity: "k", Resource: "llm", Limit: "rpm", Kind: tollgate.Rate, Capacity: 100, Available: 0, Requested: 1, Exceeded: true,
+			RetryAfter: 600 * time.Millisecond, RetryAfterMS: 600},
+		{Entity: "k", Resource: "llm", Limit: "tpm", Kind: tollgate.Rate, Capacity: 60, Available: 2, Requested: 4, Exceeded: true,
+			RetryAfter: 2 * time.Second, RetryAfterMS: 2000},
 		{Entity: "k", Resource: "llm", Limit: "rph", Kind: tollgate.Rate, Capacity: 1000, Available: 1000, Requested: 0, Exceeded: false},
 	}
 	if len(ex.Statuses) != len(want) {
@@ -444,38 +446,57 @@ func TestRateLimitExceededRetryAfterIsExact(t *testing.T) {
 	mustAcquire(t, lim, "k", "api", tollgate.Consume{"rpm": 1}, rpm)
 }
 
+// A concurrency slot's RetryAfter is the time until the earliest expiry
+// among the leases holding it (WaitsExpiry); once they have expired,
+// awaiting a reconciler, it is the limiter's hint (WaitsRelease).
 func TestRateLimitExceededConcurrency(t *testing.T) {
 	ctx := context.Background()
 	for _, tc := range []struct {
 		opts []tollgate.Option
-		want time.Duration
+		hint time.Duration
 	}{
 		{nil, tollgate.DefaultConcurrencyRetryAfter},
 		{[]tollgate.Option{tollgate.WithConcurrencyRetryAfter(250 * time.Millisecond)}, 250 * time.Millisecond},
 	} {
-		lim, _ := newLim(t, memory.New(), tc.opts...)
+		lim, clk := newLim(t, memory.New(), tc.opts...)
 		limits := tollgate.WithLimits(tollgate.ConcurrencyLimit("inflight", 2), tollgate.PerMinute("rpm", 100))
-		a := mustAcquire(t, lim, "k", "jobs", tollgate.Consume{"inflight": 1, "rpm": 1}, limits)
-		mustAcquire(t, lim, "k", "jobs", tollgate.Consume{"inflight": 1, "rpm": 1}, limits)
-		_, err := lim.Acquire(ctx, "k", "jobs", tollgate.Consume{"inflight": 1, "rpm": 1}, limits)
-		ex := wantExceeded(t, err)
-		if ex.RetryAfter != tc.want {
-			t.Errorf("RetryAfter = %v, want %v", ex.RetryAfter, tc.want)
+		one := tollgate.Consume{"inflight": 1, "rpm": 1}
+		a := mustAcquire(t, lim, "k", "jobs", one, limits, tollgate.WithLeaseExpiry(time.Minute))
+		clk.Advance(10 * time.Second)
+		mustAcquire(t, lim, "k", "jobs", one, limits, tollgate.WithLeaseExpiry(30*time.Second))
+		clk.Advance(5 * time.Second)
+		steps := []struct {
+			name    string
+			advance time.Duration
+			want    time.Duration
+			waits   string
+		}{
+			{"the earliest expiry, 25s away", 0, 25 * time.Second, tollgate.WaitsExpiry},
+			{"a holder expired, awaiting a reconciler: the hint", 30 * time.Second, tc.hint, tollgate.WaitsRelease},
+			{"both expired: the hint", time.Hour, tc.hint, tollgate.WaitsRelease},
 		}
-		s := statusOf(t, ex.Statuses, "k", "inflight")
-		want := tollgate.Status{Entity: "k", Resource: "jobs", Limit: "inflight", Kind: tollgate.Concurrency,
-			Capacity: 2, Available: 0, Requested: 1, Exceeded: true, RetryAfter: tc.want}
-		if s != want {
-			t.Errorf("inflight status = %+v, want %+v", s, want)
-		}
-		if v := ex.Violations(); len(v) != 1 {
-			t.Errorf("Violations = %+v, want inflight only", v)
+		for _, st := range steps {
+			clk.Advance(st.advance)
+			_, err := lim.Acquire(ctx, "k", "jobs", one, limits)
+			ex := wantExceeded(t, err)
+			if ex.RetryAfter != st.want || ex.Waits() != st.waits {
+				t.Errorf("%s: RetryAfter = %v, Waits %q; want %v, %q", st.name, ex.RetryAfter, ex.Waits(), st.want, st.waits)
+			}
+			s := statusOf(t, ex.Statuses, "k", "inflight")
+			want := tollgate.Status{Entity: "k", Resource: "jobs", Limit: "inflight", Kind: tollgate.Concurrency,
+				Capacity: 2, Available: 0, Requested: 1, Exceeded: true, RetryAfter: st.want, RetryAfterMS: st.want.Milliseconds(), Waits: st.waits}
+			if s != want {
+				t.Errorf("%s: inflight status = %+v, want %+v", st.name, s, want)
+			}
+			if v := ex.Violations(); len(v) != 1 {
+				t.Errorf("%s: Violations = %+v, want inflight only", st.name, v)
+			}
 		}
 		// Ending a lease returns its slot.
 		if err := a.Commit(ctx); err != nil {
 			t.Fatal(err)
 		}
-		mustAcquire(t, lim, "k", "jobs", tollgate.Consume{"inflight": 1, "rpm": 1}, limits)
+		mustAcquire(t, lim, "k", "jobs", one, limits)
 	}
 
 	// A rate violation longer than the concurrency hint decides.
@@ -621,26 +642,78 @@ func TestWaitGrantsAtOnceWhenAvailable(t *testing.T) {
 	}
 }
 
-func TestWaitConcurrencyPollsWithHint(t *testing.T) {
+// A waiter on a full slot looks again after SlotPoll (its holder's expiry
+// is minutes away), and the holder's release wakes it at once: granted
+// without the clock moving.
+func TestWaitSlotWokenByRelease(t *testing.T) {
 	ctx := context.Background()
 	lim, fs, clk := newFaultLim(t, tollgate.WithConcurrencyRetryAfter(40*time.Millisecond))
 	one := tollgate.WithLimits(tollgate.ConcurrencyLimit("slots", 1))
 	held := mustAcquire(t, lim, "k", "api", tollgate.Consume{"slots": 1}, one)
 	fs.resetCounts()
 	res, done := startWait(ctx, lim, tollgate.Consume{"slots": 1}, one)
-	if d := sleepingFor(t, clk, res, done); d != 40*time.Millisecond {
-		t.Errorf("sleep = %v, want the 40ms hint", d)
+	if d := sleepingFor(t, clk, res, done); d != tollgate.SlotPoll {
+		t.Errorf("sleep = %v, want %v, not the 40ms hint", d, tollgate.SlotPoll)
 	}
 	if err := held.Rollback(ctx); err != nil {
 		t.Fatal(err)
 	}
-	clk.Advance(40 * time.Millisecond)
-	r := <-res
+	var r waitResult
+	select {
+	case r = <-res:
+	case <-time.After(10 * time.Second): // a hang, not a timing: the clock does not move
+		t.Fatal("the release did not wake the waiter")
+	}
 	if r.err != nil {
 		t.Fatalf("Wait: %v", r.err)
 	}
 	if n := fs.count(mConsume); n != 2 {
 		t.Errorf("Consume calls = %d, want 2", n)
+	}
+	if n := fs.count(mListLeases); n != 1 {
+		t.Errorf("ListLeases calls = %d, want 1: one per refusal by the slot alone", n)
+	}
+}
+
+// A waiter on a slot that stays full for N seconds costs about N calls,
+// whatever the configured hint: about one a second.
+func TestWaitSlotPollsAboutOnceASecond(t *testing.T) {
+	const n = 30
+	lim, fs, clk := newFaultLim(t, tollgate.WithConcurrencyRetryAfter(10*time.Millisecond))
+	one := tollgate.WithLimits(tollgate.ConcurrencyLimit("slots", 1))
+	mustAcquire(t, lim, "k", "api", tollgate.Consume{"slots": 1}, one) // expires in 5 minutes
+	fs.resetCounts()
+	ctx, cancel := context.WithCancel(context.Background())
+	res, done := startWait(ctx, lim, tollgate.Consume{"slots": 1}, one)
+	end := clk.Now().Add(n * time.Second)
+	for clk.BlockUntilWaiters(1, done) {
+		next, _ := clk.NextDeadline()
+		if next.After(end) {
+			break
+		}
+		clk.Set(next)
+	}
+	cancel()
+	if r := <-res; !errors.Is(r.err, context.Canceled) {
+		t.Fatalf("Wait: %v, want context.Canceled", r.err)
+	}
+	if calls := fs.count(mConsume); calls < n || calls > n+1 {
+		t.Errorf("%d Consume calls in %d s on a full slot, want about one a second", calls, n)
+	}
+}
+
+// A holder's expiry sooner than SlotPoll is when the waiter looks again.
+func TestWaitSlotLooksAgainAtTheExpiry(t *testing.T) {
+	ctx := context.Background()
+	lim, clk := newLim(t, memory.New())
+	one := tollgate.WithLimits(tollgate.ConcurrencyLimit("slots", 1))
+	mustAcquire(t, lim, "k", "api", tollgate.Consume{"slots": 1}, one, tollgate.WithLeaseExpiry(time.Second))
+	clk.Advance(600 * time.Millisecond)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	res, done := startWait(ctx, lim, tollgate.Consume{"slots": 1}, one)
+	if d := sleepingFor(t, clk, res, done); d != 400*time.Millisecond {
+		t.Errorf("sleep = %v, want 400ms, until the holder's expiry", d)
 	}
 }
 
@@ -870,12 +943,23 @@ func TestTimeUntilAvailable(t *testing.T) {
 		t.Errorf("in debt of 50: %v, %v; want 30.6s", d, err)
 	}
 
-	// Concurrency limits report the hint.
-	slots := tollgate.WithLimits(tollgate.ConcurrencyLimit("slots", 1))
+	// Concurrency limits report their holders' earliest expiry, or the
+	// hint once it has passed; a full reserved limit when to look again.
+	slots := tollgate.WithLimits(tollgate.ConcurrencyLimit("slots", 1), tollgate.ReservedLimit("clusters", 1))
 	mustAcquire(t, lim, "k3", "api", tollgate.Consume{"slots": 1}, slots)
 	d, err = lim.TimeUntilAvailable(ctx, "k3", "api", tollgate.Consume{"slots": 1}, slots)
+	if err != nil || d != tollgate.DefaultLeaseExpiry {
+		t.Errorf("exhausted concurrency: %v, %v; want %v, the holder's expiry", d, err, tollgate.DefaultLeaseExpiry)
+	}
+	mustAcquire(t, lim, "k3", "api", tollgate.Consume{"clusters": 1}, slots, tollgate.WithReservation("j-1"))
+	d, err = lim.TimeUntilAvailable(ctx, "k3", "api", tollgate.Consume{"clusters": 1}, slots, tollgate.WithReservation("j-2"))
+	if err != nil || d != tollgate.SlotPoll {
+		t.Errorf("full reserved limit: %v, %v; want %v", d, err, tollgate.SlotPoll)
+	}
+	clk.Advance(tollgate.DefaultLeaseExpiry)
+	d, err = lim.TimeUntilAvailable(ctx, "k3", "api", tollgate.Consume{"slots": 1}, slots)
 	if err != nil || d != tollgate.DefaultConcurrencyRetryAfter {
-		t.Errorf("exhausted concurrency: %v, %v; want %v", d, err, tollgate.DefaultConcurrencyRetryAfter)
+		t.Errorf("exhausted concurrency, the holder expired: %v, %v; want %v", d, err, tollgate.DefaultConcurrencyRetryAfter)
 	}
 
 	// Validation.

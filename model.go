@@ -218,3 +218,22 @@ const (
 	MinLeaseExpiry = model.MinLeaseExpiry
 	MaxLeaseExpiry = model.MaxLeaseExpiry
 )
+
+// Waits, in time and in what a refusal waits for (see model).
+const (
+	// MaxWait is the longest wait a time.Duration holds (about 292 years):
+	// a RetryAfter of MaxWait means at least that long, and RetryAfterMS
+	// says how long.
+	MaxWait = model.MaxWait
+	// MaxWaitMS is the longest wait in milliseconds; longer refills
+	// saturate there.
+	MaxWaitMS = model.MaxWaitMS
+	// WaitsExpiry and WaitsRelease say what an exceeded concurrency or
+	// reserved limit waits for (Status.Waits): the earliest expiry among
+	// its holders, or a release at no known time.
+	WaitsExpiry  = model.WaitsExpiry
+	WaitsRelease = model.WaitsRelease
+	// SlotPoll is how often Wait looks again at a concurrency or reserved
+	// limit, unless a holder's expiry comes sooner.
+	SlotPoll = model.SlotPoll
+)

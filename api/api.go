@@ -88,15 +88,21 @@ type AcquireResponse struct {
 
 // LimitStatus is one limit's verdict or state (model.Status).
 type LimitStatus struct {
-	Entity       string `json:"entity"`
-	Resource     string `json:"resource"`
-	Limit        string `json:"limit"`
-	Kind         string `json:"kind"` // "rate", "concurrency" or "reserved"
-	Capacity     int64  `json:"capacity"`
-	Available    int64  `json:"available"`
-	Requested    int64  `json:"requested"`
-	Exceeded     bool   `json:"exceeded"`
-	RetryAfterMS int64  `json:"retry_after_ms"`
+	Entity    string `json:"entity"`
+	Resource  string `json:"resource"`
+	Limit     string `json:"limit"`
+	Kind      string `json:"kind"` // "rate", "concurrency" or "reserved"
+	Capacity  int64  `json:"capacity"`
+	Available int64  `json:"available"`
+	Requested int64  `json:"requested"`
+	Exceeded  bool   `json:"exceeded"`
+	// RetryAfterMS is exact however long (up to 2^63-1: model.Status's
+	// RetryAfterMS); 0 for a reserved limit waiting for a release.
+	RetryAfterMS int64 `json:"retry_after_ms"`
+	// Waits says what an exceeded concurrency or reserved limit waits
+	// for: "expiry" (retry_after_ms is the earliest expiry among its
+	// holders) or "release" (no time is known); absent for a rate limit.
+	Waits string `json:"waits,omitempty"`
 }
 
 // AdjustRequest is the body of POST /v1/leases/{id}/adjust.
@@ -130,9 +136,13 @@ type LeaseResponse struct {
 type AvailableResponse struct {
 	Limits []LimitStatus `json:"limits"`
 	// RetryAfterMS, when the request named what it would consume
-	// (?consume=rpm:1), is how long refill alone needs before an acquire of
-	// it could succeed (0: it could now): Limiter.TimeUntilAvailable.
+	// (?consume=rpm:1), is how long before an acquire of it could succeed
+	// (0: it could now), exact however long: Limiter.TimeUntilAvailable.
 	RetryAfterMS *int64 `json:"retry_after_ms,omitempty"`
+	// Waits says what that acquire's refusal would wait for, as the
+	// error body's waits does; absent when it could succeed now or waits
+	// for refill.
+	Waits string `json:"waits,omitempty"`
 }
 
 // Entity is an entity on the wire.
@@ -248,8 +258,13 @@ type Error struct {
 	Field  string `json:"field,omitempty"`
 	Value  string `json:"value,omitempty"`
 	Reason string `json:"reason,omitempty"`
-	// RetryAfterMS and Limits detail a rate_limited.
+	// RetryAfterMS, Waits and Limits detail a rate_limited. RetryAfterMS
+	// is exact however long, and absent when only reserved limits deny,
+	// waiting for a release; Waits is what the primary violation waits
+	// for ("expiry" or "release" for a concurrency or reserved limit,
+	// absent for refill).
 	RetryAfterMS int64         `json:"retry_after_ms,omitempty"`
+	Waits        string        `json:"waits,omitempty"`
 	Limits       []LimitStatus `json:"limits,omitempty"`
 	// Ended details a conflict of reason lease_closed: how the lease
 	// ended ("committed", "rolled_back" or "expired"), when known.
@@ -261,7 +276,7 @@ func FromStatus(s model.Status) LimitStatus {
 	return LimitStatus{
 		Entity: s.Entity, Resource: s.Resource, Limit: s.Limit, Kind: s.Kind.String(),
 		Capacity: s.Capacity, Available: s.Available, Requested: s.Requested,
-		Exceeded: s.Exceeded, RetryAfterMS: CeilMS(s.RetryAfter),
+		Exceeded: s.Exceeded, RetryAfterMS: max(s.RetryAfterMS, CeilMS(s.RetryAfter)), Waits: s.Waits,
 	}
 }
 
@@ -280,7 +295,8 @@ func ToStatus(s LimitStatus) model.Status {
 	return model.Status{
 		Entity: s.Entity, Resource: s.Resource, Limit: s.Limit, Kind: kind,
 		Capacity: s.Capacity, Available: s.Available, Requested: s.Requested,
-		Exceeded: s.Exceeded, RetryAfter: time.Duration(s.RetryAfterMS) * time.Millisecond,
+		Exceeded: s.Exceeded, RetryAfter: model.DurationMS(s.RetryAfterMS), RetryAfterMS: max(s.RetryAfterMS, 0),
+		Waits: s.Waits,
 	}
 }
 
@@ -293,10 +309,8 @@ func ToStatuses(ss []LimitStatus) []model.Status {
 	return out
 }
 
-// CeilMS rounds d up to whole milliseconds.
-func CeilMS(d time.Duration) int64 {
-	return int64((d + time.Millisecond - 1) / time.Millisecond)
-}
+// CeilMS rounds d up to whole milliseconds, without overflow (model.CeilMS).
+func CeilMS(d time.Duration) int64 { return model.CeilMS(d) }
 
 // FromEntity converts an entity.
 func FromEntity(e model.Entity) Entity {

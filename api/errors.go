@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"time"
 
 	"github.com/tollgate-rl/tollgate/model"
 )
@@ -55,7 +54,7 @@ func ErrorBody(err error) (int, Error) {
 	switch {
 	case errors.As(err, &rl):
 		return http.StatusTooManyRequests, Error{Code: CodeRateLimited, Message: rl.Error(),
-			RetryAfterMS: CeilMS(rl.RetryAfter), Limits: FromStatuses(rl.Statuses)}
+			RetryAfterMS: rl.RetryAfterMS(), Waits: rl.Waits(), Limits: FromStatuses(rl.Statuses)}
 	case errors.As(err, &ve):
 		return http.StatusBadRequest, Error{Code: CodeInvalidArgument, Message: ve.Error(), Field: ve.Field, Value: ve.Value, Reason: ve.Reason}
 	case errors.As(err, &pe):
@@ -81,7 +80,7 @@ func ErrorBody(err error) (int, Error) {
 func AsError(status int, e Error) error {
 	switch e.Code {
 	case CodeRateLimited:
-		return &model.RateLimitExceeded{Statuses: ToStatuses(e.Limits), RetryAfter: time.Duration(e.RetryAfterMS) * time.Millisecond}
+		return &model.RateLimitExceeded{Statuses: ToStatuses(e.Limits), RetryAfter: model.DurationMS(e.RetryAfterMS)}
 	case CodeInvalidArgument:
 		return &model.ValidationError{Field: e.Field, Value: e.Value, Reason: e.Reason}
 	case CodePermissionDenied:

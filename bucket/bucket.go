@@ -27,8 +27,13 @@ const (
 	MaxTokens int64 = 1<<62 - 1
 	// MaxPeriod is the longest refill period in milliseconds (about 1,100 years).
 	MaxPeriod int64 = 1 << 45
-	// Never is what RetryAfter returns when waiting cannot help: the request is
-	// larger than the capacity, or the bucket does not refill.
+	// Never is what RetryAfter returns when refill alone cannot cover a
+	// request: it is larger than the capacity, or the bucket does not refill
+	// (a concurrency limit, which waits for its holders instead). It also
+	// stands for a refill longer than Never milliseconds (292 million
+	// years: a deep debt at a slow rate), the most an int64 counts; a
+	// caller tells the two apart by Params.Refills and the capacity, and
+	// reports such a refill saturated at Never, never wrapped.
 	Never int64 = math.MaxInt64
 )
 
@@ -115,7 +120,8 @@ func ForceConsume(s State, amount int64) State {
 }
 
 // RetryAfter returns the milliseconds until refill alone brings the balance to at
-// least amount, rounded up: 0 if it already does, Never if it never will.
+// least amount, rounded up: 0 if it already does, Never if it never will or
+// if it takes Never milliseconds or more (see Never).
 func RetryAfter(s State, p Params, amount int64) int64 {
 	if s.Tokens >= amount {
 		return 0

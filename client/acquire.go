@@ -12,6 +12,7 @@ import (
 
 	"github.com/tollgate-rl/tollgate/api"
 	"github.com/tollgate-rl/tollgate/internal/hold"
+	"github.com/tollgate-rl/tollgate/internal/waitq"
 	"github.com/tollgate-rl/tollgate/model"
 )
 
@@ -139,21 +140,27 @@ func newIdempotencyKey() string {
 // Wait acquires like Acquire, but when denied it waits until granted or
 // ctx ends, like tollgate.Limiter.Wait: the callers of this client waiting
 // on the same entity and resource are served in deadline order by one
-// poller, which sleeps each refusal's RetryAfter, so they cost about one
-// call to the server per grant (and one refused call after each grant, as
-// the client cannot foresee the next refusal). A caller whose deadline
-// comes before the next attempt is refused at once with an error matching
-// model.ErrWaitDeadline and the denial; one whose ctx ends while it
-// waits gets ctx.Err(). Other errors are returned as they occur. Each
-// attempt is bounded by WithTimeout on its own.
+// poller, so they cost about one call to the server per grant (and one
+// refused call after each grant, as the client cannot foresee the next
+// refusal). The poller sleeps as each refusal says
+// (model.RateLimitExceeded.Backoff): a rate limit's RetryAfter; for a
+// concurrency or reserved limit, a second (model.SlotPoll) or the earliest
+// expiry among its holders if sooner, so a waiter costs about one call a
+// second; a lease of this client that gives such tokens back, as it ends,
+// wakes the waiters for them at once. A caller whose deadline comes before
+// refill could grant it is refused at once with an error matching
+// model.ErrWaitDeadline and the denial; one waiting for a slot gets the
+// same error when its deadline passes; one whose ctx is cancelled gets
+// ctx.Err(). Other errors are returned as they occur. Each attempt is
+// bounded by WithTimeout on its own.
 func (c *Client) Wait(ctx context.Context, entity, resource string, consume model.Consume, opts ...AcquireOption) (*Lease, error) {
-	return c.waiting.Wait(ctx, entity+"\x00"+resource, func(ctx context.Context) (*Lease, time.Duration, error) {
+	return c.waiting.Wait(ctx, waitq.Key(entity, resource), func(ctx context.Context) (*Lease, waitq.Next, error) {
 		le, err := c.Acquire(ctx, entity, resource, consume, opts...)
 		var ex *model.RateLimitExceeded
 		if errors.As(err, &ex) {
-			return nil, max(ex.RetryAfter, time.Millisecond), err
+			return nil, waitq.Refused(ex), err
 		}
-		return le, 0, err
+		return le, waitq.Next{}, err
 	})
 }
 

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/tollgate-rl/tollgate/api"
+	"github.com/tollgate-rl/tollgate/internal/waitq"
 	"github.com/tollgate-rl/tollgate/model"
 )
 
@@ -176,8 +177,26 @@ func (le *Lease) end(ctx context.Context, action string) error {
 	if err != nil {
 		return err
 	}
+	le.wakeWaiters()
 	le.close()
 	return nil
+}
+
+// wakeWaiters wakes this client's callers of Wait waiting for the
+// concurrency or reserved tokens that the lease, ending, gave back: those
+// its statuses show it took.
+func (le *Lease) wakeWaiters() {
+	if !le.c.waiting.Waiting() {
+		return
+	}
+	le.mu.Lock()
+	sts := le.statuses
+	le.mu.Unlock()
+	for _, s := range sts {
+		if (s.Kind == model.Concurrency || s.Kind == model.Reserved) && s.Requested > 0 {
+			le.c.waiting.Wake(waitq.Key(s.Entity, s.Resource))
+		}
+	}
 }
 
 // call posts to /v1/leases/{id}/{action}, unless the lease has ended. An

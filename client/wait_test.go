@@ -3,6 +3,8 @@ package client_test
 import (
 	"context"
 	"errors"
+	"net/http"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -104,5 +106,91 @@ func TestWaitReturnsOtherErrorsAtOnce(t *testing.T) {
 	wantErr(t, "Wait beyond capacity", err, tollgate.ErrInvalid)
 	if n := cliClk.Waiters(); n != 0 {
 		t.Errorf("%d sleepers, want none", n)
+	}
+}
+
+// countingTransport counts the acquires a client sends.
+type countingTransport struct {
+	acquires atomic.Int64
+}
+
+func (c *countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.URL.Path == "/v1/acquire" {
+		c.acquires.Add(1)
+	}
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// fullSlot is a server with a concurrency limit of one slot for key-1,
+// and a client on a fake clock of its own whose acquires are counted; the
+// slot is held by a lease (of another client, or of this one if own),
+// whose expiry, the server's default TTL, is minutes away.
+func fullSlot(t *testing.T, own bool) (c *client.Client, held *client.Lease, clk *clock.Fake, count *countingTransport, slots client.AcquireOption) {
+	t.Helper()
+	e := newEnv(t)
+	clk = clock.NewFake(epoch)
+	count = &countingTransport{}
+	c = e.client(t, client.WithClock(clk), client.WithHTTPClient(&http.Client{Transport: count}))
+	holder := e.client(t)
+	if own {
+		holder = c
+	}
+	slots = client.WithLimits(tollgate.ConcurrencyLimit("slots", 1))
+	held, err := holder.Acquire(context.Background(), "key-1", "jobs", tollgate.Consume{"slots": 1}, slots)
+	must(t, "Acquire", err)
+	count.acquires.Store(0)
+	return c, held, clk, count, slots
+}
+
+// A waiter on a slot that stays full for N seconds sends about N acquires:
+// one a second, not one per 100 ms hint.
+func TestWaitOnSlotPollsAboutOnceASecond(t *testing.T) {
+	const n = 20
+	c, _, clk, count, slots := fullSlot(t, false)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan result, 1)
+	go func() {
+		le, err := c.Wait(ctx, "key-1", "jobs", tollgate.Consume{"slots": 1}, slots)
+		done <- result{le, err}
+	}()
+	end := clk.Now().Add(n * time.Second)
+	for {
+		blockUntilAsleep(t, clk)
+		next, _ := clk.NextDeadline()
+		if next.After(end) {
+			break
+		}
+		clk.Set(next)
+	}
+	cancel()
+	if r := <-done; !errors.Is(r.err, context.Canceled) {
+		t.Fatalf("Wait = %v, want context.Canceled", r.err)
+	}
+	if got := count.acquires.Load(); got < n || got > n+1 {
+		t.Errorf("%d acquires in %d s on a full slot, want about one a second", got, n)
+	}
+}
+
+// A lease of the same client that gives the slot back wakes its waiter at
+// once: granted without the clock moving.
+func TestWaitOnSlotWokenByOwnRelease(t *testing.T) {
+	ctx := context.Background()
+	c, held, clk, count, slots := fullSlot(t, true)
+	done := make(chan result, 1)
+	go func() {
+		le, err := c.Wait(ctx, "key-1", "jobs", tollgate.Consume{"slots": 1}, slots)
+		done <- result{le, err}
+	}()
+	blockUntilAsleep(t, clk)
+	must(t, "Commit", held.Commit(ctx))
+	select {
+	case r := <-done:
+		must(t, "Wait", r.err)
+		must(t, "Commit", r.le.Commit(ctx))
+	case <-time.After(10 * time.Second): // a hang: the clock does not move
+		t.Fatal("the release did not wake the waiter")
+	}
+	if got := count.acquires.Load(); got != 2 {
+		t.Errorf("%d acquires, want 2: refused, then granted once woken", got)
 	}
 }

@@ -22,7 +22,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/tollgate-rl/tollgate/model"
 )
@@ -126,7 +125,9 @@ func writeRefusal(w http.ResponseWriter, err error, log *slog.Logger) {
 	switch {
 	case errors.As(err, &ex):
 		setRateLimitHeaders(w.Header(), ex.Statuses)
-		w.Header().Set("Retry-After", strconv.FormatInt(ceilSeconds(ex.RetryAfter), 10))
+		if ms := ex.RetryAfterMS(); ms > 0 { // none: a release, at no known time
+			w.Header().Set("Retry-After", strconv.FormatInt(model.CeilSeconds(ms), 10))
+		}
 		http.Error(w, ex.Error(), http.StatusTooManyRequests)
 	case errors.Is(err, model.ErrInvalid):
 		http.Error(w, err.Error(), http.StatusBadRequest)
@@ -153,18 +154,13 @@ func setRateLimitHeaders(h interface{ Set(key, value string) }, sts []model.Stat
 		name := strconv.Quote(s.Entity + "/" + s.Limit)
 		policy = append(policy, name+";q="+strconv.FormatInt(s.Capacity, 10))
 		item := name + ";r=" + strconv.FormatInt(max(s.Available, 0), 10)
-		if s.RetryAfter > 0 {
-			item += ";t=" + strconv.FormatInt(ceilSeconds(s.RetryAfter), 10)
+		if ms := max(s.RetryAfterMS, model.CeilMS(s.RetryAfter)); ms > 0 {
+			item += ";t=" + strconv.FormatInt(model.CeilSeconds(ms), 10)
 		}
 		state = append(state, item)
 	}
 	h.Set("RateLimit-Policy", strings.Join(policy, ", "))
 	h.Set("RateLimit", strings.Join(state, ", "))
-}
-
-// ceilSeconds rounds d up to whole seconds, as Retry-After counts.
-func ceilSeconds(d time.Duration) int64 {
-	return int64((d + time.Second - 1) / time.Second)
 }
 
 // statusRecorder remembers the status a handler answered.

@@ -73,9 +73,19 @@ type Status struct {
 	// Exceeded reports that Available could not cover Requested.
 	Exceeded bool
 	// RetryAfter is how long refill alone needs to cover Requested; zero when
-	// not exceeded. For a concurrency limit it is a hint: tokens come back when
-	// other leases end, not with time.
+	// not exceeded. It saturates at MaxWait (about 292 years): RetryAfterMS
+	// has longer waits exactly. For a concurrency or reserved limit it is a
+	// hint, as Waits says: tokens come back when other leases end, not with
+	// time.
 	RetryAfter time.Duration
+	// RetryAfterMS is RetryAfter in milliseconds, rounded up, and exact
+	// where RetryAfter saturates, up to MaxWaitMS.
+	RetryAfterMS int64
+	// Waits says what an exceeded concurrency or reserved limit waits for:
+	// WaitsExpiry (RetryAfter is the earliest expiry among its holders) or
+	// WaitsRelease (no time is known). "" for a rate limit, whose
+	// RetryAfter is exact, and when not exceeded.
+	Waits string
 }
 
 // RateLimitExceeded is returned when an acquire is denied. Nothing was
@@ -84,16 +94,24 @@ type RateLimitExceeded struct {
 	// Statuses lists every limit checked, in every bucket of the cascade.
 	Statuses []Status
 	// RetryAfter is the longest RetryAfter among the violations: the earliest
-	// time at which refill alone could make the same request succeed.
+	// time at which refill alone could make the same request succeed. It
+	// saturates at MaxWait; the RetryAfterMS method is exact. Zero when
+	// only reserved limits deny, waiting for a release (Waits).
 	RetryAfter time.Duration
 }
 
 // Error names the primary violation.
 func (e *RateLimitExceeded) Error() string {
 	p := e.Primary()
-	return "rate limited: " + p.Limit + " of " + p.Entity + "/" + p.Resource + ": requested " +
-		strconv.FormatInt(p.Requested, 10) + ", available " + strconv.FormatInt(p.Available, 10) +
-		"; retry after " + e.RetryAfter.String()
+	msg := "rate limited: " + p.Limit + " of " + p.Entity + "/" + p.Resource + ": requested " +
+		strconv.FormatInt(p.Requested, 10) + ", available " + strconv.FormatInt(p.Available, 10)
+	switch ms := e.RetryAfterMS(); {
+	case ms == 0 && p.Waits == WaitsRelease:
+		return msg + "; waits for a release"
+	case ms > CeilMS(MaxWait):
+		return msg + "; retry after " + strconv.FormatInt(ms, 10) + "ms"
+	}
+	return msg + "; retry after " + e.RetryAfter.String()
 }
 
 // Is reports whether target is ErrRateLimited or ErrDomain.
@@ -109,11 +127,12 @@ func (e *RateLimitExceeded) Passed() []Status { return e.filter(false) }
 
 // Primary returns the violation with the longest RetryAfter (the first such in
 // cascade order, child first), which is the one that decides when to retry.
+// Waits beyond MaxWait compare by RetryAfterMS.
 func (e *RateLimitExceeded) Primary() Status {
 	var p Status
 	found := false
 	for _, s := range e.Statuses {
-		if s.Exceeded && (!found || s.RetryAfter > p.RetryAfter) {
+		if s.Exceeded && (!found || s.retryMS() > p.retryMS() || s.retryMS() == p.retryMS() && s.RetryAfter > p.RetryAfter) {
 			p, found = s, true
 		}
 	}

@@ -425,6 +425,10 @@ func appendLimitStatus(b []byte, s *api.LimitStatus) []byte {
 	b = strconv.AppendBool(b, s.Exceeded)
 	b = append(b, `,"retry_after_ms":`...)
 	b = strconv.AppendInt(b, s.RetryAfterMS, 10)
+	if s.Waits != "" {
+		b = append(b, `,"waits":`...)
+		b = appendJSONString(b, s.Waits)
+	}
 	return append(b, '}')
 }
 

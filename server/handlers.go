@@ -251,12 +251,22 @@ func (s *Server) available(w http.ResponseWriter, r *http.Request, c *call) erro
 	if err != nil || consume == nil {
 		return answer(w, http.StatusOK, sts, err, availableResponse)
 	}
-	wait, err := lim.TimeUntilAvailable(r.Context(), q.Get("entity"), q.Get("resource"), consume, opts...)
+	// Check rather than TimeUntilAvailable: the wait in milliseconds is
+	// exact beyond the 292 years a time.Duration holds.
+	ex, err := lim.Check(r.Context(), q.Get("entity"), q.Get("resource"), consume, opts...)
 	if err != nil {
 		return err
 	}
 	resp := availableResponse(sts)
-	ms := api.CeilMS(wait)
+	var ms int64
+	if ex != nil {
+		// As TimeUntilAvailable: never 0 while the acquire would be
+		// refused; a full reserved limit says when to look again.
+		ms, resp.Waits = ex.RetryAfterMS(), ex.Waits()
+		if ms == 0 {
+			ms = api.CeilMS(model.SlotPoll)
+		}
+	}
 	resp.RetryAfterMS = &ms
 	writeJSON(w, http.StatusOK, resp)
 	return nil

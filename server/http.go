@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -112,7 +113,9 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, c *call, err
 	}
 	status, body := api.ErrorBody(err)
 	switch {
-	case status == http.StatusTooManyRequests:
+	case status == http.StatusTooManyRequests && body.RetryAfterMS > 0:
+		// None for a refusal that waits for a release with no time known
+		// (a full reserved limit): no clock says when to come back.
 		w.Header().Set("Retry-After", retryAfterHeader(body.RetryAfterMS))
 	case status == http.StatusUnauthorized:
 		w.Header().Set("WWW-Authenticate", `Bearer realm="tollgate"`)
@@ -125,9 +128,10 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, c *call, err
 	writeJSON(w, status, body)
 }
 
-// retryAfterHeader is whole seconds, rounded up, at least 1.
+// retryAfterHeader is ms in whole seconds, rounded up, at least 1, however
+// long: a refill of millennia says so, it does not wrap.
 func retryAfterHeader(ms int64) string {
-	return fmt.Sprint(max((ms+999)/1000, 1))
+	return strconv.FormatInt(max(model.CeilSeconds(ms), 1), 10)
 }
 
 // answer ends a handler whose call returned v and err: it returns err if

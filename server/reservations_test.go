@@ -92,11 +92,12 @@ func TestReservationLifecycle(t *testing.T) {
 					t.Errorf("consumed %v", r.Consumed)
 				}
 			}},
+		// No reservation has an expiry: no retry-after, it waits for a release.
 		{"full", "POST", "/v1/reservations", reserveBody("team-a", "j-3", nil), http.StatusTooManyRequests,
 			func(t *testing.T, raw []byte) {
 				er := decodeAs[api.Error](t, raw)
 				if er.Code != api.CodeRateLimited || len(er.Limits) != 2 || !er.Limits[0].Exceeded || er.Limits[0].Kind != "reserved" ||
-					er.Limits[1].Exceeded || er.RetryAfterMS <= 0 {
+					er.Limits[1].Exceeded || er.RetryAfterMS != 0 || er.Waits != "release" || er.Limits[0].Waits != "release" {
 					t.Errorf("full: %+v", er)
 				}
 			}},

@@ -29,19 +29,22 @@ var errRefused = errors.New("refused")
 // try grants one token (v) or refuses with the exact wait; a grant hints
 // at the wait of the next request.
 func (b *bucket) try(v int) Try[int] {
-	return func(context.Context) (int, time.Duration, error) {
+	return func(context.Context) (int, Next, error) {
 		b.calls.Add(1)
 		b.mu.Lock()
 		defer b.mu.Unlock()
 		now := b.clk.Now()
 		if now.Before(b.next) {
-			return 0, b.next.Sub(now), errRefused
+			return 0, exact(b.next.Sub(now)), errRefused
 		}
 		b.next = now.Add(b.period)
 		b.grants = append(b.grants, v)
-		return v, b.period, nil
+		return v, exact(b.period), nil
 	}
 }
+
+// exact is the Next of a refill: no try before d can succeed.
+func exact(d time.Duration) Next { return Next{After: d, Least: d} }
 
 // future is a fake clock a day ahead of the wall clock: deadlines set on it
 // are a day away on the wall clock, which contexts and the queue read.
@@ -171,14 +174,14 @@ func TestOrphanedGrantReleased(t *testing.T) {
 	blocked := make(chan struct{})
 	unblock := make(chan struct{})
 	first := true
-	try := func(context.Context) (int, time.Duration, error) {
+	try := func(context.Context) (int, Next, error) {
 		if first { // the caller's own try: refused, so it joins the line
 			first = false
-			return 0, time.Millisecond, errRefused
+			return 0, exact(time.Millisecond), errRefused
 		}
 		close(blocked)
 		<-unblock
-		return 7, 0, nil
+		return 7, Next{}, nil
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
@@ -199,5 +202,129 @@ func TestOrphanedGrantReleased(t *testing.T) {
 	}
 	if released.Load() != 7 {
 		t.Errorf("released %d, want the orphaned grant 7", released.Load())
+	}
+}
+
+// slotTry refuses as a full slot does (a look every hour, woken by key
+// "s") until free is set, then grants v; it counts the tries.
+type slotTry struct {
+	free  atomic.Bool
+	calls atomic.Int64
+	// during, if set, runs within the next try, after its look at the
+	// slot: a release that the try cannot have seen.
+	during func()
+}
+
+func (s *slotTry) try(v int) Try[int] {
+	return func(context.Context) (int, Next, error) {
+		s.calls.Add(1)
+		free := s.free.Load()
+		if f := s.during; f != nil {
+			s.during = nil
+			f()
+		}
+		if free {
+			return v, Next{}, nil
+		}
+		return 0, Next{After: time.Hour, Wake: []string{"s"}}, errRefused
+	}
+}
+
+// A Wake of the key a refusal named ends the line's sleep at once.
+func TestWakeEndsTheSleep(t *testing.T) {
+	clk := future()
+	q := New[int](clk, nil)
+	s := &slotTry{}
+	got := make(chan error, 1)
+	go func() { _, err := q.Wait(context.Background(), "k", s.try(1)); got <- err }()
+	clk.BlockUntilWaiters(1, nil) // asleep for an hour
+	q.Wake("other")               // another key: nothing
+	s.free.Store(true)
+	q.Wake("s")
+	select {
+	case err := <-got:
+		if err != nil {
+			t.Fatalf("Wait: %v", err)
+		}
+	case <-time.After(10 * time.Second): // a hang: the clock does not move
+		t.Fatal("Wake did not end the sleep")
+	}
+	if n := s.calls.Load(); n != 2 {
+		t.Errorf("%d tries, want 2", n)
+	}
+}
+
+// A Wake while the caller's first try runs, before its line watches the
+// key, is not lost: the line tries again at once.
+func TestWakeDuringTheFirstTry(t *testing.T) {
+	clk := future()
+	q := New[int](clk, nil)
+	s := &slotTry{}
+	s.during = func() { s.free.Store(true); q.Wake("s") }
+	if _, err := q.Wait(context.Background(), "k", s.try(1)); err != nil {
+		t.Fatalf("Wait: %v", err)
+	}
+	if n := s.calls.Load(); n != 2 {
+		t.Errorf("%d tries, want 2", n)
+	}
+}
+
+// A caller waiting for a slot is not refused for a deadline before the
+// line's next look (a release may wake it sooner); when its deadline
+// passes, its error says so and carries the refusal.
+func TestSlotWaiterStaysUntilItsDeadline(t *testing.T) {
+	clk := future()
+	q := New[int](clk, nil)
+	s := &slotTry{}
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	_, err := q.Wait(ctx, "k", s.try(1))
+	if !errors.Is(err, ErrDeadline) || !errors.Is(err, errRefused) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Wait = %v, want ErrDeadline, the refusal and DeadlineExceeded", err)
+	}
+	if ctx.Err() == nil {
+		t.Error("refused before the deadline")
+	}
+}
+
+func TestLastTryBeforeTheDeadline(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		deadline time.Duration // from now; 0: none
+		sleep    time.Duration
+		min, max time.Duration
+	}{
+		{"no deadline", 0, time.Second, time.Second, time.Second},
+		{"after the look", time.Hour, time.Second, time.Second, time.Second},
+		{"before the look", 500 * time.Millisecond, time.Second, 300 * time.Millisecond, 450 * time.Millisecond},
+		{"too close to try again", 10 * time.Millisecond, time.Second, time.Second, time.Second},
+	} {
+		var d time.Time
+		if tc.deadline > 0 {
+			d = time.Now().Add(tc.deadline)
+		}
+		if got := lastTryBefore(d, tc.sleep); got < tc.min || got > tc.max {
+			t.Errorf("%s: %v, want %v to %v", tc.name, got, tc.min, tc.max)
+		}
+	}
+}
+
+// A caller waiting for a slot, whose deadline falls before the line's next
+// look, gets a last try just before it: the slot may have come back.
+func TestSlotWaiterTriesOnceMoreBeforeItsDeadline(t *testing.T) {
+	q := New[int](clock.Real{}, nil)
+	s := &slotTry{}
+	s.during = func() {
+		// After the first look: the slot comes back, unannounced (another
+		// process released it), so only a look finds it.
+		s.free.Store(true)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	if v, err := q.Wait(ctx, "k", s.try(1)); err != nil || v != 1 {
+		t.Fatalf("Wait = %d, %v; want the grant of the last try", v, err)
+	}
+	if n := s.calls.Load(); n != 2 {
+		t.Errorf("%d tries, want 2", n)
 	}
 }

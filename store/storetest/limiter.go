@@ -30,6 +30,8 @@ func limiterCases() []testCase {
 		{"ReleaseAudited", testLimiterReleaseAudited},
 		{"ReservationExpiryAudited", testLimiterReservationExpiryAudited},
 		{"LeasesListed", testLimiterLeasesListed},
+		{"Saturation", testLimiterSaturation},
+		{"SlotRetryAfter", testLimiterSlotRetryAfter},
 	}
 }
 
@@ -147,7 +149,7 @@ func testLimiterCapacityThenRefill(t *testing.T, e *env) {
 	}
 	p := ex.Primary()
 	want := model.Status{Entity: "key-1", Resource: "api", Limit: "rpm", Kind: model.Rate, Capacity: 100,
-		Available: 0, Requested: 1, Exceeded: true, RetryAfter: 600 * time.Millisecond}
+		Available: 0, Requested: 1, Exceeded: true, RetryAfter: 600 * time.Millisecond, RetryAfterMS: 600}
 	if p != want {
 		t.Errorf("Primary = %+v, want %+v", p, want)
 	}
@@ -382,16 +384,20 @@ func testLimiterConcurrencyLimit(t *testing.T, e *env) {
 	for range 3 {
 		leases = append(leases, e.acquire(lim, "job", "emr", one, opt))
 	}
+	// The slots come back at the latest when their leases expire.
 	ex := e.denied(lim, "job", "emr", one, opt)
-	if ex.RetryAfter != 250*time.Millisecond {
-		t.Errorf("RetryAfter of a concurrency denial = %v, want the 250ms hint", ex.RetryAfter)
+	if ex.RetryAfter != tollgate.DefaultLeaseExpiry || ex.Waits() != tollgate.WaitsExpiry {
+		t.Errorf("RetryAfter of a concurrency denial = %v, %q; want %v, the holders' expiry", ex.RetryAfter, ex.Waits(), tollgate.DefaultLeaseExpiry)
 	}
 	if p := ex.Primary(); p.Kind != model.Concurrency || p.Available != 0 || p.Capacity != 3 {
 		t.Errorf("Primary = %+v", p)
 	}
-	// Time does not return slots.
+	// Time does not return slots; once their leases have expired (no
+	// reconciler runs here), only the hint is left.
 	e.advance(3_600_000)
-	e.denied(lim, "job", "emr", one, opt)
+	if ex := e.denied(lim, "job", "emr", one, opt); ex.RetryAfter != 250*time.Millisecond || ex.Waits() != tollgate.WaitsRelease {
+		t.Errorf("RetryAfter, the holders expired = %v, %q; want the 250ms hint", ex.RetryAfter, ex.Waits())
+	}
 
 	// Concurrency tokens are held for the whole lease: no adjustments.
 	if err := leases[0].Adjust(e.ctx, tollgate.Consume{"inflight": 2}); !errors.Is(err, model.ErrInvalid) {

@@ -42,6 +42,39 @@ class ServerErrorsTest(ServerTest):
         # Nothing was consumed by the denial.
         self.assertEqual(self.available(entity, resource)["tpm"], 1000)
 
+    def test_deep_debt_says_millennia(self):
+        # Issue 21: 10^12 tokens of debt at 1 a second is about 31,700
+        # years; the server once said 1 s (Retry-After) and 0 (available).
+        resource = self.limits_resource(["rps:1/sec"])
+        entity = uid("key")
+        lease = self.client.acquire(entity, resource, {"rps": 1})
+        lease.adjust({"rps": 10**12})
+        lease.commit()
+        want_ms = (10**12 + 1) * 1000
+        with self.assertRaises(tollgate.RateLimitExceeded) as cm:
+            self.client.acquire(entity, resource, {"rps": 1})
+        e = cm.exception
+        # Less the few milliseconds of refill since the debt, on the
+        # server's clock.
+        self.assertTrue(want_ms - 10_000 < e.retry_after_ms <= want_ms, e.retry_after_ms)
+        self.assertEqual(e.retry_after, e.retry_after_ms / 1000)
+        self.assertEqual(e.retry_after_timedelta, timedelta(milliseconds=e.retry_after_ms))
+        self.assertEqual(e.exceeded[0].retry_after_ms, e.retry_after_ms)
+        self.assertEqual(e.waits, "")
+        self.assertAlmostEqual(self.client.time_until_available(entity, resource, {"rps": 1}), want_ms / 1000, delta=10)
+
+    def test_full_reserved_limit_waits_for_a_release(self):
+        resource = uid("emr")
+        entity = uid("team")
+        limits = ["clusters:1/reserved"]
+        self.client.reserve(entity, resource, uid("j"), limits=limits)
+        with self.assertRaises(tollgate.RateLimitExceeded) as cm:
+            self.client.reserve(entity, resource, uid("j"), limits=limits)
+        e = cm.exception
+        self.assertEqual((e.retry_after, e.retry_after_ms, e.waits), (0, 0, "release"))
+        self.assertEqual((e.exceeded[0].kind, e.exceeded[0].waits), ("reserved", "release"))
+        self.assertIn("waits for a release", str(e))
+
     def test_amount_above_capacity_is_a_validation_error_naming_the_field(self):
         resource = self.limits_resource(["rpm:100"])
         with self.assertRaises(tollgate.ValidationError) as cm:
@@ -212,6 +245,26 @@ class StubAnswersTest(unittest.TestCase):
             self.client.acquire("k", "r", {"rpm": 1})
         self.assertEqual(cm.exception.retry_after, 3.0)
         self.assertEqual(cm.exception.statuses, [])
+
+    def test_huge_retry_after_saturates(self):
+        # A refill beyond 2^63-1 ms saturates there; a timedelta saturates
+        # at its own maximum rather than raise OverflowError.
+        most = (1 << 63) - 1
+        body = ('{"error":"rate_limited","message":"m","retry_after_ms":%d,"limits":[{"entity":"k","resource":"r",'
+                '"limit":"x","kind":"rate","capacity":1,"available":-1,"requested":1,"exceeded":true,"retry_after_ms":%d}]}'
+                % (most, most))
+        self.answer(429, body.encode(), **{"Retry-After": str(most // 1000 + 1)})
+        with self.assertRaises(tollgate.RateLimitExceeded) as cm:
+            self.client.acquire("k", "r", {"x": 1})
+        e = cm.exception
+        self.assertEqual(e.retry_after_ms, most)
+        self.assertEqual(e.retry_after_timedelta, timedelta.max)
+        self.assertEqual(e.statuses[0].retry_after_timedelta, timedelta.max)
+        self.assertEqual(e.backoff(), (most / 1000, most / 1000))
+        self.answer(429, b"slow down", **{"Retry-After": "9" * 30})
+        with self.assertRaises(tollgate.RateLimitExceeded) as cm:
+            self.client.acquire("k", "r", {"x": 1})
+        self.assertEqual(cm.exception.retry_after_ms, most)
 
     def test_plain_401_and_403(self):
         self.answer(401, b"no")

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import threading
 import time
 import unittest
 
+import support
 from support import ServerTest, uid
 
 import tollgate
@@ -34,6 +36,49 @@ class WaitTest(ServerTest):
             self.client.wait(entity, resource, {"rpm": 1}, 2, limits=limits)
         self.assertLess(time.monotonic() - start, 1.5)  # did not sleep in vain
         self.assertGreater(cm.exception.retry_after, 2)
+
+    def test_full_slot_costs_about_one_acquire_a_second(self):
+        # Issue 21: wait(..., 3) on a full slot made 28 acquires in 2.9 s,
+        # one per 100 ms hint. About one a second, and one more at the end.
+        entity, resource = uid("key"), uid("res")
+        limits = ["slots:1/concurrent"]
+        held = self.client.acquire(entity, resource, {"slots": 1}, limits=limits)
+        calls = []
+
+        def counted(*args, **kwargs):
+            calls.append(time.monotonic())
+            return acquire(*args, **kwargs)
+
+        waiter = support.client()
+        acquire = waiter.acquire
+        waiter.acquire = counted  # type: ignore[method-assign]
+        try:
+            start = time.monotonic()
+            with self.assertRaises(tollgate.RateLimitExceeded) as cm:
+                waiter.wait(entity, resource, {"slots": 1}, 3, limits=limits)
+            waited = time.monotonic() - start
+        finally:
+            held.commit()
+        self.assertGreaterEqual(waited, 2.9)  # it waited the whole 3 s: a slot may come back
+        self.assertLessEqual(len(calls), 4, f"{len(calls)} acquires in {waited:.1f} s")
+        self.assertGreaterEqual(len(calls), 3)
+        self.assertEqual(cm.exception.exceeded[0].kind, "concurrency")
+        self.assertEqual(cm.exception.waits, "expiry")  # the holder's lease expires in minutes
+
+    def test_full_slot_granted_soon_after_a_release(self):
+        entity, resource = uid("key"), uid("res")
+        limits = ["slots:1/concurrent"]
+        held = self.client.acquire(entity, resource, {"slots": 1}, limits=limits)
+        timer = threading.Timer(0.5, held.commit)
+        timer.start()
+        try:
+            start = time.monotonic()
+            lease = self.client.wait(entity, resource, {"slots": 1}, 10, limits=limits)
+            waited = time.monotonic() - start
+        finally:
+            timer.join()
+        lease.commit()
+        self.assertLess(waited, 2.5)  # the next look, about a second after the first
 
     def test_other_errors_are_raised_at_once(self):
         with self.assertRaises(tollgate.ValidationError):

@@ -19,6 +19,7 @@ and errors are the Go client's (package client), over the HTTP API of
 from ._decorator import arg, rate_limit
 from ._http import MAX_RESPONSE_BYTES
 from .client import DEFAULT_TIMEOUT, DEFAULT_USER_AGENT, PURGE_TIMEOUT, Client
+from .errors import SLOT_POLL
 from .errors import __all__ as _error_names
 from .errors import (
     BadResponse,
@@ -82,6 +83,7 @@ __all__ = [
     "DEFAULT_USER_AGENT",
     "PURGE_TIMEOUT",
     "MAX_RESPONSE_BYTES",
+    "SLOT_POLL",
     "BLOCK",
     "ALLOW",
     # values

@@ -23,8 +23,10 @@ MAX_RESPONSE_BYTES = 1 << 20
 #: Bounds on what a server's error body may put into an error.
 MAX_MESSAGE_LEN = 512
 MAX_FIELD_LEN = 128
-#: Retry-after values above a day are clamped (the API never sends more).
-MAX_RETRY_AFTER_MS = 24 * 3600 * 1000
+#: The longest retry-after the API sends, in milliseconds (2^63-1: a refill
+#: longer than that saturates there); larger or negative values are clamped.
+#: A wait is exact however long: deep debt at a slow rate can take millennia.
+MAX_RETRY_AFTER_MS = (1 << 63) - 1
 
 #: How many times, at most, a call that may be repeated is sent when no
 #: answer comes back (as the Go client's).
@@ -235,11 +237,17 @@ _CONFLICT = {
 
 
 def _retry_after_header(v: Optional[str]) -> int:
+    """Retry-After (whole seconds) in milliseconds, saturated; 0 if absent
+    or not a number."""
     try:
         n = int((v or "").strip())
     except ValueError:
         return 0
-    return min(max(n, 0) * 1000, MAX_RETRY_AFTER_MS)
+    return _clamp_ms(n * 1000)
+
+
+def _clamp_ms(ms: int) -> int:
+    return min(max(ms, 0), MAX_RETRY_AFTER_MS)
 
 
 def decode_error(status: int, headers: Any, raw: bytes, route: str = "") -> E.TollgateError:
@@ -264,8 +272,9 @@ def decode_error(status: int, headers: Any, raw: bytes, route: str = "") -> E.To
         if status == 403:
             return E.Forbidden(msg, status=status)
         if status == 429:
+            ms = _retry_after_header(retry_header)
             return E.RateLimitExceeded(msg, status=status, code="rate_limited",
-                                       retry_after=_retry_after_header(retry_header) / 1000.0, statuses=[])
+                                       retry_after=ms / 1000.0, statuses=[], retry_after_ms=ms)
         if status in (502, 503, 504):
             return E.Unavailable(msg, status=status)
         return E.ServerError(msg, status=status)
@@ -277,13 +286,16 @@ def decode_error(status: int, headers: Any, raw: bytes, route: str = "") -> E.To
     if code == "rate_limited":
         ms = body.get("retry_after_ms")
         if isinstance(ms, bool) or not isinstance(ms, int):
+            # Absent: none (a release awaited), unless a header says one.
             ms = _retry_after_header(retry_header)
-        ms = min(max(ms, 0), MAX_RETRY_AFTER_MS)
+        ms = _clamp_ms(ms)
         try:
             sts = statuses(body)
         except E.BadResponse:
             sts = []
-        return E.RateLimitExceeded(message, retry_after=ms / 1000.0, statuses=sts, **kw)
+        waits = body.get("waits")
+        return E.RateLimitExceeded(message, retry_after=ms / 1000.0, statuses=sts, retry_after_ms=ms,
+                                   waits=_truncate(waits, MAX_FIELD_LEN), **kw)
     if code == "invalid_argument":
         return E.ValidationError(message, field=_truncate(body.get("field"), MAX_FIELD_LEN),
                                  value=_truncate(body.get("value"), MAX_FIELD_LEN), **kw)

@@ -240,22 +240,28 @@ class Client:
         on_unavailable: Optional[str] = None,
         lease_ttl: Optional[Duration] = None,
     ) -> Lease:
-        """Acquire like acquire(), but when denied sleep for the retry_after
-        the denial reports and try again, for at most max_wait (seconds or
-        timedelta). When the next attempt would come after max_wait, the
-        last RateLimitExceeded is raised at once rather than sleeping in
-        vain. Other errors are raised as they occur. Each attempt is bounded
-        by the client's timeout on its own."""
+        """Acquire like acquire(), but when denied sleep and try again, for at
+        most max_wait (seconds or timedelta). The sleep is the denial's
+        backoff() (RateLimitExceeded.backoff): a rate limit's retry_after,
+        exactly; for a concurrency or reserved limit, which a holder may
+        give back at any time, about a second (SLOT_POLL), or the earliest
+        expiry among its holders if sooner, so a waiter costs about one call
+        a second. When refill could not grant it within max_wait, the last
+        RateLimitExceeded is raised at once rather than sleeping in vain; a
+        wait for a slot tries once more at max_wait, then raises. Other
+        errors are raised as they occur. Each attempt is bounded by the
+        client's timeout on its own."""
         deadline = time.monotonic() + max(0.0, seconds(max_wait, "max_wait"))
         while True:
             try:
                 return self.acquire(entity, resource, consume, limits=limits,
                                     on_unavailable=on_unavailable, lease_ttl=lease_ttl)
             except E.RateLimitExceeded as denied:
-                delay = max(denied.retry_after, 0.001)
-                if time.monotonic() + delay > deadline:
+                sleep, least = denied.backoff()
+                left = deadline - time.monotonic()
+                if left <= 0 or least > left:
                     raise
-                time.sleep(delay)
+                time.sleep(min(sleep, left))
 
     def available(self, entity: str, resource: str, *, limits: Optional[Sequence[str]] = None) -> List[LimitStatus]:
         """The current state of every limit in effect for entity and resource

@@ -64,7 +64,7 @@ ServerUnreachable.
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 __all__ = [
     "TollgateError",
@@ -127,26 +127,80 @@ class TollgateError(Exception):
         return self.message
 
 
+#: How often wait() looks again at a concurrency or reserved limit that only
+#: a release can free, unless a holder's expiry comes sooner: about one call
+#: a second per waiter (the Go library's SlotPoll).
+SLOT_POLL = 1.0
+
+_SLOT_KINDS = ("concurrency", "reserved")
+
+
+def saturated_timedelta(ms: int) -> timedelta:
+    """ms milliseconds as a timedelta, saturated at timedelta.max (about
+    2.7 million years) rather than raising OverflowError."""
+    if ms >= _MAX_TIMEDELTA_MS:
+        return timedelta.max
+    return timedelta(milliseconds=max(ms, 0))
+
+
+_MAX_TIMEDELTA_MS = timedelta.max // timedelta(milliseconds=1)
+
+
 class RateLimitExceeded(TollgateError):
     """The acquire (or reservation) was denied; nothing was consumed.
 
     Attributes:
         retry_after: seconds (float) before refill alone could grant the same
-            request: the longest wait among the exceeded limits. When only
-            concurrency or reserved limits deny, it is a polling hint.
+            request: the longest wait among the exceeded limits, however long
+            (deep debt at a slow rate can take millennia). When only
+            concurrency or reserved limits deny, it is a hint (see waits): 0
+            for a full reserved limit waiting for a release.
+        retry_after_ms: the same in whole milliseconds, exact.
+        waits: what the primary violation waits for when it is a concurrency
+            or reserved limit: "expiry" (retry_after is the earliest expiry
+            among its holders) or "release" (no time is known); "" for a rate
+            limit's refill.
         statuses: every limit checked (:class:`tollgate.LimitStatus`), with
             ``exceeded`` set on the violations.
     """
 
-    def __init__(self, message: str, *, retry_after: float, statuses: List[Any], **kw: Any) -> None:
+    def __init__(self, message: str, *, retry_after: float, statuses: List[Any],
+                 retry_after_ms: Optional[int] = None, waits: str = "", **kw: Any) -> None:
         super().__init__(message, **kw)
         self.retry_after = retry_after
+        self.retry_after_ms = int(retry_after * 1000) if retry_after_ms is None else retry_after_ms
+        self.waits = waits
         self.statuses = statuses
 
     @property
     def retry_after_timedelta(self) -> timedelta:
-        """retry_after as a :class:`datetime.timedelta`."""
-        return timedelta(seconds=self.retry_after)
+        """retry_after as a :class:`datetime.timedelta`, saturated at
+        timedelta.max."""
+        return saturated_timedelta(self.retry_after_ms)
+
+    def backoff(self) -> Tuple[float, float]:
+        """(sleep, least) in seconds: how long a waiter sleeps before trying
+        again, and how long no try can succeed. Each violation asks for its
+        own wait and the longest wins: a rate limit its retry_after, exactly
+        (refill is foretold: least is the longest of these); a concurrency
+        or reserved limit SLOT_POLL, since a holder may end its lease at any
+        time, sooner when a holder's expiry comes first (waits "expiry"),
+        later when the server's hint says so. Without statuses,
+        retry_after. As the Go RateLimitExceeded.Backoff."""
+        sleep, least, found = 0.0, 0.0, False
+        for s in self.statuses:
+            if not s.exceeded:
+                continue
+            found = True
+            if s.kind not in _SLOT_KINDS:
+                sleep, least = max(sleep, s.retry_after), max(least, s.retry_after)
+            elif s.waits == "expiry" and s.retry_after > 0:
+                sleep = max(sleep, min(s.retry_after, SLOT_POLL))
+            else:
+                sleep = max(sleep, s.retry_after, SLOT_POLL)
+        if not found:
+            sleep = least = self.retry_after
+        return max(sleep, 0.001), least
 
     @property
     def exceeded(self) -> List[Any]:

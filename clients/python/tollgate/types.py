@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any, Dict, List, Optional
 
-from .errors import BadResponse
+from .errors import BadResponse, saturated_timedelta
 
 __all__ = [
     "BLOCK",
@@ -129,16 +129,22 @@ class LimitStatus:
     available: int  # after refill (and, in a grant, after the debit); negative in debt
     requested: int
     exceeded: bool
-    retry_after_ms: int
+    retry_after_ms: int  # exact however long (up to 2^63-1)
+    #: For an exceeded concurrency or reserved limit: "expiry" (retry_after
+    #: is the earliest expiry among its holders) or "release" (no time is
+    #: known); "" for a rate limit.
+    waits: str = ""
 
     @property
     def retry_after(self) -> float:
-        """Seconds refill alone needs to cover ``requested``; 0 unless exceeded."""
+        """Seconds refill alone needs to cover ``requested``; 0 unless exceeded.
+        For a concurrency or reserved limit a hint, as ``waits`` says."""
         return self.retry_after_ms / 1000.0
 
     @property
     def retry_after_timedelta(self) -> timedelta:
-        return timedelta(milliseconds=self.retry_after_ms)
+        """retry_after as a timedelta, saturated at timedelta.max."""
+        return saturated_timedelta(self.retry_after_ms)
 
     @classmethod
     def from_json(cls, v: Any) -> "LimitStatus":
@@ -152,7 +158,8 @@ class LimitStatus:
             available=_int(d, "available"),
             requested=_int(d, "requested"),
             exceeded=_bool(d, "exceeded"),
-            retry_after_ms=max(0, _int(d, "retry_after_ms")),
+            retry_after_ms=min(max(0, _int(d, "retry_after_ms")), (1 << 63) - 1),
+            waits=_str(d, "waits"),
         )
 
 

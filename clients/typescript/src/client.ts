@@ -2,7 +2,7 @@
 // API (docs/http-api.md), with the operations and errors of the Go client
 // (package client).
 
-import { BadResponseError, LeaseNotFoundError, RateLimitExceeded, ReservationNotFoundError, ValidationError, type WireLimitStatus, toStatus } from "./errors.js";
+import { BadResponseError, clampMs, LeaseNotFoundError, RateLimitExceeded, ReservationNotFoundError, ValidationError, type WireLimitStatus, toStatus } from "./errors.js";
 import { type ApiAnswer, type ApiRequest, type Transport, seg, send } from "./http.js";
 import { Lease, type LeaseHost, type WireAcquire, type WireLease, penaltyBody, toLeaseInfo } from "./lease.js";
 import type {
@@ -126,8 +126,23 @@ async function newIdempotencyKey(): Promise<string> {
   return `tgc-${Array.from(b, (x) => x.toString(16).padStart(2, "0")).join("")}`;
 }
 
-/** Sleeps ms, or rejects with the signal's reason when it aborts. */
-function sleep(ms: number, signal: AbortSignal | undefined): Promise<void> {
+/** The longest delay setTimeout keeps: a longer one fires at once. */
+const maxTimerMs = 2 ** 31 - 1;
+
+/**
+ * Sleeps ms, however long (in steps setTimeout keeps), or rejects with the
+ * signal's reason when it aborts.
+ */
+async function sleep(ms: number, signal: AbortSignal | undefined): Promise<void> {
+  for (let left = ms; left > 0; left -= maxTimerMs) {
+    await sleepStep(Math.min(left, maxTimerMs), signal);
+  }
+  if (signal?.aborted) {
+    throw signal.reason;
+  }
+}
+
+function sleepStep(ms: number, signal: AbortSignal | undefined): Promise<void> {
   return new Promise((resolve, reject) => {
     if (signal?.aborted) {
       reject(signal.reason);
@@ -394,12 +409,17 @@ export class Client implements LeaseHost {
   }
 
   /**
-   * Acquires like `acquire`, but when denied sleeps for the denial's
-   * `retryAfterMs` and tries again, until granted, until `waitMs` has passed
-   * (it rejects with the last RateLimitExceeded as soon as the next attempt
-   * would come after that, rather than sleep in vain), or until `signal`
-   * aborts (it rejects with the signal's reason). Other errors are thrown as
-   * they come. Each attempt is bounded by the call timeout on its own.
+   * Acquires like `acquire`, but when denied sleeps as the denial's
+   * `backoff()` says and tries again: a rate limit's `retryAfterMs`,
+   * exactly; for a concurrency or reserved limit, which a holder may give
+   * back at any time, about a second (`slotPollMs`), or the earliest expiry
+   * among its holders if sooner, so a waiter costs about one call a
+   * second. It goes on until granted, until `waitMs` has passed (it rejects
+   * with the last RateLimitExceeded at once when refill could not grant it
+   * in time, rather than sleep in vain; a wait for a slot tries once more
+   * at `waitMs`), or until `signal` aborts (it rejects with the signal's
+   * reason). Other errors are thrown as they come. Each attempt is bounded
+   * by the call timeout on its own.
    */
   async wait(args: WaitArgs): Promise<Lease> {
     const deadline = args.waitMs === undefined ? Infinity : Date.now() + args.waitMs;
@@ -410,11 +430,12 @@ export class Client implements LeaseHost {
         if (!(err instanceof RateLimitExceeded)) {
           throw err;
         }
-        const d = Math.max(err.retryAfterMs, 1);
-        if (Date.now() + d > deadline) {
+        const { sleepMs, leastMs } = err.backoff();
+        const left = deadline - Date.now();
+        if (left <= 0 || leastMs > left) {
           throw err;
         }
-        await sleep(d, args.signal);
+        await sleep(Math.min(sleepMs, left), args.signal);
       }
     }
   }
@@ -466,9 +487,10 @@ export class Client implements LeaseHost {
   }
 
   /**
-   * How long, in milliseconds, refill alone needs before `acquire` with the
-   * same arguments could succeed (0 if it could now); writes nothing. As
-   * the Go library's TimeUntilAvailable.
+   * How long, in milliseconds, before `acquire` with the same arguments
+   * could succeed (0 if it could now), however long (saturated at 2^63-1
+   * ms); for concurrency and reserved limits, when to look again. Writes
+   * nothing. As the Go library's TimeUntilAvailable.
    */
   async timeUntilAvailable(
     args: { entity: string; resource: string; consume: Consume; limits?: string[] | undefined } & CallOptions,
@@ -480,7 +502,7 @@ export class Client implements LeaseHost {
     for (const name of names) query.append("consume", `${name}:${args.consume[name]}`);
     const w = await this.#data<{ retry_after_ms?: number }>({ method: "GET", path: "/v1/available", query, ...call(args) });
     if (typeof w?.retry_after_ms !== "number") throw badShape("GET /v1/available", "no retry_after_ms (a server older than this client)");
-    return w.retry_after_ms;
+    return clampMs(w.retry_after_ms);
   }
 
   /**

@@ -1,7 +1,7 @@
 // Typed errors, one class per kind of answer, as the Go client returns the
 // library's errors (docs/http-api.md, "4. Errors").
 
-import type { LimitStatus } from "./types.js";
+import type { LimitStatus, Waits } from "./types.js";
 
 /** The error body the server sends with every error answer. */
 export interface ErrorBody {
@@ -12,6 +12,7 @@ export interface ErrorBody {
   field?: string;
   value?: string;
   retry_after_ms?: number;
+  waits?: string;
   limits?: WireLimitStatus[];
   /** For `lease_closed`: how the lease ended (`committed`, `rolled_back`, `expired`). */
   ended?: string;
@@ -28,10 +29,11 @@ export interface WireLimitStatus {
   requested: number;
   exceeded: boolean;
   retry_after_ms: number;
+  waits?: string;
 }
 
 export function toStatus(s: WireLimitStatus): LimitStatus {
-  return {
+  const st: LimitStatus = {
     entity: s.entity,
     resource: s.resource,
     limit: s.limit,
@@ -42,7 +44,24 @@ export function toStatus(s: WireLimitStatus): LimitStatus {
     exceeded: s.exceeded,
     retryAfterMs: clampMs(s.retry_after_ms ?? 0),
   };
+  const waits = toWaits(s.waits);
+  if (waits !== undefined) {
+    st.waits = waits;
+  }
+  return st;
 }
+
+/** A wire `waits`, if it is one this client knows. */
+function toWaits(w: unknown): Waits | undefined {
+  return w === "expiry" || w === "release" ? w : undefined;
+}
+
+/**
+ * How often `wait` looks again at a concurrency or reserved limit that only
+ * a release can free, unless a holder's expiry comes sooner: about one call
+ * a second per waiter (the Go library's SlotPoll).
+ */
+export const slotPollMs = 1_000;
 
 /** What every TollgateError carries besides its message. */
 export interface ErrorDetails {
@@ -77,20 +96,65 @@ export class TollgateError extends Error {
 /** `429 rate_limited`: the acquire or reservation was denied; nothing was consumed anywhere. */
 export class RateLimitExceeded extends TollgateError {
   override name = "RateLimitExceeded";
-  /** How long to wait before trying again: the longest wait among the exceeded limits. */
+  /**
+   * How long to wait before trying again: the longest wait among the
+   * exceeded limits, however long (deep debt at a slow rate can take
+   * millennia; saturated at 2^63-1 ms). For concurrency and reserved
+   * limits a hint, as `waits` says: 0 for a full reserved limit waiting
+   * for a release.
+   */
   readonly retryAfterMs: number;
+  /**
+   * What the primary violation waits for when it is a concurrency or
+   * reserved limit: `expiry` (`retryAfterMs` is the earliest expiry among
+   * its holders) or `release` (no time is known); absent for refill.
+   */
+  readonly waits: Waits | undefined;
   /** Every limit checked, with `exceeded` set on the violations. */
   readonly statuses: LimitStatus[];
 
-  constructor(message: string, retryAfterMs: number, statuses: LimitStatus[], details: ErrorDetails = {}) {
+  constructor(message: string, retryAfterMs: number, statuses: LimitStatus[], details: ErrorDetails = {}, waits?: Waits) {
     super(message, details);
     this.retryAfterMs = retryAfterMs;
     this.statuses = statuses;
+    this.waits = waits;
   }
 
   /** The limits that denied. */
   get exceeded(): LimitStatus[] {
     return this.statuses.filter((s) => s.exceeded);
+  }
+
+  /**
+   * How long a waiter sleeps before trying again (`sleepMs`, at least 1)
+   * and how long no try can succeed (`leastMs`). Each violation asks for
+   * its own wait and the longest wins: a rate limit its `retryAfterMs`,
+   * exactly (refill is foretold: `leastMs` is the longest of these); a
+   * concurrency or reserved limit `slotPollMs`, since a holder may end its
+   * lease at any time, sooner when a holder's expiry comes first (`waits`
+   * `expiry`), later when the server's hint says so. Without statuses,
+   * `retryAfterMs`. As the Go RateLimitExceeded.Backoff.
+   */
+  backoff(): { sleepMs: number; leastMs: number } {
+    let sleepMs = 0;
+    let leastMs = 0;
+    let found = false;
+    for (const s of this.statuses) {
+      if (!s.exceeded) continue;
+      found = true;
+      if (s.kind !== "concurrency" && s.kind !== "reserved") {
+        sleepMs = Math.max(sleepMs, s.retryAfterMs);
+        leastMs = Math.max(leastMs, s.retryAfterMs);
+      } else if (s.waits === "expiry" && s.retryAfterMs > 0) {
+        sleepMs = Math.max(sleepMs, Math.min(s.retryAfterMs, slotPollMs));
+      } else {
+        sleepMs = Math.max(sleepMs, s.retryAfterMs, slotPollMs);
+      }
+    }
+    if (!found) {
+      sleepMs = leastMs = this.retryAfterMs;
+    }
+    return { sleepMs: Math.max(sleepMs, 1), leastMs };
   }
 }
 
@@ -287,15 +351,16 @@ export class BadResponseError extends TollgateError {
 
 const maxMessageLength = 512;
 const maxFieldLength = 128;
-const maxRetryAfterMs = 24 * 60 * 60 * 1000 * 366;
+/** The longest retry-after the API sends: 2^63-1 ms (as the nearest double); longer ones saturate there. */
+export const maxRetryAfterMs = 2 ** 63;
 
 function truncate(s: unknown, n: number): string {
   return typeof s === "string" ? (s.length > n ? s.slice(0, n) : s) : "";
 }
 
-/** Bounds a retry-after from the server: a finite number of ms, never negative. */
+/** Bounds a retry-after from the server: a number of ms, never negative, saturated at maxRetryAfterMs. */
 export function clampMs(ms: unknown): number {
-  if (typeof ms !== "number" || !Number.isFinite(ms) || ms < 0) {
+  if (typeof ms !== "number" || Number.isNaN(ms) || ms < 0) {
     return 0;
   }
   return Math.min(Math.ceil(ms), maxRetryAfterMs);
@@ -339,9 +404,10 @@ export function errorFromResponse(status: number, headers: Headers, text: string
       const statuses = Array.isArray(body.limits) ? body.limits.map(toStatus) : [];
       let retry = clampMs(body.retry_after_ms);
       if (retry === 0) {
+        // Absent: none (a release awaited), unless a header says one.
         retry = retryAfterHeaderMs(headers.get("retry-after"));
       }
-      return new RateLimitExceeded(message, retry, statuses, d);
+      return new RateLimitExceeded(message, retry, statuses, d, toWaits(body.waits));
     }
     case "invalid_argument":
       return new ValidationError(message, truncate(body.field, maxFieldLength), truncate(body.value, maxFieldLength), d);

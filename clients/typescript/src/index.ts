@@ -40,6 +40,8 @@ export {
   UnavailableError,
   UnimplementedError,
   ValidationError,
+  maxRetryAfterMs,
+  slotPollMs,
 } from "./errors.js";
 export type { ErrorDetails } from "./errors.js";
 export type * from "./types.js";

@@ -26,9 +26,22 @@ export interface LimitStatus {
   requested: number;
   /** The balance could not cover `requested`. */
   exceeded: boolean;
-  /** How long refill alone needs to cover `requested`; 0 unless exceeded. */
+  /**
+   * How long refill alone needs to cover `requested`, however long
+   * (saturated at 2^63-1 ms); 0 unless exceeded. For a concurrency or
+   * reserved limit a hint, as `waits` says.
+   */
   retryAfterMs: number;
+  /**
+   * Only for an exceeded concurrency or reserved limit: what it waits for,
+   * `expiry` (`retryAfterMs` is the earliest expiry among its holders) or
+   * `release` (no time is known).
+   */
+  waits?: Waits;
 }
+
+/** What an exceeded concurrency or reserved limit waits for. */
+export type Waits = "expiry" | "release";
 
 /** Per-call options every method takes. */
 export interface CallOptions {
@@ -69,10 +82,11 @@ export interface AcquireArgs extends CallOptions {
 export interface WaitArgs extends AcquireArgs {
   /**
    * How long to keep retrying after denials, in ms. `wait` retries after
-   * each denial's `retryAfterMs` until granted, until this much time has
-   * passed (rejecting with the last `RateLimitExceeded` as soon as the next
-   * attempt would come too late), or until `signal` aborts. Absent: `wait`
-   * retries until granted or aborted; `withLease` tries once.
+   * each denial's `backoff()` until granted, until this much time has
+   * passed (rejecting with the last `RateLimitExceeded` as soon as refill
+   * could not grant it in time; a slot is tried once more at the end), or
+   * until `signal` aborts. Absent: `wait` retries until granted or
+   * aborted; `withLease` tries once.
    */
   waitMs?: number | undefined;
 }

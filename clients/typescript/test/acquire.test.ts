@@ -304,6 +304,85 @@ describe("wait", () => {
     assert.ok(Date.now() - start < 2_000);
   });
 
+  test("wait on a full slot makes about one acquire a second", async () => {
+    // Issue 21: a waiter on a full slot polled at the 100 ms hint. Now
+    // about once a second, and once more at the end: at most N+1 in N s.
+    const entity = unique("key");
+    const limits = ["slots:1/concurrent"];
+    const held = await client.acquire({ entity, resource: "gpu", consume: { slots: 1 }, limits });
+    let acquires = 0;
+    const counting = new Client({
+      baseUrl: server.url,
+      timeoutMs: 5_000,
+      fetch: (input, init) => {
+        if (String(input).includes("/v1/acquire")) acquires++;
+        return fetch(input, init);
+      },
+    });
+    const start = Date.now();
+    const err = await counting.wait({ entity, resource: "gpu", consume: { slots: 1 }, limits, waitMs: 3_000 }).then(
+      () => assert.fail("granted"),
+      (e: unknown) => e,
+    );
+    const waited = Date.now() - start;
+    await held.commit();
+    assert.ok(err instanceof RateLimitExceeded);
+    assert.equal(err.waits, "expiry"); // the holder's lease expires in minutes
+    assert.ok(waited >= 2_900, `gave up after ${waited} ms: a slot may come back at any time`);
+    assert.ok(acquires >= 3 && acquires <= 4, `${acquires} acquires in ${waited} ms`);
+  });
+
+  test("deep debt says millennia, and wait neither spins nor gives up", async () => {
+    // Issue 21: 10^12 tokens of debt at 1/s is about 31,700 years.
+    const entity = unique("key");
+    const limits = ["rps:1/sec"];
+    const lease = await client.acquire({ entity, resource: "chat", consume: { rps: 1 }, limits });
+    await lease.adjust({ rps: 1e12 });
+    await lease.commit();
+    const wantMs = (1e12 + 1) * 1000;
+    const err = await client.acquire({ entity, resource: "chat", consume: { rps: 1 }, limits }).then(
+      () => assert.fail("granted"),
+      (e: unknown) => e,
+    );
+    assert.ok(err instanceof RateLimitExceeded);
+    // Less the few milliseconds of refill since the debt.
+    assert.ok(err.retryAfterMs > wantMs - 10_000 && err.retryAfterMs <= wantMs, `${err.retryAfterMs} ms`);
+    assert.equal(err.waits, undefined);
+    const ms = await client.timeUntilAvailable({ entity, resource: "chat", consume: { rps: 1 }, limits });
+    assert.ok(ms > wantMs - 10_000 && ms <= wantMs, `${ms} ms`);
+    // Without waitMs, wait sleeps the 31,700 years: a setTimeout that long
+    // would fire at once, and wait would spin.
+    let acquires = 0;
+    const counting = new Client({
+      baseUrl: server.url,
+      timeoutMs: 5_000,
+      fetch: (input, init) => {
+        if (String(input).includes("/v1/acquire")) acquires++;
+        return fetch(input, init);
+      },
+    });
+    const reason = new Error("caller gave up");
+    const ctrl = new AbortController();
+    setTimeout(() => ctrl.abort(reason), 300);
+    await assert.rejects(counting.wait({ entity, resource: "chat", consume: { rps: 1 }, limits, signal: ctrl.signal }), (e: unknown) => e === reason);
+    assert.equal(acquires, 1);
+  });
+
+  test("a full reserved limit waits for a release, with no retry-after", async () => {
+    const entity = unique("team");
+    const limits = ["clusters:1/reserved"];
+    await client.reserve({ entity, resource: "emr", id: unique("j"), limits });
+    const err = await client.reserve({ entity, resource: "emr", id: unique("j"), limits }).then(
+      () => assert.fail("reserved"),
+      (e: unknown) => e,
+    );
+    assert.ok(err instanceof RateLimitExceeded);
+    assert.equal(err.retryAfterMs, 0);
+    assert.equal(err.waits, "release");
+    assert.equal(err.exceeded[0]?.waits, "release");
+    assert.deepEqual(err.backoff(), { sleepMs: 1_000, leastMs: 0 });
+  });
+
   test("withLease with waitMs waits for its slot", async () => {
     const entity = unique("key");
     const limits = ["inflight:1/concurrent"];
