@@ -27,7 +27,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -243,22 +242,6 @@ func (s *Store) Flush(ctx context.Context) error {
 		return err
 	}
 	return s.flush()
-}
-
-// Backup flushes bucket state, then writes a consistent copy of the whole
-// file to w while the store keeps serving. The copy is a valid store file
-// that Open accepts. It returns the number of bytes written.
-func (s *Store) Backup(ctx context.Context, w io.Writer) (int64, error) {
-	if err := s.Flush(ctx); err != nil {
-		return 0, err
-	}
-	var n int64
-	err := s.db.View(func(tx *bolt.Tx) error {
-		var err error
-		n, err = tx.WriteTo(w)
-		return err
-	})
-	return n, s.mapErr(err)
 }
 
 // check returns why a call must not run: a done ctx or a closed store.
