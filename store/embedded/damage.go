@@ -161,6 +161,7 @@ func inspect(path string, lockTimeout time.Duration) (exists bool, err error) {
 // (Tx.Check in a read transaction). The records are decoded after it: by
 // Open as it loads them, by Check with no use for them.
 func fullCheck(db *bolt.DB, path string) error {
+	warm(path)
 	var problems []string
 	err := guard(path, func() error {
 		return db.View(func(tx *bolt.Tx) error {
@@ -175,6 +176,26 @@ func fullCheck(db *bolt.DB, path string) error {
 		return damaged(path, problems...)
 	}
 	return nil
+}
+
+// warm reads the file at path from start to end, so that the full check
+// finds its pages in the page cache. bbolt maps the file for random access
+// (no read-ahead): on a cold cache, after a reboot, the check would fault
+// the file in one page at a time, 1.3 s for 70 MiB here where a sequential
+// read takes 50 ms; on a warm one, the read costs about 0.2 ms per MiB. An
+// error is ignored: the check reads the same pages and reports it.
+func warm(path string) {
+	f, err := os.Open(path)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	buf := make([]byte, 1<<20)
+	for {
+		if _, err := f.Read(buf); err != nil {
+			return
+		}
+	}
 }
 
 // checkTx returns the problems fullCheck reports. Tx.Check runs only if

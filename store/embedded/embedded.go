@@ -149,9 +149,11 @@ type FlushInfo struct {
 
 // WithOpenCheck sets whether Open runs the full consistency check of an
 // existing file (Check) before using it; it does by default. The check
-// reads every page of the file: about 2 ms for a file of 100,000 buckets
-// and 10 ms for one of 80 MiB with its page cache warm, a read of the
-// whole file when cold (docs/embedded.md). Without it, Open still refuses
+// reads every page of the file: with the page cache warm, it adds about a
+// fifth to Open for a file of 100,000 buckets, and doubles it for a file
+// mostly of what Open does not load (85 MiB with 100,000 audit events);
+// cold, it makes Open faster, reading the file sequentially first
+// (docs/embedded.md, section 5). Without it, Open still refuses
 // an empty or truncated file and one whose pages fail to load, but damage
 // in pages it does not load (configuration, entities, audit, usage) shows
 // only when they are read, and a damaged freelist can make writes damage
