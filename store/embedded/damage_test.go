@@ -2,6 +2,7 @@ package embedded_test
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"io/fs"
 	"math/rand/v2"
@@ -108,6 +109,60 @@ func rootOf(name string) func(tx *bolt.Tx) int {
 	return func(tx *bolt.Tx) int { return int(nsSub(tx, name).Root()) }
 }
 
+// firstLeafOf picks the first leaf page of one of damageNS's sub-buckets:
+// the page its root (a branch page) points to first. bbolt exposes no
+// page's children, so this reads the first element of the branch page:
+// after the 16-byte page header, a branch element is pos (4 bytes), ksize
+// (4) and the child's page id (8, little-endian).
+func firstLeafOf(t *testing.T, name string) func(tx *bolt.Tx) int {
+	return func(tx *bolt.Tx) int {
+		root := int(nsSub(tx, name).Root())
+		if info, err := tx.Page(root); err != nil || info == nil || info.Type != "branch" {
+			t.Fatalf("the root of %s: %+v, %v; want a branch page", name, info, err)
+		}
+		raw, err := os.ReadFile(tx.DB().Path())
+		if err != nil {
+			t.Fatal(err)
+		}
+		off := root*tx.DB().Info().PageSize + 16 + 8
+		leaf := int(binary.LittleEndian.Uint64(raw[off : off+8]))
+		if info, err := tx.Page(leaf); err != nil || info == nil || info.Type != "leaf" {
+			t.Fatalf("the first child of %s's root: %+v, %v; want a leaf page", name, info, err)
+		}
+		return leaf
+	}
+}
+
+// freeLivePage adds the root page of damageNS's buckets bucket to the
+// freelist: a page both in use and free, which only bbolt's Tx.Check
+// finds (every read succeeds), and which the next write could hand out
+// again. After its 16-byte header (the count of ids at byte 10, 2 bytes),
+// a freelist page lists page ids of 8 bytes, little-endian.
+func freeLivePage(t *testing.T, path string) {
+	size, list := page(t, path, freelistPage)
+	_, live := page(t, path, rootOf("buckets"))
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	hdr := make([]byte, 16)
+	if _, err := f.ReadAt(hdr, int64(list*size)); err != nil {
+		t.Fatal(err)
+	}
+	count := int(binary.LittleEndian.Uint16(hdr[10:]))
+	if count == 0xFFFF || 16+8*(count+1) > size {
+		t.Fatalf("the freelist page has no room for one more id (%d ids)", count)
+	}
+	id := binary.LittleEndian.AppendUint64(nil, uint64(live))
+	if _, err := f.WriteAt(id, int64(list*size+16+8*count)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt(binary.LittleEndian.AppendUint16(nil, uint16(count+1)), int64(list*size+10)); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // pageOfType returns a function that picks the first page of a type
 // ("freelist", "free", "leaf", ...).
 func pageOfType(typ string) func(tx *bolt.Tx) int {
@@ -178,8 +233,10 @@ var damages = []struct {
 	{"truncated to half", truncate(func(n int64) int64 { return n / 2 }), "truncated", true},
 	{"garbage meta pages", func(t *testing.T, path string) { garbage(t, path, 0, 8192) }, "not a store file", true},
 	{"garbage freelist page", garblePage(freelistPage), "freelist", true},
-	{"garbage bucket page", garblePage(rootOf("buckets")), "bbolt failed reading", true},
+	{"garbage bucket branch page", garblePage(rootOf("buckets")), "bbolt failed reading", true},
+	{"garbage bucket records page", func(t *testing.T, path string) { garblePage(firstLeafOf(t, "buckets"))(t, path) }, "bbolt failed reading", true},
 	{"garbage audit page", garblePage(rootOf("audit")), `"audit": bbolt failed reading`, false},
+	{"a page in use listed as free", freeLivePage, "reachable freed", false},
 	{"bucket record that does not decode", func(t *testing.T, path string) {
 		withBolt(t, path, func(tx *bolt.Tx) error { return nsSub(tx, "buckets").Put([]byte("\x05key-1api"), []byte("junk")) }, true)
 	}, "corrupt bucket record", true},
