@@ -205,6 +205,7 @@ var commands = []func(*globals) *cobra.Command{
 	newServeCmd, newAcquireCmd, newAvailableCmd,
 	newEntityCmd, newLimitsCmd, newReservationsCmd, newLeasesCmd, newPenalizeCmd, newResetCmd, newEventsCmd, newNamespaceCmd, newAuditCmd, newUsageCmd, newCapacityCmd, newKeysCmd,
 	newDeployCmd, newStatusCmd, newDestroyCmd, newIAMCmd, newLocalCmd, newBenchCmd, newAggregatorCmd, newReconcileCmd,
+	newStoreCmd, newBackupCmd,
 	newVersionCmd,
 }
 

@@ -72,6 +72,9 @@ func openStore(ctx context.Context, raw string, check bool) (store.Store, func()
 		if errors.Is(err, embedded.ErrLocked) {
 			return nil, nil, fmt.Errorf("open %s: %w (a running tollgate serve holds it: use --server URL)", spec.path, err)
 		}
+		if errors.Is(err, embedded.ErrDamaged) {
+			return nil, nil, fmt.Errorf("%w (every problem: tollgate store check --store %s)", err, raw)
+		}
 		if err != nil {
 			return nil, nil, fmt.Errorf("open %s: %w", spec.path, err)
 		}

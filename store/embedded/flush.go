@@ -209,16 +209,26 @@ func (s *Store) requeue(b *flushBatch) {
 	s.unwritten = append(s.unwritten, b.events...)
 }
 
-// load reads every bucket record of the file into memory (Open).
+// load reads every bucket and lease record of the file into memory (Open).
 func (s *Store) load(tx *bolt.Tx) error {
+	return readRecords(tx, s.buckets.Put, s.buckets.PutLease)
+}
+
+// readRecords decodes every bucket record and lease record of the file,
+// handing each to put and putLease unless they are nil (Check only
+// decodes). A record that does not decode is an error wrapping errCorrupt.
+func readRecords(tx *bolt.Tx, put func(buckettable.ID, store.Record), putLease func(string, store.LeaseRecord)) error {
 	root := tx.Bucket(bktNS)
+	if root == nil {
+		return nil
+	}
 	return root.ForEachBucket(func(name []byte) error {
 		bk := root.Bucket(name).Bucket(bktBuckets)
 		if bk == nil {
 			return nil
 		}
 		ns := string(name)
-		if err := s.loadLeases(ns, root.Bucket(name)); err != nil {
+		if err := readLeases(ns, root.Bucket(name), putLease); err != nil {
 			return err
 		}
 		return bk.ForEach(func(k, v []byte) error {
@@ -227,7 +237,9 @@ func (s *Store) load(tx *bolt.Tx) error {
 			if !ok || err != nil {
 				return fmt.Errorf("namespace %q, bucket key %q: %w", ns, k, errCorrupt)
 			}
-			s.buckets.Put(buckettable.ID{NS: ns, Entity: entity, Resource: resource}, *rec)
+			if put != nil {
+				put(buckettable.ID{NS: ns, Entity: entity, Resource: resource}, *rec)
+			}
 			return nil
 		})
 	})

@@ -49,6 +49,9 @@ var (
 	keyFormat = []byte("format")
 )
 
+// topBuckets are the top-level buckets.
+var topBuckets = [][]byte{bktMeta, bktRegistry, bktNSIDs, bktNS, bktKeys}
+
 // formatVersion is written in meta at creation; Open refuses other versions.
 const formatVersion = "1"
 
@@ -142,28 +145,39 @@ func hasPrefix(k, prefix []byte) bool {
 	return len(k) >= len(prefix) && string(k[:len(prefix)]) == string(prefix)
 }
 
-// init creates the top-level buckets of a new file, and those an existing
-// file of the same format lacks (keys came later: adding an empty bucket
-// changes no record, so the format stays 1), checks the format of an
-// existing one, and loads every bucket record into memory.
+// init checks the format of an existing file and loads every bucket and
+// lease record into memory, then creates the top-level buckets of a new
+// file and those an existing file of the same format lacks (keys came
+// later: adding an empty bucket changes no record, so the format stays 1).
+// It reads before it writes, so that a record that does not decode is
+// refused before anything is written, and writes only if a bucket or the
+// format record is missing.
 func (s *Store) init() error {
-	err := s.db.Update(func(tx *bolt.Tx) error {
-		for _, name := range [][]byte{bktMeta, bktRegistry, bktNSIDs, bktNS, bktKeys} {
+	var missing bool
+	err := s.db.View(func(tx *bolt.Tx) error {
+		if err := checkFormat(tx); err != nil {
+			return err
+		}
+		meta := tx.Bucket(bktMeta)
+		missing = meta == nil || meta.Get(keyFormat) == nil
+		for _, name := range topBuckets {
+			missing = missing || tx.Bucket(name) == nil
+		}
+		return s.load(tx)
+	})
+	if err != nil || !missing {
+		return err
+	}
+	return s.db.Update(func(tx *bolt.Tx) error {
+		for _, name := range topBuckets {
 			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
 				return err
 			}
 		}
 		meta := tx.Bucket(bktMeta)
-		switch v := meta.Get(keyFormat); {
-		case v == nil:
+		if meta.Get(keyFormat) == nil {
 			return meta.Put(keyFormat, []byte(formatVersion))
-		case string(v) != formatVersion:
-			return fmt.Errorf("file format %q, this version reads %q", v, formatVersion)
 		}
 		return nil
 	})
-	if err != nil {
-		return err
-	}
-	return s.db.View(s.load)
 }

@@ -153,8 +153,9 @@ func writeLeases(tx *bolt.Tx, leases []leasePut, events []nsEvent) error {
 	return nil
 }
 
-// loadLeases reads a namespace's lease records into the table (Open).
-func (s *Store) loadLeases(ns string, nsb *bolt.Bucket) error {
+// readLeases decodes a namespace's lease records, handing each to put
+// unless it is nil (readRecords).
+func readLeases(ns string, nsb *bolt.Bucket, put func(string, store.LeaseRecord)) error {
 	b := nsb.Bucket(bktLeases)
 	if b == nil {
 		return nil
@@ -164,7 +165,9 @@ func (s *Store) loadLeases(ns string, nsb *bolt.Bucket) error {
 		if err := json.Unmarshal(v, &rec); err != nil || rec.ID != string(k) {
 			return fmt.Errorf("namespace %q, lease %q: %w", ns, k, errCorrupt)
 		}
-		s.buckets.PutLease(ns, rec)
+		if put != nil {
+			put(ns, rec)
+		}
 		return nil
 	})
 }

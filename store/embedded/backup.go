@@ -1,0 +1,98 @@
+package embedded
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// Backup flushes bucket state, then writes a consistent copy of the whole
+// file to w while the store keeps serving. The copy is a valid store file
+// that Open accepts. It returns the number of bytes written.
+func (s *Store) Backup(ctx context.Context, w io.Writer) (int64, error) {
+	if err := s.Flush(ctx); err != nil {
+		return 0, err
+	}
+	var n int64
+	err := s.db.View(func(tx *bolt.Tx) error {
+		var err error
+		n, err = tx.WriteTo(w)
+		return err
+	})
+	return n, s.mapErr(err)
+}
+
+// BackupFile writes a backup (Backup) to the file path, atomically: the
+// copy goes to a temporary file beside path, is synced, passes Check,
+// and only then is renamed onto path (replacing an earlier backup there),
+// the directory synced after. On an error path is left as it was and the
+// temporary file is removed. It refuses to write onto the store's own
+// file. It returns the size of the copy.
+func (s *Store) BackupFile(ctx context.Context, path string) (int64, error) {
+	if err := s.check(ctx); err != nil {
+		return 0, err
+	}
+	if err := s.notOwnFile(path); err != nil {
+		return 0, err
+	}
+	dir := filepath.Dir(path)
+	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return 0, err
+	}
+	n, err := s.writeBackup(ctx, tmp)
+	if err == nil {
+		err = Check(tmp.Name(), WithLockTimeout(s.opts.lockTimeout))
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), path)
+	}
+	if err != nil {
+		_ = os.Remove(tmp.Name())
+		return 0, fmt.Errorf("embedded: backup to %s: %w", path, err)
+	}
+	return n, syncDir(dir)
+}
+
+// writeBackup writes a backup to f, syncs and closes it.
+func (s *Store) writeBackup(ctx context.Context, f *os.File) (int64, error) {
+	n, err := s.Backup(ctx, f)
+	if err == nil {
+		err = f.Sync()
+	}
+	return n, errors.Join(err, f.Close())
+}
+
+// notOwnFile refuses path if it is the store's file: renaming a copy onto
+// it would swap the file under the open store.
+func (s *Store) notOwnFile(path string) error {
+	fi, err := os.Stat(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	own, err := os.Stat(s.db.Path())
+	if err != nil {
+		return err
+	}
+	if os.SameFile(fi, own) {
+		return fmt.Errorf("embedded: backup to %s: that is the store's own file", path)
+	}
+	return nil
+}
+
+// syncDir makes a rename in dir durable.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	return errors.Join(d.Sync(), d.Close())
+}
