@@ -258,12 +258,15 @@ func TestThroughServer(t *testing.T) {
 	}
 }
 
+// The limits refill slowly (a day's worth), so that the wall-clock time
+// the commands take does not refill what they consumed before capacity
+// reads it.
 func TestUsageCommands(t *testing.T) {
 	c := newCLI(t)
 	for range 3 {
-		c.want(ExitOK, "acquire", "-e", "key-1", "-r", "llm", "-c", "tpm=400", "-l", "tpm:100000/min")
+		c.want(ExitOK, "acquire", "-e", "key-1", "-r", "llm", "-c", "tpm=400", "-l", "tpm:100000/day")
 	}
-	c.want(ExitOK, "acquire", "-e", "key-2", "-r", "llm", "-c", "tpm=100", "-l", "tpm:100000/min")
+	c.want(ExitOK, "acquire", "-e", "key-2", "-r", "llm", "-c", "tpm=100", "-l", "tpm:100000/day")
 	var u api.UsageResponse
 	decode(t, c.want(ExitOK, "usage", "list", "-e", "key-1", "-o", "json"), &u)
 	if len(u.Usage) != 1 || u.Usage[0].Consumed["tpm"] != 1200 || u.Usage[0].Events != 3 {
