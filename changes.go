@@ -88,8 +88,8 @@ func (w *ChangeWatch) Generation(ctx context.Context) uint64 {
 }
 
 // failing reports whether the last read of the generation failed: the
-// store did not answer within the last refresh interval or so. A local
-// store's is never failing.
+// store did not answer within the last refresh interval or so (a local
+// store's never fails).
 func (w *ChangeWatch) failing() bool { return w.failed.Load() }
 
 // known returns the generation as known without polling: read now for
