@@ -21,7 +21,8 @@ import (
 //     a lane's batch that no caller writes, a refund, the reconciler, the
 //     change watch, a page of a listing (boundCall, a middleware at the
 //     front of the SDK's stack; the calls that manage the table are not
-//     bounded, see itemOperations);
+//     bounded, see itemOperations, nor are the item reads and writes of
+//     its management, see unbounded);
 //   - a request that waits for this process's write to the same bucket
 //     item before its own (lane.go) waits no longer than it either.
 //
@@ -54,7 +55,8 @@ var ErrTimeout = errors.New("dynamodb: no answer within the call timeout")
 // an error wrapping ErrTimeout, which the limiter answers in its
 // unavailable mode. 0 turns the bound off (the HTTP client's timeout and
 // the SDK's attempts still bound a call); a negative value is invalid.
-// The calls that manage the table are not bounded by it.
+// The table's management (CreateTable, InitTable, CheckTable,
+// DescribeTable, DeleteTable) is not bounded by it.
 //
 // Set it above the store's slowest healthy answer (DynamoDB answers in
 // milliseconds; a throttled call is retried by the SDK with backoffs of up
@@ -97,11 +99,22 @@ func (s *Store) boundCalls(o *dynamodb.Options) {
 	})
 }
 
+// unboundedKey marks a context whose calls the call timeout does not
+// bound: the management of the table (CreateTable, InitTable, CheckTable,
+// DescribeTable, DeleteTable), an operator's, whose first writes to a new
+// table DynamoDB (Local, cold, at least) can take seconds over.
+type unboundedKey struct{}
+
+// unbounded returns ctx marked for unboundedKey.
+func unbounded(ctx context.Context) context.Context {
+	return context.WithValue(ctx, unboundedKey{}, true)
+}
+
 // boundCall runs one API call, its retries included, within the call
 // timeout, or within ctx's deadline if that is sooner (then without a
 // timer of its own).
 func (s *Store) boundCall(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
-	if s.callTimeout <= 0 {
+	if s.callTimeout <= 0 || ctx.Value(unboundedKey{}) != nil {
 		return next.HandleInitialize(ctx, in)
 	}
 	if d, ok := ctx.Deadline(); ok && time.Until(d) <= s.callTimeout {

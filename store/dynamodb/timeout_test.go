@@ -232,3 +232,31 @@ func laneBusy(s *Store, id itemID) bool {
 	defer l.mu.Unlock()
 	return l.running || len(l.queue) > 0
 }
+
+// TestCallTimeoutSparesTableManagement: the table's management, an
+// operator's, is not bounded by the call timeout (DynamoDB, and DynamoDB
+// Local when cold, can take seconds over a new table's first writes); an
+// item read through the same store is.
+func TestCallTimeoutSparesTableManagement(t *testing.T) {
+	if endpoint == "" {
+		t.Skip("no DynamoDB Local")
+	}
+	ctx := context.Background()
+	s := mustNew(t, localConfig(), "tollgate-test-"+randomHex(6), []Option{WithoutStreams(), WithCallTimeout(time.Nanosecond)}, atLocal)
+	if err := s.CreateTable(ctx); err != nil {
+		t.Fatalf("CreateTable under a call timeout of 1 ns: %v", err)
+	}
+	t.Cleanup(func() { _ = s.DeleteTable(context.Background()) })
+	if err := s.CheckTable(ctx); err != nil {
+		t.Errorf("CheckTable: %v", err)
+	}
+	if _, err := s.DescribeTable(ctx); err != nil {
+		t.Errorf("DescribeTable: %v", err)
+	}
+	if _, err := s.GetNamespace(ctx, model.DefaultNamespace); !errors.Is(err, ErrTimeout) {
+		t.Errorf("GetNamespace under a call timeout of 1 ns: %v, want ErrTimeout", err)
+	}
+	if err := s.DeleteTable(ctx); err != nil {
+		t.Errorf("DeleteTable: %v", err)
+	}
+}
