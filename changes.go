@@ -44,6 +44,7 @@ type ChangeWatch struct {
 	gen     atomic.Uint64
 	due     atomic.Int64 // a unixNano: when to read the generation again
 	reading atomic.Bool
+	failed  atomic.Bool // the last read failed
 }
 
 // NewChangeWatch returns a watch of s's change generation, read at most
@@ -77,12 +78,19 @@ func (w *ChangeWatch) Generation(ctx context.Context) uint64 {
 	defer w.reading.Store(false)
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), refreshTimeout)
 	defer cancel()
-	if g, err := w.src.Generation(rctx); err == nil {
+	g, err := w.src.Generation(rctx)
+	if err == nil {
 		w.gen.Store(g)
 	}
+	w.failed.Store(err != nil)
 	w.due.Store(int64(w.now().add(w.interval)))
 	return w.gen.Load()
 }
+
+// failing reports whether the last read of the generation failed: the
+// store did not answer within the last refresh interval or so (a local
+// store's never fails).
+func (w *ChangeWatch) failing() bool { return w.failed.Load() }
 
 // known returns the generation as known without polling: read now for
 // a local store, the last value read otherwise.

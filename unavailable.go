@@ -55,8 +55,9 @@ func (f *failMode) note(sys *model.Config, now unixNano) {
 	f.expires.Store(int64(now.add(f.ttl)))
 }
 
-// stale reports whether the stored mode should be read again at now.
-func (f *failMode) stale(now unixNano) bool { return f.ttl == 0 || unixNano(f.expires.Load()) <= now }
+// stale reports whether the stored mode should be read again at now (with
+// a TTL of 0, at once after a reading: it expires when it is made).
+func (f *failMode) stale(now unixNano) bool { return unixNano(f.expires.Load()) <= now }
 
 // expire makes the stored mode stale, so that it is read again.
 func (f *failMode) expire() { f.expires.Store(0) }
@@ -65,17 +66,31 @@ func (f *failMode) expire() { f.expires.Store(0) }
 // unavailable in Allow mode.
 func (l *Limiter) Degraded() uint64 { return l.fail.degraded.Load() }
 
+// modeRetry is how long the unavailable mode last seen holds, without
+// asking the store again, after the store failed to answer for it.
+const modeRetry = time.Second
+
 // refreshSystemMode reads the system config when the remembered unavailable
 // mode is stale. Acquires with explicit limits never resolve stored limits,
 // so without this they would never learn the stored mode.
+//
+// It does not ask a store that is not answering: one whose change
+// generation could not be read last time (the change watch), or that
+// failed this read less than modeRetry ago. The mode last seen holds
+// meanwhile (docs/semantics.md 8). So a call that meets a stalled store
+// waits for it once, on its own request, not again for the mode: with the
+// generation read that falls to one call a second, at most twice the
+// store's call timeout.
 func (l *Limiter) refreshSystemMode(ctx context.Context, ns string, now unixNano) {
-	if !l.fail.stale(now) {
+	if !l.fail.stale(now) || l.changes.failing() {
 		return
 	}
 	cfgs, err := l.store.GetConfigs(ctx, ns, []model.Scope{{}})
-	if err == nil {
-		l.fail.note(cfgs[0], now)
+	if err != nil {
+		l.fail.expires.Store(int64(now.add(modeRetry)))
+		return
 	}
+	l.fail.note(cfgs[0], now)
 }
 
 // failed decides what a failed acquire returns: a degraded lease in Allow

@@ -25,6 +25,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -62,7 +63,25 @@ type Reconciler struct {
 	onReclaim  func(Reclaimed)
 
 	reclaimed, skipped, failed atomic.Uint64
+
+	// unsure holds the endings whose outcome is not known yet (see
+	// settle), at most maxUnsure.
+	mu     sync.Mutex
+	unsure []ending
 }
+
+// ending is one lease ending whose outcome is not known: its store step
+// failed without saying whether it was applied.
+type ending struct {
+	ns  model.Namespace
+	rec store.LeaseRecord
+	ev  model.AuditEvent
+	at  time.Time
+}
+
+// maxUnsure bounds the endings of unknown outcome a Reconciler keeps to
+// settle; beyond it the oldest are forgotten (counted failed only).
+const maxUnsure = 1024
 
 // Reclaimed describes one lease a Reconciler ended.
 type Reclaimed struct {
@@ -158,6 +177,7 @@ func (r *Reconciler) Run(ctx context.Context) error {
 // namespace, and returns how many it ended. Errors of single endings are
 // counted and joined; the pass goes on past them.
 func (r *Reconciler) Once(ctx context.Context) (int, error) {
+	r.settleUnsure(ctx)
 	nss, err := r.targets(ctx)
 	if err != nil {
 		r.failed.Add(1)
@@ -248,7 +268,7 @@ func (r *Reconciler) end(ctx context.Context, ns model.Namespace, rec *store.Lea
 			"expires": time.UnixMilli(rec.Expires).UTC().Format(time.RFC3339Nano),
 		},
 	}
-	e := store.LeaseEnding{
+	le := store.LeaseEnding{
 		ID: rec.ID, Version: rec.Version, ExpiredBy: now.UnixMilli(), Deltas: rec.EndDeltas(store.Expire), Event: &ev,
 		As: store.Expire, At: now.UnixMilli(), Record: rec,
 		// The holder that comes back late learns its lease expired; a
@@ -257,15 +277,107 @@ func (r *Reconciler) end(ctx context.Context, ns model.Namespace, rec *store.Lea
 	}
 	if id, ok := model.ReservationOf(rec.ID); ok {
 		ev.Details["reservation"] = id // as the reservation's own events name it
-		e.KeepUntil = 0
+		le.KeepUntil = 0
 	}
-	err := r.store.EndLease(ctx, ns.ID, e)
-	if err != nil {
-		return err
+	err := r.store.EndLease(ctx, ns.ID, le)
+	switch {
+	case err == nil:
+		r.count(ending{ns, *rec, ev, now})
+	case errors.Is(err, model.ErrDomain):
+		// The store's answer: ended or changed by another.
+	default:
+		e := ending{ns, *rec, ev, now}
+		if applied, known := r.applied(ctx, &e); !known {
+			r.remember(e)
+		} else if applied {
+			r.count(e)
+			return nil
+		}
 	}
+	return err
+}
+
+// count counts e as reclaimed by this Reconciler.
+func (r *Reconciler) count(e ending) {
 	r.reclaimed.Add(1)
 	if r.onReclaim != nil {
-		r.onReclaim(Reclaimed{Namespace: ns.Name, Lease: *rec, At: now})
+		r.onReclaim(Reclaimed{Namespace: e.ns.Name, Lease: e.rec, At: e.at})
 	}
-	return nil
+}
+
+// Endings of unknown outcome.
+//
+// An ending whose store step failed without an answer (the store did not
+// answer in time, the connection was reset) may have been applied. Its
+// audit event says whether: it is written in the same atomic step, under
+// an id of this Reconciler's making. end reads it back at once (found, the
+// ending is a reclaim like any other), and each pass settles the endings
+// whose reading failed too (those were counted failed, and their pass
+// returned the error), so that a lease this process reclaimed is counted
+// here (Stats, WithOnReclaim: the server's tollgate_leases_expired_total)
+// once, however its answer was lost. An ending found not applied is a
+// failure, and is forgotten: the lease is still listed, and a pass ends
+// it. A store that cannot list audit events (store.Audit) leaves such
+// endings counted as failed only.
+
+// applied reports whether e's step was applied (its audit event is
+// stored); known is false when the store could not tell.
+func (r *Reconciler) applied(ctx context.Context, e *ending) (applied, known bool) {
+	a, ok := r.store.(store.Audit)
+	if !ok {
+		return false, true
+	}
+	after, err := justBefore(e.ev.ID)
+	if err != nil {
+		return false, true
+	}
+	evs, err := a.ListAudit(ctx, e.ns.ID, e.ev.Entity, after, 1)
+	if err != nil {
+		return false, false
+	}
+	return len(evs) == 1 && evs[0].ID == e.ev.ID, true
+}
+
+// justBefore returns the ULID just below id, so that the audit events
+// listed after it begin with id's, if it is stored.
+func justBefore(id string) (string, error) {
+	u, err := ulid.ParseStrict(id)
+	if err != nil {
+		return "", err
+	}
+	for i := len(u) - 1; i >= 0; i-- {
+		u[i]--
+		if u[i] != 0xff { // no borrow
+			break
+		}
+	}
+	return u.String(), nil
+}
+
+// remember keeps e to settle in a later pass.
+func (r *Reconciler) remember(e ending) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.unsure) >= maxUnsure {
+		r.unsure = r.unsure[1:]
+	}
+	r.unsure = append(r.unsure, e)
+}
+
+// settleUnsure counts the remembered endings that were applied, forgets
+// those that were not, and keeps those the store cannot tell yet.
+func (r *Reconciler) settleUnsure(ctx context.Context) {
+	r.mu.Lock()
+	pending := r.unsure
+	r.unsure = nil
+	r.mu.Unlock()
+	for i := range pending {
+		applied, known := r.applied(ctx, &pending[i])
+		switch {
+		case !known:
+			r.remember(pending[i])
+		case applied:
+			r.count(pending[i])
+		}
+	}
 }

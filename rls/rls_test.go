@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"net"
 	"strings"
 	"sync"
@@ -30,17 +31,28 @@ import (
 var epoch = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 
 // downStore is the memory backend whose Consume can be made to fail, as a
-// store that cannot be reached does.
+// store that cannot be reached does (down), or as one that did not answer
+// within its own deadline does (stalled).
 type downStore struct {
 	*memory.Store
-	down atomic.Bool
+	down, stalled atomic.Bool
 }
 
-var errDown = errors.New("connection refused")
+var (
+	errDown = errors.New("connection refused")
+	// errStalled is the error of a store call that its own deadline ended
+	// while the caller's context is alive (the DynamoDB backend's wraps
+	// dynamodb.ErrTimeout instead; a backend could well wrap the
+	// context's).
+	errStalled = fmt.Errorf("store call: %w", context.DeadlineExceeded)
+)
 
 func (s *downStore) Consume(ctx context.Context, ns string, req *store.ConsumeRequest) (bool, error) {
-	if s.down.Load() {
+	switch {
+	case s.down.Load():
 		return false, errDown
+	case s.stalled.Load():
+		return false, errStalled
 	}
 	return s.Store.Consume(ctx, ns, req)
 }
@@ -484,6 +496,13 @@ func TestStoreUnavailable(t *testing.T) {
 		t.Fatalf("store down, block mode: %v, want Unavailable", got)
 	}
 	e.store.down.Store(false)
+	// A store that ends its own call with a deadline while the call's
+	// context is alive is unavailable too, not the caller's deadline.
+	e.store.stalled.Store(true)
+	if got := e.callErr(t, r); got != codes.Unavailable {
+		t.Fatalf("store stalled, block mode: %v, want Unavailable", got)
+	}
+	e.store.stalled.Store(false)
 	lim := e.lim(t)
 	if err := lim.SetConfig(ctx, tollgate.SystemScope(), tollgate.Config{OnUnavailable: tollgate.Allow}); err != nil {
 		t.Fatal(err)

@@ -198,16 +198,20 @@ func hits(req *pb.RateLimitRequest, d *ratelimitv3.RateLimitDescriptor) uint64 {
 	return 1
 }
 
-// grpcError converts a limiter error to a gRPC status error.
+// grpcError converts a limiter error to a gRPC status error. An
+// unavailable store is codes.Unavailable even when its cause is a deadline
+// (the store's own: the limiter returns the caller's context errors as
+// they are), so that Envoy's failure_mode_deny decides, as for a store
+// that refuses connections.
 func grpcError(err error) error {
 	code := codes.Internal
 	switch {
+	case errors.Is(err, tollgate.ErrUnavailable):
+		code = codes.Unavailable
 	case errors.Is(err, context.Canceled):
 		code = codes.Canceled
 	case errors.Is(err, context.DeadlineExceeded):
 		code = codes.DeadlineExceeded
-	case errors.Is(err, tollgate.ErrUnavailable):
-		code = codes.Unavailable
 	case errors.Is(err, tollgate.ErrInvalid):
 		code = codes.InvalidArgument
 	case errors.Is(err, tollgate.ErrNamespaceNotFound), errors.Is(err, tollgate.ErrNamespaceDeleted):

@@ -124,13 +124,29 @@ type authState struct {
 	// checked is 1 + the generation the last check was made under (0:
 	// never checked), so that the common case is two atomic loads.
 	checked atomic.Uint64
-	mu      sync.Mutex // one check at a time
+	mu      sync.Mutex // one check at a time; guards the fields below
+	// failedAt is when the last check failed (zero: it did not), and
+	// failErr its error.
+	failedAt time.Time
+	failErr  error
 }
+
+// authRetry is how long after a failed check of the stored keys the store
+// is not asked again: the requests meanwhile take the last answer (or,
+// before the first, the failure) at once.
+const authRetry = time.Second
 
 // authOn reports whether requests must carry a key. A server without a
 // keys file finds out from the store. When the store cannot tell, the last
 // answer stands; before the first, the request fails (unavailable): the
 // server cannot know whether to trust it.
+//
+// A store that does not answer is asked once, not by every request in
+// turn: the requests that arrive during a check wait for it (one at a time
+// would each wait for all those before), and for authRetry after a failed
+// one none asks. (While the generation cannot be read the check is still
+// made, once per authRetry: a store that answers it, and not the
+// generation, must not keep a newly created key unenforced.)
 func (s *Server) authOn(ctx context.Context) (bool, error) {
 	a := &s.auth
 	if s.keys != nil || a.on.Load() {
@@ -145,16 +161,28 @@ func (s *Server) authOn(ctx context.Context) (bool, error) {
 	if c := a.checked.Load(); c == gen+1 || a.on.Load() {
 		return a.on.Load(), nil
 	}
+	if !a.failedAt.IsZero() && time.Since(a.failedAt) < authRetry {
+		return a.lastAnswer()
+	}
 	has, err := s.anyStoredKey(ctx)
 	if err != nil {
-		if a.checked.Load() != 0 {
-			return false, nil
-		}
-		return false, err
+		a.failedAt, a.failErr = time.Now(), err
+		return a.lastAnswer()
 	}
+	a.failedAt, a.failErr = time.Time{}, nil
 	a.on.Store(has)
 	a.checked.Store(gen + 1)
 	return has, nil
+}
+
+// lastAnswer is authOn's answer when the store could not tell: the last
+// one (auth was off, or authOn would not have asked), or before the first
+// the failure. The caller holds a.mu.
+func (a *authState) lastAnswer() (bool, error) {
+	if a.checked.Load() != 0 {
+		return false, nil
+	}
+	return false, a.failErr
 }
 
 // Authenticates reports whether the server requires an API key: it has

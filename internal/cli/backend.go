@@ -70,7 +70,7 @@ func (g *globals) open(ctx context.Context) (backend, error) {
 	if g.server != "" {
 		return g.openRemote()
 	}
-	st, closeStore, err := openStore(ctx, g.store, true)
+	st, closeStore, err := g.openStore(ctx, true)
 	if err != nil {
 		return nil, err
 	}

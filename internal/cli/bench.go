@@ -86,7 +86,7 @@ func parseClients(s string) ([]int, error) {
 }
 
 func runBench(ctx context.Context, g *globals, clients []int, d time.Duration) ([]benchResult, error) {
-	st, closeStore, err := openStore(ctx, g.store, true)
+	st, closeStore, err := g.openStore(ctx, true)
 	if err != nil {
 		return nil, err
 	}

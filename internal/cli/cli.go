@@ -20,6 +20,7 @@ import (
 	"github.com/tollgate-rl/tollgate/client"
 	"github.com/tollgate-rl/tollgate/model"
 	"github.com/tollgate-rl/tollgate/server"
+	"github.com/tollgate-rl/tollgate/store/dynamodb"
 )
 
 // Exit codes.
@@ -58,6 +59,9 @@ type globals struct {
 	apiKey     string
 	output     string        // "table" or "json"
 	timeout    time.Duration // of each call to --server; 0: none
+	// storeTimeout bounds each call to a DynamoDB store
+	// (dynamodb.WithCallTimeout); 0: none.
+	storeTimeout time.Duration
 
 	stdin          io.Reader
 	stdout, stderr io.Writer
@@ -170,6 +174,7 @@ the HTTP API's error shape ({"error": CODE, "message": ..., ...}).`,
 	f.StringVar(&g.apiKey, "api-key", "", "API key for --server (env "+EnvAPIKey+")")
 	f.StringVarP(&g.output, "output", "o", "table", "output format: table or json")
 	f.DurationVar(&g.timeout, "timeout", client.DefaultTimeout, "how long one call to --server may take, 0 for no limit (long operations such as namespace purge default to "+longCallTimeout.String()+")")
+	f.DurationVar(&g.storeTimeout, "store-timeout", dynamodb.DefaultCallTimeout, "how long one call to a DynamoDB store may take, its retries included, before on_unavailable decides; 0 for no limit")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	for _, add := range commands {
 		root.AddCommand(add(g))

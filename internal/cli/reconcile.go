@@ -48,7 +48,7 @@ Every live namespace is reconciled, or only those named with --namespaces.`,
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			st, closeStore, err := openStore(ctx, g.store, true)
+			st, closeStore, err := g.openStore(ctx, true)
 			if err != nil {
 				return err
 			}

@@ -22,6 +22,7 @@ import (
 	"github.com/tollgate-rl/tollgate/rls"
 	"github.com/tollgate-rl/tollgate/server"
 	"github.com/tollgate-rl/tollgate/store"
+	"github.com/tollgate-rl/tollgate/store/dynamodb"
 )
 
 type serveFlags struct {
@@ -74,6 +75,11 @@ A reconciler runs inside serve and commits the leases whose expiry passed
 (every --reconcile-interval); with --reconcile-interval 0 it does not run,
 and another process over the store (another tollgate serve, or a program
 using package reconcile) must reconcile.
+
+Over DynamoDB, each call to the store ends within --store-timeout (default
+1s), the SDK's retries included: when the store does not answer, a request
+gets its on_unavailable answer (a degraded grant with allow, 503 with
+block) within about that, and /readyz answers 503.
 
 With --grpc-addr and --rls-config it also serves Envoy's rate-limit
 service (docs/envoy.md) over gRPC, with limits on its connections: the
@@ -131,6 +137,12 @@ leases stay in the store.`,
 	return cmd
 }
 
+// maxServeStoreTimeout bounds serve's --store-timeout: a request waits
+// for at most two store calls that do not answer (docs/operations.md,
+// "Faults"), and must answer within server.HTTPServer's WriteTimeout of
+// 30 s, past which its connection is closed without an answer.
+const maxServeStoreTimeout = 10 * time.Second
+
 // envRetentionName names the environment variable of --retention.
 const envRetentionName = "TOLLGATE_RETENTION"
 
@@ -177,6 +189,10 @@ func runServe(ctx context.Context, g *globals, f serveFlags) error {
 	if _, err := f.grpc.limits(); err != nil {
 		return err
 	}
+	if g.storeTimeout > maxServeStoreTimeout {
+		return usagef("--store-timeout %v: want at most %v, so that a request that waits for the store twice still answers within the HTTP write timeout",
+			g.storeTimeout, maxServeStoreTimeout)
+	}
 	opts := []server.Option{server.WithLogger(log), server.WithLeaseTTL(f.leaseTTL), server.WithRefreshInterval(f.refresh),
 		server.WithLimiterOptions(tollgate.WithCacheTTL(f.cacheTTL))}
 	if f.keysFile != "" {
@@ -188,7 +204,7 @@ func runServe(ctx context.Context, g *globals, f serveFlags) error {
 	}
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	st, closeStore, err := openStore(ctx, g.store, true)
+	st, closeStore, err := g.openStore(ctx, true)
 	if err != nil {
 		return err
 	}
@@ -197,6 +213,9 @@ func runServe(ctx context.Context, g *globals, f serveFlags) error {
 			log.Error("closing the store", "err", err)
 		}
 	}()
+	if _, ok := st.(*dynamodb.Store); ok && g.storeTimeout == 0 {
+		log.Warn("--store-timeout 0: a DynamoDB that stops answering holds requests until the HTTP client's timeout of each attempt")
+	}
 	st, stopRecording := recordUsage(st, log, f.retention)
 	defer stopRecording()
 	srv, err := server.New(st, opts...)

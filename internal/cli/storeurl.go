@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/tollgate-rl/tollgate/store"
 	"github.com/tollgate-rl/tollgate/store/dynamodb"
@@ -53,10 +54,12 @@ func parseStoreURL(raw string) (storeSpec, error) {
 	return storeSpec{}, usagef("store %q: want embedded:PATH, memory: or dynamodb://TABLE", raw)
 }
 
-// openStore opens the store named by raw (DefaultStore if empty). For
+// openStore opens the store named by --store (DefaultStore if empty). For
 // DynamoDB it checks the table and its schema unless check is false (the
-// table commands manage the table themselves).
-func openStore(ctx context.Context, raw string, check bool) (store.Store, func() error, error) {
+// table commands manage the table themselves), and bounds each call by
+// --store-timeout.
+func (g *globals) openStore(ctx context.Context, check bool) (store.Store, func() error, error) {
+	raw := g.store
 	if raw == "" {
 		raw = DefaultStore
 	}
@@ -80,7 +83,7 @@ func openStore(ctx context.Context, raw string, check bool) (store.Store, func()
 		}
 		return st, st.Close, nil
 	}
-	st, err := openDynamoDB(ctx, spec)
+	st, err := openDynamoDB(ctx, spec, g.storeTimeout)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -95,9 +98,14 @@ func openStore(ctx context.Context, raw string, check bool) (store.Store, func()
 	return st, func() error { return nil }, nil
 }
 
-// openDynamoDB connects to the table of spec. An endpoint on this machine
+// openDynamoDB connects to the table of spec, each call bounded by
+// timeout (dynamodb.WithCallTimeout). An endpoint on this machine
 // (DynamoDB Local) needs no AWS credentials: dynamodb.Connect uses local
 // ones when none are configured.
-func openDynamoDB(ctx context.Context, spec storeSpec) (*dynamodb.Store, error) {
-	return dynamodb.Connect(ctx, dynamodb.ConnectConfig{Table: spec.table, Region: spec.region, Endpoint: spec.endpoint})
+func openDynamoDB(ctx context.Context, spec storeSpec, timeout time.Duration) (*dynamodb.Store, error) {
+	if timeout < 0 {
+		return nil, usagef("--store-timeout %v: want a positive duration, or 0 for no limit", timeout)
+	}
+	return dynamodb.Connect(ctx, dynamodb.ConnectConfig{Table: spec.table, Region: spec.region, Endpoint: spec.endpoint},
+		dynamodb.WithCallTimeout(timeout))
 }

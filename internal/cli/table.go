@@ -24,7 +24,7 @@ func (g *globals) dynamoStore(ctx context.Context) (*dynamodb.Store, error) {
 	if spec.kind != "dynamodb" {
 		return nil, usagef("--store %s: the table commands manage DynamoDB tables (dynamodb://TABLE)", g.store)
 	}
-	return openDynamoDB(ctx, spec)
+	return openDynamoDB(ctx, spec, g.storeTimeout)
 }
 
 func newDeployCmd(g *globals) *cobra.Command {

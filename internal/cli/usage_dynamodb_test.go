@@ -65,7 +65,7 @@ func TestUsageWithoutAggregator(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := openDynamoDB(context.Background(), spec)
+	st, err := openDynamoDB(context.Background(), spec, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -46,6 +46,7 @@ type Store struct {
 	table       string
 	speculative bool
 	maxAttempts int
+	callTimeout time.Duration // see WithCallTimeout; 0: no bound
 	noStreams   bool
 	bucketTTL   int64 // ms; see WithBucketTTL
 
@@ -133,7 +134,8 @@ func New(cfg aws.Config, table string, opts []Option, optFns ...func(*dynamodb.O
 		return nil, model.Invalid("dynamodb table", "", "a table name is required")
 	}
 	s := &Store{table: table, speculative: true, maxAttempts: DefaultMaxAttempts, knownLimit: DefaultKnownBuckets,
-		writesPerSecond: 1000, maxShards: maxShards, bucketTTL: DefaultBucketTTL.Milliseconds(), sleep: sleepCtx, pick: pickShards}
+		writesPerSecond: 1000, maxShards: maxShards, bucketTTL: DefaultBucketTTL.Milliseconds(), sleep: sleepCtx, pick: pickShards,
+		callTimeout: DefaultCallTimeout}
 	for _, o := range opts {
 		o(s)
 	}
@@ -146,7 +148,7 @@ func New(cfg aws.Config, table string, opts []Option, optFns ...func(*dynamodb.O
 		// DynamoDB Local omits the CRC32 header on error responses; the
 		// transport's own integrity checks are enough.
 		o.DisableValidateResponseChecksum = true
-	}}, optFns...)
+	}, s.boundCalls}, optFns...)
 	s.db = dynamodb.NewFromConfig(cfg, optFns...)
 	return s, nil
 }
@@ -244,7 +246,9 @@ func NewHTTPClient() *http.Client {
 	return &http.Client{Transport: t, Timeout: httpTimeout}
 }
 
-// httpTimeout bounds one HTTP attempt; the SDK's retryer bounds the attempts.
+// httpTimeout bounds one HTTP attempt; the SDK's retryer bounds the
+// attempts, and the call timeout (WithCallTimeout, shorter by default) the
+// call.
 const httpTimeout = 10 * time.Second
 
 func tuneTransport(t *http.Transport) {

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"os"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
@@ -45,10 +46,19 @@ func localConfig(opts ...func(*aws.Config)) aws.Config {
 
 func atLocal(o *dynamodb.Options) { o.BaseEndpoint = aws.String(endpoint) }
 
-// mustNew is New for arguments a test knows to be valid.
+// testCallTimeout is the call timeout of this package's tests, but for
+// those of the call timeout itself (timeout_test.go), which set their own:
+// DynamoDB Local on a loaded 2-core machine answers some calls of the
+// heaviest tests (48 goroutines in 3 processes on one sharded bucket,
+// transactions of the conformance suite's concurrency cases) after more
+// than the default second.
+const testCallTimeout = 30 * time.Second
+
+// mustNew is New for arguments a test knows to be valid, with the tests'
+// call timeout unless opts set one.
 func mustNew(t testing.TB, cfg aws.Config, table string, opts []Option, optFns ...func(*dynamodb.Options)) *Store {
 	t.Helper()
-	s, err := New(cfg, table, opts, optFns...)
+	s, err := New(cfg, table, append([]Option{WithCallTimeout(testCallTimeout)}, opts...), optFns...)
 	if err != nil {
 		t.Fatal(err)
 	}

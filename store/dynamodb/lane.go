@@ -2,9 +2,11 @@ package dynamodb
 
 import (
 	"context"
+	"fmt"
 	"hash/maphash"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/tollgate-rl/tollgate/bucket"
 	"github.com/tollgate-rl/tollgate/store"
@@ -269,9 +271,27 @@ func (t *laneTable) offer(id itemID, img *image) {
 // caller gets the context's error, and the debit may have been applied.
 //
 // A queued part is served by that goroutine, with the others queued, with
-// no caller's context. If ctx ends first, p is abandoned and submit
-// returns ctx's error: a write under way still completes, and the lane
-// gives back what it debited for p.
+// no caller's context (each of its calls is bounded by the call timeout,
+// timeout.go). If ctx ends first, p is abandoned and submit returns ctx's
+// error: a write under way still completes, and the lane gives back what
+// it debited for p.
+//
+// A queued part waits no longer than the call timeout (timeout.go) for
+// its outcome, whatever its context: the writes before it are bounded by
+// it too, but a part can wait behind one and then be written in the next,
+// and a caller must not wait twice the timeout behind a stalled store. It
+// is then abandoned as when ctx ends, and submit returns ErrTimeout.
+//
+// A caller told that its request failed, by an error or by its context
+// ending, was therefore never debited, or was given back what was debited
+// (finish: the part's state decides, once, between its outcome and its
+// refund), or its write's outcome is not known (a write whose answer never
+// came, the caller's or its batch's): then the debit may stand, and it is
+// accounted as any debit (the bucket's balance and its consumed counter
+// hold it; the item's image is dropped, and the next write, planned from a
+// guess, meets the stored item). Such a debit, and a refund that fails,
+// cost the caller tokens it did not use: under-admission, never
+// over-admission.
 func (s *Store) submit(ctx context.Context, id itemID, p *part) error {
 	for {
 		l := s.lanes.get(id)
@@ -291,11 +311,23 @@ func (s *Store) submit(ctx context.Context, id itemID, p *part) error {
 		l.mu.Unlock()
 		break
 	}
+	var expired <-chan time.Time
+	if s.callTimeout > 0 {
+		t := time.NewTimer(s.callTimeout)
+		defer t.Stop()
+		expired = t.C
+	}
 	select {
 	case <-p.done:
 	case <-ctx.Done():
 		if p.state.CompareAndSwap(partWaiting, partAbandoned) {
 			return ctx.Err()
+		}
+		<-p.done
+	case <-expired:
+		if p.state.CompareAndSwap(partWaiting, partAbandoned) {
+			return fmt.Errorf("%w (%v): bucket %s/%s: waiting for this process's writes before it",
+				ErrTimeout, s.callTimeout, id.key.Entity, id.key.Resource)
 		}
 		<-p.done
 	}

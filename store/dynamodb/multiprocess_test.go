@@ -67,11 +67,11 @@ func work(scenario string) (res mpResult) {
 	ctx := context.Background()
 	endpoint = os.Getenv(mpEndpointEnv)
 	var calls atomic.Int64
-	var storeOpts []Option
+	storeOpts := []Option{WithCallTimeout(testCallTimeout)}
 	if scenario == "sharded" {
 		// A pressure limit far below what DynamoDB Local takes, so the
 		// bucket splits while the processes hammer it.
-		storeOpts = []Option{WithWritePressureLimit(mpPressure), WithMaxShards(8)}
+		storeOpts = append(storeOpts, WithWritePressureLimit(mpPressure), WithMaxShards(8))
 	}
 	s, err := New(localConfig(func(c *aws.Config) {
 		c.HTTPClient = &http.Client{Transport: countingRT{NewHTTPClient().Transport, &calls}}

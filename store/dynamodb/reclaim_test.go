@@ -49,7 +49,7 @@ type reclaimResult struct {
 
 func runReclaimWorker() int {
 	endpoint = os.Getenv(mpEndpointEnv)
-	s, err := New(localConfig(), os.Getenv(mpTableEnv), nil, atLocal)
+	s, err := New(localConfig(), os.Getenv(mpTableEnv), []Option{WithCallTimeout(testCallTimeout)}, atLocal)
 	if err != nil {
 		fmt.Println(`{"error":` + strconv.Quote(err.Error()) + `}`)
 		return 1

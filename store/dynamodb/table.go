@@ -63,6 +63,7 @@ var ErrTableNotActive = errors.New("dynamodb: table not active")
 // version 1 is upgraded to SchemaVersion (stop the processes of older
 // versions first: see SchemaVersion).
 func (s *Store) CreateTable(ctx context.Context) error {
+	ctx = unbounded(ctx) // an operator's: not bounded by the call timeout
 	_, err := s.db.CreateTable(ctx, s.createTableInput())
 	var inUse *types.ResourceInUseException
 	existed := errors.As(err, &inUse)
@@ -93,6 +94,7 @@ func (s *Store) CreateTable(ctx context.Context) error {
 // table, not CreateTable. A missing table is ErrTableNotFound. Running it
 // again changes nothing.
 func (s *Store) InitTable(ctx context.Context) error {
+	ctx = unbounded(ctx) // an operator's: not bounded by the call timeout
 	desc, err := s.describe(ctx)
 	if err != nil {
 		return err
@@ -295,6 +297,7 @@ type TableStatus struct {
 
 // DescribeTable reports the table's state and schema version.
 func (s *Store) DescribeTable(ctx context.Context) (TableStatus, error) {
+	ctx = unbounded(ctx) // an operator's: not bounded by the call timeout
 	d, err := s.describe(ctx)
 	if err != nil {
 		return TableStatus{}, err
@@ -341,6 +344,7 @@ func (s *Store) readVersion(ctx context.Context) (int64, error) {
 // active (else ErrTableNotActive), has the layout CreateTable makes and this
 // package's schema version (else ErrSchemaMismatch, naming what differs).
 func (s *Store) CheckTable(ctx context.Context) error {
+	ctx = unbounded(ctx) // an operator's: not bounded by the call timeout
 	d, err := s.describe(ctx)
 	if err != nil {
 		return err
@@ -372,6 +376,7 @@ func (s *Store) CheckTable(ctx context.Context) error {
 
 // DeleteTable deletes the table and waits until it is gone.
 func (s *Store) DeleteTable(ctx context.Context) error {
+	ctx = unbounded(ctx) // an operator's: not bounded by the call timeout
 	_, err := s.db.DeleteTable(ctx, &dynamodb.DeleteTableInput{TableName: &s.table})
 	var nf *types.ResourceNotFoundException
 	if errors.As(err, &nf) {
