@@ -15,9 +15,10 @@ import (
 // force everywhere within about this long.
 const DefaultRefreshInterval = time.Second
 
-// refreshTimeout bounds one read of the generation: a store that does not
-// answer must not hold up the call that happened to be due to read it.
-const refreshTimeout = time.Second
+// maxRefreshTimeout bounds one read of the generation (and half the
+// refresh interval, if less): a store that does not answer must not hold
+// up for long the call that happened to be due to read it.
+const maxRefreshTimeout = 500 * time.Millisecond
 
 // A ChangeWatch follows a store's change generation (store.Changes) for
 // the limiters and servers of one process, so that a change of limits,
@@ -28,11 +29,12 @@ const refreshTimeout = time.Second
 // generation is local (memory, embedded) is read on every call instead,
 // which costs no I/O: a change is in force at once.
 //
-// There is no goroutine: the first call that finds the generation due
-// reads it, calls meanwhile use the last value. A process idle for a while
-// therefore reads it on its first call, before answering it. A failed read
-// keeps the last value until the next interval; caches then fall back on
-// their TTL (WithCacheTTL).
+// The first call that finds the generation due reads it, calls meanwhile
+// use the last value: a process idle for a while reads it on its first
+// call, before answering it. After a failed read the next ones run in the
+// background, so that no call waits on a store that is not answering; a
+// failed read keeps the last value, and caches then fall back on their TTL
+// (WithCacheTTL).
 type ChangeWatch struct {
 	src      store.Changes
 	local    bool
@@ -75,8 +77,19 @@ func (w *ChangeWatch) Generation(ctx context.Context) uint64 {
 	if now < unixNano(w.due.Load()) || !w.reading.CompareAndSwap(false, true) {
 		return w.gen.Load()
 	}
+	if w.failed.Load() {
+		go w.refresh(context.WithoutCancel(ctx))
+		return w.gen.Load()
+	}
+	w.refresh(ctx)
+	return w.gen.Load()
+}
+
+// refresh reads the generation, the caller having won w.reading, which
+// it clears.
+func (w *ChangeWatch) refresh(ctx context.Context) {
 	defer w.reading.Store(false)
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), refreshTimeout)
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), min(maxRefreshTimeout, w.interval/2))
 	defer cancel()
 	g, err := w.src.Generation(rctx)
 	if err == nil {
@@ -84,7 +97,6 @@ func (w *ChangeWatch) Generation(ctx context.Context) uint64 {
 	}
 	w.failed.Store(err != nil)
 	w.due.Store(int64(w.now().add(w.interval)))
-	return w.gen.Load()
 }
 
 // failing reports whether the last read of the generation failed: the

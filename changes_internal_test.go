@@ -3,6 +3,7 @@ package tollgate
 import (
 	"context"
 	"errors"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -21,10 +22,16 @@ type sharedStore struct {
 	gen   atomic.Uint64
 	reads atomic.Int64
 	fail  atomic.Bool
+	// block, if not nil, holds every read until it is closed (a hung
+	// store); set it before the read that should hang.
+	block chan struct{}
 }
 
 func (s *sharedStore) Generation(context.Context) (uint64, error) {
 	s.reads.Add(1)
+	if s.block != nil {
+		<-s.block
+	}
 	if s.fail.Load() {
 		return 0, errors.New("store down")
 	}
@@ -90,7 +97,8 @@ func TestChangeWatchReadsOncePerInterval(t *testing.T) {
 
 // A failed read keeps the last generation and is not retried before the
 // next interval: a store that is down costs one read per interval, not
-// one per call.
+// one per call. After a failure the next read runs in the background: no
+// call waits on a store that is not answering.
 func TestChangeWatchFailedReadKeepsLastValue(t *testing.T) {
 	st, w, clk := newSharedWatch(t, time.Second)
 	ctx := context.Background()
@@ -109,10 +117,19 @@ func TestChangeWatchFailedReadKeepsLastValue(t *testing.T) {
 	if n := st.reads.Load(); n != 2 {
 		t.Errorf("reads = %d, want 2 (one failed, not retried within the interval)", n)
 	}
-	st.fail.Store(false)
+	st.gen.Store(5)
 	clk.advance(time.Second)
-	if g := w.Generation(ctx); g != 4 {
-		t.Errorf("store back: generation %d, want 4", g)
+	st.block = make(chan struct{}) // the store hangs: the read must not hold up the call
+	if g := w.Generation(ctx); g != 3 {
+		t.Errorf("a read due after a failure: generation %d, want the last one, 3, at once", g)
+	}
+	st.fail.Store(false)
+	close(st.block) // the store answers the read in the background
+	for w.reading.Load() {
+		runtime.Gosched() // waiting for the background read to end, not for a race
+	}
+	if g := w.Generation(ctx); g != 5 {
+		t.Errorf("store back: generation %d, want 5", g)
 	}
 }
 
