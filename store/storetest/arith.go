@@ -20,7 +20,7 @@ const longestPeriod = tollgate.MaxWait / time.Millisecond * time.Millisecond
 // milliseconds (saturated at MaxWaitMS beyond int64) while RetryAfter
 // saturates at MaxWait, and a bucket left alone for millennia refills
 // exactly.
-func testLimiterSaturation(t *testing.T, e *env) {
+func testLimiterSaturation(t *testing.T, e *Env) {
 	lim := e.limiter()
 	saturatedDebt(t, e, lim)
 	deepDebt(t, e, lim)
@@ -30,7 +30,7 @@ func testLimiterSaturation(t *testing.T, e *env) {
 // MaxTokens refilling 1 token per 292 years: the balance stops at
 // -(2^62-1) millitokens, and the wait, beyond 2^63-1 ms, saturates; it is a
 // rate limit's wait, not a concurrency limit's hint.
-func saturatedDebt(t *testing.T, e *env, lim *tollgate.Limiter) {
+func saturatedDebt(t *testing.T, e *Env, lim *tollgate.Limiter) {
 	slow := tollgate.WithLimits(tollgate.RateLimit("slow", 1, longestPeriod).WithBurst(model.MaxTokens), tollgate.PerMinute("rpm", 100))
 	e.commit(e.acquire(lim, "miser", "api", tollgate.Consume{"slow": model.MaxTokens}, slow))
 	for range 2 {
@@ -59,7 +59,7 @@ func saturatedDebt(t *testing.T, e *env, lim *tollgate.Limiter) {
 // nanoseconds, to 2262) the wait is shorter by exactly as much, and a
 // limit that refills MaxTokens a millisecond, drained, is full, not
 // wrapped.
-func deepDebt(t *testing.T, e *env, lim *tollgate.Limiter) {
+func deepDebt(t *testing.T, e *Env, lim *tollgate.Limiter) {
 	rps := tollgate.WithLimits(tollgate.PerSecond("rps", 1))
 	one := tollgate.Consume{"rps": 1}
 	le := e.acquire(lim, "debtor", "api", one, rps)
@@ -97,12 +97,12 @@ func deepDebt(t *testing.T, e *env, lim *tollgate.Limiter) {
 // among the leases holding it; a full reserved limit whose reservations
 // never expire has none and waits for a release; a refusal that a rate
 // limit shares looks nothing up (docs/semantics.md 4).
-func testLimiterSlotRetryAfter(t *testing.T, e *env) {
+func testLimiterSlotRetryAfter(t *testing.T, e *Env) {
 	lim := e.limiter(tollgate.WithConcurrencyRetryAfter(250 * time.Millisecond))
 	slots := tollgate.WithLimits(tollgate.ConcurrencyLimit("inflight", 2), tollgate.PerMinute("rpm", 1000))
 	one := tollgate.Consume{"inflight": 1, "rpm": 1}
 	a := e.acquire(lim, "job", "emr", one, slots, tollgate.WithLeaseExpiry(time.Minute))
-	e.advance(10_000)
+	e.Advance(10_000)
 	b := e.acquire(lim, "job", "emr", one, slots, tollgate.WithLeaseExpiry(30*time.Second))
 	wantSlot := func(step string, want time.Duration, waits string) {
 		t.Helper()
@@ -118,7 +118,7 @@ func testLimiterSlotRetryAfter(t *testing.T, e *env) {
 	e.commit(b)
 	c := e.acquire(lim, "job", "emr", one, slots) // the default expiry, 5 minutes
 	wantSlot("then the first", 50*time.Second, tollgate.WaitsExpiry)
-	e.advance(50_000)
+	e.Advance(50_000)
 	wantSlot("the first expired, awaiting a reconciler: the hint", 250*time.Millisecond, tollgate.WaitsRelease)
 	e.commit(a)
 	e.commit(c)

@@ -22,9 +22,9 @@ func cascadeCases() []testCase {
 }
 
 // An all-or-nothing request over the most buckets a cascade has.
-func testCascadeContractFourBuckets(t *testing.T, e *env) {
+func testCascadeContractFourBuckets(t *testing.T, e *Env) {
 	p := rate(10_000, 1_000, 1_000)
-	keys := []store.BucketKey{key("key", "api"), key("proj", "api"), key("org", "api"), key("acct", "api")}
+	keys := []store.BucketKey{Key("key", "api"), Key("proj", "api"), Key("org", "api"), Key("acct", "api")}
 	mk := func(amounts ...int64) []store.BucketRequest {
 		var brs []store.BucketRequest
 		for i, k := range keys {
@@ -35,29 +35,29 @@ func testCascadeContractFourBuckets(t *testing.T, e *env) {
 	e.grant(T0, mk(1_000, 2_000, 3_000, 4_000)...)
 	want := []int64{9_000, 8_000, 7_000, 6_000}
 	for i, k := range keys {
-		e.wantStored(k, "rpm", bucket.State{Tokens: want[i]})
-		e.wantStored(k, "inflight", bucket.State{Tokens: 3_000})
+		e.WantStored(k, "rpm", bucket.State{Tokens: want[i]})
+		e.WantStored(k, "inflight", bucket.State{Tokens: 3_000})
 	}
 	// The last bucket is short by one millitoken: nothing anywhere.
 	req := e.deny(T0, mk(9_000, 8_000, 7_000, 6_001)...)
 	for i, k := range keys {
 		e.wantObserved(req, k, "rpm", bucket.State{Tokens: want[i]})
-		e.wantTokensAt(k, "rpm", T0, want[i])
+		e.WantTokensAt(k, "rpm", T0, want[i])
 	}
 	// The first is short: same.
 	e.deny(T0, mk(9_001, 0, 0, 0)...)
 	for i, k := range keys {
-		e.wantTokensAt(k, "rpm", T0, want[i])
+		e.WantTokensAt(k, "rpm", T0, want[i])
 	}
 	e.grant(T0, mk(9_000, 8_000, 7_000, 6_000)...)
 	for _, k := range keys {
-		e.wantTokensAt(k, "rpm", T0, 0)
+		e.WantTokensAt(k, "rpm", T0, 0)
 	}
 }
 
 // chain creates acct <- org <- proj <- key (cascade on key and proj, not on
 // org) and key2 under proj without cascade, each with its own stored limits.
-func (e *env) chain(lim *tollgate.Limiter) {
+func (e *Env) chain(lim *tollgate.Limiter) {
 	e.t.Helper()
 	for _, ent := range []tollgate.Entity{
 		{ID: "acct"},
@@ -79,7 +79,7 @@ func (e *env) chain(lim *tollgate.Limiter) {
 
 // wantChain checks the rpm and tpm balances of key, proj and org (-1: the
 // limit is not in effect there).
-func (e *env) wantChain(lim *tollgate.Limiter, of string, want map[string][2]int64) {
+func (e *Env) wantChain(lim *tollgate.Limiter, of string, want map[string][2]int64) {
 	e.t.Helper()
 	st, err := lim.Available(e.ctx, of, "gpt")
 	if err != nil {
@@ -104,7 +104,7 @@ func (e *env) wantChain(lim *tollgate.Limiter, of string, want map[string][2]int
 	}
 }
 
-func testCascadeDebitsChain(t *testing.T, e *env) {
+func testCascadeDebitsChain(t *testing.T, e *Env) {
 	lim := e.limiter()
 	e.chain(lim)
 
@@ -132,7 +132,7 @@ func testCascadeDebitsChain(t *testing.T, e *env) {
 	e.commit(le)
 	e.wantChain(lim, "key", map[string][2]int64{"key": {99, 9_850}, "proj": {49, 4_850}, "org": {9, -1}})
 	// The cascade stopped at org (no cascade there): acct was not touched.
-	if rec := e.read(key("acct", "gpt"))[0]; rec != nil {
+	if rec := e.Read(Key("acct", "gpt"))[0]; rec != nil {
 		t.Errorf("acct bucket exists: %+v", rec)
 	}
 
@@ -160,7 +160,7 @@ func testCascadeDebitsChain(t *testing.T, e *env) {
 	e.wantChain(lim, "key", map[string][2]int64{"key": {99, 9_850}, "proj": {47, 4_850}, "org": {6, -1}})
 }
 
-func testCascadeViolation(t *testing.T, e *env) {
+func testCascadeViolation(t *testing.T, e *Env) {
 	lim := e.limiter()
 	e.chain(lim)
 	e.commit(e.acquire(lim, "key", "gpt", tollgate.Consume{"rpm": 10, "tpm": 4_000}))
@@ -186,7 +186,7 @@ func testCascadeViolation(t *testing.T, e *env) {
 
 	// 6 s later the org has 1 token again and the project blocks on tpm:
 	// key +10 rpm (capped at 100) +1000 tpm, proj +5 rpm +500 tpm, org +1.
-	e.advance(6_000)
+	e.Advance(6_000)
 	ex = e.denied(lim, "key", "gpt", tollgate.Consume{"rpm": 1, "tpm": 1_501})
 	if p := ex.Primary(); p.Entity != "proj" || p.Limit != "tpm" || p.Available != 1_500 || p.RetryAfter != 12*time.Millisecond {
 		t.Errorf("Primary = %+v, want proj's tpm, 1500 available, 12ms", p)
@@ -209,7 +209,7 @@ func testCascadeViolation(t *testing.T, e *env) {
 	e.wantChain(lim, "key", map[string][2]int64{"key": {99, 5_500}, "proj": {44, 0}, "org": {0, -1}})
 }
 
-func testCascadeUnknownEntity(t *testing.T, e *env) {
+func testCascadeUnknownEntity(t *testing.T, e *Env) {
 	lim := e.limiter()
 	if _, err := lim.Acquire(e.ctx, "ghost", "gpt", tollgate.Consume{"rpm": 1}); !errors.Is(err, tollgate.ErrInvalid) {
 		t.Errorf("unknown entity without limits = %v, want ErrInvalid", err)
@@ -235,7 +235,7 @@ func testCascadeUnknownEntity(t *testing.T, e *env) {
 // After a parent is deleted its children keep their ParentID, and "cascade
 // stops at a missing parent" (store.Entities): the child's acquire works on
 // its own limits and touches nothing of the deleted parent.
-func testCascadeDeletedParent(t *testing.T, e *env) {
+func testCascadeDeletedParent(t *testing.T, e *Env) {
 	lim := e.limiter()
 	for _, ent := range []tollgate.Entity{{ID: "org"}, {ID: "proj", ParentID: "org", Cascade: true}, {ID: "key", ParentID: "proj", Cascade: true}} {
 		if _, err := lim.CreateEntity(e.ctx, ent); err != nil {
@@ -251,7 +251,7 @@ func testCascadeDeletedParent(t *testing.T, e *env) {
 	if err := lim.DeleteEntity(e.ctx, "proj"); err != nil {
 		t.Fatal(err)
 	}
-	if rec := e.read(key("proj", "gpt"))[0]; rec != nil {
+	if rec := e.Read(Key("proj", "gpt"))[0]; rec != nil {
 		t.Fatalf("deleted entity's bucket remains: %+v", rec)
 	}
 	le, err := lim.Acquire(e.ctx, "key", "gpt", tollgate.Consume{"rpm": 1})
@@ -262,9 +262,9 @@ func testCascadeDeletedParent(t *testing.T, e *env) {
 		t.Errorf("Consumed = %v, want rpm 1 (the child only)", got)
 	}
 	e.commit(le)
-	e.wantStored(key("key", "gpt"), "rpm", bucket.State{Tokens: 8_000})
-	if rec := e.read(key("proj", "gpt"))[0]; rec != nil {
+	e.WantStored(Key("key", "gpt"), "rpm", bucket.State{Tokens: 8_000})
+	if rec := e.Read(Key("proj", "gpt"))[0]; rec != nil {
 		t.Errorf("the deleted parent's bucket was recreated: %+v", rec)
 	}
-	e.wantStored(key("org", "gpt"), "rpm", bucket.State{Tokens: 9_000})
+	e.WantStored(Key("org", "gpt"), "rpm", bucket.State{Tokens: 9_000})
 }

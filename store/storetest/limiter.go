@@ -39,7 +39,7 @@ func limiterCases() []testCase {
 // holder and a conflict for anyone else, even when the reserved limit is
 // full (the store's answer to a taken lease id must not hide behind a
 // denial), listed, found and released by id alone.
-func testLimiterReservations(t *testing.T, e *env) {
+func testLimiterReservations(t *testing.T, e *Env) {
 	lim := e.limiter()
 	limits := tollgate.WithLimits(tollgate.ReservedLimit("clusters", 2), tollgate.PerMinute("rpm", 100))
 	reserve := func(entity, id string) error {
@@ -88,7 +88,7 @@ func testLimiterReservations(t *testing.T, e *env) {
 // Open durable leases through the limiter: listed with what each holds,
 // page by page, by entity and resource, without the reservations; an ended
 // lease is gone from the list.
-func testLimiterLeasesListed(t *testing.T, e *env) {
+func testLimiterLeasesListed(t *testing.T, e *Env) {
 	lim := e.limiter()
 	limits := tollgate.WithLimits(tollgate.ConcurrencyLimit("slots", 10), tollgate.ReservedLimit("clusters", 10))
 	var leases []*tollgate.Lease
@@ -131,7 +131,7 @@ func testLimiterLeasesListed(t *testing.T, e *env) {
 	}
 }
 
-func testLimiterCapacityThenRefill(t *testing.T, e *env) {
+func testLimiterCapacityThenRefill(t *testing.T, e *Env) {
 	lim := e.limiter()
 	opt := tollgate.WithLimits(tollgate.PerMinute("rpm", 100))
 	one := tollgate.Consume{"rpm": 1}
@@ -161,18 +161,18 @@ func testLimiterCapacityThenRefill(t *testing.T, e *env) {
 	}
 
 	// 599 ms give 998 millitokens and a remainder: 1 ms short.
-	e.advance(599)
+	e.Advance(599)
 	if ex := e.denied(lim, "key-1", "api", one, opt); ex.RetryAfter != time.Millisecond {
 		t.Errorf("RetryAfter after 599ms = %v, want 1ms", ex.RetryAfter)
 	}
-	e.advance(1)
+	e.Advance(1)
 	e.commit(e.acquire(lim, "key-1", "api", one, opt))
 	if ex := e.denied(lim, "key-1", "api", one, opt); ex.RetryAfter != 600*time.Millisecond {
 		t.Errorf("RetryAfter = %v, want 600ms", ex.RetryAfter)
 	}
 
 	// A minute refills exactly the capacity, no more.
-	e.advance(60_000)
+	e.Advance(60_000)
 	e.wantAvailable(lim, "key-1", "api", "rpm", 100, opt)
 	n := 0
 	for ; n < 200; n++ {
@@ -190,7 +190,7 @@ func testLimiterCapacityThenRefill(t *testing.T, e *env) {
 	}
 }
 
-func testLimiterWriteOnEnter(t *testing.T, e *env) {
+func testLimiterWriteOnEnter(t *testing.T, e *Env) {
 	lim, other := e.limiter(), e.limiter()
 	opt := tollgate.WithLimits(tollgate.PerMinute("rpm", 100), tollgate.PerMinute("tpm", 10_000))
 	le := e.acquire(lim, "key-1", "gpt", tollgate.Consume{"rpm": 1, "tpm": 500}, opt)
@@ -200,8 +200,8 @@ func testLimiterWriteOnEnter(t *testing.T, e *env) {
 		e.wantAvailable(l, "key-1", "gpt", "rpm", 99, opt)
 		e.wantAvailable(l, "key-1", "gpt", "tpm", 9_500, opt)
 	}
-	rpm, _ := e.limit(key("key-1", "gpt"), "rpm")
-	tpm, _ := e.limit(key("key-1", "gpt"), "tpm")
+	rpm, _ := e.Limit(Key("key-1", "gpt"), "rpm")
+	tpm, _ := e.Limit(Key("key-1", "gpt"), "tpm")
 	if rpm.State.Tokens != 99_000 || tpm.State.Tokens != 9_500_000 {
 		t.Errorf("stored rpm %d tpm %d, want 99000 9500000", rpm.State.Tokens, tpm.State.Tokens)
 	}
@@ -224,7 +224,7 @@ func testLimiterWriteOnEnter(t *testing.T, e *env) {
 	e.wantAvailable(other, "key-1", "gpt", "tpm", 9_500, opt)
 }
 
-func testLimiterAdjustDebt(t *testing.T, e *env) {
+func testLimiterAdjustDebt(t *testing.T, e *Env) {
 	lim := e.limiter()
 	opt := tollgate.WithLimits(tollgate.PerMinute("tpm", 1_000))
 
@@ -239,27 +239,27 @@ func testLimiterAdjustDebt(t *testing.T, e *env) {
 	e.wantAvailable(lim, "key-1", "gpt", "tpm", 500, opt) // adjustments are written by Commit
 	e.commit(le)
 	e.wantAvailable(lim, "key-1", "gpt", "tpm", -1_000, opt)
-	e.wantStored(key("key-1", "gpt"), "tpm", bucket.State{Tokens: -1_000_000})
+	e.WantStored(Key("key-1", "gpt"), "tpm", bucket.State{Tokens: -1_000_000})
 
 	// In debt, even 1 token waits until the debt is repaid: 1001 tokens at
 	// 1000 per minute.
 	if ex := e.denied(lim, "key-1", "gpt", tollgate.Consume{"tpm": 1}, opt); ex.RetryAfter != 60_060*time.Millisecond {
 		t.Errorf("RetryAfter in debt = %v, want 1m0.06s", ex.RetryAfter)
 	}
-	e.advance(59_999)
+	e.Advance(59_999)
 	e.wantAvailable(lim, "key-1", "gpt", "tpm", -1, opt) // -16.67 millitokens floor to -1
-	e.advance(1)
+	e.Advance(1)
 	e.wantAvailable(lim, "key-1", "gpt", "tpm", 0, opt)
 	e.denied(lim, "key-1", "gpt", tollgate.Consume{"tpm": 1}, opt)
-	e.advance(59)
+	e.Advance(59)
 	e.wantAvailable(lim, "key-1", "gpt", "tpm", 0, opt)
-	e.advance(1)
+	e.Advance(1)
 	e.wantAvailable(lim, "key-1", "gpt", "tpm", 1, opt)
 	e.commit(e.acquire(lim, "key-1", "gpt", tollgate.Consume{"tpm": 1}, opt))
 	e.wantAvailable(lim, "key-1", "gpt", "tpm", 0, opt)
 }
 
-func testLimiterAdjustRefund(t *testing.T, e *env) {
+func testLimiterAdjustRefund(t *testing.T, e *Env) {
 	lim := e.limiter()
 	opt := tollgate.WithLimits(tollgate.PerMinute("rpm", 10), tollgate.PerMinute("tpm", 1_000))
 	le := e.acquire(lim, "key-1", "gpt", tollgate.Consume{"rpm": 1, "tpm": 800}, opt)
@@ -285,7 +285,7 @@ func testLimiterAdjustRefund(t *testing.T, e *env) {
 	if err := le.Adjust(e.ctx, tollgate.Consume{"tpm": -101}); !errors.Is(err, tollgate.ErrInvalid) {
 		t.Errorf("Adjust below zero net = %v, want ErrInvalid", err)
 	}
-	e.advance(60_000)
+	e.Advance(60_000)
 	if err := le.Adjust(e.ctx, tollgate.Consume{"tpm": -100}); err != nil {
 		t.Fatal(err)
 	}
@@ -298,7 +298,7 @@ func testLimiterAdjustRefund(t *testing.T, e *env) {
 // testLimiterRollbackRestores checks that Rollback gives back exactly what the
 // lease took, in every bucket of a cascade, leaving the stored records as
 // they were before the acquire (the clock is frozen).
-func testLimiterRollbackRestores(t *testing.T, e *env) {
+func testLimiterRollbackRestores(t *testing.T, e *Env) {
 	lim := e.limiter()
 	for _, ent := range []tollgate.Entity{{ID: "org"}, {ID: "proj", ParentID: "org", Cascade: true}, {ID: "key", ParentID: "proj", Cascade: true}} {
 		if _, err := lim.CreateEntity(e.ctx, ent); err != nil {
@@ -310,12 +310,12 @@ func testLimiterRollbackRestores(t *testing.T, e *env) {
 	// Bring the buckets to partly used states with remainders.
 	e.commit(e.acquire(lim, "proj", "gpt", tollgate.Consume{"rpm": 3, "tpm": 2_000}, opt))
 	e.commit(e.acquire(lim, "key", "gpt", tollgate.Consume{"rpm": 1, "tpm": 1_000, "inflight": 0}, opt))
-	e.advance(7)
+	e.Advance(7)
 	held := e.acquire(lim, "key", "gpt", tollgate.Consume{"inflight": 2}, opt)
-	e.advance(13)
-	keys := []store.BucketKey{key("key", "gpt"), key("proj", "gpt"), key("org", "gpt")}
+	e.Advance(13)
+	keys := []store.BucketKey{Key("key", "gpt"), Key("proj", "gpt"), Key("org", "gpt")}
 	e.commit(e.acquire(lim, "key", "gpt", tollgate.Consume{"rpm": 0}, opt)) // refill to now
-	before := e.read(keys...)
+	before := e.Read(keys...)
 	avBefore, err := lim.Available(e.ctx, "key", "gpt", opt)
 	if err != nil {
 		t.Fatal(err)
@@ -333,7 +333,7 @@ func testLimiterRollbackRestores(t *testing.T, e *env) {
 	}
 	e.rollback(le)
 
-	after := e.read(keys...)
+	after := e.Read(keys...)
 	for i, k := range keys {
 		if !reflect.DeepEqual(normalize(before[i]), normalize(after[i])) {
 			t.Errorf("bucket %v after rollback = %+v, want %+v", k, after[i], before[i])
@@ -375,7 +375,7 @@ func normalize(r *store.Record) *normalized {
 	return n
 }
 
-func testLimiterConcurrencyLimit(t *testing.T, e *env) {
+func testLimiterConcurrencyLimit(t *testing.T, e *Env) {
 	lim := e.limiter(tollgate.WithConcurrencyRetryAfter(250 * time.Millisecond))
 	opt := tollgate.WithLimits(tollgate.ConcurrencyLimit("inflight", 3))
 	one := tollgate.Consume{"inflight": 1}
@@ -394,7 +394,7 @@ func testLimiterConcurrencyLimit(t *testing.T, e *env) {
 	}
 	// Time does not return slots; once their leases have expired (no
 	// reconciler runs here), only the hint is left.
-	e.advance(3_600_000)
+	e.Advance(3_600_000)
 	if ex := e.denied(lim, "job", "emr", one, opt); ex.RetryAfter != 250*time.Millisecond || ex.Waits() != tollgate.WaitsRelease {
 		t.Errorf("RetryAfter, the holders expired = %v, %q; want the 250ms hint", ex.RetryAfter, ex.Waits())
 	}
@@ -421,7 +421,7 @@ func testLimiterConcurrencyLimit(t *testing.T, e *env) {
 		}
 	}
 	e.wantAvailable(lim, "job", "emr", "inflight", 3, opt)
-	e.wantStored(key("job", "emr"), "inflight", bucket.State{Tokens: 3_000})
+	e.WantStored(Key("job", "emr"), "inflight", bucket.State{Tokens: 3_000})
 	// A lease of 3 at once fits; 4 is more than the capacity, never grantable.
 	e.commit(e.acquire(lim, "job", "emr", tollgate.Consume{"inflight": 3}, opt))
 	if _, err := lim.Acquire(e.ctx, "job", "emr", tollgate.Consume{"inflight": 4}, opt); !errors.Is(err, tollgate.ErrInvalid) {
@@ -446,7 +446,7 @@ func deleteConfig(t *testing.T, lim *tollgate.Limiter, sc tollgate.Scope) {
 
 // capacityOf returns the capacity of limit name in effect for entity and
 // resource, as Available reports it.
-func (e *env) capacityOf(lim *tollgate.Limiter, entity, resource, name string) int64 {
+func (e *Env) capacityOf(lim *tollgate.Limiter, entity, resource, name string) int64 {
 	e.t.Helper()
 	st, err := lim.Available(e.ctx, entity, resource)
 	if err != nil {
@@ -455,7 +455,7 @@ func (e *env) capacityOf(lim *tollgate.Limiter, entity, resource, name string) i
 	return status(e.t, st, entity, name).Capacity
 }
 
-func testLimiterResolution(t *testing.T, e *env) {
+func testLimiterResolution(t *testing.T, e *Env) {
 	lim := e.limiter(tollgate.WithCacheTTL(0))
 	admin := e.limiter()
 	if _, err := admin.CreateEntity(e.ctx, tollgate.Entity{ID: "e1"}); err != nil {
@@ -532,7 +532,7 @@ type frozenGeneration struct{ store.Store }
 func (frozenGeneration) Generation(context.Context) (uint64, error) { return 0, nil }
 func (frozenGeneration) LocalGeneration() bool                      { return false }
 
-func testLimiterLimitChanges(t *testing.T, e *env) {
+func testLimiterLimitChanges(t *testing.T, e *Env) {
 	lim := e.limiter() // default cache TTL: its own writes invalidate it
 	remote := e.limiterOver(frozenGeneration{e.s})
 	if _, err := lim.CreateEntity(e.ctx, tollgate.Entity{ID: "e1"}); err != nil {
@@ -550,7 +550,7 @@ func testLimiterLimitChanges(t *testing.T, e *env) {
 	e.commit(e.acquire(lim, "e1", "api", tollgate.Consume{"rpm": 1}))
 	e.wantAvailable(lim, "e1", "api", "rpm", 19)
 	e.wantAvailable(lim, "e1", "api", "inflight", 1)
-	l, _ := e.limit(key("e1", "api"), "rpm")
+	l, _ := e.Limit(Key("e1", "api"), "rpm")
 	if l.Params.Capacity != 20_000 || l.State.Tokens != 19_000 {
 		t.Errorf("stored rpm after shrink = %+v", l)
 	}
@@ -576,23 +576,23 @@ func testLimiterLimitChanges(t *testing.T, e *env) {
 	// A rate change applies from the first acquire that sees it: until then
 	// the bucket refills at the old rate (100/min), after at the new one.
 	setConfig(t, lim, tollgate.EntityScope("e1", "api"), tollgate.PerMinute("rpm", 200).WithBurst(100))
-	e.advance(30_000)
+	e.Advance(30_000)
 	e.wantAvailable(lim, "e1", "api", "rpm", 50)
 	e.commit(e.acquire(lim, "e1", "api", tollgate.Consume{"rpm": 0}))
-	e.advance(12_000)
+	e.Advance(12_000)
 	e.wantAvailable(lim, "e1", "api", "rpm", 90)
 	if got := e.capacityOf(remote, "e1", "api", "rpm"); got != 20 {
 		t.Errorf("remote capacity within its TTL = %d, want the cached 20", got)
 	}
 	// The remote limiter learns of the change when its TTL (60s) expires.
-	e.advance(18_000)
+	e.Advance(18_000)
 	if got := e.capacityOf(remote, "e1", "api", "rpm"); got != 100 {
 		t.Errorf("remote capacity after the TTL = %d, want 100", got)
 	}
 	e.wantAvailable(remote, "e1", "api", "rpm", 100)
 }
 
-func testLimiterCancelledContext(t *testing.T, e *env) {
+func testLimiterCancelledContext(t *testing.T, e *Env) {
 	lim := e.limiter()
 	opt := tollgate.WithLimits(tollgate.PerMinute("rpm", 10))
 	e.commit(e.acquire(lim, "e1", "api", tollgate.Consume{"rpm": 1}, opt))

@@ -23,18 +23,18 @@ func namespaceCases() []testCase {
 
 // populate writes the same entities, configs, buckets and audit events in
 // the env's namespace.
-func (e *env) populate() {
+func (e *Env) populate() {
 	e.createEntity(model.Entity{ID: "org", Metadata: map[string]string{"ns": e.ns}})
 	e.createEntity(model.Entity{ID: "key", ParentID: "org", Cascade: true})
 	e.putConfig(model.SystemScope(), model.Config{Limits: []model.Limit{model.PerMinute("rpm", 1)}, OnUnavailable: model.Allow})
 	e.putConfig(model.ResourceScope("api"), model.Config{Limits: []model.Limit{model.PerMinute("rpm", 2)}})
 	e.putConfig(model.EntityScope("org", ""), model.Config{Limits: []model.Limit{model.PerMinute("rpm", 3)}})
 	e.putConfig(model.EntityScope("key", "api"), model.Config{Limits: []model.Limit{model.PerMinute("rpm", 4)}})
-	e.grant(T0, breq(key("key", "api"), checked("a", rate(10_000, 1, 1), 1_000)), breq(key("org", "api"), checked("a", rate(10_000, 1, 1), 1_000)))
+	e.grant(T0, breq(Key("key", "api"), checked("a", rate(10_000, 1, 1), 1_000)), breq(Key("org", "api"), checked("a", rate(10_000, 1, 1), 1_000)))
 }
 
-func testNamespaceIsolation(t *testing.T, e1 *env) {
-	e2 := &env{t: t, ctx: e1.ctx, s: e1.s, ns: newNamespace(t), clk: e1.clk, eventSeq: 1000}
+func testNamespaceIsolation(t *testing.T, e1 *Env) {
+	e2 := &Env{t: t, ctx: e1.ctx, s: e1.s, ns: newNamespace(t), clk: e1.clk, eventSeq: 1000}
 	e1.populate()
 
 	// Nothing of e1 is visible in e2.
@@ -51,7 +51,7 @@ func testNamespaceIsolation(t *testing.T, e1 *env) {
 			t.Errorf("ns2 config %d = %+v, want nil", i, c)
 		}
 	}
-	for i, r := range e2.read(key("key", "api"), key("org", "api")) {
+	for i, r := range e2.Read(Key("key", "api"), Key("org", "api")) {
 		if r != nil {
 			t.Errorf("ns2 bucket %d = %+v, want nil", i, r)
 		}
@@ -71,17 +71,17 @@ func testNamespaceIsolation(t *testing.T, e1 *env) {
 		t.Errorf("ns2 PutConfig for ns1's entity = %v, want ErrEntityNotFound", err)
 	}
 	// Deltas in ns2 do not reach ns1's buckets.
-	e2.deltas(delta(key("key", "api"), "a", 5_000))
+	e2.deltas(delta(Key("key", "api"), "a", 5_000))
 
 	// The same ids can be used in e2 independently, and a delete there does
 	// not touch e1.
 	e2.populate()
-	e2.grant(T0, breq(key("key", "api"), checked("a", rate(10_000, 1, 1), 5_000)))
+	e2.grant(T0, breq(Key("key", "api"), checked("a", rate(10_000, 1, 1), 5_000)))
 	e2.deleteEntity("key")
 	e2.deleteEntity("org")
 
-	e1.wantStored(key("key", "api"), "a", bucket.State{Tokens: 9_000})
-	e1.wantStored(key("org", "api"), "a", bucket.State{Tokens: 9_000})
+	e1.WantStored(Key("key", "api"), "a", bucket.State{Tokens: 9_000})
+	e1.WantStored(Key("org", "api"), "a", bucket.State{Tokens: 9_000})
 	if got := e1.getEntity("org"); got.Metadata["ns"] != e1.ns {
 		t.Errorf("ns1 org = %+v", got)
 	}
@@ -105,8 +105,8 @@ func testNamespaceIsolation(t *testing.T, e1 *env) {
 }
 
 // Two limiters on one store in different namespaces share nothing.
-func testNamespaceLimiterIsolation(t *testing.T, e *env) {
-	other := &env{t: t, ctx: e.ctx, s: e.s, ns: newNamespace(t), clk: e.clk}
+func testNamespaceLimiterIsolation(t *testing.T, e *Env) {
+	other := e.OtherNamespace()
 	l1, l2 := e.limiter(), other.limiter()
 	if _, err := l1.CreateEntity(e.ctx, tollgate.Entity{ID: "org"}); err != nil {
 		t.Fatal(err)
@@ -144,7 +144,7 @@ func mine(all []model.Namespace, prefix string) []model.Namespace {
 	return out
 }
 
-func testNamespaceRegistry(t *testing.T, e *env) {
+func testNamespaceRegistry(t *testing.T, e *Env) {
 	at := time.UnixMilli(T0).UTC()
 	b := model.Namespace{Name: e.ns + "-b", ID: e.ns + "id-b", CreatedAt: at}
 	a := model.Namespace{Name: e.ns + "-a", ID: e.ns + "id-a", CreatedAt: at}
@@ -198,8 +198,8 @@ func testNamespaceRegistry(t *testing.T, e *env) {
 
 // Purge removes every item of a namespace and its registration, and
 // nothing of any other namespace.
-func testNamespacePurge(t *testing.T, e *env) {
-	victim := &env{t: t, ctx: e.ctx, s: e.s, ns: newNamespace(t), clk: e.clk}
+func testNamespacePurge(t *testing.T, e *Env) {
+	victim := e.OtherNamespace()
 	n := model.Namespace{Name: victim.ns, ID: victim.ns, CreatedAt: time.UnixMilli(T0)}
 	if err := e.s.CreateNamespace(e.ctx, n); err != nil {
 		t.Fatal(err)
@@ -222,7 +222,7 @@ func testNamespacePurge(t *testing.T, e *env) {
 	if _, err := e.s.GetEntity(e.ctx, victim.ns, "org"); !errors.Is(err, model.ErrEntityNotFound) {
 		t.Errorf("purged namespace's entity: %v, want ErrEntityNotFound", err)
 	}
-	if recs := victim.read(key("key", "api"), key("org", "api")); recs[0] != nil || recs[1] != nil {
+	if recs := victim.Read(Key("key", "api"), Key("org", "api")); recs[0] != nil || recs[1] != nil {
 		t.Errorf("purged namespace's buckets remain: %+v", recs)
 	}
 	if cfgs, err := e.s.GetConfigs(e.ctx, victim.ns, []model.Scope{model.SystemScope(), model.ResourceScope("api")}); err != nil || cfgs[0] != nil || cfgs[1] != nil {
@@ -235,12 +235,12 @@ func testNamespacePurge(t *testing.T, e *env) {
 	if _, err := e.s.GetEntity(e.ctx, e.ns, "org"); err != nil {
 		t.Errorf("other namespace's entity: %v", err)
 	}
-	e.wantStored(key("org", "api"), "a", bucket.State{Tokens: 9_000})
+	e.WantStored(Key("org", "api"), "a", bucket.State{Tokens: 9_000})
 }
 
 // Through a Registry and a limiter: a deleted namespace refuses work until
 // recovered, and only a deleted one can be purged.
-func testNamespaceLimiterLifecycle(t *testing.T, e *env) {
+func testNamespaceLimiterLifecycle(t *testing.T, e *Env) {
 	reg, err := tollgate.NewRegistry(e.s, tollgate.WithRegistryClock(e.clk))
 	if err != nil {
 		t.Fatal(err)

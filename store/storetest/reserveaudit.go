@@ -19,7 +19,7 @@ import (
 var reservationLimits = tollgate.WithLimits(tollgate.ReservedLimit("clusters", 2), tollgate.PerMinute("launches", 100))
 
 // reserve reserves id for entity team on emr with the write options opts.
-func (e *env) reserve(lim *tollgate.Limiter, id string, opts ...tollgate.AcquireOption) error {
+func (e *Env) reserve(lim *tollgate.Limiter, id string, opts ...tollgate.AcquireOption) error {
 	all := append([]tollgate.AcquireOption{reservationLimits, tollgate.WithReservation(id)}, opts...)
 	_, err := lim.Acquire(e.ctx, "team", "emr", tollgate.Consume{"clusters": 1, "launches": 1}, all...)
 	return err
@@ -27,7 +27,7 @@ func (e *env) reserve(lim *tollgate.Limiter, id string, opts ...tollgate.Acquire
 
 // auditOf returns the events of action in entity's audit log, as the
 // limiter lists them.
-func (e *env) auditOf(lim *tollgate.Limiter, entity, action string) []tollgate.AuditEvent {
+func (e *Env) auditOf(lim *tollgate.Limiter, entity, action string) []tollgate.AuditEvent {
 	e.t.Helper()
 	evs, err := lim.AuditEvents(e.ctx, entity, "", 100)
 	if err != nil {
@@ -56,7 +56,7 @@ func wantDetails(t *testing.T, ev tollgate.AuditEvent, want map[string]string) {
 // A reservation made is one reservation.reserve event, with the principal
 // and what it consumed; asking again for the same id (resumed), a denial
 // and a conflict write none.
-func testLimiterReserveAudited(t *testing.T, e *env) {
+func testLimiterReserveAudited(t *testing.T, e *Env) {
 	lim := e.limiter()
 	byAlice := tollgate.WithAudit(tollgate.WithPrincipal("alice"))
 	if err := e.reserve(lim, "j-1", byAlice, tollgate.WithLeaseExpiry(time.Hour)); err != nil {
@@ -95,7 +95,7 @@ func testLimiterReserveAudited(t *testing.T, e *env) {
 // A release is one reservation.release event, with its principal and how
 // it came: by a call, on an external event, or by the lease's own ending.
 // A release that finds nothing writes none.
-func testLimiterReleaseAudited(t *testing.T, e *env) {
+func testLimiterReleaseAudited(t *testing.T, e *Env) {
 	lim := e.limiter()
 	for _, id := range []string{"j-1", "j-2"} {
 		if err := e.reserve(lim, id); err != nil {
@@ -136,7 +136,7 @@ func testLimiterReleaseAudited(t *testing.T, e *env) {
 
 // A reservation that expires is ended by a reconciler with its
 // lease.expired event, which names the reservation.
-func testLimiterReservationExpiryAudited(t *testing.T, e *env) {
+func testLimiterReservationExpiryAudited(t *testing.T, e *Env) {
 	lim := e.limiter()
 	if err := e.reserve(lim, "j-1", tollgate.WithLeaseExpiry(time.Second)); err != nil {
 		t.Fatalf("reserve j-1: %v", err)
@@ -145,7 +145,7 @@ func testLimiterReservationExpiryAudited(t *testing.T, e *env) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.advance(1000)
+	e.Advance(1000)
 	if n, err := r.Once(e.ctx); n != 1 || err != nil {
 		t.Fatalf("reconciler pass = %d, %v; want 1 lease ended", n, err)
 	}

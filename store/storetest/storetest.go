@@ -43,7 +43,7 @@ const T0 int64 = 1_700_000_000_000
 // testCase is one conformance case.
 type testCase struct {
 	name string
-	fn   func(t *testing.T, e *env)
+	fn   func(t *testing.T, e *Env)
 }
 
 // Run runs the conformance suite against the backend that newStore makes.
@@ -87,7 +87,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store, opts ...Option) 
 					if s == nil {
 						t.Fatal("newStore returned nil")
 					}
-					c.fn(t, newEnv(t, s))
+					c.fn(t, NewEnv(t, s))
 				})
 			}
 		})
@@ -113,9 +113,11 @@ func Groups(names ...string) Option {
 	}
 }
 
-// env is what a case works with: a store, a fresh namespace in it, and a
-// fake clock at T0.
-type env struct {
+// Env is what a case works with: a store, a fresh namespace in it, and a
+// fake clock at T0. Its exported methods are the contract-level reads and
+// the clock of a case, for suites above the contract (package limitertest)
+// that check through the contract what they wrote another way.
+type Env struct {
 	t   *testing.T
 	ctx context.Context
 	s   store.Store
@@ -124,12 +126,20 @@ type env struct {
 
 	eventSeq int64
 	// latest is the latest time any Consume of the case ran at: what
-	// wantStored evaluates balances at.
+	// WantStored evaluates balances at.
 	latest atomic.Int64
 }
 
-func newEnv(t *testing.T, s store.Store) *env {
-	return &env{t: t, ctx: t.Context(), s: s, ns: newNamespace(t), clk: clock.NewFake(time.UnixMilli(T0))}
+// NewEnv returns an Env over s, in a fresh random namespace, with a fake
+// clock at T0.
+func NewEnv(t *testing.T, s store.Store) *Env {
+	return &Env{t: t, ctx: t.Context(), s: s, ns: newNamespace(t), clk: clock.NewFake(time.UnixMilli(T0))}
+}
+
+// OtherNamespace returns an Env over the same store and clock in a fresh
+// namespace of its own: a second tenant of the case.
+func (e *Env) OtherNamespace() *Env {
+	return &Env{t: e.t, ctx: e.ctx, s: e.s, ns: newNamespace(e.t), clk: e.clk}
 }
 
 // newNamespace returns a random namespace name no other case uses.
@@ -141,27 +151,40 @@ func newNamespace(t *testing.T) string {
 	return "ns-" + hex.EncodeToString(b[:])
 }
 
-// now is the fake time in Unix milliseconds.
-func (e *env) now() int64 { return e.clk.Now().UnixMilli() }
+// Namespace is the case's namespace: its name, which is also its id once
+// RegisterNamespace has run (the contract's methods take ids).
+func (e *Env) Namespace() string { return e.ns }
 
-// advance moves the fake clock forward by ms milliseconds.
-func (e *env) advance(ms int64) { e.clk.Advance(time.Duration(ms) * time.Millisecond) }
+// Clock is the case's fake clock.
+func (e *Env) Clock() *clock.Fake { return e.clk }
+
+// RegisterNamespace registers the case's namespace with its name as its id,
+// so that contract-level reads (which take ids) see what a limiter working
+// in the namespace by name wrote. Registering it again does nothing.
+func (e *Env) RegisterNamespace() {
+	e.t.Helper()
+	err := e.s.CreateNamespace(e.ctx, model.Namespace{Name: e.ns, ID: e.ns, CreatedAt: time.UnixMilli(T0)})
+	if err != nil && !errors.Is(err, model.ErrNamespaceExists) {
+		e.t.Fatalf("CreateNamespace: %v", err)
+	}
+}
+
+// now is the fake time in Unix milliseconds.
+func (e *Env) now() int64 { return e.clk.Now().UnixMilli() }
+
+// Advance moves the fake clock forward by ms milliseconds.
+func (e *Env) Advance(ms int64) { e.clk.Advance(time.Duration(ms) * time.Millisecond) }
 
 // limiter returns a Limiter over the case's store, namespace and clock.
-func (e *env) limiter(opts ...tollgate.Option) *tollgate.Limiter {
+func (e *Env) limiter(opts ...tollgate.Option) *tollgate.Limiter {
 	e.t.Helper()
 	return e.limiterOver(e.s, opts...)
 }
 
 // limiterOver is limiter over s, which wraps the case's store.
-func (e *env) limiterOver(s store.Store, opts ...tollgate.Option) *tollgate.Limiter {
+func (e *Env) limiterOver(s store.Store, opts ...tollgate.Option) *tollgate.Limiter {
 	e.t.Helper()
-	// The case's namespace is registered with its name as its id, so that
-	// contract-level reads (which take ids) see what the limiter wrote.
-	err := e.s.CreateNamespace(e.ctx, model.Namespace{Name: e.ns, ID: e.ns, CreatedAt: time.UnixMilli(T0)})
-	if err != nil && !errors.Is(err, model.ErrNamespaceExists) {
-		e.t.Fatalf("CreateNamespace: %v", err)
-	}
+	e.RegisterNamespace()
 	all := append([]tollgate.Option{tollgate.WithNamespace(e.ns), tollgate.WithClock(e.clk)}, opts...)
 	lim, err := tollgate.New(s, all...)
 	if err != nil {
@@ -172,7 +195,8 @@ func (e *env) limiterOver(s store.Store, opts ...tollgate.Option) *tollgate.Limi
 
 // ---- contract-level helpers ----
 
-func key(entity, resource string) store.BucketKey {
+// Key is the key of the bucket of entity and resource.
+func Key(entity, resource string) store.BucketKey {
 	return store.BucketKey{Entity: entity, Resource: resource}
 }
 
@@ -207,7 +231,7 @@ func request(now int64, buckets ...store.BucketRequest) *store.ConsumeRequest {
 }
 
 // consume runs Consume in the case's namespace; a store error is fatal.
-func (e *env) consume(now int64, buckets ...store.BucketRequest) (bool, *store.ConsumeRequest) {
+func (e *Env) consume(now int64, buckets ...store.BucketRequest) (bool, *store.ConsumeRequest) {
 	e.t.Helper()
 	req := request(now, buckets...)
 	for cur := e.latest.Load(); now > cur && !e.latest.CompareAndSwap(cur, now); cur = e.latest.Load() {
@@ -220,7 +244,7 @@ func (e *env) consume(now int64, buckets ...store.BucketRequest) (bool, *store.C
 }
 
 // grant runs Consume and fails the case unless it is granted.
-func (e *env) grant(now int64, buckets ...store.BucketRequest) *store.ConsumeRequest {
+func (e *Env) grant(now int64, buckets ...store.BucketRequest) *store.ConsumeRequest {
 	e.t.Helper()
 	ok, req := e.consume(now, buckets...)
 	if !ok {
@@ -230,7 +254,7 @@ func (e *env) grant(now int64, buckets ...store.BucketRequest) *store.ConsumeReq
 }
 
 // deny runs Consume and fails the case unless it is denied.
-func (e *env) deny(now int64, buckets ...store.BucketRequest) *store.ConsumeRequest {
+func (e *Env) deny(now int64, buckets ...store.BucketRequest) *store.ConsumeRequest {
 	e.t.Helper()
 	ok, req := e.consume(now, buckets...)
 	if ok {
@@ -254,7 +278,7 @@ func stateString(s bucket.State) string {
 }
 
 // wantObserved checks the Observed state of limit name in bucket k of req.
-func (e *env) wantObserved(req *store.ConsumeRequest, k store.BucketKey, name string, want bucket.State) {
+func (e *Env) wantObserved(req *store.ConsumeRequest, k store.BucketKey, name string, want bucket.State) {
 	e.t.Helper()
 	for _, br := range req.Buckets {
 		if br.Key != k {
@@ -270,9 +294,9 @@ func (e *env) wantObserved(req *store.ConsumeRequest, k store.BucketKey, name st
 	e.t.Fatalf("request has no limit %s in bucket %v", name, k)
 }
 
-// read returns ReadBuckets of keys; an error or a result of the wrong length
-// is fatal.
-func (e *env) read(keys ...store.BucketKey) []*store.Record {
+// Read returns ReadBuckets of keys in the case's namespace; an error or a
+// result of the wrong length is fatal.
+func (e *Env) Read(keys ...store.BucketKey) []*store.Record {
 	e.t.Helper()
 	recs, err := e.s.ReadBuckets(e.ctx, e.ns, keys)
 	if err != nil {
@@ -284,11 +308,11 @@ func (e *env) read(keys ...store.BucketKey) []*store.Record {
 	return recs
 }
 
-// limit returns the stored limit name of bucket k; a missing bucket or limit
-// is fatal.
-func (e *env) limit(k store.BucketKey, name string) (store.LimitState, *store.Record) {
+// Limit returns the stored limit name of bucket k and its record; a missing
+// bucket or limit is fatal.
+func (e *Env) Limit(k store.BucketKey, name string) (store.LimitState, *store.Record) {
 	e.t.Helper()
-	rec := e.read(k)[0]
+	rec := e.Read(k)[0]
 	if rec == nil {
 		e.t.Fatalf("bucket %v does not exist", k)
 	}
@@ -299,14 +323,14 @@ func (e *env) limit(k store.BucketKey, name string) (store.LimitState, *store.Re
 	return rec.Limits[i], rec
 }
 
-// wantStored checks the state of a limit as of the latest Consume of the
-// case. Backends may store it unrefilled from an earlier time (a speculative
+// WantStored checks the stored state of a limit as of the latest Consume of
+// the case (made through the Env; with none, as stored). Backends may store it unrefilled from an earlier time (a speculative
 // write debits without refilling), so the stored state is refilled from its
 // record's time to that moment; a balance at or above capacity (after
 // refunds) is compared as stored, since only the next refill clamps it.
-func (e *env) wantStored(k store.BucketKey, name string, want bucket.State) {
+func (e *Env) WantStored(k store.BucketKey, name string, want bucket.State) {
 	e.t.Helper()
-	l, rec := e.limit(k, name)
+	l, rec := e.Limit(k, name)
 	got := l.State
 	if at := e.latest.Load(); at > rec.Refilled && got.Tokens < l.Params.Capacity {
 		got = bucket.Refill(got, l.Params, at-rec.Refilled)
@@ -317,34 +341,34 @@ func (e *env) wantStored(k store.BucketKey, name string, want bucket.State) {
 }
 
 // wantRefilledBy checks that a bucket's refill time is not after at.
-func (e *env) wantRefilledBy(k store.BucketKey, at int64) {
+func (e *Env) wantRefilledBy(k store.BucketKey, at int64) {
 	e.t.Helper()
-	if _, rec := e.limit(k, e.anyLimit(k)); rec.Refilled > at {
+	if _, rec := e.Limit(k, e.anyLimit(k)); rec.Refilled > at {
 		e.t.Errorf("%s/%s Refilled = %+d ms, after the latest request at %+d", k.Entity, k.Resource, rec.Refilled-T0, at-T0)
 	}
 }
 
-func (e *env) anyLimit(k store.BucketKey) string {
-	rec := e.read(k)[0]
+func (e *Env) anyLimit(k store.BucketKey) string {
+	rec := e.Read(k)[0]
 	if rec == nil || len(rec.Limits) == 0 {
 		e.t.Fatalf("bucket %v does not exist", k)
 	}
 	return rec.Limits[0].Name
 }
 
-// wantTokensAt checks the balance of a limit as it is at now: the stored state
-// refilled from the record's Refilled time. This is what any later Consume at
+// WantTokensAt checks the balance of a limit as it is at now: the stored
+// state refilled from the record's Refilled time. This is what any later Consume at
 // now observes, whether or not the backend wrote anything in between.
-func (e *env) wantTokensAt(k store.BucketKey, name string, now, want int64) {
+func (e *Env) WantTokensAt(k store.BucketKey, name string, now, want int64) {
 	e.t.Helper()
-	l, rec := e.limit(k, name)
+	l, rec := e.Limit(k, name)
 	got := bucket.Refill(l.State, l.Params, now-rec.Refilled)
 	if got.Tokens != want {
 		e.t.Errorf("%s/%s.%s at %+d ms = %d millitokens, want %d", k.Entity, k.Resource, name, now-T0, got.Tokens, want)
 	}
 }
 
-func (e *env) deltas(ds ...store.Delta) {
+func (e *Env) deltas(ds ...store.Delta) {
 	e.t.Helper()
 	if err := e.s.ApplyDeltas(e.ctx, e.ns, ds); err != nil {
 		e.t.Fatalf("ApplyDeltas: %v", err)
@@ -357,7 +381,7 @@ func delta(k store.BucketKey, name string, amount int64) store.Delta {
 
 // event returns an audit event with a fresh id that sorts after every id the
 // env made before (a ULID whose time advances by one millisecond per event).
-func (e *env) event(action, entity, resource string) model.AuditEvent {
+func (e *Env) event(action, entity, resource string) model.AuditEvent {
 	e.eventSeq++
 	ms := T0 + e.eventSeq
 	return model.AuditEvent{
@@ -371,7 +395,7 @@ func (e *env) event(action, entity, resource string) model.AuditEvent {
 	}
 }
 
-func (e *env) createEntity(ent model.Entity) model.AuditEvent {
+func (e *Env) createEntity(ent model.Entity) model.AuditEvent {
 	e.t.Helper()
 	if ent.CreatedAt.IsZero() {
 		ent.CreatedAt = e.clk.Now().UTC()
@@ -383,7 +407,7 @@ func (e *env) createEntity(ent model.Entity) model.AuditEvent {
 	return ev
 }
 
-func (e *env) putConfig(sc model.Scope, cfg model.Config) model.AuditEvent {
+func (e *Env) putConfig(sc model.Scope, cfg model.Config) model.AuditEvent {
 	e.t.Helper()
 	ev := e.event(model.ActionConfigSet, sc.Entity, sc.Resource)
 	if err := e.s.PutConfig(e.ctx, e.ns, sc, cfg, ev); err != nil {
@@ -392,7 +416,7 @@ func (e *env) putConfig(sc model.Scope, cfg model.Config) model.AuditEvent {
 	return ev
 }
 
-func (e *env) getConfigs(scopes ...model.Scope) []*model.Config {
+func (e *Env) getConfigs(scopes ...model.Scope) []*model.Config {
 	e.t.Helper()
 	cfgs, err := e.s.GetConfigs(e.ctx, e.ns, scopes)
 	if err != nil {
@@ -404,7 +428,7 @@ func (e *env) getConfigs(scopes ...model.Scope) []*model.Config {
 	return cfgs
 }
 
-func (e *env) audit(entity string) []model.AuditEvent {
+func (e *Env) audit(entity string) []model.AuditEvent {
 	e.t.Helper()
 	evs, err := e.s.ListAudit(e.ctx, e.ns, entity, "", 1000)
 	if err != nil {
@@ -429,7 +453,7 @@ func status(t *testing.T, statuses []model.Status, entity, name string) model.St
 
 // available returns Available's whole-token balance of limit name of entity
 // (which may be a cascade ancestor of the entity asked about).
-func (e *env) available(lim *tollgate.Limiter, of, resource, entity, name string, opts ...tollgate.AcquireOption) int64 {
+func (e *Env) available(lim *tollgate.Limiter, of, resource, entity, name string, opts ...tollgate.AcquireOption) int64 {
 	e.t.Helper()
 	st, err := lim.Available(e.ctx, of, resource, opts...)
 	if err != nil {
@@ -438,14 +462,14 @@ func (e *env) available(lim *tollgate.Limiter, of, resource, entity, name string
 	return status(e.t, st, entity, name).Available
 }
 
-func (e *env) wantAvailable(lim *tollgate.Limiter, entity, resource, name string, want int64, opts ...tollgate.AcquireOption) {
+func (e *Env) wantAvailable(lim *tollgate.Limiter, entity, resource, name string, want int64, opts ...tollgate.AcquireOption) {
 	e.t.Helper()
 	if got := e.available(lim, entity, resource, entity, name, opts...); got != want {
 		e.t.Errorf("Available %s/%s.%s = %d, want %d", entity, resource, name, got, want)
 	}
 }
 
-func (e *env) acquire(lim *tollgate.Limiter, entity, resource string, c tollgate.Consume, opts ...tollgate.AcquireOption) *tollgate.Lease {
+func (e *Env) acquire(lim *tollgate.Limiter, entity, resource string, c tollgate.Consume, opts ...tollgate.AcquireOption) *tollgate.Lease {
 	e.t.Helper()
 	le, err := lim.Acquire(e.ctx, entity, resource, c, opts...)
 	if err != nil {
@@ -455,7 +479,7 @@ func (e *env) acquire(lim *tollgate.Limiter, entity, resource string, c tollgate
 }
 
 // denied acquires and requires a *RateLimitExceeded, which it returns.
-func (e *env) denied(lim *tollgate.Limiter, entity, resource string, c tollgate.Consume, opts ...tollgate.AcquireOption) *tollgate.RateLimitExceeded {
+func (e *Env) denied(lim *tollgate.Limiter, entity, resource string, c tollgate.Consume, opts ...tollgate.AcquireOption) *tollgate.RateLimitExceeded {
 	e.t.Helper()
 	le, err := lim.Acquire(e.ctx, entity, resource, c, opts...)
 	var ex *tollgate.RateLimitExceeded
@@ -471,14 +495,14 @@ func (e *env) denied(lim *tollgate.Limiter, entity, resource string, c tollgate.
 	return ex
 }
 
-func (e *env) commit(le *tollgate.Lease) {
+func (e *Env) commit(le *tollgate.Lease) {
 	e.t.Helper()
 	if err := le.Commit(e.ctx); err != nil {
 		e.t.Fatalf("Commit: %v", err)
 	}
 }
 
-func (e *env) rollback(le *tollgate.Lease) {
+func (e *Env) rollback(le *tollgate.Lease) {
 	e.t.Helper()
 	if err := le.Rollback(e.ctx); err != nil {
 		e.t.Fatalf("Rollback: %v", err)
