@@ -5,15 +5,17 @@
 //		storetest.Run(t, func(t *testing.T) store.Store { return mybackend.New(...) })
 //	}
 //
-// The suite checks every behaviour of docs/semantics.md twice: directly
-// through the store.Store contract (amounts in millitokens, times in Unix
-// milliseconds), and through a tollgate.Limiter running on the backend (whole
-// tokens, time.Time). It relies on nothing but the contract: each case asks
-// newStore for its own store and works in a fresh random namespace, so a
-// backend may hand every case the same underlying table or database. Time
-// comes from a clock.Fake; no case sleeps or reads the wall clock for its
-// semantics (the only wall-clock use is a watchdog that turns a hang into a
-// failure).
+// The suite checks every behaviour of docs/semantics.md that the store
+// keeps, through the store.Store contract alone (amounts in millitokens,
+// times in Unix milliseconds); RunUsage and RunBucketLister check the
+// optional contracts. It imports nothing above the contract: what users see
+// through a tollgate.Limiter over the backend is package limitertest, which
+// builds on this package's Env. It relies on nothing but the contract: each
+// case asks newStore for its own store and works in a fresh random
+// namespace, so a backend may hand every case the same underlying table or
+// database. Time comes from a clock.Fake; no case sleeps or reads the wall
+// clock for its semantics (the only wall-clock use is a watchdog that turns
+// a hang into a failure).
 package storetest
 
 import (
@@ -30,7 +32,6 @@ import (
 
 	"github.com/oklog/ulid/v2"
 
-	"github.com/tollgate-rl/tollgate"
 	"github.com/tollgate-rl/tollgate/bucket"
 	"github.com/tollgate-rl/tollgate/clock"
 	"github.com/tollgate-rl/tollgate/model"
@@ -65,7 +66,6 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store, opts ...Option) 
 		{"EntityUpdates", entityUpdateCases()},
 		{"Audit", auditCases()},
 		{"Namespaces", namespaceCases()},
-		{"Limiter", limiterCases()},
 		{"Cascade", cascadeCases()},
 		{"Concurrency", concurrencyCases()},
 		{"Leases", leaseCases()},
@@ -100,8 +100,8 @@ type Option func(*options)
 type options struct{ groups map[string]bool }
 
 // Groups runs only the named groups of cases ("Buckets", "Configs",
-// "Entities", "EntityUpdates", "Audit", "Namespaces", "Limiter", "Cascade", "Concurrency",
-// "Leases", "Penalties", "Resets", "Keys", "Changes"):
+// "Entities", "EntityUpdates", "Audit", "Namespaces", "Cascade",
+// "Concurrency", "Leases", "Penalties", "Resets", "Keys", "Changes"):
 // for running a second configuration of a backend without repeating its
 // slowest cases. A backend's main run must run them all.
 func Groups(names ...string) Option {
@@ -174,24 +174,6 @@ func (e *Env) now() int64 { return e.clk.Now().UnixMilli() }
 
 // Advance moves the fake clock forward by ms milliseconds.
 func (e *Env) Advance(ms int64) { e.clk.Advance(time.Duration(ms) * time.Millisecond) }
-
-// limiter returns a Limiter over the case's store, namespace and clock.
-func (e *Env) limiter(opts ...tollgate.Option) *tollgate.Limiter {
-	e.t.Helper()
-	return e.limiterOver(e.s, opts...)
-}
-
-// limiterOver is limiter over s, which wraps the case's store.
-func (e *Env) limiterOver(s store.Store, opts ...tollgate.Option) *tollgate.Limiter {
-	e.t.Helper()
-	e.RegisterNamespace()
-	all := append([]tollgate.Option{tollgate.WithNamespace(e.ns), tollgate.WithClock(e.clk)}, opts...)
-	lim, err := tollgate.New(s, all...)
-	if err != nil {
-		e.t.Fatalf("tollgate.New: %v", err)
-	}
-	return lim
-}
 
 // ---- contract-level helpers ----
 
@@ -435,78 +417,6 @@ func (e *Env) audit(entity string) []model.AuditEvent {
 		e.t.Fatalf("ListAudit(%q): %v", entity, err)
 	}
 	return evs
-}
-
-// ---- limiter-level helpers ----
-
-// status returns the status of limit name of entity in statuses.
-func status(t *testing.T, statuses []model.Status, entity, name string) model.Status {
-	t.Helper()
-	for _, s := range statuses {
-		if s.Entity == entity && s.Limit == name {
-			return s
-		}
-	}
-	t.Fatalf("no status for %s.%s in %+v", entity, name, statuses)
-	return model.Status{}
-}
-
-// available returns Available's whole-token balance of limit name of entity
-// (which may be a cascade ancestor of the entity asked about).
-func (e *Env) available(lim *tollgate.Limiter, of, resource, entity, name string, opts ...tollgate.AcquireOption) int64 {
-	e.t.Helper()
-	st, err := lim.Available(e.ctx, of, resource, opts...)
-	if err != nil {
-		e.t.Fatalf("Available(%s/%s): %v", of, resource, err)
-	}
-	return status(e.t, st, entity, name).Available
-}
-
-func (e *Env) wantAvailable(lim *tollgate.Limiter, entity, resource, name string, want int64, opts ...tollgate.AcquireOption) {
-	e.t.Helper()
-	if got := e.available(lim, entity, resource, entity, name, opts...); got != want {
-		e.t.Errorf("Available %s/%s.%s = %d, want %d", entity, resource, name, got, want)
-	}
-}
-
-func (e *Env) acquire(lim *tollgate.Limiter, entity, resource string, c tollgate.Consume, opts ...tollgate.AcquireOption) *tollgate.Lease {
-	e.t.Helper()
-	le, err := lim.Acquire(e.ctx, entity, resource, c, opts...)
-	if err != nil {
-		e.t.Fatalf("Acquire(%s/%s, %v) at %+v: %v", entity, resource, c, e.clk.Now().Sub(time.UnixMilli(T0)), err)
-	}
-	return le
-}
-
-// denied acquires and requires a *RateLimitExceeded, which it returns.
-func (e *Env) denied(lim *tollgate.Limiter, entity, resource string, c tollgate.Consume, opts ...tollgate.AcquireOption) *tollgate.RateLimitExceeded {
-	e.t.Helper()
-	le, err := lim.Acquire(e.ctx, entity, resource, c, opts...)
-	var ex *tollgate.RateLimitExceeded
-	if !errors.As(err, &ex) {
-		if le != nil {
-			_ = le.Rollback(e.ctx)
-		}
-		e.t.Fatalf("Acquire(%s/%s, %v) = %v, want *RateLimitExceeded", entity, resource, c, err)
-	}
-	if !errors.Is(err, tollgate.ErrRateLimited) {
-		e.t.Errorf("denial %v does not match ErrRateLimited", err)
-	}
-	return ex
-}
-
-func (e *Env) commit(le *tollgate.Lease) {
-	e.t.Helper()
-	if err := le.Commit(e.ctx); err != nil {
-		e.t.Fatalf("Commit: %v", err)
-	}
-}
-
-func (e *Env) rollback(le *tollgate.Lease) {
-	e.t.Helper()
-	if err := le.Rollback(e.ctx); err != nil {
-		e.t.Fatalf("Rollback: %v", err)
-	}
 }
 
 // ---- comparisons ----

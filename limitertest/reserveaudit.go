@@ -1,4 +1,4 @@
-package storetest
+package limitertest
 
 import (
 	"errors"
@@ -8,6 +8,7 @@ import (
 	"github.com/tollgate-rl/tollgate"
 	"github.com/tollgate-rl/tollgate/model"
 	"github.com/tollgate-rl/tollgate/reconcile"
+	"github.com/tollgate-rl/tollgate/store/storetest"
 )
 
 // Reservations in the audit log, through the limiter: reserved once
@@ -19,7 +20,7 @@ import (
 var reservationLimits = tollgate.WithLimits(tollgate.ReservedLimit("clusters", 2), tollgate.PerMinute("launches", 100))
 
 // reserve reserves id for entity team on emr with the write options opts.
-func (e *Env) reserve(lim *tollgate.Limiter, id string, opts ...tollgate.AcquireOption) error {
+func (e *env) reserve(lim *tollgate.Limiter, id string, opts ...tollgate.AcquireOption) error {
 	all := append([]tollgate.AcquireOption{reservationLimits, tollgate.WithReservation(id)}, opts...)
 	_, err := lim.Acquire(e.ctx, "team", "emr", tollgate.Consume{"clusters": 1, "launches": 1}, all...)
 	return err
@@ -27,7 +28,7 @@ func (e *Env) reserve(lim *tollgate.Limiter, id string, opts ...tollgate.Acquire
 
 // auditOf returns the events of action in entity's audit log, as the
 // limiter lists them.
-func (e *Env) auditOf(lim *tollgate.Limiter, entity, action string) []tollgate.AuditEvent {
+func (e *env) auditOf(lim *tollgate.Limiter, entity, action string) []tollgate.AuditEvent {
 	e.t.Helper()
 	evs, err := lim.AuditEvents(e.ctx, entity, "", 100)
 	if err != nil {
@@ -56,7 +57,7 @@ func wantDetails(t *testing.T, ev tollgate.AuditEvent, want map[string]string) {
 // A reservation made is one reservation.reserve event, with the principal
 // and what it consumed; asking again for the same id (resumed), a denial
 // and a conflict write none.
-func testLimiterReserveAudited(t *testing.T, e *Env) {
+func testLimiterReserveAudited(t *testing.T, e *env) {
 	lim := e.limiter()
 	byAlice := tollgate.WithAudit(tollgate.WithPrincipal("alice"))
 	if err := e.reserve(lim, "j-1", byAlice, tollgate.WithLeaseExpiry(time.Hour)); err != nil {
@@ -82,7 +83,7 @@ func testLimiterReserveAudited(t *testing.T, e *Env) {
 	if ev := evs[0]; ev.Principal != "alice" || ev.Resource != "emr" {
 		t.Errorf("j-1's event = %+v, want principal alice on team/emr", ev)
 	}
-	expires := time.UnixMilli(T0).Add(time.Hour).UTC().Format(time.RFC3339Nano)
+	expires := time.UnixMilli(storetest.T0).Add(time.Hour).UTC().Format(time.RFC3339Nano)
 	wantDetails(t, evs[0], map[string]string{"reservation": "j-1", "consumed": "clusters=1,launches=1", "expires": expires})
 	if _, ok := evs[1].Details["expires"]; ok || evs[1].Details["reservation"] != "j-2" || evs[1].Details["holder"] == "" {
 		t.Errorf("j-2's details = %v, want its id and holder, and no expiry", evs[1].Details)
@@ -95,7 +96,7 @@ func testLimiterReserveAudited(t *testing.T, e *Env) {
 // A release is one reservation.release event, with its principal and how
 // it came: by a call, on an external event, or by the lease's own ending.
 // A release that finds nothing writes none.
-func testLimiterReleaseAudited(t *testing.T, e *Env) {
+func testLimiterReleaseAudited(t *testing.T, e *env) {
 	lim := e.limiter()
 	for _, id := range []string{"j-1", "j-2"} {
 		if err := e.reserve(lim, id); err != nil {
@@ -136,7 +137,7 @@ func testLimiterReleaseAudited(t *testing.T, e *Env) {
 
 // A reservation that expires is ended by a reconciler with its
 // lease.expired event, which names the reservation.
-func testLimiterReservationExpiryAudited(t *testing.T, e *Env) {
+func testLimiterReservationExpiryAudited(t *testing.T, e *env) {
 	lim := e.limiter()
 	if err := e.reserve(lim, "j-1", tollgate.WithLeaseExpiry(time.Second)); err != nil {
 		t.Fatalf("reserve j-1: %v", err)

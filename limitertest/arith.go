@@ -1,4 +1,4 @@
-package storetest
+package limitertest
 
 import (
 	"strings"
@@ -20,7 +20,7 @@ const longestPeriod = tollgate.MaxWait / time.Millisecond * time.Millisecond
 // milliseconds (saturated at MaxWaitMS beyond int64) while RetryAfter
 // saturates at MaxWait, and a bucket left alone for millennia refills
 // exactly.
-func testLimiterSaturation(t *testing.T, e *Env) {
+func testLimiterSaturation(t *testing.T, e *env) {
 	lim := e.limiter()
 	saturatedDebt(t, e, lim)
 	deepDebt(t, e, lim)
@@ -30,7 +30,7 @@ func testLimiterSaturation(t *testing.T, e *Env) {
 // MaxTokens refilling 1 token per 292 years: the balance stops at
 // -(2^62-1) millitokens, and the wait, beyond 2^63-1 ms, saturates; it is a
 // rate limit's wait, not a concurrency limit's hint.
-func saturatedDebt(t *testing.T, e *Env, lim *tollgate.Limiter) {
+func saturatedDebt(t *testing.T, e *env, lim *tollgate.Limiter) {
 	slow := tollgate.WithLimits(tollgate.RateLimit("slow", 1, longestPeriod).WithBurst(model.MaxTokens), tollgate.PerMinute("rpm", 100))
 	e.commit(e.acquire(lim, "miser", "api", tollgate.Consume{"slow": model.MaxTokens}, slow))
 	for range 2 {
@@ -59,7 +59,7 @@ func saturatedDebt(t *testing.T, e *Env, lim *tollgate.Limiter) {
 // nanoseconds, to 2262) the wait is shorter by exactly as much, and a
 // limit that refills MaxTokens a millisecond, drained, is full, not
 // wrapped.
-func deepDebt(t *testing.T, e *Env, lim *tollgate.Limiter) {
+func deepDebt(t *testing.T, e *env, lim *tollgate.Limiter) {
 	rps := tollgate.WithLimits(tollgate.PerSecond("rps", 1))
 	one := tollgate.Consume{"rps": 1}
 	le := e.acquire(lim, "debtor", "api", one, rps)
@@ -70,7 +70,7 @@ func deepDebt(t *testing.T, e *Env, lim *tollgate.Limiter) {
 	fast := tollgate.WithLimits(tollgate.RateLimit("fast", model.MaxTokens, time.Millisecond))
 	e.commit(e.acquire(lim, "spender", "api", tollgate.Consume{"fast": model.MaxTokens}, fast))
 	const wantMS int64 = (1_000_000_000_000 + 1) * 1000
-	start := e.now()
+	start := e.clk.Now().UnixMilli()
 	ex := e.denied(lim, "debtor", "api", one, rps)
 	if p := ex.Primary(); ex.RetryAfterMS() != wantMS || ex.RetryAfter != tollgate.MaxWait ||
 		p.RetryAfterMS != wantMS || p.RetryAfter != tollgate.MaxWait || p.Available != -1_000_000_000_000 {
@@ -97,7 +97,7 @@ func deepDebt(t *testing.T, e *Env, lim *tollgate.Limiter) {
 // among the leases holding it; a full reserved limit whose reservations
 // never expire has none and waits for a release; a refusal that a rate
 // limit shares looks nothing up (docs/semantics.md 4).
-func testLimiterSlotRetryAfter(t *testing.T, e *Env) {
+func testLimiterSlotRetryAfter(t *testing.T, e *env) {
 	lim := e.limiter(tollgate.WithConcurrencyRetryAfter(250 * time.Millisecond))
 	slots := tollgate.WithLimits(tollgate.ConcurrencyLimit("inflight", 2), tollgate.PerMinute("rpm", 1000))
 	one := tollgate.Consume{"inflight": 1, "rpm": 1}
