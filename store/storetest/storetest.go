@@ -5,13 +5,16 @@
 //		storetest.Run(t, func(t *testing.T) store.Store { return mybackend.New(...) })
 //	}
 //
-// The suite checks every behaviour of docs/semantics.md that the store
-// keeps, through the store.Store contract alone (amounts in millitokens,
-// times in Unix milliseconds); RunUsage and RunBucketLister check the
-// optional contracts. It imports nothing above the contract: what users see
-// through a tollgate.Limiter over the backend is package limitertest, which
-// builds on this package's Env. It relies on nothing but the contract: each
-// case asks newStore for its own store and works in a fresh random
+// The suite checks the behaviours of docs/semantics.md that the store keeps
+// directly through the store.Store contract (amounts in millitokens, times
+// in Unix milliseconds); RunUsage and RunBucketLister check the optional
+// contracts. What users see through a tollgate.Limiter over the backend is
+// the other suite, package limitertest, which sits above the limiter and
+// builds on this package's exported Env; this one imports nothing above the
+// contract (a test holds it to that), so that a backend's tests of the
+// contract do not depend on the limiter.
+//
+// Each case asks newStore for its own store and works in a fresh random
 // namespace, so a backend may hand every case the same underlying table or
 // database. Time comes from a clock.Fake; no case sleeps or reads the wall
 // clock for its semantics (the only wall-clock use is a watchdog that turns
@@ -114,9 +117,10 @@ func Groups(names ...string) Option {
 }
 
 // Env is what a case works with: a store, a fresh namespace in it, and a
-// fake clock at T0. Its exported methods are the contract-level reads and
-// the clock of a case, for suites above the contract (package limitertest)
-// that check through the contract what they wrote another way.
+// fake clock at T0. Its exported methods are for suites above the contract
+// (package limitertest): they act on the store another way, in the same
+// namespace and on the same clock, and read back through the contract what
+// was written.
 type Env struct {
 	t   *testing.T
 	ctx context.Context
@@ -305,8 +309,8 @@ func (e *Env) Limit(k store.BucketKey, name string) (store.LimitState, *store.Re
 	return rec.Limits[i], rec
 }
 
-// WantStored checks the stored state of a limit as of the latest Consume of
-// the case (made through the Env; with none, as stored). Backends may store it unrefilled from an earlier time (a speculative
+// WantStored checks the stored state of a limit as of the latest Consume
+// the case made through the Env (with none, as stored). Backends may store it unrefilled from an earlier time (a speculative
 // write debits without refilling), so the stored state is refilled from its
 // record's time to that moment; a balance at or above capacity (after
 // refunds) is compared as stored, since only the next refill clamps it.
