@@ -8,7 +8,8 @@
 // helpers in this package, so no backend re-implements the math.
 //
 // Every method takes a namespace id: backends keep namespaces strictly apart.
-// Package storetest is the conformance suite every backend must pass.
+// Package storetest is the conformance suite of this contract, and package
+// limitertest that of a limiter over it: every backend must pass both.
 package store
 
 import (

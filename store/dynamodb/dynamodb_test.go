@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/tollgate-rl/tollgate/internal/ddblocal"
+	"github.com/tollgate-rl/tollgate/limitertest"
 	"github.com/tollgate-rl/tollgate/store"
 	"github.com/tollgate-rl/tollgate/store/storetest"
 )
@@ -95,11 +96,23 @@ func TestConformance(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) store.Store { return s })
 }
 
+func TestLimiterConformance(t *testing.T) {
+	s := newTable(t)
+	limitertest.Run(t, func(t *testing.T) store.Store { return s })
+}
+
 // Without speculation every write takes the read path; its concurrency
 // cases are covered by the main run (whose speculative writes fall back to
 // the same path), and would only repeat its slowest minute.
 func TestConformanceWithoutSpeculation(t *testing.T) {
 	s := newTable(t, WithSpeculative(false))
 	storetest.Run(t, func(t *testing.T) store.Store { return s },
-		storetest.Groups("Buckets", "Configs", "Entities", "Audit", "Namespaces", "Limiter", "Cascade"))
+		storetest.Groups("Buckets", "Configs", "Entities", "Audit", "Namespaces", "Cascade"))
+}
+
+// The limiter's suite without speculation, as TestConformanceWithoutSpeculation.
+func TestLimiterConformanceWithoutSpeculation(t *testing.T) {
+	s := newTable(t, WithSpeculative(false))
+	limitertest.Run(t, func(t *testing.T) store.Store { return s },
+		limitertest.Groups("Limiter", "Namespaces", "Cascade"))
 }

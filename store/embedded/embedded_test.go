@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/tollgate-rl/tollgate/clock"
+	"github.com/tollgate-rl/tollgate/limitertest"
 	"github.com/tollgate-rl/tollgate/store"
 	"github.com/tollgate-rl/tollgate/store/embedded"
 	"github.com/tollgate-rl/tollgate/store/storetest"
@@ -49,6 +50,17 @@ func TestConformance(t *testing.T) {
 func TestConformanceSharedFile(t *testing.T) {
 	s := open(t, tempFile(t), embedded.WithFlushInterval(5*time.Millisecond)) // flush often while the cases run
 	storetest.Run(t, func(t *testing.T) store.Store { return s })
+}
+
+// The limiter's suite, with a fresh file for every case, then with one file
+// for every case.
+func TestLimiterConformance(t *testing.T) {
+	limitertest.Run(t, func(t *testing.T) store.Store { return open(t, tempFile(t)) })
+}
+
+func TestLimiterConformanceSharedFile(t *testing.T) {
+	s := open(t, tempFile(t), embedded.WithFlushInterval(5*time.Millisecond)) // flush often while the cases run
+	limitertest.Run(t, func(t *testing.T) store.Store { return s })
 }
 
 // The usage conformance suite, with a fresh file per case, then with every

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/tollgate-rl/tollgate/bucket"
+	"github.com/tollgate-rl/tollgate/limitertest"
 	"github.com/tollgate-rl/tollgate/store"
 	"github.com/tollgate-rl/tollgate/store/memory"
 	"github.com/tollgate-rl/tollgate/store/storetest"
@@ -19,6 +20,17 @@ func TestConformance(t *testing.T) {
 func TestConformanceSharedStore(t *testing.T) {
 	s := memory.New()
 	storetest.Run(t, func(t *testing.T) store.Store { return s })
+}
+
+// The limiter's suite, with a store for every case, then with one store
+// for every case.
+func TestLimiterConformance(t *testing.T) {
+	limitertest.Run(t, func(t *testing.T) store.Store { return memory.New() })
+}
+
+func TestLimiterConformanceSharedStore(t *testing.T) {
+	s := memory.New()
+	limitertest.Run(t, func(t *testing.T) store.Store { return s })
 }
 
 // Once a bucket exists, the acquire path of the store allocates nothing.

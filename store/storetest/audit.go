@@ -15,7 +15,7 @@ func auditCases() []testCase {
 	}
 }
 
-func testAuditEveryMutation(t *testing.T, e *env) {
+func testAuditEveryMutation(t *testing.T, e *Env) {
 	if evs := e.audit(""); len(evs) != 0 {
 		t.Fatalf("empty namespace has audit events %+v", evs)
 	}
@@ -41,8 +41,8 @@ func testAuditEveryMutation(t *testing.T, e *env) {
 	wantE1 = append(wantE1, ev)
 	wantE2 = append(wantE2, e.deleteEntity("e2"))
 	// Consumes and deltas are not audited.
-	e.grant(T0, breq(key("e1", "api"), checked("a", rate(1000, 1, 1), 1)))
-	e.deltas(delta(key("e1", "api"), "a", 1))
+	e.grant(T0, breq(Key("e1", "api"), checked("a", rate(1000, 1, 1), 1)))
+	e.deltas(delta(Key("e1", "api"), "a", 1))
 	wantE1 = append(wantE1, e.deleteEntity("e1"))
 
 	for _, c := range []struct {
@@ -73,7 +73,7 @@ func testAuditEveryMutation(t *testing.T, e *env) {
 	}
 }
 
-func testAuditPagination(t *testing.T, e *env) {
+func testAuditPagination(t *testing.T, e *Env) {
 	ids := []string{e.createEntity(model.Entity{ID: "e1"}).ID}
 	e.createEntity(model.Entity{ID: "other"})
 	for i := range 24 {
@@ -136,7 +136,7 @@ func testAuditPagination(t *testing.T, e *env) {
 	}
 }
 
-func testAuditSortedByID(t *testing.T, e *env) {
+func testAuditSortedByID(t *testing.T, e *Env) {
 	// Events written out of id order (by writers whose clocks disagree) are
 	// listed in id order.
 	a, b, c := e.event(model.ActionConfigSet, "", "r1"), e.event(model.ActionConfigSet, "", "r2"), e.event(model.ActionConfigSet, "", "r3")

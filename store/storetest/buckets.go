@@ -29,123 +29,123 @@ func bucketCases() []testCase {
 // 100 tokens per minute, capacity 100: 5/3 millitokens per millisecond.
 var perMinute100 = rate(100_000, 100_000, 60_000)
 
-func testConsumeCreatesFullAndDebits(t *testing.T, e *env) {
-	k := key("e1", "api")
+func testConsumeCreatesFullAndDebits(t *testing.T, e *Env) {
+	k := Key("e1", "api")
 	p := rate(10_000, 10_000, 1_000) // 10 tokens/s, 10 ms per token
 
-	if got := e.read(k)[0]; got != nil {
+	if got := e.Read(k)[0]; got != nil {
 		t.Fatalf("bucket exists before first Consume: %+v", got)
 	}
 	req := e.grant(T0, breq(k, checked("a", p, 3_000)))
 	e.wantObserved(req, k, "a", bucket.State{Tokens: 10_000}) // created full, before the debit
 
-	l, rec := e.limit(k, "a")
+	l, rec := e.Limit(k, "a")
 	if rec.Refilled != T0 {
 		t.Errorf("Refilled = %d, want %d", rec.Refilled, T0)
 	}
 	if l.Params != p {
 		t.Errorf("stored Params = %+v, want %+v", l.Params, p)
 	}
-	e.wantStored(k, "a", bucket.State{Tokens: 7_000})
+	e.WantStored(k, "a", bucket.State{Tokens: 7_000})
 
 	// 100 ms later: +1000 refilled, Observed is after refill, before debit.
 	req = e.grant(T0+100, breq(k, checked("a", p, 500)))
 	e.wantObserved(req, k, "a", bucket.State{Tokens: 8_000})
-	e.wantStored(k, "a", bucket.State{Tokens: 7_500})
+	e.WantStored(k, "a", bucket.State{Tokens: 7_500})
 	e.wantRefilledBy(k, T0+100)
 
 	// 3 ms later: 30 millitokens accrue; requesting exactly the balance is
 	// granted and leaves zero.
 	req = e.grant(T0+103, breq(k, checked("a", p, 7_530)))
 	e.wantObserved(req, k, "a", bucket.State{Tokens: 7_530})
-	e.wantStored(k, "a", bucket.State{Tokens: 0})
+	e.WantStored(k, "a", bucket.State{Tokens: 0})
 	// One millitoken more than the balance is denied.
 	req = e.deny(T0+104, breq(k, checked("a", p, 11)))
 	e.wantObserved(req, k, "a", bucket.State{Tokens: 10})
-	e.wantTokensAt(k, "a", T0+104, 10)
+	e.WantTokensAt(k, "a", T0+104, 10)
 }
 
-func testDeniedDebitsNothing(t *testing.T, e *env) {
-	k1, k2, k3 := key("child", "api"), key("parent", "api"), key("fresh", "api")
+func testDeniedDebitsNothing(t *testing.T, e *Env) {
+	k1, k2, k3 := Key("child", "api"), Key("parent", "api"), Key("fresh", "api")
 	pa := rate(5_000, 1_000, 1_000)
 	pc := conc(4_000)
 	pb := rate(2_000, 1_000, 60_000)
 
 	// Grant: k1 a 5000->4000, c 4000->3000; k2 b 2000->500.
 	e.grant(T0, breq(k1, checked("a", pa, 1_000), checked("c", pc, 1_000)), breq(k2, checked("b", pb, 1_500)))
-	e.wantStored(k1, "a", bucket.State{Tokens: 4_000})
-	e.wantStored(k1, "c", bucket.State{Tokens: 3_000})
-	e.wantStored(k2, "b", bucket.State{Tokens: 500})
+	e.WantStored(k1, "a", bucket.State{Tokens: 4_000})
+	e.WantStored(k1, "c", bucket.State{Tokens: 3_000})
+	e.WantStored(k2, "b", bucket.State{Tokens: 500})
 
 	// Only the second bucket is short: nothing is debited anywhere.
 	req := e.deny(T0, breq(k1, checked("a", pa, 1_000), checked("c", pc, 2_000)), breq(k2, checked("b", pb, 501)))
 	e.wantObserved(req, k1, "a", bucket.State{Tokens: 4_000})
 	e.wantObserved(req, k1, "c", bucket.State{Tokens: 3_000})
 	e.wantObserved(req, k2, "b", bucket.State{Tokens: 500})
-	e.wantTokensAt(k1, "a", T0, 4_000)
-	e.wantTokensAt(k1, "c", T0, 3_000)
-	e.wantTokensAt(k2, "b", T0, 500)
+	e.WantTokensAt(k1, "a", T0, 4_000)
+	e.WantTokensAt(k1, "c", T0, 3_000)
+	e.WantTokensAt(k2, "b", T0, 500)
 
 	// Only the second limit of one bucket is short: the first is untouched.
 	e.deny(T0, breq(k1, checked("a", pa, 4_000), checked("c", pc, 3_001)))
-	e.wantTokensAt(k1, "a", T0, 4_000)
-	e.wantTokensAt(k1, "c", T0, 3_000)
+	e.WantTokensAt(k1, "a", T0, 4_000)
+	e.WantTokensAt(k1, "c", T0, 3_000)
 
 	// A denied request that names a new bucket debits nothing there either:
 	// the bucket is absent or full.
 	req = e.deny(T0, breq(k3, checked("a", pa, 2_000)), breq(k2, checked("b", pb, 1_000)))
 	e.wantObserved(req, k3, "a", bucket.State{Tokens: 5_000})
-	if rec := e.read(k3)[0]; rec != nil {
-		e.wantTokensAt(k3, "a", T0, 5_000)
+	if rec := e.Read(k3)[0]; rec != nil {
+		e.WantTokensAt(k3, "a", T0, 5_000)
 	}
-	e.wantTokensAt(k2, "b", T0, 500)
+	e.WantTokensAt(k2, "b", T0, 500)
 
 	// Later, with refill, a denial still debits nothing: in 30 s a refills
 	// to its capacity and b, at 1000 per minute, gains 500 millitokens.
 	req = e.deny(T0+30_000, breq(k1, checked("a", pa, 5_000)), breq(k2, checked("b", pb, 1_001)))
 	e.wantObserved(req, k1, "a", bucket.State{Tokens: 5_000})
 	e.wantObserved(req, k2, "b", bucket.State{Tokens: 1_000})
-	e.wantTokensAt(k1, "a", T0+30_000, 5_000)
-	e.wantTokensAt(k2, "b", T0+30_000, 1_000)
-	e.wantTokensAt(k1, "c", T0+30_000, 3_000) // a concurrency limit never refills
+	e.WantTokensAt(k1, "a", T0+30_000, 5_000)
+	e.WantTokensAt(k2, "b", T0+30_000, 1_000)
+	e.WantTokensAt(k1, "c", T0+30_000, 3_000) // a concurrency limit never refills
 
 	// And the same request with b satisfiable debits both buckets.
 	e.grant(T0+30_000, breq(k1, checked("a", pa, 5_000)), breq(k2, checked("b", pb, 1_000)))
-	e.wantTokensAt(k1, "a", T0+30_000, 0)
-	e.wantTokensAt(k2, "b", T0+30_000, 0)
+	e.WantTokensAt(k1, "a", T0+30_000, 0)
+	e.WantTokensAt(k2, "b", T0+30_000, 0)
 }
 
-func testUncheckedLimitsNotRequired(t *testing.T, e *env) {
-	k := key("e1", "api")
+func testUncheckedLimitsNotRequired(t *testing.T, e *Env) {
+	k := Key("e1", "api")
 	pa := rate(10_000, 1_000, 1_000) // 1 millitoken per ms
 	pb := rate(2_000, 2_000, 1_000)  // 2 millitokens per ms
 
 	e.grant(T0, breq(k, checked("a", pa, 1_000), checked("b", pb, 2_000)))
-	e.wantStored(k, "b", bucket.State{Tokens: 0})
+	e.WantStored(k, "b", bucket.State{Tokens: 0})
 
 	// b holds 200 at +100ms: an unchecked b does not stop a request, and is
 	// refilled (Observed shows the refill).
 	req := e.grant(T0+100, breq(k, checked("a", pa, 1_000), unchecked("b", pb)))
 	e.wantObserved(req, k, "a", bucket.State{Tokens: 9_100})
 	e.wantObserved(req, k, "b", bucket.State{Tokens: 200})
-	e.wantTokensAt(k, "b", T0+100, 200)
-	e.wantTokensAt(k, "a", T0+100, 8_100)
+	e.WantTokensAt(k, "b", T0+100, 200)
+	e.WantTokensAt(k, "a", T0+100, 8_100)
 
 	// Even in debt, an unchecked limit does not block.
 	e.deltas(delta(k, "b", 5_000)) // 200 - 5000 = -4800
 	req = e.grant(T0+100, breq(k, checked("a", pa, 100), unchecked("b", pb)))
 	e.wantObserved(req, k, "b", bucket.State{Tokens: -4_800})
-	e.wantTokensAt(k, "a", T0+100, 8_000)
-	e.wantTokensAt(k, "b", T0+100, -4_800)
+	e.WantTokensAt(k, "a", T0+100, 8_000)
+	e.WantTokensAt(k, "b", T0+100, -4_800)
 
 	// Checked, it does.
 	req = e.deny(T0+100, breq(k, checked("a", pa, 100), checked("b", pb, 1)))
 	e.wantObserved(req, k, "b", bucket.State{Tokens: -4_800})
-	e.wantTokensAt(k, "a", T0+100, 8_000)
+	e.WantTokensAt(k, "a", T0+100, 8_000)
 }
 
-func testCheckedZeroAmount(t *testing.T, e *env) {
-	k := key("e1", "api")
+func testCheckedZeroAmount(t *testing.T, e *Env) {
+	k := Key("e1", "api")
 	p := rate(1_000, 1_000, 1_000) // 1 millitoken per ms
 	c := conc(3_000)
 
@@ -175,11 +175,11 @@ func testCheckedZeroAmount(t *testing.T, e *env) {
 // Consume calls of amount 0 at irregular small steps: every call must observe
 // exactly floor(elapsed * 100000 / 60000) millitokens, and after 60 s exactly
 // the capacity, which is only possible if the store carries State.Rem.
-func testExactRefill(t *testing.T, e *env) {
-	k := key("e1", "api")
+func testExactRefill(t *testing.T, e *Env) {
+	k := Key("e1", "api")
 	p := perMinute100
 	e.grant(T0, breq(k, checked("rpm", p, 100_000)))
-	e.wantStored(k, "rpm", bucket.State{})
+	e.WantStored(k, "rpm", bucket.State{})
 
 	steps := []int64{1, 7, 13, 3, 29, 1, 2, 11}
 	bad := 0
@@ -203,7 +203,7 @@ func testExactRefill(t *testing.T, e *env) {
 	if bad > 0 {
 		t.Fatalf("%d of %d refill observations wrong", bad, calls)
 	}
-	e.wantStored(k, "rpm", bucket.State{Tokens: 100_000})
+	e.WantStored(k, "rpm", bucket.State{Tokens: 100_000})
 	// Full stays full (no excess credit, no remainder).
 	req := e.grant(T0+60_001, breq(k, checked("rpm", p, 0)))
 	e.wantObserved(req, k, "rpm", bucket.State{Tokens: 100_000})
@@ -212,8 +212,8 @@ func testExactRefill(t *testing.T, e *env) {
 
 // testExactSlowRefill: 1 millitoken per second, polled every few ms, credits
 // one millitoken per full second and never more.
-func testExactSlowRefill(t *testing.T, e *env) {
-	k := key("e1", "api")
+func testExactSlowRefill(t *testing.T, e *Env) {
+	k := Key("e1", "api")
 	p := rate(1_000, 1, 1_000)
 	e.grant(T0, breq(k, checked("a", p, 1_000)))
 	var el int64
@@ -234,8 +234,8 @@ func testExactSlowRefill(t *testing.T, e *env) {
 	e.wantObserved(req, k, "a", bucket.State{Tokens: 1, Rem: 0})
 }
 
-func testTimeNeverRunsBackwards(t *testing.T, e *env) {
-	k := key("e1", "api")
+func testTimeNeverRunsBackwards(t *testing.T, e *Env) {
+	k := Key("e1", "api")
 	p := rate(10_000, 1_000, 1_000) // 1 millitoken per ms
 	e.grant(T0+1_000, breq(k, checked("a", p, 10_000)))
 
@@ -256,8 +256,8 @@ func testTimeNeverRunsBackwards(t *testing.T, e *env) {
 	e.wantRefilledBy(k, T0+1_300)
 }
 
-func testParamAdoption(t *testing.T, e *env) {
-	k := key("e1", "api")
+func testParamAdoption(t *testing.T, e *Env) {
+	k := Key("e1", "api")
 	p100 := rate(100_000, 100_000, 60_000)
 	p50 := rate(50_000, 100_000, 60_000)
 
@@ -265,13 +265,13 @@ func testParamAdoption(t *testing.T, e *env) {
 	e.grant(T0, breq(k, checked("rpm", p100, 10_000)))
 	req := e.grant(T0, breq(k, checked("rpm", p50, 0)))
 	e.wantObserved(req, k, "rpm", bucket.State{Tokens: 50_000})
-	if l, _ := e.limit(k, "rpm"); l.Params != p50 {
+	if l, _ := e.Limit(k, "rpm"); l.Params != p50 {
 		t.Errorf("Params after change = %+v, want %+v", l.Params, p50)
 	}
-	e.wantStored(k, "rpm", bucket.State{Tokens: 50_000})
+	e.WantStored(k, "rpm", bucket.State{Tokens: 50_000})
 	req = e.grant(T0, breq(k, checked("rpm", p100, 0)))
 	e.wantObserved(req, k, "rpm", bucket.State{Tokens: 50_000})
-	if l, _ := e.limit(k, "rpm"); l.Params != p100 {
+	if l, _ := e.Limit(k, "rpm"); l.Params != p100 {
 		t.Errorf("Params after change back = %+v, want %+v", l.Params, p100)
 	}
 
@@ -302,26 +302,26 @@ func testParamAdoption(t *testing.T, e *env) {
 	req = e.grant(T0+40_000, breq(k, checked("rpm", p200, 0), checked("new", pn, 2_000)))
 	e.wantObserved(req, k, "new", bucket.State{Tokens: 7_000})
 	e.wantObserved(req, k, "rpm", bucket.State{Tokens: 83_333, Rem: 20_000})
-	e.wantStored(k, "new", bucket.State{Tokens: 5_000})
-	e.wantStored(k, "inflight", bucket.State{Tokens: 0})
+	e.WantStored(k, "new", bucket.State{Tokens: 5_000})
+	e.WantStored(k, "inflight", bucket.State{Tokens: 0})
 }
 
-func testApplyDeltas(t *testing.T, e *env) {
-	k := key("e1", "api")
+func testApplyDeltas(t *testing.T, e *Env) {
+	k := Key("e1", "api")
 	p := rate(10_000, 1_000, 1_000) // 1 millitoken per ms
 	c := conc(3_000)
 	e.grant(T0, breq(k, unchecked("a", p), unchecked("c", c)))
 
 	// A positive delta consumes unconditionally, into debt.
 	e.deltas(delta(k, "a", 15_000))
-	e.wantStored(k, "a", bucket.State{Tokens: -5_000})
+	e.WantStored(k, "a", bucket.State{Tokens: -5_000})
 	// A negative delta refunds.
 	e.deltas(delta(k, "a", -2_000))
-	e.wantStored(k, "a", bucket.State{Tokens: -3_000})
+	e.WantStored(k, "a", bucket.State{Tokens: -3_000})
 	// Several deltas in one call, to several limits.
 	e.deltas(delta(k, "a", 500), delta(k, "c", 2_000), delta(k, "a", -1_500))
-	e.wantStored(k, "a", bucket.State{Tokens: -2_000})
-	e.wantStored(k, "c", bucket.State{Tokens: 1_000})
+	e.WantStored(k, "a", bucket.State{Tokens: -2_000})
+	e.WantStored(k, "c", bucket.State{Tokens: 1_000})
 
 	// Debt blocks and is repaid by refill at the exact time.
 	e.deny(T0+2_000, breq(k, checked("a", p, 1)))
@@ -332,7 +332,7 @@ func testApplyDeltas(t *testing.T, e *env) {
 	e.deltas(delta(k, "a", -50_000))
 	req = e.grant(T0+2_001, breq(k, checked("a", p, 0)))
 	e.wantObserved(req, k, "a", bucket.State{Tokens: 10_000})
-	e.wantTokensAt(k, "a", T0+2_001, 10_000)
+	e.WantTokensAt(k, "a", T0+2_001, 10_000)
 
 	// Delta applied to a concurrency limit and returned: back to full.
 	e.deltas(delta(k, "c", -2_000))
@@ -343,13 +343,13 @@ func testApplyDeltas(t *testing.T, e *env) {
 	e.deltas()
 }
 
-func testApplyDeltasMissing(t *testing.T, e *env) {
-	k := key("e1", "api")
+func testApplyDeltasMissing(t *testing.T, e *Env) {
+	k := Key("e1", "api")
 	p := rate(10_000, 1_000, 1_000)
 	e.grant(T0, breq(k, checked("a", p, 1_000)))
 
-	missing := key("nobody", "api")
-	otherRes := key("e1", "other")
+	missing := Key("nobody", "api")
+	otherRes := Key("e1", "other")
 	// Missing buckets and limits are ignored; the valid deltas of the same
 	// call still apply.
 	e.deltas(
@@ -359,8 +359,8 @@ func testApplyDeltasMissing(t *testing.T, e *env) {
 		delta(otherRes, "a", 100),
 		delta(k, "a", -500),
 	)
-	e.wantStored(k, "a", bucket.State{Tokens: 7_500})
-	recs := e.read(missing, otherRes, k)
+	e.WantStored(k, "a", bucket.State{Tokens: 7_500})
+	recs := e.Read(missing, otherRes, k)
 	if recs[0] != nil || recs[1] != nil {
 		t.Errorf("ApplyDeltas created buckets: %+v %+v", recs[0], recs[1])
 	}
@@ -369,16 +369,16 @@ func testApplyDeltasMissing(t *testing.T, e *env) {
 	}
 }
 
-func testReadBuckets(t *testing.T, e *env) {
-	k1, k2 := key("e1", "api"), key("e2", "api")
+func testReadBuckets(t *testing.T, e *Env) {
+	k1, k2 := Key("e1", "api"), Key("e2", "api")
 	p := rate(10_000, 1_000, 1_000)
 	e.grant(T0, breq(k1, checked("a", p, 10_000), checked("b", conc(2_000), 1_000)))
 	e.grant(T0+7, breq(k2, checked("a", p, 4_000)))
 
-	if recs := e.read(); len(recs) != 0 {
+	if recs := e.Read(); len(recs) != 0 {
 		t.Errorf("ReadBuckets() = %v, want empty", recs)
 	}
-	recs := e.read(key("nobody", "api"), k1, key("e1", "other"), k2, key("e2", "api2"))
+	recs := e.Read(Key("nobody", "api"), k1, Key("e1", "other"), k2, Key("e2", "api2"))
 	for _, i := range []int{0, 2, 4} {
 		if recs[i] != nil {
 			t.Errorf("ReadBuckets[%d] = %+v, want nil", i, recs[i])
@@ -413,7 +413,7 @@ func testReadBuckets(t *testing.T, e *env) {
 	r1.Limits[0].State.Tokens = 123_456
 	r1.Limits[0].Params.Capacity = 1
 	r1.Refilled = 42
-	again := e.read(k1)[0]
+	again := e.Read(k1)[0]
 	if again.Refilled != T0 {
 		t.Errorf("mutating a returned record changed Refilled to %d", again.Refilled)
 	}
@@ -430,13 +430,13 @@ func testReadBuckets(t *testing.T, e *env) {
 	}
 	req.Buckets[0].Limits[0].Params.Capacity = 1
 	req.Buckets[0].Limits[0].Name = "x"
-	if l, _ := e.limit(k2, "a"); l.Params != p || l.State.Tokens != 6_000 {
+	if l, _ := e.Limit(k2, "a"); l.Params != p || l.State.Tokens != 6_000 {
 		t.Errorf("mutating a request after Consume changed the bucket to %+v", l)
 	}
 }
 
-func testCancelledContext(t *testing.T, e *env) {
-	k := key("e1", "api")
+func testCancelledContext(t *testing.T, e *Env) {
+	k := Key("e1", "api")
 	p := rate(10_000, 1_000, 1_000)
 	e.grant(T0, breq(k, checked("a", p, 1_000)))
 
@@ -450,7 +450,7 @@ func testCancelledContext(t *testing.T, e *env) {
 		ctx  context.Context
 		want error
 	}{{"cancelled", cancelled, context.Canceled}, {"expired", expired, context.DeadlineExceeded}} {
-		req := request(T0, breq(k, checked("a", p, 1_000)), breq(key("new", "api"), checked("a", p, 1_000)))
+		req := request(T0, breq(k, checked("a", p, 1_000)), breq(Key("new", "api"), checked("a", p, 1_000)))
 		ok, err := e.s.Consume(c.ctx, e.ns, req)
 		if err == nil || ok {
 			t.Errorf("%s: Consume = %v, %v; want an error", c.name, ok, err)
@@ -466,8 +466,8 @@ func testCancelledContext(t *testing.T, e *env) {
 			t.Errorf("%s: ReadBuckets succeeded", c.name)
 		}
 	}
-	e.wantStored(k, "a", bucket.State{Tokens: 9_000})
-	if rec := e.read(key("new", "api"))[0]; rec != nil {
+	e.WantStored(k, "a", bucket.State{Tokens: 9_000})
+	if rec := e.Read(Key("new", "api"))[0]; rec != nil {
 		t.Errorf("a failed Consume created a bucket: %+v", rec)
 	}
 }

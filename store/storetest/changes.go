@@ -18,7 +18,7 @@ func changeCases() []testCase {
 }
 
 // generation reads the generation; an error is fatal.
-func (e *env) generation() uint64 {
+func (e *Env) generation() uint64 {
 	e.t.Helper()
 	g, err := e.s.Generation(e.ctx)
 	if err != nil {
@@ -28,7 +28,7 @@ func (e *env) generation() uint64 {
 }
 
 // wantGrows runs change and checks that the generation grew across it.
-func (e *env) wantGrows(what string, change func()) {
+func (e *Env) wantGrows(what string, change func()) {
 	e.t.Helper()
 	before := e.generation()
 	change()
@@ -37,7 +37,7 @@ func (e *env) wantGrows(what string, change func()) {
 	}
 }
 
-func testChangesEveryChange(t *testing.T, e *env) {
+func testChangesEveryChange(t *testing.T, e *Env) {
 	cfg := model.Config{Limits: []model.Limit{model.PerMinute("rpm", 1)}}
 	e.wantGrows("PutConfig", func() { e.putConfig(model.ResourceScope("api"), cfg) })
 	e.wantGrows("DeleteConfig", func() {
@@ -52,7 +52,7 @@ func testChangesEveryChange(t *testing.T, e *env) {
 	e.wantGrows("DeleteKey", func() { e.deleteKey("ci") })
 }
 
-func testChangesNamespaces(t *testing.T, e *env) {
+func testChangesNamespaces(t *testing.T, e *Env) {
 	n := model.Namespace{Name: e.ns, ID: e.ns, CreatedAt: time.UnixMilli(T0).UTC()}
 	e.wantGrows("CreateNamespace", func() {
 		if err := e.s.CreateNamespace(e.ctx, n); err != nil {

@@ -1,7 +1,6 @@
 package storetest
 
 import (
-	"errors"
 	"math/rand/v2"
 	"runtime"
 	"sync"
@@ -9,8 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tollgate-rl/tollgate"
-	"github.com/tollgate-rl/tollgate/bucket"
 	"github.com/tollgate-rl/tollgate/store"
 )
 
@@ -18,17 +15,14 @@ func concurrencyCases() []testCase {
 	return []testCase{
 		{"OneBucketFrozenClock", testConcOneBucketFrozen},
 		{"OneBucketRandomAmounts", testConcOneBucketRandomAmounts},
-		{"LimiterOneBucketFrozenClock", testConcLimiterOneBucketFrozen},
 		{"OneBucketAdvancingClock", testConcOneBucketAdvancing},
-		{"LimiterOneBucketAdvancingClock", testConcLimiterAdvancing},
-		{"CascadeAtomicity", testConcCascade},
 		{"ContractCascadeAtomicity", testConcContractCascade},
-		{"ConcurrencyLimitChurn", testConcChurn},
 	}
 }
 
 const (
-	workers = 32
+	// Workers is how many goroutines a concurrency case runs at once.
+	Workers = 32
 	// watchdog turns a store that admits too little (so a test would wait
 	// forever for demand to meet supply) into a failure: it is how long a
 	// run may go without a single grant while grants are owed. It is the
@@ -39,14 +33,15 @@ const (
 	watchdog = 60 * time.Second
 )
 
-func newRand(t *testing.T) *rand.Rand {
+// NewRand returns a random source with a fresh seed, which it logs.
+func NewRand(t *testing.T) *rand.Rand {
 	seed := rand.Uint64()
 	t.Logf("random seed %d", seed)
 	return rand.New(rand.NewPCG(seed, seed^0x9E3779B97F4A7C15))
 }
 
-// run starts n goroutines running fn(i) and waits for them.
-func run(n int, fn func(i int)) {
+// Parallel starts n goroutines running fn(i) and waits for them.
+func Parallel(n int, fn func(i int)) {
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Go(func() { fn(i) })
@@ -55,7 +50,7 @@ func run(n int, fn func(i int)) {
 }
 
 // storeConsume is a goroutine-safe Consume that reports errors with t.Error.
-func (e *env) storeConsume(now int64, buckets ...store.BucketRequest) bool {
+func (e *Env) storeConsume(now int64, buckets ...store.BucketRequest) bool {
 	ok, err := e.s.Consume(e.ctx, e.ns, request(now, buckets...))
 	if err != nil {
 		e.t.Errorf("Consume: %v", err)
@@ -66,12 +61,12 @@ func (e *env) storeConsume(now int64, buckets ...store.BucketRequest) bool {
 
 // (a) Many goroutines on one bucket with a frozen clock admit exactly the
 // capacity.
-func testConcOneBucketFrozen(t *testing.T, e *env) {
+func testConcOneBucketFrozen(t *testing.T, e *Env) {
 	const capacity, attempts = 500, 40 // 32*40 = 1280 attempts for 500 tokens
-	k := key("hot", "api")
+	k := Key("hot", "api")
 	p := rate(capacity*1_000, 1_000, 60_000)
 	var grants atomic.Int64
-	run(workers, func(int) {
+	Parallel(Workers, func(int) {
 		for range attempts {
 			if e.storeConsume(T0, breq(k, checked("rpm", p, 1_000))) {
 				grants.Add(1)
@@ -81,23 +76,23 @@ func testConcOneBucketFrozen(t *testing.T, e *env) {
 	if g := grants.Load(); g != capacity {
 		t.Errorf("%d grants, want exactly %d", g, capacity)
 	}
-	e.wantTokensAt(k, "rpm", T0, 0)
+	e.WantTokensAt(k, "rpm", T0, 0)
 }
 
 // Random amounts over two limits of one bucket; a final drain with amount 1
 // proves nothing was lost.
-func testConcOneBucketRandomAmounts(t *testing.T, e *env) {
+func testConcOneBucketRandomAmounts(t *testing.T, e *Env) {
 	const capacity = 2_000 // tokens of tpm; rpm is large
-	k := key("hot", "api")
+	k := Key("hot", "api")
 	ptpm := rate(capacity*1_000, 1, 60_000)
 	prpm := conc(1_000_000_000)
-	rnd := newRand(t)
-	seeds := make([]uint64, workers)
+	rnd := NewRand(t)
+	seeds := make([]uint64, Workers)
 	for i := range seeds {
 		seeds[i] = rnd.Uint64()
 	}
 	var granted, requests atomic.Int64
-	run(workers, func(i int) {
+	Parallel(Workers, func(i int) {
 		r := rand.New(rand.NewPCG(seeds[i], uint64(i)))
 		for range 25 {
 			n := 1 + r.Int64N(9)
@@ -114,49 +109,23 @@ func testConcOneBucketRandomAmounts(t *testing.T, e *env) {
 	if g := granted.Load(); g != capacity {
 		t.Errorf("%d tokens granted, want exactly %d", g, capacity)
 	}
-	e.wantTokensAt(k, "tpm", T0, 0)
-	e.wantTokensAt(k, "rpm", T0, 1_000_000_000-requests.Load()*1_000)
+	e.WantTokensAt(k, "tpm", T0, 0)
+	e.WantTokensAt(k, "rpm", T0, 1_000_000_000-requests.Load()*1_000)
 }
 
-func testConcLimiterOneBucketFrozen(t *testing.T, e *env) {
-	lim := e.limiter()
-	opt := tollgate.WithLimits(tollgate.PerMinute("rpm", 500))
-	var grants atomic.Int64
-	run(workers, func(int) {
-		for range 40 {
-			le, err := lim.Acquire(e.ctx, "hot", "api", tollgate.Consume{"rpm": 1}, opt)
-			if err != nil {
-				if !errors.Is(err, tollgate.ErrRateLimited) {
-					t.Errorf("Acquire: %v", err)
-				}
-				continue
-			}
-			grants.Add(1)
-			if err := le.Commit(e.ctx); err != nil {
-				t.Errorf("Commit: %v", err)
-			}
-		}
-	})
-	if g := grants.Load(); g != 500 {
-		t.Errorf("%d grants, want exactly 500", g)
-	}
-	e.wantAvailable(lim, "hot", "api", "rpm", 0, opt)
-	e.wantTokensAt(key("hot", "api"), "rpm", T0, 0)
-}
-
-// advancingRun hammers one bucket from many goroutines (try reports a grant)
+// AdvancingRun hammers one bucket from many goroutines (try reports a grant)
 // while this goroutine advances the fake clock in random small steps. Before
 // each step it waits until the workers have consumed everything credited so
 // far, so the bucket never reaches its capacity and no refill is clamped
 // away; supply is then exactly capacity + floor(elapsed * rate), and the
 // number of grants must equal it. It returns the total elapsed milliseconds.
-func (e *env) advancingRun(expected func(elapsed int64) int64, try func() (bool, error)) (grants, elapsed int64) {
+func (e *Env) AdvancingRun(expected func(elapsed int64) int64, try func() (bool, error)) (grants, elapsed int64) {
 	t := e.t
-	rnd := newRand(t)
+	rnd := NewRand(t)
 	var n atomic.Int64
 	var stop atomic.Bool
 	var wg sync.WaitGroup
-	for range workers {
+	for range Workers {
 		wg.Go(func() {
 			for !stop.Load() {
 				ok, err := try()
@@ -200,7 +169,7 @@ func (e *env) advancingRun(expected func(elapsed int64) int64, try func() (bool,
 			return halt()
 		}
 		d := 1 + rnd.Int64N(23)
-		e.advance(d)
+		e.Advance(d)
 		elapsed += d
 	}
 	if !waitDrained() {
@@ -224,152 +193,38 @@ func (e *env) advancingRun(expected func(elapsed int64) int64, try func() (bool,
 // (b) As (a), with the clock advancing while the goroutines run. The rate
 // is 7000 per minute (116.67 millitokens per ms), so nearly every step leaves
 // a remainder that the store must carry.
-func testConcOneBucketAdvancing(t *testing.T, e *env) {
-	k := key("hot", "api")
+func testConcOneBucketAdvancing(t *testing.T, e *Env) {
+	k := Key("hot", "api")
 	p := rate(50_000, 7_000_000, 60_000)
 	expected := func(el int64) int64 { return (p.Capacity + el*p.Amount/p.Period) / 1_000 }
-	grants, el := e.advancingRun(expected, func() (bool, error) {
+	grants, el := e.AdvancingRun(expected, func() (bool, error) {
 		ok, err := e.s.Consume(e.ctx, e.ns, request(e.now(), breq(k, checked("rpm", p, 1_000))))
 		return ok, err
 	})
 	if want := expected(el); grants != want {
 		t.Errorf("%d grants in %d ms, want exactly %d = (50000 + floor(%d*7000000/60000))/1000", grants, el, want, el)
 	}
-	e.wantTokensAt(k, "rpm", T0+el, p.Capacity+el*p.Amount/p.Period-grants*1_000)
+	e.WantTokensAt(k, "rpm", T0+el, p.Capacity+el*p.Amount/p.Period-grants*1_000)
 }
 
-func testConcLimiterAdvancing(t *testing.T, e *env) {
-	lim := e.limiter()
-	opt := tollgate.WithLimits(tollgate.PerMinute("rpm", 7_000).WithBurst(50), tollgate.PerMinute("tpm", 1_000_000))
-	expected := func(el int64) int64 { return (50_000 + el*7_000_000/60_000) / 1_000 }
-	grants, el := e.advancingRun(expected, func() (bool, error) {
-		le, err := lim.Acquire(e.ctx, "hot", "api", tollgate.Consume{"rpm": 1, "tpm": 2}, opt)
-		if errors.Is(err, tollgate.ErrRateLimited) {
-			return false, nil
-		}
-		if err != nil {
-			return false, err
-		}
-		return true, le.Commit(e.ctx)
-	})
-	if want := expected(el); grants != want {
-		t.Errorf("%d grants in %d ms, want exactly %d", grants, el, want)
-	}
-	e.wantAvailable(lim, "hot", "api", "rpm", 0, opt)
-	e.wantTokensAt(key("hot", "api"), "rpm", T0+el, 50_000+el*7_000_000/60_000-grants*1_000)
-}
-
-// (c) Cascade atomicity under contention: 8 children cascade to one parent;
-// goroutines acquire random amounts on random children and roll back some.
-// The parent's consumption equals the sum of the children's, the parent never
-// goes below zero, and grants never exceed its capacity.
-func testConcCascade(t *testing.T, e *env) {
-	const children, capacity = 8, 300
-	lim := e.limiter()
-	if _, err := lim.CreateEntity(e.ctx, tollgate.Entity{ID: "parent"}); err != nil {
-		t.Fatal(err)
-	}
-	ids := make([]string, children)
-	for i := range ids {
-		ids[i] = "child-" + itoa(int64(i))
-		if _, err := lim.CreateEntity(e.ctx, tollgate.Entity{ID: ids[i], ParentID: "parent", Cascade: true}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	// Each child's capacity equals the parent's, so the parent always binds
-	// first.
-	opt := tollgate.WithLimits(tollgate.PerMinute("tpm", capacity))
-	var held [children]atomic.Int64 // tokens consumed per child, net of rollbacks
-	rnd := newRand(t)
-	seeds := make([]uint64, 16)
-	for i := range seeds {
-		seeds[i] = rnd.Uint64()
-	}
-	acquire := func(c int, n int64) *tollgate.Lease {
-		le, err := lim.Acquire(e.ctx, ids[c], "api", tollgate.Consume{"tpm": n}, opt)
-		if err != nil {
-			if !errors.Is(err, tollgate.ErrRateLimited) {
-				t.Errorf("Acquire: %v", err)
-			}
-			return nil
-		}
-		for _, s := range le.Statuses() {
-			if s.Available < 0 {
-				t.Errorf("%s below zero after a grant: %+v", s.Entity, s)
-			}
-		}
-		if got := le.Consumed()["tpm"]; got != 2*n {
-			t.Errorf("Consumed = %d, want %d (child and parent)", got, 2*n)
-		}
-		held[c].Add(n)
-		return le
-	}
-	// Phase 1: random amounts, a quarter rolled back.
-	run(len(seeds), func(i int) {
-		r := rand.New(rand.NewPCG(seeds[i], 1))
-		for range 30 {
-			c, n := r.IntN(children), 1+r.Int64N(5)
-			le := acquire(c, n)
-			if le == nil {
-				continue
-			}
-			if r.IntN(4) == 0 {
-				if err := le.Rollback(e.ctx); err != nil {
-					t.Errorf("Rollback: %v", err)
-				}
-				held[c].Add(-n)
-			} else if err := le.Commit(e.ctx); err != nil {
-				t.Errorf("Commit: %v", err)
-			}
-		}
-	})
-	// Phase 2: with every lease ended, drain with amount 1 until denied.
-	run(len(seeds), func(i int) {
-		r := rand.New(rand.NewPCG(seeds[i], 2))
-		for {
-			le := acquire(r.IntN(children), 1)
-			if le == nil {
-				return
-			}
-			if err := le.Commit(e.ctx); err != nil {
-				t.Errorf("Commit: %v", err)
-			}
-		}
-	})
-
-	var sum int64
-	for c := range children {
-		h := held[c].Load()
-		sum += h
-		if got := capacity - e.available(lim, ids[c], "api", ids[c], "tpm", opt); got != h {
-			t.Errorf("%s consumed %d, its grants total %d", ids[c], got, h)
-		}
-		e.wantTokensAt(key(ids[c], "api"), "tpm", T0, (capacity-h)*1_000)
-	}
-	if sum != capacity {
-		t.Errorf("children granted %d in total, want exactly the parent's capacity %d", sum, capacity)
-	}
-	if got := e.available(lim, ids[0], "api", "parent", "tpm", opt); got != 0 {
-		t.Errorf("parent available %d, want 0", got)
-	}
-	e.wantTokensAt(key("parent", "api"), "tpm", T0, 0)
-}
-
-// The same at the contract level, with bucket order varying between requests
-// (child first or parent first) to exercise the backend's locking.
-func testConcContractCascade(t *testing.T, e *env) {
+// (c) Cascade atomicity under contention: each request debits one of 8
+// children and their parent, with the bucket order varying between requests
+// (child first or parent first) to exercise the backend's locking; the
+// children's grants add up to the parent's capacity exactly. (limitertest
+// has the same through a limiter.)
+func testConcContractCascade(t *testing.T, e *Env) {
 	const children, capacity = 8, 400
 	p := rate(capacity*1_000, 1, 60_000)
-	parent := key("parent", "api")
+	parent := Key("parent", "api")
 	var held [children]atomic.Int64
-	rnd := newRand(t)
-	seeds := make([]uint64, workers)
+	rnd := NewRand(t)
+	seeds := make([]uint64, Workers)
 	for i := range seeds {
 		seeds[i] = rnd.Uint64()
 	}
 	try := func(r *rand.Rand, n int64) bool {
 		c := r.IntN(children)
-		child := breq(key("child-"+itoa(int64(c)), "api"), checked("tpm", p, n*1_000))
+		child := breq(Key("child-"+itoa(int64(c)), "api"), checked("tpm", p, n*1_000))
 		par := breq(parent, checked("tpm", p, n*1_000))
 		bs := []store.BucketRequest{child, par}
 		if r.IntN(2) == 0 {
@@ -381,7 +236,7 @@ func testConcContractCascade(t *testing.T, e *env) {
 		held[c].Add(n)
 		return true
 	}
-	run(workers, func(i int) {
+	Parallel(Workers, func(i int) {
 		r := rand.New(rand.NewPCG(seeds[i], 3))
 		for range 20 {
 			try(r, 1+r.Int64N(7))
@@ -394,68 +249,11 @@ func testConcContractCascade(t *testing.T, e *env) {
 		h := held[c].Load()
 		sum += h
 		if h > 0 {
-			e.wantTokensAt(key("child-"+itoa(int64(c)), "api"), "tpm", T0, (capacity-h)*1_000)
+			e.WantTokensAt(Key("child-"+itoa(int64(c)), "api"), "tpm", T0, (capacity-h)*1_000)
 		}
 	}
 	if sum != capacity {
 		t.Errorf("children granted %d in total, want exactly %d", sum, capacity)
 	}
-	e.wantTokensAt(parent, "tpm", T0, 0)
-}
-
-// (d) Acquire/commit/rollback churn on a concurrency limit never has more
-// leases in flight than the capacity, and returns every slot.
-func testConcChurn(t *testing.T, e *env) {
-	const capacity = 4
-	lim := e.limiter()
-	opt := tollgate.WithLimits(tollgate.ConcurrencyLimit("inflight", capacity), tollgate.PerSecond("rps", 1_000_000))
-	var inflight, peak, grants atomic.Int64
-	rnd := newRand(t)
-	seeds := make([]uint64, 16)
-	for i := range seeds {
-		seeds[i] = rnd.Uint64()
-	}
-	run(len(seeds), func(i int) {
-		r := rand.New(rand.NewPCG(seeds[i], 4))
-		for range 100 {
-			le, err := lim.Acquire(e.ctx, "job", "emr", tollgate.Consume{"inflight": 1, "rps": 1}, opt)
-			if err != nil {
-				if !errors.Is(err, tollgate.ErrRateLimited) {
-					t.Errorf("Acquire: %v", err)
-				}
-				runtime.Gosched()
-				continue
-			}
-			grants.Add(1)
-			cur := inflight.Add(1)
-			for {
-				p := peak.Load()
-				if cur <= p || peak.CompareAndSwap(p, cur) {
-					break
-				}
-			}
-			if cur > capacity {
-				t.Errorf("%d leases in flight, capacity %d", cur, capacity)
-			}
-			runtime.Gosched()
-			inflight.Add(-1)
-			if r.IntN(2) == 0 {
-				err = le.Commit(e.ctx)
-			} else {
-				err = le.Rollback(e.ctx)
-			}
-			if err != nil {
-				t.Errorf("end lease: %v", err)
-			}
-		}
-	})
-	if p := peak.Load(); p > capacity || p < 1 {
-		t.Errorf("peak in flight %d, want 1..%d", p, capacity)
-	}
-	if grants.Load() < 100 {
-		t.Errorf("only %d grants in 1600 attempts", grants.Load())
-	}
-	e.wantAvailable(lim, "job", "emr", "inflight", capacity, opt)
-	e.wantStored(key("job", "emr"), "inflight", bucket.State{Tokens: capacity * 1_000})
-	t.Logf("%d grants, peak %d in flight", grants.Load(), peak.Load())
+	e.WantTokensAt(parent, "tpm", T0, 0)
 }

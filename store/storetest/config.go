@@ -18,7 +18,7 @@ func configCases() []testCase {
 	return append(cases, configListCases()...)
 }
 
-func testConfigGetPutReplace(t *testing.T, e *env) {
+func testConfigGetPutReplace(t *testing.T, e *Env) {
 	sys, res := model.SystemScope(), model.ResourceScope("openai/gpt-4o")
 	ent, entDef := model.EntityScope("org-1", "openai/gpt-4o"), model.EntityScope("org-1", "")
 	other := model.EntityScope("org-1", "other")
@@ -77,7 +77,7 @@ func testConfigGetPutReplace(t *testing.T, e *env) {
 	}
 }
 
-func testConfigDelete(t *testing.T, e *env) {
+func testConfigDelete(t *testing.T, e *Env) {
 	res := model.ResourceScope("api")
 	ent := model.EntityScope("e1", "api")
 	e.createEntity(model.Entity{ID: "e1"})
@@ -120,7 +120,7 @@ func testConfigDelete(t *testing.T, e *env) {
 	}
 }
 
-func testConfigEntityScopeNeedsEntity(t *testing.T, e *env) {
+func testConfigEntityScopeNeedsEntity(t *testing.T, e *Env) {
 	for _, sc := range []model.Scope{model.EntityScope("ghost", "api"), model.EntityScope("ghost", "")} {
 		err := e.s.PutConfig(e.ctx, e.ns, sc, model.Config{Limits: []model.Limit{model.PerMinute("rpm", 1)}},
 			e.event(model.ActionConfigSet, sc.Entity, sc.Resource))
@@ -141,7 +141,7 @@ func testConfigEntityScopeNeedsEntity(t *testing.T, e *env) {
 	e.putConfig(model.SystemScope(), model.Config{Limits: []model.Limit{model.PerMinute("rpm", 1)}})
 }
 
-func testConfigCopies(t *testing.T, e *env) {
+func testConfigCopies(t *testing.T, e *Env) {
 	sc := model.ResourceScope("api")
 	in := model.Config{Limits: []model.Limit{model.PerMinute("rpm", 100), model.PerMinute("tpm", 1000)}}
 	e.putConfig(sc, in)

@@ -20,7 +20,7 @@ func configListCases() []testCase {
 }
 
 // listConfigs pages through ListConfigs with pages of size.
-func (e *env) listConfigs(size int) []model.ScopedConfig {
+func (e *Env) listConfigs(size int) []model.ScopedConfig {
 	e.t.Helper()
 	var out []model.ScopedConfig
 	var after *model.Scope
@@ -51,7 +51,7 @@ func scopesOf(cs []model.ScopedConfig) []model.Scope {
 	return out
 }
 
-func testConfigList(t *testing.T, e *env) {
+func testConfigList(t *testing.T, e *Env) {
 	for _, id := range []string{"org-1", "org-10", "a", "b"} {
 		e.createEntity(model.Entity{ID: id})
 	}
@@ -76,7 +76,7 @@ func testConfigList(t *testing.T, e *env) {
 		t.Fatal(err)
 	}
 	// Buckets, audit events and entities without configs are not listed.
-	e.grant(T0, breq(key("org-1", "api"), checked("a", rate(10, 1, 1000), 1)))
+	e.grant(T0, breq(Key("org-1", "api"), checked("a", rate(10, 1, 1000), 1)))
 
 	want := slices.SortedFunc(func(yield func(model.Scope) bool) {
 		for sc := range stored {
@@ -115,7 +115,7 @@ func testConfigList(t *testing.T, e *env) {
 	}
 }
 
-func testConfigListEmpty(t *testing.T, e *env) {
+func testConfigListEmpty(t *testing.T, e *Env) {
 	page, err := e.s.ListConfigs(e.ctx, e.ns, nil, 10)
 	if err != nil || len(page) != 0 {
 		t.Errorf("ListConfigs of an empty namespace = %v, %v", page, err)
@@ -132,7 +132,7 @@ func testConfigListEmpty(t *testing.T, e *env) {
 	}
 }
 
-func testConfigListBadLimit(t *testing.T, e *env) {
+func testConfigListBadLimit(t *testing.T, e *Env) {
 	for _, limit := range []int{-1, 0, store.MaxConfigPage + 1} {
 		_, err := e.s.ListConfigs(e.ctx, e.ns, nil, limit)
 		var ve *model.ValidationError

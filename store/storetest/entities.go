@@ -21,7 +21,7 @@ func entityCases() []testCase {
 	}
 }
 
-func (e *env) getEntity(id string) model.Entity {
+func (e *Env) getEntity(id string) model.Entity {
 	e.t.Helper()
 	got, err := e.s.GetEntity(e.ctx, e.ns, id)
 	if err != nil {
@@ -30,7 +30,7 @@ func (e *env) getEntity(id string) model.Entity {
 	return got
 }
 
-func (e *env) children(id string) []model.Entity {
+func (e *Env) children(id string) []model.Entity {
 	e.t.Helper()
 	kids, err := e.s.ListChildren(e.ctx, e.ns, id)
 	if err != nil {
@@ -39,7 +39,7 @@ func (e *env) children(id string) []model.Entity {
 	return kids
 }
 
-func (e *env) deleteEntity(id string) model.AuditEvent {
+func (e *Env) deleteEntity(id string) model.AuditEvent {
 	e.t.Helper()
 	ev := e.event(model.ActionEntityDelete, id, "")
 	if err := e.s.DeleteEntity(e.ctx, e.ns, id, ev); err != nil {
@@ -48,7 +48,7 @@ func (e *env) deleteEntity(id string) model.AuditEvent {
 	return ev
 }
 
-func testEntityCreateGet(t *testing.T, e *env) {
+func testEntityCreateGet(t *testing.T, e *Env) {
 	if _, err := e.s.GetEntity(e.ctx, e.ns, "org-1"); !errors.Is(err, model.ErrEntityNotFound) {
 		t.Errorf("GetEntity of a missing entity = %v, want ErrEntityNotFound", err)
 	}
@@ -68,7 +68,7 @@ func testEntityCreateGet(t *testing.T, e *env) {
 	}
 }
 
-func testEntityExists(t *testing.T, e *env) {
+func testEntityExists(t *testing.T, e *Env) {
 	orig := model.Entity{ID: "org-1", Name: "original", Metadata: map[string]string{"k": "v"}, CreatedAt: time.UnixMilli(T0).UTC()}
 	e.createEntity(orig)
 	e.createEntity(model.Entity{ID: "other"})
@@ -93,7 +93,7 @@ func testEntityExists(t *testing.T, e *env) {
 	}
 }
 
-func testEntityParentMissing(t *testing.T, e *env) {
+func testEntityParentMissing(t *testing.T, e *Env) {
 	err := e.s.CreateEntity(e.ctx, e.ns, model.Entity{ID: "key-1", ParentID: "ghost", Cascade: true},
 		e.event(model.ActionEntityCreate, "key-1", ""))
 	if !errors.Is(err, model.ErrEntityNotFound) {
@@ -113,7 +113,7 @@ func testEntityParentMissing(t *testing.T, e *env) {
 	e.createEntity(model.Entity{ID: "key-1", ParentID: "ghost", Cascade: true})
 }
 
-func testEntityListChildren(t *testing.T, e *env) {
+func testEntityListChildren(t *testing.T, e *Env) {
 	e.createEntity(model.Entity{ID: "p"})
 	e.createEntity(model.Entity{ID: "q"})
 	ids := []string{"c3", "c1", "c10", "C0", "c2", "0c"}
@@ -150,7 +150,7 @@ func testEntityListChildren(t *testing.T, e *env) {
 	}
 }
 
-func testEntityDelete(t *testing.T, e *env) {
+func testEntityDelete(t *testing.T, e *Env) {
 	p := rate(10_000, 1_000, 1_000)
 	e.createEntity(model.Entity{ID: "org"})
 	e.createEntity(model.Entity{ID: "proj", ParentID: "org", Cascade: true})
@@ -162,8 +162,8 @@ func testEntityDelete(t *testing.T, e *env) {
 	}
 	e.putConfig(model.ResourceScope("api"), model.Config{Limits: []model.Limit{model.PerMinute("rpm", 3)}})
 	for _, id := range []string{"key", "proj", "other"} {
-		e.grant(T0, breq(key(id, "api"), checked("a", p, 1_000)))
-		e.grant(T0, breq(key(id, "batch"), checked("a", p, 2_000)))
+		e.grant(T0, breq(Key(id, "api"), checked("a", p, 1_000)))
+		e.grant(T0, breq(Key(id, "batch"), checked("a", p, 2_000)))
 	}
 
 	del := e.deleteEntity("proj")
@@ -182,13 +182,13 @@ func testEntityDelete(t *testing.T, e *env) {
 		}
 	}
 	// Its buckets are gone, others' stay untouched.
-	recs := e.read(key("proj", "api"), key("proj", "batch"))
+	recs := e.Read(Key("proj", "api"), Key("proj", "batch"))
 	if recs[0] != nil || recs[1] != nil {
 		t.Errorf("buckets of the deleted entity remain: %+v %+v", recs[0], recs[1])
 	}
 	for _, id := range []string{"key", "other"} {
-		e.wantStored(key(id, "api"), "a", bucket.State{Tokens: 9_000})
-		e.wantStored(key(id, "batch"), "a", bucket.State{Tokens: 8_000})
+		e.WantStored(Key(id, "api"), "a", bucket.State{Tokens: 9_000})
+		e.WantStored(Key(id, "batch"), "a", bucket.State{Tokens: 8_000})
 	}
 	// Children stay, with their parent id.
 	if got := e.getEntity("key"); got.ParentID != "proj" || !got.Cascade {
@@ -217,11 +217,11 @@ func testEntityDelete(t *testing.T, e *env) {
 	if c := e.getConfigs(model.EntityScope("proj", ""))[0]; c != nil {
 		t.Errorf("a recreated entity has its old config %+v", c)
 	}
-	req := e.grant(T0, breq(key("proj", "api"), checked("a", p, 0)))
-	e.wantObserved(req, key("proj", "api"), "a", bucket.State{Tokens: 10_000})
+	req := e.grant(T0, breq(Key("proj", "api"), checked("a", p, 0)))
+	e.wantObserved(req, Key("proj", "api"), "a", bucket.State{Tokens: 10_000})
 }
 
-func testEntityMetadataCopied(t *testing.T, e *env) {
+func testEntityMetadataCopied(t *testing.T, e *Env) {
 	md := map[string]string{"tier": "gold", "owner": "alice@example.com"}
 	want := map[string]string{"tier": "gold", "owner": "alice@example.com"}
 	e.createEntity(model.Entity{ID: "p"})

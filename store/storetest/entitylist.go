@@ -26,7 +26,7 @@ func entityUpdateCases() []testCase {
 
 // listEntities pages through ListEntities with pages of size, checking
 // every page is full but the last.
-func (e *env) listEntities(size int) []model.Entity {
+func (e *Env) listEntities(size int) []model.Entity {
 	e.t.Helper()
 	var out []model.Entity
 	after := ""
@@ -48,7 +48,7 @@ func (e *env) listEntities(size int) []model.Entity {
 	return nil
 }
 
-func (e *env) updateEntity(ent model.Entity) model.AuditEvent {
+func (e *Env) updateEntity(ent model.Entity) model.AuditEvent {
 	e.t.Helper()
 	ev := e.event(model.ActionEntityUpdate, ent.ID, "")
 	if err := e.s.UpdateEntity(e.ctx, e.ns, ent, ev); err != nil {
@@ -57,7 +57,7 @@ func (e *env) updateEntity(ent model.Entity) model.AuditEvent {
 	return ev
 }
 
-func testEntityList(t *testing.T, e *env) {
+func testEntityList(t *testing.T, e *Env) {
 	ids := []string{"org", "c3", "c1", "c10", "C0", "c2", "0c", "a.b", "a-b", "a"}
 	e.createEntity(model.Entity{ID: "org", Name: "Org", Metadata: map[string]string{"plan": "pro"}})
 	for _, id := range ids[1:] {
@@ -67,7 +67,7 @@ func testEntityList(t *testing.T, e *env) {
 	// not entities.
 	e.putConfig(model.EntityScope("c1", ""), model.Config{Limits: []model.Limit{model.PerMinute("rpm", 1)}})
 	e.putConfig(model.ResourceScope("api"), model.Config{Limits: []model.Limit{model.PerMinute("rpm", 1)}})
-	e.grant(T0, breq(key("c1", "api"), checked("a", rate(10, 1, 1000), 1)))
+	e.grant(T0, breq(Key("c1", "api"), checked("a", rate(10, 1, 1000), 1)))
 	// Another namespace's entities are not listed.
 	other := newNamespace(t)
 	if err := e.s.CreateEntity(e.ctx, other, model.Entity{ID: "b-other"}, e.event(model.ActionEntityCreate, "b-other", "")); err != nil {
@@ -106,7 +106,7 @@ func testEntityList(t *testing.T, e *env) {
 	}
 }
 
-func testEntityListEmpty(t *testing.T, e *env) {
+func testEntityListEmpty(t *testing.T, e *Env) {
 	page, err := e.s.ListEntities(e.ctx, e.ns, "", 10)
 	if err != nil || len(page) != 0 {
 		t.Errorf("ListEntities of an empty namespace = %v, %v", entityIDs(page), err)
@@ -118,7 +118,7 @@ func testEntityListEmpty(t *testing.T, e *env) {
 	}
 }
 
-func testEntityListBadLimit(t *testing.T, e *env) {
+func testEntityListBadLimit(t *testing.T, e *Env) {
 	for _, limit := range []int{-1, 0, store.MaxEntityPage + 1} {
 		_, err := e.s.ListEntities(e.ctx, e.ns, "", limit)
 		var ve *model.ValidationError
@@ -128,7 +128,7 @@ func testEntityListBadLimit(t *testing.T, e *env) {
 	}
 }
 
-func testEntityUpdate(t *testing.T, e *env) {
+func testEntityUpdate(t *testing.T, e *Env) {
 	created := time.UnixMilli(T0 + 5).UTC()
 	e.createEntity(model.Entity{ID: "org"})
 	e.createEntity(model.Entity{ID: "key", ParentID: "org", Cascade: true, Name: "old", Metadata: map[string]string{"a": "1"}, CreatedAt: created})
@@ -168,7 +168,7 @@ func testEntityUpdate(t *testing.T, e *env) {
 	}
 }
 
-func testEntityUpdateMoves(t *testing.T, e *env) {
+func testEntityUpdateMoves(t *testing.T, e *Env) {
 	for _, ent := range []model.Entity{
 		{ID: "org-a"}, {ID: "org-b"},
 		{ID: "proj", ParentID: "org-a", Cascade: true},
@@ -178,7 +178,7 @@ func testEntityUpdateMoves(t *testing.T, e *env) {
 		e.createEntity(ent)
 	}
 	e.putConfig(model.EntityScope("proj", "api"), model.Config{Limits: []model.Limit{model.PerMinute("rpm", 5)}})
-	e.grant(T0, breq(key("proj", "api"), checked("a", rate(10_000, 1_000, 1_000), 1_000)))
+	e.grant(T0, breq(Key("proj", "api"), checked("a", rate(10_000, 1_000, 1_000), 1_000)))
 
 	e.updateEntity(model.Entity{ID: "proj", ParentID: "org-b", Cascade: true, Name: "moved"})
 	if got := entityIDs(e.children("org-a")); !slices.Equal(got, []string{"sib"}) {
@@ -194,7 +194,7 @@ func testEntityUpdateMoves(t *testing.T, e *env) {
 	if c := e.getConfigs(model.EntityScope("proj", "api"))[0]; c == nil {
 		t.Error("the move deleted the entity's config")
 	}
-	e.wantStored(key("proj", "api"), "a", bucket.State{Tokens: 9_000})
+	e.WantStored(Key("proj", "api"), "a", bucket.State{Tokens: 9_000})
 	// Moving back, to a parent deeper in another branch.
 	e.updateEntity(model.Entity{ID: "proj", ParentID: "sib"})
 	if got := entityIDs(e.children("sib")); !slices.Equal(got, []string{"proj"}) {
@@ -205,7 +205,7 @@ func testEntityUpdateMoves(t *testing.T, e *env) {
 	}
 }
 
-func testEntityUpdateRefused(t *testing.T, e *env) {
+func testEntityUpdateRefused(t *testing.T, e *Env) {
 	for _, ent := range []model.Entity{
 		{ID: "org"},
 		{ID: "proj", ParentID: "org", Cascade: true, Name: "p"},

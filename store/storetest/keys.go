@@ -27,13 +27,13 @@ func keyCases() []testCase {
 
 // newKey returns a key of the env's namespace named name, with a fresh
 // random hash (cases may share a store, and hashes are global).
-func (e *env) newKey(name string) model.Key {
+func (e *Env) newKey(name string) model.Key {
 	_, hash := model.GenerateKey()
 	return model.Key{Name: name, Namespace: "name-" + e.ns, Role: model.RoleAcquire, Hash: hash,
 		CreatedAt: time.UnixMilli(T0).UTC()}
 }
 
-func (e *env) createKey(k model.Key) model.AuditEvent {
+func (e *Env) createKey(k model.Key) model.AuditEvent {
 	e.t.Helper()
 	ev := e.event(model.ActionKeyCreate, "", "")
 	ev.Details = map[string]string{"key": k.Name}
@@ -43,7 +43,7 @@ func (e *env) createKey(k model.Key) model.AuditEvent {
 	return ev
 }
 
-func (e *env) deleteKey(name string) model.AuditEvent {
+func (e *Env) deleteKey(name string) model.AuditEvent {
 	e.t.Helper()
 	ev := e.event(model.ActionKeyRevoke, "", "")
 	ev.Details = map[string]string{"key": name}
@@ -54,7 +54,7 @@ func (e *env) deleteKey(name string) model.AuditEvent {
 }
 
 // wantKey checks that KeyByHash(want.Hash) returns want, field by field.
-func (e *env) wantKey(want model.Key) {
+func (e *Env) wantKey(want model.Key) {
 	e.t.Helper()
 	got, err := e.s.KeyByHash(e.ctx, want.Hash)
 	if err != nil {
@@ -65,7 +65,7 @@ func (e *env) wantKey(want model.Key) {
 	}
 }
 
-func (e *env) wantNoKey(hash string) {
+func (e *Env) wantNoKey(hash string) {
 	e.t.Helper()
 	if k, err := e.s.KeyByHash(e.ctx, hash); !errors.Is(err, model.ErrKeyNotFound) {
 		e.t.Errorf("KeyByHash(%s) = %+v, %v; want ErrKeyNotFound", hash, k, err)
@@ -87,7 +87,7 @@ func sameTime(a, b time.Time) bool {
 	return a.Equal(b) && a.Location() == time.UTC && b.Location() == time.UTC
 }
 
-func (e *env) listKeys(after string, limit int) []model.Key {
+func (e *Env) listKeys(after string, limit int) []model.Key {
 	e.t.Helper()
 	ks, err := e.s.ListKeys(e.ctx, e.ns, after, limit)
 	if err != nil {
@@ -104,7 +104,7 @@ func keyNames(ks []model.Key) []string {
 	return out
 }
 
-func testKeyCreateGetDelete(t *testing.T, e *env) {
+func testKeyCreateGetDelete(t *testing.T, e *Env) {
 	k := e.newKey("ci")
 	e.wantNoKey(k.Hash)
 	e.createKey(k)
@@ -124,7 +124,7 @@ func testKeyCreateGetDelete(t *testing.T, e *env) {
 
 // Every field survives the store: times at millisecond precision, UTC;
 // a zero expiry stays zero.
-func testKeyRoundTrip(t *testing.T, e *env) {
+func testKeyRoundTrip(t *testing.T, e *Env) {
 	full := e.newKey("scoped.admin:x@y-1")
 	full.Role, full.Entity, full.AllowLimits = model.RoleAdmin, "org-1", true
 	full.CreatedAt = time.UnixMilli(T0 + 123).UTC()
@@ -141,7 +141,7 @@ func testKeyRoundTrip(t *testing.T, e *env) {
 	}
 }
 
-func testKeyExists(t *testing.T, e *env) {
+func testKeyExists(t *testing.T, e *Env) {
 	k := e.newKey("ci")
 	e.createKey(k)
 	dupName := e.newKey("ci")
@@ -150,7 +150,7 @@ func testKeyExists(t *testing.T, e *env) {
 	}
 	e.wantNoKey(dupName.Hash)
 	// A hash is unique across namespaces.
-	other := &env{t: t, ctx: e.ctx, s: e.s, ns: newNamespace(t), clk: e.clk, eventSeq: 1000}
+	other := &Env{t: t, ctx: e.ctx, s: e.s, ns: newNamespace(t), clk: e.clk, eventSeq: 1000}
 	dupHash := other.newKey("other")
 	dupHash.Hash = k.Hash
 	if err := other.s.CreateKey(other.ctx, other.ns, dupHash, other.event(model.ActionKeyCreate, "", "")); !errors.Is(err, model.ErrKeyExists) {
@@ -170,7 +170,7 @@ func testKeyExists(t *testing.T, e *env) {
 	e.wantKey(k)
 }
 
-func testKeyNotFound(t *testing.T, e *env) {
+func testKeyNotFound(t *testing.T, e *Env) {
 	_, hash := model.GenerateKey()
 	e.wantNoKey(hash)
 	if err := e.s.DeleteKey(e.ctx, e.ns, "none", e.event(model.ActionKeyRevoke, "", "")); !errors.Is(err, model.ErrKeyNotFound) {
@@ -186,7 +186,7 @@ func testKeyNotFound(t *testing.T, e *env) {
 	}
 }
 
-func testKeyList(t *testing.T, e *env) {
+func testKeyList(t *testing.T, e *Env) {
 	if got := e.listKeys("", 10); len(got) != 0 {
 		t.Fatalf("ListKeys of an empty namespace = %v", keyNames(got))
 	}
@@ -227,7 +227,7 @@ func testKeyList(t *testing.T, e *env) {
 	}
 }
 
-func testKeyListBadLimit(t *testing.T, e *env) {
+func testKeyListBadLimit(t *testing.T, e *Env) {
 	for _, limit := range []int{-1, 0, model.MaxKeyPage + 1} {
 		_, err := e.s.ListKeys(e.ctx, e.ns, "", limit)
 		var ve *model.ValidationError
@@ -241,10 +241,10 @@ func testKeyListBadLimit(t *testing.T, e *env) {
 }
 
 // Namespace B neither lists nor deletes namespace A's keys.
-func testKeyIsolation(t *testing.T, e *env) {
+func testKeyIsolation(t *testing.T, e *Env) {
 	k := e.newKey("ci")
 	e.createKey(k)
-	other := &env{t: t, ctx: e.ctx, s: e.s, ns: newNamespace(t), clk: e.clk, eventSeq: 1000}
+	other := &Env{t: t, ctx: e.ctx, s: e.s, ns: newNamespace(t), clk: e.clk, eventSeq: 1000}
 	if got := other.listKeys("", 10); len(got) != 0 {
 		t.Errorf("ns2 ListKeys = %v", keyNames(got))
 	}
@@ -258,7 +258,7 @@ func testKeyIsolation(t *testing.T, e *env) {
 }
 
 // Create and delete each append their event (keys' events have no entity).
-func testKeyAudited(t *testing.T, e *env) {
+func testKeyAudited(t *testing.T, e *Env) {
 	k := e.newKey("ci")
 	want := []model.AuditEvent{e.createKey(k), e.deleteKey("ci")}
 	got := e.audit("")
@@ -273,8 +273,8 @@ func testKeyAudited(t *testing.T, e *env) {
 }
 
 // Purging a namespace deletes its keys, and nobody else's.
-func testKeyPurged(t *testing.T, e *env) {
-	victim := &env{t: t, ctx: e.ctx, s: e.s, ns: newNamespace(t), clk: e.clk}
+func testKeyPurged(t *testing.T, e *Env) {
+	victim := e.OtherNamespace()
 	n := model.Namespace{Name: victim.ns, ID: victim.ns, CreatedAt: time.UnixMilli(T0)}
 	if err := e.s.CreateNamespace(e.ctx, n); err != nil {
 		t.Fatal(err)

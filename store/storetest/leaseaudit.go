@@ -14,7 +14,7 @@ import (
 // without them.
 
 // consumeAudited runs Consume with a lease record and ev.
-func (e *env) consumeAudited(id string, ev *model.AuditEvent, buckets ...store.BucketRequest) (bool, error) {
+func (e *Env) consumeAudited(id string, ev *model.AuditEvent, buckets ...store.BucketRequest) (bool, error) {
 	req := request(T0, buckets...)
 	req.Lease = store.NewLeaseRecord(id, "storetest", req, 0)
 	req.Event = ev
@@ -22,7 +22,7 @@ func (e *env) consumeAudited(id string, ev *model.AuditEvent, buckets ...store.B
 }
 
 // wantAudit fails the case unless entity's audit log is exactly evs.
-func (e *env) wantAudit(entity string, evs ...model.AuditEvent) {
+func (e *Env) wantAudit(entity string, evs ...model.AuditEvent) {
 	e.t.Helper()
 	got := e.audit(entity)
 	ok := len(got) == len(evs)
@@ -36,8 +36,8 @@ func (e *env) wantAudit(entity string, evs ...model.AuditEvent) {
 
 // A granted consume of a cascade writes its record and its event; the
 // event's details come back as they went in.
-func testLeaseEventWithGrant(t *testing.T, e *env) {
-	team, org := key("team", "emr"), key("org", "emr")
+func testLeaseEventWithGrant(t *testing.T, e *Env) {
+	team, org := Key("team", "emr"), Key("org", "emr")
 	ev := e.event(model.ActionReservationReserve, "team", "emr")
 	ev.Details = map[string]string{"reservation": "j-1", "consumed": "clusters=1", "holder": "storetest"}
 	ok, err := e.consumeAudited(leaseID(0), &ev, slot(team, 1), slot(org, 2))
@@ -49,12 +49,12 @@ func testLeaseEventWithGrant(t *testing.T, e *env) {
 	}
 	e.wantAudit("team", ev)
 	e.wantAudit("org") // the event is the entity's it names, not every bucket's
-	e.wantStored(team, "inflight", bucket.State{})
+	e.WantStored(team, "inflight", bucket.State{})
 }
 
 // A refused consume writes neither its record nor its event.
-func testLeaseEventRefused(t *testing.T, e *env) {
-	k := key("team", "emr")
+func testLeaseEventRefused(t *testing.T, e *Env) {
+	k := Key("team", "emr")
 	e.grantLease(leaseID(0), 0, T0, slot(k, 1))
 	ev := e.event(model.ActionReservationReserve, "team", "emr")
 	if ok, err := e.consumeAudited(leaseID(1), &ev, slot(k, 1)); ok || err != nil {
@@ -67,8 +67,8 @@ func testLeaseEventRefused(t *testing.T, e *env) {
 // A record whose id exists makes the consume fail with ErrLeaseExists,
 // having debited nothing and written no event: an idempotent reserve
 // resumes the first reservation, whose event is the only one.
-func testLeaseEventExistingID(t *testing.T, e *env) {
-	k := key("team", "emr")
+func testLeaseEventExistingID(t *testing.T, e *Env) {
+	k := Key("team", "emr")
 	first := e.event(model.ActionReservationReserve, "team", "emr")
 	if ok, err := e.consumeAudited(leaseID(0), &first, slot(k, 3)); !ok || err != nil {
 		t.Fatalf("first Consume = %v, %v; want granted", ok, err)
@@ -79,13 +79,13 @@ func testLeaseEventExistingID(t *testing.T, e *env) {
 		t.Fatalf("Consume with a taken id = %v, %v; want ErrLeaseExists", ok, err)
 	}
 	e.wantAudit("team", first)
-	e.wantStored(k, "inflight", bucket.State{Tokens: 2000})
+	e.WantStored(k, "inflight", bucket.State{Tokens: 2000})
 }
 
 // An event without a lease record is bad input: nothing is debited or
 // written.
-func testLeaseEventNeedsLease(t *testing.T, e *env) {
-	k := key("team", "emr")
+func testLeaseEventNeedsLease(t *testing.T, e *Env) {
+	k := Key("team", "emr")
 	req := request(T0, slot(k, 1))
 	ev := e.event(model.ActionReservationReserve, "team", "emr")
 	req.Event = &ev
@@ -93,7 +93,7 @@ func testLeaseEventNeedsLease(t *testing.T, e *env) {
 		t.Fatalf("Consume with an event and no lease = %v, %v; want ErrInvalid", ok, err)
 	}
 	e.wantAudit("team")
-	if rec := e.read(k)[0]; rec != nil { // a backend may have created it full, no more
+	if rec := e.Read(k)[0]; rec != nil { // a backend may have created it full, no more
 		if i := rec.Find("inflight"); i >= 0 && rec.Limits[i].State.Tokens != 1000 {
 			t.Errorf("the refused request debited: %+v", rec)
 		}

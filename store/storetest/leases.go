@@ -58,7 +58,7 @@ func slot(k store.BucketKey, cp int64) store.BucketRequest {
 }
 
 // consumeLease runs Consume with a lease record for the request's grant.
-func (e *env) consumeLease(id string, expires int64, now int64, buckets ...store.BucketRequest) (bool, *store.LeaseRecord, error) {
+func (e *Env) consumeLease(id string, expires int64, now int64, buckets ...store.BucketRequest) (bool, *store.LeaseRecord, error) {
 	req := request(now, buckets...)
 	rec := store.NewLeaseRecord(id, "storetest", req, expires)
 	req.Lease = rec
@@ -67,7 +67,7 @@ func (e *env) consumeLease(id string, expires int64, now int64, buckets ...store
 }
 
 // grantLease runs consumeLease and fails the case unless it is granted.
-func (e *env) grantLease(id string, expires int64, now int64, buckets ...store.BucketRequest) *store.LeaseRecord {
+func (e *Env) grantLease(id string, expires int64, now int64, buckets ...store.BucketRequest) *store.LeaseRecord {
 	e.t.Helper()
 	ok, rec, err := e.consumeLease(id, expires, now, buckets...)
 	if err != nil || !ok {
@@ -76,23 +76,23 @@ func (e *env) grantLease(id string, expires int64, now int64, buckets ...store.B
 	return rec
 }
 
-func (e *env) getLease(id string) (store.LeaseRecord, error) {
+func (e *Env) getLease(id string) (store.LeaseRecord, error) {
 	return e.s.GetLease(e.ctx, e.ns, id)
 }
 
-func (e *env) endLease(rec *store.LeaseRecord, end store.LeaseEnd) error {
+func (e *Env) endLease(rec *store.LeaseRecord, end store.LeaseEnd) error {
 	return e.s.EndLease(e.ctx, e.ns, store.LeaseEnding{ID: rec.ID, Version: rec.Version, Deltas: rec.EndDeltas(end)})
 }
 
-func (e *env) wantNoLease(id string) {
+func (e *Env) wantNoLease(id string) {
 	e.t.Helper()
 	if rec, err := e.getLease(id); !errors.Is(err, model.ErrLeaseNotFound) {
 		e.t.Errorf("GetLease(%s) = %+v, %v; want ErrLeaseNotFound", id, rec, err)
 	}
 }
 
-func testLeaseRecordIffGranted(t *testing.T, e *env) {
-	k := key("job", "emr")
+func testLeaseRecordIffGranted(t *testing.T, e *Env) {
+	k := Key("job", "emr")
 	rec := e.grantLease(leaseID(0), T0+60_000, T0, slot(k, 1))
 	got, err := e.getLease(rec.ID)
 	if err != nil {
@@ -106,53 +106,53 @@ func testLeaseRecordIffGranted(t *testing.T, e *env) {
 		t.Fatalf("second lease on a capacity of 1 = %v, %v; want denied", ok, err)
 	}
 	e.wantNoLease(leaseID(1))
-	e.wantStored(k, "inflight", bucket.State{})
+	e.WantStored(k, "inflight", bucket.State{})
 }
 
-func testLeaseExistingID(t *testing.T, e *env) {
-	k := key("job", "emr")
+func testLeaseExistingID(t *testing.T, e *Env) {
+	k := Key("job", "emr")
 	rec := e.grantLease(leaseID(0), T0+60_000, T0, slot(k, 3))
 	ok, _, err := e.consumeLease(rec.ID, T0+90_000, T0, slot(k, 3))
 	if ok || !errors.Is(err, model.ErrLeaseExists) {
 		t.Fatalf("Consume with a taken lease id = %v, %v; want ErrLeaseExists", ok, err)
 	}
-	e.wantStored(k, "inflight", bucket.State{Tokens: 2000})
+	e.WantStored(k, "inflight", bucket.State{Tokens: 2000})
 	if got, _ := e.getLease(rec.ID); got.Expires != T0+60_000 {
 		t.Errorf("the existing record changed: expires %+d", got.Expires-T0)
 	}
 }
 
-func testLeaseCommit(t *testing.T, e *env) {
-	k := key("job", "emr")
+func testLeaseCommit(t *testing.T, e *Env) {
+	k := Key("job", "emr")
 	req := breq(k, checked("inflight", conc(2000), 1000), checked("rpm", rate(100_000, 100_000, 60_000), 1000))
 	rec := e.grantLease(leaseID(0), T0+60_000, T0, req)
-	e.wantStored(k, "inflight", bucket.State{Tokens: 1000})
+	e.WantStored(k, "inflight", bucket.State{Tokens: 1000})
 	if err := e.endLease(rec, store.Commit); err != nil {
 		t.Fatalf("EndLease: %v", err)
 	}
-	e.wantStored(k, "inflight", bucket.State{Tokens: 2000})
-	e.wantStored(k, "rpm", bucket.State{Tokens: 99_000})
+	e.WantStored(k, "inflight", bucket.State{Tokens: 2000})
+	e.WantStored(k, "rpm", bucket.State{Tokens: 99_000})
 	e.wantNoLease(rec.ID)
 	if err := e.endLease(rec, store.Commit); !errors.Is(err, model.ErrLeaseNotFound) {
 		t.Errorf("second EndLease = %v, want ErrLeaseNotFound", err)
 	}
-	e.wantStored(k, "inflight", bucket.State{Tokens: 2000})
+	e.WantStored(k, "inflight", bucket.State{Tokens: 2000})
 }
 
-func testLeaseRollback(t *testing.T, e *env) {
-	k := key("job", "emr")
+func testLeaseRollback(t *testing.T, e *Env) {
+	k := Key("job", "emr")
 	req := breq(k, checked("inflight", conc(2000), 1000), checked("rpm", rate(100_000, 100_000, 60_000), 5000))
 	rec := e.grantLease(leaseID(0), T0+60_000, T0, req)
 	if err := e.endLease(rec, store.Rollback); err != nil {
 		t.Fatalf("EndLease: %v", err)
 	}
-	e.wantStored(k, "inflight", bucket.State{Tokens: 2000})
-	e.wantStored(k, "rpm", bucket.State{Tokens: 100_000})
+	e.WantStored(k, "inflight", bucket.State{Tokens: 2000})
+	e.WantStored(k, "rpm", bucket.State{Tokens: 100_000})
 	e.wantNoLease(rec.ID)
 }
 
-func testLeasePending(t *testing.T, e *env) {
-	k := key("job", "llm")
+func testLeasePending(t *testing.T, e *Env) {
+	k := Key("job", "llm")
 	req := breq(k, checked("inflight", conc(2000), 1000), checked("tpm", rate(100_000, 100_000, 60_000), 10_000))
 	rec := e.grantLease(leaseID(0), T0+60_000, T0, req)
 	up := rec.Clone()
@@ -165,16 +165,16 @@ func testLeasePending(t *testing.T, e *env) {
 	if err != nil || !reflect.DeepEqual(got, up) {
 		t.Fatalf("GetLease after update = %+v, %v; want %+v", got, err, up)
 	}
-	e.wantStored(k, "tpm", bucket.State{Tokens: 90_000}) // pending is not written yet
+	e.WantStored(k, "tpm", bucket.State{Tokens: 90_000}) // pending is not written yet
 	if err := e.endLease(&got, store.Commit); err != nil {
 		t.Fatalf("EndLease: %v", err)
 	}
-	e.wantStored(k, "tpm", bucket.State{Tokens: 65_000})
-	e.wantStored(k, "inflight", bucket.State{Tokens: 2000})
+	e.WantStored(k, "tpm", bucket.State{Tokens: 65_000})
+	e.WantStored(k, "inflight", bucket.State{Tokens: 2000})
 }
 
-func testLeaseUpdateVersioned(t *testing.T, e *env) {
-	rec := e.grantLease(leaseID(0), T0+60_000, T0, slot(key("job", "emr"), 1))
+func testLeaseUpdateVersioned(t *testing.T, e *Env) {
+	rec := e.grantLease(leaseID(0), T0+60_000, T0, slot(Key("job", "emr"), 1))
 	ls := e.s
 	for _, v := range []int64{1, 3} { // stored is 1: an update must carry 2
 		up := rec.Clone()
@@ -193,8 +193,8 @@ func testLeaseUpdateVersioned(t *testing.T, e *env) {
 	}
 }
 
-func testLeaseEndVersioned(t *testing.T, e *env) {
-	k := key("job", "emr")
+func testLeaseEndVersioned(t *testing.T, e *Env) {
+	k := Key("job", "emr")
 	rec := e.grantLease(leaseID(0), T0+60_000, T0, slot(k, 1))
 	up := rec.Clone()
 	up.Version = 2
@@ -204,15 +204,15 @@ func testLeaseEndVersioned(t *testing.T, e *env) {
 	if err := e.endLease(rec, store.Commit); !errors.Is(err, model.ErrLeaseConflict) {
 		t.Fatalf("EndLease with the stale version = %v, want ErrLeaseConflict", err)
 	}
-	e.wantStored(k, "inflight", bucket.State{})
+	e.WantStored(k, "inflight", bucket.State{})
 	if err := e.endLease(&up, store.Commit); err != nil {
 		t.Fatalf("EndLease with the current version: %v", err)
 	}
-	e.wantStored(k, "inflight", bucket.State{Tokens: 1000})
+	e.WantStored(k, "inflight", bucket.State{Tokens: 1000})
 }
 
-func testLeaseExpiredBy(t *testing.T, e *env) {
-	k := key("job", "emr")
+func testLeaseExpiredBy(t *testing.T, e *Env) {
+	k := Key("job", "emr")
 	rec := e.grantLease(leaseID(0), T0+60_000, T0, slot(k, 2))
 	never := e.grantLease(leaseID(1), 0, T0, slot(k, 2))
 	ls := e.s
@@ -225,42 +225,42 @@ func testLeaseExpiredBy(t *testing.T, e *env) {
 	if err := expire(never, T0+1_000_000_000); !errors.Is(err, model.ErrLeaseConflict) {
 		t.Errorf("expiring a lease without expiry = %v, want ErrLeaseConflict", err)
 	}
-	e.wantStored(k, "inflight", bucket.State{})
+	e.WantStored(k, "inflight", bucket.State{})
 	if err := expire(rec, T0+60_000); err != nil {
 		t.Fatalf("expiring at its expiry: %v", err)
 	}
-	e.wantStored(k, "inflight", bucket.State{Tokens: 1000})
+	e.WantStored(k, "inflight", bucket.State{Tokens: 1000})
 }
 
-func testLeaseCascade(t *testing.T, e *env) {
-	child, parent := key("key-1", "gpu"), key("org-1", "gpu")
+func testLeaseCascade(t *testing.T, e *Env) {
+	child, parent := Key("key-1", "gpu"), Key("org-1", "gpu")
 	rec := e.grantLease(leaseID(0), T0+60_000, T0, slot(child, 1), slot(parent, 2))
 	if len(rec.Buckets) != 2 {
 		t.Fatalf("record has %d buckets, want 2", len(rec.Buckets))
 	}
-	e.wantStored(parent, "inflight", bucket.State{Tokens: 1000})
+	e.WantStored(parent, "inflight", bucket.State{Tokens: 1000})
 	if err := e.endLease(rec, store.Commit); err != nil {
 		t.Fatalf("EndLease: %v", err)
 	}
-	e.wantStored(child, "inflight", bucket.State{Tokens: 1000})
-	e.wantStored(parent, "inflight", bucket.State{Tokens: 2000})
+	e.WantStored(child, "inflight", bucket.State{Tokens: 1000})
+	e.WantStored(parent, "inflight", bucket.State{Tokens: 2000})
 }
 
 // Many enders race for one lease (its holder, servers, reconcilers): one
 // wins, and the tokens come back once.
-func testLeaseEndRace(t *testing.T, e *env) {
+func testLeaseEndRace(t *testing.T, e *Env) {
 	const leases, enders = 200, 8
-	k := key("job", "emr")
+	k := Key("job", "emr")
 	recs := make([]*store.LeaseRecord, leases)
 	for i := range recs {
 		recs[i] = e.grantLease(leaseID(i), T0+1, T0, slot(k, leases))
 	}
-	e.wantStored(k, "inflight", bucket.State{})
+	e.WantStored(k, "inflight", bucket.State{})
 	var won, lost atomic.Int64
 	ls := e.s
 	start := make(chan struct{})
 	go func() { close(start) }()
-	run(enders, func(g int) {
+	Parallel(enders, func(g int) {
 		<-start
 		for _, rec := range recs {
 			end := store.LeaseEnding{ID: rec.ID, Version: rec.Version, Deltas: rec.EndDeltas(store.Commit)}
@@ -280,11 +280,11 @@ func testLeaseEndRace(t *testing.T, e *env) {
 	if won.Load() != leases || lost.Load() != leases*(enders-1) {
 		t.Errorf("%d endings won, %d lost; want %d and %d", won.Load(), lost.Load(), leases, leases*(enders-1))
 	}
-	e.wantStored(k, "inflight", bucket.State{Tokens: leases * 1000})
+	e.WantStored(k, "inflight", bucket.State{Tokens: leases * 1000})
 }
 
-func testLeaseAudit(t *testing.T, e *env) {
-	k := key("job", "emr")
+func testLeaseAudit(t *testing.T, e *Env) {
+	k := Key("job", "emr")
 	rec := e.grantLease(leaseID(0), T0+1, T0, slot(k, 1))
 	ev := e.event(model.ActionLeaseExpired, "job", "emr")
 	err := e.s.EndLease(e.ctx, e.ns, store.LeaseEnding{ID: rec.ID, Version: 1, ExpiredBy: T0 + 1, Deltas: rec.EndDeltas(store.Expire), Event: &ev})
@@ -306,7 +306,7 @@ func testLeaseAudit(t *testing.T, e *env) {
 	}
 }
 
-func testLeaseList(t *testing.T, e *env) {
+func testLeaseList(t *testing.T, e *Env) {
 	ls := e.s
 	var all []string
 	for i := range 7 {
@@ -314,10 +314,10 @@ func testLeaseList(t *testing.T, e *env) {
 		if i%2 == 1 {
 			entity = "b"
 		}
-		rec := e.grantLease(leaseID(i), T0+int64(i)*1000, T0, slot(key(entity, "gpu"), 10))
+		rec := e.grantLease(leaseID(i), T0+int64(i)*1000, T0, slot(Key(entity, "gpu"), 10))
 		all = append(all, rec.ID)
 	}
-	e.grantLease(leaseID(7), T0+500, T0, slot(key("a", "cpu"), 10))
+	e.grantLease(leaseID(7), T0+500, T0, slot(Key("a", "cpu"), 10))
 	all = append(all, leaseID(7))
 	slices.Sort(all)
 	list := func(q store.LeaseQuery) []string {
@@ -362,8 +362,8 @@ func testLeaseList(t *testing.T, e *env) {
 	}
 }
 
-func testLeaseNamespaces(t *testing.T, e *env) {
-	rec := e.grantLease(leaseID(0), T0+1, T0, slot(key("job", "emr"), 1))
+func testLeaseNamespaces(t *testing.T, e *Env) {
+	rec := e.grantLease(leaseID(0), T0+1, T0, slot(Key("job", "emr"), 1))
 	other := newNamespace(t)
 	ls := e.s
 	if _, err := ls.GetLease(e.ctx, other, rec.ID); !errors.Is(err, model.ErrLeaseNotFound) {
@@ -381,9 +381,9 @@ func testLeaseNamespaces(t *testing.T, e *env) {
 	}
 }
 
-func testLeasePurge(t *testing.T, e *env) {
-	e.limiter() // registers the case's namespace (name = id)
-	rec := e.grantLease(leaseID(0), T0+1, T0, slot(key("job", "emr"), 1))
+func testLeasePurge(t *testing.T, e *Env) {
+	e.RegisterNamespace()
+	rec := e.grantLease(leaseID(0), T0+1, T0, slot(Key("job", "emr"), 1))
 	if err := e.s.SetNamespaceDeleted(e.ctx, e.ns, e.clk.Now()); err != nil {
 		t.Fatalf("SetNamespaceDeleted: %v", err)
 	}
@@ -396,15 +396,15 @@ func testLeasePurge(t *testing.T, e *env) {
 // Holders acquire and end leases while some leases are abandoned and
 // reconcilers expire them: the slots in use never exceed the capacity, and
 // every slot comes back once.
-func testLeaseBoundUnderExpiry(t *testing.T, e *env) {
+func testLeaseBoundUnderExpiry(t *testing.T, e *Env) {
 	const capacity, holders, rounds, reconcilers = 4, 8, 30, 2
-	k := key("job", "emr")
+	k := Key("job", "emr")
 	ls := e.s
 	var inUse, peak, grants, reclaimed atomic.Int64
 	var seq atomic.Int64
 	now := T0
 	done := make(chan struct{})
-	rnd := newRand(t)
+	rnd := NewRand(t)
 	seeds := make([]uint64, holders)
 	for i := range seeds {
 		seeds[i] = rnd.Uint64()
@@ -413,7 +413,7 @@ func testLeaseBoundUnderExpiry(t *testing.T, e *env) {
 	var claimed sync.Map
 	go func() {
 		defer close(done)
-		run(reconcilers, func(int) {
+		Parallel(reconcilers, func(int) {
 			for !stop.Load() {
 				recs, _, err := ls.ListLeases(e.ctx, e.ns, store.LeaseQuery{ExpiredBy: now + 1, Limit: 100})
 				if err != nil {
@@ -440,7 +440,7 @@ func testLeaseBoundUnderExpiry(t *testing.T, e *env) {
 	}()
 	// Abandoned leases expire at now+1 (already, to the reconcilers); held
 	// ones never, and are ended by their holders.
-	run(holders, func(g int) {
+	Parallel(holders, func(g int) {
 		r := rand.New(rand.NewPCG(seeds[g], 7))
 		for range rounds {
 			abandon := r.IntN(3) == 0
@@ -493,6 +493,6 @@ func testLeaseBoundUnderExpiry(t *testing.T, e *env) {
 	if grants.Load() == 0 {
 		t.Error("no grants")
 	}
-	e.wantStored(k, "inflight", bucket.State{Tokens: capacity * 1000})
+	e.WantStored(k, "inflight", bucket.State{Tokens: capacity * 1000})
 	t.Logf("%d grants, %d reclaimed, peak %d", grants.Load(), reclaimed.Load(), peak.Load())
 }

@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tollgate-rl/tollgate"
 	"github.com/tollgate-rl/tollgate/bucket"
 	"github.com/tollgate-rl/tollgate/model"
 )
@@ -14,27 +13,25 @@ import (
 func namespaceCases() []testCase {
 	return []testCase{
 		{"Isolation", testNamespaceIsolation},
-		{"LimiterIsolation", testNamespaceLimiterIsolation},
 		{"Registry", testNamespaceRegistry},
 		{"Purge", testNamespacePurge},
-		{"LimiterLifecycle", testNamespaceLimiterLifecycle},
 	}
 }
 
 // populate writes the same entities, configs, buckets and audit events in
 // the env's namespace.
-func (e *env) populate() {
+func (e *Env) populate() {
 	e.createEntity(model.Entity{ID: "org", Metadata: map[string]string{"ns": e.ns}})
 	e.createEntity(model.Entity{ID: "key", ParentID: "org", Cascade: true})
 	e.putConfig(model.SystemScope(), model.Config{Limits: []model.Limit{model.PerMinute("rpm", 1)}, OnUnavailable: model.Allow})
 	e.putConfig(model.ResourceScope("api"), model.Config{Limits: []model.Limit{model.PerMinute("rpm", 2)}})
 	e.putConfig(model.EntityScope("org", ""), model.Config{Limits: []model.Limit{model.PerMinute("rpm", 3)}})
 	e.putConfig(model.EntityScope("key", "api"), model.Config{Limits: []model.Limit{model.PerMinute("rpm", 4)}})
-	e.grant(T0, breq(key("key", "api"), checked("a", rate(10_000, 1, 1), 1_000)), breq(key("org", "api"), checked("a", rate(10_000, 1, 1), 1_000)))
+	e.grant(T0, breq(Key("key", "api"), checked("a", rate(10_000, 1, 1), 1_000)), breq(Key("org", "api"), checked("a", rate(10_000, 1, 1), 1_000)))
 }
 
-func testNamespaceIsolation(t *testing.T, e1 *env) {
-	e2 := &env{t: t, ctx: e1.ctx, s: e1.s, ns: newNamespace(t), clk: e1.clk, eventSeq: 1000}
+func testNamespaceIsolation(t *testing.T, e1 *Env) {
+	e2 := &Env{t: t, ctx: e1.ctx, s: e1.s, ns: newNamespace(t), clk: e1.clk, eventSeq: 1000}
 	e1.populate()
 
 	// Nothing of e1 is visible in e2.
@@ -51,7 +48,7 @@ func testNamespaceIsolation(t *testing.T, e1 *env) {
 			t.Errorf("ns2 config %d = %+v, want nil", i, c)
 		}
 	}
-	for i, r := range e2.read(key("key", "api"), key("org", "api")) {
+	for i, r := range e2.Read(Key("key", "api"), Key("org", "api")) {
 		if r != nil {
 			t.Errorf("ns2 bucket %d = %+v, want nil", i, r)
 		}
@@ -71,17 +68,17 @@ func testNamespaceIsolation(t *testing.T, e1 *env) {
 		t.Errorf("ns2 PutConfig for ns1's entity = %v, want ErrEntityNotFound", err)
 	}
 	// Deltas in ns2 do not reach ns1's buckets.
-	e2.deltas(delta(key("key", "api"), "a", 5_000))
+	e2.deltas(delta(Key("key", "api"), "a", 5_000))
 
 	// The same ids can be used in e2 independently, and a delete there does
 	// not touch e1.
 	e2.populate()
-	e2.grant(T0, breq(key("key", "api"), checked("a", rate(10_000, 1, 1), 5_000)))
+	e2.grant(T0, breq(Key("key", "api"), checked("a", rate(10_000, 1, 1), 5_000)))
 	e2.deleteEntity("key")
 	e2.deleteEntity("org")
 
-	e1.wantStored(key("key", "api"), "a", bucket.State{Tokens: 9_000})
-	e1.wantStored(key("org", "api"), "a", bucket.State{Tokens: 9_000})
+	e1.WantStored(Key("key", "api"), "a", bucket.State{Tokens: 9_000})
+	e1.WantStored(Key("org", "api"), "a", bucket.State{Tokens: 9_000})
 	if got := e1.getEntity("org"); got.Metadata["ns"] != e1.ns {
 		t.Errorf("ns1 org = %+v", got)
 	}
@@ -104,34 +101,6 @@ func testNamespaceIsolation(t *testing.T, e1 *env) {
 	}
 }
 
-// Two limiters on one store in different namespaces share nothing.
-func testNamespaceLimiterIsolation(t *testing.T, e *env) {
-	other := &env{t: t, ctx: e.ctx, s: e.s, ns: newNamespace(t), clk: e.clk}
-	l1, l2 := e.limiter(), other.limiter()
-	if _, err := l1.CreateEntity(e.ctx, tollgate.Entity{ID: "org"}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := l2.CreateEntity(e.ctx, tollgate.Entity{ID: "org"}); err != nil {
-		t.Fatalf("the same entity id in another namespace: %v", err)
-	}
-	if err := l1.SetConfig(e.ctx, tollgate.ResourceScope("api"), tollgate.Config{Limits: []tollgate.Limit{tollgate.PerMinute("rpm", 5)}}); err != nil {
-		t.Fatal(err)
-	}
-	for range 5 {
-		e.commit(e.acquire(l1, "org", "api", tollgate.Consume{"rpm": 1}))
-	}
-	e.denied(l1, "org", "api", tollgate.Consume{"rpm": 1})
-	// l2 has no limits at all.
-	if _, err := l2.Acquire(e.ctx, "org", "api", tollgate.Consume{"rpm": 1}); !errors.Is(err, tollgate.ErrInvalid) {
-		t.Errorf("Acquire in a namespace without limits = %v, want ErrInvalid", err)
-	}
-	// With the same explicit limits, l2's bucket is full.
-	opt := tollgate.WithLimits(tollgate.PerMinute("rpm", 5))
-	other.wantAvailable(l2, "org", "api", "rpm", 5, opt)
-	other.commit(other.acquire(l2, "org", "api", tollgate.Consume{"rpm": 5}, opt))
-	e.wantAvailable(l1, "org", "api", "rpm", 0)
-}
-
 // mine keeps the namespaces whose names start with prefix: other cases may
 // share the store.
 func mine(all []model.Namespace, prefix string) []model.Namespace {
@@ -144,7 +113,7 @@ func mine(all []model.Namespace, prefix string) []model.Namespace {
 	return out
 }
 
-func testNamespaceRegistry(t *testing.T, e *env) {
+func testNamespaceRegistry(t *testing.T, e *Env) {
 	at := time.UnixMilli(T0).UTC()
 	b := model.Namespace{Name: e.ns + "-b", ID: e.ns + "id-b", CreatedAt: at}
 	a := model.Namespace{Name: e.ns + "-a", ID: e.ns + "id-a", CreatedAt: at}
@@ -198,8 +167,8 @@ func testNamespaceRegistry(t *testing.T, e *env) {
 
 // Purge removes every item of a namespace and its registration, and
 // nothing of any other namespace.
-func testNamespacePurge(t *testing.T, e *env) {
-	victim := &env{t: t, ctx: e.ctx, s: e.s, ns: newNamespace(t), clk: e.clk}
+func testNamespacePurge(t *testing.T, e *Env) {
+	victim := e.OtherNamespace()
 	n := model.Namespace{Name: victim.ns, ID: victim.ns, CreatedAt: time.UnixMilli(T0)}
 	if err := e.s.CreateNamespace(e.ctx, n); err != nil {
 		t.Fatal(err)
@@ -222,7 +191,7 @@ func testNamespacePurge(t *testing.T, e *env) {
 	if _, err := e.s.GetEntity(e.ctx, victim.ns, "org"); !errors.Is(err, model.ErrEntityNotFound) {
 		t.Errorf("purged namespace's entity: %v, want ErrEntityNotFound", err)
 	}
-	if recs := victim.read(key("key", "api"), key("org", "api")); recs[0] != nil || recs[1] != nil {
+	if recs := victim.Read(Key("key", "api"), Key("org", "api")); recs[0] != nil || recs[1] != nil {
 		t.Errorf("purged namespace's buckets remain: %+v", recs)
 	}
 	if cfgs, err := e.s.GetConfigs(e.ctx, victim.ns, []model.Scope{model.SystemScope(), model.ResourceScope("api")}); err != nil || cfgs[0] != nil || cfgs[1] != nil {
@@ -235,55 +204,5 @@ func testNamespacePurge(t *testing.T, e *env) {
 	if _, err := e.s.GetEntity(e.ctx, e.ns, "org"); err != nil {
 		t.Errorf("other namespace's entity: %v", err)
 	}
-	e.wantStored(key("org", "api"), "a", bucket.State{Tokens: 9_000})
-}
-
-// Through a Registry and a limiter: a deleted namespace refuses work until
-// recovered, and only a deleted one can be purged.
-func testNamespaceLimiterLifecycle(t *testing.T, e *env) {
-	reg, err := tollgate.NewRegistry(e.s, tollgate.WithRegistryClock(e.clk))
-	if err != nil {
-		t.Fatal(err)
-	}
-	name := "t" + e.ns
-	if _, err := reg.Register(e.ctx, name); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := reg.Register(e.ctx, name); !errors.Is(err, tollgate.ErrNamespaceExists) {
-		t.Errorf("registering twice: %v, want ErrNamespaceExists", err)
-	}
-	lim, err := tollgate.New(e.s, tollgate.WithNamespace(name), tollgate.WithClock(e.clk), tollgate.WithCacheTTL(0))
-	if err != nil {
-		t.Fatal(err)
-	}
-	opt := tollgate.WithLimits(tollgate.PerMinute("rpm", 5))
-	e.commit(e.acquire(lim, "k", "api", tollgate.Consume{"rpm": 2}, opt))
-	if err := reg.Purge(e.ctx, name, nil); !errors.Is(err, tollgate.ErrInvalid) {
-		t.Errorf("purging a live namespace: %v, want ErrInvalid", err)
-	}
-	if err := reg.Delete(e.ctx, name); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := lim.Acquire(e.ctx, "k", "api", tollgate.Consume{"rpm": 1}, opt); !errors.Is(err, tollgate.ErrNamespaceDeleted) {
-		t.Errorf("acquire in a deleted namespace: %v, want ErrNamespaceDeleted", err)
-	}
-	if err := reg.Recover(e.ctx, name); err != nil {
-		t.Fatal(err)
-	}
-	// Recovered with its data: 3 of 5 left.
-	e.wantAvailable(lim, "k", "api", "rpm", 3, opt)
-	if err := reg.Delete(e.ctx, name); err != nil {
-		t.Fatal(err)
-	}
-	if err := reg.Purge(e.ctx, name, nil); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := lim.Acquire(e.ctx, "k", "api", tollgate.Consume{"rpm": 1}, opt); !errors.Is(err, tollgate.ErrNamespaceNotFound) {
-		t.Errorf("acquire in a purged namespace: %v, want ErrNamespaceNotFound", err)
-	}
-	// Re-registering the name gives a fresh, empty namespace.
-	if _, err := reg.Register(e.ctx, name); err != nil {
-		t.Fatal(err)
-	}
-	e.wantAvailable(lim, "k", "api", "rpm", 5, opt)
+	e.WantStored(Key("org", "api"), "a", bucket.State{Tokens: 9_000})
 }

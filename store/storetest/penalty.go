@@ -23,13 +23,13 @@ func penaltyCases() []testCase {
 // rpm100 is 100 tokens a minute, burst 100: 1 token per 600 ms.
 var rpm100 = rate(100_000, 100_000, 60_000)
 
-func (e *env) penalize(now, until int64, b store.BucketRequest) {
+func (e *Env) penalize(now, until int64, b store.BucketRequest) {
 	e.t.Helper()
 	e.penalizeWith(now, until, b, nil)
 }
 
 // penalizeWith penalizes with an audit event (nil: none).
-func (e *env) penalizeWith(now, until int64, b store.BucketRequest, ev *model.AuditEvent) {
+func (e *Env) penalizeWith(now, until int64, b store.BucketRequest, ev *model.AuditEvent) {
 	e.t.Helper()
 	req := &store.PenaltyRequest{Now: now, Until: until, Bucket: store.BucketRequest{Key: b.Key, Limits: append([]store.LimitRequest(nil), b.Limits...)},
 		Event: ev}
@@ -40,50 +40,50 @@ func (e *env) penalizeWith(now, until int64, b store.BucketRequest, ev *model.Au
 	}
 }
 
-func testPenaltyEmptyUntil(t *testing.T, e *env) {
-	k := key("key-1", "openai")
+func testPenaltyEmptyUntil(t *testing.T, e *Env) {
+	k := Key("key-1", "openai")
 	e.grant(T0, breq(k, checked("rpm", rpm100, 1000)))
 	e.penalize(T0+1000, T0+10_000, breq(k, checked("rpm", rpm100, 0)))
 	for _, at := range []int64{T0 + 1000, T0 + 9_999} {
 		e.deny(at, breq(k, checked("rpm", rpm100, 1)))
 	}
-	e.wantTokensAt(k, "rpm", T0+10_000, 0)
+	e.WantTokensAt(k, "rpm", T0+10_000, 0)
 	e.deny(T0+10_599, breq(k, checked("rpm", rpm100, 1000))) // one token takes 600 ms of refill
 	e.grant(T0+10_600, breq(k, checked("rpm", rpm100, 1000)))
 }
 
-func testPenaltyLongerKept(t *testing.T, e *env) {
-	k := key("key-1", "openai")
+func testPenaltyLongerKept(t *testing.T, e *Env) {
+	k := Key("key-1", "openai")
 	e.penalize(T0, T0+20_000, breq(k, checked("rpm", rpm100, 0)))
 	e.penalize(T0+1000, T0+5_000, breq(k, checked("rpm", rpm100, 0))) // shorter: no change
-	e.wantTokensAt(k, "rpm", T0+20_000, 0)
+	e.WantTokensAt(k, "rpm", T0+20_000, 0)
 	e.deny(T0+19_000, breq(k, checked("rpm", rpm100, 1)))
 	e.penalize(T0+2000, T0+30_000, breq(k, checked("rpm", rpm100, 0))) // longer: extends
-	e.wantTokensAt(k, "rpm", T0+30_000, 0)
+	e.WantTokensAt(k, "rpm", T0+30_000, 0)
 }
 
-func testPenaltyOnlyChecked(t *testing.T, e *env) {
-	k := key("key-1", "openai")
+func testPenaltyOnlyChecked(t *testing.T, e *Env) {
+	k := Key("key-1", "openai")
 	tpm := rate(10_000_000, 10_000_000, 60_000)
 	e.grant(T0, breq(k, checked("rpm", rpm100, 1000), checked("tpm", tpm, 500_000), checked("inflight", conc(5000), 1000)))
 	e.penalize(T0, T0+10_000, breq(k, checked("rpm", rpm100, 0), unchecked("tpm", tpm), checked("inflight", conc(5000), 0)))
-	e.wantTokensAt(k, "rpm", T0+10_000, 0)
-	e.wantTokensAt(k, "tpm", T0, 9_500_000)
-	e.wantStored(k, "inflight", bucket.State{Tokens: 4000})
+	e.WantTokensAt(k, "rpm", T0+10_000, 0)
+	e.WantTokensAt(k, "tpm", T0, 9_500_000)
+	e.WantStored(k, "inflight", bucket.State{Tokens: 4000})
 }
 
-func testPenaltyMissingBucket(t *testing.T, e *env) {
-	k := key("new-key", "openai")
+func testPenaltyMissingBucket(t *testing.T, e *Env) {
+	k := Key("new-key", "openai")
 	e.penalize(T0, T0+6_000, breq(k, checked("rpm", rpm100, 0)))
 	e.deny(T0+5_999, breq(k, checked("rpm", rpm100, 1)))
-	e.wantTokensAt(k, "rpm", T0+6_000, 0)
-	e.wantTokensAt(k, "rpm", T0+66_000, 100_000)
+	e.WantTokensAt(k, "rpm", T0+6_000, 0)
+	e.WantTokensAt(k, "rpm", T0+66_000, 100_000)
 }
 
 // A penalty's audit event is listed under its entity, with the penalty in
 // effect; one without an event adds none.
-func testPenaltyAudit(t *testing.T, e *env) {
-	k := key("key-1", "openai")
+func testPenaltyAudit(t *testing.T, e *Env) {
+	k := Key("key-1", "openai")
 	e.penalize(T0, T0+5_000, breq(k, checked("rpm", rpm100, 0)))
 	if evs := e.audit("key-1"); len(evs) != 0 {
 		t.Fatalf("a penalty without an event listed %v", eventIDs(evs))

@@ -5,15 +5,20 @@
 //		storetest.Run(t, func(t *testing.T) store.Store { return mybackend.New(...) })
 //	}
 //
-// The suite checks every behaviour of docs/semantics.md twice: directly
-// through the store.Store contract (amounts in millitokens, times in Unix
-// milliseconds), and through a tollgate.Limiter running on the backend (whole
-// tokens, time.Time). It relies on nothing but the contract: each case asks
-// newStore for its own store and works in a fresh random namespace, so a
-// backend may hand every case the same underlying table or database. Time
-// comes from a clock.Fake; no case sleeps or reads the wall clock for its
-// semantics (the only wall-clock use is a watchdog that turns a hang into a
-// failure).
+// The suite checks the behaviours of docs/semantics.md that the store keeps
+// directly through the store.Store contract (amounts in millitokens, times
+// in Unix milliseconds); RunUsage and RunBucketLister check the optional
+// contracts. What users see through a tollgate.Limiter over the backend is
+// the other suite, package limitertest, which sits above the limiter and
+// builds on this package's exported Env; this one imports nothing above the
+// contract (a test holds it to that), so that a backend's tests of the
+// contract do not depend on the limiter.
+//
+// Each case asks newStore for its own store and works in a fresh random
+// namespace, so a backend may hand every case the same underlying table or
+// database. Time comes from a clock.Fake; no case sleeps or reads the wall
+// clock for its semantics (the only wall-clock use is a watchdog that turns
+// a hang into a failure).
 package storetest
 
 import (
@@ -30,7 +35,6 @@ import (
 
 	"github.com/oklog/ulid/v2"
 
-	"github.com/tollgate-rl/tollgate"
 	"github.com/tollgate-rl/tollgate/bucket"
 	"github.com/tollgate-rl/tollgate/clock"
 	"github.com/tollgate-rl/tollgate/model"
@@ -43,7 +47,7 @@ const T0 int64 = 1_700_000_000_000
 // testCase is one conformance case.
 type testCase struct {
 	name string
-	fn   func(t *testing.T, e *env)
+	fn   func(t *testing.T, e *Env)
 }
 
 // Run runs the conformance suite against the backend that newStore makes.
@@ -65,7 +69,6 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store, opts ...Option) 
 		{"EntityUpdates", entityUpdateCases()},
 		{"Audit", auditCases()},
 		{"Namespaces", namespaceCases()},
-		{"Limiter", limiterCases()},
 		{"Cascade", cascadeCases()},
 		{"Concurrency", concurrencyCases()},
 		{"Leases", leaseCases()},
@@ -87,7 +90,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store, opts ...Option) 
 					if s == nil {
 						t.Fatal("newStore returned nil")
 					}
-					c.fn(t, newEnv(t, s))
+					c.fn(t, NewEnv(t, s))
 				})
 			}
 		})
@@ -100,8 +103,8 @@ type Option func(*options)
 type options struct{ groups map[string]bool }
 
 // Groups runs only the named groups of cases ("Buckets", "Configs",
-// "Entities", "EntityUpdates", "Audit", "Namespaces", "Limiter", "Cascade", "Concurrency",
-// "Leases", "Penalties", "Resets", "Keys", "Changes"):
+// "Entities", "EntityUpdates", "Audit", "Namespaces", "Cascade",
+// "Concurrency", "Leases", "Penalties", "Resets", "Keys", "Changes"):
 // for running a second configuration of a backend without repeating its
 // slowest cases. A backend's main run must run them all.
 func Groups(names ...string) Option {
@@ -113,9 +116,12 @@ func Groups(names ...string) Option {
 	}
 }
 
-// env is what a case works with: a store, a fresh namespace in it, and a
-// fake clock at T0.
-type env struct {
+// Env is what a case works with: a store, a fresh namespace in it, and a
+// fake clock at T0. Its exported methods are for suites above the contract
+// (package limitertest): they act on the store another way, in the same
+// namespace and on the same clock, and read back through the contract what
+// was written.
+type Env struct {
 	t   *testing.T
 	ctx context.Context
 	s   store.Store
@@ -124,12 +130,20 @@ type env struct {
 
 	eventSeq int64
 	// latest is the latest time any Consume of the case ran at: what
-	// wantStored evaluates balances at.
+	// WantStored evaluates balances at.
 	latest atomic.Int64
 }
 
-func newEnv(t *testing.T, s store.Store) *env {
-	return &env{t: t, ctx: t.Context(), s: s, ns: newNamespace(t), clk: clock.NewFake(time.UnixMilli(T0))}
+// NewEnv returns an Env over s, in a fresh random namespace, with a fake
+// clock at T0.
+func NewEnv(t *testing.T, s store.Store) *Env {
+	return &Env{t: t, ctx: t.Context(), s: s, ns: newNamespace(t), clk: clock.NewFake(time.UnixMilli(T0))}
+}
+
+// OtherNamespace returns an Env over the same store and clock in a fresh
+// namespace of its own: a second tenant of the case.
+func (e *Env) OtherNamespace() *Env {
+	return &Env{t: e.t, ctx: e.ctx, s: e.s, ns: newNamespace(e.t), clk: e.clk}
 }
 
 // newNamespace returns a random namespace name no other case uses.
@@ -141,38 +155,34 @@ func newNamespace(t *testing.T) string {
 	return "ns-" + hex.EncodeToString(b[:])
 }
 
-// now is the fake time in Unix milliseconds.
-func (e *env) now() int64 { return e.clk.Now().UnixMilli() }
+// Namespace is the case's namespace: its name, which is also its id once
+// RegisterNamespace has run (the contract's methods take ids).
+func (e *Env) Namespace() string { return e.ns }
 
-// advance moves the fake clock forward by ms milliseconds.
-func (e *env) advance(ms int64) { e.clk.Advance(time.Duration(ms) * time.Millisecond) }
+// Clock is the case's fake clock.
+func (e *Env) Clock() *clock.Fake { return e.clk }
 
-// limiter returns a Limiter over the case's store, namespace and clock.
-func (e *env) limiter(opts ...tollgate.Option) *tollgate.Limiter {
+// RegisterNamespace registers the case's namespace with its name as its id,
+// so that contract-level reads (which take ids) see what a limiter working
+// in the namespace by name wrote. Registering it again does nothing.
+func (e *Env) RegisterNamespace() {
 	e.t.Helper()
-	return e.limiterOver(e.s, opts...)
-}
-
-// limiterOver is limiter over s, which wraps the case's store.
-func (e *env) limiterOver(s store.Store, opts ...tollgate.Option) *tollgate.Limiter {
-	e.t.Helper()
-	// The case's namespace is registered with its name as its id, so that
-	// contract-level reads (which take ids) see what the limiter wrote.
 	err := e.s.CreateNamespace(e.ctx, model.Namespace{Name: e.ns, ID: e.ns, CreatedAt: time.UnixMilli(T0)})
 	if err != nil && !errors.Is(err, model.ErrNamespaceExists) {
 		e.t.Fatalf("CreateNamespace: %v", err)
 	}
-	all := append([]tollgate.Option{tollgate.WithNamespace(e.ns), tollgate.WithClock(e.clk)}, opts...)
-	lim, err := tollgate.New(s, all...)
-	if err != nil {
-		e.t.Fatalf("tollgate.New: %v", err)
-	}
-	return lim
 }
+
+// now is the fake time in Unix milliseconds.
+func (e *Env) now() int64 { return e.clk.Now().UnixMilli() }
+
+// Advance moves the fake clock forward by ms milliseconds.
+func (e *Env) Advance(ms int64) { e.clk.Advance(time.Duration(ms) * time.Millisecond) }
 
 // ---- contract-level helpers ----
 
-func key(entity, resource string) store.BucketKey {
+// Key is the key of the bucket of entity and resource.
+func Key(entity, resource string) store.BucketKey {
 	return store.BucketKey{Entity: entity, Resource: resource}
 }
 
@@ -207,7 +217,7 @@ func request(now int64, buckets ...store.BucketRequest) *store.ConsumeRequest {
 }
 
 // consume runs Consume in the case's namespace; a store error is fatal.
-func (e *env) consume(now int64, buckets ...store.BucketRequest) (bool, *store.ConsumeRequest) {
+func (e *Env) consume(now int64, buckets ...store.BucketRequest) (bool, *store.ConsumeRequest) {
 	e.t.Helper()
 	req := request(now, buckets...)
 	for cur := e.latest.Load(); now > cur && !e.latest.CompareAndSwap(cur, now); cur = e.latest.Load() {
@@ -220,7 +230,7 @@ func (e *env) consume(now int64, buckets ...store.BucketRequest) (bool, *store.C
 }
 
 // grant runs Consume and fails the case unless it is granted.
-func (e *env) grant(now int64, buckets ...store.BucketRequest) *store.ConsumeRequest {
+func (e *Env) grant(now int64, buckets ...store.BucketRequest) *store.ConsumeRequest {
 	e.t.Helper()
 	ok, req := e.consume(now, buckets...)
 	if !ok {
@@ -230,7 +240,7 @@ func (e *env) grant(now int64, buckets ...store.BucketRequest) *store.ConsumeReq
 }
 
 // deny runs Consume and fails the case unless it is denied.
-func (e *env) deny(now int64, buckets ...store.BucketRequest) *store.ConsumeRequest {
+func (e *Env) deny(now int64, buckets ...store.BucketRequest) *store.ConsumeRequest {
 	e.t.Helper()
 	ok, req := e.consume(now, buckets...)
 	if ok {
@@ -254,7 +264,7 @@ func stateString(s bucket.State) string {
 }
 
 // wantObserved checks the Observed state of limit name in bucket k of req.
-func (e *env) wantObserved(req *store.ConsumeRequest, k store.BucketKey, name string, want bucket.State) {
+func (e *Env) wantObserved(req *store.ConsumeRequest, k store.BucketKey, name string, want bucket.State) {
 	e.t.Helper()
 	for _, br := range req.Buckets {
 		if br.Key != k {
@@ -270,9 +280,9 @@ func (e *env) wantObserved(req *store.ConsumeRequest, k store.BucketKey, name st
 	e.t.Fatalf("request has no limit %s in bucket %v", name, k)
 }
 
-// read returns ReadBuckets of keys; an error or a result of the wrong length
-// is fatal.
-func (e *env) read(keys ...store.BucketKey) []*store.Record {
+// Read returns ReadBuckets of keys in the case's namespace; an error or a
+// result of the wrong length is fatal.
+func (e *Env) Read(keys ...store.BucketKey) []*store.Record {
 	e.t.Helper()
 	recs, err := e.s.ReadBuckets(e.ctx, e.ns, keys)
 	if err != nil {
@@ -284,11 +294,11 @@ func (e *env) read(keys ...store.BucketKey) []*store.Record {
 	return recs
 }
 
-// limit returns the stored limit name of bucket k; a missing bucket or limit
-// is fatal.
-func (e *env) limit(k store.BucketKey, name string) (store.LimitState, *store.Record) {
+// Limit returns the stored limit name of bucket k and its record; a missing
+// bucket or limit is fatal.
+func (e *Env) Limit(k store.BucketKey, name string) (store.LimitState, *store.Record) {
 	e.t.Helper()
-	rec := e.read(k)[0]
+	rec := e.Read(k)[0]
 	if rec == nil {
 		e.t.Fatalf("bucket %v does not exist", k)
 	}
@@ -299,14 +309,14 @@ func (e *env) limit(k store.BucketKey, name string) (store.LimitState, *store.Re
 	return rec.Limits[i], rec
 }
 
-// wantStored checks the state of a limit as of the latest Consume of the
-// case. Backends may store it unrefilled from an earlier time (a speculative
+// WantStored checks the stored state of a limit as of the latest Consume
+// the case made through the Env (with none, as stored). Backends may store it unrefilled from an earlier time (a speculative
 // write debits without refilling), so the stored state is refilled from its
 // record's time to that moment; a balance at or above capacity (after
 // refunds) is compared as stored, since only the next refill clamps it.
-func (e *env) wantStored(k store.BucketKey, name string, want bucket.State) {
+func (e *Env) WantStored(k store.BucketKey, name string, want bucket.State) {
 	e.t.Helper()
-	l, rec := e.limit(k, name)
+	l, rec := e.Limit(k, name)
 	got := l.State
 	if at := e.latest.Load(); at > rec.Refilled && got.Tokens < l.Params.Capacity {
 		got = bucket.Refill(got, l.Params, at-rec.Refilled)
@@ -317,34 +327,34 @@ func (e *env) wantStored(k store.BucketKey, name string, want bucket.State) {
 }
 
 // wantRefilledBy checks that a bucket's refill time is not after at.
-func (e *env) wantRefilledBy(k store.BucketKey, at int64) {
+func (e *Env) wantRefilledBy(k store.BucketKey, at int64) {
 	e.t.Helper()
-	if _, rec := e.limit(k, e.anyLimit(k)); rec.Refilled > at {
+	if _, rec := e.Limit(k, e.anyLimit(k)); rec.Refilled > at {
 		e.t.Errorf("%s/%s Refilled = %+d ms, after the latest request at %+d", k.Entity, k.Resource, rec.Refilled-T0, at-T0)
 	}
 }
 
-func (e *env) anyLimit(k store.BucketKey) string {
-	rec := e.read(k)[0]
+func (e *Env) anyLimit(k store.BucketKey) string {
+	rec := e.Read(k)[0]
 	if rec == nil || len(rec.Limits) == 0 {
 		e.t.Fatalf("bucket %v does not exist", k)
 	}
 	return rec.Limits[0].Name
 }
 
-// wantTokensAt checks the balance of a limit as it is at now: the stored state
-// refilled from the record's Refilled time. This is what any later Consume at
+// WantTokensAt checks the balance of a limit as it is at now: the stored
+// state refilled from the record's Refilled time. This is what any later Consume at
 // now observes, whether or not the backend wrote anything in between.
-func (e *env) wantTokensAt(k store.BucketKey, name string, now, want int64) {
+func (e *Env) WantTokensAt(k store.BucketKey, name string, now, want int64) {
 	e.t.Helper()
-	l, rec := e.limit(k, name)
+	l, rec := e.Limit(k, name)
 	got := bucket.Refill(l.State, l.Params, now-rec.Refilled)
 	if got.Tokens != want {
 		e.t.Errorf("%s/%s.%s at %+d ms = %d millitokens, want %d", k.Entity, k.Resource, name, now-T0, got.Tokens, want)
 	}
 }
 
-func (e *env) deltas(ds ...store.Delta) {
+func (e *Env) deltas(ds ...store.Delta) {
 	e.t.Helper()
 	if err := e.s.ApplyDeltas(e.ctx, e.ns, ds); err != nil {
 		e.t.Fatalf("ApplyDeltas: %v", err)
@@ -357,7 +367,7 @@ func delta(k store.BucketKey, name string, amount int64) store.Delta {
 
 // event returns an audit event with a fresh id that sorts after every id the
 // env made before (a ULID whose time advances by one millisecond per event).
-func (e *env) event(action, entity, resource string) model.AuditEvent {
+func (e *Env) event(action, entity, resource string) model.AuditEvent {
 	e.eventSeq++
 	ms := T0 + e.eventSeq
 	return model.AuditEvent{
@@ -371,7 +381,7 @@ func (e *env) event(action, entity, resource string) model.AuditEvent {
 	}
 }
 
-func (e *env) createEntity(ent model.Entity) model.AuditEvent {
+func (e *Env) createEntity(ent model.Entity) model.AuditEvent {
 	e.t.Helper()
 	if ent.CreatedAt.IsZero() {
 		ent.CreatedAt = e.clk.Now().UTC()
@@ -383,7 +393,7 @@ func (e *env) createEntity(ent model.Entity) model.AuditEvent {
 	return ev
 }
 
-func (e *env) putConfig(sc model.Scope, cfg model.Config) model.AuditEvent {
+func (e *Env) putConfig(sc model.Scope, cfg model.Config) model.AuditEvent {
 	e.t.Helper()
 	ev := e.event(model.ActionConfigSet, sc.Entity, sc.Resource)
 	if err := e.s.PutConfig(e.ctx, e.ns, sc, cfg, ev); err != nil {
@@ -392,7 +402,7 @@ func (e *env) putConfig(sc model.Scope, cfg model.Config) model.AuditEvent {
 	return ev
 }
 
-func (e *env) getConfigs(scopes ...model.Scope) []*model.Config {
+func (e *Env) getConfigs(scopes ...model.Scope) []*model.Config {
 	e.t.Helper()
 	cfgs, err := e.s.GetConfigs(e.ctx, e.ns, scopes)
 	if err != nil {
@@ -404,85 +414,13 @@ func (e *env) getConfigs(scopes ...model.Scope) []*model.Config {
 	return cfgs
 }
 
-func (e *env) audit(entity string) []model.AuditEvent {
+func (e *Env) audit(entity string) []model.AuditEvent {
 	e.t.Helper()
 	evs, err := e.s.ListAudit(e.ctx, e.ns, entity, "", 1000)
 	if err != nil {
 		e.t.Fatalf("ListAudit(%q): %v", entity, err)
 	}
 	return evs
-}
-
-// ---- limiter-level helpers ----
-
-// status returns the status of limit name of entity in statuses.
-func status(t *testing.T, statuses []model.Status, entity, name string) model.Status {
-	t.Helper()
-	for _, s := range statuses {
-		if s.Entity == entity && s.Limit == name {
-			return s
-		}
-	}
-	t.Fatalf("no status for %s.%s in %+v", entity, name, statuses)
-	return model.Status{}
-}
-
-// available returns Available's whole-token balance of limit name of entity
-// (which may be a cascade ancestor of the entity asked about).
-func (e *env) available(lim *tollgate.Limiter, of, resource, entity, name string, opts ...tollgate.AcquireOption) int64 {
-	e.t.Helper()
-	st, err := lim.Available(e.ctx, of, resource, opts...)
-	if err != nil {
-		e.t.Fatalf("Available(%s/%s): %v", of, resource, err)
-	}
-	return status(e.t, st, entity, name).Available
-}
-
-func (e *env) wantAvailable(lim *tollgate.Limiter, entity, resource, name string, want int64, opts ...tollgate.AcquireOption) {
-	e.t.Helper()
-	if got := e.available(lim, entity, resource, entity, name, opts...); got != want {
-		e.t.Errorf("Available %s/%s.%s = %d, want %d", entity, resource, name, got, want)
-	}
-}
-
-func (e *env) acquire(lim *tollgate.Limiter, entity, resource string, c tollgate.Consume, opts ...tollgate.AcquireOption) *tollgate.Lease {
-	e.t.Helper()
-	le, err := lim.Acquire(e.ctx, entity, resource, c, opts...)
-	if err != nil {
-		e.t.Fatalf("Acquire(%s/%s, %v) at %+v: %v", entity, resource, c, e.clk.Now().Sub(time.UnixMilli(T0)), err)
-	}
-	return le
-}
-
-// denied acquires and requires a *RateLimitExceeded, which it returns.
-func (e *env) denied(lim *tollgate.Limiter, entity, resource string, c tollgate.Consume, opts ...tollgate.AcquireOption) *tollgate.RateLimitExceeded {
-	e.t.Helper()
-	le, err := lim.Acquire(e.ctx, entity, resource, c, opts...)
-	var ex *tollgate.RateLimitExceeded
-	if !errors.As(err, &ex) {
-		if le != nil {
-			_ = le.Rollback(e.ctx)
-		}
-		e.t.Fatalf("Acquire(%s/%s, %v) = %v, want *RateLimitExceeded", entity, resource, c, err)
-	}
-	if !errors.Is(err, tollgate.ErrRateLimited) {
-		e.t.Errorf("denial %v does not match ErrRateLimited", err)
-	}
-	return ex
-}
-
-func (e *env) commit(le *tollgate.Lease) {
-	e.t.Helper()
-	if err := le.Commit(e.ctx); err != nil {
-		e.t.Fatalf("Commit: %v", err)
-	}
-}
-
-func (e *env) rollback(le *tollgate.Lease) {
-	e.t.Helper()
-	if err := le.Rollback(e.ctx); err != nil {
-		e.t.Fatalf("Rollback: %v", err)
-	}
 }
 
 // ---- comparisons ----

@@ -14,13 +14,13 @@ import (
 // changed or ended again.
 
 // endKept ends rec as end at now, keeping its tombstone until keep.
-func (e *env) endKept(rec *store.LeaseRecord, end store.LeaseEnd, now, keep int64) error {
+func (e *Env) endKept(rec *store.LeaseRecord, end store.LeaseEnd, now, keep int64) error {
 	return e.s.EndLease(e.ctx, e.ns, store.LeaseEnding{ID: rec.ID, Version: rec.Version, Deltas: rec.EndDeltas(end),
 		As: end, At: now, KeepUntil: keep, Record: rec})
 }
 
-func testLeaseTombstone(t *testing.T, e *env) {
-	k := key("job", "emr")
+func testLeaseTombstone(t *testing.T, e *Env) {
+	k := Key("job", "emr")
 	rec := e.grantLease(leaseID(0), T0+60_000, T0, slot(k, 2))
 	upd := rec.Clone()
 	upd.Version++
@@ -39,7 +39,7 @@ func testLeaseTombstone(t *testing.T, e *env) {
 		got.Version != upd.Version+1 || len(got.Buckets) != 1 || len(got.Pending) != 1 || got.Pending[0].Amount != 3000 {
 		t.Errorf("tombstone = %+v", got)
 	}
-	e.wantStored(k, "inflight", bucket.State{Tokens: 2000}) // the slot came back with the ending
+	e.WantStored(k, "inflight", bucket.State{Tokens: 2000}) // the slot came back with the ending
 	recs, _, err := e.s.ListLeases(e.ctx, e.ns, store.LeaseQuery{Limit: 10})
 	if err != nil || len(recs) != 0 {
 		t.Errorf("ListLeases = %+v, %v; want no tombstone", recs, err)
@@ -60,19 +60,19 @@ func testLeaseTombstone(t *testing.T, e *env) {
 			t.Errorf("EndLease of a tombstone at version %d: %v, want ErrLeaseConflict", v, err)
 		}
 	}
-	e.wantStored(k, "inflight", bucket.State{Tokens: 2000}) // nothing given back twice
+	e.WantStored(k, "inflight", bucket.State{Tokens: 2000}) // nothing given back twice
 }
 
-func testLeaseEndingDeletes(t *testing.T, e *env) {
-	rec := e.grantLease(leaseID(0), 0, T0, slot(key("job", "emr"), 1))
+func testLeaseEndingDeletes(t *testing.T, e *Env) {
+	rec := e.grantLease(leaseID(0), 0, T0, slot(Key("job", "emr"), 1))
 	if err := e.endKept(rec, store.Commit, T0+1000, 0); err != nil {
 		t.Fatal(err)
 	}
 	e.wantNoLease(rec.ID)
 }
 
-func testLeaseTombstoneReusedID(t *testing.T, e *env) {
-	k := key("job", "emr")
+func testLeaseTombstoneReusedID(t *testing.T, e *Env) {
+	k := Key("job", "emr")
 	rec := e.grantLease(leaseID(0), T0+60_000, T0, slot(k, 2))
 	if err := e.endKept(rec, store.Commit, T0+1000, T0+600_000); err != nil {
 		t.Fatal(err)
@@ -85,7 +85,7 @@ func testLeaseTombstoneReusedID(t *testing.T, e *env) {
 	if ok, err := retry(T0 + 2000); ok || !errors.Is(err, model.ErrLeaseExists) {
 		t.Fatalf("Consume of a tombstone's id = %v, %v; want ErrLeaseExists", ok, err)
 	}
-	e.wantStored(k, "inflight", bucket.State{Tokens: 2000})
+	e.WantStored(k, "inflight", bucket.State{Tokens: 2000})
 	// Past KeepUntil the tombstone is as good as gone: the id is free.
 	if ok, err := retry(T0 + 600_000); !ok || err != nil {
 		t.Fatalf("Consume after the tombstone's KeepUntil = %v, %v; want granted", ok, err)
@@ -96,8 +96,8 @@ func testLeaseTombstoneReusedID(t *testing.T, e *env) {
 	}
 }
 
-func testLeaseBornEnded(t *testing.T, e *env) {
-	k := key("k", "api")
+func testLeaseBornEnded(t *testing.T, e *Env) {
+	k := Key("k", "api")
 	req := request(T0, breq(k, checked("rpm", rate(10_000, 10_000, 60_000), 4000)))
 	rec := store.NewLeaseRecord(leaseID(0), "storetest", req, 0)
 	rec.EndedAt, rec.EndedAs, rec.KeepUntil = T0, store.Commit, T0+600_000
@@ -105,7 +105,7 @@ func testLeaseBornEnded(t *testing.T, e *env) {
 	if ok, err := e.s.Consume(e.ctx, e.ns, req); !ok || err != nil {
 		t.Fatalf("Consume with a record born ended = %v, %v", ok, err)
 	}
-	e.wantStored(k, "rpm", bucket.State{Tokens: 6000})
+	e.WantStored(k, "rpm", bucket.State{Tokens: 6000})
 	got, err := e.getLease(rec.ID)
 	if err != nil || !got.Ended() || got.EndedAs != store.Commit || got.Buckets[0].Limits[0].Amount != 4000 {
 		t.Errorf("GetLease = %+v, %v; want the tombstone with its consumption", got, err)
@@ -120,8 +120,8 @@ func testLeaseBornEnded(t *testing.T, e *env) {
 	}
 }
 
-func testLeaseExpiredTombstone(t *testing.T, e *env) {
-	k := key("job", "emr")
+func testLeaseExpiredTombstone(t *testing.T, e *Env) {
+	k := Key("job", "emr")
 	rec := e.grantLease(leaseID(0), T0+60_000, T0, slot(k, 1))
 	err := e.s.EndLease(e.ctx, e.ns, store.LeaseEnding{ID: rec.ID, Version: rec.Version, ExpiredBy: T0 + 60_000,
 		Deltas: rec.EndDeltas(store.Expire), As: store.Expire, At: T0 + 60_000, KeepUntil: T0 + 660_000})

@@ -1,4 +1,4 @@
-package storetest
+package limitertest
 
 import (
 	"errors"
@@ -8,6 +8,7 @@ import (
 	"github.com/tollgate-rl/tollgate"
 	"github.com/tollgate-rl/tollgate/model"
 	"github.com/tollgate-rl/tollgate/reconcile"
+	"github.com/tollgate-rl/tollgate/store/storetest"
 )
 
 // Reservations in the audit log, through the limiter: reserved once
@@ -82,7 +83,7 @@ func testLimiterReserveAudited(t *testing.T, e *env) {
 	if ev := evs[0]; ev.Principal != "alice" || ev.Resource != "emr" {
 		t.Errorf("j-1's event = %+v, want principal alice on team/emr", ev)
 	}
-	expires := time.UnixMilli(T0).Add(time.Hour).UTC().Format(time.RFC3339Nano)
+	expires := time.UnixMilli(storetest.T0).Add(time.Hour).UTC().Format(time.RFC3339Nano)
 	wantDetails(t, evs[0], map[string]string{"reservation": "j-1", "consumed": "clusters=1,launches=1", "expires": expires})
 	if _, ok := evs[1].Details["expires"]; ok || evs[1].Details["reservation"] != "j-2" || evs[1].Details["holder"] == "" {
 		t.Errorf("j-2's details = %v, want its id and holder, and no expiry", evs[1].Details)
@@ -145,7 +146,7 @@ func testLimiterReservationExpiryAudited(t *testing.T, e *env) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.advance(1000)
+	e.Advance(1000)
 	if n, err := r.Once(e.ctx); n != 1 || err != nil {
 		t.Fatalf("reconciler pass = %d, %v; want 1 lease ended", n, err)
 	}

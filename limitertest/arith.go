@@ -1,4 +1,4 @@
-package storetest
+package limitertest
 
 import (
 	"strings"
@@ -70,7 +70,7 @@ func deepDebt(t *testing.T, e *env, lim *tollgate.Limiter) {
 	fast := tollgate.WithLimits(tollgate.RateLimit("fast", model.MaxTokens, time.Millisecond))
 	e.commit(e.acquire(lim, "spender", "api", tollgate.Consume{"fast": model.MaxTokens}, fast))
 	const wantMS int64 = (1_000_000_000_000 + 1) * 1000
-	start := e.now()
+	start := e.clk.Now().UnixMilli()
 	ex := e.denied(lim, "debtor", "api", one, rps)
 	if p := ex.Primary(); ex.RetryAfterMS() != wantMS || ex.RetryAfter != tollgate.MaxWait ||
 		p.RetryAfterMS != wantMS || p.RetryAfter != tollgate.MaxWait || p.Available != -1_000_000_000_000 {
@@ -102,7 +102,7 @@ func testLimiterSlotRetryAfter(t *testing.T, e *env) {
 	slots := tollgate.WithLimits(tollgate.ConcurrencyLimit("inflight", 2), tollgate.PerMinute("rpm", 1000))
 	one := tollgate.Consume{"inflight": 1, "rpm": 1}
 	a := e.acquire(lim, "job", "emr", one, slots, tollgate.WithLeaseExpiry(time.Minute))
-	e.advance(10_000)
+	e.Advance(10_000)
 	b := e.acquire(lim, "job", "emr", one, slots, tollgate.WithLeaseExpiry(30*time.Second))
 	wantSlot := func(step string, want time.Duration, waits string) {
 		t.Helper()
@@ -118,7 +118,7 @@ func testLimiterSlotRetryAfter(t *testing.T, e *env) {
 	e.commit(b)
 	c := e.acquire(lim, "job", "emr", one, slots) // the default expiry, 5 minutes
 	wantSlot("then the first", 50*time.Second, tollgate.WaitsExpiry)
-	e.advance(50_000)
+	e.Advance(50_000)
 	wantSlot("the first expired, awaiting a reconciler: the hint", 250*time.Millisecond, tollgate.WaitsRelease)
 	e.commit(a)
 	e.commit(c)

@@ -1,4 +1,4 @@
-package storetest
+package limitertest
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"github.com/tollgate-rl/tollgate/bucket"
 	"github.com/tollgate-rl/tollgate/model"
 	"github.com/tollgate-rl/tollgate/store"
+	"github.com/tollgate-rl/tollgate/store/storetest"
 )
 
 func limiterCases() []testCase {
@@ -161,18 +162,18 @@ func testLimiterCapacityThenRefill(t *testing.T, e *env) {
 	}
 
 	// 599 ms give 998 millitokens and a remainder: 1 ms short.
-	e.advance(599)
+	e.Advance(599)
 	if ex := e.denied(lim, "key-1", "api", one, opt); ex.RetryAfter != time.Millisecond {
 		t.Errorf("RetryAfter after 599ms = %v, want 1ms", ex.RetryAfter)
 	}
-	e.advance(1)
+	e.Advance(1)
 	e.commit(e.acquire(lim, "key-1", "api", one, opt))
 	if ex := e.denied(lim, "key-1", "api", one, opt); ex.RetryAfter != 600*time.Millisecond {
 		t.Errorf("RetryAfter = %v, want 600ms", ex.RetryAfter)
 	}
 
 	// A minute refills exactly the capacity, no more.
-	e.advance(60_000)
+	e.Advance(60_000)
 	e.wantAvailable(lim, "key-1", "api", "rpm", 100, opt)
 	n := 0
 	for ; n < 200; n++ {
@@ -200,8 +201,8 @@ func testLimiterWriteOnEnter(t *testing.T, e *env) {
 		e.wantAvailable(l, "key-1", "gpt", "rpm", 99, opt)
 		e.wantAvailable(l, "key-1", "gpt", "tpm", 9_500, opt)
 	}
-	rpm, _ := e.limit(key("key-1", "gpt"), "rpm")
-	tpm, _ := e.limit(key("key-1", "gpt"), "tpm")
+	rpm, _ := e.Limit(storetest.Key("key-1", "gpt"), "rpm")
+	tpm, _ := e.Limit(storetest.Key("key-1", "gpt"), "tpm")
 	if rpm.State.Tokens != 99_000 || tpm.State.Tokens != 9_500_000 {
 		t.Errorf("stored rpm %d tpm %d, want 99000 9500000", rpm.State.Tokens, tpm.State.Tokens)
 	}
@@ -239,21 +240,21 @@ func testLimiterAdjustDebt(t *testing.T, e *env) {
 	e.wantAvailable(lim, "key-1", "gpt", "tpm", 500, opt) // adjustments are written by Commit
 	e.commit(le)
 	e.wantAvailable(lim, "key-1", "gpt", "tpm", -1_000, opt)
-	e.wantStored(key("key-1", "gpt"), "tpm", bucket.State{Tokens: -1_000_000})
+	e.WantStored(storetest.Key("key-1", "gpt"), "tpm", bucket.State{Tokens: -1_000_000})
 
 	// In debt, even 1 token waits until the debt is repaid: 1001 tokens at
 	// 1000 per minute.
 	if ex := e.denied(lim, "key-1", "gpt", tollgate.Consume{"tpm": 1}, opt); ex.RetryAfter != 60_060*time.Millisecond {
 		t.Errorf("RetryAfter in debt = %v, want 1m0.06s", ex.RetryAfter)
 	}
-	e.advance(59_999)
+	e.Advance(59_999)
 	e.wantAvailable(lim, "key-1", "gpt", "tpm", -1, opt) // -16.67 millitokens floor to -1
-	e.advance(1)
+	e.Advance(1)
 	e.wantAvailable(lim, "key-1", "gpt", "tpm", 0, opt)
 	e.denied(lim, "key-1", "gpt", tollgate.Consume{"tpm": 1}, opt)
-	e.advance(59)
+	e.Advance(59)
 	e.wantAvailable(lim, "key-1", "gpt", "tpm", 0, opt)
-	e.advance(1)
+	e.Advance(1)
 	e.wantAvailable(lim, "key-1", "gpt", "tpm", 1, opt)
 	e.commit(e.acquire(lim, "key-1", "gpt", tollgate.Consume{"tpm": 1}, opt))
 	e.wantAvailable(lim, "key-1", "gpt", "tpm", 0, opt)
@@ -285,7 +286,7 @@ func testLimiterAdjustRefund(t *testing.T, e *env) {
 	if err := le.Adjust(e.ctx, tollgate.Consume{"tpm": -101}); !errors.Is(err, tollgate.ErrInvalid) {
 		t.Errorf("Adjust below zero net = %v, want ErrInvalid", err)
 	}
-	e.advance(60_000)
+	e.Advance(60_000)
 	if err := le.Adjust(e.ctx, tollgate.Consume{"tpm": -100}); err != nil {
 		t.Fatal(err)
 	}
@@ -310,12 +311,12 @@ func testLimiterRollbackRestores(t *testing.T, e *env) {
 	// Bring the buckets to partly used states with remainders.
 	e.commit(e.acquire(lim, "proj", "gpt", tollgate.Consume{"rpm": 3, "tpm": 2_000}, opt))
 	e.commit(e.acquire(lim, "key", "gpt", tollgate.Consume{"rpm": 1, "tpm": 1_000, "inflight": 0}, opt))
-	e.advance(7)
+	e.Advance(7)
 	held := e.acquire(lim, "key", "gpt", tollgate.Consume{"inflight": 2}, opt)
-	e.advance(13)
-	keys := []store.BucketKey{key("key", "gpt"), key("proj", "gpt"), key("org", "gpt")}
+	e.Advance(13)
+	keys := []store.BucketKey{storetest.Key("key", "gpt"), storetest.Key("proj", "gpt"), storetest.Key("org", "gpt")}
 	e.commit(e.acquire(lim, "key", "gpt", tollgate.Consume{"rpm": 0}, opt)) // refill to now
-	before := e.read(keys...)
+	before := e.Read(keys...)
 	avBefore, err := lim.Available(e.ctx, "key", "gpt", opt)
 	if err != nil {
 		t.Fatal(err)
@@ -333,7 +334,7 @@ func testLimiterRollbackRestores(t *testing.T, e *env) {
 	}
 	e.rollback(le)
 
-	after := e.read(keys...)
+	after := e.Read(keys...)
 	for i, k := range keys {
 		if !reflect.DeepEqual(normalize(before[i]), normalize(after[i])) {
 			t.Errorf("bucket %v after rollback = %+v, want %+v", k, after[i], before[i])
@@ -394,7 +395,7 @@ func testLimiterConcurrencyLimit(t *testing.T, e *env) {
 	}
 	// Time does not return slots; once their leases have expired (no
 	// reconciler runs here), only the hint is left.
-	e.advance(3_600_000)
+	e.Advance(3_600_000)
 	if ex := e.denied(lim, "job", "emr", one, opt); ex.RetryAfter != 250*time.Millisecond || ex.Waits() != tollgate.WaitsRelease {
 		t.Errorf("RetryAfter, the holders expired = %v, %q; want the 250ms hint", ex.RetryAfter, ex.Waits())
 	}
@@ -421,175 +422,13 @@ func testLimiterConcurrencyLimit(t *testing.T, e *env) {
 		}
 	}
 	e.wantAvailable(lim, "job", "emr", "inflight", 3, opt)
-	e.wantStored(key("job", "emr"), "inflight", bucket.State{Tokens: 3_000})
+	e.WantStored(storetest.Key("job", "emr"), "inflight", bucket.State{Tokens: 3_000})
 	// A lease of 3 at once fits; 4 is more than the capacity, never grantable.
 	e.commit(e.acquire(lim, "job", "emr", tollgate.Consume{"inflight": 3}, opt))
 	if _, err := lim.Acquire(e.ctx, "job", "emr", tollgate.Consume{"inflight": 4}, opt); !errors.Is(err, tollgate.ErrInvalid) {
 		t.Errorf("Acquire above capacity = %v, want ErrInvalid", err)
 	}
 	e.wantAvailable(lim, "job", "emr", "inflight", 3, opt)
-}
-
-func setConfig(t *testing.T, lim *tollgate.Limiter, sc tollgate.Scope, limits ...tollgate.Limit) {
-	t.Helper()
-	if err := lim.SetConfig(t.Context(), sc, tollgate.Config{Limits: limits}); err != nil {
-		t.Fatalf("SetConfig(%+v): %v", sc, err)
-	}
-}
-
-func deleteConfig(t *testing.T, lim *tollgate.Limiter, sc tollgate.Scope) {
-	t.Helper()
-	if err := lim.DeleteConfig(t.Context(), sc); err != nil {
-		t.Fatalf("DeleteConfig(%+v): %v", sc, err)
-	}
-}
-
-// capacityOf returns the capacity of limit name in effect for entity and
-// resource, as Available reports it.
-func (e *env) capacityOf(lim *tollgate.Limiter, entity, resource, name string) int64 {
-	e.t.Helper()
-	st, err := lim.Available(e.ctx, entity, resource)
-	if err != nil {
-		e.t.Fatalf("Available(%s/%s): %v", entity, resource, err)
-	}
-	return status(e.t, st, entity, name).Capacity
-}
-
-func testLimiterResolution(t *testing.T, e *env) {
-	lim := e.limiter(tollgate.WithCacheTTL(0))
-	admin := e.limiter()
-	if _, err := admin.CreateEntity(e.ctx, tollgate.Entity{ID: "e1"}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := lim.Acquire(e.ctx, "e1", "api", tollgate.Consume{"rpm": 1}); !errors.Is(err, tollgate.ErrInvalid) {
-		t.Fatalf("Acquire with nothing configured = %v, want ErrInvalid", err)
-	}
-	setConfig(t, admin, tollgate.SystemScope(), tollgate.PerMinute("rpm", 10))
-	setConfig(t, admin, tollgate.ResourceScope("api"), tollgate.PerMinute("rpm", 20))
-	setConfig(t, admin, tollgate.EntityScope("e1", ""), tollgate.PerMinute("rpm", 30))
-	setConfig(t, admin, tollgate.EntityScope("e1", "api"), tollgate.PerMinute("rpm", 40))
-	// An empty config is skipped by resolution.
-	if _, err := admin.CreateEntity(e.ctx, tollgate.Entity{ID: "e2"}); err != nil {
-		t.Fatal(err)
-	}
-	if err := admin.SetConfig(e.ctx, tollgate.EntityScope("e2", "api"), tollgate.Config{}); err != nil {
-		t.Fatal(err)
-	}
-
-	for _, c := range []struct {
-		entity, resource string
-		want             int64
-	}{
-		{"e1", "api", 40}, {"e1", "other", 30}, {"e2", "api", 20}, {"e2", "other", 10}, {"unknown", "api", 20}, {"unknown", "other", 10},
-	} {
-		if got := e.capacityOf(lim, c.entity, c.resource, "rpm"); got != c.want {
-			t.Errorf("capacity for %s/%s = %d, want %d", c.entity, c.resource, got, c.want)
-		}
-		le := e.acquire(lim, c.entity, c.resource, tollgate.Consume{"rpm": c.want})
-		e.commit(le)
-		e.denied(lim, c.entity, c.resource, tollgate.Consume{"rpm": 1})
-	}
-
-	// Peel the levels off one by one.
-	deleteConfig(t, admin, tollgate.EntityScope("e1", "api"))
-	if got := e.capacityOf(lim, "e1", "api", "rpm"); got != 30 {
-		t.Errorf("without entity+resource: capacity %d, want 30", got)
-	}
-	deleteConfig(t, admin, tollgate.EntityScope("e1", ""))
-	if got := e.capacityOf(lim, "e1", "api", "rpm"); got != 20 {
-		t.Errorf("without entity default: capacity %d, want 20", got)
-	}
-	deleteConfig(t, admin, tollgate.ResourceScope("api"))
-	if got := e.capacityOf(lim, "e1", "api", "rpm"); got != 10 {
-		t.Errorf("without resource: capacity %d, want 10", got)
-	}
-	deleteConfig(t, admin, tollgate.SystemScope())
-	_, err := lim.Acquire(e.ctx, "e1", "api", tollgate.Consume{"rpm": 1})
-	var ve *tollgate.ValidationError
-	if !errors.As(err, &ve) {
-		t.Fatalf("Acquire with nothing configured = %v, want *ValidationError", err)
-	}
-	// Explicit limits still work, and override stored ones; the drained
-	// bucket adopts the larger capacity without gaining tokens.
-	setConfig(t, admin, tollgate.ResourceScope("api"), tollgate.PerMinute("rpm", 20))
-	st, err := lim.Available(e.ctx, "e2", "api", tollgate.WithLimits(tollgate.PerMinute("rpm", 1_000)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if s := status(t, st, "e2", "rpm"); s.Capacity != 1_000 || s.Available != 0 {
-		t.Errorf("explicit limit over stored: %+v, want capacity 1000 available 0", s)
-	}
-	e.wantAvailable(lim, "e3", "api", "rpm", 1_000, tollgate.WithLimits(tollgate.PerMinute("rpm", 1_000)))
-	e.wantAvailable(lim, "e3", "api", "rpm", 20)
-}
-
-// frozenGeneration is a store whose change generation never moves: a
-// limiter over it is told of no change made elsewhere, and learns of them
-// when its cache TTL passes or it is invalidated, as a process does when
-// it cannot read the generation.
-type frozenGeneration struct{ store.Store }
-
-func (frozenGeneration) Generation(context.Context) (uint64, error) { return 0, nil }
-func (frozenGeneration) LocalGeneration() bool                      { return false }
-
-func testLimiterLimitChanges(t *testing.T, e *env) {
-	lim := e.limiter() // default cache TTL: its own writes invalidate it
-	remote := e.limiterOver(frozenGeneration{e.s})
-	if _, err := lim.CreateEntity(e.ctx, tollgate.Entity{ID: "e1"}); err != nil {
-		t.Fatal(err)
-	}
-	setConfig(t, lim, tollgate.EntityScope("e1", "api"), tollgate.PerMinute("rpm", 40), tollgate.ConcurrencyLimit("inflight", 5))
-	e.commit(e.acquire(lim, "e1", "api", tollgate.Consume{"rpm": 5}))
-	held := e.acquire(lim, "e1", "api", tollgate.Consume{"inflight": 2})
-	e.wantAvailable(remote, "e1", "api", "rpm", 35) // remote caches this resolution
-	e.wantAvailable(remote, "e1", "api", "inflight", 3)
-
-	// Shrink: the balance is clamped at the next acquire, the in-flight
-	// slots stay in use.
-	setConfig(t, lim, tollgate.EntityScope("e1", "api"), tollgate.PerMinute("rpm", 20), tollgate.ConcurrencyLimit("inflight", 3))
-	e.commit(e.acquire(lim, "e1", "api", tollgate.Consume{"rpm": 1}))
-	e.wantAvailable(lim, "e1", "api", "rpm", 19)
-	e.wantAvailable(lim, "e1", "api", "inflight", 1)
-	l, _ := e.limit(key("e1", "api"), "rpm")
-	if l.Params.Capacity != 20_000 || l.State.Tokens != 19_000 {
-		t.Errorf("stored rpm after shrink = %+v", l)
-	}
-
-	// The remote limiter still uses its cached limits (capacity 40), until
-	// its cache is invalidated.
-	if got := e.capacityOf(remote, "e1", "api", "rpm"); got != 40 {
-		t.Errorf("remote capacity within TTL = %d, want the cached 40", got)
-	}
-	remote.InvalidateCache()
-	if got := e.capacityOf(remote, "e1", "api", "rpm"); got != 20 {
-		t.Errorf("remote capacity after InvalidateCache = %d, want 20", got)
-	}
-
-	// Grow: no tokens appear, the freed capacity is for slots.
-	setConfig(t, lim, tollgate.EntityScope("e1", "api"), tollgate.PerMinute("rpm", 100), tollgate.ConcurrencyLimit("inflight", 10))
-	e.commit(e.acquire(lim, "e1", "api", tollgate.Consume{"rpm": 19, "inflight": 8}))
-	e.denied(lim, "e1", "api", tollgate.Consume{"rpm": 1})
-	e.rollback(held)
-	e.wantAvailable(lim, "e1", "api", "inflight", 10)
-	e.wantAvailable(lim, "e1", "api", "rpm", 0)
-
-	// A rate change applies from the first acquire that sees it: until then
-	// the bucket refills at the old rate (100/min), after at the new one.
-	setConfig(t, lim, tollgate.EntityScope("e1", "api"), tollgate.PerMinute("rpm", 200).WithBurst(100))
-	e.advance(30_000)
-	e.wantAvailable(lim, "e1", "api", "rpm", 50)
-	e.commit(e.acquire(lim, "e1", "api", tollgate.Consume{"rpm": 0}))
-	e.advance(12_000)
-	e.wantAvailable(lim, "e1", "api", "rpm", 90)
-	if got := e.capacityOf(remote, "e1", "api", "rpm"); got != 20 {
-		t.Errorf("remote capacity within its TTL = %d, want the cached 20", got)
-	}
-	// The remote limiter learns of the change when its TTL (60s) expires.
-	e.advance(18_000)
-	if got := e.capacityOf(remote, "e1", "api", "rpm"); got != 100 {
-		t.Errorf("remote capacity after the TTL = %d, want 100", got)
-	}
-	e.wantAvailable(remote, "e1", "api", "rpm", 100)
 }
 
 func testLimiterCancelledContext(t *testing.T, e *env) {

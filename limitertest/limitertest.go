@@ -1,0 +1,197 @@
+// Package limitertest is the behaviour users see through a
+// tollgate.Limiter, run over any backend: whole tokens and time.Time,
+// cascades, leases and reservations, stored limits and their resolution,
+// namespaces through a Registry, many goroutines on one limiter. Every
+// backend runs it unchanged from its own tests, next to the store
+// contract's suite (package store/storetest):
+//
+//	func TestLimiterConformance(t *testing.T) {
+//		limitertest.Run(t, func(t *testing.T) store.Store { return mybackend.New(...) })
+//	}
+//
+// It sits above the limiter and is test support only: backends' tests
+// import it, the store contract's suite does not. Its cases check what the
+// limiter wrote through the contract too, with storetest's Env; like
+// storetest's, each case asks newStore for its own store, works in a fresh
+// random namespace and runs on a fake clock.
+package limitertest
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/tollgate-rl/tollgate"
+	"github.com/tollgate-rl/tollgate/clock"
+	"github.com/tollgate-rl/tollgate/model"
+	"github.com/tollgate-rl/tollgate/store"
+	"github.com/tollgate-rl/tollgate/store/storetest"
+)
+
+// testCase is one case of the suite.
+type testCase struct {
+	name string
+	fn   func(t *testing.T, e *env)
+}
+
+// Run runs the limiter's suite against the backend that newStore makes.
+// newStore is called once per case (and may return a store shared with other
+// cases: every case uses its own random namespaces).
+func Run(t *testing.T, newStore func(t *testing.T) store.Store, opts ...Option) {
+	t.Helper()
+	var o options
+	for _, f := range opts {
+		f(&o)
+	}
+	groups := []struct {
+		name  string
+		cases []testCase
+	}{
+		{"Limiter", limiterCases()},
+		{"Cascade", cascadeCases()},
+		{"Concurrency", concurrencyCases()},
+		{"Namespaces", namespaceCases()},
+	}
+	for _, g := range groups {
+		if o.groups != nil && !o.groups[g.name] {
+			continue
+		}
+		t.Run(g.name, func(t *testing.T) {
+			t.Parallel()
+			for _, c := range g.cases {
+				t.Run(c.name, func(t *testing.T) {
+					t.Parallel()
+					s := newStore(t)
+					if s == nil {
+						t.Fatal("newStore returned nil")
+					}
+					c.fn(t, newEnv(t, s, storetest.NewEnv(t, s)))
+				})
+			}
+		})
+	}
+}
+
+// Option narrows a Run.
+type Option func(*options)
+
+type options struct{ groups map[string]bool }
+
+// Groups runs only the named groups of cases ("Limiter", "Cascade",
+// "Concurrency", "Namespaces"): for running a second configuration of a
+// backend without repeating its slowest cases. A backend's main run must
+// run them all.
+func Groups(names ...string) Option {
+	return func(o *options) {
+		o.groups = make(map[string]bool, len(names))
+		for _, n := range names {
+			o.groups[n] = true
+		}
+	}
+}
+
+// env is what a case works with: storetest's Env (a store, a fresh
+// namespace in it, a fake clock at storetest.T0, and the contract-level
+// reads that check what a limiter wrote), and its handles under the short
+// names the cases use.
+type env struct {
+	*storetest.Env
+	t   *testing.T
+	ctx context.Context
+	s   store.Store
+	ns  string
+	clk *clock.Fake
+}
+
+func newEnv(t *testing.T, s store.Store, se *storetest.Env) *env {
+	return &env{Env: se, t: t, ctx: t.Context(), s: s, ns: se.Namespace(), clk: se.Clock()}
+}
+
+// limiter returns a Limiter over the case's store, namespace and clock.
+func (e *env) limiter(opts ...tollgate.Option) *tollgate.Limiter {
+	e.t.Helper()
+	return e.limiterOver(e.s, opts...)
+}
+
+// limiterOver is limiter over s, which wraps the case's store.
+func (e *env) limiterOver(s store.Store, opts ...tollgate.Option) *tollgate.Limiter {
+	e.t.Helper()
+	e.RegisterNamespace()
+	all := append([]tollgate.Option{tollgate.WithNamespace(e.ns), tollgate.WithClock(e.clk)}, opts...)
+	lim, err := tollgate.New(s, all...)
+	if err != nil {
+		e.t.Fatalf("tollgate.New: %v", err)
+	}
+	return lim
+}
+
+// status returns the status of limit name of entity in statuses.
+func status(t *testing.T, statuses []model.Status, entity, name string) model.Status {
+	t.Helper()
+	for _, s := range statuses {
+		if s.Entity == entity && s.Limit == name {
+			return s
+		}
+	}
+	t.Fatalf("no status for %s.%s in %+v", entity, name, statuses)
+	return model.Status{}
+}
+
+// available returns Available's whole-token balance of limit name of entity
+// (which may be a cascade ancestor of the entity asked about).
+func (e *env) available(lim *tollgate.Limiter, of, resource, entity, name string, opts ...tollgate.AcquireOption) int64 {
+	e.t.Helper()
+	st, err := lim.Available(e.ctx, of, resource, opts...)
+	if err != nil {
+		e.t.Fatalf("Available(%s/%s): %v", of, resource, err)
+	}
+	return status(e.t, st, entity, name).Available
+}
+
+func (e *env) wantAvailable(lim *tollgate.Limiter, entity, resource, name string, want int64, opts ...tollgate.AcquireOption) {
+	e.t.Helper()
+	if got := e.available(lim, entity, resource, entity, name, opts...); got != want {
+		e.t.Errorf("Available %s/%s.%s = %d, want %d", entity, resource, name, got, want)
+	}
+}
+
+func (e *env) acquire(lim *tollgate.Limiter, entity, resource string, c tollgate.Consume, opts ...tollgate.AcquireOption) *tollgate.Lease {
+	e.t.Helper()
+	le, err := lim.Acquire(e.ctx, entity, resource, c, opts...)
+	if err != nil {
+		e.t.Fatalf("Acquire(%s/%s, %v) at %+v: %v", entity, resource, c, e.clk.Now().Sub(time.UnixMilli(storetest.T0)), err)
+	}
+	return le
+}
+
+// denied acquires and requires a *RateLimitExceeded, which it returns.
+func (e *env) denied(lim *tollgate.Limiter, entity, resource string, c tollgate.Consume, opts ...tollgate.AcquireOption) *tollgate.RateLimitExceeded {
+	e.t.Helper()
+	le, err := lim.Acquire(e.ctx, entity, resource, c, opts...)
+	var ex *tollgate.RateLimitExceeded
+	if !errors.As(err, &ex) {
+		if le != nil {
+			_ = le.Rollback(e.ctx)
+		}
+		e.t.Fatalf("Acquire(%s/%s, %v) = %v, want *RateLimitExceeded", entity, resource, c, err)
+	}
+	if !errors.Is(err, tollgate.ErrRateLimited) {
+		e.t.Errorf("denial %v does not match ErrRateLimited", err)
+	}
+	return ex
+}
+
+func (e *env) commit(le *tollgate.Lease) {
+	e.t.Helper()
+	if err := le.Commit(e.ctx); err != nil {
+		e.t.Fatalf("Commit: %v", err)
+	}
+}
+
+func (e *env) rollback(le *tollgate.Lease) {
+	e.t.Helper()
+	if err := le.Rollback(e.ctx); err != nil {
+		e.t.Fatalf("Rollback: %v", err)
+	}
+}
