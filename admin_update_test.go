@@ -13,9 +13,9 @@ import (
 
 func TestListEntities(t *testing.T) {
 	ctx := context.Background()
-	lim, _ := newLim(t, memory.New())
+	adm, _ := newAdmin(t, memory.New())
 	for _, id := range []string{"org", "b", "a", "c"} {
-		mustCreate(t, lim, tollgate.Entity{ID: id})
+		mustCreate(t, adm, tollgate.Entity{ID: id})
 	}
 	cases := []struct {
 		after string
@@ -31,7 +31,7 @@ func TestListEntities(t *testing.T) {
 		{"", tollgate.MaxEntityPage + 1, nil, "limit"},
 	}
 	for _, c := range cases {
-		es, err := lim.ListEntities(ctx, c.after, c.limit)
+		es, err := adm.ListEntities(ctx, c.after, c.limit)
 		var ve *tollgate.ValidationError
 		switch {
 		case c.field != "":
@@ -54,9 +54,9 @@ func TestListEntities(t *testing.T) {
 
 func TestUpdateEntity(t *testing.T) {
 	ctx := context.Background()
-	lim, _ := newLim(t, memory.New())
-	created := mustCreate(t, lim, tollgate.Entity{ID: "org"})
-	mustCreate(t, lim, tollgate.Entity{ID: "key", ParentID: "org", Cascade: true})
+	adm, _ := newAdmin(t, memory.New())
+	created := mustCreate(t, adm, tollgate.Entity{ID: "org"})
+	mustCreate(t, adm, tollgate.Entity{ID: "key", ParentID: "org", Cascade: true})
 	cases := []struct {
 		name string
 		e    tollgate.Entity
@@ -72,7 +72,7 @@ func TestUpdateEntity(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			got, err := lim.UpdateEntity(ctx, c.e, tollgate.WithPrincipal("alice"))
+			got, err := adm.UpdateEntity(ctx, c.e, tollgate.WithPrincipal("alice"))
 			if !errors.Is(err, c.want) {
 				t.Fatalf("UpdateEntity = %v, want %v", err, c.want)
 			}
@@ -81,7 +81,7 @@ func TestUpdateEntity(t *testing.T) {
 			}
 		})
 	}
-	evs := auditOf(t, lim, "org")
+	evs := auditOf(t, adm, "org")
 	last := evs[len(evs)-1]
 	if len(evs) != 2 || last.Action != model.ActionEntityUpdate || last.Principal != "alice" || last.Details["name"] != "Acme" {
 		t.Errorf("audit of org = %+v, want the create and one entity.update by alice", evs)
@@ -93,11 +93,11 @@ func TestUpdateEntity(t *testing.T) {
 // now says.
 func TestUpdateEntityCascadeSeenAtOnce(t *testing.T) {
 	ctx := context.Background()
-	lim, _ := newLim(t, memory.New())
-	mustCreate(t, lim, tollgate.Entity{ID: "org-a"})
-	mustCreate(t, lim, tollgate.Entity{ID: "org-b"})
-	mustCreate(t, lim, tollgate.Entity{ID: "key", ParentID: "org-a", Cascade: true})
-	setLimits(t, lim, tollgate.SystemScope(), tollgate.PerMinute("rpm", 100))
+	lim, adm, _ := newPair(t, memory.New())
+	mustCreate(t, adm, tollgate.Entity{ID: "org-a"})
+	mustCreate(t, adm, tollgate.Entity{ID: "org-b"})
+	mustCreate(t, adm, tollgate.Entity{ID: "key", ParentID: "org-a", Cascade: true})
+	setLimits(t, adm, tollgate.SystemScope(), tollgate.PerMinute("rpm", 100))
 	entitiesOf := func() []string {
 		t.Helper()
 		le := mustAcquire(t, lim, "key", "api", tollgate.Consume{"rpm": 1})
@@ -119,7 +119,7 @@ func TestUpdateEntityCascadeSeenAtOnce(t *testing.T) {
 	}
 	_ = entitiesOf() // fills the cache
 	for _, st := range steps {
-		if _, err := lim.UpdateEntity(ctx, st.update); err != nil {
+		if _, err := adm.UpdateEntity(ctx, st.update); err != nil {
 			t.Fatal(err)
 		}
 		if got := entitiesOf(); !slices.Equal(got, st.want) {
@@ -130,19 +130,19 @@ func TestUpdateEntityCascadeSeenAtOnce(t *testing.T) {
 
 func TestListConfigs(t *testing.T) {
 	ctx := context.Background()
-	lim, _ := newLim(t, memory.New())
-	mustCreate(t, lim, tollgate.Entity{ID: "org"})
+	adm, _ := newAdmin(t, memory.New())
+	mustCreate(t, adm, tollgate.Entity{ID: "org"})
 	scopes := []tollgate.Scope{
 		tollgate.SystemScope(), tollgate.ResourceScope("api"), tollgate.ResourceScope("openai/gpt-4o"),
 		tollgate.EntityScope("org", ""), tollgate.EntityScope("org", "api"),
 	}
 	for _, sc := range slices.Backward(scopes) {
-		setLimits(t, lim, sc, tollgate.PerMinute("rpm", 10))
+		setLimits(t, adm, sc, tollgate.PerMinute("rpm", 10))
 	}
 	var got []tollgate.Scope
 	var after *tollgate.Scope
 	for {
-		page, err := lim.ListConfigs(ctx, after, 2)
+		page, err := adm.ListConfigs(ctx, after, 2)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -158,7 +158,7 @@ func TestListConfigs(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Errorf("ListConfigs pages = %v, want %v", got, want)
 	}
-	if _, err := lim.ListConfigs(ctx, nil, tollgate.MaxConfigPage+1); !errors.Is(err, tollgate.ErrInvalid) {
+	if _, err := adm.ListConfigs(ctx, nil, tollgate.MaxConfigPage+1); !errors.Is(err, tollgate.ErrInvalid) {
 		t.Errorf("ListConfigs(limit too big) = %v, want ErrInvalid", err)
 	}
 }

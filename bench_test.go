@@ -25,9 +25,9 @@ func BenchmarkLimiter(b *testing.B) {
 	one := tollgate.Consume{"rps": 1}
 	three := tollgate.Consume{"rps": 1, "tps": 100, "inflight": 1}
 
-	storedConfig := func(lim *tollgate.Limiter) {
+	storedConfig := func(adm *tollgate.Admin) {
 		cfg := tollgate.Config{Limits: []tollgate.Limit{tollgate.PerSecond("rps", huge)}}
-		if err := lim.SetConfig(ctx, tollgate.SystemScope(), cfg); err != nil {
+		if err := adm.SetConfig(ctx, tollgate.SystemScope(), cfg); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -40,7 +40,7 @@ func BenchmarkLimiter(b *testing.B) {
 		consume tollgate.Consume
 		opt     tollgate.AcquireOption
 		manyKey bool
-		setup   func(*tollgate.Limiter)
+		setup   func(*tollgate.Admin)
 	}{
 		{name: "1limit-hotkey", consume: one, opt: oneLimit},
 		{name: "3limits-hotkey", consume: three, opt: threeLimits},
@@ -48,13 +48,13 @@ func BenchmarkLimiter(b *testing.B) {
 		{name: "3limits-manykeys", consume: three, opt: threeLimits, manyKey: true},
 		{name: "1limit-stored-config", consume: one, setup: storedConfig},
 		{name: "1limit-stored-manykeys", consume: one, manyKey: true, setup: storedConfig},
-		{name: "1limit-cascade3", consume: one, setup: func(lim *tollgate.Limiter) {
+		{name: "1limit-cascade3", consume: one, setup: func(adm *tollgate.Admin) {
 			cfg := tollgate.Config{Limits: []tollgate.Limit{tollgate.PerSecond("rps", huge)}}
-			if err := lim.SetConfig(ctx, tollgate.SystemScope(), cfg); err != nil {
+			if err := adm.SetConfig(ctx, tollgate.SystemScope(), cfg); err != nil {
 				b.Fatal(err)
 			}
 			for _, e := range []tollgate.Entity{{ID: "org"}, {ID: "project", ParentID: "org", Cascade: true}, {ID: "key-0", ParentID: "project", Cascade: true}} {
-				if _, err := lim.CreateEntity(ctx, e); err != nil {
+				if _, err := adm.CreateEntity(ctx, e); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -73,12 +73,17 @@ func BenchmarkLimiter(b *testing.B) {
 			})
 			for _, c := range cases {
 				b.Run(c.name, func(b *testing.B) {
-					lim, err := tollgate.New(memory.New())
+					st := memory.New()
+					lim, err := tollgate.New(st)
 					if err != nil {
 						b.Fatal(err)
 					}
 					if c.setup != nil {
-						c.setup(lim)
+						adm, err := tollgate.NewAdmin(st) // the memory store's changes are seen at once
+						if err != nil {
+							b.Fatal(err)
+						}
+						c.setup(adm)
 					}
 					var opts []tollgate.AcquireOption
 					if c.opt != nil {

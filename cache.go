@@ -108,21 +108,18 @@ type entityEntry struct {
 	entity  model.Entity
 }
 
-// newCache returns a cache of the default TTL and size; init makes it
-// usable once options have set them.
-func newCache() *cache {
-	return &cache{ttl: DefaultCacheTTL, size: DefaultCacheSize, seed: maphash.MakeSeed()}
-}
-
-// init splits c.size into shards: as many as maxCacheShards, or the largest
-// power of two that leaves each at least one entry. c.size is positive.
-func (c *cache) init() {
+// newCache returns a cache of entries that live for ttl, at most size
+// (positive) of them, split into shards: as many as maxCacheShards, or
+// the largest power of two that leaves each at least one entry.
+func newCache(ttl time.Duration, size int) *cache {
+	c := &cache{ttl: ttl, size: size, seed: maphash.MakeSeed()}
 	n := min(maxCacheShards, 1<<(bits.Len(uint(c.size))-1))
 	c.mask = uint64(n - 1)
 	for i := range c.shards[:n] {
 		s := &c.shards[i]
 		s.limits, s.entities, s.max = make(map[uint64]*resolution), make(map[uint64]*entityEntry), c.size/n
 	}
+	return c
 }
 
 // prepare returns limits with their bucket parameters.
@@ -376,12 +373,9 @@ func (c *cache) stats() CacheStats {
 	return st
 }
 
-// CacheStats returns the config cache's counters.
-func (l *Limiter) CacheStats() CacheStats { return l.cache.stats() }
-
-// InvalidateCache drops every cached limit resolution and entity, and the
+// invalidate drops every cached limit resolution and entity, and the
 // resolved namespace, so the next calls read the store.
-func (l *Limiter) InvalidateCache() {
+func (l *Limiter) invalidate() {
 	l.forgetConfig()
 	l.nsCache.Store(nil)
 }

@@ -14,8 +14,7 @@ func TestCachedResolutionsChainEqualHashes(t *testing.T) {
 	const h = 7
 	keys := []store.BucketKey{{Entity: "a", Resource: "api"}, {Entity: "b", Resource: "api"}, {Entity: "a", Resource: "web"}}
 	for replace := range keys {
-		c := newCache()
-		c.init()
+		c := newCache(DefaultCacheTTL, DefaultCacheSize)
 		s := c.shard(h)
 		byKey := map[store.BucketKey]*resolution{}
 		for _, k := range keys {
@@ -51,9 +50,7 @@ func TestCachedResolutionsChainEqualHashes(t *testing.T) {
 // entities alike, keeping the live ones; if none has expired, or it swept
 // less than ttl/16 ago, it drops one entry of the kind coming in.
 func TestCacheMakeRoomSweepsThenEvicts(t *testing.T) {
-	c := newCache()
-	c.size = 1
-	c.init()
+	c := newCache(DefaultCacheTTL, 1)
 	s := c.shard(0)
 	s.max = 4
 	const h, now = 7, unixNano(1000)

@@ -16,9 +16,9 @@ import (
 // through the config cache.
 func withSystemLimits(t testing.TB, opts ...tollgate.Option) (*tollgate.Limiter, func(time.Duration)) {
 	t.Helper()
-	lim, clk := newLim(t, memory.New(), opts...)
+	lim, adm, clk := newPair(t, memory.New(), opts...)
 	cfg := tollgate.Config{Limits: []tollgate.Limit{tollgate.PerMinute("rpm", 100)}}
-	if err := lim.SetConfig(context.Background(), tollgate.SystemScope(), cfg); err != nil {
+	if err := adm.SetConfig(context.Background(), tollgate.SystemScope(), cfg); err != nil {
 		t.Fatal(err)
 	}
 	return lim, clk.Advance
@@ -66,11 +66,11 @@ func TestCacheStaysWithinItsSize(t *testing.T) {
 			wg.Go(func() { peekEntities(t, lim, from+w*part, from+(w+1)*part) })
 		}
 		wg.Wait()
-		if n := lim.CacheStats().Entries; n > size || n < size/2 {
+		if n := lim.Stats().Cache.Entries; n > size || n < size/2 {
 			t.Fatalf("after %d entities the cache holds %d entries, want at most %d (and at least half)", from+step, n, size)
 		}
 	}
-	if st := lim.CacheStats(); st.Misses < uint64(2*entities) {
+	if st := lim.Stats().Cache; st.Misses < uint64(2*entities) {
 		t.Errorf("%d misses for %d new entities, want at least two each", st.Misses, entities)
 	}
 }
@@ -82,7 +82,7 @@ func TestCacheDefaultSize(t *testing.T) {
 	}
 	lim, _ := withSystemLimits(t)
 	peekEntities(t, lim, 0, 3*tollgate.DefaultCacheSize)
-	if n := lim.CacheStats().Entries; n > tollgate.DefaultCacheSize || n < tollgate.DefaultCacheSize/2 {
+	if n := lim.Stats().Cache.Entries; n > tollgate.DefaultCacheSize || n < tollgate.DefaultCacheSize/2 {
 		t.Errorf("the cache holds %d entries, want at most %d (and at least half)", n, tollgate.DefaultCacheSize)
 	}
 }
@@ -93,11 +93,11 @@ func TestCacheDropsExpiredEntries(t *testing.T) {
 	const size = 1000
 	lim, advance := withSystemLimits(t, tollgate.WithCacheSize(size))
 	peekEntities(t, lim, 0, 5*size) // every shard full
-	full := lim.CacheStats().Entries
+	full := lim.Stats().Cache.Entries
 	advance(tollgate.DefaultCacheTTL + time.Second)
 	const fresh = 300 // 600 inserts: each of the 64 shards gets some
 	peekEntities(t, lim, 5*size, 5*size+fresh)
-	if n := lim.CacheStats().Entries; n > 2*fresh+size/10 {
+	if n := lim.Stats().Cache.Entries; n > 2*fresh+size/10 {
 		t.Errorf("after the TTL and %d new entities the cache holds %d entries (%d before), want the expired ones gone", fresh, n, full)
 	}
 }
@@ -105,15 +105,15 @@ func TestCacheDropsExpiredEntries(t *testing.T) {
 // Entries evicted to make room are resolved again, and to the same limits.
 func TestCacheEvictedEntriesResolveAgain(t *testing.T) {
 	ctx := context.Background()
-	lim, _ := newLim(t, memory.New(), tollgate.WithCacheSize(16))
+	lim, adm, _ := newPair(t, memory.New(), tollgate.WithCacheSize(16))
 	const entities = 100
 	for i := range entities {
 		id := "key-" + strconv.Itoa(i)
-		if _, err := lim.CreateEntity(ctx, tollgate.Entity{ID: id}); err != nil {
+		if _, err := adm.CreateEntity(ctx, tollgate.Entity{ID: id}); err != nil {
 			t.Fatal(err)
 		}
 		cfg := tollgate.Config{Limits: []tollgate.Limit{tollgate.PerMinute("rpm", int64(i+1))}}
-		if err := lim.SetConfig(ctx, tollgate.EntityScope(id, "api"), cfg); err != nil {
+		if err := adm.SetConfig(ctx, tollgate.EntityScope(id, "api"), cfg); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -127,7 +127,7 @@ func TestCacheEvictedEntriesResolveAgain(t *testing.T) {
 				t.Fatalf("round %d: key-%d's statuses %+v, want one of capacity %d", round, i, st, i+1)
 			}
 		}
-		if n := lim.CacheStats().Entries; n > 16 {
+		if n := lim.Stats().Cache.Entries; n > 16 {
 			t.Fatalf("round %d: %d entries, more than the size 16", round, n)
 		}
 	}

@@ -18,20 +18,19 @@ var ErrCapacityUnsupported = model.ErrCapacityUnsupported
 // Capacity sums, over every bucket of resource in the limiter's namespace,
 // each limit's capacity and current (refilled) balance. A sharded bucket
 // counts once. It reads every bucket: for dashboards, not for hot paths.
-func (l *Limiter) Capacity(ctx context.Context, resource string) (ResourceCapacity, error) {
-	bl, ok := l.store.(store.BucketLister)
+func (a *Admin) Capacity(ctx context.Context, resource string) (ResourceCapacity, error) {
+	bl, ok := a.store.(store.BucketLister)
 	if !ok {
 		return ResourceCapacity{}, ErrCapacityUnsupported
 	}
 	if err := model.ValidateResource(resource); err != nil {
 		return ResourceCapacity{}, err
 	}
-	ns, err := l.nsForAdmin(ctx)
+	ns, err := a.namespaceID(ctx)
 	if err != nil {
 		return ResourceCapacity{}, err
 	}
-	wall := l.clock.Now()
-	now := wall.UnixMilli()
+	now := a.clock.Now().UnixMilli()
 	out := ResourceCapacity{Resource: resource}
 	sums := map[string]*limitSum{}
 	for after := ""; ; {
@@ -64,7 +63,7 @@ func (l *Limiter) Capacity(ctx context.Context, resource string) (ResourceCapaci
 		s := sums[name]
 		lc := LimitCapacity{Limit: name, Capacity: bucket.Tokens(s.capacity), Available: bucket.Available(bucket.State{Tokens: s.tokens})}
 		if s.held {
-			if lc.Kind, err = l.heldKind(ctx, ns, s.entity, resource, name, nanoOf(wall)); err != nil {
+			if lc.Kind, err = a.heldKind(ctx, ns, s.entity, resource, name); err != nil {
 				return ResourceCapacity{}, err
 			}
 		}
@@ -91,14 +90,14 @@ type limitSum struct {
 // that is not stored there (it came with WithLimits, or its configuration
 // changed since) is reported as Concurrency, which it behaves as. Buckets
 // keep no kind, and asking the configuration once per limit name costs a
-// capacity report one cached lookup per such limit, not one per bucket.
-func (l *Limiter) heldKind(ctx context.Context, ns, entity, resource, name string, now unixNano) (Kind, error) {
-	r, err := l.resolve(ctx, ns, entity, resource, now)
-	if err != nil {
-		return 0, err
+// capacity report one lookup per such limit, not one per bucket.
+func (a *Admin) heldKind(ctx context.Context, ns, entity, resource, name string) (Kind, error) {
+	_, cfg, _, err := storedLimits(ctx, a.store, ns, entity, resource)
+	if err != nil || cfg == nil {
+		return model.Concurrency, err
 	}
-	for _, p := range r.limits {
-		if p.limit.Name == name && p.limit.Kind == model.Reserved {
+	for _, lim := range cfg.Limits {
+		if lim.Name == name && lim.Kind == model.Reserved {
 			return model.Reserved, nil
 		}
 	}

@@ -16,7 +16,12 @@ import (
 func TestCapacity(t *testing.T) {
 	ctx := context.Background()
 	clk := clock.NewFake(time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC))
-	lim, err := tollgate.New(memory.New(), tollgate.WithClock(clk))
+	st := memory.New()
+	lim, err := tollgate.New(st, tollgate.WithClock(clk))
+	if err != nil {
+		t.Fatal(err)
+	}
+	adm, err := tollgate.NewAdmin(st, tollgate.WithClock(clk))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -30,7 +35,7 @@ func TestCapacity(t *testing.T) {
 		t.Fatal(err)
 	}
 	clk.Advance(10 * time.Second) // 10 rpm tokens back in each bucket
-	got, err := lim.Capacity(ctx, "llm")
+	got, err := adm.Capacity(ctx, "llm")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,10 +50,10 @@ func TestCapacity(t *testing.T) {
 	if inflight.Limit != "inflight" || inflight.Kind != tollgate.Concurrency || inflight.Capacity != 12 || inflight.Available != 9 {
 		t.Errorf("inflight %+v", inflight)
 	}
-	if _, err := lim.Capacity(ctx, "no such/res ource"); !errors.Is(err, tollgate.ErrInvalid) {
+	if _, err := adm.Capacity(ctx, "no such/res ource"); !errors.Is(err, tollgate.ErrInvalid) {
 		t.Errorf("bad resource: %v", err)
 	}
-	plain, _ := tollgate.New(struct{ store.Store }{memory.New()})
+	plain, _ := tollgate.NewAdmin(struct{ store.Store }{memory.New()})
 	if _, err := plain.Capacity(ctx, "llm"); !errors.Is(err, tollgate.ErrCapacityUnsupported) {
 		t.Errorf("a store that cannot list: %v", err)
 	}

@@ -2,6 +2,7 @@ package tollgate
 
 import (
 	"context"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -29,6 +30,10 @@ const maxRefreshTimeout = 500 * time.Millisecond
 // generation is local (memory, embedded) is read on every call instead,
 // which costs no I/O: a change is in force at once.
 //
+// The limiters and admins sharing a watch also draw the ids of their audit
+// events from it, so that the events one process writes sort in the order
+// it wrote them, whichever of them wrote each.
+//
 // The first call that finds the generation due reads it, calls meanwhile
 // use the last value: a process idle for a while reads it on its first
 // call, before answering it. After a failed read the next ones run in the
@@ -37,7 +42,7 @@ const maxRefreshTimeout = 500 * time.Millisecond
 // (WithCacheTTL).
 type ChangeWatch struct {
 	src      store.Changes
-	local    bool
+	isLocal  bool
 	interval time.Duration
 	// now is the wall clock in Unix nanoseconds: polling is about the
 	// store's cost in real time, whatever clock the limiters use.
@@ -47,6 +52,25 @@ type ChangeWatch struct {
 	due     atomic.Int64 // a unixNano: when to read the generation again
 	reading atomic.Bool
 	failed  atomic.Bool // the last read failed
+
+	// local counts the changes Admins of this process reported (changed);
+	// it is added to the store's generation, so that the limiters
+	// following the watch see them at their next call, whatever the
+	// refresh interval.
+	local atomic.Uint64
+	// modes holds, by namespace name, the *modeNote of the unavailable
+	// mode an Admin of this process stored last; noteSeq numbers them.
+	modes   sync.Map
+	noteSeq atomic.Uint64
+
+	eventIDs eventIDs
+}
+
+// modeNote is an unavailable mode an Admin stored at a namespace's system
+// scope, numbered so that a limiter adopts each once.
+type modeNote struct {
+	mode model.OnUnavailable
+	seq  uint64
 }
 
 // NewChangeWatch returns a watch of s's change generation, read at most
@@ -58,7 +82,7 @@ func NewChangeWatch(s store.Store, interval time.Duration) (*ChangeWatch, error)
 	if interval <= 0 {
 		return nil, model.Invalid("refresh_interval", interval.String(), "must be positive")
 	}
-	return &ChangeWatch{src: s, local: s.LocalGeneration(), interval: interval, now: wallNow}, nil
+	return &ChangeWatch{src: s, isLocal: s.LocalGeneration(), interval: interval, now: wallNow}, nil
 }
 
 func wallNow() unixNano { return unixNano(time.Now().UnixNano()) }
@@ -67,22 +91,22 @@ func wallNow() unixNano { return unixNano(time.Now().UnixNano()) }
 // refresh interval ago (now, for a local store). Only its moving means
 // anything: compare it with the value a cache was filled under.
 func (w *ChangeWatch) Generation(ctx context.Context) uint64 {
-	if w.local {
+	if w.isLocal {
 		if g, err := w.src.Generation(ctx); err == nil {
-			return g
+			return g + w.local.Load()
 		}
-		return w.gen.Load()
+		return w.gen.Load() + w.local.Load()
 	}
 	now := w.now()
 	if now < unixNano(w.due.Load()) || !w.reading.CompareAndSwap(false, true) {
-		return w.gen.Load()
+		return w.gen.Load() + w.local.Load()
 	}
 	if w.failed.Load() {
 		go w.refresh(context.WithoutCancel(ctx))
-		return w.gen.Load()
+	} else {
+		w.refresh(ctx)
 	}
-	w.refresh(ctx)
-	return w.gen.Load()
+	return w.gen.Load() + w.local.Load()
 }
 
 // refresh reads the generation, the caller having won w.reading, which
@@ -107,10 +131,34 @@ func (w *ChangeWatch) failing() bool { return w.failed.Load() }
 // known returns the generation as known without polling: read now for
 // a local store, the last value read otherwise.
 func (w *ChangeWatch) known(ctx context.Context) uint64 {
-	if w.local {
+	if w.isLocal {
 		return w.Generation(ctx)
 	}
-	return w.gen.Load()
+	return w.gen.Load() + w.local.Load()
+}
+
+// changed is how an Admin of this process tells the limiters following
+// the watch of a change it made in namespace ns: they drop what they
+// cache at their next call. mode, unless nil, is the unavailable mode the
+// change left at the namespace's system scope, which they adopt as if
+// they had read it, so that it holds even if the store fails before they
+// read it. The note is written before the count moves, so that a limiter
+// that sees the change finds it.
+func (w *ChangeWatch) changed(ns string, mode *model.OnUnavailable) {
+	if mode != nil {
+		w.modes.Store(ns, &modeNote{mode: *mode, seq: w.noteSeq.Add(1)})
+	}
+	w.local.Add(1)
+}
+
+// forgetMode drops the note of namespace ns, which is gone.
+func (w *ChangeWatch) forgetMode(ns string) { w.modes.Delete(ns) }
+
+// modeOf returns the last note of namespace ns, or nil.
+func (w *ChangeWatch) modeOf(ns string) *modeNote {
+	n, _ := w.modes.Load(ns)
+	note, _ := n.(*modeNote)
+	return note
 }
 
 // observeChanges drops what the limiter caches when the store's generation has
@@ -118,6 +166,9 @@ func (w *ChangeWatch) known(ctx context.Context) uint64 {
 func (l *Limiter) observeChanges(ctx context.Context) {
 	g := l.changes.Generation(ctx)
 	if seen := l.seenGen.Load(); g != seen && l.seenGen.CompareAndSwap(seen, g) {
-		l.InvalidateCache()
+		l.invalidate()
+		if n := l.changes.modeOf(l.ns); n != nil && l.modeSeq.Swap(n.seq) != n.seq {
+			l.fail.set(n.mode)
+		}
 	}
 }

@@ -3,12 +3,14 @@ package tollgate
 import (
 	"context"
 	"errors"
+	"fmt"
 	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/tollgate-rl/tollgate/clock"
 	"github.com/tollgate-rl/tollgate/model"
 	"github.com/tollgate-rl/tollgate/store"
 	"github.com/tollgate-rl/tollgate/store/memory"
@@ -139,7 +141,7 @@ func TestChangeWatchFailedReadKeepsLastValue(t *testing.T) {
 func TestLimitersFollowASharedStoresGeneration(t *testing.T) {
 	st, w, clk := newSharedWatch(t, time.Second)
 	ctx := context.Background()
-	other, err := New(st.Store) // another process: writes straight to the store
+	other, err := NewAdmin(st.Store) // another process: writes straight to the store
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -187,20 +189,24 @@ func TestLimitersFollowASharedStoresGeneration(t *testing.T) {
 	}
 }
 
-// On a local store a change made through another limiter, or a registry,
-// is in force at once: there is nothing to poll.
+// On a local store a change made through an admin that does not share the
+// limiter's watch is in force at once all the same: there is nothing to
+// poll.
 func TestChangesOnALocalStoreAreInForceAtOnce(t *testing.T) {
 	ctx := context.Background()
 	st := memory.New()
-	reg, err := NewRegistry(st)
+	reg, err := NewAdmin(st)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := reg.Register(ctx, "t"); err != nil {
+	if _, err := reg.RegisterNamespace(ctx, "t"); err != nil {
 		t.Fatal(err)
 	}
 	a, _ := New(st, WithNamespace("t"))
-	b, _ := New(st, WithNamespace("t"))
+	b, _ := NewAdmin(st, WithNamespace("t"))
+	if a.changes == b.changes {
+		t.Fatal("the limiter and the admin share a watch: the test needs one each")
+	}
 	set := func(n int64) {
 		if err := b.SetConfig(ctx, ResourceScope("api"), Config{Limits: []Limit{PerMinute("rpm", n)}}); err != nil {
 			t.Fatal(err)
@@ -216,7 +222,7 @@ func TestChangesOnALocalStoreAreInForceAtOnce(t *testing.T) {
 			t.Fatalf("capacity %v (err %v), want %d at once", sts, err, want)
 		}
 	}
-	if err := reg.Delete(ctx, "t"); err != nil {
+	if err := reg.DeleteNamespace(ctx, "t"); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := a.Available(ctx, "k", "api"); !errors.Is(err, model.ErrNamespaceDeleted) {
@@ -227,8 +233,7 @@ func TestChangesOnALocalStoreAreInForceAtOnce(t *testing.T) {
 // A lookup that read the store before a clear does not cache what it
 // read: it may predate the change that cleared.
 func TestCachePutAfterClearIsDropped(t *testing.T) {
-	c := newCache()
-	c.init()
+	c := newCache(DefaultCacheTTL, DefaultCacheSize)
 	k := store.BucketKey{Entity: "k", Resource: "api"}
 	epoch := c.epoch.Load()
 	c.clear() // a change observed while the lookup read the store
@@ -240,5 +245,132 @@ func TestCachePutAfterClearIsDropped(t *testing.T) {
 	c.putResolution(k, &resolution{found: true}, 1, c.epoch.Load())
 	if c.resolution(k, 1) == nil {
 		t.Fatal("an entry read after the clear was not cached")
+	}
+}
+
+// Over a store shared with other processes, an Admin's change is in force
+// at the very next call of a limiter following the admin's change watch,
+// with no read of the store's generation; a limiter with a watch of its
+// own keeps what it cached until its refresh interval has passed, then
+// reads the generation, which the change moved, and sees it.
+func TestAdminChangesReachLimitersOnItsWatchAtOnce(t *testing.T) {
+	ctx := context.Background()
+	rpm := func(n int64) Config { return Config{Limits: []Limit{PerMinute("rpm", n)}} }
+	cases := []struct {
+		name   string
+		setup  func(adm *Admin) error
+		change func(adm *Admin) error
+		// observe describes what a limiter sees of the change.
+		observe       func(l *Limiter) string
+		before, after string
+	}{
+		{
+			name:   "SetConfig",
+			change: func(adm *Admin) error { return adm.SetConfig(ctx, ResourceScope("api"), rpm(5)) },
+			observe: func(l *Limiter) string {
+				sts, err := l.Available(ctx, "k", "api")
+				if err != nil {
+					return err.Error()
+				}
+				return fmt.Sprint("capacity ", sts[0].Capacity)
+			},
+			before: "capacity 100", after: "capacity 5",
+		},
+		{
+			name: "CreateEntity",
+			setup: func(adm *Admin) error {
+				if _, err := adm.CreateEntity(ctx, Entity{ID: "org"}); err != nil {
+					return err
+				}
+				return adm.SetConfig(ctx, EntityScope("org", ""), rpm(7))
+			},
+			change: func(adm *Admin) error {
+				_, err := adm.CreateEntity(ctx, Entity{ID: "k", ParentID: "org", Cascade: true})
+				return err
+			},
+			observe: func(l *Limiter) string {
+				sts, err := l.Available(ctx, "k", "api")
+				if err != nil {
+					return err.Error()
+				}
+				var entities []string
+				for _, s := range sts {
+					entities = append(entities, s.Entity)
+				}
+				return fmt.Sprint(entities)
+			},
+			before: "[k]", after: "[k org]",
+		},
+		{
+			name:   "DeleteNamespace",
+			change: func(adm *Admin) error { return adm.DeleteNamespace(ctx, "t") },
+			observe: func(l *Limiter) string {
+				_, err := l.Available(ctx, "k", "api")
+				return fmt.Sprint("deleted ", errors.Is(err, model.ErrNamespaceDeleted))
+			},
+			before: "deleted false", after: "deleted true",
+		},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			const interval = time.Second
+			st, w, wall := newSharedWatch(t, interval)
+			own, err := NewChangeWatch(st, interval)
+			if err != nil {
+				t.Fatal(err)
+			}
+			own.now = wall.now
+			clk := clock.NewFake(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)) // stands still: no TTL expires
+			opts := []Option{WithNamespace("t"), WithClock(clk)}
+			adm, err := NewAdmin(st, append(opts, WithChangeWatch(w))...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			following, err := New(st, append(opts, WithChangeWatch(w))...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			alone, err := New(st, append(opts, WithChangeWatch(own))...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := adm.RegisterNamespace(ctx, "t"); err != nil {
+				t.Fatal(err)
+			}
+			if err := adm.SetConfig(ctx, ResourceScope("api"), rpm(100)); err != nil {
+				t.Fatal(err)
+			}
+			if c.setup != nil {
+				if err := c.setup(adm); err != nil {
+					t.Fatal(err)
+				}
+			}
+			st.gen.Add(1) // the setup's writes, as the shared store counts them
+			for name, l := range map[string]*Limiter{"following": following, "alone": alone} {
+				if got := c.observe(l); got != c.before {
+					t.Fatalf("%s, before the change: %s, want %s", name, got, c.before)
+				}
+			}
+
+			if err := c.change(adm); err != nil {
+				t.Fatal(err)
+			}
+			st.gen.Add(1) // the change, as the shared store counts it
+			reads := st.reads.Load()
+			if got := c.observe(following); got != c.after {
+				t.Errorf("limiter on the admin's watch, at its next call: %s, want %s", got, c.after)
+			}
+			if n := st.reads.Load(); n != reads {
+				t.Errorf("the limiter on the admin's watch read the generation %d times to see the change, want 0", n-reads)
+			}
+			wall.advance(interval - time.Nanosecond)
+			if got := c.observe(alone); got != c.before {
+				t.Errorf("limiter on its own watch, within its refresh interval: %s, want %s (cached)", got, c.before)
+			}
+			wall.advance(time.Nanosecond)
+			if got := c.observe(alone); got != c.after {
+				t.Errorf("limiter on its own watch, after its refresh interval: %s, want %s", got, c.after)
+			}
+		})
 	}
 }

@@ -152,9 +152,9 @@ func TestDurableLeaseRecord(t *testing.T) {
 func TestDurableLeaseCascade(t *testing.T) {
 	ctx := context.Background()
 	st := memory.New()
-	lim, _ := newLim(t, st)
-	mustCreate(t, lim, tollgate.Entity{ID: "org"})
-	mustCreate(t, lim, tollgate.Entity{ID: "key", ParentID: "org", Cascade: true})
+	lim, adm, _ := newPair(t, st)
+	mustCreate(t, adm, tollgate.Entity{ID: "org"})
+	mustCreate(t, adm, tollgate.Entity{ID: "key", ParentID: "org", Cascade: true})
 	le := mustAcquire(t, lim, "key", "api", tollgate.Consume{"inflight": 1}, slots)
 	rec := record(t, st, le)
 	if len(rec.Buckets) != 2 || rec.Buckets[0].Key.Entity != "key" || rec.Buckets[1].Key.Entity != "org" {
@@ -400,11 +400,8 @@ func TestResumeLeaseRefused(t *testing.T) {
 	st := memory.New()
 	lim, clk := newLim(t, st)
 	le := mustAcquire(t, lim, "key-1", "api", tollgate.Consume{"inflight": 1}, slots)
-	reg, err := tollgate.NewRegistry(st)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := reg.Register(ctx, "other"); err != nil {
+	adm, _ := newAdmin(t, st)
+	if _, err := adm.RegisterNamespace(ctx, "other"); err != nil {
 		t.Fatal(err)
 	}
 	other, err := tollgate.New(st, tollgate.WithNamespace("other"), tollgate.WithClock(clk))

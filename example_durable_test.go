@@ -55,8 +55,10 @@ func ExampleLimiter_ResumeLease() {
 func ExampleLimiter_Penalize() {
 	ctx := context.Background()
 	clk := clock.NewFake(time.Date(2026, 1, 1, 9, 0, 0, 0, time.UTC))
-	lim, _ := tollgate.New(memory.New(), tollgate.WithClock(clk))
-	lim.SetConfig(ctx, tollgate.ResourceScope("openai"), tollgate.Config{Limits: []tollgate.Limit{tollgate.PerMinute("rpm", 600)}})
+	st := memory.New()
+	lim, _ := tollgate.New(st, tollgate.WithClock(clk))
+	adm, _ := tollgate.NewAdmin(st, tollgate.WithClock(clk))
+	adm.SetConfig(ctx, tollgate.ResourceScope("openai"), tollgate.Config{Limits: []tollgate.Limit{tollgate.PerMinute("rpm", 600)}})
 
 	err := lim.Penalize(ctx, "key-1", "openai", clk.Now().Add(30*time.Second), "openai said 429, retry-after 30",
 		[]string{"rpm"}, tollgate.WithPrincipal("gateway"))

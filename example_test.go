@@ -103,15 +103,17 @@ func ExampleLimiter_Wait() {
 func Example_cascade() {
 	ctx := context.Background()
 	clk := clock.NewFake(time.Date(2026, 1, 1, 9, 0, 0, 0, time.UTC))
-	lim, _ := tollgate.New(memory.New(), tollgate.WithClock(clk))
-	lim.CreateEntity(ctx, tollgate.Entity{ID: "org-1"})
-	lim.CreateEntity(ctx, tollgate.Entity{ID: "proj-1", ParentID: "org-1", Cascade: true})
-	lim.CreateEntity(ctx, tollgate.Entity{ID: "key-1", ParentID: "proj-1", Cascade: true})
+	st := memory.New()
+	lim, _ := tollgate.New(st, tollgate.WithClock(clk))
+	adm, _ := tollgate.NewAdmin(st, tollgate.WithClock(clk))
+	adm.CreateEntity(ctx, tollgate.Entity{ID: "org-1"})
+	adm.CreateEntity(ctx, tollgate.Entity{ID: "proj-1", ParentID: "org-1", Cascade: true})
+	adm.CreateEntity(ctx, tollgate.Entity{ID: "key-1", ParentID: "proj-1", Cascade: true})
 	rpm := func(n int64) tollgate.Config {
 		return tollgate.Config{Limits: []tollgate.Limit{tollgate.PerMinute("rpm", n)}}
 	}
-	lim.SetConfig(ctx, tollgate.ResourceScope("api"), rpm(100))   // every entity
-	lim.SetConfig(ctx, tollgate.EntityScope("org-1", ""), rpm(2)) // the organisation
+	adm.SetConfig(ctx, tollgate.ResourceScope("api"), rpm(100))   // every entity
+	adm.SetConfig(ctx, tollgate.EntityScope("org-1", ""), rpm(2)) // the organisation
 
 	for i := 1; i <= 3; i++ {
 		lease, err := lim.Acquire(ctx, "key-1", "api", tollgate.Consume{"rpm": 1})
@@ -155,18 +157,21 @@ func ExampleParseLimit() {
 }
 
 // Stored limits are resolved most specific first: entity+resource, entity
-// default, resource, system.
-func ExampleLimiter_SetConfig() {
+// default, resource, system. An Admin stores them, a Limiter over the same
+// store enforces them.
+func ExampleAdmin_SetConfig() {
 	ctx := context.Background()
-	lim, _ := tollgate.New(memory.New())
-	lim.CreateEntity(ctx, tollgate.Entity{ID: "org-1"})
+	st := memory.New()
+	adm, _ := tollgate.NewAdmin(st)
+	lim, _ := tollgate.New(st)
+	adm.CreateEntity(ctx, tollgate.Entity{ID: "org-1"})
 	rpm := func(n int64) tollgate.Config {
 		return tollgate.Config{Limits: []tollgate.Limit{tollgate.PerMinute("rpm", n)}}
 	}
-	lim.SetConfig(ctx, tollgate.SystemScope(), rpm(10))
-	lim.SetConfig(ctx, tollgate.ResourceScope("gpt-4o"), rpm(20))
-	lim.SetConfig(ctx, tollgate.EntityScope("org-1", ""), rpm(30))
-	lim.SetConfig(ctx, tollgate.EntityScope("org-1", "gpt-4o"), rpm(40))
+	adm.SetConfig(ctx, tollgate.SystemScope(), rpm(10))
+	adm.SetConfig(ctx, tollgate.ResourceScope("gpt-4o"), rpm(20))
+	adm.SetConfig(ctx, tollgate.EntityScope("org-1", ""), rpm(30))
+	adm.SetConfig(ctx, tollgate.EntityScope("org-1", "gpt-4o"), rpm(40))
 
 	for _, q := range [][2]string{{"org-1", "gpt-4o"}, {"org-1", "claude"}, {"org-2", "gpt-4o"}, {"org-2", "claude"}} {
 		sts, _ := lim.Available(ctx, q[0], q[1])

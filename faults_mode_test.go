@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/tollgate-rl/tollgate"
+	"github.com/tollgate-rl/tollgate/store"
 )
 
 // remoteFaultStore is a faultStore that other processes share: its change
@@ -71,4 +72,75 @@ func TestFaultModeNotAskedOfAFailingStore(t *testing.T) {
 			t.Errorf("%d reads of the system config while the store's generation could not be read, want 0", n)
 		}
 	})
+}
+
+// The unavailable mode an Admin stores at the system scope reaches the
+// limiters of its namespace that follow its change watch, even when the
+// store fails before they could read it; a limiter of another namespace on
+// the same watch keeps its own (Block). Deleting the system config sets it
+// back to Block, again without a read.
+func TestFaultAdminModeNoteReachesLimitersOnItsWatch(t *testing.T) {
+	ctx := context.Background()
+	c := tollgate.Consume{"rpm": 1}
+	everything := []string{mGeneration, mGetNamespace, mGetConfigs, mGetEntity, mConsume, mReadBuckets, mApplyDeltas}
+	cases := []struct {
+		name  string
+		store func(*faultStore) store.Store
+	}{
+		{"local store", func(fs *faultStore) store.Store { return fs }},
+		{"shared store", func(fs *faultStore) store.Store { return remoteFaultStore{fs} }},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			fs := newFaultStore()
+			s := tc.store(fs)
+			w, err := tollgate.NewChangeWatch(s, time.Hour)
+			if err != nil {
+				t.Fatal(err)
+			}
+			lim, adm, _ := newPair(t, s, tollgate.WithChangeWatch(w))
+			limB, admB, _ := newPair(t, s, tollgate.WithChangeWatch(w), tollgate.WithNamespace("tenant-b"))
+			if _, err := admB.RegisterNamespace(ctx, "tenant-b"); err != nil {
+				t.Fatal(err)
+			}
+			for _, l := range []*tollgate.Limiter{lim, limB} {
+				mustAcquire(t, l, "k", "api", c, rpm100) // each reads the mode: none stored, Block
+			}
+
+			if err := adm.SetConfig(ctx, tollgate.SystemScope(), tollgate.Config{OnUnavailable: tollgate.Allow}); err != nil {
+				t.Fatal(err)
+			}
+			fs.failOn(errConnReset, everything...)
+			for _, opt := range [][]tollgate.AcquireOption{{rpm100}, nil} { // explicit limits, stored ones
+				le, err := lim.Acquire(ctx, "k", "api", c, opt...)
+				if err != nil || !le.Degraded() {
+					t.Errorf("limiter of the admin's namespace: lease %s, err %v; want degraded (Allow, noted)", descLease(le), err)
+				}
+			}
+			if n := lim.Stats().Degraded; n != 2 {
+				t.Errorf("Stats().Degraded = %d, want 2", n)
+			}
+			if mode := lim.UnavailableMode(ctx); mode != tollgate.Allow {
+				t.Errorf("UnavailableMode = %q, want allow", mode)
+			}
+			if _, err := limB.Acquire(ctx, "k", "api", c, rpm100); !errors.Is(err, tollgate.ErrUnavailable) {
+				t.Errorf("limiter of another namespace: err %v, want ErrUnavailable (Block: the note is not its namespace's)", err)
+			}
+			if n := limB.Stats().Degraded; n != 0 {
+				t.Errorf("other namespace: Stats().Degraded = %d, want 0", n)
+			}
+
+			fs.heal()
+			if err := adm.DeleteConfig(ctx, tollgate.SystemScope()); err != nil {
+				t.Fatal(err)
+			}
+			fs.failOn(errConnReset, everything...)
+			if _, err := lim.Acquire(ctx, "k", "api", c, rpm100); !errors.Is(err, tollgate.ErrUnavailable) {
+				t.Errorf("after DeleteConfig(SystemScope): err %v, want ErrUnavailable (Block, noted)", err)
+			}
+			if n := lim.Stats().Degraded; n != 2 {
+				t.Errorf("after DeleteConfig(SystemScope): Stats().Degraded = %d, want still 2", n)
+			}
+		})
+	}
 }

@@ -101,8 +101,9 @@ func (f *faultStore) LocalGeneration() bool { return f.inner.LocalGeneration() }
 
 // frozenStore is a store as a process sees it when other processes share
 // it and it is told of none of their changes: its generation never
-// moves, so only the cache TTL (or InvalidateCache) brings their changes
-// in. Tests of the TTL use it for the limiter that must not see a change.
+// moves, so only the cache TTL (or the change of an Admin following the
+// limiter's change watch) brings their changes in. Tests of the TTL use it
+// for the limiter that must not see a change.
 type frozenStore struct{ store.Store }
 
 func (frozenStore) Generation(context.Context) (uint64, error) { return 0, nil }

@@ -244,6 +244,51 @@ func newFaultLim(t testing.TB, opts ...tollgate.Option) (*tollgate.Limiter, *fau
 	return lim, fs, clk
 }
 
+// newAdmin returns an admin over s with a fake clock at tgEpoch and a
+// change watch of its own (opts may replace either): the control plane of
+// a process that shares s with no limiter of the test.
+func newAdmin(t testing.TB, s store.Store, opts ...tollgate.Option) (*tollgate.Admin, *clock.Fake) {
+	t.Helper()
+	clk := clock.NewFake(tgEpoch)
+	adm, err := tollgate.NewAdmin(s, append([]tollgate.Option{tollgate.WithClock(clk)}, opts...)...)
+	if err != nil {
+		t.Fatalf("NewAdmin: %v", err)
+	}
+	return adm, clk
+}
+
+// newPair returns a limiter and an admin over s made from one option
+// list: a fake clock at tgEpoch and a change watch they share, then opts
+// (which may replace either). What the admin changes, the limiter sees
+// at its next call, whether or not the store's generation is local.
+func newPair(t testing.TB, s store.Store, opts ...tollgate.Option) (*tollgate.Limiter, *tollgate.Admin, *clock.Fake) {
+	t.Helper()
+	clk := clock.NewFake(tgEpoch)
+	w, err := tollgate.NewChangeWatch(s, tollgate.DefaultRefreshInterval)
+	if err != nil {
+		t.Fatalf("NewChangeWatch: %v", err)
+	}
+	all := append([]tollgate.Option{tollgate.WithClock(clk), tollgate.WithChangeWatch(w)}, opts...)
+	lim, err := tollgate.New(s, all...)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	adm, err := tollgate.NewAdmin(s, all...)
+	if err != nil {
+		t.Fatalf("NewAdmin: %v", err)
+	}
+	return lim, adm, clk
+}
+
+// newFaultPair returns a limiter and an admin (newPair) over a fresh
+// faultStore.
+func newFaultPair(t testing.TB, opts ...tollgate.Option) (*tollgate.Limiter, *tollgate.Admin, *faultStore, *clock.Fake) {
+	t.Helper()
+	fs := newFaultStore()
+	lim, adm, clk := newPair(t, fs, opts...)
+	return lim, adm, fs, clk
+}
+
 // wantValidation asserts that err is a *ValidationError of field.
 func wantValidation(t testing.TB, err error, field string) *tollgate.ValidationError {
 	t.Helper()
@@ -353,8 +398,8 @@ func TestFaultBlockModeIsDefault(t *testing.T) {
 	if ue.Op == "" {
 		t.Errorf("UnavailableError.Op is empty")
 	}
-	if lim.Degraded() != 0 {
-		t.Errorf("Degraded() = %d in Block mode, want 0", lim.Degraded())
+	if lim.Stats().Degraded != 0 {
+		t.Errorf("Stats().Degraded = %d in Block mode, want 0", lim.Stats().Degraded)
 	}
 	// An explicit Block gives the same.
 	_, err = lim.Acquire(ctx, "key-1", "api", tollgate.Consume{"rpm": 1}, rpm100, tollgate.WithOnUnavailable(tollgate.Block))
@@ -400,8 +445,8 @@ func TestFaultAllowModeDegradedLease(t *testing.T) {
 	if got := le.Statuses(); got != nil {
 		t.Errorf("degraded Statuses() = %+v, want nil", got)
 	}
-	if lim.Degraded() != 1 {
-		t.Errorf("lim.Degraded() = %d, want 1", lim.Degraded())
+	if lim.Stats().Degraded != 1 {
+		t.Errorf("lim.Stats().Degraded = %d, want 1", lim.Stats().Degraded)
 	}
 	if err := le.Adjust(ctx, tollgate.Consume{"rpm": 5}); err != nil {
 		t.Errorf("Adjust on a degraded lease: %v", err)
@@ -437,8 +482,8 @@ func TestFaultAllowModeDegradedLease(t *testing.T) {
 	if err := le3.Commit(ctx); !errors.Is(err, tollgate.ErrLeaseClosed) {
 		t.Errorf("Commit after Rollback of a degraded lease: %v, want ErrLeaseClosed", err)
 	}
-	if lim.Degraded() != 2 {
-		t.Errorf("lim.Degraded() = %d, want 2", lim.Degraded())
+	if lim.Stats().Degraded != 2 {
+		t.Errorf("lim.Stats().Degraded = %d, want 2", lim.Stats().Degraded)
 	}
 	if got := availableOf(t, lim, "key-1", "api", "rpm", rpm100); got != 100 {
 		t.Errorf("available = %d after degraded leases, want 100 (nothing consumed)", got)
@@ -469,8 +514,8 @@ func TestFaultModeResolution(t *testing.T) {
 	sysAllow := tollgate.Config{Limits: []tollgate.Limit{tollgate.PerMinute("rpm", 100)}, OnUnavailable: tollgate.Allow}
 
 	t.Run("default is Block", func(t *testing.T) {
-		lim, fs, _ := newFaultLim(t)
-		if err := lim.SetConfig(ctx, tollgate.SystemScope(), tollgate.Config{Limits: sysAllow.Limits}); err != nil {
+		lim, adm, fs, _ := newFaultPair(t)
+		if err := adm.SetConfig(ctx, tollgate.SystemScope(), tollgate.Config{Limits: sysAllow.Limits}); err != nil {
 			t.Fatal(err)
 		}
 		mustAcquire(t, lim, "k", "api", c)
@@ -481,8 +526,8 @@ func TestFaultModeResolution(t *testing.T) {
 	})
 
 	t.Run("stored Allow", func(t *testing.T) {
-		lim, fs, _ := newFaultLim(t)
-		if err := lim.SetConfig(ctx, tollgate.SystemScope(), sysAllow); err != nil {
+		lim, adm, fs, _ := newFaultPair(t)
+		if err := adm.SetConfig(ctx, tollgate.SystemScope(), sysAllow); err != nil {
 			t.Fatal(err)
 		}
 		mustAcquire(t, lim, "k", "api", c) // learns the stored mode
@@ -499,9 +544,9 @@ func TestFaultModeResolution(t *testing.T) {
 	})
 
 	t.Run("call Allow over stored Block", func(t *testing.T) {
-		lim, fs, _ := newFaultLim(t)
+		lim, adm, fs, _ := newFaultPair(t)
 		cfg := tollgate.Config{Limits: sysAllow.Limits, OnUnavailable: tollgate.Block}
-		if err := lim.SetConfig(ctx, tollgate.SystemScope(), cfg); err != nil {
+		if err := adm.SetConfig(ctx, tollgate.SystemScope(), cfg); err != nil {
 			t.Fatal(err)
 		}
 		mustAcquire(t, lim, "k", "api", c)
@@ -516,8 +561,8 @@ func TestFaultModeResolution(t *testing.T) {
 	})
 
 	t.Run("remembered while the store is down", func(t *testing.T) {
-		lim, fs, clk := newFaultLim(t)
-		if err := lim.SetConfig(ctx, tollgate.SystemScope(), sysAllow); err != nil {
+		lim, adm, fs, clk := newFaultPair(t)
+		if err := adm.SetConfig(ctx, tollgate.SystemScope(), sysAllow); err != nil {
 			t.Fatal(err)
 		}
 		mustAcquire(t, lim, "k", "api", c)
@@ -536,18 +581,18 @@ func TestFaultModeResolution(t *testing.T) {
 		if !errors.Is(le.Cause(), errConnReset) {
 			t.Errorf("Cause() = %v, want the injected error", le.Cause())
 		}
-		if lim.Degraded() != 2 {
-			t.Errorf("Degraded() = %d, want 2", lim.Degraded())
+		if lim.Stats().Degraded != 2 {
+			t.Errorf("Stats().Degraded = %d, want 2", lim.Stats().Degraded)
 		}
 	})
 
 	t.Run("learnt from SetConfig: Allow", func(t *testing.T) {
-		lim, fs, _ := newFaultLim(t)
-		if err := lim.SetConfig(ctx, tollgate.SystemScope(), sysAllow); err != nil {
+		lim, adm, fs, _ := newFaultPair(t)
+		if err := adm.SetConfig(ctx, tollgate.SystemScope(), sysAllow); err != nil {
 			t.Fatal(err)
 		}
-		// The limiter that wrote the system config knows its mode without
-		// reading it back.
+		// A limiter following the watch of the admin that wrote the system
+		// config knows its mode without reading it back.
 		fs.failOn(errConnReset, mGetConfigs, mGetEntity, mConsume)
 		le, err := lim.Acquire(ctx, "k", "api", c)
 		if err != nil || !le.Degraded() {
@@ -556,13 +601,14 @@ func TestFaultModeResolution(t *testing.T) {
 	})
 
 	t.Run("never learnt: Block", func(t *testing.T) {
-		lim, fs, clk := newFaultLim(t)
-		if err := lim.SetConfig(ctx, tollgate.SystemScope(), sysAllow); err != nil {
+		lim, adm, fs, clk := newFaultPair(t)
+		if err := adm.SetConfig(ctx, tollgate.SystemScope(), sysAllow); err != nil {
 			t.Fatal(err)
 		}
-		// A second limiter on the same store has never read the system
-		// config; with every read failing from the start it cannot, so
-		// Block applies.
+		// A second limiter on the same store, with a change watch of its
+		// own, has never read the system config nor been told of it; with
+		// every read failing from the start it cannot read it, so Block
+		// applies.
 		other, err := tollgate.New(fs, tollgate.WithClock(clk))
 		if err != nil {
 			t.Fatal(err)
@@ -571,11 +617,15 @@ func TestFaultModeResolution(t *testing.T) {
 		if _, err := other.Acquire(ctx, "k", "api", c); !errors.Is(err, tollgate.ErrUnavailable) {
 			t.Errorf("err = %v, want ErrUnavailable", err)
 		}
+		// The limiter following the admin's watch was told of it.
+		if le, err := lim.Acquire(ctx, "k", "api", c); err != nil || !le.Degraded() {
+			t.Errorf("limiter sharing the admin's watch: lease %s, err %v; want degraded", descLease(le), err)
+		}
 	})
 
 	t.Run("explicit limits learn the stored mode", func(t *testing.T) {
-		lim, fs, _ := newFaultLim(t)
-		if err := lim.SetConfig(ctx, tollgate.SystemScope(), tollgate.Config{OnUnavailable: tollgate.Allow}); err != nil {
+		lim, adm, fs, _ := newFaultPair(t)
+		if err := adm.SetConfig(ctx, tollgate.SystemScope(), tollgate.Config{OnUnavailable: tollgate.Allow}); err != nil {
 			t.Fatal(err)
 		}
 		mustAcquire(t, lim, "k", "api", c, rpm100)
@@ -587,13 +637,14 @@ func TestFaultModeResolution(t *testing.T) {
 	})
 
 	t.Run("stored mode switched back to Block", func(t *testing.T) {
-		lim, fs, clk := newFaultLim(t)
-		other, _ := newLim(t, fs)
-		if err := lim.SetConfig(ctx, tollgate.SystemScope(), sysAllow); err != nil {
+		lim, adm, fs, clk := newFaultPair(t)
+		other, _ := newAdmin(t, fs)
+		if err := adm.SetConfig(ctx, tollgate.SystemScope(), sysAllow); err != nil {
 			t.Fatal(err)
 		}
 		mustAcquire(t, lim, "k", "api", c)
-		// Another process sets Block; this limiter learns it after the TTL.
+		// Another process sets Block (an admin with a watch of its own);
+		// this limiter learns it, after the TTL at the latest.
 		if err := other.SetConfig(ctx, tollgate.SystemScope(), tollgate.Config{Limits: sysAllow.Limits}); err != nil {
 			t.Fatal(err)
 		}
@@ -608,9 +659,9 @@ func TestFaultModeResolution(t *testing.T) {
 
 func TestFaultAllowNeverHidesVerdicts(t *testing.T) {
 	ctx := context.Background()
-	lim, fs, _ := newFaultLim(t)
+	lim, adm, fs, _ := newFaultPair(t)
 	allow := tollgate.WithOnUnavailable(tollgate.Allow)
-	if err := lim.SetConfig(ctx, tollgate.SystemScope(), tollgate.Config{OnUnavailable: tollgate.Allow}); err != nil {
+	if err := adm.SetConfig(ctx, tollgate.SystemScope(), tollgate.Config{OnUnavailable: tollgate.Allow}); err != nil {
 		t.Fatal(err)
 	}
 	lim2 := func() *tollgate.Limiter { l, _ := newLim(t, fs); return l }()
@@ -637,8 +688,8 @@ func TestFaultAllowNeverHidesVerdicts(t *testing.T) {
 	wantExceeded(t, err)
 	_, err = lim.Acquire(ctx, "k", "api", tollgate.Consume{"rpm": 1}, rpm100) // stored Allow
 	wantExceeded(t, err)
-	if lim.Degraded() != 0 || lim2.Degraded() != 0 {
-		t.Errorf("Degraded() = %d, %d; want 0", lim.Degraded(), lim2.Degraded())
+	if lim.Stats().Degraded != 0 || lim2.Stats().Degraded != 0 {
+		t.Errorf("Stats().Degraded = %d, %d; want 0", lim.Stats().Degraded, lim2.Stats().Degraded)
 	}
 }
 
@@ -666,8 +717,8 @@ func TestFaultCancelledContextIsNotDegraded(t *testing.T) {
 	if fs.count(mConsume) != 1 {
 		t.Errorf("Consume calls = %d, want 1 (warm path reaches the store)", fs.count(mConsume))
 	}
-	if lim.Degraded() != 0 {
-		t.Errorf("Degraded() = %d, want 0", lim.Degraded())
+	if lim.Stats().Degraded != 0 {
+		t.Errorf("Stats().Degraded = %d, want 0", lim.Stats().Degraded)
 	}
 	if got := availableOf(t, lim, "k", "api", "rpm", rpm100); got != 99 {
 		t.Errorf("available = %d, want 99", got)
@@ -735,17 +786,17 @@ func TestFaultCommitFailureKeepsLeaseOpen(t *testing.T) {
 
 func TestFaultAdminErrorsAreUnavailable(t *testing.T) {
 	ctx := context.Background()
-	lim, fs, _ := newFaultLim(t)
+	lim, adm, fs, _ := newFaultPair(t)
 	fs.failOn(errConnReset, mPutConfig, mCreateEntity, mGetEntity, mListAudit, mReadBuckets)
 	checks := map[string]error{
-		"SetConfig": lim.SetConfig(ctx, tollgate.SystemScope(), tollgate.Config{Limits: []tollgate.Limit{tollgate.PerMinute("rpm", 1)}}),
+		"SetConfig": adm.SetConfig(ctx, tollgate.SystemScope(), tollgate.Config{Limits: []tollgate.Limit{tollgate.PerMinute("rpm", 1)}}),
 		"CreateEntity": func() error {
-			_, err := lim.CreateEntity(ctx, tollgate.Entity{ID: "org"})
+			_, err := adm.CreateEntity(ctx, tollgate.Entity{ID: "org"})
 			return err
 		}(),
-		"GetEntity": func() error { _, err := lim.GetEntity(ctx, "org"); return err }(),
+		"GetEntity": func() error { _, err := adm.GetEntity(ctx, "org"); return err }(),
 		"AuditEvents": func() error {
-			_, err := lim.AuditEvents(ctx, "", "", 10)
+			_, err := adm.AuditEvents(ctx, "", "", 10)
 			return err
 		}(),
 		"Available": func() error { _, err := lim.Available(ctx, "k", "api", rpm100); return err }(),
@@ -782,8 +833,8 @@ func TestFaultValidationBeforeStoreWithExplicitLimits(t *testing.T) {
 		if le != nil || !errors.As(err, &ve) || ve.Field != "consume.bogus" {
 			t.Errorf("%s: unknown limit name: lease %s, err %v; want *ValidationError of consume.bogus", mode, descLease(le), err)
 		}
-		if lim.Degraded() != 0 {
-			t.Errorf("%s: Degraded() = %d, want 0", mode, lim.Degraded())
+		if lim.Stats().Degraded != 0 {
+			t.Errorf("%s: Stats().Degraded = %d, want 0", mode, lim.Stats().Degraded)
 		}
 	}
 }

@@ -2,7 +2,6 @@ package tollgate
 
 import (
 	"context"
-	"errors"
 	"strconv"
 	"time"
 
@@ -11,21 +10,21 @@ import (
 )
 
 // Key is an API key of the server as stored: never its secret, only its
-// hash (see Registry.CreateKey).
+// hash (see Admin.CreateKey).
 type Key = model.Key
 
 // KeySpec describes an API key to create (model.KeySpec).
 type KeySpec = model.KeySpec
 
-// CreateKey creates an API key in namespace ns and returns its secret,
+// CreateKey creates an API key in the admin's namespace and returns its secret,
 // which nothing keeps (the store holds its hash): hand it over once. It
 // fails with ErrKeyExists if the namespace has a key of that name. The
 // creation is audited (model.ActionKeyCreate, principal from
 // WithPrincipal), never with the secret or its hash.
-func (r *Registry) CreateKey(ctx context.Context, ns string, spec KeySpec, opts ...WriteOption) (secret string, k Key, err error) {
-	now := r.clock.Now().UTC().Truncate(time.Millisecond)
+func (a *Admin) CreateKey(ctx context.Context, spec KeySpec, opts ...WriteOption) (secret string, k Key, err error) {
+	now := a.clock.Now().UTC().Truncate(time.Millisecond)
 	secret, hash := model.GenerateKey()
-	k = Key{Name: spec.Name, Namespace: ns, Role: spec.Role, Entity: spec.Entity, AllowLimits: spec.AllowLimits,
+	k = Key{Name: spec.Name, Namespace: a.ns, Role: spec.Role, Entity: spec.Entity, AllowLimits: spec.AllowLimits,
 		Hash: hash, CreatedAt: now}
 	switch {
 	case spec.ExpiresIn < 0 || spec.ExpiresIn > model.MaxKeyExpiry:
@@ -36,17 +35,18 @@ func (r *Registry) CreateKey(ctx context.Context, ns string, spec KeySpec, opts 
 	if err := model.ValidateKey(k); err != nil {
 		return "", Key{}, err
 	}
-	ev, err := newAuditEvent(&r.eventIDs, now, model.ActionKeyCreate, "", "", keyDetails(k), opts)
+	ev, err := a.auditEvent(model.ActionKeyCreate, "", "", keyDetails(k), opts)
 	if err != nil {
 		return "", Key{}, err
 	}
-	id, err := r.namespaceID(ctx, ns)
+	id, err := a.namespaceID(ctx)
 	if err != nil {
 		return "", Key{}, err
 	}
-	if err := r.store.CreateKey(ctx, id, k, ev); err != nil {
+	if err := a.store.CreateKey(ctx, id, k, ev); err != nil {
 		return "", Key{}, storeErr(ctx, "create key", spec.Name, err)
 	}
+	a.changed(nil)
 	return secret, k, nil
 }
 
@@ -62,73 +62,54 @@ func keyDetails(k Key) map[string]string {
 	return d
 }
 
-// Keys returns up to limit (1 to model.MaxKeyPage) keys of namespace ns
-// whose names sort after after, sorted by name.
-func (r *Registry) Keys(ctx context.Context, ns, after string, limit int) ([]Key, error) {
+// Keys returns up to limit (1 to model.MaxKeyPage) keys of the admin's
+// namespace whose names sort after after, sorted by name.
+func (a *Admin) Keys(ctx context.Context, after string, limit int) ([]Key, error) {
 	if limit < 1 || limit > model.MaxKeyPage {
 		return nil, model.Invalid("limit", strconv.Itoa(limit), "want 1 to "+strconv.Itoa(model.MaxKeyPage))
 	}
-	id, err := r.namespaceID(ctx, ns)
+	id, err := a.namespaceID(ctx)
 	if err != nil {
 		return nil, err
 	}
-	ks, err := r.store.ListKeys(ctx, id, after, limit)
-	return ks, storeErr(ctx, "list keys", ns, err)
+	ks, err := a.store.ListKeys(ctx, id, after, limit)
+	return ks, storeErr(ctx, "list keys", a.ns, err)
 }
 
-// RevokeKey deletes the key named name from namespace ns: it stops
+// RevokeKey deletes the key named name from the admin's namespace: it stops
 // working at once in this process, and in every process sharing the store
 // within their refresh interval (see ChangeWatch). It fails with
 // ErrKeyNotFound if there is no such key. The revocation is audited
 // (model.ActionKeyRevoke).
-func (r *Registry) RevokeKey(ctx context.Context, ns, name string, opts ...WriteOption) error {
+func (a *Admin) RevokeKey(ctx context.Context, name string, opts ...WriteOption) error {
 	if err := model.ValidateKeyName(name); err != nil {
 		return err
 	}
-	ev, err := newAuditEvent(&r.eventIDs, r.clock.Now(), model.ActionKeyRevoke, "", "", map[string]string{"name": name}, opts)
+	ev, err := a.auditEvent(model.ActionKeyRevoke, "", "", map[string]string{"name": name}, opts)
 	if err != nil {
 		return err
 	}
-	id, err := r.namespaceID(ctx, ns)
+	id, err := a.namespaceID(ctx)
 	if err != nil {
 		return err
 	}
-	return storeErr(ctx, "revoke key", name, r.store.DeleteKey(ctx, id, name, ev))
+	if err := a.store.DeleteKey(ctx, id, name, ev); err != nil {
+		return storeErr(ctx, "revoke key", name, err)
+	}
+	a.changed(nil)
+	return nil
 }
 
 // LookupKey returns the stored key whose secret hashes to hash
 // (model.HashKey), in whatever namespace: how a server authenticates a
 // request. It fails with ErrKeyNotFound if there is none; an expired key
 // is returned as it is (see Key.Expired).
-func (r *Registry) LookupKey(ctx context.Context, hash string) (Key, error) {
+func (a *Admin) LookupKey(ctx context.Context, hash string) (Key, error) {
 	if err := model.ValidateKeyHash(hash); err != nil {
 		return Key{}, err
 	}
-	k, err := r.store.KeyByHash(ctx, hash)
+	k, err := a.store.KeyByHash(ctx, hash)
 	return k, storeErr(ctx, "look up key", "", err)
-}
-
-// namespaceID resolves namespace name to its id for a key operation: the
-// default namespace is registered on first use, as a Limiter registers
-// it; a deleted namespace is ErrNamespaceDeleted.
-func (r *Registry) namespaceID(ctx context.Context, name string) (string, error) {
-	if err := model.ValidateNamespace(name); err != nil {
-		return "", err
-	}
-	n, err := r.store.GetNamespace(ctx, name)
-	if errors.Is(err, model.ErrNamespaceNotFound) && name == model.DefaultNamespace {
-		n, err = createNamespace(ctx, r.store, name, r.clock.Now())
-		if errors.Is(err, model.ErrNamespaceExists) { // registered concurrently
-			n, err = r.store.GetNamespace(ctx, name)
-		}
-	}
-	switch {
-	case err != nil:
-		return "", storeErr(ctx, "resolve namespace", name, err)
-	case n.Deleted():
-		return "", storeErr(ctx, "resolve namespace", name, model.ErrNamespaceDeleted)
-	}
-	return n.ID, nil
 }
 
 // Within reports whether entity is root or one of root's descendants in

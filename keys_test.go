@@ -17,9 +17,8 @@ import (
 // is audited without the secret.
 func TestKeysCreateLookupListRevoke(t *testing.T) {
 	ctx := context.Background()
-	s := memory.New()
-	reg := newRegistry(t, s)
-	secret, k, err := reg.CreateKey(ctx, "default", tollgate.KeySpec{Name: "checkout", Role: model.RoleAcquire,
+	adm, _ := newAdmin(t, memory.New())
+	secret, k, err := adm.CreateKey(ctx, tollgate.KeySpec{Name: "checkout", Role: model.RoleAcquire,
 		Entity: "org-1", ExpiresIn: time.Hour}, tollgate.WithPrincipal("ops"))
 	if err != nil {
 		t.Fatal(err)
@@ -30,31 +29,30 @@ func TestKeysCreateLookupListRevoke(t *testing.T) {
 	if k.ExpiresAt.Sub(k.CreatedAt) != time.Hour || k.Namespace != "default" || k.Entity != "org-1" {
 		t.Errorf("key = %+v", k)
 	}
-	got, err := reg.LookupKey(ctx, model.HashKey(secret))
+	got, err := adm.LookupKey(ctx, model.HashKey(secret))
 	if err != nil || got.Name != "checkout" || got.Role != model.RoleAcquire || got.Entity != "org-1" || !got.ExpiresAt.Equal(k.ExpiresAt) {
 		t.Fatalf("LookupKey = %+v, %v", got, err)
 	}
-	if _, _, err := reg.CreateKey(ctx, "default", tollgate.KeySpec{Name: "checkout", Role: model.RoleRead}); !errors.Is(err, tollgate.ErrKeyExists) {
+	if _, _, err := adm.CreateKey(ctx, tollgate.KeySpec{Name: "checkout", Role: model.RoleRead}); !errors.Is(err, tollgate.ErrKeyExists) {
 		t.Errorf("second key of the same name: %v, want ErrKeyExists", err)
 	}
-	if _, _, err := reg.CreateKey(ctx, "default", tollgate.KeySpec{Name: "reader", Role: model.RoleRead}); err != nil {
+	if _, _, err := adm.CreateKey(ctx, tollgate.KeySpec{Name: "reader", Role: model.RoleRead}); err != nil {
 		t.Fatal(err)
 	}
-	ks, err := reg.Keys(ctx, "default", "", 10)
+	ks, err := adm.Keys(ctx, "", 10)
 	if err != nil || len(ks) != 2 || ks[0].Name != "checkout" || ks[1].Name != "reader" {
 		t.Fatalf("Keys = %+v, %v", ks, err)
 	}
-	if err := reg.RevokeKey(ctx, "default", "checkout", tollgate.WithPrincipal("ops")); err != nil {
+	if err := adm.RevokeKey(ctx, "checkout", tollgate.WithPrincipal("ops")); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := reg.LookupKey(ctx, model.HashKey(secret)); !errors.Is(err, tollgate.ErrKeyNotFound) {
+	if _, err := adm.LookupKey(ctx, model.HashKey(secret)); !errors.Is(err, tollgate.ErrKeyNotFound) {
 		t.Errorf("LookupKey after revocation: %v, want ErrKeyNotFound", err)
 	}
-	if err := reg.RevokeKey(ctx, "default", "checkout"); !errors.Is(err, tollgate.ErrKeyNotFound) {
+	if err := adm.RevokeKey(ctx, "checkout"); !errors.Is(err, tollgate.ErrKeyNotFound) {
 		t.Errorf("second revocation: %v, want ErrKeyNotFound", err)
 	}
-	lim, _ := newLim(t, s)
-	evs, err := lim.AuditEvents(ctx, "", "", 100)
+	evs, err := adm.AuditEvents(ctx, "", "", 100)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,34 +73,36 @@ func TestKeysCreateLookupListRevoke(t *testing.T) {
 
 func TestKeysValidation(t *testing.T) {
 	ctx := context.Background()
-	reg := newRegistry(t, memory.New())
+	s := memory.New()
+	adm, _ := newAdmin(t, s)
 	cases := []struct {
 		name  string
-		ns    string
 		spec  tollgate.KeySpec
 		field string
 	}{
-		{"no name", "default", tollgate.KeySpec{Role: model.RoleRead}, "name"},
-		{"bad name", "default", tollgate.KeySpec{Name: "a b", Role: model.RoleRead}, "name"},
-		{"bad role", "default", tollgate.KeySpec{Name: "a", Role: "root"}, "role"},
-		{"bad entity", "default", tollgate.KeySpec{Name: "a", Role: model.RoleRead, Entity: "a b"}, "entity"},
-		{"negative expiry", "default", tollgate.KeySpec{Name: "a", Role: model.RoleRead, ExpiresIn: -time.Second}, "expires_in"},
-		{"expiry too far", "default", tollgate.KeySpec{Name: "a", Role: model.RoleRead, ExpiresIn: model.MaxKeyExpiry + time.Hour}, "expires_in"},
-		{"bad namespace", "no/such", tollgate.KeySpec{Name: "a", Role: model.RoleRead}, "namespace"},
+		{"no name", tollgate.KeySpec{Role: model.RoleRead}, "name"},
+		{"bad name", tollgate.KeySpec{Name: "a b", Role: model.RoleRead}, "name"},
+		{"bad role", tollgate.KeySpec{Name: "a", Role: "root"}, "role"},
+		{"bad entity", tollgate.KeySpec{Name: "a", Role: model.RoleRead, Entity: "a b"}, "entity"},
+		{"negative expiry", tollgate.KeySpec{Name: "a", Role: model.RoleRead, ExpiresIn: -time.Second}, "expires_in"},
+		{"expiry too far", tollgate.KeySpec{Name: "a", Role: model.RoleRead, ExpiresIn: model.MaxKeyExpiry + time.Hour}, "expires_in"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			_, _, err := reg.CreateKey(ctx, c.ns, c.spec)
+			_, _, err := adm.CreateKey(ctx, c.spec)
 			wantValidation(t, err, c.field)
 		})
 	}
-	if _, _, err := reg.CreateKey(ctx, "unregistered", tollgate.KeySpec{Name: "a", Role: model.RoleRead}); !errors.Is(err, tollgate.ErrNamespaceNotFound) {
+	// The namespace is the admin's: a bad one is refused when it is made
+	// (TestNewAdminOptions), an unregistered one when it is used.
+	unregistered, _ := newAdmin(t, s, tollgate.WithNamespace("unregistered"))
+	if _, _, err := unregistered.CreateKey(ctx, tollgate.KeySpec{Name: "a", Role: model.RoleRead}); !errors.Is(err, tollgate.ErrNamespaceNotFound) {
 		t.Errorf("key in an unregistered namespace: %v, want ErrNamespaceNotFound", err)
 	}
-	if _, err := reg.Keys(ctx, "default", "", 0); err == nil {
+	if _, err := adm.Keys(ctx, "", 0); err == nil {
 		t.Error("Keys with limit 0: no error")
 	}
-	wantValidation(t, func() error { _, err := reg.LookupKey(ctx, "md5:abc"); return err }(), "hash")
+	wantValidation(t, func() error { _, err := adm.LookupKey(ctx, "md5:abc"); return err }(), "hash")
 }
 
 // Within follows parents: an entity is within itself and its ancestors,
@@ -110,9 +110,9 @@ func TestKeysValidation(t *testing.T) {
 // nothing but itself.
 func TestWithin(t *testing.T) {
 	ctx := context.Background()
-	lim, _ := newLim(t, memory.New())
+	lim, adm, _ := newPair(t, memory.New())
 	for _, e := range []tollgate.Entity{{ID: "org"}, {ID: "proj", ParentID: "org"}, {ID: "key", ParentID: "proj"}, {ID: "other", ParentID: "org"}} {
-		if _, err := lim.CreateEntity(ctx, e); err != nil {
+		if _, err := adm.CreateEntity(ctx, e); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -129,7 +129,7 @@ func TestWithin(t *testing.T) {
 		}
 	}
 	// A move is seen at once: the cache is dropped with the change.
-	if _, err := lim.UpdateEntity(ctx, tollgate.Entity{ID: "proj"}); err != nil {
+	if _, err := adm.UpdateEntity(ctx, tollgate.Entity{ID: "proj"}); err != nil {
 		t.Fatal(err)
 	}
 	if got, _ := lim.Within(ctx, "key", "org"); got {

@@ -183,9 +183,9 @@ func (f *failingDeltas) ApplyDeltas(ctx context.Context, ns string, deltas []sto
 func TestLeaseCommitAfterPartialRollback(t *testing.T) {
 	ctx := context.Background()
 	fs := &failingDeltas{Store: memory.New()}
-	lim, _ := newLim(t, fs)
-	mustCreate(t, lim, tollgate.Entity{ID: "org"})
-	mustCreate(t, lim, tollgate.Entity{ID: "key", ParentID: "org", Cascade: true})
+	lim, adm, _ := newPair(t, fs)
+	mustCreate(t, adm, tollgate.Entity{ID: "org"})
+	mustCreate(t, adm, tollgate.Entity{ID: "key", ParentID: "org", Cascade: true})
 	le := mustAcquire(t, lim, "key", "api", tollgate.Consume{"rpm": 10}, rpm100)
 	fs.mu.Lock()
 	fs.n = 2 // the refund of key succeeds, that of org fails
@@ -217,9 +217,9 @@ func TestLeaseCommitAfterPartialRollback(t *testing.T) {
 // nothing: its debit was written when it was granted.
 func TestLeaseCommitWritesNothingWithoutAdjustments(t *testing.T) {
 	ctx := context.Background()
-	lim, fs, _ := newFaultLim(t)
-	mustCreate(t, lim, tollgate.Entity{ID: "org"})
-	mustCreate(t, lim, tollgate.Entity{ID: "key", ParentID: "org", Cascade: true})
+	lim, adm, fs, _ := newFaultPair(t)
+	mustCreate(t, adm, tollgate.Entity{ID: "org"})
+	mustCreate(t, adm, tollgate.Entity{ID: "key", ParentID: "org", Cascade: true})
 	for _, entity := range []string{"solo", "key"} {
 		le := mustAcquire(t, lim, entity, "api", tollgate.Consume{"rpm": 1}, rpm100)
 		fs.resetCounts()

@@ -160,9 +160,9 @@ func TestLeaseStatusesAfterGrant(t *testing.T) {
 
 func TestLeaseCascadeConsumedAndAdjust(t *testing.T) {
 	ctx := context.Background()
-	lim, _ := newLim(t, memory.New())
-	mustCreate(t, lim, tollgate.Entity{ID: "org"})
-	mustCreate(t, lim, tollgate.Entity{ID: "key", ParentID: "org", Cascade: true})
+	lim, adm, _ := newPair(t, memory.New())
+	mustCreate(t, adm, tollgate.Entity{ID: "org"})
+	mustCreate(t, adm, tollgate.Entity{ID: "key", ParentID: "org", Cascade: true})
 	le := mustAcquire(t, lim, "key", "llm", tollgate.Consume{"rpm": 1, "tpm": 100}, llmLimits)
 	if got := le.Consumed(); got["rpm"] != 2 || got["tpm"] != 200 {
 		t.Errorf("cascade Consumed = %v, want rpm 2, tpm 200", got)
@@ -375,9 +375,9 @@ func TestLeaseAdjustNetNeverNegative(t *testing.T) {
 // each of them.
 func TestLeaseAdjustNetNeverNegativeInCascade(t *testing.T) {
 	ctx := context.Background()
-	lim, _ := newLim(t, memory.New())
-	mustCreate(t, lim, tollgate.Entity{ID: "org"})
-	mustCreate(t, lim, tollgate.Entity{ID: "key", ParentID: "org", Cascade: true})
+	lim, adm, _ := newPair(t, memory.New())
+	mustCreate(t, adm, tollgate.Entity{ID: "org"})
+	mustCreate(t, adm, tollgate.Entity{ID: "key", ParentID: "org", Cascade: true})
 	le := mustAcquire(t, lim, "key", "llm", tollgate.Consume{"tpm": 100}, llmLimits)
 	wantValidation(t, le.Adjust(ctx, tollgate.Consume{"tpm": -101}), "consume.tpm")
 	if err := le.Adjust(ctx, tollgate.Consume{"tpm": -100}); err != nil {

@@ -19,20 +19,20 @@ type LeaseInfo = model.LeaseInfo
 // after of the next page ("" when there is none). It reads the records,
 // for operators and dashboards: a lease held in one process alone (a
 // rate-only lease without WithDurableLease) has none and is not listed.
-func (l *Limiter) Leases(ctx context.Context, entity, resource, after string, limit int) ([]LeaseInfo, string, error) {
+func (a *Admin) Leases(ctx context.Context, entity, resource, after string, limit int) ([]LeaseInfo, string, error) {
 	if err := checkLeaseQuery(entity, resource, after, limit); err != nil {
 		return nil, "", err
 	}
-	ns, err := l.namespaceID(ctx, nanoOf(l.clock.Now()))
+	ns, err := a.namespaceID(ctx)
 	if err != nil {
 		return nil, "", err
 	}
 	q := store.LeaseQuery{Entity: entity, Resource: resource, After: after}
-	return listRecords(ctx, l.store, ns, q, limit, "list leases", func(rec *store.LeaseRecord) (LeaseInfo, string, bool, bool) {
+	return listRecords(ctx, a.store, ns, q, limit, "list leases", func(rec *store.LeaseRecord) (LeaseInfo, string, bool, bool) {
 		if isReservation(rec.ID) {
 			return LeaseInfo{}, "", false, false
 		}
-		return l.leaseInfo(rec), rec.ID, true, false
+		return leaseInfo(rec), rec.ID, true, false
 	})
 }
 
@@ -73,16 +73,15 @@ func listRecords[T any](ctx context.Context, st store.Leases, ns string, q store
 
 // leaseInfo describes rec, its consumption counted as a resumed lease
 // counts it.
-func (l *Limiter) leaseInfo(rec *store.LeaseRecord) LeaseInfo {
+func leaseInfo(rec *store.LeaseRecord) LeaseInfo {
 	info := LeaseInfo{ID: rec.ID, Entity: rec.Entity, Resource: rec.Resource, Holder: rec.Holder,
 		Created: time.UnixMilli(rec.Created)}
 	if rec.Expires > 0 {
 		info.Expires = time.UnixMilli(rec.Expires)
 	}
-	d := l.getLeaseData()
+	var d leaseData
 	d.resume(rec)
 	info.Consumed = d.consumed()
-	d.release()
 	return info
 }
 

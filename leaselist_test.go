@@ -13,11 +13,11 @@ import (
 )
 
 // leaseIDs pages through Leases, page ids at a time.
-func leaseIDs(t *testing.T, lim *tollgate.Limiter, entity, resource string, page int) []string {
+func leaseIDs(t *testing.T, adm *tollgate.Admin, entity, resource string, page int) []string {
 	t.Helper()
 	var ids []string
 	for after := ""; ; {
-		got, next, err := lim.Leases(context.Background(), entity, resource, after, page)
+		got, next, err := adm.Leases(context.Background(), entity, resource, after, page)
 		if err != nil {
 			t.Fatalf("Leases(%q, %q, %q, %d): %v", entity, resource, after, page, err)
 		}
@@ -39,10 +39,10 @@ func leaseIDs(t *testing.T, lim *tollgate.Limiter, entity, resource string, page
 func TestLeasesList(t *testing.T) {
 	ctx := context.Background()
 	st := memory.New()
-	lim, clk := newLim(t, st, tollgate.WithHolder("host/7"))
+	lim, adm, clk := newPair(t, st, tollgate.WithHolder("host/7"))
 	cfg := tollgate.Config{Limits: []tollgate.Limit{tollgate.PerMinute("rpm", 100), tollgate.ConcurrencyLimit("inflight", 10),
 		tollgate.ReservedLimit("clusters", 10)}}
-	if err := lim.SetConfig(ctx, tollgate.SystemScope(), cfg); err != nil {
+	if err := adm.SetConfig(ctx, tollgate.SystemScope(), cfg); err != nil {
 		t.Fatal(err)
 	}
 	var want []string
@@ -62,14 +62,14 @@ func TestLeasesList(t *testing.T) {
 	}
 	slices.Sort(want)
 	for _, page := range []int{1, 2, 3, 4, 1000} {
-		if got := leaseIDs(t, lim, "", "", page); !slices.Equal(got, want) {
+		if got := leaseIDs(t, adm, "", "", page); !slices.Equal(got, want) {
 			t.Errorf("page %d: %v, want %v", page, got, want)
 		}
 	}
-	if got := leaseIDs(t, lim, "key-1", "", 10); len(got) != 2 {
+	if got := leaseIDs(t, adm, "key-1", "", 10); len(got) != 2 {
 		t.Errorf("key-1: %v, want its 2 durable leases", got)
 	}
-	got, _, err := lim.Leases(ctx, "key-2", "api", "", 10)
+	got, _, err := adm.Leases(ctx, "key-2", "api", "", 10)
 	if err != nil || len(got) != 1 {
 		t.Fatalf("key-2/api: %v, %v; want its concurrency lease", got, err)
 	}
@@ -84,7 +84,7 @@ func TestLeasesList(t *testing.T) {
 }
 
 func TestLeasesListValidation(t *testing.T) {
-	lim, _ := newLim(t, memory.New())
+	adm, _ := newAdmin(t, memory.New())
 	cases := []struct {
 		name, entity, resource, after string
 		limit                         int
@@ -99,7 +99,7 @@ func TestLeasesListValidation(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			_, _, err := lim.Leases(context.Background(), c.entity, c.resource, c.after, c.limit)
+			_, _, err := adm.Leases(context.Background(), c.entity, c.resource, c.after, c.limit)
 			var ve *tollgate.ValidationError
 			if !errors.As(err, &ve) || ve.Field != c.field {
 				t.Fatalf("err = %v, want *ValidationError on %s", err, c.field)

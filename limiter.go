@@ -21,41 +21,41 @@
 //	lease.Adjust(ctx, tollgate.Consume{"tpm": used - 500})
 //	err = lease.Commit(ctx)
 //
-// Limits are passed per call (WithLimits) or stored at four levels (see
-// SetConfig), resolved most specific first: entity+resource, entity default,
-// resource, system.
+// Limits are passed per call (WithLimits) or stored at four levels,
+// resolved most specific first: entity+resource, entity default, resource,
+// system.
+//
+// Two types split the work, as two planes (docs/architecture.md): a Limiter
+// is the data plane, what a service calls on every request (acquire, wait,
+// do, slot, reserve, release, penalize); an Admin is the control plane,
+// what an operator or a tool calls (entities, stored limits, API keys,
+// namespaces, audit, usage, capacity, listings, reset). Make both from one
+// store and one option list; share a ChangeWatch between them so that the
+// Admin's changes are in force in the Limiter at its next call:
+//
+//	st := memory.New()
+//	w, _ := tollgate.NewChangeWatch(st, tollgate.DefaultRefreshInterval)
+//	opts := []tollgate.Option{tollgate.WithChangeWatch(w)}
+//	adm, _ := tollgate.NewAdmin(st, opts...)
+//	lim, _ := tollgate.New(st, opts...)
+//	adm.SetConfig(ctx, tollgate.ResourceScope("gpt-4o"), tollgate.Config{Limits: limits})
+//
+// The same two planes are the interfaces Acquirer and Administrator, which
+// the Go client (package client) satisfies too.
 package tollgate
 
 import (
 	"context"
-	"crypto/rand"
-	"io"
 	"os"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/oklog/ulid/v2"
-
 	"github.com/tollgate-rl/tollgate/clock"
 	"github.com/tollgate-rl/tollgate/internal/waitq"
 	"github.com/tollgate-rl/tollgate/model"
 	"github.com/tollgate-rl/tollgate/store"
-)
-
-// DefaultNamespace is the namespace a Limiter uses unless told otherwise.
-const DefaultNamespace = "default"
-
-// Defaults of the limiter options.
-const (
-	DefaultCacheTTL              = 60 * time.Second
-	DefaultConcurrencyRetryAfter = 100 * time.Millisecond
-	// DefaultLeaseExpiry is how long a durable lease lives unless extended
-	// (WithDefaultLeaseExpiry, WithLeaseExpiry, Lease.Extend): long enough
-	// for most calls, short enough that a crashed holder's slots come back
-	// within minutes.
-	DefaultLeaseExpiry = 5 * time.Minute
 )
 
 // A Limiter enforces limits against a store. It is safe for concurrent use.
@@ -72,9 +72,11 @@ type Limiter struct {
 	nsCache atomic.Pointer[nsEntry]
 	// changes tells the limiter when to drop its caches; seenGen is the
 	// generation they were last dropped for (see observeChanges).
-	changes         *ChangeWatch
-	seenGen         atomic.Uint64
-	refreshInterval time.Duration
+	changes *ChangeWatch
+	seenGen atomic.Uint64
+	// modeSeq numbers the Admin's note of the unavailable mode last
+	// adopted (see ChangeWatch.changed).
+	modeSeq atomic.Uint64
 	// fail is what the limiter knows of the unavailable mode.
 	fail failMode
 
@@ -87,110 +89,32 @@ type Limiter struct {
 	// their default lifetime.
 	holder      string
 	leaseExpiry time.Duration
-
-	eventIDs eventIDs
 }
-
-// Option configures a Limiter.
-type Option func(*Limiter)
-
-// WithNamespace makes the limiter use namespace ns (default "default"). The
-// default namespace is created on first use; any other must be registered
-// (Registry.Register), or calls fail with ErrNamespaceNotFound.
-func WithNamespace(ns string) Option { return func(l *Limiter) { l.ns = ns } }
-
-// WithClock replaces the wall clock, for tests (see clock.Fake).
-func WithClock(c clock.Clock) Option { return func(l *Limiter) { l.clock = c } }
-
-// WithCacheTTL sets how long stored limits and entities are cached (default
-// 60s). Changes made through this limiter invalidate the cache at once;
-// changes made elsewhere are seen within the TTL. Zero disables the cache.
-func WithCacheTTL(d time.Duration) Option { return func(l *Limiter) { l.cache.ttl = d } }
-
-// WithCacheSize bounds how many limit resolutions and entities (negative
-// results included) the config cache holds (default DefaultCacheSize, 100
-// 000). When it is full, expired entries go first, then entries at random.
-func WithCacheSize(n int) Option { return func(l *Limiter) { l.cache.size = n } }
-
-// WithRefreshInterval sets how often the limiter reads the change
-// generation of a store shared with other processes (default
-// DefaultRefreshInterval): a change of limits, entities or namespaces
-// made by another process is in force here within about this long. A
-// store only this process uses (memory, embedded) is read on every call.
-// See ChangeWatch to share one watch among several limiters.
-func WithRefreshInterval(d time.Duration) Option { return func(l *Limiter) { l.refreshInterval = d } }
-
-// WithChangeWatch makes the limiter follow changes through w, shared with
-// other limiters of the process over the same store (a server's
-// namespaces), rather than through a watch of its own.
-func WithChangeWatch(w *ChangeWatch) Option { return func(l *Limiter) { l.changes = w } }
-
-// WithConcurrencyRetryAfter sets the RetryAfter of a concurrency limit in
-// a refusal by concurrency or reserved limits alone when no holder's expiry
-// says when a slot is due back (WaitsRelease; default 100ms). Time does not
-// refill a concurrency limit, so this is a polling hint for callers; Wait
-// looks again at most about once a second (SlotPoll) whatever it says,
-// later only if the hint is longer.
-func WithConcurrencyRetryAfter(d time.Duration) Option {
-	return func(l *Limiter) { l.concurrencyRetry = d }
-}
-
-// WithHolder sets who this limiter's durable lease records say acquired
-// them (default: the host name and process id, as "host/pid"), for
-// operators and the reconciler's audit events. At most 256 bytes.
-func WithHolder(holder string) Option { return func(l *Limiter) { l.holder = holder } }
-
-// WithDefaultLeaseExpiry sets how long a durable lease lives unless the
-// acquire says otherwise (WithLeaseExpiry) or the holder extends it
-// (default DefaultLeaseExpiry); MinLeaseExpiry to MaxLeaseExpiry.
-func WithDefaultLeaseExpiry(d time.Duration) Option { return func(l *Limiter) { l.leaseExpiry = d } }
 
 // New returns a Limiter over s.
 func New(s store.Store, opts ...Option) (*Limiter, error) {
-	if s == nil {
-		return nil, model.Invalid("store", "nil", "a store is required")
+	o, err := newOptions(s, opts)
+	if err != nil {
+		return nil, err
+	}
+	if err := o.checkAcquire(); err != nil {
+		return nil, err
 	}
 	l := &Limiter{
 		store:            s,
-		ns:               DefaultNamespace,
-		clock:            clock.Real{},
-		cache:            newCache(),
-		concurrencyRetry: DefaultConcurrencyRetryAfter,
-		holder:           defaultHolder(),
-		leaseExpiry:      DefaultLeaseExpiry,
-		refreshInterval:  DefaultRefreshInterval,
-	}
-	for _, o := range opts {
-		o(l)
+		ns:               o.ns,
+		clock:            o.clock,
+		cache:            newCache(o.cacheTTL, o.cacheSize),
+		concurrencyRetry: o.concurrencyRetry,
+		holder:           o.holder,
+		leaseExpiry:      o.leaseExpiry,
+		changes:          o.changes,
 	}
 	l.leases.New = func() any { return newLeaseData(l) }
 	// A grant whose waiting caller left meanwhile is given back.
 	l.waiting = waitq.New(l.clock, func(le *Lease) { _ = le.Rollback(context.Background()) })
 	_, l.realClock = l.clock.(clock.Real)
-	switch {
-	case model.ValidateNamespace(l.ns) != nil:
-		return nil, model.ValidateNamespace(l.ns)
-	case l.cache.ttl < 0:
-		return nil, model.Invalid("cache_ttl", l.cache.ttl.String(), "must not be negative")
-	case l.cache.size <= 0:
-		return nil, model.Invalid("cache_size", strconv.Itoa(l.cache.size), "must be positive")
-	case l.concurrencyRetry <= 0:
-		return nil, model.Invalid("concurrency_retry_after", l.concurrencyRetry.String(), "must be positive")
-	case len(l.holder) > model.MaxHolderLen:
-		return nil, model.Invalid("holder", l.holder, "longer than "+strconv.Itoa(model.MaxHolderLen)+" bytes")
-	}
-	if err := model.CheckLeaseExpiry(l.leaseExpiry); err != nil {
-		return nil, err
-	}
-	if l.changes == nil {
-		w, err := NewChangeWatch(s, l.refreshInterval)
-		if err != nil {
-			return nil, err
-		}
-		l.changes = w
-	}
-	l.cache.init()
-	l.fail.ttl = l.cache.ttl
+	l.fail.ttl = o.cacheTTL
 	return l, nil
 }
 
@@ -211,29 +135,16 @@ func defaultHolder() string {
 // Namespace returns the namespace the limiter works in.
 func (l *Limiter) Namespace() string { return l.ns }
 
-// newEventID returns a sortable id (a ULID) for an audit event at t.
-func (l *Limiter) newEventID(t time.Time) string { return l.eventIDs.next(t) }
-
-// eventIDs makes the sortable ids (ULIDs) of audit events. The zero value
-// is ready for use.
-type eventIDs struct {
-	mu      sync.Mutex
-	entropy io.Reader
+// Stats are a limiter's counters, for metrics.
+type Stats struct {
+	// Cache counts the config cache's entries, hits and misses.
+	Cache CacheStats
+	// Degraded counts the degraded leases granted because the store was
+	// unavailable in Allow mode.
+	Degraded uint64
 }
 
-// next returns a new id for an event at t, greater than the previous one
-// of the same millisecond.
-func (e *eventIDs) next(t time.Time) string {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.entropy == nil {
-		e.entropy = ulid.Monotonic(rand.Reader, 0)
-	}
-	id, err := ulid.New(ulid.Timestamp(t), e.entropy)
-	if err != nil {
-		// The monotonic entropy ran out within one millisecond (2^80 ids);
-		// fall back to fresh randomness, which still sorts by time.
-		id = ulid.MustNew(ulid.Timestamp(t), rand.Reader)
-	}
-	return id.String()
+// Stats returns the limiter's counters.
+func (l *Limiter) Stats() Stats {
+	return Stats{Cache: l.cache.stats(), Degraded: l.fail.degraded.Load()}
 }

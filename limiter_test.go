@@ -35,11 +35,11 @@ func TestNewRejectsBadOptions(t *testing.T) {
 func TestNamespace(t *testing.T) {
 	ctx := context.Background()
 	s := memory.New()
-	def, _ := newLim(t, s)
+	def, adm, _ := newPair(t, s)
 	if def.Namespace() != tollgate.DefaultNamespace || def.Namespace() != "default" {
 		t.Errorf("Namespace() = %q, want %q", def.Namespace(), "default")
 	}
-	other, _ := newLim(t, s, tollgate.WithNamespace("tenant-b"))
+	other, otherAdm, _ := newPair(t, s, tollgate.WithNamespace("tenant-b"))
 	if other.Namespace() != "tenant-b" {
 		t.Errorf("Namespace() = %q, want tenant-b", other.Namespace())
 	}
@@ -47,12 +47,11 @@ func TestNamespace(t *testing.T) {
 	if _, err := other.Acquire(ctx, "k", "api", tollgate.Consume{"rpm": 1}); !errors.Is(err, tollgate.ErrNamespaceNotFound) {
 		t.Fatalf("acquire in an unregistered namespace: err = %v, want ErrNamespaceNotFound", err)
 	}
-	if _, err := newRegistry(t, s).Register(ctx, "tenant-b"); err != nil {
+	if _, err := otherAdm.RegisterNamespace(ctx, "tenant-b"); err != nil {
 		t.Fatal(err)
 	}
-	other.InvalidateCache()
 	// Namespaces sharing a store see neither each other's config nor buckets.
-	if err := def.SetConfig(ctx, tollgate.SystemScope(), tollgate.Config{Limits: []tollgate.Limit{tollgate.PerMinute("rpm", 5)}}); err != nil {
+	if err := adm.SetConfig(ctx, tollgate.SystemScope(), tollgate.Config{Limits: []tollgate.Limit{tollgate.PerMinute("rpm", 5)}}); err != nil {
 		t.Fatal(err)
 	}
 	_, err := other.Acquire(ctx, "k", "api", tollgate.Consume{"rpm": 1})
@@ -65,9 +64,9 @@ func TestNamespace(t *testing.T) {
 
 // --- Config cache -------------------------------------------------------------
 
-func setLimits(t testing.TB, lim *tollgate.Limiter, scope tollgate.Scope, limits ...tollgate.Limit) {
+func setLimits(t testing.TB, adm *tollgate.Admin, scope tollgate.Scope, limits ...tollgate.Limit) {
 	t.Helper()
-	if err := lim.SetConfig(context.Background(), scope, tollgate.Config{Limits: limits}); err != nil {
+	if err := adm.SetConfig(context.Background(), scope, tollgate.Config{Limits: limits}); err != nil {
 		t.Fatalf("SetConfig(%+v): %v", scope, err)
 	}
 }
@@ -81,20 +80,20 @@ func capacityIn(t testing.TB, lim *tollgate.Limiter, key, entity string) int64 {
 }
 
 func TestCacheHitsAndMisses(t *testing.T) {
-	lim, fs, _ := newFaultLim(t)
-	setLimits(t, lim, tollgate.ResourceScope("api"), tollgate.PerMinute("rpm", 100))
-	if st := lim.CacheStats(); st != (tollgate.CacheStats{}) {
+	lim, adm, fs, _ := newFaultPair(t)
+	setLimits(t, adm, tollgate.ResourceScope("api"), tollgate.PerMinute("rpm", 100))
+	if st := lim.Stats().Cache; st != (tollgate.CacheStats{}) {
 		t.Errorf("fresh CacheStats = %+v, want zero", st)
 	}
 	mustAcquire(t, lim, "k", "api", tollgate.Consume{"rpm": 1})
-	first := lim.CacheStats()
+	first := lim.Stats().Cache
 	if first.Hits != 0 || first.Misses == 0 || first.Entries == 0 {
 		t.Errorf("after the first acquire CacheStats = %+v, want misses and entries, no hits", first)
 	}
 	for i := 0; i < 3; i++ {
 		mustAcquire(t, lim, "k", "api", tollgate.Consume{"rpm": 1})
 	}
-	st := lim.CacheStats()
+	st := lim.Stats().Cache
 	if st.Misses != first.Misses || st.Hits == 0 || st.Entries != first.Entries {
 		t.Errorf("after warm acquires CacheStats = %+v, want hits only (first %+v)", st, first)
 	}
@@ -108,7 +107,7 @@ func TestCacheHitsAndMisses(t *testing.T) {
 		t.Errorf("GetEntity calls = %d, want 1", n)
 	}
 	// Another resource is another resolution.
-	setLimits(t, lim, tollgate.ResourceScope("db"), tollgate.PerMinute("rpm", 100))
+	setLimits(t, adm, tollgate.ResourceScope("db"), tollgate.PerMinute("rpm", 100))
 	fs.resetCounts()
 	mustAcquire(t, lim, "k", "db", tollgate.Consume{"rpm": 1})
 	mustAcquire(t, lim, "k", "db", tollgate.Consume{"rpm": 1})
@@ -119,9 +118,9 @@ func TestCacheHitsAndMisses(t *testing.T) {
 
 func TestCacheTTLAndRemoteChanges(t *testing.T) {
 	fs := newFaultStore()
-	lim, clk := newLim(t, frozenStore{fs}) // told of no change: the TTL alone brings them
-	remote, _ := newLim(t, fs)             // another process on the same store
-	setLimits(t, lim, tollgate.ResourceScope("api"), tollgate.PerMinute("rpm", 100))
+	lim, adm, clk := newPair(t, frozenStore{fs}) // told of no change but its admin's: the TTL alone brings others'
+	remote, _ := newAdmin(t, fs)                 // another process on the same store
+	setLimits(t, adm, tollgate.ResourceScope("api"), tollgate.PerMinute("rpm", 100))
 	if got := capacityIn(t, lim, "k", "k"); got != 100 {
 		t.Fatalf("capacity = %d, want 100", got)
 	}
@@ -152,27 +151,29 @@ func TestCacheTTLAndRemoteChanges(t *testing.T) {
 	}
 }
 
-func TestCacheLocalWritesInvalidate(t *testing.T) {
+// An admin's changes are in force at once in a limiter following its
+// change watch, over a store whose generation tells of no change.
+func TestCacheAdminWritesInvalidate(t *testing.T) {
 	ctx := context.Background()
-	lim, _, _ := newFaultLim(t)
-	setLimits(t, lim, tollgate.ResourceScope("api"), tollgate.PerMinute("rpm", 100))
+	lim, adm, _ := newPair(t, frozenStore{newFaultStore()})
+	setLimits(t, adm, tollgate.ResourceScope("api"), tollgate.PerMinute("rpm", 100))
 	if got := capacityIn(t, lim, "key", "key"); got != 100 {
 		t.Fatalf("capacity = %d, want 100", got)
 	}
 
 	// SetConfig
-	setLimits(t, lim, tollgate.ResourceScope("api"), tollgate.PerMinute("rpm", 50))
+	setLimits(t, adm, tollgate.ResourceScope("api"), tollgate.PerMinute("rpm", 50))
 	if got := capacityIn(t, lim, "key", "key"); got != 50 {
 		t.Errorf("after SetConfig: capacity = %d, want 50", got)
 	}
 
 	// CreateEntity: key was looked up (and cached) as unknown; once created
 	// with a cascading parent, its acquires debit the parent at once.
-	if _, err := lim.CreateEntity(ctx, tollgate.Entity{ID: "org"}); err != nil {
+	if _, err := adm.CreateEntity(ctx, tollgate.Entity{ID: "org"}); err != nil {
 		t.Fatal(err)
 	}
-	setLimits(t, lim, tollgate.EntityScope("org", ""), tollgate.PerMinute("rpm", 30))
-	if _, err := lim.CreateEntity(ctx, tollgate.Entity{ID: "key", ParentID: "org", Cascade: true}); err != nil {
+	setLimits(t, adm, tollgate.EntityScope("org", ""), tollgate.PerMinute("rpm", 30))
+	if _, err := adm.CreateEntity(ctx, tollgate.Entity{ID: "key", ParentID: "org", Cascade: true}); err != nil {
 		t.Fatal(err)
 	}
 	if got := capacityIn(t, lim, "key", "org"); got != 30 {
@@ -180,11 +181,11 @@ func TestCacheLocalWritesInvalidate(t *testing.T) {
 	}
 
 	// SetConfig at the entity level, then DeleteConfig.
-	setLimits(t, lim, tollgate.EntityScope("key", "api"), tollgate.PerMinute("rpm", 20))
+	setLimits(t, adm, tollgate.EntityScope("key", "api"), tollgate.PerMinute("rpm", 20))
 	if got := capacityIn(t, lim, "key", "key"); got != 20 {
 		t.Errorf("after entity SetConfig: capacity = %d, want 20", got)
 	}
-	if err := lim.DeleteConfig(ctx, tollgate.EntityScope("key", "api")); err != nil {
+	if err := adm.DeleteConfig(ctx, tollgate.EntityScope("key", "api")); err != nil {
 		t.Fatal(err)
 	}
 	if got := capacityIn(t, lim, "key", "key"); got != 50 {
@@ -192,7 +193,7 @@ func TestCacheLocalWritesInvalidate(t *testing.T) {
 	}
 
 	// DeleteEntity: key no longer exists, so it no longer cascades.
-	if err := lim.DeleteEntity(ctx, "key"); err != nil {
+	if err := adm.DeleteEntity(ctx, "key"); err != nil {
 		t.Fatal(err)
 	}
 	le := mustAcquire(t, lim, "key", "api", tollgate.Consume{"rpm": 1})
@@ -205,7 +206,7 @@ func TestCacheLocalWritesInvalidate(t *testing.T) {
 
 func TestCacheNegativeResults(t *testing.T) {
 	ctx := context.Background()
-	lim, fs, clk := newFaultLim(t)
+	lim, adm, fs, clk := newFaultPair(t)
 	for i := 0; i < 3; i++ {
 		_, err := lim.Acquire(ctx, "k", "api", tollgate.Consume{"rpm": 1})
 		ve := wantValidation(t, err, "limits")
@@ -219,7 +220,7 @@ func TestCacheNegativeResults(t *testing.T) {
 	if n := fs.count(mGetEntity); n != 1 {
 		t.Errorf("GetEntity calls = %d, want 1 (the unknown entity is cached)", n)
 	}
-	if st := lim.CacheStats(); st.Hits == 0 || st.Entries == 0 {
+	if st := lim.Stats().Cache; st.Hits == 0 || st.Entries == 0 {
 		t.Errorf("CacheStats = %+v, want hits on negative entries", st)
 	}
 	clk.Advance(tollgate.DefaultCacheTTL)
@@ -228,22 +229,22 @@ func TestCacheNegativeResults(t *testing.T) {
 	if n := fs.count(mGetConfigs); n != 2 {
 		t.Errorf("GetConfigs calls after the TTL = %d, want 2", n)
 	}
-	// A local write replaces the negative entry at once.
-	setLimits(t, lim, tollgate.SystemScope(), tollgate.PerMinute("rpm", 3))
+	// The admin's write replaces the negative entry at once.
+	setLimits(t, adm, tollgate.SystemScope(), tollgate.PerMinute("rpm", 3))
 	mustAcquire(t, lim, "k", "api", tollgate.Consume{"rpm": 1})
 }
 
 func TestCacheDisabled(t *testing.T) {
-	lim, fs, _ := newFaultLim(t, tollgate.WithCacheTTL(0))
-	setLimits(t, lim, tollgate.ResourceScope("api"), tollgate.PerMinute("rpm", 100))
-	remote, _ := newLim(t, fs)
+	lim, adm, fs, _ := newFaultPair(t, tollgate.WithCacheTTL(0))
+	setLimits(t, adm, tollgate.ResourceScope("api"), tollgate.PerMinute("rpm", 100))
+	remote, _ := newAdmin(t, fs)
 	for i := 1; i <= 4; i++ {
 		mustAcquire(t, lim, "k", "api", tollgate.Consume{"rpm": 1})
 		if n := fs.count(mGetConfigs); n != i {
 			t.Errorf("acquire %d: GetConfigs calls = %d, want %d", i, n, i)
 		}
 	}
-	if st := lim.CacheStats(); st.Hits != 0 || st.Entries != 0 {
+	if st := lim.Stats().Cache; st.Hits != 0 || st.Entries != 0 {
 		t.Errorf("CacheStats with caching disabled = %+v, want no hits and no entries", st)
 	}
 	setLimits(t, remote, tollgate.ResourceScope("api"), tollgate.PerMinute("rpm", 9))
@@ -252,22 +253,30 @@ func TestCacheDisabled(t *testing.T) {
 	}
 }
 
-func TestInvalidateCache(t *testing.T) {
+// Any change an admin makes drops the whole cache of the limiters
+// following its watch, not only what the change concerns: a change made
+// meanwhile by another process, which the limiter was not told of, is then
+// read too.
+func TestAdminChangeDropsTheWholeCache(t *testing.T) {
 	fs := newFaultStore()
-	lim, _ := newLim(t, frozenStore{fs})
-	remote, _ := newLim(t, fs)
-	setLimits(t, lim, tollgate.ResourceScope("api"), tollgate.PerMinute("rpm", 100))
+	lim, adm, _ := newPair(t, frozenStore{fs})
+	remote, _ := newAdmin(t, fs)
+	setLimits(t, adm, tollgate.ResourceScope("api"), tollgate.PerMinute("rpm", 100))
 	capacityIn(t, lim, "k", "k")
 	setLimits(t, remote, tollgate.ResourceScope("api"), tollgate.PerMinute("rpm", 4))
 	if got := capacityIn(t, lim, "k", "k"); got != 100 {
 		t.Fatalf("capacity = %d, want 100 (cached)", got)
 	}
-	lim.InvalidateCache()
-	if st := lim.CacheStats(); st.Entries != 0 {
-		t.Errorf("Entries after InvalidateCache = %d, want 0", st.Entries)
+	before := lim.Stats().Cache
+	if before.Entries == 0 {
+		t.Fatalf("Stats().Cache = %+v, want entries", before)
 	}
+	setLimits(t, adm, tollgate.ResourceScope("db"), tollgate.PerMinute("rpm", 1)) // another resource
 	if got := capacityIn(t, lim, "k", "k"); got != 4 {
-		t.Errorf("capacity after InvalidateCache = %d, want 4", got)
+		t.Errorf("capacity after the admin's change = %d, want 4", got)
+	}
+	if st := lim.Stats().Cache; st.Misses <= before.Misses || st.Entries > before.Entries {
+		t.Errorf("Stats().Cache = %+v after the admin's change, want new misses and no more entries than %+v", st, before)
 	}
 }
 
@@ -342,11 +351,11 @@ func TestAcquireValidation(t *testing.T) {
 
 func TestAcquireAboveCascadeParentCapacity(t *testing.T) {
 	ctx := context.Background()
-	lim, fs, _ := newFaultLim(t)
-	mustCreate(t, lim, tollgate.Entity{ID: "org"})
-	mustCreate(t, lim, tollgate.Entity{ID: "key", ParentID: "org", Cascade: true})
-	setLimits(t, lim, tollgate.EntityScope("org", ""), tollgate.PerMinute("rpm", 10))
-	setLimits(t, lim, tollgate.EntityScope("key", ""), tollgate.PerMinute("rpm", 100))
+	lim, adm, fs, _ := newFaultPair(t)
+	mustCreate(t, adm, tollgate.Entity{ID: "org"})
+	mustCreate(t, adm, tollgate.Entity{ID: "key", ParentID: "org", Cascade: true})
+	setLimits(t, adm, tollgate.EntityScope("org", ""), tollgate.PerMinute("rpm", 10))
+	setLimits(t, adm, tollgate.EntityScope("key", ""), tollgate.PerMinute("rpm", 100))
 
 	_, err := lim.Acquire(ctx, "key", "api", tollgate.Consume{"rpm": 11})
 	ve := wantValidation(t, err, "consume.rpm")
@@ -511,14 +520,14 @@ func TestRateLimitExceededConcurrency(t *testing.T) {
 
 func TestCascadeDenialNamesBlockingEntity(t *testing.T) {
 	ctx := context.Background()
-	lim, _ := newLim(t, memory.New())
-	mustCreate(t, lim, tollgate.Entity{ID: "org"})
-	mustCreate(t, lim, tollgate.Entity{ID: "proj", ParentID: "org", Cascade: true})
-	mustCreate(t, lim, tollgate.Entity{ID: "key", ParentID: "proj", Cascade: true})
-	mustCreate(t, lim, tollgate.Entity{ID: "key2", ParentID: "proj", Cascade: true})
-	setLimits(t, lim, tollgate.EntityScope("org", ""), tollgate.PerMinute("rpm", 3))
-	setLimits(t, lim, tollgate.EntityScope("proj", ""), tollgate.PerMinute("rpm", 50))
-	setLimits(t, lim, tollgate.ResourceScope("api"), tollgate.PerMinute("rpm", 10))
+	lim, adm, _ := newPair(t, memory.New())
+	mustCreate(t, adm, tollgate.Entity{ID: "org"})
+	mustCreate(t, adm, tollgate.Entity{ID: "proj", ParentID: "org", Cascade: true})
+	mustCreate(t, adm, tollgate.Entity{ID: "key", ParentID: "proj", Cascade: true})
+	mustCreate(t, adm, tollgate.Entity{ID: "key2", ParentID: "proj", Cascade: true})
+	setLimits(t, adm, tollgate.EntityScope("org", ""), tollgate.PerMinute("rpm", 3))
+	setLimits(t, adm, tollgate.EntityScope("proj", ""), tollgate.PerMinute("rpm", 50))
+	setLimits(t, adm, tollgate.ResourceScope("api"), tollgate.PerMinute("rpm", 10))
 
 	le := mustAcquire(t, lim, "key", "api", tollgate.Consume{"rpm": 2})
 	if got := le.Consumed()["rpm"]; got != 6 {
@@ -973,11 +982,11 @@ func TestTimeUntilAvailable(t *testing.T) {
 
 func TestTimeUntilAvailableCascade(t *testing.T) {
 	ctx := context.Background()
-	lim, fs, _ := newFaultLim(t)
-	mustCreate(t, lim, tollgate.Entity{ID: "org"})
-	mustCreate(t, lim, tollgate.Entity{ID: "key", ParentID: "org", Cascade: true})
-	setLimits(t, lim, tollgate.EntityScope("org", ""), tollgate.PerMinute("rpm", 10))
-	setLimits(t, lim, tollgate.ResourceScope("api"), tollgate.PerMinute("rpm", 100))
+	lim, adm, fs, _ := newFaultPair(t)
+	mustCreate(t, adm, tollgate.Entity{ID: "org"})
+	mustCreate(t, adm, tollgate.Entity{ID: "key", ParentID: "org", Cascade: true})
+	setLimits(t, adm, tollgate.EntityScope("org", ""), tollgate.PerMinute("rpm", 10))
+	setLimits(t, adm, tollgate.ResourceScope("api"), tollgate.PerMinute("rpm", 100))
 	mustAcquire(t, lim, "key", "api", tollgate.Consume{"rpm": 10})
 	fs.resetCounts()
 
@@ -1078,11 +1087,11 @@ func TestAcquireCommitAllocs(t *testing.T) {
 	// Three rate limits: a concurrency token would make the lease durable,
 	// and its record is allocated (see TestDurableAcquireAllocs).
 	t.Run("three limits and a cascade", func(t *testing.T) {
-		lim, _ := newLim(t, memory.New())
-		setLimits(t, lim, tollgate.ResourceScope("api"), tollgate.PerMinute("rpm", 1_000_000_000),
+		lim, adm, _ := newPair(t, memory.New())
+		setLimits(t, adm, tollgate.ResourceScope("api"), tollgate.PerMinute("rpm", 1_000_000_000),
 			tollgate.PerMinute("tpm", 1_000_000_000), tollgate.PerSecond("rps", 1_000_000_000), tollgate.ConcurrencyLimit("inflight", 1_000_000))
 		for _, e := range []tollgate.Entity{{ID: "org"}, {ID: "key", ParentID: "org", Cascade: true}} {
-			if _, err := lim.CreateEntity(ctx, e); err != nil {
+			if _, err := adm.CreateEntity(ctx, e); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -1090,8 +1099,8 @@ func TestAcquireCommitAllocs(t *testing.T) {
 		wantAtMostOneAlloc(t, lim, "key", c3)
 	})
 	t.Run("stored config", func(t *testing.T) {
-		lim, _ := newLim(t, memory.New())
-		setLimits(t, lim, tollgate.ResourceScope("api"), tollgate.PerMinute("rpm", 1_000_000_000))
+		lim, adm, _ := newPair(t, memory.New())
+		setLimits(t, adm, tollgate.ResourceScope("api"), tollgate.PerMinute("rpm", 1_000_000_000))
 		wantAtMostOneAlloc(t, lim, "k", c)
 	})
 }

@@ -167,6 +167,10 @@ type Consume = model.Consume
 //	}
 type Acquirer[L Held] = model.Acquirer[L]
 
+// Administrator is the control plane that Admin and the Go client share.
+// See model.Administrator.
+type Administrator = model.Administrator
+
 // Held is a granted lease, wherever it is held: *Lease, or the Go client's
 // *client.Lease.
 type Held = model.Held
@@ -177,6 +181,10 @@ type Grant = model.Grant
 // Reservation is a reserved resource id and who holds it. See
 // model.Reservation.
 type Reservation = model.Reservation
+
+// ReservationGrant is the outcome of Limiter.Reserve. See
+// model.ReservationGrant.
+type ReservationGrant = model.ReservationGrant
 
 // Window is the length of a usage snapshot: Hourly or Daily.
 type Window = model.Window
@@ -217,6 +225,50 @@ const (
 	// MinLeaseExpiry and MaxLeaseExpiry bound a durable lease's expiry.
 	MinLeaseExpiry = model.MinLeaseExpiry
 	MaxLeaseExpiry = model.MaxLeaseExpiry
+	// MaxKeyPage is the most keys one Keys call returns.
+	MaxKeyPage = model.MaxKeyPage
+	// MaxKeyExpiry bounds KeySpec.ExpiresIn.
+	MaxKeyExpiry = model.MaxKeyExpiry
+	// MaxTokens is the largest amount, capacity or refill a limit takes.
+	MaxTokens = model.MaxTokens
+	// TombstoneKeep is how long an ended lease is remembered: a retry of
+	// its acquire (WithIdempotencyKey) or of its ending within it is
+	// answered as the first call was.
+	TombstoneKeep = model.TombstoneKeep
+)
+
+// How a lease ended, as LeaseEndedError.How says it.
+const (
+	EndedCommitted  = model.EndedCommitted
+	EndedRolledBack = model.EndedRolledBack
+	EndedExpired    = model.EndedExpired
+)
+
+// Role is what an API key may do within its namespace and scope. See
+// model.Role.
+type Role = model.Role
+
+// Roles of API keys.
+const (
+	RoleAcquire = model.RoleAcquire
+	RoleRead    = model.RoleRead
+	RoleAdmin   = model.RoleAdmin
+)
+
+// The actions of audit events (AuditEvent.Action).
+const (
+	ActionEntityCreate       = model.ActionEntityCreate
+	ActionEntityDelete       = model.ActionEntityDelete
+	ActionEntityUpdate       = model.ActionEntityUpdate
+	ActionConfigSet          = model.ActionConfigSet
+	ActionConfigDelete       = model.ActionConfigDelete
+	ActionLeaseExpired       = model.ActionLeaseExpired
+	ActionLimitPenalize      = model.ActionLimitPenalize
+	ActionLimitReset         = model.ActionLimitReset
+	ActionReservationReserve = model.ActionReservationReserve
+	ActionReservationRelease = model.ActionReservationRelease
+	ActionKeyCreate          = model.ActionKeyCreate
+	ActionKeyRevoke          = model.ActionKeyRevoke
 )
 
 // Waits, in time and in what a refusal waits for (see model).

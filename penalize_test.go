@@ -14,15 +14,15 @@ import (
 
 // storedSlots stores rpm 100/min and a 4-slot concurrency limit for
 // resource api.
-func storedSlots(t *testing.T, lim *tollgate.Limiter) {
+func storedSlots(t *testing.T, adm *tollgate.Admin) {
 	t.Helper()
-	setLimits(t, lim, tollgate.ResourceScope("api"), tollgate.PerMinute("rpm", 100), tollgate.ConcurrencyLimit("inflight", 4))
+	setLimits(t, adm, tollgate.ResourceScope("api"), tollgate.PerMinute("rpm", 100), tollgate.ConcurrencyLimit("inflight", 4))
 }
 
 func TestPenalizeValidation(t *testing.T) {
 	ctx := context.Background()
-	lim, clk := newLim(t, memory.New())
-	storedSlots(t, lim)
+	lim, adm, clk := newPair(t, memory.New())
+	storedSlots(t, adm)
 	now := clk.Now()
 	cases := []struct {
 		name             string
@@ -50,7 +50,7 @@ func TestPenalizeValidation(t *testing.T) {
 	if got := availableOf(t, lim, "key-1", "api", "rpm"); got != 100 {
 		t.Errorf("rpm = %d, want 100: refused penalties change nothing", got)
 	}
-	if evs, err := lim.AuditEvents(ctx, "key-1", "", 100); err != nil || len(evs) != 0 {
+	if evs, err := adm.AuditEvents(ctx, "key-1", "", 100); err != nil || len(evs) != 0 {
 		t.Errorf("audit events = %v, %v; want none", evs, err)
 	}
 }
@@ -60,8 +60,8 @@ func TestPenalizeValidation(t *testing.T) {
 // why and until when.
 func TestPenalize(t *testing.T) {
 	ctx := context.Background()
-	lim, clk := newLim(t, memory.New())
-	storedSlots(t, lim)
+	lim, adm, clk := newPair(t, memory.New())
+	storedSlots(t, adm)
 	le := mustAcquire(t, lim, "key-1", "api", tollgate.Consume{"rpm": 1})
 	if err := le.Commit(ctx); err != nil {
 		t.Fatal(err)
@@ -94,7 +94,7 @@ func TestPenalize(t *testing.T) {
 	clk.Advance(time.Millisecond)
 	mustAcquire(t, lim, "key-1", "api", tollgate.Consume{"rpm": 1}).Commit(ctx)
 
-	evs, err := lim.AuditEvents(ctx, "key-1", "", 100)
+	evs, err := adm.AuditEvents(ctx, "key-1", "", 100)
 	if err != nil || len(evs) != 1 {
 		t.Fatalf("audit events = %+v, %v; want one", evs, err)
 	}

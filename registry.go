@@ -2,120 +2,124 @@ package tollgate
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"time"
 
 	"github.com/tollgate-rl/tollgate/clock"
-	"github.com/tollgate-rl/tollgate/model"
 	"github.com/tollgate-rl/tollgate/store"
 )
 
-// A Registry manages the namespaces of a store: it registers, lists,
-// soft-deletes, recovers and purges them, and the API keys of each
-// (CreateKey, Keys, RevokeKey, LookupKey). It is not bound to any namespace;
-// a Limiter works in one (see WithNamespace). It is safe for concurrent use.
+// A Registry manages the namespaces of a store and their API keys.
 //
-// A Limiter caches its namespace's id, or the error that the namespace does
-// not exist or is deleted, for its cache TTL: it sees a change made through
-// a Registry within that TTL, or at once after Limiter.InvalidateCache.
+// Deprecated: use an Admin, which manages namespaces under the names the
+// Go client and the HTTP API give them (RegisterNamespace, ...) and the
+// keys of its own namespace. Registry remains for one release.
 type Registry struct {
-	store    store.Store
-	clock    clock.Clock
-	eventIDs eventIDs
+	store store.Store
+	opts  []Option
+	adm   *Admin
 }
 
 // RegistryOption configures a Registry.
-type RegistryOption func(*Registry)
+//
+// Deprecated: NewAdmin takes Option.
+type RegistryOption = Option
 
-// WithRegistryClock replaces the wall clock that stamps registrations and
-// deletions, for tests (see clock.Fake).
-func WithRegistryClock(c clock.Clock) RegistryOption { return func(r *Registry) { r.clock = c } }
+// WithRegistryClock replaces the wall clock, for tests.
+//
+// Deprecated: use WithClock.
+func WithRegistryClock(c clock.Clock) RegistryOption { return WithClock(c) }
 
 // NewRegistry returns a Registry over the namespaces of s.
+//
+// Deprecated: use NewAdmin.
 func NewRegistry(s store.Store, opts ...RegistryOption) (*Registry, error) {
-	if s == nil {
-		return nil, model.Invalid("store", "nil", "a store is required")
+	adm, err := NewAdmin(s, opts...)
+	if err != nil {
+		return nil, err
 	}
-	r := &Registry{store: s, clock: clock.Real{}}
-	for _, o := range opts {
-		o(r)
-	}
-	if r.clock == nil {
-		return nil, model.Invalid("clock", "nil", "a clock is required")
-	}
-	return r, nil
+	return &Registry{store: s, opts: opts, adm: adm}, nil
 }
 
-// Register creates namespace name with a new opaque id. It fails with
-// ErrNamespaceExists if the name is taken, even by a deleted namespace.
+// Register is Admin.RegisterNamespace.
+//
+// Deprecated: use Admin.RegisterNamespace.
 func (r *Registry) Register(ctx context.Context, name string) (Namespace, error) {
-	if err := model.ValidateNamespace(name); err != nil {
-		return Namespace{}, err
-	}
-	n, err := createNamespace(ctx, r.store, name, r.clock.Now())
-	if err != nil {
-		return Namespace{}, storeErr(ctx, "register namespace", name, err)
-	}
-	return n, nil
+	return r.adm.RegisterNamespace(ctx, name)
 }
 
-// Get returns the named namespace, deleted or not, or an error matching
-// ErrNamespaceNotFound.
+// Get is Admin.GetNamespace.
+//
+// Deprecated: use Admin.GetNamespace.
 func (r *Registry) Get(ctx context.Context, name string) (Namespace, error) {
-	if err := model.ValidateNamespace(name); err != nil {
-		return Namespace{}, err
-	}
-	n, err := r.store.GetNamespace(ctx, name)
-	return n, storeErr(ctx, "get namespace", name, err)
+	return r.adm.GetNamespace(ctx, name)
 }
 
-// List returns every namespace, deleted ones included, sorted by name.
-func (r *Registry) List(ctx context.Context) ([]Namespace, error) {
-	ns, err := r.store.ListNamespaces(ctx)
-	return ns, storeErr(ctx, "list namespaces", "", err)
-}
+// List is Admin.ListNamespaces.
+//
+// Deprecated: use Admin.ListNamespaces.
+func (r *Registry) List(ctx context.Context) ([]Namespace, error) { return r.adm.ListNamespaces(ctx) }
 
-// Delete soft-deletes a namespace: limiters using it fail with
-// ErrNamespaceDeleted (within their cache TTL), and its data stays until
-// Purge. Recover undoes it.
+// Delete is Admin.DeleteNamespace.
+//
+// Deprecated: use Admin.DeleteNamespace.
 func (r *Registry) Delete(ctx context.Context, name string) error {
-	return r.setDeleted(ctx, name, r.clock.Now().UTC().Truncate(time.Millisecond))
+	return r.adm.DeleteNamespace(ctx, name)
 }
 
-// Recover undoes Delete.
+// Recover is Admin.RecoverNamespace.
+//
+// Deprecated: use Admin.RecoverNamespace.
 func (r *Registry) Recover(ctx context.Context, name string) error {
-	return r.setDeleted(ctx, name, time.Time{})
+	return r.adm.RecoverNamespace(ctx, name)
 }
 
-// setDeleted marks the namespace deleted at at, or not deleted if at is zero.
-func (r *Registry) setDeleted(ctx context.Context, name string, at time.Time) error {
-	if err := model.ValidateNamespace(name); err != nil {
-		return err
-	}
-	return storeErr(ctx, "update namespace", name, r.store.SetNamespaceDeleted(ctx, name, at))
-}
-
-// Purge deletes every item of a soft-deleted namespace, then the namespace
-// itself; a namespace not deleted first is refused with an error matching
-// ErrInvalid. progress, if not nil, is told how many items are gone.
+// Purge is Admin.PurgeNamespace.
+//
+// Deprecated: use Admin.PurgeNamespace.
 func (r *Registry) Purge(ctx context.Context, name string, progress func(deleted int)) error {
-	n, err := r.Get(ctx, name)
+	return r.adm.PurgeNamespace(ctx, name, progress)
+}
+
+// CreateKey is Admin.CreateKey of an Admin of namespace ns.
+//
+// Deprecated: use Admin.CreateKey.
+func (r *Registry) CreateKey(ctx context.Context, ns string, spec KeySpec, opts ...WriteOption) (secret string, k Key, err error) {
+	a, err := r.in(ns)
+	if err != nil {
+		return "", Key{}, err
+	}
+	return a.CreateKey(ctx, spec, opts...)
+}
+
+// Keys is Admin.Keys of an Admin of namespace ns.
+//
+// Deprecated: use Admin.Keys.
+func (r *Registry) Keys(ctx context.Context, ns, after string, limit int) ([]Key, error) {
+	a, err := r.in(ns)
+	if err != nil {
+		return nil, err
+	}
+	return a.Keys(ctx, after, limit)
+}
+
+// RevokeKey is Admin.RevokeKey of an Admin of namespace ns.
+//
+// Deprecated: use Admin.RevokeKey.
+func (r *Registry) RevokeKey(ctx context.Context, ns, name string, opts ...WriteOption) error {
+	a, err := r.in(ns)
 	if err != nil {
 		return err
 	}
-	if !n.Deleted() {
-		return model.Invalid("namespace", name, "only a deleted namespace can be purged; delete it first")
-	}
-	return storeErr(ctx, "purge namespace", name, r.store.PurgeNamespace(ctx, name, progress))
+	return a.RevokeKey(ctx, name, opts...)
 }
 
-// createNamespace creates namespace name in s with a new random opaque id,
-// created at now. Registry.Register and a Limiter's first use of the
-// default namespace share it.
-func createNamespace(ctx context.Context, s store.Store, name string, now time.Time) (Namespace, error) {
-	var b [8]byte
-	_, _ = rand.Read(b[:])
-	n := model.Namespace{Name: name, ID: hex.EncodeToString(b[:]), CreatedAt: now.UTC().Truncate(time.Millisecond)}
-	return n, s.CreateNamespace(ctx, n)
+// LookupKey is Admin.LookupKey.
+//
+// Deprecated: use Admin.LookupKey.
+func (r *Registry) LookupKey(ctx context.Context, hash string) (Key, error) {
+	return r.adm.LookupKey(ctx, hash)
+}
+
+// in returns an Admin of namespace ns sharing the registry's watch.
+func (r *Registry) in(ns string) (*Admin, error) {
+	return NewAdmin(r.store, append(r.opts[:len(r.opts):len(r.opts)], WithNamespace(ns), WithChangeWatch(r.adm.changes))...)
 }

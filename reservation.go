@@ -81,6 +81,97 @@ func (l *Limiter) consumeReservation(ctx context.Context, d *leaseData, now unix
 	}
 }
 
+// Reserve reserves resource id for entity and resource: an acquire with
+// WithReservation(id), which holds a token of each reserved limit it
+// takes until Release (or, with WithLeaseExpiry, until a reconciler
+// releases it after that long). consume names the reserved limits to take
+// (1 each) and any other limits to debit with them, all or nothing; a nil
+// or empty consume takes 1 of every reserved limit in effect for entity
+// and resource (WithLimits' or the stored ones), and nothing else. The
+// reserve audit event records WithAudit's principal.
+//
+// The same id held by the same entity and resource is the same
+// reservation (ReservationGrant.New is false, nothing debited again); held by
+// another, it is an error matching ErrReservationConflict. A full
+// reserved limit is a *RateLimitExceeded; bad input a *ValidationError,
+// a bad id one of field id.
+func (l *Limiter) Reserve(ctx context.Context, entity, resource, id string, consume Consume, opts ...AcquireOption) (ReservationGrant, error) {
+	if err := model.ValidateReservationID(id); err != nil {
+		var ve *model.ValidationError
+		if errors.As(err, &ve) {
+			return ReservationGrant{}, model.Invalid("id", ve.Value, ve.Reason)
+		}
+		return ReservationGrant{}, err
+	}
+	opts = append(opts[:len(opts):len(opts)], WithReservation(id))
+	if len(consume) == 0 {
+		var err error
+		if consume, err = l.reservedLimits(ctx, entity, resource, opts); err != nil {
+			return ReservationGrant{}, err
+		}
+	}
+	le, err := l.Acquire(ctx, entity, resource, consume, opts...)
+	if err != nil {
+		return ReservationGrant{}, err
+	}
+	// A resumed lease (the id held already) reports no statuses, where a
+	// fresh grant reports at least its reserved limit; a degraded lease
+	// reserved nothing, and held nothing before either.
+	out := ReservationGrant{Consumed: le.Consumed(), Statuses: le.Statuses(), Degraded: le.Degraded()}
+	out.New = out.Degraded || len(out.Statuses) > 0
+	out.Reservation = l.reservationAfter(ctx, entity, resource, id, le)
+	return out, nil
+}
+
+// reservedLimits is the consume of a reservation that names none: 1 of
+// every reserved limit in effect for entity and resource, those of the
+// call's WithLimits or else the stored ones (read as Available reads
+// them). None in effect is a *ValidationError on consume.
+func (l *Limiter) reservedLimits(ctx context.Context, entity, resource string, opts []AcquireOption) (Consume, error) {
+	set, err := model.SettingsOf(opts...)
+	if err != nil {
+		return nil, err
+	}
+	consume := Consume{}
+	if set.Limits != nil {
+		for _, lim := range set.Limits {
+			if lim.Kind == model.Reserved {
+				consume[lim.Name] = 1
+			}
+		}
+	} else {
+		sts, err := l.Available(ctx, entity, resource, opts...)
+		if err != nil {
+			return nil, err
+		}
+		for _, st := range sts {
+			if st.Kind == model.Reserved && st.Entity == entity {
+				consume[st.Limit] = 1
+			}
+		}
+	}
+	if len(consume) == 0 {
+		return nil, model.Invalid("consume", "", "no reserved limit is in effect for entity "+strconv.Quote(entity)+
+			" and resource "+strconv.Quote(resource)+": configure one (NAME:N/reserved) or name the limits to take")
+	}
+	return consume, nil
+}
+
+// reservationAfter describes the reservation that le holds, as the store
+// has it (holder and creation included: one read). If that read fails
+// (the reservation released meanwhile, or the store), and for a degraded
+// lease, which has no record, it is what the call and the lease say.
+func (l *Limiter) reservationAfter(ctx context.Context, entity, resource, id string, le *Lease) Reservation {
+	if !le.Degraded() {
+		if ns, err := l.namespaceID(ctx, nanoOf(l.clock.Now())); err == nil {
+			if rv, err := reservationByID(ctx, l.store, ns, id); err == nil {
+				return rv
+			}
+		}
+	}
+	return Reservation{ID: id, Entity: entity, Resource: resource, Expires: le.Expires()}
+}
+
 // heldReservation reads the stored record of rec's id: if it is the same
 // entity and resource's, d becomes that reservation's lease (resumed) and
 // heldReservation reports true; another's is ErrReservationConflict; no
@@ -192,15 +283,20 @@ func (l *Limiter) releaseEvent(rec *store.LeaseRecord, c endCall) (*model.AuditE
 
 // Reservation returns the reservation of resource id, found by the id alone.
 // One that does not exist is an error matching ErrLeaseNotFound.
-func (l *Limiter) Reservation(ctx context.Context, id string) (Reservation, error) {
+func (a *Admin) Reservation(ctx context.Context, id string) (Reservation, error) {
 	if err := model.ValidateReservationID(id); err != nil {
 		return Reservation{}, err
 	}
-	ns, err := l.namespaceID(ctx, nanoOf(l.clock.Now()))
+	ns, err := a.namespaceID(ctx)
 	if err != nil {
 		return Reservation{}, err
 	}
-	rec, err := l.store.GetLease(ctx, ns, model.ReservationLeaseID(id))
+	return reservationByID(ctx, a.store, ns, id)
+}
+
+// reservationByID reads the reservation of resource id in namespace ns.
+func reservationByID(ctx context.Context, s store.Store, ns, id string) (Reservation, error) {
+	rec, err := s.GetLease(ctx, ns, model.ReservationLeaseID(id))
 	if err != nil {
 		return Reservation{}, storeErr(ctx, "get reservation", id, err)
 	}
@@ -211,16 +307,16 @@ func (l *Limiter) Reservation(ctx context.Context, id string) (Reservation, erro
 // is not empty, sorted by id: up to limit (1 to store.MaxLeasePage) whose
 // ids follow after (""; the start), and the after of the next page ("" when
 // there is none).
-func (l *Limiter) Reservations(ctx context.Context, entity, resource, after string, limit int) ([]Reservation, string, error) {
+func (a *Admin) Reservations(ctx context.Context, entity, resource, after string, limit int) ([]Reservation, string, error) {
 	if err := checkReservationQuery(entity, resource, after, limit); err != nil {
 		return nil, "", err
 	}
-	ns, err := l.namespaceID(ctx, nanoOf(l.clock.Now()))
+	ns, err := a.namespaceID(ctx)
 	if err != nil {
 		return nil, "", err
 	}
 	q := store.LeaseQuery{Entity: entity, Resource: resource, After: model.ReservationLeaseID(after)}
-	return listRecords(ctx, l.store, ns, q, limit, "list reservations", func(rec *store.LeaseRecord) (Reservation, string, bool, bool) {
+	return listRecords(ctx, a.store, ns, q, limit, "list reservations", func(rec *store.LeaseRecord) (Reservation, string, bool, bool) {
 		if !isReservation(rec.ID) {
 			// Records are sorted by id, and the ids with the prefix are
 			// together: past them, there are no more.

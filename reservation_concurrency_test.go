@@ -17,16 +17,16 @@ import (
 // reservationBound is the capacity the concurrency tests contend for.
 const reservationBound = 10
 
-// newBoundedReservations returns a limiter whose resource "emr" allows
-// reservationBound clusters.
-func newBoundedReservations(t *testing.T) *tollgate.Limiter {
+// newBoundedReservations returns a limiter and an admin whose resource
+// "emr" allows reservationBound clusters.
+func newBoundedReservations(t *testing.T) (*tollgate.Limiter, *tollgate.Admin) {
 	t.Helper()
-	lim, _ := newLim(t, memory.New())
+	lim, adm, _ := newPair(t, memory.New())
 	cfg := tollgate.Config{Limits: []tollgate.Limit{tollgate.ReservedLimit("clusters", reservationBound)}}
-	if err := lim.SetConfig(context.Background(), tollgate.ResourceScope("emr"), cfg); err != nil {
+	if err := adm.SetConfig(context.Background(), tollgate.ResourceScope("emr"), cfg); err != nil {
 		t.Fatal(err)
 	}
-	return lim
+	return lim, adm
 }
 
 // 32 goroutines reserve distinct ids against a capacity of 10 and nobody
@@ -34,7 +34,7 @@ func newBoundedReservations(t *testing.T) *tollgate.Limiter {
 func TestReservationsConcurrentBound(t *testing.T) {
 	const workers = 32
 	ctx := context.Background()
-	lim := newBoundedReservations(t)
+	lim, adm := newBoundedReservations(t)
 	var mu sync.Mutex
 	var granted []string
 	var denied atomic.Int64
@@ -60,7 +60,7 @@ func TestReservationsConcurrentBound(t *testing.T) {
 		t.Fatalf("%d granted, %d denied; want %d and %d", len(granted), denied.Load(), reservationBound, workers-reservationBound)
 	}
 	slices.Sort(granted)
-	if listed := reservedIDs(t, lim, "team-a", "emr", 3); !slices.Equal(listed, granted) {
+	if listed := reservedIDs(t, adm, "team-a", "emr", 3); !slices.Equal(listed, granted) {
 		t.Errorf("listed %v, want the granted %v", listed, granted)
 	}
 }
@@ -71,7 +71,7 @@ func TestReservationsConcurrentBound(t *testing.T) {
 func TestReservationsConcurrentChurn(t *testing.T) {
 	const workers, rounds = 32, 25
 	ctx := context.Background()
-	lim := newBoundedReservations(t)
+	lim, adm := newBoundedReservations(t)
 	var held, most, grants atomic.Int64
 	var wg sync.WaitGroup
 	for w := range workers {
@@ -93,7 +93,7 @@ func TestReservationsConcurrentChurn(t *testing.T) {
 				for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
 				}
 				// Hold it a while, as a store call's time: others contend.
-				if res, err := lim.Reservation(ctx, id); err != nil || res.Entity != "team-a" {
+				if res, err := adm.Reservation(ctx, id); err != nil || res.Entity != "team-a" {
 					t.Errorf("Reservation(%s) while held = %+v, %v", id, res, err)
 				}
 				runtime.Gosched()
@@ -115,7 +115,7 @@ func TestReservationsConcurrentChurn(t *testing.T) {
 	if got := availableOf(t, lim, "team-a", "emr", "clusters"); got != reservationBound {
 		t.Errorf("%d clusters free at the end, want %d", got, reservationBound)
 	}
-	if listed := reservedIDs(t, lim, "team-a", "emr", 10); len(listed) != 0 {
+	if listed := reservedIDs(t, adm, "team-a", "emr", 10); len(listed) != 0 {
 		t.Errorf("reservations left: %v", listed)
 	}
 	t.Logf("%d grants, at most %d held", grants.Load(), most.Load())
@@ -138,7 +138,7 @@ func TestReservationsConcurrentSameID(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			ctx := context.Background()
-			lim := newBoundedReservations(t)
+			lim, _ := newBoundedReservations(t)
 			var ok, conflict atomic.Int64
 			var winner atomic.Value
 			var wg sync.WaitGroup

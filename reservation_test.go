@@ -19,16 +19,16 @@ import (
 // EMR clusters reserved at once, and 100 requests a minute.
 var clusters = tollgate.Config{Limits: []tollgate.Limit{tollgate.ReservedLimit("clusters", 3), tollgate.PerMinute("rpm", 100)}}
 
-// newReservations returns a limiter over a memory store with clusters stored
-// for resource "emr".
-func newReservations(t *testing.T) (*tollgate.Limiter, *memory.Store) {
+// newReservations returns a limiter and an admin (newPair) over a memory
+// store with clusters stored for resource "emr".
+func newReservations(t *testing.T) (*tollgate.Limiter, *tollgate.Admin, *memory.Store) {
 	t.Helper()
 	st := memory.New()
-	lim, _ := newLim(t, st, tollgate.WithHolder("test-host/7"))
-	if err := lim.SetConfig(context.Background(), tollgate.ResourceScope("emr"), clusters); err != nil {
+	lim, adm, _ := newPair(t, st, tollgate.WithHolder("test-host/7"))
+	if err := adm.SetConfig(context.Background(), tollgate.ResourceScope("emr"), clusters); err != nil {
 		t.Fatal(err)
 	}
-	return lim, st
+	return lim, adm, st
 }
 
 // reserve reserves id for entity's "emr" with one cluster and one request.
@@ -38,12 +38,12 @@ func reserve(lim *tollgate.Limiter, entity, id string, opts ...tollgate.AcquireO
 }
 
 // reservedIDs lists every reservation of entity, page by page.
-func reservedIDs(t *testing.T, lim *tollgate.Limiter, entity, resource string, page int) []string {
+func reservedIDs(t *testing.T, adm *tollgate.Admin, entity, resource string, page int) []string {
 	t.Helper()
 	var ids []string
 	after := ""
 	for {
-		rs, next, err := lim.Reservations(context.Background(), entity, resource, after, page)
+		rs, next, err := adm.Reservations(context.Background(), entity, resource, after, page)
 		if err != nil {
 			t.Fatalf("Reservations(%s, %s, %q, %d): %v", entity, resource, after, page, err)
 		}
@@ -64,7 +64,7 @@ func reservedIDs(t *testing.T, lim *tollgate.Limiter, entity, resource string, p
 // what each step answers, what stays reserved, and what is left.
 func TestReservationLifecycle(t *testing.T) {
 	ctx := context.Background()
-	lim, _ := newReservations(t)
+	lim, adm, _ := newReservations(t)
 	steps := []struct {
 		name    string
 		entity  string // default team-a
@@ -106,7 +106,7 @@ func TestReservationLifecycle(t *testing.T) {
 		case s.want != nil && !errors.Is(err, s.want):
 			t.Fatalf("%s: error %v, want one matching %v", s.name, err, s.want)
 		}
-		if got := reservedIDs(t, lim, "team-a", "emr", 10); !slices.Equal(got, s.held) {
+		if got := reservedIDs(t, adm, "team-a", "emr", 10); !slices.Equal(got, s.held) {
 			t.Errorf("%s: reserved %v, want %v", s.name, got, s.held)
 		}
 		if got := availableOf(t, lim, "team-a", "emr", "clusters"); got != s.free {
@@ -124,7 +124,7 @@ func TestReservationLifecycle(t *testing.T) {
 
 // A denial names the reserved limit as such.
 func TestReservationDenialStatus(t *testing.T) {
-	lim, _ := newReservations(t)
+	lim, _, _ := newReservations(t)
 	for _, id := range []string{"a", "b", "c"} {
 		le, err := reserve(lim, "team-a", id)
 		if err != nil {
@@ -148,7 +148,7 @@ func TestReservationDenialStatus(t *testing.T) {
 // can end it.
 func TestReservationIdempotentLease(t *testing.T) {
 	ctx := context.Background()
-	lim, _ := newReservations(t)
+	lim, _, _ := newReservations(t)
 	first, err := reserve(lim, "team-a", "j-1")
 	if err != nil {
 		t.Fatal(err)
@@ -206,7 +206,7 @@ func TestReservationValidation(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			lim, st := newReservations(t)
+			lim, _, st := newReservations(t)
 			_, err := lim.Acquire(context.Background(), "team-a", "emr", c.consume, c.opts...)
 			wantInvalidReason(t, err, c.field, c.reason)
 			if recs := records(t, st); len(recs) != 0 {
@@ -236,9 +236,9 @@ func wantInvalidReason(t *testing.T, err error, field, reason string) {
 // nothing.
 func TestReservationAllOrNothing(t *testing.T) {
 	ctx := context.Background()
-	lim, st := newReservations(t)
-	mustCreate(t, lim, tollgate.Entity{ID: "team-a"})
-	if err := lim.SetConfig(ctx, tollgate.EntityScope("team-a", "emr"), tollgate.Config{Limits: []tollgate.Limit{
+	lim, adm, st := newReservations(t)
+	mustCreate(t, adm, tollgate.Entity{ID: "team-a"})
+	if err := adm.SetConfig(ctx, tollgate.EntityScope("team-a", "emr"), tollgate.Config{Limits: []tollgate.Limit{
 		tollgate.ReservedLimit("clusters", 3), tollgate.PerMinute("rpm", 1)}}); err != nil {
 		t.Fatal(err)
 	}
@@ -250,13 +250,13 @@ func TestReservationAllOrNothing(t *testing.T) {
 	if !errors.As(err, &ex) || ex.Primary().Limit != "rpm" {
 		t.Fatalf("reserve with rpm exhausted: %v, want denied by rpm", err)
 	}
-	if got := reservedIDs(t, lim, "team-a", "", 10); !slices.Equal(got, []string{"j-1"}) {
+	if got := reservedIDs(t, adm, "team-a", "", 10); !slices.Equal(got, []string{"j-1"}) {
 		t.Errorf("reserved %v, want [j-1]", got)
 	}
 	if got := availableOf(t, lim, "team-a", "emr", "clusters"); got != 2 {
 		t.Errorf("%d clusters free, want 2", got)
 	}
-	if _, err := lim.Reservation(ctx, "j-2"); !errors.Is(err, tollgate.ErrLeaseNotFound) {
+	if _, err := adm.Reservation(ctx, "j-2"); !errors.Is(err, tollgate.ErrLeaseNotFound) {
 		t.Errorf("Reservation(j-2) = %v, want ErrLeaseNotFound", err)
 	}
 	if n := len(records(t, st)); n != 1 {
@@ -273,9 +273,9 @@ func TestReservationStoredLevels(t *testing.T) {
 	} {
 		t.Run(scope.Level(), func(t *testing.T) {
 			ctx := context.Background()
-			lim, _ := newLim(t, memory.New())
-			mustCreate(t, lim, tollgate.Entity{ID: "lab"})
-			if err := lim.SetConfig(ctx, scope, gpus); err != nil {
+			lim, adm, _ := newPair(t, memory.New())
+			mustCreate(t, adm, tollgate.Entity{ID: "lab"})
+			if err := adm.SetConfig(ctx, scope, gpus); err != nil {
 				t.Fatal(err)
 			}
 			for i, want := range []error{nil, nil, tollgate.ErrRateLimited} {
@@ -284,7 +284,7 @@ func TestReservationStoredLevels(t *testing.T) {
 					t.Errorf("reservation %d: %v, want %v", i, err, want)
 				}
 			}
-			got, err := lim.Reservation(ctx, "job-1")
+			got, err := adm.Reservation(ctx, "job-1")
 			if err != nil || got.Entity != "lab" || got.Resource != "gpu" {
 				t.Errorf("Reservation(job-1) = %+v, %v", got, err)
 			}
@@ -296,11 +296,11 @@ func TestReservationStoredLevels(t *testing.T) {
 // 2 clusters bound its teams', each of 3.
 func TestReservationCascade(t *testing.T) {
 	ctx := context.Background()
-	lim, _ := newReservations(t)
-	mustCreate(t, lim, tollgate.Entity{ID: "org"})
-	mustCreate(t, lim, tollgate.Entity{ID: "team-a", ParentID: "org", Cascade: true})
-	mustCreate(t, lim, tollgate.Entity{ID: "team-b", ParentID: "org", Cascade: true})
-	if err := lim.SetConfig(ctx, tollgate.EntityScope("org", "emr"), tollgate.Config{Limits: []tollgate.Limit{tollgate.ReservedLimit("clusters", 2)}}); err != nil {
+	lim, adm, _ := newReservations(t)
+	mustCreate(t, adm, tollgate.Entity{ID: "org"})
+	mustCreate(t, adm, tollgate.Entity{ID: "team-a", ParentID: "org", Cascade: true})
+	mustCreate(t, adm, tollgate.Entity{ID: "team-b", ParentID: "org", Cascade: true})
+	if err := adm.SetConfig(ctx, tollgate.EntityScope("org", "emr"), tollgate.Config{Limits: []tollgate.Limit{tollgate.ReservedLimit("clusters", 2)}}); err != nil {
 		t.Fatal(err)
 	}
 	for _, r := range []struct{ entity, id string }{{"team-a", "j-1"}, {"team-b", "j-2"}} {
@@ -322,10 +322,10 @@ func TestReservationCascade(t *testing.T) {
 	if _, err := reserve(lim, "team-a", "j-3"); err != nil {
 		t.Fatalf("after a release: %v", err)
 	}
-	if got := reservedIDs(t, lim, "team-a", "emr", 1); !slices.Equal(got, []string{"j-1", "j-3"}) {
+	if got := reservedIDs(t, adm, "team-a", "emr", 1); !slices.Equal(got, []string{"j-1", "j-3"}) {
 		t.Errorf("team-a's reservations %v, want [j-1 j-3]", got)
 	}
-	if got := reservedIDs(t, lim, "org", "emr", 10); len(got) != 0 {
+	if got := reservedIDs(t, adm, "org", "emr", 10); len(got) != 0 {
 		t.Errorf("org's own reservations %v, want none: they are its teams'", got)
 	}
 }
@@ -335,8 +335,8 @@ func TestReservationCascade(t *testing.T) {
 func TestReservationExpiry(t *testing.T) {
 	ctx := context.Background()
 	st := memory.New()
-	lim, clk := newLim(t, st)
-	if err := lim.SetConfig(ctx, tollgate.ResourceScope("emr"), clusters); err != nil {
+	lim, adm, clk := newPair(t, st)
+	if err := adm.SetConfig(ctx, tollgate.ResourceScope("emr"), clusters); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := reserve(lim, "team-a", "short", tollgate.WithLeaseExpiry(time.Hour)); err != nil {
@@ -345,11 +345,11 @@ func TestReservationExpiry(t *testing.T) {
 	if _, err := reserve(lim, "team-a", "forever"); err != nil {
 		t.Fatal(err)
 	}
-	r, err := lim.Reservation(ctx, "short")
+	r, err := adm.Reservation(ctx, "short")
 	if err != nil || !r.Expires.Equal(clk.Now().Add(time.Hour)) {
 		t.Fatalf("Reservation(short) = %+v, %v; want it to expire in an hour", r, err)
 	}
-	if r, err := lim.Reservation(ctx, "forever"); err != nil || !r.Expires.IsZero() {
+	if r, err := adm.Reservation(ctx, "forever"); err != nil || !r.Expires.IsZero() {
 		t.Fatalf("Reservation(forever) = %+v, %v; want no expiry", r, err)
 	}
 	if n := reconcileAt(t, st, clk); n != 0 {
@@ -359,10 +359,10 @@ func TestReservationExpiry(t *testing.T) {
 	if n := reconcileAt(t, st, clk); n != 1 {
 		t.Fatalf("reconciled %d after the expiry, want 1", n)
 	}
-	if _, err := lim.Reservation(ctx, "short"); !errors.Is(err, tollgate.ErrLeaseNotFound) {
+	if _, err := adm.Reservation(ctx, "short"); !errors.Is(err, tollgate.ErrLeaseNotFound) {
 		t.Errorf("Reservation(short) after the reconciler: %v, want ErrLeaseNotFound", err)
 	}
-	if got := reservedIDs(t, lim, "team-a", "emr", 10); !slices.Equal(got, []string{"forever"}) {
+	if got := reservedIDs(t, adm, "team-a", "emr", 10); !slices.Equal(got, []string{"forever"}) {
 		t.Errorf("reserved %v, want [forever]", got)
 	}
 	if got := availableOf(t, lim, "team-a", "emr", "clusters"); got != 2 {
@@ -375,9 +375,9 @@ func TestReservationExpiry(t *testing.T) {
 func TestReservationsList(t *testing.T) {
 	ctx := context.Background()
 	st := memory.New()
-	lim, clk := newLim(t, st, tollgate.WithHolder("host/1"))
+	lim, adm, clk := newPair(t, st, tollgate.WithHolder("host/1"))
 	cfg := tollgate.Config{Limits: []tollgate.Limit{tollgate.ReservedLimit("clusters", 100), tollgate.ConcurrencyLimit("inflight", 100)}}
-	if err := lim.SetConfig(ctx, tollgate.SystemScope(), cfg); err != nil {
+	if err := adm.SetConfig(ctx, tollgate.SystemScope(), cfg); err != nil {
 		t.Fatal(err)
 	}
 	var want []string
@@ -398,17 +398,17 @@ func TestReservationsList(t *testing.T) {
 		mustAcquire(t, lim, "team-a", "emr", tollgate.Consume{"inflight": 1})
 	}
 	for _, page := range []int{1, 2, 3, 6, 7, 1000} {
-		if got := reservedIDs(t, lim, "team-a", "emr", page); !slices.Equal(got, want) {
+		if got := reservedIDs(t, adm, "team-a", "emr", page); !slices.Equal(got, want) {
 			t.Errorf("page %d: %v, want %v", page, got, want)
 		}
 	}
-	if got := reservedIDs(t, lim, "team-a", "", 4); len(got) != 7 {
+	if got := reservedIDs(t, adm, "team-a", "", 4); len(got) != 7 {
 		t.Errorf("every resource: %v, want 7", got)
 	}
-	if got := reservedIDs(t, lim, "team-b", "", 4); len(got) != 0 {
+	if got := reservedIDs(t, adm, "team-b", "", 4); len(got) != 0 {
 		t.Errorf("another entity: %v, want none", got)
 	}
-	r, err := lim.Reservation(ctx, "j-03")
+	r, err := adm.Reservation(ctx, "j-03")
 	wantR := tollgate.Reservation{ID: "j-03", Entity: "team-a", Resource: "batch", Holder: "host/1"}
 	created := r.Created
 	r.Created = time.Time{}
@@ -427,14 +427,14 @@ func TestReservationsList(t *testing.T) {
 		{"team-a", "", "", 1001, "limit"},
 	}
 	for _, b := range bad {
-		_, _, err := lim.Reservations(ctx, b.entity, b.resource, b.after, b.limit)
+		_, _, err := adm.Reservations(ctx, b.entity, b.resource, b.after, b.limit)
 		var ve *model.ValidationError
 		if !errors.As(err, &ve) || ve.Field != b.field {
 			t.Errorf("Reservations(%q, %q, %q, %d) = %v, want a ValidationError of %s", b.entity, b.resource, b.after, b.limit, err, b.field)
 		}
 	}
 	for _, id := range []string{"", "-j"} {
-		if _, err := lim.Reservation(ctx, id); !errors.Is(err, tollgate.ErrInvalid) {
+		if _, err := adm.Reservation(ctx, id); !errors.Is(err, tollgate.ErrInvalid) {
 			t.Errorf("Reservation(%q) = %v, want ErrInvalid", id, err)
 		}
 		if err := lim.Release(ctx, id); !errors.Is(err, tollgate.ErrInvalid) {
@@ -445,11 +445,11 @@ func TestReservationsList(t *testing.T) {
 
 // Capacity reports a reserved limit as reserved.
 func TestReservationCapacityKind(t *testing.T) {
-	lim, _ := newReservations(t)
+	lim, adm, _ := newReservations(t)
 	if _, err := reserve(lim, "team-a", "j-1"); err != nil {
 		t.Fatal(err)
 	}
-	rc, err := lim.Capacity(context.Background(), "emr")
+	rc, err := adm.Capacity(context.Background(), "emr")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -481,8 +481,8 @@ func (s *bucketsFirst) Consume(ctx context.Context, ns string, req *store.Consum
 // reservation, anyone else a conflict, and an id not held the denial.
 func TestReservationDenialHidesTakenID(t *testing.T) {
 	st := &bucketsFirst{Store: memory.New()}
-	lim, _ := newLim(t, st)
-	if err := lim.SetConfig(context.Background(), tollgate.ResourceScope("emr"), clusters); err != nil {
+	lim, adm, _ := newPair(t, st)
+	if err := adm.SetConfig(context.Background(), tollgate.ResourceScope("emr"), clusters); err != nil {
 		t.Fatal(err)
 	}
 	first, err := reserve(lim, "team-a", "j-a")

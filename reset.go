@@ -24,17 +24,17 @@ import (
 // reserved limit, given back only by ending the leases that hold it: a
 // reset would admit more than the limit), is a *ValidationError. A bucket
 // that does not exist is full: only the event is written.
-func (l *Limiter) Reset(ctx context.Context, entity, resource, reason string, limits []string, opts ...WriteOption) error {
+func (a *Admin) Reset(ctx context.Context, entity, resource, reason string, limits []string, opts ...WriteOption) error {
 	if err := checkReset(entity, resource, reason, limits); err != nil {
 		return err
 	}
-	now := nanoOf(l.clock.Now())
-	ns, err := l.namespaceID(ctx, now)
+	now := nanoOf(a.clock.Now())
+	ns, err := a.namespaceID(ctx)
 	if err != nil {
 		return err
 	}
 	key := store.BucketKey{Entity: entity, Resource: resource}
-	recs, err := l.store.ReadBuckets(ctx, ns, []store.BucketKey{key})
+	recs, err := a.store.ReadBuckets(ctx, ns, []store.BucketKey{key})
 	if err != nil {
 		return storeErr(ctx, "reset", entity+"/"+resource, err)
 	}
@@ -51,11 +51,11 @@ func (l *Limiter) Reset(ctx context.Context, entity, resource, reason string, li
 	if reason != "" {
 		details["reason"] = reason
 	}
-	ev, err := l.auditEvent(model.ActionLimitReset, entity, resource, details, opts)
+	ev, err := a.auditEvent(model.ActionLimitReset, entity, resource, details, opts)
 	if err != nil {
 		return err
 	}
-	err = l.store.Reset(ctx, ns, &store.ResetRequest{Now: now.milli(), Bucket: b, Event: &ev})
+	err = a.store.Reset(ctx, ns, &store.ResetRequest{Now: now.milli(), Bucket: b, Event: &ev})
 	return storeErr(ctx, "reset", entity+"/"+resource, err)
 }
 

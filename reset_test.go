@@ -14,8 +14,8 @@ import (
 
 func TestResetValidation(t *testing.T) {
 	ctx := context.Background()
-	lim, _ := newLim(t, memory.New())
-	storedSlots(t, lim)
+	lim, adm, _ := newPair(t, memory.New())
+	storedSlots(t, adm)
 	mustAcquire(t, lim, "key-1", "api", tollgate.Consume{"rpm": 10, "inflight": 1})
 	cases := []struct {
 		name             string
@@ -33,13 +33,13 @@ func TestResetValidation(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			wantValidation(t, lim.Reset(ctx, c.entity, c.resource, c.reason, c.limits), c.field)
+			wantValidation(t, adm.Reset(ctx, c.entity, c.resource, c.reason, c.limits), c.field)
 		})
 	}
 	if got := availableOf(t, lim, "key-1", "api", "rpm"); got != 90 {
 		t.Errorf("rpm = %d, want 90: refused resets change nothing", got)
 	}
-	if evs, err := lim.AuditEvents(ctx, "key-1", "", 100); err != nil || len(evs) != 0 {
+	if evs, err := adm.AuditEvents(ctx, "key-1", "", 100); err != nil || len(evs) != 0 {
 		t.Errorf("audit events = %v, %v; want none", evs, err)
 	}
 }
@@ -48,8 +48,8 @@ func TestResetValidation(t *testing.T) {
 // tokens held by open leases alone, and is recorded with who and why.
 func TestResetLiftsPenaltyAndDebt(t *testing.T) {
 	ctx := context.Background()
-	lim, clk := newLim(t, memory.New())
-	storedSlots(t, lim)
+	lim, adm, clk := newPair(t, memory.New())
+	storedSlots(t, adm)
 	held := mustAcquire(t, lim, "key-1", "api", tollgate.Consume{"rpm": 1, "inflight": 1})
 	if err := lim.Penalize(ctx, "key-1", "api", clk.Now().Add(time.Hour), "vendor 429", []string{"rpm"}); err != nil {
 		t.Fatal(err)
@@ -57,7 +57,7 @@ func TestResetLiftsPenaltyAndDebt(t *testing.T) {
 	if _, err := lim.Acquire(ctx, "key-1", "api", tollgate.Consume{"rpm": 1}); !errorsIsRateLimited(err) {
 		t.Fatalf("penalized acquire: err %v, want rate limited", err)
 	}
-	if err := lim.Reset(ctx, "key-1", "api", "vendor recovered", nil, tollgate.WithPrincipal("ops")); err != nil {
+	if err := adm.Reset(ctx, "key-1", "api", "vendor recovered", nil, tollgate.WithPrincipal("ops")); err != nil {
 		t.Fatal(err)
 	}
 	if got := availableOf(t, lim, "key-1", "api", "rpm"); got != 100 {
@@ -76,13 +76,13 @@ func TestResetLiftsPenaltyAndDebt(t *testing.T) {
 	if got := availableOf(t, lim, "key-1", "api", "rpm"); got >= 0 {
 		t.Fatalf("rpm = %d, want debt", got)
 	}
-	if err := lim.Reset(ctx, "key-1", "api", "", []string{"rpm"}); err != nil {
+	if err := adm.Reset(ctx, "key-1", "api", "", []string{"rpm"}); err != nil {
 		t.Fatal(err)
 	}
 	if got := availableOf(t, lim, "key-1", "api", "rpm"); got != 100 {
 		t.Errorf("rpm after the second reset = %d, want 100", got)
 	}
-	evs, err := lim.AuditEvents(ctx, "key-1", "", 100)
+	evs, err := adm.AuditEvents(ctx, "key-1", "", 100)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,19 +107,19 @@ func TestResetLiftsPenaltyAndDebt(t *testing.T) {
 // holds; a bucket never used is full, and its reset writes the event only.
 func TestResetBucketsWithoutStoredLimits(t *testing.T) {
 	ctx := context.Background()
-	lim, _ := newLim(t, memory.New())
+	lim, adm, _ := newPair(t, memory.New())
 	tpm := tollgate.WithLimits(tollgate.PerMinute("tpm", 1000))
 	mustAcquire(t, lim, "k", "llm", tollgate.Consume{"tpm": 900}, tpm)
-	if err := lim.Reset(ctx, "k", "llm", "", []string{"tpm"}); err != nil {
+	if err := adm.Reset(ctx, "k", "llm", "", []string{"tpm"}); err != nil {
 		t.Fatal(err)
 	}
 	if got := availableOf(t, lim, "k", "llm", "tpm", tpm); got != 1000 {
 		t.Errorf("tpm after reset = %d, want 1000", got)
 	}
-	if err := lim.Reset(ctx, "never-used", "llm", "", nil); err != nil {
+	if err := adm.Reset(ctx, "never-used", "llm", "", nil); err != nil {
 		t.Fatalf("reset of a bucket that does not exist: %v", err)
 	}
-	if evs, _ := lim.AuditEvents(ctx, "never-used", "", 10); len(evs) != 1 || evs[0].Action != model.ActionLimitReset {
+	if evs, _ := adm.AuditEvents(ctx, "never-used", "", 10); len(evs) != 1 || evs[0].Action != model.ActionLimitReset {
 		t.Errorf("events of the unused bucket = %+v, want one reset", evs)
 	}
 }

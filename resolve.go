@@ -8,35 +8,49 @@ import (
 	"github.com/tollgate-rl/tollgate/store"
 )
 
-// resolve returns the limits in effect for entity and resource: the first
-// non-empty config of entity+resource, entity default, resource and system.
-// Store failures are returned as *UnavailableError.
+// resolve returns the limits in effect for entity and resource (see
+// storedLimits), cached. Store failures are returned as *UnavailableError.
 func (l *Limiter) resolve(ctx context.Context, ns, entity, resource string, now unixNano) (*resolution, error) {
 	k := store.BucketKey{Entity: entity, Resource: resource}
 	if r := l.cache.resolution(k, now); r != nil {
 		return r, nil
 	}
 	epoch := l.cache.epoch.Load()
+	scope, cfg, sys, err := storedLimits(ctx, l.store, ns, entity, resource)
+	if err != nil {
+		return nil, err
+	}
+	l.fail.note(sys, now)
+	r := &resolution{}
+	if cfg != nil {
+		r.found, r.scope, r.limits = true, scope, prepare(cfg.Limits)
+	}
+	l.cache.putResolution(k, r, now, epoch)
+	return r, nil
+}
+
+// storedLimits returns the stored limits in effect for entity and
+// resource: the first config with limits of entity+resource, entity
+// default, resource and system, and its scope (nil if there is none), and
+// the system config (nil if there is none), which holds the unavailable
+// mode.
+func storedLimits(ctx context.Context, s store.Store, ns, entity, resource string) (scope model.Scope, cfg, sys *model.Config, err error) {
 	scopes := [...]model.Scope{
 		{Entity: entity, Resource: resource},
 		{Entity: entity, Resource: model.DefaultResource},
 		{Resource: resource},
 		{},
 	}
-	cfgs, err := l.store.GetConfigs(ctx, ns, scopes[:])
+	cfgs, err := s.GetConfigs(ctx, ns, scopes[:])
 	if err != nil {
-		return nil, storeErr(ctx, "resolve limits", entity+"/"+resource, err)
+		return model.Scope{}, nil, nil, storeErr(ctx, "resolve limits", entity+"/"+resource, err)
 	}
-	l.fail.note(cfgs[len(cfgs)-1], now)
-	r := &resolution{}
 	for i, c := range cfgs {
 		if c != nil && len(c.Limits) > 0 {
-			r.found, r.scope, r.limits = true, scopes[i], prepare(c.Limits)
-			break
+			return scopes[i], c, cfgs[len(cfgs)-1], nil
 		}
 	}
-	l.cache.putResolution(k, r, now, epoch)
-	return r, nil
+	return model.Scope{}, nil, cfgs[len(cfgs)-1], nil
 }
 
 // entity returns the cached or stored entity, with found == false for an

@@ -62,10 +62,6 @@ func (f *failMode) stale(now unixNano) bool { return unixNano(f.expires.Load()) 
 // expire makes the stored mode stale, so that it is read again.
 func (f *failMode) expire() { f.expires.Store(0) }
 
-// Degraded counts the degraded leases granted because the store was
-// unavailable in Allow mode.
-func (l *Limiter) Degraded() uint64 { return l.fail.degraded.Load() }
-
 // modeRetry is how long the unavailable mode last seen holds, without
 // asking the store again, after the store failed to answer for it.
 const modeRetry = time.Second

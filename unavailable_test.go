@@ -26,8 +26,8 @@ func TestUnavailableOnlyForErrorsNotInTheDomain(t *testing.T) {
 		if !errors.Is(err, errQuotaFrozen) || errors.Is(err, tollgate.ErrUnavailable) || le != nil {
 			t.Errorf("%s answers a domain error: lease %s, err %v; want the domain error, not degraded", method, descLease(le), err)
 		}
-		if lim.Degraded() != 0 {
-			t.Errorf("%s answers a domain error: %d degraded leases, want 0", method, lim.Degraded())
+		if lim.Stats().Degraded != 0 {
+			t.Errorf("%s answers a domain error: %d degraded leases, want 0", method, lim.Stats().Degraded)
 		}
 
 		fs.failOn(errors.New("disk on fire"), method)

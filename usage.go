@@ -11,15 +11,15 @@ import (
 	"github.com/tollgate-rl/tollgate/store"
 )
 
-// ErrUsageUnsupported is returned by the usage queries when the limiter's
+// ErrUsageUnsupported is returned by the usage queries when the admin's
 // store keeps no usage snapshots (it does not implement store.UsageStore).
 var ErrUsageUnsupported = model.ErrUsageUnsupported
 
 // Usage lists usage snapshots; next, when not empty, is the After of the
 // following page. Snapshots appear once the aggregator has written them
 // (see package aggregator).
-func (l *Limiter) Usage(ctx context.Context, q UsageQuery) (usage []Usage, next string, err error) {
-	snaps, next, err := l.usagePage(ctx, q)
+func (a *Admin) Usage(ctx context.Context, q UsageQuery) (usage []Usage, next string, err error) {
+	snaps, next, err := a.usagePage(ctx, q)
 	if err != nil {
 		return nil, "", err
 	}
@@ -32,16 +32,16 @@ func (l *Limiter) Usage(ctx context.Context, q UsageQuery) (usage []Usage, next 
 }
 
 // usagePage reads one page of stored snapshots, in millitokens.
-func (l *Limiter) usagePage(ctx context.Context, q UsageQuery) (snaps []store.UsageSnapshot, next string, err error) {
-	us, ok := l.store.(store.UsageStore)
+func (a *Admin) usagePage(ctx context.Context, q UsageQuery) (snaps []store.UsageSnapshot, next string, err error) {
+	us, ok := a.store.(store.UsageStore)
 	if !ok {
 		return nil, "", ErrUsageUnsupported
 	}
-	sq, err := l.storeQuery(q)
+	sq, err := a.storeQuery(q)
 	if err != nil {
 		return nil, "", err
 	}
-	ns, err := l.nsForAdmin(ctx)
+	ns, err := a.namespaceID(ctx)
 	if err != nil {
 		return nil, "", err
 	}
@@ -55,7 +55,7 @@ func (l *Limiter) usagePage(ctx context.Context, q UsageQuery) (snaps []store.Us
 	return snaps, next, nil
 }
 
-func (l *Limiter) storeQuery(q UsageQuery) (store.UsageQuery, error) {
+func (a *Admin) storeQuery(q UsageQuery) (store.UsageQuery, error) {
 	if q.Entity != "" {
 		if err := model.ValidateEntityID(q.Entity); err != nil {
 			return store.UsageQuery{}, err
@@ -70,7 +70,7 @@ func (l *Limiter) storeQuery(q UsageQuery) (store.UsageQuery, error) {
 		return store.UsageQuery{}, model.Invalid("to", q.To.String(), "must be after from")
 	}
 	sq := store.UsageQuery{Entity: q.Entity, Resource: q.Resource, Window: q.Window,
-		From: q.From.UnixMilli(), To: q.To.UnixMilli(), After: q.After, Limit: q.Limit, Now: l.clock.Now().UnixMilli()}
+		From: q.From.UnixMilli(), To: q.To.UnixMilli(), After: q.After, Limit: q.Limit, Now: a.clock.Now().UnixMilli()}
 	if _, err := sq.Validate(); err != nil {
 		return store.UsageQuery{}, err
 	}
@@ -92,12 +92,12 @@ func tokens(milli map[string]int64) map[string]int64 {
 // snapshots of every entity using it: an acquire that cascades is in the
 // snapshot of each level it debited (its key's and its organisation's), so
 // it counts once per level. Summarise one entity for what it alone used.
-func (l *Limiter) UsageSummary(ctx context.Context, q UsageQuery) (UsageSummary, error) {
+func (a *Admin) UsageSummary(ctx context.Context, q UsageQuery) (UsageSummary, error) {
 	perWindow := map[string]map[int64]int64{} // limit -> window start -> millitokens
 	var sum UsageSummary
 	sum.Limits = map[string]LimitUsage{}
 	for {
-		page, next, err := l.usagePage(ctx, q)
+		page, next, err := a.usagePage(ctx, q)
 		if err != nil {
 			return UsageSummary{}, err
 		}

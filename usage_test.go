@@ -23,6 +23,10 @@ func TestUsageQueriesAndSummary(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	adm, err := tollgate.NewAdmin(rec, tollgate.WithClock(clk))
+	if err != nil {
+		t.Fatal(err)
+	}
 	limits := tollgate.WithLimits(tollgate.PerMinute("tpm", 1_000_000))
 	for h, amounts := range [][]int64{{100, 200}, {}, {700}} { // 09:00, 10:00 (idle), 11:00
 		for _, a := range amounts {
@@ -40,21 +44,21 @@ func TestUsageQueriesAndSummary(t *testing.T) {
 		t.Fatal(err)
 	}
 	q := tollgate.UsageQuery{Entity: "key-a", Window: tollgate.Hourly, From: start, To: start.Add(3 * time.Hour)}
-	got, next, err := lim.Usage(ctx, q)
+	got, next, err := adm.Usage(ctx, q)
 	if err != nil || next != "" || len(got) != 2 || got[0].Consumed["tpm"] != 300 || got[0].Events != 2 || !got[1].Start.Equal(start.Add(2*time.Hour)) {
 		t.Fatalf("Usage = %+v, %q, %v", got, next, err)
 	}
 	q.Limit = 1
-	page, next, err := lim.Usage(ctx, q)
+	page, next, err := adm.Usage(ctx, q)
 	if err != nil || len(page) != 1 || next == "" {
 		t.Fatalf("first page %+v, next %q, %v", page, next, err)
 	}
 	q.After = next
-	if page, next, err = lim.Usage(ctx, q); err != nil || len(page) != 1 || page[0].Consumed["tpm"] != 700 {
+	if page, next, err = adm.Usage(ctx, q); err != nil || len(page) != 1 || page[0].Consumed["tpm"] != 700 {
 		t.Fatalf("second page %+v, next %q, %v", page, next, err)
 	}
 
-	sum, err := lim.UsageSummary(ctx, tollgate.UsageQuery{Resource: "llm", Window: tollgate.Hourly, From: start, To: start.Add(3 * time.Hour), Limit: 1})
+	sum, err := adm.UsageSummary(ctx, tollgate.UsageQuery{Resource: "llm", Window: tollgate.Hourly, From: start, To: start.Add(3 * time.Hour), Limit: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,10 +66,10 @@ func TestUsageQueriesAndSummary(t *testing.T) {
 	if sum.Windows != 3 || sum.Events != 6 || tpm.Total != 2000 || tpm.Peak != 1400 || !tpm.PeakStart.Equal(start.Add(2*time.Hour)) || tpm.Average != 2000.0/3 {
 		t.Errorf("summary %+v, tpm %+v", sum, tpm)
 	}
-	if _, _, err := lim.Usage(ctx, tollgate.UsageQuery{Window: tollgate.Hourly, From: start, To: start.Add(time.Hour)}); !errors.Is(err, tollgate.ErrInvalid) {
+	if _, _, err := adm.Usage(ctx, tollgate.UsageQuery{Window: tollgate.Hourly, From: start, To: start.Add(time.Hour)}); !errors.Is(err, tollgate.ErrInvalid) {
 		t.Errorf("query without entity or resource: %v", err)
 	}
-	plain, err := tollgate.New(struct{ store.Store }{memory.New()}) // keeps no usage
+	plain, err := tollgate.NewAdmin(struct{ store.Store }{memory.New()}) // keeps no usage
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,13 +85,13 @@ func TestUsageSummarySumsMillitokens(t *testing.T) {
 	ctx := context.Background()
 	start := time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)
 	mem := memory.New()
-	lim, err := tollgate.New(mem, tollgate.WithClock(clock.NewFake(start.Add(3*time.Hour))))
+	adm, err := tollgate.NewAdmin(mem, tollgate.WithClock(clock.NewFake(start.Add(3*time.Hour))))
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The limiter registers its namespace on first use.
+	// The admin registers the default namespace on first use.
 	q := tollgate.UsageQuery{Entity: "key-a", Window: tollgate.Hourly, From: start, To: start.Add(3 * time.Hour)}
-	if _, _, err := lim.Usage(ctx, q); err != nil {
+	if _, _, err := adm.Usage(ctx, q); err != nil {
 		t.Fatal(err)
 	}
 	ns, err := mem.GetNamespace(ctx, tollgate.DefaultNamespace)
@@ -102,7 +106,7 @@ func TestUsageSummarySumsMillitokens(t *testing.T) {
 	if err := mem.AddUsage(ctx, ns.ID, incs); err != nil {
 		t.Fatal(err)
 	}
-	sum, err := lim.UsageSummary(ctx, q)
+	sum, err := adm.UsageSummary(ctx, q)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -38,12 +38,16 @@ func newEnv(t *testing.T, us store.UsageStore) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
+	adm, err := tollgate.NewAdmin(rec, tollgate.WithClock(clk))
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx := context.Background()
-	must(t, lim.SetConfig(ctx, tollgate.ResourceScope("llm"), tollgate.Config{Limits: []tollgate.Limit{
+	must(t, adm.SetConfig(ctx, tollgate.ResourceScope("llm"), tollgate.Config{Limits: []tollgate.Limit{
 		tollgate.PerMinute("rpm", 100), tollgate.PerMinute("tpm", 100_000)}}))
-	_, err = lim.CreateEntity(ctx, tollgate.Entity{ID: "org"})
+	_, err = adm.CreateEntity(ctx, tollgate.Entity{ID: "org"})
 	must(t, err)
-	_, err = lim.CreateEntity(ctx, tollgate.Entity{ID: "key", ParentID: "org", Cascade: true})
+	_, err = adm.CreateEntity(ctx, tollgate.Entity{ID: "key", ParentID: "org", Cascade: true})
 	must(t, err)
 	ns, err := mem.GetNamespace(ctx, "default")
 	must(t, err)

@@ -37,13 +37,18 @@ func WithOnUnavailable(mode model.OnUnavailable) AcquireOption {
 	return model.WithOnUnavailable(mode)
 }
 
-// WithLeaseTTL is model.WithLeaseExpiry: how long the lease lives unless
-// extended (Lease.Extend) before it expires and the server's reconciler
-// commits it as it stands (the server's default is 5 minutes; it accepts 1
-// second to 24 hours). For Reserve it is the reservation's expiry
-// (default: none); WithSlot extends the lease by it. Ignored by
+// WithLeaseExpiry is model.WithLeaseExpiry: how long the lease lives
+// unless extended (Lease.Extend) before it expires and the server's
+// reconciler commits it as it stands (the server's default is 5 minutes;
+// it accepts 1 second to 24 hours). For Reserve it is the reservation's
+// expiry (default: none); WithSlot extends the lease by it. Ignored by
 // AcquireAndCommit and Available.
-func WithLeaseTTL(d time.Duration) AcquireOption { return model.WithLeaseExpiry(d) }
+func WithLeaseExpiry(d time.Duration) AcquireOption { return model.WithLeaseExpiry(d) }
+
+// WithLeaseTTL is WithLeaseExpiry.
+//
+// Deprecated: use WithLeaseExpiry, the library's name.
+func WithLeaseTTL(d time.Duration) AcquireOption { return WithLeaseExpiry(d) }
 
 // callSettings is what opts say, as the library reads them, and what the wire
 // takes of them: the limits as text.
@@ -234,8 +239,6 @@ func (c *Client) Do(ctx context.Context, entity, resource string, consume model.
 	}
 	return hold.Run(ctx, le, func() error { return fn(ctx, le) })
 }
-
-var _ model.Acquirer[*Lease] = (*Client)(nil)
 
 // orEmpty is c, or an empty Consume for nil: the server refuses null
 // (a nil map's JSON) where an object belongs, and answers an empty one as

@@ -59,6 +59,56 @@ func exercise[L tollgate.Held](t *testing.T, a tollgate.Acquirer[L]) {
 	if err != nil || wait != 20*time.Second { // 1 token left, 1 more at 3 a minute
 		t.Errorf("TimeUntilAvailable = %v, %v; want 20s", wait, err)
 	}
+
+	// A vendor's 429 empties the limit until its retry-after.
+	le, err = a.Acquire(ctx, "key-4", "openai/gpt-4o", tollgate.Consume{"rpm": 1}, limits)
+	must(t, "Acquire", err)
+	must(t, "Lease.Penalize", le.Penalize(ctx, epoch.Add(time.Minute), "vendor 429", []string{"rpm"}, tollgate.WithPrincipal("alice")))
+	must(t, "Commit", le.Commit(ctx))
+	if _, err := a.Acquire(ctx, "key-4", "openai/gpt-4o", tollgate.Consume{"rpm": 1}, limits); !errors.Is(err, tollgate.ErrRateLimited) {
+		t.Errorf("Acquire while penalized = %v, want ErrRateLimited", err)
+	}
+
+	// A durable lease, taken up again by its id.
+	held, err := a.Acquire(ctx, "key-2", "api", tollgate.Consume{"rpm": 1}, limits, tollgate.WithDurableLease())
+	must(t, "Acquire durable", err)
+	again, err := a.ResumeLease(ctx, held.ID())
+	if err != nil || again.ID() != held.ID() || again.Entity() != "key-2" || again.Consumed()["rpm"] != 1 {
+		t.Fatalf("ResumeLease = %v, %v; want key-2's lease, 1 rpm consumed", again, err)
+	}
+	must(t, "Commit the resumed lease", again.Commit(ctx))
+	if _, err := a.ResumeLease(ctx, held.ID()); !errors.Is(err, tollgate.ErrLeaseClosed) {
+		t.Errorf("ResumeLease of a committed lease = %v, want ErrLeaseClosed", err)
+	}
+
+	// A slot held while fn runs, given back after.
+	slot := tollgate.WithLimits(tollgate.ConcurrencyLimit("inflight", 1))
+	ran := false
+	err = a.WithSlot(ctx, "key-3", "db", tollgate.Consume{"inflight": 1}, time.Second, func(ctx context.Context) error {
+		ran = true
+		_, err := a.Acquire(ctx, "key-3", "db", tollgate.Consume{"inflight": 1}, slot)
+		wantErr(t, "a second slot while one is held", err, tollgate.ErrRateLimited)
+		return nil
+	}, slot)
+	if err != nil || !ran {
+		t.Errorf("WithSlot = %v, ran %v", err, ran)
+	}
+
+	// A resource id reserved until released.
+	seats := tollgate.WithLimits(tollgate.ReservedLimit("seats", 1))
+	rg, err := a.Reserve(ctx, "team-a", "sandbox", "sbx-1", nil, seats)
+	if err != nil || !rg.New || rg.ID != "sbx-1" || rg.Entity != "team-a" || rg.Consumed["seats"] != 1 {
+		t.Fatalf("Reserve = %+v, %v; want a new reservation of one seat", rg, err)
+	}
+	if rg, err := a.Reserve(ctx, "team-a", "sandbox", "sbx-1", nil, seats); err != nil || rg.New {
+		t.Errorf("Reserve again = %+v, %v; want the same reservation, not new", rg, err)
+	}
+	_, err = a.Reserve(ctx, "team-b", "sandbox", "sbx-1", nil, seats)
+	wantErr(t, "Reserve of an id another holds", err, tollgate.ErrReservationConflict)
+	_, err = a.Reserve(ctx, "team-a", "sandbox", "sbx-2", nil, seats)
+	wantErr(t, "Reserve beyond the seats", err, tollgate.ErrRateLimited)
+	must(t, "Release", a.Release(ctx, "sbx-1"))
+	wantErr(t, "Release again", a.Release(ctx, "sbx-1"), tollgate.ErrLeaseNotFound)
 }
 
 func TestOneAPIOnLibraryAndClient(t *testing.T) {

@@ -13,9 +13,12 @@ import (
 // CreateEntity stores e; the server sets CreatedAt and returns the entity as
 // stored. It fails with model.ErrEntityExists if the id is taken and
 // model.ErrEntityNotFound if the parent does not exist.
-func (c *Client) CreateEntity(ctx context.Context, e model.Entity) (model.Entity, error) {
+func (c *Client) CreateEntity(ctx context.Context, e model.Entity, opts ...model.WriteOption) (model.Entity, error) {
 	var out api.Entity
-	req := request{method: http.MethodPost, path: api.Version + "/entities", body: api.FromEntity(e)}
+	req, err := changing(request{method: http.MethodPost, path: api.Version + "/entities", body: api.FromEntity(e)}, opts)
+	if err != nil {
+		return model.Entity{}, err
+	}
 	if err := c.do(ctx, req, &out); err != nil {
 		return model.Entity{}, err
 	}
@@ -34,8 +37,12 @@ func (c *Client) GetEntity(ctx context.Context, id string) (model.Entity, error)
 
 // DeleteEntity removes the entity, its stored limits and its buckets. Its
 // children keep their parent id; their cascade stops here.
-func (c *Client) DeleteEntity(ctx context.Context, id string) error {
-	return c.do(ctx, request{method: http.MethodDelete, path: entityPath(id)}, nil)
+func (c *Client) DeleteEntity(ctx context.Context, id string, opts ...model.WriteOption) error {
+	req, err := changing(request{method: http.MethodDelete, path: entityPath(id)}, opts)
+	if err != nil {
+		return err
+	}
+	return c.do(ctx, req, nil)
 }
 
 // Children returns the entities whose parent is id, sorted by id.
@@ -76,17 +83,20 @@ func (c *Client) ListEntities(ctx context.Context, after string, limit int) ([]m
 
 // UpdateEntity replaces the name, parent, cascade flag and metadata of the
 // entity e.ID with e's (CreatedAt stays as stored) and returns the entity
-// as stored, as tollgate.Limiter.UpdateEntity does: it sends every field
+// as stored, as tollgate.Admin.UpdateEntity does: it sends every field
 // in a PATCH /v1/entities/{id}. It fails with model.ErrEntityNotFound
 // if the entity or a new parent does not exist, and with a
 // *model.ValidationError of parent_id if the new parent is the entity
 // or one of its descendants.
-func (c *Client) UpdateEntity(ctx context.Context, e model.Entity) (model.Entity, error) {
+func (c *Client) UpdateEntity(ctx context.Context, e model.Entity, opts ...model.WriteOption) (model.Entity, error) {
 	if err := e.Validate(); err != nil {
 		return model.Entity{}, err
 	}
 	var out api.Entity
-	req := request{method: http.MethodPatch, path: entityPath(e.ID), body: api.PatchOf(e)}
+	req, err := changing(request{method: http.MethodPatch, path: entityPath(e.ID), body: api.PatchOf(e)}, opts)
+	if err != nil {
+		return model.Entity{}, err
+	}
 	if err := c.do(ctx, req, &out); err != nil {
 		return model.Entity{}, err
 	}
@@ -96,10 +106,14 @@ func (c *Client) UpdateEntity(ctx context.Context, e model.Entity) (model.Entity
 func entityPath(id string) string { return api.Version + "/entities/" + seg(id) }
 
 // SetConfig stores cfg at scope, replacing what was there (see
-// tollgate.Limiter.SetConfig).
-func (c *Client) SetConfig(ctx context.Context, scope model.Scope, cfg model.Config) error {
+// tollgate.Admin.SetConfig).
+func (c *Client) SetConfig(ctx context.Context, scope model.Scope, cfg model.Config, opts ...model.WriteOption) error {
 	req := scopeRequest(http.MethodPut, scope)
 	req.body = api.FromConfig(cfg)
+	req, err := changing(req, opts)
+	if err != nil {
+		return err
+	}
 	return c.do(ctx, req, nil)
 }
 
@@ -119,8 +133,12 @@ func (c *Client) GetConfig(ctx context.Context, scope model.Scope) (model.Config
 
 // DeleteConfig removes the config at scope, or returns an error matching
 // model.ErrNotFound.
-func (c *Client) DeleteConfig(ctx context.Context, scope model.Scope) error {
-	return c.do(ctx, scopeRequest(http.MethodDelete, scope), nil)
+func (c *Client) DeleteConfig(ctx context.Context, scope model.Scope, opts ...model.WriteOption) error {
+	req, err := changing(scopeRequest(http.MethodDelete, scope), opts)
+	if err != nil {
+		return err
+	}
+	return c.do(ctx, req, nil)
 }
 
 // scopeRequest addresses the limits of scope:
@@ -177,7 +195,7 @@ func (c *Client) AuditEvents(ctx context.Context, entity, after string, limit in
 
 // ListConfigs returns up to limit (0 means 100) stored configs whose
 // scopes sort after *after (nil for the first page; pass the last scope
-// seen for the next), as tollgate.Limiter.ListConfigs: GET /v1/limits.
+// seen for the next), as tollgate.Admin.ListConfigs: GET /v1/limits.
 func (c *Client) ListConfigs(ctx context.Context, after *model.Scope, limit int) ([]model.ScopedConfig, error) {
 	q := url.Values{}
 	if after != nil {

@@ -196,6 +196,23 @@ type request struct {
 	retry bool
 }
 
+// changing returns req as the change it is, with the call's write
+// options: model.WithPrincipal's principal replaces the client's for this
+// call. An event trigger (model.WithTrigger) is sent by Release alone;
+// elsewhere it is a *model.ValidationError, as a principal or a trigger
+// out of bounds is.
+func changing(req request, opts []model.WriteOption) (request, error) {
+	o := model.WriteSettingsOf(opts...)
+	if err := o.Validate(); err != nil {
+		return req, err
+	}
+	if !o.Trigger.IsZero() {
+		return req, model.Invalid("trigger", o.Trigger.Rule, "the HTTP API records the event a change was made on for releases only")
+	}
+	req.principal = o.Principal
+	return req, nil
+}
+
 // op names the call in errors.
 func (r request) op() string { return r.method + " " + r.path }
 
@@ -305,3 +322,10 @@ func closeBody(b io.ReadCloser) {
 
 // seg escapes one path segment (resources may contain '/').
 func seg(s string) string { return url.PathEscape(s) }
+
+// The client is both planes of a server: code written against
+// model.Acquirer or model.Administrator runs on it as on the library.
+var (
+	_ model.Acquirer[*Lease] = (*Client)(nil)
+	_ model.Administrator    = (*Client)(nil)
+)

@@ -11,18 +11,22 @@ import (
 	"github.com/tollgate-rl/tollgate/model"
 )
 
-// Stored API keys and resets: the control plane of a server's trust
-// boundary (docs/security.md).
+// Stored API keys: the control plane of a server's trust boundary
+// (docs/security.md).
 
 // CreateKey creates an API key in the client's namespace (an admin key's
 // call) and returns its secret, which the server does not keep: hand it
 // over once. It fails with model.ErrKeyExists if the namespace has a key
 // of that name. ExpiresIn is sent in whole seconds, rounded up.
-func (c *Client) CreateKey(ctx context.Context, spec model.KeySpec) (secret string, k model.Key, err error) {
+func (c *Client) CreateKey(ctx context.Context, spec model.KeySpec, opts ...model.WriteOption) (secret string, k model.Key, err error) {
 	body := api.CreateKeyRequest{Name: spec.Name, Role: string(spec.Role), Entity: spec.Entity, AllowLimits: spec.AllowLimits,
 		ExpiresInS: int64((spec.ExpiresIn + time.Second - 1) / time.Second)}
 	var out api.CreatedKey
-	if err := c.do(ctx, request{method: http.MethodPost, path: api.Version + "/keys", body: body}, &out); err != nil {
+	req, err := changing(request{method: http.MethodPost, path: api.Version + "/keys", body: body}, opts)
+	if err != nil {
+		return "", model.Key{}, err
+	}
+	if err := c.do(ctx, req, &out); err != nil {
 		return "", model.Key{}, err
 	}
 	return out.Secret, api.ToKey(out.KeyInfo), nil
@@ -53,14 +57,10 @@ func (c *Client) Keys(ctx context.Context, after string, limit int) ([]model.Key
 // RevokeKey deletes the stored key named name: every server over the
 // store refuses it within its refresh interval. It fails with
 // model.ErrKeyNotFound if there is no such key.
-func (c *Client) RevokeKey(ctx context.Context, name string) error {
-	return c.do(ctx, request{method: http.MethodDelete, path: api.Version + "/keys/" + url.PathEscape(name)}, nil)
-}
-
-// Reset refills limits of entity's bucket for resource (those named, or
-// every refilling one), lifting a penalty, as tollgate.Limiter.Reset does;
-// an admin key's call, audited with the client's principal.
-func (c *Client) Reset(ctx context.Context, entity, resource, reason string, limits []string) error {
-	body := api.ResetRequest{Entity: entity, Resource: resource, Reason: reason, Limits: limits}
-	return c.do(ctx, request{method: http.MethodPost, path: api.Version + "/reset", body: body}, nil)
+func (c *Client) RevokeKey(ctx context.Context, name string, opts ...model.WriteOption) error {
+	req, err := changing(request{method: http.MethodDelete, path: api.Version + "/keys/" + url.PathEscape(name)}, opts)
+	if err != nil {
+		return err
+	}
+	return c.do(ctx, req, nil)
 }

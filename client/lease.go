@@ -49,6 +49,32 @@ func newLease(c *Client, entity, resource string, r api.AcquireResponse) *Lease 
 	return le
 }
 
+// ResumeLease takes up the open lease id, acquired through any server over
+// the same store (by this process before a restart, or by another), as
+// tollgate.Limiter.ResumeLease does: the lease as the server has it, with
+// its consumption and expiry, and no Statuses (a resumed lease reports
+// none). A lease that has ended is a *model.LeaseEndedError (matching
+// model.ErrLeaseClosed); one the namespace does not hold, an error
+// matching model.ErrLeaseNotFound.
+func (c *Client) ResumeLease(ctx context.Context, id string) (*Lease, error) {
+	if id == "" {
+		return nil, model.Invalid("lease_id", id, "empty")
+	}
+	var out api.LeaseResponse
+	if err := c.do(ctx, request{method: http.MethodGet, path: api.Version + "/leases/" + seg(id)}, &out); err != nil {
+		return nil, err
+	}
+	if out.State != "open" {
+		return nil, &model.UnavailableError{Op: "server", Err: badResponse(fmt.Errorf("lease %s is %q, want open", id, out.State))}
+	}
+	// Only a degraded lease comes back without its entity.
+	le := &Lease{c: c, id: id, entity: out.Entity, resource: out.Resource, degraded: out.Entity == "", consumed: model.Consume(out.Consumed)}
+	if out.ExpiresMS != 0 {
+		le.expires = time.UnixMilli(out.ExpiresMS)
+	}
+	return le, nil
+}
+
 // Replayed reports whether the lease is the grant of an earlier acquire
 // with the same idempotency key (a retry after a lost answer), handed out
 // again: this call debited nothing, and Statuses is empty.
@@ -68,15 +94,20 @@ func (le *Lease) Resource() string { return le.resource }
 // (Allow mode while the store was unavailable): nothing was consumed.
 func (le *Lease) Degraded() bool { return le.degraded }
 
-// ExpiresAt returns when the lease expires, as the server last reported it
-// (after Acquire, Adjust or Extend): from then on the server answers that
-// it does not know the lease, and its reconciler commits it as it stands.
-// It is the zero time for a degraded lease, which never expires.
-func (le *Lease) ExpiresAt() time.Time {
+// Expires returns when the lease expires, as the server last reported it
+// (after Acquire, Adjust or Extend): from then on the server's reconciler
+// commits it as it stands. It is the zero time for a degraded lease,
+// which never expires.
+func (le *Lease) Expires() time.Time {
 	le.mu.Lock()
 	defer le.mu.Unlock()
 	return le.expires
 }
+
+// ExpiresAt is Expires.
+//
+// Deprecated: use Expires, the library's name (tollgate.Lease.Expires).
+func (le *Lease) ExpiresAt() time.Time { return le.Expires() }
 
 // Consumed returns what the lease has consumed so far, as the server last
 // reported it (after Acquire or Adjust), per limit and summed over the
@@ -210,11 +241,18 @@ func (le *Lease) wakeWaiters() {
 // matches model.ErrLeaseClosed here as well. Every call but an adjust
 // (which adds up) is sent again when its answer is lost.
 func (le *Lease) call(ctx context.Context, action string, body, out any) error {
+	return le.callAs(ctx, action, "", body, out)
+}
+
+// callAs is call, with principal (unless empty) replacing the client's
+// for this call.
+func (le *Lease) callAs(ctx context.Context, action, principal string, body, out any) error {
 	if le.isClosed() {
 		return fmt.Errorf("lease %s: %w", le.id, model.ErrLeaseClosed)
 	}
 	path := api.Version + "/leases/" + seg(le.id) + "/" + action
-	err := le.c.do(ctx, request{method: http.MethodPost, path: path, body: body, retry: action != "adjust"}, out)
+	req := request{method: http.MethodPost, path: path, body: body, retry: action != "adjust", principal: principal}
+	err := le.c.do(ctx, req, out)
 	var ended *model.LeaseEndedError
 	switch {
 	case errors.As(err, &ended):

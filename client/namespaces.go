@@ -2,8 +2,9 @@ package client
 
 import (
 	"context"
-	"github.com/tollgate-rl/tollgate/model"
 	"net/http"
+
+	"github.com/tollgate-rl/tollgate/model"
 
 	"github.com/tollgate-rl/tollgate/api"
 )
@@ -60,13 +61,18 @@ func (c *Client) RecoverNamespace(ctx context.Context, name string) error {
 }
 
 // PurgeNamespace deletes every item of a soft-deleted namespace, then the
-// namespace itself, and reports how many items went.
-func (c *Client) PurgeNamespace(ctx context.Context, name string) (deleted int, err error) {
+// namespace itself, as tollgate.Admin.PurgeNamespace does. The server
+// purges in one call: progress, if not nil, is told how many items went
+// once it answers.
+func (c *Client) PurgeNamespace(ctx context.Context, name string, progress func(deleted int)) error {
 	var out api.PurgeResponse
 	if err := c.do(ctx, request{method: http.MethodPost, path: namespacePath(name) + "/purge"}, &out); err != nil {
-		return 0, err
+		return err
 	}
-	return out.Deleted, nil
+	if progress != nil {
+		progress(out.Deleted)
+	}
+	return nil
 }
 
 func namespacePath(name string) string { return api.Version + "/namespaces/" + seg(name) }

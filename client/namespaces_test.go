@@ -60,11 +60,11 @@ func TestNamespaces(t *testing.T) {
 		t.Errorf("GetEntity after recover = %+v, want the entity back", got)
 	}
 
-	_, err = admin.PurgeNamespace(ctx, "tenant-a")
+	err = admin.PurgeNamespace(ctx, "tenant-a", nil)
 	wantErr(t, "PurgeNamespace of a live namespace", err, tollgate.ErrInvalid)
 	must(t, "DeleteNamespace", admin.DeleteNamespace(ctx, "tenant-a"))
-	deleted, err := admin.PurgeNamespace(ctx, "tenant-a")
-	must(t, "PurgeNamespace", err)
+	deleted := 0
+	must(t, "PurgeNamespace", admin.PurgeNamespace(ctx, "tenant-a", func(n int) { deleted = n }))
 	if deleted < 1 {
 		t.Errorf("PurgeNamespace deleted %d items, want at least the entity", deleted)
 	}

@@ -2,51 +2,38 @@ package client
 
 import (
 	"context"
-	"github.com/tollgate-rl/tollgate/model"
 	"net/http"
 	"net/url"
 	"strconv"
-	"time"
 
 	"github.com/tollgate-rl/tollgate/api"
+	"github.com/tollgate-rl/tollgate/model"
 )
 
-// Reserved is the outcome of Reserve: the reservation, and what the call
-// consumed.
-type Reserved struct {
-	model.Reservation
-	// New is false when the same entity and resource held the id already:
-	// the call debited nothing again (the server answered 200, not 201),
-	// and Statuses is empty.
-	New bool
-	// Consumed is what the reservation's acquire consumed.
-	Consumed model.Consume
-	// Statuses are the limits debited, just after the grant.
-	Statuses []model.Status
-	// Degraded reports that the server's store could not answer and the
-	// Allow mode granted without counting: nothing is reserved.
-	Degraded bool
-}
+// Reserved is the outcome of Reserve.
+//
+// Deprecated: it is model.ReservationGrant, the library's name.
+type Reserved = model.ReservationGrant
 
-// Reserve reserves resource id for entity and resource, as an acquire
-// with model.WithReservation does in the library: consume names the
+// Reserve reserves resource id for entity and resource, as
+// tollgate.Limiter.Reserve does: consume names the
 // reserved limits to take (1 each) and any other limits to debit with
 // them, all or nothing; a nil or empty consume takes 1 of every reserved
 // limit in effect for entity and resource, and nothing else. WithLimits
-// and WithOnUnavailable apply as to Acquire; WithLeaseTTL gives the
+// and WithOnUnavailable apply as to Acquire; WithLeaseExpiry gives the
 // reservation an expiry after which the server's reconciler releases it
 // (without it, it lasts until released). The server's audit event of the
 // reservation records the principal of model.WithAudit, or else the
 // client's, unless the server has API keys (then the key's name).
 //
 // The same id held by the same entity and resource is the same
-// reservation (Reserved.New is false); held by another, it is an error
+// reservation (ReservationGrant.New is false); held by another, it is an error
 // matching model.ErrReservationConflict. A full reserved limit is a
 // *model.RateLimitExceeded; bad input a *model.ValidationError.
-func (c *Client) Reserve(ctx context.Context, entity, resource, id string, consume model.Consume, opts ...AcquireOption) (Reserved, error) {
+func (c *Client) Reserve(ctx context.Context, entity, resource, id string, consume model.Consume, opts ...AcquireOption) (model.ReservationGrant, error) {
 	o, err := applyAcquire(opts)
 	if err != nil {
-		return Reserved{}, err
+		return model.ReservationGrant{}, err
 	}
 	body := api.ReserveRequest{Entity: entity, Resource: resource, ID: id, Consume: consume, Limits: o.limits, OnUnavailable: string(o.OnUnavailable)}
 	if o.LeaseExpiry > 0 {
@@ -59,9 +46,9 @@ func (c *Client) Reserve(ctx context.Context, entity, resource, id string, consu
 	principal := model.WriteSettingsOf(o.Audit...).Principal
 	req := request{method: http.MethodPost, path: api.Version + "/reservations", body: body, status: &status, principal: principal}
 	if err := c.do(ctx, req, &resp); err != nil {
-		return Reserved{}, err
+		return model.ReservationGrant{}, err
 	}
-	return Reserved{
+	return model.ReservationGrant{
 		Reservation: api.ToReservation(resp.Reservation), New: status == http.StatusCreated,
 		Consumed: model.Consume(resp.Consumed), Statuses: api.ToStatuses(resp.Limits), Degraded: resp.Degraded,
 	}, nil
@@ -118,7 +105,7 @@ func (c *Client) Reservation(ctx context.Context, id string) (model.Reservation,
 // Reservations lists the reservations of entity, of one resource if
 // resource is not empty, sorted by id: up to limit (1 to 1000) whose ids
 // follow after ("": the start), and the after of the next page ("" when
-// there is none), as tollgate.Limiter.Reservations.
+// there is none), as tollgate.Admin.Reservations.
 func (c *Client) Reservations(ctx context.Context, entity, resource, after string, limit int) ([]model.Reservation, string, error) {
 	q := url.Values{"entity": {entity}, "limit": {strconv.Itoa(limit)}}
 	if resource != "" {
@@ -134,63 +121,4 @@ func (c *Client) Reservations(ctx context.Context, entity, resource, after strin
 	return api.ToReservations(resp.Reservations), resp.Next, nil
 }
 
-// Leases lists the open durable leases of the namespace (every lease the
-// server hands out is durable), of entity if it is not empty and then of
-// resource if that is not empty, sorted by id: up to limit (1 to 1000)
-// whose ids follow after ("": the start), and the after of the next page
-// ("" when there is none), as tollgate.Limiter.Leases. Reservations are
-// listed by Reservations.
-func (c *Client) Leases(ctx context.Context, entity, resource, after string, limit int) ([]model.LeaseInfo, string, error) {
-	q := url.Values{"limit": {strconv.Itoa(limit)}}
-	for k, v := range map[string]string{"entity": entity, "resource": resource, "after": after} {
-		if v != "" {
-			q.Set(k, v)
-		}
-	}
-	var resp api.LeasesResponse
-	if err := c.do(ctx, request{method: http.MethodGet, path: api.Version + "/leases", query: q}, &resp); err != nil {
-		return nil, "", err
-	}
-	return api.ToLeaseInfos(resp.Leases), resp.Next, nil
-}
-
 func reservationPath(id string) string { return api.Version + "/reservations/" + seg(id) }
-
-// Penalize empties the named limits of entity and resource until until,
-// for every process sharing the server's store, as
-// tollgate.Limiter.Penalize does: what to do when a vendor answers 429
-// with its own retry-after. Acquires before until are denied with a
-// RetryAfter of at least until - now. The limits must be rate limits in
-// effect; until after now and at most model.MaxPenalty ahead (by the
-// server's clock); else a *model.ValidationError. The audit event
-// records the reason and the client's principal.
-func (c *Client) Penalize(ctx context.Context, entity, resource string, until time.Time, reason string, limits []string) error {
-	body := api.PenalizeRequest{Entity: entity, Resource: resource, Penalty: penalty(until, reason, limits)}
-	return c.do(ctx, request{method: http.MethodPost, path: api.Version + "/penalize", body: body}, nil)
-}
-
-// penalty is the body of a penalty ending at until, rounded up to the
-// millisecond: it lasts at least until then.
-func penalty(until time.Time, reason string, limits []string) api.Penalty {
-	ms := until.UnixMilli()
-	if until.After(time.UnixMilli(ms)) {
-		ms++
-	}
-	if limits == nil {
-		limits = []string{} // not null, which the server refuses
-	}
-	return api.Penalty{UntilMS: ms, Reason: reason, Limits: limits}
-}
-
-// Penalize empties limits of the lease's entity and resource until until,
-// as Client.Penalize does; the server looks the limits up among those the
-// lease was acquired with (WithLimits or stored). Call it before ending
-// the lease: an ended lease reports model.ErrLeaseClosed. A degraded
-// lease, which the server knows nothing of, penalizes through
-// Client.Penalize.
-func (le *Lease) Penalize(ctx context.Context, until time.Time, reason string, limits []string) error {
-	if le.degraded {
-		return le.c.Penalize(ctx, le.entity, le.resource, until, reason, limits)
-	}
-	return le.call(ctx, "penalize", penalty(until, reason, limits), nil)
-}

@@ -2,11 +2,12 @@ package client
 
 import (
 	"context"
-	"github.com/tollgate-rl/tollgate/model"
 	"net/http"
 	"net/url"
 	"strconv"
 	"time"
+
+	"github.com/tollgate-rl/tollgate/model"
 
 	"github.com/tollgate-rl/tollgate/api"
 )

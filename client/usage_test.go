@@ -34,8 +34,8 @@ func TestUsageAndCapacityMatchTheLibrary(t *testing.T) {
 	ts := httptest.NewServer(srv)
 	t.Cleanup(func() { ts.Close(); _ = srv.Close(ctx) })
 	c := newClient(t, ts.URL)
-	lim, err := tollgate.New(rec, tollgate.WithClock(clk))
-	must(t, "tollgate.New", err)
+	adm, err := tollgate.NewAdmin(rec, tollgate.WithClock(clk))
+	must(t, "tollgate.NewAdmin", err)
 
 	limits := client.WithLimits(tollgate.PerMinute("tpm", 100_000))
 	for hour := range 3 {
@@ -52,8 +52,8 @@ func TestUsageAndCapacityMatchTheLibrary(t *testing.T) {
 		{Entity: "key-2", Window: tollgate.Hourly, From: epoch, To: clk.Now()},
 		{Resource: "llm", Window: tollgate.Daily, From: epoch, To: clk.Now()},
 	} {
-		want, next, err := lim.Usage(ctx, q)
-		must(t, "Limiter.Usage", err)
+		want, next, err := adm.Usage(ctx, q)
+		must(t, "Admin.Usage", err)
 		if next != "" || len(want) == 0 {
 			t.Fatalf("library: %d snapshots, next %q", len(want), next)
 		}
@@ -76,8 +76,8 @@ func TestUsageAndCapacityMatchTheLibrary(t *testing.T) {
 			t.Errorf("%+v: %d snapshots in %d further pages, want %d", q, len(want), pages, wantPages)
 		}
 
-		wantSum, err := lim.UsageSummary(ctx, q)
-		must(t, "Limiter.UsageSummary", err)
+		wantSum, err := adm.UsageSummary(ctx, q)
+		must(t, "Admin.UsageSummary", err)
 		gotSum, err := c.UsageSummary(ctx, q)
 		must(t, "Client.UsageSummary", err)
 		if !reflect.DeepEqual(gotSum, wantSum) {
@@ -85,7 +85,7 @@ func TestUsageAndCapacityMatchTheLibrary(t *testing.T) {
 		}
 	}
 
-	wantCap, err := lim.Capacity(ctx, "llm")
+	wantCap, err := adm.Capacity(ctx, "llm")
 	must(t, "Limiter.Capacity", err)
 	gotCap, err := c.Capacity(ctx, "llm")
 	must(t, "Client.Capacity", err)

@@ -18,16 +18,21 @@ import (
 // their clusters and job slots come back, and the one no event names stays.
 func TestRecordedEventsReleaseReservations(t *testing.T) {
 	ctx := context.Background()
-	lim, err := tollgate.New(memory.New())
+	st := memory.New()
+	lim, err := tollgate.New(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	adm, err := tollgate.NewAdmin(st)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var _ events.Releaser = lim // what the processor needs, nothing more
 	limits := []tollgate.Limit{tollgate.ReservedLimit("clusters", 3), tollgate.PerMinute("launches", 10)}
-	if err := lim.SetConfig(ctx, tollgate.ResourceScope("emr"), tollgate.Config{Limits: limits}); err != nil {
+	if err := adm.SetConfig(ctx, tollgate.ResourceScope("emr"), tollgate.Config{Limits: limits}); err != nil {
 		t.Fatal(err)
 	}
-	if err := lim.SetConfig(ctx, tollgate.ResourceScope("batch"), tollgate.Config{Limits: []tollgate.Limit{tollgate.ReservedLimit("jobs", 1)}}); err != nil {
+	if err := adm.SetConfig(ctx, tollgate.ResourceScope("batch"), tollgate.Config{Limits: []tollgate.Limit{tollgate.ReservedLimit("jobs", 1)}}); err != nil {
 		t.Fatal(err)
 	}
 	for _, r := range []struct {
@@ -60,14 +65,14 @@ func TestRecordedEventsReleaseReservations(t *testing.T) {
 	if want := (events.Stats{Released: 3, NotFound: 2, Unmatched: 3, Malformed: 2}); p.Stats() != want {
 		t.Errorf("Stats = %+v, want %+v", p.Stats(), want)
 	}
-	rs, _, err := lim.Reservations(ctx, "team-a", "", "", 10)
+	rs, _, err := adm.Reservations(ctx, "team-a", "", "", 10)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(rs) != 1 || rs[0].ID != "j-kept" {
 		t.Errorf("reservations left %+v, want j-kept alone", rs)
 	}
-	wantReleaseEvents(t, lim)
+	wantReleaseEvents(t, adm)
 	want := map[string]int64{"clusters": 2, "launches": 7, "jobs": 1} // launches are spent, not given back
 	for _, resource := range []string{"emr", "batch"} {
 		sts, err := lim.Available(ctx, "team-a", resource)
@@ -86,9 +91,9 @@ func TestRecordedEventsReleaseReservations(t *testing.T) {
 // reservation.release event per reservation released, made on an event
 // (how), with the rule that matched and the event's source, detail-type
 // and id.
-func wantReleaseEvents(t *testing.T, lim *tollgate.Limiter) {
+func wantReleaseEvents(t *testing.T, adm *tollgate.Admin) {
 	t.Helper()
-	evs, err := lim.AuditEvents(t.Context(), "team-a", "", 100)
+	evs, err := adm.AuditEvents(t.Context(), "team-a", "", 100)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,7 +22,7 @@ func cascadeCases() []testCase {
 
 // chain creates acct <- org <- proj <- key (cascade on key and proj, not on
 // org) and key2 under proj without cascade, each with its own stored limits.
-func (e *env) chain(lim *tollgate.Limiter) {
+func (e *env) chain() {
 	e.t.Helper()
 	for _, ent := range []tollgate.Entity{
 		{ID: "acct"},
@@ -31,15 +31,15 @@ func (e *env) chain(lim *tollgate.Limiter) {
 		{ID: "key", ParentID: "proj", Cascade: true},
 		{ID: "key2", ParentID: "proj"},
 	} {
-		if _, err := lim.CreateEntity(e.ctx, ent); err != nil {
+		if _, err := e.admin().CreateEntity(e.ctx, ent); err != nil {
 			e.t.Fatal(err)
 		}
 	}
-	setConfig(e.t, lim, tollgate.EntityScope("key", ""), tollgate.PerMinute("rpm", 100), tollgate.PerMinute("tpm", 10_000))
-	setConfig(e.t, lim, tollgate.EntityScope("proj", "gpt"), tollgate.PerMinute("rpm", 50), tollgate.PerMinute("tpm", 5_000))
-	setConfig(e.t, lim, tollgate.EntityScope("org", ""), tollgate.PerMinute("rpm", 10)) // no tpm at the org
-	setConfig(e.t, lim, tollgate.EntityScope("acct", ""), tollgate.PerMinute("rpm", 1_000))
-	setConfig(e.t, lim, tollgate.ResourceScope("gpt"), tollgate.PerMinute("rpm", 7), tollgate.PerMinute("tpm", 700))
+	setConfig(e.t, e.admin(), tollgate.EntityScope("key", ""), tollgate.PerMinute("rpm", 100), tollgate.PerMinute("tpm", 10_000))
+	setConfig(e.t, e.admin(), tollgate.EntityScope("proj", "gpt"), tollgate.PerMinute("rpm", 50), tollgate.PerMinute("tpm", 5_000))
+	setConfig(e.t, e.admin(), tollgate.EntityScope("org", ""), tollgate.PerMinute("rpm", 10)) // no tpm at the org
+	setConfig(e.t, e.admin(), tollgate.EntityScope("acct", ""), tollgate.PerMinute("rpm", 1_000))
+	setConfig(e.t, e.admin(), tollgate.ResourceScope("gpt"), tollgate.PerMinute("rpm", 7), tollgate.PerMinute("tpm", 700))
 }
 
 // wantChain checks the rpm and tpm balances of key, proj and org (-1: the
@@ -71,7 +71,7 @@ func (e *env) wantChain(lim *tollgate.Limiter, of string, want map[string][2]int
 
 func testCascadeDebitsChain(t *testing.T, e *env) {
 	lim := e.limiter()
-	e.chain(lim)
+	e.chain()
 
 	le := e.acquire(lim, "key", "gpt", tollgate.Consume{"rpm": 1, "tpm": 100})
 	caps := map[string]int64{}
@@ -127,7 +127,7 @@ func testCascadeDebitsChain(t *testing.T, e *env) {
 
 func testCascadeViolation(t *testing.T, e *env) {
 	lim := e.limiter()
-	e.chain(lim)
+	e.chain()
 	e.commit(e.acquire(lim, "key", "gpt", tollgate.Consume{"rpm": 10, "tpm": 4_000}))
 	e.wantChain(lim, "key", map[string][2]int64{"key": {90, 6_000}, "proj": {40, 1_000}, "org": {0, -1}})
 
@@ -179,20 +179,20 @@ func testCascadeUnknownEntity(t *testing.T, e *env) {
 	if _, err := lim.Acquire(e.ctx, "ghost", "gpt", tollgate.Consume{"rpm": 1}); !errors.Is(err, tollgate.ErrInvalid) {
 		t.Errorf("unknown entity without limits = %v, want ErrInvalid", err)
 	}
-	setConfig(t, lim, tollgate.ResourceScope("gpt"), tollgate.PerMinute("rpm", 7))
+	setConfig(t, e.admin(), tollgate.ResourceScope("gpt"), tollgate.PerMinute("rpm", 7))
 	le := e.acquire(lim, "ghost", "gpt", tollgate.Consume{"rpm": 2})
 	if got := le.Consumed(); !maps.Equal(got, tollgate.Consume{"rpm": 2}) {
 		t.Errorf("Consumed = %v", got)
 	}
 	e.commit(le)
 	e.wantChain(lim, "ghost", map[string][2]int64{"ghost": {5, -1}})
-	setConfig(t, lim, tollgate.SystemScope(), tollgate.PerMinute("rpm", 3))
+	setConfig(t, e.admin(), tollgate.SystemScope(), tollgate.PerMinute("rpm", 3))
 	e.commit(e.acquire(lim, "ghost", "other", tollgate.Consume{"rpm": 3}))
 	e.denied(lim, "ghost", "other", tollgate.Consume{"rpm": 1})
 	// Explicit limits.
 	e.commit(e.acquire(lim, "ghost2", "x", tollgate.Consume{"a": 1}, tollgate.WithLimits(tollgate.PerSecond("a", 1))))
 	e.denied(lim, "ghost2", "x", tollgate.Consume{"a": 1}, tollgate.WithLimits(tollgate.PerSecond("a", 1)))
-	if _, err := lim.GetEntity(e.ctx, "ghost"); !errors.Is(err, tollgate.ErrEntityNotFound) {
+	if _, err := e.admin().GetEntity(e.ctx, "ghost"); !errors.Is(err, tollgate.ErrEntityNotFound) {
 		t.Errorf("acquiring created the entity: %v", err)
 	}
 }
@@ -203,17 +203,17 @@ func testCascadeUnknownEntity(t *testing.T, e *env) {
 func testCascadeDeletedParent(t *testing.T, e *env) {
 	lim := e.limiter()
 	for _, ent := range []tollgate.Entity{{ID: "org"}, {ID: "proj", ParentID: "org", Cascade: true}, {ID: "key", ParentID: "proj", Cascade: true}} {
-		if _, err := lim.CreateEntity(e.ctx, ent); err != nil {
+		if _, err := e.admin().CreateEntity(e.ctx, ent); err != nil {
 			t.Fatal(err)
 		}
 	}
 	for _, id := range []string{"key", "proj", "org"} {
-		setConfig(t, lim, tollgate.EntityScope(id, ""), tollgate.PerMinute("rpm", 10))
+		setConfig(t, e.admin(), tollgate.EntityScope(id, ""), tollgate.PerMinute("rpm", 10))
 	}
 	e.commit(e.acquire(lim, "key", "gpt", tollgate.Consume{"rpm": 1}))
 	e.wantChain(lim, "key", map[string][2]int64{"key": {9, -1}, "proj": {9, -1}, "org": {9, -1}})
 
-	if err := lim.DeleteEntity(e.ctx, "proj"); err != nil {
+	if err := e.admin().DeleteEntity(e.ctx, "proj"); err != nil {
 		t.Fatal(err)
 	}
 	if rec := e.Read(storetest.Key("proj", "gpt"))[0]; rec != nil {

@@ -80,13 +80,13 @@ func testConcLimiterAdvancing(t *testing.T, e *env) {
 func testConcCascade(t *testing.T, e *env) {
 	const children, capacity = 8, 300
 	lim := e.limiter()
-	if _, err := lim.CreateEntity(e.ctx, tollgate.Entity{ID: "parent"}); err != nil {
+	if _, err := e.admin().CreateEntity(e.ctx, tollgate.Entity{ID: "parent"}); err != nil {
 		t.Fatal(err)
 	}
 	ids := make([]string, children)
 	for i := range ids {
 		ids[i] = "child-" + strconv.Itoa(i)
-		if _, err := lim.CreateEntity(e.ctx, tollgate.Entity{ID: ids[i], ParentID: "parent", Cascade: true}); err != nil {
+		if _, err := e.admin().CreateEntity(e.ctx, tollgate.Entity{ID: ids[i], ParentID: "parent", Cascade: true}); err != nil {
 			t.Fatal(err)
 		}
 	}

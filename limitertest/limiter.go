@@ -77,11 +77,11 @@ func testLimiterReservations(t *testing.T, e *env) {
 	e.wantAvailable(lim, "team", "emr", "clusters", 0, limits)
 	e.wantAvailable(lim, "team", "emr", "rpm", 97, limits)
 	e.wantAvailable(lim, "other", "emr", "rpm", 100, limits)
-	rs, next, err := lim.Reservations(e.ctx, "team", "emr", "", 10)
+	rs, next, err := e.admin().Reservations(e.ctx, "team", "emr", "", 10)
 	if err != nil || next != "" || len(rs) != 2 || rs[0].ID != "j-b" || rs[1].ID != "j-c" {
 		t.Errorf("Reservations = %+v, %q, %v; want j-b and j-c", rs, next, err)
 	}
-	if r, err := lim.Reservation(e.ctx, "j-c"); err != nil || r.Entity != "team" || r.Resource != "emr" || !r.Expires.IsZero() {
+	if r, err := e.admin().Reservation(e.ctx, "j-c"); err != nil || r.Entity != "team" || r.Resource != "emr" || !r.Expires.IsZero() {
 		t.Errorf("Reservation(j-c) = %+v, %v", r, err)
 	}
 }
@@ -105,7 +105,7 @@ func testLimiterLeasesListed(t *testing.T, e *env) {
 	}
 	var all []tollgate.LeaseInfo
 	for after := ""; ; {
-		page, next, err := lim.Leases(e.ctx, "", "", after, 2)
+		page, next, err := e.admin().Leases(e.ctx, "", "", after, 2)
 		if err != nil || len(page) > 2 {
 			t.Fatalf("Leases after %q: %d, %v", after, len(page), err)
 		}
@@ -124,10 +124,10 @@ func testLimiterLeasesListed(t *testing.T, e *env) {
 		}
 	}
 	e.commit(leases[2])
-	if got, _, err := lim.Leases(e.ctx, "key-2", "jobs", "", 10); err != nil || len(got) != 0 {
+	if got, _, err := e.admin().Leases(e.ctx, "key-2", "jobs", "", 10); err != nil || len(got) != 0 {
 		t.Errorf("key-2's leases after its commit: %+v, %v", got, err)
 	}
-	if got, _, err := lim.Leases(e.ctx, "key-1", "", "", 10); err != nil || len(got) != 2 {
+	if got, _, err := e.admin().Leases(e.ctx, "key-1", "", "", 10); err != nil || len(got) != 2 {
 		t.Errorf("key-1's leases: %+v, %v; want 2", got, err)
 	}
 }
@@ -302,7 +302,7 @@ func testLimiterAdjustRefund(t *testing.T, e *env) {
 func testLimiterRollbackRestores(t *testing.T, e *env) {
 	lim := e.limiter()
 	for _, ent := range []tollgate.Entity{{ID: "org"}, {ID: "proj", ParentID: "org", Cascade: true}, {ID: "key", ParentID: "proj", Cascade: true}} {
-		if _, err := lim.CreateEntity(e.ctx, ent); err != nil {
+		if _, err := e.admin().CreateEntity(e.ctx, ent); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -1,7 +1,7 @@
 // Package limitertest is the behaviour users see through a
 // tollgate.Limiter, run over any backend: whole tokens and time.Time,
-// cascades, leases and reservations, stored limits and their resolution,
-// namespaces through a Registry, many goroutines on one limiter. Every
+// cascades, leases and reservations, stored limits (set through an Admin)
+// and their resolution, namespaces, many goroutines on one limiter. Every
 // backend runs it unchanged from its own tests, next to the store
 // contract's suite (package store/storetest):
 //
@@ -102,19 +102,30 @@ type env struct {
 	s   store.Store
 	ns  string
 	clk *clock.Fake
+	// watch is the change watch of the case's process: its limiters and
+	// its admin share it, so that a change made through the admin is in
+	// force at the limiters' next call, over any backend.
+	watch *tollgate.ChangeWatch
+	adm   *tollgate.Admin
 }
 
 func newEnv(t *testing.T, s store.Store, se *storetest.Env) *env {
-	return &env{Env: se, t: t, ctx: t.Context(), s: s, ns: se.Namespace(), clk: se.Clock()}
+	w, err := tollgate.NewChangeWatch(s, tollgate.DefaultRefreshInterval)
+	if err != nil {
+		t.Fatalf("tollgate.NewChangeWatch: %v", err)
+	}
+	return &env{Env: se, t: t, ctx: t.Context(), s: s, ns: se.Namespace(), clk: se.Clock(), watch: w}
 }
 
-// limiter returns a Limiter over the case's store, namespace and clock.
+// limiter returns a Limiter over the case's store, namespace, clock and
+// change watch.
 func (e *env) limiter(opts ...tollgate.Option) *tollgate.Limiter {
 	e.t.Helper()
-	return e.limiterOver(e.s, opts...)
+	return e.limiterOver(e.s, append([]tollgate.Option{tollgate.WithChangeWatch(e.watch)}, opts...)...)
 }
 
-// limiterOver is limiter over s, which wraps the case's store.
+// limiterOver is a Limiter over s, which wraps the case's store, with a
+// change watch of its own unless opts give one: another process's.
 func (e *env) limiterOver(s store.Store, opts ...tollgate.Option) *tollgate.Limiter {
 	e.t.Helper()
 	e.RegisterNamespace()
@@ -124,6 +135,21 @@ func (e *env) limiterOver(s store.Store, opts ...tollgate.Option) *tollgate.Limi
 		e.t.Fatalf("tollgate.New: %v", err)
 	}
 	return lim
+}
+
+// admin returns the Admin of the case's store, namespace, clock and
+// change watch.
+func (e *env) admin() *tollgate.Admin {
+	e.t.Helper()
+	if e.adm == nil {
+		e.RegisterNamespace()
+		adm, err := tollgate.NewAdmin(e.s, tollgate.WithNamespace(e.ns), tollgate.WithClock(e.clk), tollgate.WithChangeWatch(e.watch))
+		if err != nil {
+			e.t.Fatalf("tollgate.NewAdmin: %v", err)
+		}
+		e.adm = adm
+	}
+	return e.adm
 }
 
 // status returns the status of limit name of entity in statuses.

@@ -18,13 +18,13 @@ func namespaceCases() []testCase {
 func testNamespaceLimiterIsolation(t *testing.T, e *env) {
 	other := newEnv(t, e.s, e.OtherNamespace())
 	l1, l2 := e.limiter(), other.limiter()
-	if _, err := l1.CreateEntity(e.ctx, tollgate.Entity{ID: "org"}); err != nil {
+	if _, err := e.admin().CreateEntity(e.ctx, tollgate.Entity{ID: "org"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := l2.CreateEntity(e.ctx, tollgate.Entity{ID: "org"}); err != nil {
+	if _, err := other.admin().CreateEntity(e.ctx, tollgate.Entity{ID: "org"}); err != nil {
 		t.Fatalf("the same entity id in another namespace: %v", err)
 	}
-	if err := l1.SetConfig(e.ctx, tollgate.ResourceScope("api"), tollgate.Config{Limits: []tollgate.Limit{tollgate.PerMinute("rpm", 5)}}); err != nil {
+	if err := e.admin().SetConfig(e.ctx, tollgate.ResourceScope("api"), tollgate.Config{Limits: []tollgate.Limit{tollgate.PerMinute("rpm", 5)}}); err != nil {
 		t.Fatal(err)
 	}
 	for range 5 {
@@ -42,51 +42,48 @@ func testNamespaceLimiterIsolation(t *testing.T, e *env) {
 	e.wantAvailable(l1, "org", "api", "rpm", 0)
 }
 
-// Through a Registry and a limiter: a deleted namespace refuses work until
+// Through an Admin and a limiter: a deleted namespace refuses work until
 // recovered, and only a deleted one can be purged.
 func testNamespaceLimiterLifecycle(t *testing.T, e *env) {
-	reg, err := tollgate.NewRegistry(e.s, tollgate.WithRegistryClock(e.clk))
-	if err != nil {
-		t.Fatal(err)
-	}
+	reg := e.admin()
 	name := "t" + e.ns
-	if _, err := reg.Register(e.ctx, name); err != nil {
+	if _, err := reg.RegisterNamespace(e.ctx, name); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := reg.Register(e.ctx, name); !errors.Is(err, tollgate.ErrNamespaceExists) {
+	if _, err := reg.RegisterNamespace(e.ctx, name); !errors.Is(err, tollgate.ErrNamespaceExists) {
 		t.Errorf("registering twice: %v, want ErrNamespaceExists", err)
 	}
-	lim, err := tollgate.New(e.s, tollgate.WithNamespace(name), tollgate.WithClock(e.clk), tollgate.WithCacheTTL(0))
+	lim, err := tollgate.New(e.s, tollgate.WithNamespace(name), tollgate.WithClock(e.clk), tollgate.WithChangeWatch(e.watch))
 	if err != nil {
 		t.Fatal(err)
 	}
 	opt := tollgate.WithLimits(tollgate.PerMinute("rpm", 5))
 	e.commit(e.acquire(lim, "k", "api", tollgate.Consume{"rpm": 2}, opt))
-	if err := reg.Purge(e.ctx, name, nil); !errors.Is(err, tollgate.ErrInvalid) {
+	if err := reg.PurgeNamespace(e.ctx, name, nil); !errors.Is(err, tollgate.ErrInvalid) {
 		t.Errorf("purging a live namespace: %v, want ErrInvalid", err)
 	}
-	if err := reg.Delete(e.ctx, name); err != nil {
+	if err := reg.DeleteNamespace(e.ctx, name); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := lim.Acquire(e.ctx, "k", "api", tollgate.Consume{"rpm": 1}, opt); !errors.Is(err, tollgate.ErrNamespaceDeleted) {
 		t.Errorf("acquire in a deleted namespace: %v, want ErrNamespaceDeleted", err)
 	}
-	if err := reg.Recover(e.ctx, name); err != nil {
+	if err := reg.RecoverNamespace(e.ctx, name); err != nil {
 		t.Fatal(err)
 	}
 	// Recovered with its data: 3 of 5 left.
 	e.wantAvailable(lim, "k", "api", "rpm", 3, opt)
-	if err := reg.Delete(e.ctx, name); err != nil {
+	if err := reg.DeleteNamespace(e.ctx, name); err != nil {
 		t.Fatal(err)
 	}
-	if err := reg.Purge(e.ctx, name, nil); err != nil {
+	if err := reg.PurgeNamespace(e.ctx, name, nil); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := lim.Acquire(e.ctx, "k", "api", tollgate.Consume{"rpm": 1}, opt); !errors.Is(err, tollgate.ErrNamespaceNotFound) {
 		t.Errorf("acquire in a purged namespace: %v, want ErrNamespaceNotFound", err)
 	}
 	// Re-registering the name gives a fresh, empty namespace.
-	if _, err := reg.Register(e.ctx, name); err != nil {
+	if _, err := reg.RegisterNamespace(e.ctx, name); err != nil {
 		t.Fatal(err)
 	}
 	e.wantAvailable(lim, "k", "api", "rpm", 5, opt)

@@ -30,7 +30,7 @@ func (e *env) reserve(lim *tollgate.Limiter, id string, opts ...tollgate.Acquire
 // limiter lists them.
 func (e *env) auditOf(lim *tollgate.Limiter, entity, action string) []tollgate.AuditEvent {
 	e.t.Helper()
-	evs, err := lim.AuditEvents(e.ctx, entity, "", 100)
+	evs, err := e.admin().AuditEvents(e.ctx, entity, "", 100)
 	if err != nil {
 		e.t.Fatalf("AuditEvents(%s): %v", entity, err)
 	}

@@ -10,16 +10,16 @@ import (
 	"github.com/tollgate-rl/tollgate/store/storetest"
 )
 
-func setConfig(t *testing.T, lim *tollgate.Limiter, sc tollgate.Scope, limits ...tollgate.Limit) {
+func setConfig(t *testing.T, adm *tollgate.Admin, sc tollgate.Scope, limits ...tollgate.Limit) {
 	t.Helper()
-	if err := lim.SetConfig(t.Context(), sc, tollgate.Config{Limits: limits}); err != nil {
+	if err := adm.SetConfig(t.Context(), sc, tollgate.Config{Limits: limits}); err != nil {
 		t.Fatalf("SetConfig(%+v): %v", sc, err)
 	}
 }
 
-func deleteConfig(t *testing.T, lim *tollgate.Limiter, sc tollgate.Scope) {
+func deleteConfig(t *testing.T, adm *tollgate.Admin, sc tollgate.Scope) {
 	t.Helper()
-	if err := lim.DeleteConfig(t.Context(), sc); err != nil {
+	if err := adm.DeleteConfig(t.Context(), sc); err != nil {
 		t.Fatalf("DeleteConfig(%+v): %v", sc, err)
 	}
 }
@@ -37,22 +37,21 @@ func (e *env) capacityOf(lim *tollgate.Limiter, entity, resource, name string) i
 
 func testLimiterResolution(t *testing.T, e *env) {
 	lim := e.limiter(tollgate.WithCacheTTL(0))
-	admin := e.limiter()
-	if _, err := admin.CreateEntity(e.ctx, tollgate.Entity{ID: "e1"}); err != nil {
+	if _, err := e.admin().CreateEntity(e.ctx, tollgate.Entity{ID: "e1"}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := lim.Acquire(e.ctx, "e1", "api", tollgate.Consume{"rpm": 1}); !errors.Is(err, tollgate.ErrInvalid) {
 		t.Fatalf("Acquire with nothing configured = %v, want ErrInvalid", err)
 	}
-	setConfig(t, admin, tollgate.SystemScope(), tollgate.PerMinute("rpm", 10))
-	setConfig(t, admin, tollgate.ResourceScope("api"), tollgate.PerMinute("rpm", 20))
-	setConfig(t, admin, tollgate.EntityScope("e1", ""), tollgate.PerMinute("rpm", 30))
-	setConfig(t, admin, tollgate.EntityScope("e1", "api"), tollgate.PerMinute("rpm", 40))
+	setConfig(t, e.admin(), tollgate.SystemScope(), tollgate.PerMinute("rpm", 10))
+	setConfig(t, e.admin(), tollgate.ResourceScope("api"), tollgate.PerMinute("rpm", 20))
+	setConfig(t, e.admin(), tollgate.EntityScope("e1", ""), tollgate.PerMinute("rpm", 30))
+	setConfig(t, e.admin(), tollgate.EntityScope("e1", "api"), tollgate.PerMinute("rpm", 40))
 	// An empty config is skipped by resolution.
-	if _, err := admin.CreateEntity(e.ctx, tollgate.Entity{ID: "e2"}); err != nil {
+	if _, err := e.admin().CreateEntity(e.ctx, tollgate.Entity{ID: "e2"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := admin.SetConfig(e.ctx, tollgate.EntityScope("e2", "api"), tollgate.Config{}); err != nil {
+	if err := e.admin().SetConfig(e.ctx, tollgate.EntityScope("e2", "api"), tollgate.Config{}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -71,19 +70,19 @@ func testLimiterResolution(t *testing.T, e *env) {
 	}
 
 	// Peel the levels off one by one.
-	deleteConfig(t, admin, tollgate.EntityScope("e1", "api"))
+	deleteConfig(t, e.admin(), tollgate.EntityScope("e1", "api"))
 	if got := e.capacityOf(lim, "e1", "api", "rpm"); got != 30 {
 		t.Errorf("without entity+resource: capacity %d, want 30", got)
 	}
-	deleteConfig(t, admin, tollgate.EntityScope("e1", ""))
+	deleteConfig(t, e.admin(), tollgate.EntityScope("e1", ""))
 	if got := e.capacityOf(lim, "e1", "api", "rpm"); got != 20 {
 		t.Errorf("without entity default: capacity %d, want 20", got)
 	}
-	deleteConfig(t, admin, tollgate.ResourceScope("api"))
+	deleteConfig(t, e.admin(), tollgate.ResourceScope("api"))
 	if got := e.capacityOf(lim, "e1", "api", "rpm"); got != 10 {
 		t.Errorf("without resource: capacity %d, want 10", got)
 	}
-	deleteConfig(t, admin, tollgate.SystemScope())
+	deleteConfig(t, e.admin(), tollgate.SystemScope())
 	_, err := lim.Acquire(e.ctx, "e1", "api", tollgate.Consume{"rpm": 1})
 	var ve *tollgate.ValidationError
 	if !errors.As(err, &ve) {
@@ -91,7 +90,7 @@ func testLimiterResolution(t *testing.T, e *env) {
 	}
 	// Explicit limits still work, and override stored ones; the drained
 	// bucket adopts the larger capacity without gaining tokens.
-	setConfig(t, admin, tollgate.ResourceScope("api"), tollgate.PerMinute("rpm", 20))
+	setConfig(t, e.admin(), tollgate.ResourceScope("api"), tollgate.PerMinute("rpm", 20))
 	st, err := lim.Available(e.ctx, "e2", "api", tollgate.WithLimits(tollgate.PerMinute("rpm", 1_000)))
 	if err != nil {
 		t.Fatal(err)
@@ -116,10 +115,10 @@ func (frozenGeneration) LocalGeneration() bool { return false }
 func testLimiterLimitChanges(t *testing.T, e *env) {
 	lim := e.limiter() // default cache TTL: its own writes invalidate it
 	remote := e.limiterOver(frozenGeneration{e.s})
-	if _, err := lim.CreateEntity(e.ctx, tollgate.Entity{ID: "e1"}); err != nil {
+	if _, err := e.admin().CreateEntity(e.ctx, tollgate.Entity{ID: "e1"}); err != nil {
 		t.Fatal(err)
 	}
-	setConfig(t, lim, tollgate.EntityScope("e1", "api"), tollgate.PerMinute("rpm", 40), tollgate.ConcurrencyLimit("inflight", 5))
+	setConfig(t, e.admin(), tollgate.EntityScope("e1", "api"), tollgate.PerMinute("rpm", 40), tollgate.ConcurrencyLimit("inflight", 5))
 	e.commit(e.acquire(lim, "e1", "api", tollgate.Consume{"rpm": 5}))
 	held := e.acquire(lim, "e1", "api", tollgate.Consume{"inflight": 2})
 	e.wantAvailable(remote, "e1", "api", "rpm", 35) // remote caches this resolution
@@ -127,7 +126,7 @@ func testLimiterLimitChanges(t *testing.T, e *env) {
 
 	// Shrink: the balance is clamped at the next acquire, the in-flight
 	// slots stay in use.
-	setConfig(t, lim, tollgate.EntityScope("e1", "api"), tollgate.PerMinute("rpm", 20), tollgate.ConcurrencyLimit("inflight", 3))
+	setConfig(t, e.admin(), tollgate.EntityScope("e1", "api"), tollgate.PerMinute("rpm", 20), tollgate.ConcurrencyLimit("inflight", 3))
 	e.commit(e.acquire(lim, "e1", "api", tollgate.Consume{"rpm": 1}))
 	e.wantAvailable(lim, "e1", "api", "rpm", 19)
 	e.wantAvailable(lim, "e1", "api", "inflight", 1)
@@ -137,17 +136,17 @@ func testLimiterLimitChanges(t *testing.T, e *env) {
 	}
 
 	// The remote limiter still uses its cached limits (capacity 40), until
-	// its cache is invalidated.
+	// its process restarts (or its TTL passes, below).
 	if got := e.capacityOf(remote, "e1", "api", "rpm"); got != 40 {
 		t.Errorf("remote capacity within TTL = %d, want the cached 40", got)
 	}
-	remote.InvalidateCache()
+	remote = e.limiterOver(frozenGeneration{e.s})
 	if got := e.capacityOf(remote, "e1", "api", "rpm"); got != 20 {
-		t.Errorf("remote capacity after InvalidateCache = %d, want 20", got)
+		t.Errorf("remote capacity after a restart = %d, want 20", got)
 	}
 
 	// Grow: no tokens appear, the freed capacity is for slots.
-	setConfig(t, lim, tollgate.EntityScope("e1", "api"), tollgate.PerMinute("rpm", 100), tollgate.ConcurrencyLimit("inflight", 10))
+	setConfig(t, e.admin(), tollgate.EntityScope("e1", "api"), tollgate.PerMinute("rpm", 100), tollgate.ConcurrencyLimit("inflight", 10))
 	e.commit(e.acquire(lim, "e1", "api", tollgate.Consume{"rpm": 19, "inflight": 8}))
 	e.denied(lim, "e1", "api", tollgate.Consume{"rpm": 1})
 	e.rollback(held)
@@ -156,7 +155,7 @@ func testLimiterLimitChanges(t *testing.T, e *env) {
 
 	// A rate change applies from the first acquire that sees it: until then
 	// the bucket refills at the old rate (100/min), after at the new one.
-	setConfig(t, lim, tollgate.EntityScope("e1", "api"), tollgate.PerMinute("rpm", 200).WithBurst(100))
+	setConfig(t, e.admin(), tollgate.EntityScope("e1", "api"), tollgate.PerMinute("rpm", 200).WithBurst(100))
 	e.Advance(30_000)
 	e.wantAvailable(lim, "e1", "api", "rpm", 50)
 	e.commit(e.acquire(lim, "e1", "api", tollgate.Consume{"rpm": 0}))

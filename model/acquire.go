@@ -16,17 +16,28 @@ import (
 // they may be negative (a refund).
 type Consume map[string]int64
 
-// Acquirer is the API that a tollgate.Limiter (limits in this process, over
-// a store) and a client.Client (limits through a tollgate serve) share: the
-// same method names, arguments, options and typed errors, so code written
-// against it runs on either. L is the lease each hands out.
+// Acquirer is the data plane, as Administrator is the control plane: the
+// API that a tollgate.Limiter (limits in this process, over a store) and a
+// client.Client (limits through a tollgate serve) share: the same method
+// names, arguments, options and typed errors, so code written against it
+// runs on either. L is the lease each hands out.
 type Acquirer[L Held] interface {
 	Acquire(ctx context.Context, entity, resource string, consume Consume, opts ...AcquireOption) (L, error)
 	Wait(ctx context.Context, entity, resource string, consume Consume, opts ...AcquireOption) (L, error)
 	Do(ctx context.Context, entity, resource string, consume Consume, fn func(context.Context, L) error, opts ...AcquireOption) error
+	WithSlot(ctx context.Context, entity, resource string, consume Consume, wait time.Duration, fn func(context.Context) error, opts ...AcquireOption) error
 	AcquireAndCommit(ctx context.Context, entity, resource string, consume Consume, opts ...AcquireOption) (Grant, error)
 	Available(ctx context.Context, entity, resource string, opts ...AcquireOption) ([]Status, error)
 	TimeUntilAvailable(ctx context.Context, entity, resource string, consume Consume, opts ...AcquireOption) (time.Duration, error)
+	// ResumeLease takes up a durable lease by its id, in another process
+	// or after a restart.
+	ResumeLease(ctx context.Context, id string) (L, error)
+	// Reserve holds a resource id until Release.
+	Reserve(ctx context.Context, entity, resource, id string, consume Consume, opts ...AcquireOption) (ReservationGrant, error)
+	Release(ctx context.Context, id string, opts ...WriteOption) error
+	// Penalize empties rate limits until a time: what a caller does when
+	// a vendor answers 429 with its own retry-after.
+	Penalize(ctx context.Context, entity, resource string, until time.Time, reason string, limits []string, opts ...WriteOption) error
 }
 
 // Held is a granted lease, wherever it is held: tollgate's *Lease, or the Go
@@ -42,6 +53,9 @@ type Held interface {
 	Extend(ctx context.Context, d time.Duration) error
 	Commit(ctx context.Context) error
 	Rollback(ctx context.Context) error
+	// Penalize empties limits the lease was acquired with until a time
+	// (the vendor's retry-after), for every holder.
+	Penalize(ctx context.Context, until time.Time, reason string, limits []string, opts ...WriteOption) error
 }
 
 // Grant is the outcome of AcquireAndCommit: what was consumed and every

@@ -83,6 +83,23 @@ type Reservation struct {
 	Expires time.Time
 }
 
+// ReservationGrant is the outcome of Reserve: the reservation as the
+// store has it, and what its acquire did.
+type ReservationGrant struct {
+	Reservation
+	// New is false when the same entity and resource held the id already:
+	// the call debited nothing again, and Statuses is empty. (A degraded
+	// grant is new: nothing was held.)
+	New bool
+	// Consumed is what the reservation's acquire consumed.
+	Consumed Consume
+	// Statuses are the limits debited, just after the grant.
+	Statuses []Status
+	// Degraded reports that the store could not answer and the Allow mode
+	// granted without counting: nothing is reserved.
+	Degraded bool
+}
+
 // MaxPenalty bounds how far ahead a penalty may end: a vendor's
 // retry-after beyond a day is more likely a mistake than a wish.
 const MaxPenalty = 24 * time.Hour

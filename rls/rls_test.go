@@ -139,6 +139,17 @@ func (e *env) lim(t *testing.T) *tollgate.Limiter {
 	return l
 }
 
+// admin is the control plane of the default namespace over the shared
+// store, with the limiters' clock.
+func (e *env) admin(t *testing.T) *tollgate.Admin {
+	t.Helper()
+	a, err := tollgate.NewAdmin(e.store, tollgate.WithClock(e.clk))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
 // desc builds a descriptor from key, value pairs.
 func desc(kv ...string) *ratelimitv3.RateLimitDescriptor {
 	d := &ratelimitv3.RateLimitDescriptor{}
@@ -407,7 +418,7 @@ domains:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := e.lim(t).SetConfig(ctx, tollgate.ResourceScope("chat"), tollgate.Config{Limits: limits}); err != nil {
+	if err := e.admin(t).SetConfig(ctx, tollgate.ResourceScope("chat"), tollgate.Config{Limits: limits}); err != nil {
 		t.Fatal(err)
 	}
 	for i := range 2 {
@@ -504,7 +515,7 @@ func TestStoreUnavailable(t *testing.T) {
 	}
 	e.store.stalled.Store(false)
 	lim := e.lim(t)
-	if err := lim.SetConfig(ctx, tollgate.SystemScope(), tollgate.Config{OnUnavailable: tollgate.Allow}); err != nil {
+	if err := e.admin(t).SetConfig(ctx, tollgate.SystemScope(), tollgate.Config{OnUnavailable: tollgate.Allow}); err != nil {
 		t.Fatal(err)
 	}
 	e.call(t, r) // reads the new mode
@@ -513,7 +524,7 @@ func TestStoreUnavailable(t *testing.T) {
 	if resp.OverallCode != pb.RateLimitResponse_OK {
 		t.Fatalf("store down, allow mode: %v, want OK", resp.OverallCode)
 	}
-	if lim.Degraded() == 0 {
+	if lim.Stats().Degraded == 0 {
 		t.Error("no degraded lease counted")
 	}
 	if cl := resp.Statuses[0].CurrentLimit; cl.GetName() != "rps" {
@@ -534,11 +545,7 @@ domains:
 	if got := e.callErr(t, r("a")); got != codes.FailedPrecondition {
 		t.Fatalf("unregistered namespace: %v, want FailedPrecondition", got)
 	}
-	reg, err := tollgate.NewRegistry(e.store, tollgate.WithRegistryClock(e.clk))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := reg.Register(context.Background(), "tenant-a"); err != nil {
+	if _, err := e.admin(t).RegisterNamespace(context.Background(), "tenant-a"); err != nil {
 		t.Fatal(err)
 	}
 	e.mu.Lock()

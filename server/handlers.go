@@ -322,34 +322,6 @@ func availableResponse(sts []tollgate.Status) api.AvailableResponse {
 	return api.AvailableResponse{Limits: api.FromStatuses(sts)}
 }
 
-func (s *Server) audit(w http.ResponseWriter, r *http.Request, c *call) error {
-	q := r.URL.Query()
-	limit, err := pageLimit(q, 100, tollgate.MaxAuditPage)
-	if err != nil {
-		return err
-	}
-	if err := c.needEntity(r.Context(), "entity", q.Get("entity")); err != nil {
-		return err
-	}
-	lim, err := c.limiter(r.Context())
-	if err != nil {
-		return err
-	}
-	evs, err := lim.AuditEvents(r.Context(), q.Get("entity"), q.Get("after"), limit)
-	if err != nil {
-		return err
-	}
-	out := api.AuditResponse{Events: make([]api.AuditEvent, len(evs))}
-	for i, e := range evs {
-		out.Events[i] = api.FromAuditEvent(e)
-	}
-	if len(evs) == limit {
-		out.Next = evs[len(evs)-1].ID
-	}
-	writeJSON(w, http.StatusOK, out)
-	return nil
-}
-
 // ready reports whether the store answers, within two seconds.
 func (s *Server) ready(w http.ResponseWriter, r *http.Request, _ *call) error {
 	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)

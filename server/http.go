@@ -1,7 +1,6 @@
 package server
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -30,9 +29,6 @@ type call struct {
 	// nobody (see authorize).
 	key *model.Key
 }
-
-// limiter returns the limiter of the request's namespace.
-func (c *call) limiter(ctx context.Context) (*tollgate.Limiter, error) { return c.s.Limiter(ctx, c.ns) }
 
 func (c *call) writeOpts() []tollgate.WriteOption {
 	if c.principal == "" {

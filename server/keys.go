@@ -86,7 +86,7 @@ func (s *Server) storedKey(ctx context.Context, token, hash string) (model.Key, 
 	gen := s.watch.Generation(ctx)
 	e, cached := s.keyCache.get(hash)
 	if !cached || e.gen != gen || time.Since(e.read) >= keyCacheTTL {
-		k, err := s.reg.LookupKey(ctx, hash)
+		k, err := s.admin.LookupKey(ctx, hash)
 		switch {
 		case err == nil || errors.Is(err, model.ErrKeyNotFound):
 			e = keyEntry{key: k, found: err == nil, gen: gen, read: time.Now()}
@@ -192,10 +192,7 @@ func (s *Server) Authenticates(ctx context.Context) (bool, error) { return s.aut
 
 // anyStoredKey reports whether any namespace of the store holds a key.
 func (s *Server) anyStoredKey(ctx context.Context) (bool, error) {
-	if s.regErr != nil {
-		return false, s.regErr
-	}
-	nss, err := s.reg.List(ctx)
+	nss, err := s.admin.ListNamespaces(ctx)
 	if err != nil {
 		return false, err
 	}
@@ -203,7 +200,11 @@ func (s *Server) anyStoredKey(ctx context.Context) (bool, error) {
 		if n.Deleted() {
 			continue
 		}
-		ks, err := s.reg.Keys(ctx, n.Name, "", 1)
+		adm, err := tollgate.NewAdmin(s.store, tollgate.WithNamespace(n.Name), tollgate.WithClock(s.clock), tollgate.WithChangeWatch(s.watch))
+		if err != nil {
+			return false, err
+		}
+		ks, err := adm.Keys(ctx, "", 1)
 		if err != nil {
 			return false, err
 		}
@@ -232,12 +233,13 @@ func (s *Server) createKey(w http.ResponseWriter, r *http.Request, c *call) erro
 	if req.ExpiresInS < 0 || req.ExpiresInS > maxKeyExpirySeconds {
 		return model.Invalid("expires_in_s", strconv.FormatInt(req.ExpiresInS, 10), "want 0 (never) to "+strconv.FormatInt(maxKeyExpirySeconds, 10))
 	}
-	if s.regErr != nil {
-		return s.regErr
+	adm, err := c.admin(r.Context())
+	if err != nil {
+		return err
 	}
 	spec := tollgate.KeySpec{Name: req.Name, Role: model.Role(req.Role), Entity: req.Entity, AllowLimits: req.AllowLimits,
 		ExpiresIn: time.Duration(req.ExpiresInS) * time.Second}
-	secret, k, err := s.reg.CreateKey(r.Context(), c.ns, spec, c.writeOpts()...)
+	secret, k, err := adm.CreateKey(r.Context(), spec, c.writeOpts()...)
 	if err != nil {
 		return err
 	}
@@ -252,10 +254,11 @@ func (s *Server) listKeys(w http.ResponseWriter, r *http.Request, c *call) error
 	if err != nil {
 		return err
 	}
-	if s.regErr != nil {
-		return s.regErr
+	adm, err := c.admin(r.Context())
+	if err != nil {
+		return err
 	}
-	ks, err := s.reg.Keys(r.Context(), c.ns, q.Get("after"), limit)
+	ks, err := adm.Keys(r.Context(), q.Get("after"), limit)
 	if err != nil {
 		return err
 	}
@@ -271,10 +274,11 @@ func (s *Server) listKeys(w http.ResponseWriter, r *http.Request, c *call) error
 }
 
 func (s *Server) revokeKey(w http.ResponseWriter, r *http.Request, c *call) error {
-	if s.regErr != nil {
-		return s.regErr
+	adm, err := c.admin(r.Context())
+	if err != nil {
+		return err
 	}
-	err := s.reg.RevokeKey(r.Context(), c.ns, r.PathValue("name"), c.writeOpts()...)
+	err = adm.RevokeKey(r.Context(), r.PathValue("name"), c.writeOpts()...)
 	if err == nil {
 		s.keysChanged()
 	}

@@ -139,11 +139,11 @@ func (s *Server) listLeases(w http.ResponseWriter, r *http.Request, c *call) err
 	if err := c.needEntity(r.Context(), "entity", q.Get("entity")); err != nil {
 		return err
 	}
-	lim, err := c.limiter(r.Context())
+	adm, err := c.admin(r.Context())
 	if err != nil {
 		return err
 	}
-	ls, next, err := lim.Leases(r.Context(), q.Get("entity"), q.Get("resource"), q.Get("after"), limit)
+	ls, next, err := adm.Leases(r.Context(), q.Get("entity"), q.Get("resource"), q.Get("after"), limit)
 	if err != nil {
 		return err
 	}

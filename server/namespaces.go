@@ -10,22 +10,15 @@ import (
 	"github.com/tollgate-rl/tollgate/model"
 )
 
-// The namespace registry routes.
-
-// registry returns the namespace registry, which the namespace routes use:
-// they are not about any one namespace.
-func (s *Server) registry() (*tollgate.Registry, error) { return s.reg, s.regErr }
+// The namespace routes, served by the server's admin: they are not about
+// any one namespace.
 
 func (s *Server) registerNamespace(w http.ResponseWriter, r *http.Request, _ *call) error {
 	var body api.Namespace
 	if err := decode(w, r, &body); err != nil {
 		return err
 	}
-	reg, err := s.registry()
-	if err != nil {
-		return err
-	}
-	n, err := reg.Register(r.Context(), body.Name)
+	n, err := s.admin.RegisterNamespace(r.Context(), body.Name)
 	if err == nil {
 		s.forget(n.Name) // it may have cached that the name is not registered
 	}
@@ -33,11 +26,7 @@ func (s *Server) registerNamespace(w http.ResponseWriter, r *http.Request, _ *ca
 }
 
 func (s *Server) listNamespaces(w http.ResponseWriter, r *http.Request, _ *call) error {
-	reg, err := s.registry()
-	if err != nil {
-		return err
-	}
-	ns, err := reg.List(r.Context())
+	ns, err := s.admin.ListNamespaces(r.Context())
 	return answer(w, http.StatusOK, ns, err, namespacesResponse)
 }
 
@@ -50,24 +39,16 @@ func namespacesResponse(ns []tollgate.Namespace) api.NamespacesResponse {
 }
 
 func (s *Server) getNamespace(w http.ResponseWriter, r *http.Request, _ *call) error {
-	reg, err := s.registry()
-	if err != nil {
-		return err
-	}
-	n, err := reg.Get(r.Context(), r.PathValue("name"))
+	n, err := s.admin.GetNamespace(r.Context(), r.PathValue("name"))
 	return answer(w, http.StatusOK, n, err, api.FromNamespace)
 }
 
 // namespaceOp runs a registry change on the namespace named in the path
 // and drops its cached limiter, so this server's next calls in it see the
 // change at once.
-func (s *Server) namespaceOp(w http.ResponseWriter, r *http.Request, op func(*tollgate.Registry, context.Context, string) error) error {
-	reg, err := s.registry()
-	if err != nil {
-		return err
-	}
+func (s *Server) namespaceOp(w http.ResponseWriter, r *http.Request, op func(context.Context, string) error) error {
 	name := r.PathValue("name")
-	err = op(reg, r.Context(), name)
+	err := op(r.Context(), name)
 	if err == nil {
 		s.forget(name)
 	}
@@ -82,11 +63,11 @@ func (s *Server) deleteNamespace(w http.ResponseWriter, r *http.Request, _ *call
 	if r.PathValue("name") == model.DefaultNamespace {
 		return model.Invalid("name", model.DefaultNamespace, "the default namespace cannot be deleted")
 	}
-	return s.namespaceOp(w, r, (*tollgate.Registry).Delete)
+	return s.namespaceOp(w, r, s.admin.DeleteNamespace)
 }
 
 func (s *Server) recoverNamespace(w http.ResponseWriter, r *http.Request, _ *call) error {
-	return s.namespaceOp(w, r, (*tollgate.Registry).Recover)
+	return s.namespaceOp(w, r, s.admin.RecoverNamespace)
 }
 
 // purgeNamespace may run for minutes: it extends the connection's read
@@ -100,13 +81,9 @@ func (s *Server) purgeNamespace(w http.ResponseWriter, r *http.Request, _ *call)
 	_ = rc.SetWriteDeadline(deadline)
 	ctx, cancel := context.WithDeadline(r.Context(), deadline)
 	defer cancel()
-	reg, err := s.registry()
-	if err != nil {
-		return err
-	}
 	name := r.PathValue("name")
 	deleted := 0
-	if err := reg.Purge(ctx, name, func(n int) { deleted = n }); err != nil {
+	if err := s.admin.PurgeNamespace(ctx, name, func(n int) { deleted = n }); err != nil {
 		return err
 	}
 	s.forget(name)

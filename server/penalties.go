@@ -98,9 +98,9 @@ func (s *Server) reset(w http.ResponseWriter, r *http.Request, c *call) error {
 	if err := c.checkEntity(r.Context(), req.Entity); err != nil {
 		return err
 	}
-	lim, err := c.limiter(r.Context())
+	adm, err := c.admin(r.Context())
 	if err != nil {
 		return err
 	}
-	return noContent(w, lim.Reset(r.Context(), req.Entity, req.Resource, req.Reason, req.Limits, c.writeOpts()...))
+	return noContent(w, adm.Reset(r.Context(), req.Entity, req.Resource, req.Reason, req.Limits, c.writeOpts()...))
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"strconv"
 
 	"github.com/tollgate-rl/tollgate"
 	"github.com/tollgate-rl/tollgate/api"
@@ -23,8 +22,9 @@ import (
 // defaultReservationPage is the page of GET /v1/reservations without limit.
 const defaultReservationPage = 100
 
-// reserve makes a reservation: 201 when this call made it, 200 when the
-// same entity and resource held the id already (nothing debited again).
+// reserve makes a reservation (tollgate.Limiter.Reserve): 201 when this
+// call made it, 200 when the same entity and resource held the id already
+// (nothing debited again).
 func (s *Server) reserve(w http.ResponseWriter, r *http.Request, c *call) error {
 	var req api.ReserveRequest
 	if err := decode(w, r, &req); err != nil {
@@ -48,35 +48,26 @@ func (s *Server) reserve(w http.ResponseWriter, r *http.Request, c *call) error 
 	if err != nil {
 		return err
 	}
-	ctx := r.Context()
-	consume := tollgate.Consume(req.Consume)
-	if len(consume) == 0 {
-		if consume, err = reservedLimits(ctx, lim, &req, opts); err != nil {
-			return err
-		}
-	}
-	le, err := lim.Acquire(ctx, req.Entity, req.Resource, consume, opts...)
+	g, err := lim.Reserve(r.Context(), req.Entity, req.Resource, req.ID, tollgate.Consume(req.Consume), opts...)
 	if err != nil {
 		return err
 	}
 	status := http.StatusCreated
-	if heldAlready(le) {
+	if !g.New {
 		status = http.StatusOK
 	}
-	resp := api.ReserveResponse{Consumed: le.Consumed(), Limits: api.FromStatuses(le.Statuses()), Degraded: le.Degraded()}
-	resp.Reservation = reservationAfter(ctx, lim, &req, le)
-	writeJSON(w, status, resp)
+	writeJSON(w, status, api.ReserveResponse{Reservation: api.FromReservation(g.Reservation), Consumed: g.Consumed,
+		Limits: api.FromStatuses(g.Statuses), Degraded: g.Degraded})
 	return nil
 }
 
-// reserveOptions turns a reservation request's id, limits, mode and TTL
-// into acquire options, validating them.
+// reserveOptions turns a reservation request's limits, mode and TTL into
+// acquire options, validating them.
 func (s *Server) reserveOptions(req *api.ReserveRequest) ([]tollgate.AcquireOption, error) {
 	opts, err := s.acquireOptions(make([]tollgate.AcquireOption, 0, 4), req.Limits, req.OnUnavailable)
 	if err != nil {
 		return nil, err
 	}
-	opts = append(opts, tollgate.WithReservation(req.ID))
 	if req.TTLMS != 0 {
 		ttl, err := s.ttlOf("ttl_ms", req.TTLMS)
 		if err != nil {
@@ -85,66 +76,6 @@ func (s *Server) reserveOptions(req *api.ReserveRequest) ([]tollgate.AcquireOpti
 		opts = append(opts, tollgate.WithLeaseExpiry(recordExpiry(ttl)))
 	}
 	return opts, nil
-}
-
-// heldAlready reports whether a granted reservation's lease is that of a
-// reservation the entity and resource held before the call: the library
-// then resumes the existing record, and a resumed lease reports no
-// statuses (docs/semantics.md, section 12), where a fresh grant reports at
-// least its reserved limit. A degraded lease reserved nothing at all.
-func heldAlready(le *tollgate.Lease) bool {
-	return !le.Degraded() && len(le.Statuses()) == 0
-}
-
-// reservedLimits is the consume of a reservation request that names none:
-// 1 of every reserved limit in effect for its entity and resource, those
-// of the request's limits or else the stored ones (read as Available
-// reads them). None in effect is a *model.ValidationError on consume.
-func reservedLimits(ctx context.Context, lim *tollgate.Limiter, req *api.ReserveRequest, opts []tollgate.AcquireOption) (tollgate.Consume, error) {
-	consume := tollgate.Consume{}
-	if len(req.Limits) > 0 {
-		cfg, err := api.ToConfig(api.Limits{Limits: req.Limits})
-		if err != nil {
-			return nil, err
-		}
-		for _, l := range cfg.Limits {
-			if l.Kind == model.Reserved {
-				consume[l.Name] = 1
-			}
-		}
-	} else {
-		sts, err := lim.Available(ctx, req.Entity, req.Resource, opts...)
-		if err != nil {
-			return nil, err
-		}
-		for _, st := range sts {
-			if st.Kind == model.Reserved && st.Entity == req.Entity {
-				consume[st.Limit] = 1
-			}
-		}
-	}
-	if len(consume) == 0 {
-		return nil, model.Invalid("consume", "", "no reserved limit is in effect for entity "+strconv.Quote(req.Entity)+
-			" and resource "+strconv.Quote(req.Resource)+": configure one (NAME:N/reserved) or name the limits to take")
-	}
-	return consume, nil
-}
-
-// reservationAfter describes the reservation that le holds, as the store
-// has it (holder and creation included: one read). If that read fails
-// (the reservation released meanwhile, or the store), and for a degraded
-// lease, which has no record, it is what the request and the lease say.
-func reservationAfter(ctx context.Context, lim *tollgate.Limiter, req *api.ReserveRequest, le *tollgate.Lease) api.Reservation {
-	if !le.Degraded() {
-		if rv, err := lim.Reservation(ctx, req.ID); err == nil {
-			return api.FromReservation(rv)
-		}
-	}
-	out := api.Reservation{ID: req.ID, Entity: req.Entity, Resource: req.Resource}
-	if exp := le.Expires(); !exp.IsZero() {
-		out.ExpiresAtMS = exp.UnixMilli()
-	}
-	return out
 }
 
 // checkReservationID checks a reservation id of a body or a path, naming
@@ -163,19 +94,19 @@ func (s *Server) getReservation(w http.ResponseWriter, r *http.Request, c *call)
 	if err := checkReservationID(id); err != nil {
 		return err
 	}
-	lim, err := c.limiter(r.Context())
+	adm, err := c.admin(r.Context())
 	if err != nil {
 		return err
 	}
-	rv, err := c.reservation(r.Context(), lim, id)
+	rv, err := c.reservation(r.Context(), adm, id)
 	return answer(w, http.StatusOK, rv, err, api.FromReservation)
 }
 
 // reservation reads reservation id for the request. One held by an entity
 // beyond the key's scope is none of its business: it is answered as one
 // that does not exist.
-func (c *call) reservation(ctx context.Context, lim *tollgate.Limiter, id string) (tollgate.Reservation, error) {
-	rv, err := lim.Reservation(ctx, id)
+func (c *call) reservation(ctx context.Context, adm admin, id string) (tollgate.Reservation, error) {
+	rv, err := adm.Reservation(ctx, id)
 	if err != nil {
 		return rv, err
 	}
@@ -205,14 +136,18 @@ func (s *Server) release(w http.ResponseWriter, r *http.Request, c *call) error 
 		}
 		opts = append(opts, tollgate.WithTrigger(t))
 	}
+	if c.key != nil && c.key.Scoped() { // the reservation's entity must be in scope
+		adm, err := c.admin(r.Context())
+		if err != nil {
+			return err
+		}
+		if _, err := c.reservation(r.Context(), adm, id); err != nil {
+			return err
+		}
+	}
 	lim, err := c.limiter(r.Context())
 	if err != nil {
 		return err
-	}
-	if c.key != nil && c.key.Scoped() { // the reservation's entity must be in scope
-		if _, err := c.reservation(r.Context(), lim, id); err != nil {
-			return err
-		}
 	}
 	return noContent(w, lim.Release(r.Context(), id, opts...))
 }
@@ -234,11 +169,11 @@ func (s *Server) listReservations(w http.ResponseWriter, r *http.Request, c *cal
 	if err := c.needEntity(r.Context(), "entity", q.Get("entity")); err != nil {
 		return err
 	}
-	lim, err := c.limiter(r.Context())
+	adm, err := c.admin(r.Context())
 	if err != nil {
 		return err
 	}
-	rs, next, err := lim.Reservations(r.Context(), q.Get("entity"), q.Get("resource"), q.Get("after"), limit)
+	rs, next, err := adm.Reservations(r.Context(), q.Get("entity"), q.Get("resource"), q.Get("after"), limit)
 	if err != nil {
 		return err
 	}

@@ -1,7 +1,7 @@
 // Package server is Tollgate's HTTP/JSON API (version 1, package api): the
 // limiter behind `tollgate serve`, for services in any language.
 //
-// A Server holds one tollgate.Limiter per namespace over a shared store,
+// A Server holds a tollgate.Limiter and a tollgate.Admin per namespace over a shared store,
 // checks optional API keys, and exposes health, readiness and Prometheus
 // metrics. It holds no leases: a lease the API grants is a durable lease
 // of the library, recorded in the store with an expiry, and any Server over
@@ -14,7 +14,6 @@ package server
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"net/http"
 	"sync"
@@ -24,7 +23,6 @@ import (
 
 	"github.com/tollgate-rl/tollgate"
 	"github.com/tollgate-rl/tollgate/clock"
-	"github.com/tollgate-rl/tollgate/model"
 	"github.com/tollgate-rl/tollgate/reconcile"
 	"github.com/tollgate-rl/tollgate/store"
 )
@@ -63,10 +61,9 @@ type Server struct {
 
 	limitsCache limitOptions // of the limits requests carry
 
-	// reg serves the namespace routes; regErr is why it could not be made
-	// (no store), which those routes return instead.
-	reg    *tollgate.Registry
-	regErr error
+	// admin serves the namespace routes, which are not about one
+	// namespace, and looks up stored keys.
+	admin keyAdmin
 
 	// watch follows the store's change generation for every limiter of
 	// the server and for its cache of stored keys: one read per refresh
@@ -76,9 +73,9 @@ type Server struct {
 	keyCache        keyCache
 	auth            authState
 
-	mu       sync.Mutex
-	limiters map[string]*tollgate.Limiter // only of namespaces that exist; at most maxLimiters
-	retired  tollgate.CacheStats          // of limiters forgotten, so the metrics never go down
+	mu         sync.Mutex
+	namespaces map[string]*planes  // only of namespaces that exist; at most maxNamespaces
+	retired    tollgate.CacheStats // of limiters forgotten, so the metrics never go down
 
 	mux *http.ServeMux
 	// registered is every route routes() registers on mux, in order, so
@@ -128,7 +125,7 @@ func WithLimiterOptions(opts ...tollgate.Option) Option {
 func New(st store.Store, opts ...Option) (*Server, error) {
 	s := &Server{
 		store: st, clock: clock.Real{}, log: slog.Default(),
-		leaseTTL: DefaultLeaseTTL, limiters: map[string]*tollgate.Limiter{},
+		leaseTTL: DefaultLeaseTTL, namespaces: map[string]*planes{},
 		refreshInterval: tollgate.DefaultRefreshInterval,
 	}
 	for _, o := range opts {
@@ -143,7 +140,11 @@ func New(st store.Store, opts ...Option) (*Server, error) {
 		s.metrics = newMetrics(nil)
 	}
 	s.expiryOpt = tollgate.WithLeaseExpiry(recordExpiry(s.leaseTTL))
-	s.reg, s.regErr = tollgate.NewRegistry(st, tollgate.WithRegistryClock(s.clock))
+	adm, err := tollgate.NewAdmin(st, tollgate.WithClock(s.clock), tollgate.WithChangeWatch(w))
+	if err != nil {
+		return nil, err
+	}
+	s.admin = adm
 	s.metrics.watch(s)
 	s.routes()
 	return s, nil
@@ -178,100 +179,3 @@ func (s *Server) Close(context.Context) error { return nil }
 // its expiry (tollgate_leases_expired_total). Pass it to
 // reconcile.WithOnReclaim; it does not block.
 func (s *Server) OnReclaim(reconcile.Reclaimed) { s.metrics.leasesExpired.Inc() }
-
-// maxLimiters bounds the limiters a server keeps, one per namespace in
-// use: beyond it, one at random is dropped (its caches go with it) to
-// make room.
-const maxLimiters = 4096
-
-// Limiter returns the limiter of namespace ns, creating it on first use.
-// It creates none for a namespace that is not registered (the default
-// namespace aside, which the limiter registers on first use), or is
-// deleted: whatever names callers send, the server holds limiters only for
-// namespaces that exist, at most maxLimiters.
-func (s *Server) Limiter(ctx context.Context, ns string) (*tollgate.Limiter, error) {
-	s.mu.Lock()
-	l, ok := s.limiters[ns]
-	s.mu.Unlock()
-	if ok {
-		return l, nil
-	}
-	if err := model.ValidateNamespace(ns); err != nil {
-		return nil, err
-	}
-	if ns != model.DefaultNamespace {
-		if err := s.namespaceExists(ctx, ns); err != nil {
-			return nil, err
-		}
-	}
-	opts := append([]tollgate.Option{tollgate.WithNamespace(ns), tollgate.WithClock(s.clock), tollgate.WithChangeWatch(s.watch)}, s.limOpts...)
-	l, err := tollgate.New(s.store, opts...)
-	if err != nil {
-		return nil, err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if cur, ok := s.limiters[ns]; ok { // made concurrently
-		return cur, nil
-	}
-	if len(s.limiters) >= maxLimiters {
-		for other := range s.limiters { // map order: one at random
-			s.retireLocked(other)
-			break
-		}
-	}
-	s.limiters[ns] = l
-	return l, nil
-}
-
-// namespaceExists fails with the registry's error unless namespace ns is
-// registered and not deleted.
-func (s *Server) namespaceExists(ctx context.Context, ns string) error {
-	if s.regErr != nil {
-		return s.regErr
-	}
-	n, err := s.reg.Get(ctx, ns)
-	switch {
-	case err != nil:
-		return err
-	case n.Deleted():
-		return fmt.Errorf("namespace %q: %w", ns, model.ErrNamespaceDeleted)
-	}
-	return nil
-}
-
-// forget drops the cached limiter of ns (after a namespace lookup failed,
-// so unknown names do not accumulate, or after its registration changed),
-// and its cached namespace, so a request still holding it sees the change
-// at once too.
-func (s *Server) forget(ns string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.retireLocked(ns)
-}
-
-// retireLocked drops the limiter of ns, keeping its cache statistics; the
-// caller holds s.mu.
-func (s *Server) retireLocked(ns string) {
-	if l, ok := s.limiters[ns]; ok {
-		l.InvalidateCache()
-		st := l.CacheStats()
-		s.retired.Hits += st.Hits
-		s.retired.Misses += st.Misses
-		delete(s.limiters, ns)
-	}
-}
-
-// cacheStats sums the cache statistics of every limiter, past and present.
-func (s *Server) cacheStats() tollgate.CacheStats {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	sum := s.retired
-	for _, l := range s.limiters {
-		st := l.CacheStats()
-		sum.Hits += st.Hits
-		sum.Misses += st.Misses
-		sum.Entries += st.Entries
-	}
-	return sum
-}

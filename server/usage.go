@@ -59,11 +59,11 @@ func (s *Server) usage(w http.ResponseWriter, r *http.Request, c *call) error {
 	if err != nil {
 		return err
 	}
-	lim, err := c.limiter(r.Context())
+	adm, err := c.admin(r.Context())
 	if err != nil {
 		return err
 	}
-	us, next, err := lim.Usage(r.Context(), q)
+	us, next, err := adm.Usage(r.Context(), q)
 	if err != nil {
 		return err
 	}
@@ -81,11 +81,11 @@ func (s *Server) usageSummary(w http.ResponseWriter, r *http.Request, c *call) e
 	if err != nil {
 		return err
 	}
-	lim, err := c.limiter(r.Context())
+	adm, err := c.admin(r.Context())
 	if err != nil {
 		return err
 	}
-	sum, err := lim.UsageSummary(r.Context(), q)
+	sum, err := adm.UsageSummary(r.Context(), q)
 	return answer(w, http.StatusOK, sum, err, summaryResponse)
 }
 
@@ -98,10 +98,10 @@ func summaryResponse(sum tollgate.UsageSummary) api.UsageSummary {
 }
 
 func (s *Server) capacity(w http.ResponseWriter, r *http.Request, c *call) error {
-	lim, err := c.limiter(r.Context())
+	adm, err := c.admin(r.Context())
 	if err != nil {
 		return err
 	}
-	rc, err := lim.Capacity(r.Context(), r.URL.Query().Get("resource"))
+	rc, err := adm.Capacity(r.Context(), r.URL.Query().Get("resource"))
 	return answer(w, http.StatusOK, rc, err, api.FromCapacity)
 }

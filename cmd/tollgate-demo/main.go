@@ -31,11 +31,16 @@ func main() {
 func run(ctx context.Context, out io.Writer) error {
 	start := time.Date(2026, 1, 1, 9, 0, 0, 0, time.UTC)
 	clk := clock.NewFake(start)
-	lim, err := tollgate.New(memory.New(), tollgate.WithClock(clk))
+	st := memory.New()
+	adm, err := tollgate.NewAdmin(st, tollgate.WithClock(clk))
 	if err != nil {
 		return err
 	}
-	if err := setup(ctx, lim); err != nil {
+	if err := setup(ctx, adm); err != nil {
+		return err
+	}
+	lim, err := tollgate.New(st, tollgate.WithClock(clk))
+	if err != nil {
 		return err
 	}
 
@@ -90,23 +95,23 @@ func run(ctx context.Context, out io.Writer) error {
 
 // setup stores the limits: every key gets 20 requests and 4,000 tokens a
 // minute; the organisation shares 9,000 tokens a minute among its keys.
-func setup(ctx context.Context, lim *tollgate.Limiter) error {
+func setup(ctx context.Context, adm *tollgate.Admin) error {
 	perKey, err := tollgate.ParseLimits([]string{"rpm:20", "tpm:4000"})
 	if err != nil {
 		return err
 	}
-	if err := lim.SetConfig(ctx, tollgate.ResourceScope(model), tollgate.Config{Limits: perKey}); err != nil {
+	if err := adm.SetConfig(ctx, tollgate.ResourceScope(model), tollgate.Config{Limits: perKey}); err != nil {
 		return err
 	}
-	if _, err := lim.CreateEntity(ctx, tollgate.Entity{ID: "org-acme", Name: "Acme"}); err != nil {
+	if _, err := adm.CreateEntity(ctx, tollgate.Entity{ID: "org-acme", Name: "Acme"}); err != nil {
 		return err
 	}
 	org := tollgate.Config{Limits: []tollgate.Limit{tollgate.PerMinute("rpm", 1000), tollgate.PerMinute("tpm", 9000)}}
-	if err := lim.SetConfig(ctx, tollgate.EntityScope("org-acme", model), org); err != nil {
+	if err := adm.SetConfig(ctx, tollgate.EntityScope("org-acme", model), org); err != nil {
 		return err
 	}
 	for _, key := range []string{"key-alice", "key-bob", "key-carol"} {
-		if _, err := lim.CreateEntity(ctx, tollgate.Entity{ID: key, ParentID: "org-acme", Cascade: true}); err != nil {
+		if _, err := adm.CreateEntity(ctx, tollgate.Entity{ID: key, ParentID: "org-acme", Cascade: true}); err != nil {
 			return err
 		}
 	}

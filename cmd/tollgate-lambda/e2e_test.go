@@ -45,6 +45,24 @@ func newDynamo(t testing.TB, cfg aws.Config, table string, opts []dynamodb.Optio
 	return s
 }
 
+// limiterAdmin returns a limiter and an admin over s, made with opts,
+// that share a change watch: the limiter sees the admin's changes at its
+// next call, as it would not within the refresh interval otherwise over
+// a shared store.
+func limiterAdmin(t testing.TB, s store.Store, opts ...tollgate.Option) (*tollgate.Limiter, *tollgate.Admin) {
+	t.Helper()
+	w, err := tollgate.NewChangeWatch(s, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts = append(opts[:len(opts):len(opts)], tollgate.WithChangeWatch(w))
+	lim, err := tollgate.New(s, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return lim, newAdmin(t, s, opts...)
+}
+
 func localConfig() aws.Config {
 	return aws.Config{Region: "us-east-1", Credentials: credentials.NewStaticCredentialsProvider("tollgate", "local", "")}
 }
@@ -66,14 +84,11 @@ func TestStreamThroughHandler(t *testing.T) {
 	t.Cleanup(func() { _ = s.DeleteTable(context.Background()) })
 
 	clk := clock.NewFake(time.Now().Truncate(time.Hour).Add(30 * time.Minute))
-	lim, err := tollgate.New(s, tollgate.WithClock(clk))
-	if err != nil {
+	lim, adm := limiterAdmin(t, s, tollgate.WithClock(clk))
+	if _, err := adm.CreateEntity(ctx, tollgate.Entity{ID: "org"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := lim.CreateEntity(ctx, tollgate.Entity{ID: "org"}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := lim.CreateEntity(ctx, tollgate.Entity{ID: "key", ParentID: "org", Cascade: true}); err != nil {
+	if _, err := adm.CreateEntity(ctx, tollgate.Entity{ID: "key", ParentID: "org", Cascade: true}); err != nil {
 		t.Fatal(err)
 	}
 	limits := tollgate.WithLimits(tollgate.PerMinute("tpm", 1_000_000))
@@ -304,14 +319,11 @@ func TestReaderAndHandlerInterchangeable(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = s.DeleteTable(context.Background()) })
-	lim, err := tollgate.New(s)
-	if err != nil {
+	lim, adm := limiterAdmin(t, s)
+	if _, err := adm.CreateEntity(ctx, tollgate.Entity{ID: "org"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := lim.CreateEntity(ctx, tollgate.Entity{ID: "org"}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := lim.CreateEntity(ctx, tollgate.Entity{ID: "key", ParentID: "org", Cascade: true}); err != nil {
+	if _, err := adm.CreateEntity(ctx, tollgate.Entity{ID: "key", ParentID: "org", Cascade: true}); err != nil {
 		t.Fatal(err)
 	}
 	acquired := 0

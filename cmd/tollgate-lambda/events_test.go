@@ -14,6 +14,7 @@ import (
 	"github.com/tollgate-rl/tollgate"
 	"github.com/tollgate-rl/tollgate/events"
 	"github.com/tollgate-rl/tollgate/model"
+	"github.com/tollgate-rl/tollgate/store"
 	"github.com/tollgate-rl/tollgate/store/memory"
 )
 
@@ -47,6 +48,7 @@ func TestEventsHandler(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	adm := newAdmin(t, st)
 	clusters := tollgate.WithLimits(tollgate.ReservedLimit("clusters", 2))
 	if _, err := lim.Acquire(ctx, "team", "emr", tollgate.Consume{"clusters": 1}, clusters, tollgate.WithReservation("j-1")); err != nil {
 		t.Fatal(err)
@@ -66,10 +68,10 @@ func TestEventsHandler(t *testing.T) {
 			t.Errorf("handle(%s) = %+v, %v; want %s", c.ev, resp, err, c.outcome)
 		}
 	}
-	if _, err := lim.Reservation(ctx, "j-1"); !errors.Is(err, tollgate.ErrLeaseNotFound) {
+	if _, err := adm.Reservation(ctx, "j-1"); !errors.Is(err, tollgate.ErrLeaseNotFound) {
 		t.Errorf("the reservation after its event: %v, want not found", err)
 	}
-	wantReleasedByLambda(t, lim)
+	wantReleasedByLambda(t, adm)
 
 	down := &eventsHandler{}
 	if down.p, err = events.NewProcessor(cfg.rules, failing{}, quiet()); err != nil {
@@ -108,6 +110,7 @@ func TestEventsHandlerSQSBatch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	adm := newAdmin(t, st)
 	clusters := tollgate.WithLimits(tollgate.ReservedLimit("clusters", 3))
 	for _, id := range []string{"j-1", "j-2", "j-down"} {
 		if _, err := lim.Acquire(ctx, "team", "emr", tollgate.Consume{"clusters": 1}, clusters, tollgate.WithReservation(id)); err != nil {
@@ -143,7 +146,7 @@ func TestEventsHandlerSQSBatch(t *testing.T) {
 		t.Errorf("response %s, want %s", got, want)
 	}
 	for id, held := range map[string]bool{"j-1": false, "j-2": false, "j-down": true} {
-		if _, err := lim.Reservation(ctx, id); (err == nil) != held {
+		if _, err := adm.Reservation(ctx, id); (err == nil) != held {
 			t.Errorf("reservation %s after the batch: %v, want held %v", id, err, held)
 		}
 	}
@@ -178,6 +181,7 @@ func TestEventsHandlerRecordedSQSBatch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	adm := newAdmin(t, st)
 	clusters := tollgate.WithLimits(tollgate.ReservedLimit("clusters", 3))
 	for _, id := range []string{"j-2AXXXXXXGAPLF", "j-3BYYYYYYQ7R2M", "j-kept"} {
 		if _, err := lim.Acquire(ctx, "team", "emr", tollgate.Consume{"clusters": 1}, clusters, tollgate.WithReservation(id)); err != nil {
@@ -192,13 +196,23 @@ func TestEventsHandlerRecordedSQSBatch(t *testing.T) {
 	if r, ok := resp.(lambdaevents.SQSEventResponse); err != nil || !ok || len(r.BatchItemFailures) != 0 {
 		t.Fatalf("handle = %+v, %v; want a partial batch response without failures", resp, err)
 	}
-	rs, _, err := lim.Reservations(ctx, "team", "", "", 10)
+	rs, _, err := adm.Reservations(ctx, "team", "", "", 10)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(rs) != 1 || rs[0].ID != "j-kept" {
 		t.Errorf("reservations left %+v, want j-kept alone", rs)
 	}
+}
+
+// newAdmin is tollgate.NewAdmin for arguments a test knows to be valid.
+func newAdmin(t testing.TB, st store.Store, opts ...tollgate.Option) *tollgate.Admin {
+	t.Helper()
+	adm, err := tollgate.NewAdmin(st, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return adm
 }
 
 // downFor releases through r, except id, whose release the store fails.
@@ -216,9 +230,9 @@ func (d downFor) Release(ctx context.Context, id string, opts ...model.WriteOpti
 
 // wantReleasedByLambda checks the audit event of j-1's release: the
 // function's principal, and the rule and event it was made on.
-func wantReleasedByLambda(t *testing.T, lim *tollgate.Limiter) {
+func wantReleasedByLambda(t *testing.T, adm *tollgate.Admin) {
 	t.Helper()
-	evs, err := lim.AuditEvents(context.Background(), "team", "", 10)
+	evs, err := adm.AuditEvents(context.Background(), "team", "", 10)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -78,12 +78,22 @@ func TestAggregatorProcesses(t *testing.T) {
 	// Cleanups run last first: the processes are killed before this.
 	t.Cleanup(func() { _ = s.DeleteTable(context.Background()) })
 	db := awsdynamodb.NewFromConfig(cfg, atLocal) // to read lease and bucket items
-	lim, err := tollgate.New(s)
+	// The limiter follows the admin's change watch, so that it sees the
+	// entities the admin creates at its next call.
+	watch, err := tollgate.NewChangeWatch(s, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lim, err := tollgate.New(s, tollgate.WithChangeWatch(watch))
+	if err != nil {
+		t.Fatal(err)
+	}
+	adm, err := tollgate.NewAdmin(s, tollgate.WithChangeWatch(watch))
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, id := range []string{"e2e"} {
-		if _, err := lim.CreateEntity(ctx, tollgate.Entity{ID: id}); err != nil {
+		if _, err := adm.CreateEntity(ctx, tollgate.Entity{ID: id}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -116,7 +126,7 @@ func TestAggregatorProcesses(t *testing.T) {
 	usage := func(entity, limit string) (events, tokens int64) {
 		t.Helper()
 		now := time.Now()
-		us, _, err := lim.Usage(ctx, tollgate.UsageQuery{Entity: entity, Resource: "api", Window: tollgate.Daily,
+		us, _, err := adm.Usage(ctx, tollgate.UsageQuery{Entity: entity, Resource: "api", Window: tollgate.Daily,
 			From: now.Add(-48 * time.Hour), To: now.Add(time.Hour)})
 		if err != nil {
 			t.Fatal(err)

@@ -10,17 +10,6 @@ import (
 	"github.com/tollgate-rl/tollgate/api"
 )
 
-// withBackend runs f against the backend of the global flags.
-func (g *globals) withBackend(cmd *cobra.Command, f func(ctx context.Context, b backend) error) error {
-	ctx := cmd.Context()
-	b, err := g.open(ctx)
-	if err != nil {
-		return err
-	}
-	defer b.Close()
-	return f(ctx, b)
-}
-
 func newEntityCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{Use: "entity", Short: "Create, list, show, update and delete entities",
 		Example: `  tollgate entity create org-1 --name Acme
@@ -38,8 +27,8 @@ func newEntityCmd(g *globals) *cobra.Command {
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			e.ID, e.Metadata = args[0], meta
-			return g.withBackend(cmd, func(ctx context.Context, b backend) error {
-				created, err := b.CreateEntity(ctx, e)
+			return g.withPlanes(cmd, func(ctx context.Context, pl *planes) error {
+				created, err := pl.adm.CreateEntity(ctx, e, pl.who...)
 				if err != nil {
 					return err
 				}
@@ -55,8 +44,8 @@ func newEntityCmd(g *globals) *cobra.Command {
 		Use: "show ID", Short: "Show an entity", Args: cobra.ExactArgs(1),
 		Example: "  tollgate entity show org-1",
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return g.withBackend(cmd, func(ctx context.Context, b backend) error {
-				e, err := b.GetEntity(ctx, args[0])
+			return g.withPlanes(cmd, func(ctx context.Context, pl *planes) error {
+				e, err := pl.adm.GetEntity(ctx, args[0])
 				if err != nil {
 					return err
 				}
@@ -68,15 +57,15 @@ func newEntityCmd(g *globals) *cobra.Command {
 		Use: "delete ID", Short: "Delete an entity with its limits and buckets", Args: cobra.ExactArgs(1),
 		Example: "  tollgate entity delete key-1",
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return g.withBackend(cmd, func(ctx context.Context, b backend) error { return b.DeleteEntity(ctx, args[0]) })
+			return g.withPlanes(cmd, func(ctx context.Context, pl *planes) error { return pl.adm.DeleteEntity(ctx, args[0], pl.who...) })
 		},
 	}
 	children := &cobra.Command{
 		Use: "children ID", Short: "List an entity's children", Args: cobra.ExactArgs(1),
 		Example: "  tollgate entity children org-1 -o json",
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return g.withBackend(cmd, func(ctx context.Context, b backend) error {
-				es, err := b.Children(ctx, args[0])
+			return g.withPlanes(cmd, func(ctx context.Context, pl *planes) error {
+				es, err := pl.adm.Children(ctx, args[0])
 				if err != nil {
 					return err
 				}
@@ -93,35 +82,35 @@ func newNamespaceCmd(g *globals) *cobra.Command {
 		Example: `  tollgate namespace register tenant-a
   tollgate entity create org-1 -n tenant-a
   tollgate namespace delete tenant-a && tollgate namespace purge tenant-a`}
-	simple := func(use, short, example string, f func(ctx context.Context, b backend, name string) error) *cobra.Command {
+	simple := func(use, short, example string, f func(ctx context.Context, pl *planes, name string) error) *cobra.Command {
 		return &cobra.Command{Use: use + " NAME", Short: short, Example: example, Args: cobra.ExactArgs(1),
 			RunE: func(cmd *cobra.Command, args []string) error {
-				return g.withBackend(cmd, func(ctx context.Context, b backend) error { return f(ctx, b, args[0]) })
+				return g.withPlanes(cmd, func(ctx context.Context, pl *planes) error { return f(ctx, pl, args[0]) })
 			}}
 	}
-	register := simple("register", "Register a namespace", "  tollgate namespace register tenant-a", func(ctx context.Context, b backend, name string) error {
-		n, err := b.RegisterNamespace(ctx, name)
+	register := simple("register", "Register a namespace", "  tollgate namespace register tenant-a", func(ctx context.Context, pl *planes, name string) error {
+		n, err := pl.adm.RegisterNamespace(ctx, name)
 		if err != nil {
 			return err
 		}
 		return g.printNamespaces([]tollgate.Namespace{n})
 	})
-	show := simple("show", "Show a namespace", "  tollgate namespace show tenant-a", func(ctx context.Context, b backend, name string) error {
-		n, err := b.GetNamespace(ctx, name)
+	show := simple("show", "Show a namespace", "  tollgate namespace show tenant-a", func(ctx context.Context, pl *planes, name string) error {
+		n, err := pl.adm.GetNamespace(ctx, name)
 		if err != nil {
 			return err
 		}
 		return g.printNamespaces([]tollgate.Namespace{n})
 	})
 	del := simple("delete", "Soft-delete a namespace (its data stays until purged)", "  tollgate namespace delete tenant-a",
-		func(ctx context.Context, b backend, name string) error { return b.DeleteNamespace(ctx, name) })
+		func(ctx context.Context, pl *planes, name string) error { return pl.adm.DeleteNamespace(ctx, name) })
 	recov := simple("recover", "Undo a soft delete", "  tollgate namespace recover tenant-a",
-		func(ctx context.Context, b backend, name string) error { return b.RecoverNamespace(ctx, name) })
+		func(ctx context.Context, pl *planes, name string) error { return pl.adm.RecoverNamespace(ctx, name) })
 	purge := simple("purge", "Delete every item of a soft-deleted namespace, then the namespace",
 		"  tollgate namespace purge tenant-a\n  tollgate namespace purge tenant-a --server http://127.0.0.1:8080 --timeout 30m",
-		func(ctx context.Context, b backend, name string) error {
+		func(ctx context.Context, pl *planes, name string) error {
 			p := newProgress(g.stderr, "purging "+name, -1)
-			err := b.PurgeNamespace(ctx, name, p.set)
+			err := pl.adm.PurgeNamespace(ctx, name, p.set)
 			p.done()
 			return err
 		})
@@ -129,8 +118,8 @@ func newNamespaceCmd(g *globals) *cobra.Command {
 	list := &cobra.Command{Use: "list", Short: "List namespaces, deleted ones included", Args: cobra.NoArgs,
 		Example: "  tollgate namespace list -o json",
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return g.withBackend(cmd, func(ctx context.Context, b backend) error {
-				ns, err := b.ListNamespaces(ctx)
+			return g.withPlanes(cmd, func(ctx context.Context, pl *planes) error {
+				ns, err := pl.adm.ListNamespaces(ctx)
 				if err != nil {
 					return err
 				}
@@ -150,8 +139,8 @@ func newAuditCmd(g *globals) *cobra.Command {
 		Use: "list", Short: "List changes of an entity (or, without -e, of system and resource limits)", Args: cobra.NoArgs,
 		Example: "  tollgate audit list -e org-1\n  tollgate audit list --limit 10 -o json",
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return g.withBackend(cmd, func(ctx context.Context, b backend) error {
-				evs, err := b.AuditEvents(ctx, entity, after, limit)
+			return g.withPlanes(cmd, func(ctx context.Context, pl *planes) error {
+				evs, err := pl.adm.AuditEvents(ctx, entity, after, limit)
 				if err != nil {
 					return err
 				}
@@ -218,8 +207,8 @@ func newAcquireCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return g.withBackend(cmd, func(ctx context.Context, b backend) error {
-				sts, err := b.AcquireCommit(ctx, f.entity, f.resource, f.consume, limits)
+			return g.withPlanes(cmd, func(ctx context.Context, pl *planes) error {
+				grant, err := pl.lim.AcquireAndCommit(ctx, f.entity, f.resource, f.consume, withLimits(limits)...)
 				if rl, ok := asRateLimited(err); ok && g.output != "json" {
 					// The table shows which limits denied; -o json prints
 					// them in the error object instead.
@@ -230,7 +219,7 @@ func newAcquireCmd(g *globals) *cobra.Command {
 				if err != nil {
 					return err
 				}
-				return g.printStatuses(sts)
+				return g.printStatuses(grant.Statuses)
 			})
 		},
 	}
@@ -250,8 +239,8 @@ func newAvailableCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return g.withBackend(cmd, func(ctx context.Context, b backend) error {
-				sts, err := b.Available(ctx, f.entity, f.resource, limits)
+			return g.withPlanes(cmd, func(ctx context.Context, pl *planes) error {
+				sts, err := pl.lim.Available(ctx, f.entity, f.resource, withLimits(limits)...)
 				if err != nil {
 					return err
 				}

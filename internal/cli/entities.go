@@ -21,8 +21,8 @@ func newEntityListCmd(g *globals) *cobra.Command {
 			if limit < 0 {
 				return usagef("--limit must be 0 (all) or more")
 			}
-			return g.withBackend(cmd, func(ctx context.Context, b backend) error {
-				es, next, err := listEntities(ctx, b, after, limit)
+			return g.withPlanes(cmd, func(ctx context.Context, pl *planes) error {
+				es, next, err := listEntities(ctx, pl, after, limit)
 				if err != nil {
 					return err
 				}
@@ -38,14 +38,14 @@ func newEntityListCmd(g *globals) *cobra.Command {
 // listEntities reads up to limit entities (0: all) after after, a page of
 // at most tollgate.MaxEntityPage at a time. next is the cursor of what
 // remains when the limit cut the listing short.
-func listEntities(ctx context.Context, b backend, after string, limit int) ([]tollgate.Entity, string, error) {
+func listEntities(ctx context.Context, pl *planes, after string, limit int) ([]tollgate.Entity, string, error) {
 	var out []tollgate.Entity
 	for limit == 0 || len(out) < limit {
 		size := tollgate.MaxEntityPage
 		if limit > 0 {
 			size = min(size, limit-len(out))
 		}
-		page, err := b.ListEntities(ctx, after, size)
+		page, err := pl.adm.ListEntities(ctx, after, size)
 		if err != nil {
 			return nil, "", err
 		}
@@ -121,12 +121,12 @@ descendants.`,
 			if !anyChanged(cmd, "name", "parent", "cascade", "no-cascade", "meta") {
 				return usageError{errNothingToUpdate}
 			}
-			return g.withBackend(cmd, func(ctx context.Context, b backend) error {
-				cur, err := b.GetEntity(ctx, args[0])
+			return g.withPlanes(cmd, func(ctx context.Context, pl *planes) error {
+				cur, err := pl.adm.GetEntity(ctx, args[0])
 				if err != nil {
 					return err
 				}
-				updated, err := b.UpdateEntity(ctx, u.apply(cmd, cur))
+				updated, err := pl.adm.UpdateEntity(ctx, u.apply(cmd, cur), pl.who...)
 				if err != nil {
 					return err
 				}

@@ -55,8 +55,8 @@ server (--server) it reads GET /v1/limits.`,
 		Example: "  tollgate limits export > limits.yaml\n  tollgate limits export --store embedded:tollgate.db -n tenant-a",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return g.withBackend(cmd, func(ctx context.Context, b backend) error {
-				cfgs, err := listConfigs(ctx, b)
+			return g.withPlanes(cmd, func(ctx context.Context, pl *planes) error {
+				cfgs, err := listConfigs(ctx, pl)
 				if err != nil {
 					return err
 				}
@@ -71,11 +71,11 @@ server (--server) it reads GET /v1/limits.`,
 }
 
 // listConfigs reads every stored config, a page at a time.
-func listConfigs(ctx context.Context, b backend) ([]tollgate.ScopedConfig, error) {
+func listConfigs(ctx context.Context, pl *planes) ([]tollgate.ScopedConfig, error) {
 	var out []tollgate.ScopedConfig
 	var after *tollgate.Scope
 	for {
-		page, err := b.ListConfigs(ctx, after, tollgate.MaxConfigPage)
+		page, err := pl.adm.ListConfigs(ctx, after, tollgate.MaxConfigPage)
 		if err != nil {
 			return nil, err
 		}

@@ -122,15 +122,15 @@ entities:
 	c.want(ExitFailure, "limits", "get", "--resource", "api") // nothing was written
 }
 
-// failingBackend fails the nth write (SetConfig or DeleteConfig) once.
-type failingBackend struct {
-	backend
+// failingAdmin fails the nth write (SetConfig or DeleteConfig) once.
+type failingAdmin struct {
+	model.Administrator
 	n, writes int
 }
 
 var errInjected = errors.New("injected failure")
 
-func (f *failingBackend) write() error {
+func (f *failingAdmin) write() error {
 	f.writes++
 	if f.writes == f.n {
 		return errInjected
@@ -138,18 +138,18 @@ func (f *failingBackend) write() error {
 	return nil
 }
 
-func (f *failingBackend) SetConfig(ctx context.Context, scope tollgate.Scope, cfg tollgate.Config) error {
+func (f *failingAdmin) SetConfig(ctx context.Context, scope tollgate.Scope, cfg tollgate.Config, opts ...tollgate.WriteOption) error {
 	if err := f.write(); err != nil {
 		return err
 	}
-	return f.backend.SetConfig(ctx, scope, cfg)
+	return f.Administrator.SetConfig(ctx, scope, cfg, opts...)
 }
 
-func (f *failingBackend) DeleteConfig(ctx context.Context, scope tollgate.Scope) error {
+func (f *failingAdmin) DeleteConfig(ctx context.Context, scope tollgate.Scope, opts ...tollgate.WriteOption) error {
 	if err := f.write(); err != nil {
 		return err
 	}
-	return f.backend.DeleteConfig(ctx, scope)
+	return f.Administrator.DeleteConfig(ctx, scope, opts...)
 }
 
 // TestLimitsApplyResumes: a write failing midway is reported with what
@@ -170,17 +170,19 @@ resources:
 	var errOut bytes.Buffer
 	g := &globals{store: c.store, namespace: model.DefaultNamespace, stdout: &bytes.Buffer{}, stderr: &errOut}
 	ctx := context.Background()
-	b, err := g.open(ctx)
+	pl, err := g.open(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer b.Close()
+	defer pl.close()
 
-	changes, err := plan(ctx, b, desired)
+	changes, err := plan(ctx, pl, desired)
 	if err != nil || countChanges(changes) != 4 {
 		t.Fatalf("plan: %d changes, %v", countChanges(changes), err)
 	}
-	err = g.apply(ctx, &failingBackend{backend: b, n: 3}, changes)
+	failing := *pl
+	failing.adm = &failingAdmin{Administrator: pl.adm, n: 3}
+	err = g.apply(ctx, &failing, changes)
 	var ae *ApplyError
 	if !errors.As(err, &ae) || !errors.Is(err, errInjected) {
 		t.Fatalf("apply = %v, want an *ApplyError of the injected failure", err)
@@ -191,7 +193,7 @@ resources:
 	if !strings.Contains(err.Error(), "run apply again to resume") {
 		t.Errorf("error %q does not say how to resume", err)
 	}
-	changes, err = plan(ctx, b, desired)
+	changes, err = plan(ctx, pl, desired)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -204,10 +206,10 @@ resources:
 	if want := []string{"create resource c", "delete resource old"}; !slices.Equal(left, want) {
 		t.Errorf("plan after the failure = %v, want %v", left, want)
 	}
-	if err := g.apply(ctx, b, changes); err != nil {
+	if err := g.apply(ctx, pl, changes); err != nil {
 		t.Fatal(err)
 	}
-	if changes, _ = plan(ctx, b, desired); countChanges(changes) != 0 {
+	if changes, _ = plan(ctx, pl, desired); countChanges(changes) != 0 {
 		t.Errorf("plan after resuming: %+v, want no change", changes)
 	}
 }

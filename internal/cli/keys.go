@@ -53,8 +53,8 @@ secret in "key".`,
 			if err := spec.Role.Validate(); err != nil {
 				return usageError{err}
 			}
-			return g.withBackend(cmd, func(ctx context.Context, b backend) error {
-				secret, k, err := b.CreateKey(ctx, spec)
+			return g.withPlanes(cmd, func(ctx context.Context, pl *planes) error {
+				secret, k, err := pl.adm.CreateKey(ctx, spec, pl.who...)
 				if err != nil {
 					return err
 				}
@@ -82,9 +82,9 @@ func newKeysListCmd(g *globals) *cobra.Command {
 		Example: "  tollgate keys list\n  tollgate keys list -n team-a -o json",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return g.withBackend(cmd, func(ctx context.Context, b backend) error {
+			return g.withPlanes(cmd, func(ctx context.Context, pl *planes) error {
 				ks, err := allPages(func(after string) ([]tollgate.Key, string, error) {
-					ks, err := b.Keys(ctx, after, model.MaxKeyPage)
+					ks, err := pl.adm.Keys(ctx, after, model.MaxKeyPage)
 					next := ""
 					if len(ks) == model.MaxKeyPage {
 						next = ks[len(ks)-1].Name
@@ -111,8 +111,8 @@ func newKeysRevokeCmd(g *globals) *cobra.Command {
 		Example: "  tollgate keys revoke checkout\n  tollgate keys revoke org-1-reader -n team-a --server http://127.0.0.1:8080 --api-key $ADMIN_KEY",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return g.withBackend(cmd, func(ctx context.Context, b backend) error {
-				if err := b.RevokeKey(ctx, args[0]); err != nil {
+			return g.withPlanes(cmd, func(ctx context.Context, pl *planes) error {
+				if err := pl.adm.RevokeKey(ctx, args[0], pl.who...); err != nil {
 					return err
 				}
 				fmt.Fprintf(g.stderr, "revoked %s\n", args[0])

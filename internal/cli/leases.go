@@ -34,8 +34,8 @@ func newLeasesListCmd(g *globals) *cobra.Command {
 		Example: "  tollgate leases list\n  tollgate leases list -e key-1 -r openai/gpt-4o -o json",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return g.withBackend(cmd, func(ctx context.Context, b backend) error {
-				ls, err := allLeases(ctx, b, entity, resource)
+			return g.withPlanes(cmd, func(ctx context.Context, pl *planes) error {
+				ls, err := allLeases(ctx, pl, entity, resource)
 				if err != nil {
 					return err
 				}
@@ -49,9 +49,9 @@ func newLeasesListCmd(g *globals) *cobra.Command {
 }
 
 // allLeases reads every page of a lease listing.
-func allLeases(ctx context.Context, b backend, entity, resource string) ([]tollgate.LeaseInfo, error) {
+func allLeases(ctx context.Context, pl *planes, entity, resource string) ([]tollgate.LeaseInfo, error) {
 	return allPages(func(after string) ([]tollgate.LeaseInfo, string, error) {
-		return b.Leases(ctx, entity, resource, after, store.MaxLeasePage)
+		return pl.adm.Leases(ctx, entity, resource, after, store.MaxLeasePage)
 	})
 }
 

@@ -86,8 +86,8 @@ func newLimitsSetCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return usageError{err}
 			}
-			return g.withBackend(cmd, func(ctx context.Context, b backend) error {
-				if err := b.SetConfig(ctx, scope, cfg); err != nil {
+			return g.withPlanes(cmd, func(ctx context.Context, pl *planes) error {
+				if err := pl.adm.SetConfig(ctx, scope, cfg, pl.who...); err != nil {
 					return err
 				}
 				return g.printConfig(scope, cfg)
@@ -111,8 +111,8 @@ func newLimitsGetCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return g.withBackend(cmd, func(ctx context.Context, b backend) error {
-				cfg, err := b.GetConfig(ctx, scope)
+			return g.withPlanes(cmd, func(ctx context.Context, pl *planes) error {
+				cfg, err := pl.adm.GetConfig(ctx, scope)
 				if err != nil {
 					return err
 				}
@@ -136,7 +136,7 @@ func newLimitsDeleteCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return g.withBackend(cmd, func(ctx context.Context, b backend) error { return b.DeleteConfig(ctx, scope) })
+			return g.withPlanes(cmd, func(ctx context.Context, pl *planes) error { return pl.adm.DeleteConfig(ctx, scope, pl.who...) })
 		},
 	}
 	f.add(cmd)
@@ -202,13 +202,13 @@ resumes (the plan lists only what still differs):
 			if err != nil {
 				return err
 			}
-			return g.withBackend(cmd, func(ctx context.Context, b backend) error {
-				changes, err := plan(ctx, b, desired)
+			return g.withPlanes(cmd, func(ctx context.Context, pl *planes) error {
+				changes, err := plan(ctx, pl, desired)
 				if err != nil {
 					return err
 				}
 				if verb == "apply" {
-					if err := g.apply(ctx, b, changes); err != nil {
+					if err := g.apply(ctx, pl, changes); err != nil {
 						return err
 					}
 				}
@@ -253,13 +253,13 @@ func countChanges(cs []change) int {
 // plan compares each level the file names with the store. It fails,
 // before comparing anything, if an entity the file gives limits to does
 // not exist: apply would refuse to write them.
-func plan(ctx context.Context, b backend, desired []desiredScope) ([]change, error) {
-	if err := checkEntities(ctx, b, desired); err != nil {
+func plan(ctx context.Context, pl *planes, desired []desiredScope) ([]change, error) {
+	if err := checkEntities(ctx, pl, desired); err != nil {
 		return nil, err
 	}
 	out := make([]change, 0, len(desired))
 	for _, d := range desired {
-		cur, err := b.GetConfig(ctx, d.scope)
+		cur, err := pl.adm.GetConfig(ctx, d.scope)
 		exists := err == nil
 		if err != nil && !errors.Is(err, model.ErrNotFound) {
 			return nil, err
@@ -317,7 +317,7 @@ func plural(n int, one, many string) string {
 
 // checkEntities fails with a *MissingEntitiesError naming every entity
 // that desired sets (not deletes) limits of and that does not exist.
-func checkEntities(ctx context.Context, b backend, desired []desiredScope) error {
+func checkEntities(ctx context.Context, pl *planes, desired []desiredScope) error {
 	seen := map[string]bool{}
 	var missing []string
 	for _, d := range desired {
@@ -326,7 +326,7 @@ func checkEntities(ctx context.Context, b backend, desired []desiredScope) error
 			continue
 		}
 		seen[id] = true
-		_, err := b.GetEntity(ctx, id)
+		_, err := pl.adm.GetEntity(ctx, id)
 		switch {
 		case errors.Is(err, model.ErrEntityNotFound):
 			missing = append(missing, id)
@@ -364,7 +364,7 @@ func (e *ApplyError) Unwrap() error { return e.Err }
 // apply writes the changes one after another (the store has no
 // transaction across levels). The plan was checked first (plan); if a
 // write fails anyway, the error says which were applied.
-func (g *globals) apply(ctx context.Context, b backend, changes []change) error {
+func (g *globals) apply(ctx context.Context, pl *planes, changes []change) error {
 	p := newProgress(g.stderr, "applying", countChanges(changes))
 	defer p.done()
 	var applied []string
@@ -372,9 +372,9 @@ func (g *globals) apply(ctx context.Context, b backend, changes []change) error 
 		var err error
 		switch c.Action {
 		case "create", "update":
-			err = b.SetConfig(ctx, c.scope, c.cfg)
+			err = pl.adm.SetConfig(ctx, c.scope, c.cfg, pl.who...)
 		case "delete":
-			err = b.DeleteConfig(ctx, c.scope)
+			err = pl.adm.DeleteConfig(ctx, c.scope, pl.who...)
 		default:
 			continue
 		}

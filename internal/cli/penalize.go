@@ -38,8 +38,8 @@ ahead. The audit log records who penalized, and the reason.`,
 			if err != nil {
 				return err
 			}
-			return g.withBackend(cmd, func(ctx context.Context, b backend) error {
-				if err := b.Penalize(ctx, f.entity, f.resource, until, f.reason, f.limits); err != nil {
+			return g.withPlanes(cmd, func(ctx context.Context, pl *planes) error {
+				if err := pl.lim.Penalize(ctx, f.entity, f.resource, until, f.reason, f.limits, pl.who...); err != nil {
 					return err
 				}
 				return g.printPenalty(f, until)
@@ -100,11 +100,11 @@ and the reason. Through a server (--server) it needs an admin key.`,
   tollgate reset -e team-a -r openai/gpt-4o --limits rpm --server http://127.0.0.1:8080`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return g.withBackend(cmd, func(ctx context.Context, b backend) error {
-				if err := b.Reset(ctx, entity, resource, reason, limits); err != nil {
+			return g.withPlanes(cmd, func(ctx context.Context, pl *planes) error {
+				if err := pl.adm.Reset(ctx, entity, resource, reason, limits, pl.who...); err != nil {
 					return err
 				}
-				sts, err := b.Available(ctx, entity, resource, nil)
+				sts, err := pl.lim.Available(ctx, entity, resource)
 				if err != nil { // no stored limits: the reset stands, there is nothing to show
 					fmt.Fprintf(g.stderr, "reset %s/%s\n", entity, resource)
 					return nil

@@ -41,8 +41,8 @@ func newReservationsListCmd(g *globals) *cobra.Command {
 		Example: "  tollgate reservations list -e team-a\n  tollgate reservations list -e team-a -r emr -o json",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return g.withBackend(cmd, func(ctx context.Context, b backend) error {
-				rs, err := allReservations(ctx, b, entity, resource)
+			return g.withPlanes(cmd, func(ctx context.Context, pl *planes) error {
+				rs, err := allReservations(ctx, pl, entity, resource)
 				if err != nil {
 					return err
 				}
@@ -57,9 +57,9 @@ func newReservationsListCmd(g *globals) *cobra.Command {
 }
 
 // allReservations reads every page of an entity's reservations.
-func allReservations(ctx context.Context, b backend, entity, resource string) ([]tollgate.Reservation, error) {
+func allReservations(ctx context.Context, pl *planes, entity, resource string) ([]tollgate.Reservation, error) {
 	return allPages(func(after string) ([]tollgate.Reservation, string, error) {
-		return b.Reservations(ctx, entity, resource, after, store.MaxLeasePage)
+		return pl.adm.Reservations(ctx, entity, resource, after, store.MaxLeasePage)
 	})
 }
 
@@ -101,8 +101,8 @@ entity or resource holds is a conflict.`,
 			if expiry < 0 {
 				return usageError{fmt.Errorf("--expiry %v: must not be negative", expiry)}
 			}
-			return g.withBackend(cmd, func(ctx context.Context, b backend) error {
-				r, err := b.Reserve(ctx, f.entity, f.resource, args[0], f.consume, limits, expiry)
+			return g.withPlanes(cmd, func(ctx context.Context, pl *planes) error {
+				r, err := pl.lim.Reserve(ctx, f.entity, f.resource, args[0], f.consume, reserveOptions(limits, expiry, pl.who)...)
 				if rl, ok := asRateLimited(err); ok && g.output != "json" {
 					if perr := g.printStatuses(rl.Statuses); perr != nil {
 						return perr
@@ -111,7 +111,7 @@ entity or resource holds is a conflict.`,
 				if err != nil {
 					return err
 				}
-				return g.printReservations([]tollgate.Reservation{r})
+				return g.printReservations([]tollgate.Reservation{r.Reservation})
 			})
 		},
 	}
@@ -130,8 +130,8 @@ holds no reservation is an error (exit code 1).`,
 		Example: "  tollgate reservations release j-2AXXXXXXGAPLF",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return g.withBackend(cmd, func(ctx context.Context, b backend) error {
-				if err := b.Release(ctx, args[0]); err != nil {
+			return g.withPlanes(cmd, func(ctx context.Context, pl *planes) error {
+				if err := pl.lim.Release(ctx, args[0], pl.who...); err != nil {
 					return err
 				}
 				return g.printOut(map[string]string{"released": args[0]}, func(w *tabwriter.Writer) {
@@ -212,8 +212,8 @@ Rules (YAML):
 			if err != nil {
 				return err
 			}
-			return g.withBackend(cmd, func(ctx context.Context, b backend) error {
-				p, err := events.NewProcessor(cfg, b, g.log)
+			return g.withPlanes(cmd, func(ctx context.Context, pl *planes) error {
+				p, err := events.NewProcessor(cfg, operatorReleases{pl}, g.log)
 				if err != nil {
 					return err
 				}
@@ -275,4 +275,23 @@ func (g *globals) printEventStats(st events.Stats) error {
 		row(w, "RELEASED", "NOT FOUND", "UNMATCHED", "MALFORMED", "FAILED")
 		row(w, st.Released, st.NotFound, st.Unmatched, st.Malformed, st.Failed)
 	})
+}
+
+// reserveOptions are the options of a reservation made by hand: the
+// command's limits, its expiry unless 0, and the operator as the
+// principal of its audit event.
+func reserveOptions(limits []tollgate.Limit, expiry time.Duration, who []tollgate.WriteOption) []tollgate.AcquireOption {
+	opts := append(withLimits(limits), tollgate.WithAudit(who...))
+	if expiry != 0 {
+		opts = append(opts, tollgate.WithLeaseExpiry(expiry))
+	}
+	return opts
+}
+
+// operatorReleases releases the reservations of events as the operator:
+// the events processor names the event, the planes the principal.
+type operatorReleases struct{ pl *planes }
+
+func (o operatorReleases) Release(ctx context.Context, id string, opts ...tollgate.WriteOption) error {
+	return o.pl.lim.Release(ctx, id, append(o.pl.who[:len(o.pl.who):len(o.pl.who)], opts...)...)
 }

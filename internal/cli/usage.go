@@ -83,14 +83,14 @@ func newUsageListCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return g.withBackend(cmd, func(ctx context.Context, b backend) error {
-				us, err := allUsage(ctx, b, q)
+			return g.withPlanes(cmd, func(ctx context.Context, pl *planes) error {
+				us, err := allUsage(ctx, pl, q)
 				if err != nil {
 					return err
 				}
 				var none error
 				if len(us) == 0 {
-					none = g.noUsage(ctx, b)
+					none = g.noUsage(ctx, pl)
 				}
 				if f.plot != "" && g.output == "table" {
 					plot(g.stdout, us, f.plot, q.Window)
@@ -106,10 +106,10 @@ func newUsageListCmd(g *globals) *cobra.Command {
 }
 
 // allUsage reads every page of q.
-func allUsage(ctx context.Context, b backend, q tollgate.UsageQuery) ([]tollgate.Usage, error) {
+func allUsage(ctx context.Context, pl *planes, q tollgate.UsageQuery) ([]tollgate.Usage, error) {
 	var all []tollgate.Usage
 	for {
-		page, next, err := b.Usage(ctx, q)
+		page, next, err := pl.adm.Usage(ctx, q)
 		if err != nil {
 			return nil, err
 		}
@@ -134,12 +134,8 @@ var errNoAggregator = errors.New("no aggregator has written usage snapshots to t
 // usage". It costs one small read, only when nothing was found. Other
 // stores record usage in the processes that write them, and a server
 // does not say: for them it returns nil.
-func (g *globals) noUsage(ctx context.Context, b backend) error {
-	l, ok := b.(*local)
-	if !ok {
-		return nil
-	}
-	st, ok := l.store.(*dynamodb.Store)
+func (g *globals) noUsage(ctx context.Context, pl *planes) error {
+	st, ok := pl.store.(*dynamodb.Store)
 	if !ok {
 		return nil
 	}
@@ -232,8 +228,8 @@ func newUsageSummaryCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return g.withBackend(cmd, func(ctx context.Context, b backend) error {
-				sum, err := b.UsageSummary(ctx, q)
+			return g.withPlanes(cmd, func(ctx context.Context, pl *planes) error {
+				sum, err := pl.adm.UsageSummary(ctx, q)
 				if err != nil {
 					return err
 				}
@@ -250,7 +246,7 @@ func newUsageSummaryCmd(g *globals) *cobra.Command {
 					row(w, "acquires", sum.Events, "", "", "")
 				})
 				if err == nil && sum.Events == 0 && len(sum.Limits) == 0 {
-					err = g.noUsage(ctx, b)
+					err = g.noUsage(ctx, pl)
 				}
 				if err == nil && q.Entity == "" && g.output == "table" {
 					// Summed over a resource's entities: an acquire that
@@ -260,7 +256,7 @@ func newUsageSummaryCmd(g *globals) *cobra.Command {
 				if err != nil || f.plot == "" || g.output != "table" {
 					return err
 				}
-				us, err := allUsage(ctx, b, q)
+				us, err := allUsage(ctx, pl, q)
 				if err != nil {
 					return err
 				}
@@ -286,8 +282,8 @@ sums and the utilisation describe the entities that are drawing on it.`,
 		Example: "  tollgate capacity -r openai/gpt-4o",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return g.withBackend(cmd, func(ctx context.Context, b backend) error {
-				rc, err := b.Capacity(ctx, resource)
+			return g.withPlanes(cmd, func(ctx context.Context, pl *planes) error {
+				rc, err := pl.adm.Capacity(ctx, resource)
 				if err != nil {
 					return err
 				}

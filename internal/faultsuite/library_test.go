@@ -72,5 +72,5 @@ func TestLibraryFaults(t *testing.T) {
 	}
 	all, runs, l := runFaults(t, s.proxy, libraryAcquirer{lim}, libraryFaults, probes{})
 	check(t, "library", all, runs, l, s.available(t))
-	t.Logf("library: %d degraded leases (Limiter.Degraded)", lim.Degraded())
+	t.Logf("library: %d degraded leases (Limiter.Stats)", lim.Stats().Degraded)
 }

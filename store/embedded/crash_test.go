@@ -73,7 +73,7 @@ func runCrashChild(path string) error {
 	if err != nil {
 		return err
 	}
-	if err := setUp(ctx, s, lim); err != nil {
+	if err := setUp(ctx, s); err != nil {
 		return err
 	}
 	// Usage is written by AddUsage's own transaction, never by a flush:

@@ -35,14 +35,18 @@ func newLimiter(s store.Store) (*tollgate.Limiter, error) {
 	return tollgate.New(s, tollgate.WithClock(clock.NewFake(time.UnixMilli(t0))))
 }
 
-// setUp writes the scenario's namespace, entities and configs, through
-// lim over s.
-func setUp(ctx context.Context, s store.Store, lim *tollgate.Limiter) error {
-	reg, err := tollgate.NewRegistry(s, tollgate.WithRegistryClock(clock.NewFake(time.UnixMilli(t0))))
+// newAdmin returns an admin of s whose clock never moves.
+func newAdmin(s store.Store) (*tollgate.Admin, error) {
+	return tollgate.NewAdmin(s, tollgate.WithClock(clock.NewFake(time.UnixMilli(t0))))
+}
+
+// setUp writes the scenario's namespace, entities and configs to s.
+func setUp(ctx context.Context, s store.Store) error {
+	adm, err := newAdmin(s)
 	if err != nil {
 		return err
 	}
-	if _, err := reg.Register(ctx, "tenant-a"); err != nil {
+	if _, err := adm.RegisterNamespace(ctx, "tenant-a"); err != nil {
 		return err
 	}
 	for _, e := range []tollgate.Entity{
@@ -50,15 +54,15 @@ func setUp(ctx context.Context, s store.Store, lim *tollgate.Limiter) error {
 		{ID: "key-a", ParentID: "org", Cascade: true},
 		{ID: "key-b", ParentID: "org", Cascade: true},
 	} {
-		if _, err := lim.CreateEntity(ctx, e); err != nil {
+		if _, err := adm.CreateEntity(ctx, e); err != nil {
 			return err
 		}
 	}
 	cfg := tollgate.Config{Limits: []tollgate.Limit{scenarioLimit}}
-	if err := lim.SetConfig(ctx, tollgate.ResourceScope("api"), cfg); err != nil {
+	if err := adm.SetConfig(ctx, tollgate.ResourceScope("api"), cfg); err != nil {
 		return err
 	}
-	return lim.SetConfig(ctx, tollgate.EntityScope("org", ""), cfg)
+	return adm.SetConfig(ctx, tollgate.EntityScope("org", ""), cfg)
 }
 
 // checkSetUp fails the test unless everything setUp wrote is in s.
@@ -173,7 +177,7 @@ func TestRestartKeepsEverything(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := setUp(ctx, s, lim); err != nil {
+	if err := setUp(ctx, s); err != nil {
 		t.Fatal(err)
 	}
 	for range 10 {
@@ -371,7 +375,7 @@ func TestBackup(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := setUp(ctx, s, lim); err != nil {
+	if err := setUp(ctx, s); err != nil {
 		t.Fatal(err)
 	}
 	for _, e := range []string{"key-a", "key-a", "key-b"} {
@@ -412,7 +416,7 @@ func TestDeletesReachTheFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := setUp(ctx, s, lim); err != nil {
+	if err := setUp(ctx, s); err != nil {
 		t.Fatal(err)
 	}
 	if err := acquire(t, lim, "key-a", 1).Commit(ctx); err != nil {
@@ -424,8 +428,12 @@ func TestDeletesReachTheFile(t *testing.T) {
 	if err := acquire(t, lim, "key-b", 1).Commit(ctx); err != nil { // key-b's only in memory
 		t.Fatal(err)
 	}
+	adm, err := newAdmin(s)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, id := range []string{"key-a", "key-b"} {
-		if err := lim.DeleteEntity(ctx, id); err != nil {
+		if err := adm.DeleteEntity(ctx, id); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -449,14 +457,10 @@ func TestDeletesReachTheFile(t *testing.T) {
 			}
 		}
 	}
-	reg, err := tollgate.NewRegistry(s)
-	if err != nil {
+	if err := adm.DeleteNamespace(ctx, "tenant-a"); err != nil {
 		t.Fatal(err)
 	}
-	if err := reg.Delete(ctx, "tenant-a"); err != nil {
-		t.Fatal(err)
-	}
-	if err := reg.Purge(ctx, "tenant-a", nil); err != nil {
+	if err := adm.PurgeNamespace(ctx, "tenant-a", nil); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Close(); err != nil { // the final flush

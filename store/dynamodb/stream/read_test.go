@@ -48,14 +48,11 @@ func TestStreamToUsage(t *testing.T) {
 	s := newStreamTable(t)
 	ctx := context.Background()
 	clk := clock.NewFake(time.Now().Truncate(time.Hour).Add(30 * time.Minute))
-	lim, err := tollgate.New(s, tollgate.WithClock(clk))
-	if err != nil {
+	lim, adm := limiterAdmin(t, s, tollgate.WithClock(clk))
+	if _, err := adm.CreateEntity(ctx, tollgate.Entity{ID: "org"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := lim.CreateEntity(ctx, tollgate.Entity{ID: "org"}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := lim.CreateEntity(ctx, tollgate.Entity{ID: "key", ParentID: "org", Cascade: true}); err != nil {
+	if _, err := adm.CreateEntity(ctx, tollgate.Entity{ID: "key", ParentID: "org", Cascade: true}); err != nil {
 		t.Fatal(err)
 	}
 	limits := tollgate.WithLimits(tollgate.PerMinute("tpm", 1_000_000))

@@ -241,11 +241,8 @@ type streamWorkload struct {
 func newStreamWorkload(t *testing.T, s *dynamodb.Store) *streamWorkload {
 	ctx := context.Background()
 	clk := clock.NewFake(time.Now().Truncate(time.Hour).Add(30 * time.Minute))
-	lim, err := tollgate.New(s, tollgate.WithClock(clk))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := lim.CreateEntity(ctx, tollgate.Entity{ID: "key"}); err != nil {
+	lim, adm := limiterAdmin(t, s, tollgate.WithClock(clk))
+	if _, err := adm.CreateEntity(ctx, tollgate.Entity{ID: "key"}); err != nil {
 		t.Fatal(err)
 	}
 	ns, err := s.GetNamespace(ctx, "default")

@@ -12,18 +12,18 @@ import (
 	"github.com/tollgate-rl/tollgate/store/memory"
 )
 
-func mustCreate(t testing.TB, lim *tollgate.Limiter, e tollgate.Entity, opts ...tollgate.WriteOption) tollgate.Entity {
+func mustCreate(t testing.TB, adm *tollgate.Admin, e tollgate.Entity, opts ...tollgate.WriteOption) tollgate.Entity {
 	t.Helper()
-	got, err := lim.CreateEntity(context.Background(), e, opts...)
+	got, err := adm.CreateEntity(context.Background(), e, opts...)
 	if err != nil {
 		t.Fatalf("CreateEntity(%+v): %v", e, err)
 	}
 	return got
 }
 
-func auditOf(t testing.TB, lim *tollgate.Limiter, entity string) []tollgate.AuditEvent {
+func auditOf(t testing.TB, adm *tollgate.Admin, entity string) []tollgate.AuditEvent {
 	t.Helper()
-	evs, err := lim.AuditEvents(context.Background(), entity, "", tollgate.MaxAuditPage)
+	evs, err := adm.AuditEvents(context.Background(), entity, "", tollgate.MaxAuditPage)
 	if err != nil {
 		t.Fatalf("AuditEvents(%q): %v", entity, err)
 	}
@@ -34,10 +34,10 @@ func auditOf(t testing.TB, lim *tollgate.Limiter, entity string) []tollgate.Audi
 
 func TestCreateEntity(t *testing.T) {
 	ctx := context.Background()
-	lim, clk := newLim(t, memory.New())
+	adm, clk := newAdmin(t, memory.New())
 	clk.Set(tgEpoch.Add(1500*time.Microsecond + 300)) // not on a millisecond
 	e := tollgate.Entity{ID: "org-1", Name: "Acme", Metadata: map[string]string{"plan": "pro"}}
-	got := mustCreate(t, lim, e)
+	got := mustCreate(t, adm, e)
 	wantTime := tgEpoch.Add(time.Millisecond)
 	if !got.CreatedAt.Equal(wantTime) {
 		t.Errorf("CreatedAt = %v, want %v (the clock, to the millisecond)", got.CreatedAt, wantTime)
@@ -45,7 +45,7 @@ func TestCreateEntity(t *testing.T) {
 	if got.ID != e.ID || got.Name != e.Name || got.Metadata["plan"] != "pro" {
 		t.Errorf("CreateEntity returned %+v", got)
 	}
-	stored, err := lim.GetEntity(ctx, "org-1")
+	stored, err := adm.GetEntity(ctx, "org-1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,56 +53,56 @@ func TestCreateEntity(t *testing.T) {
 		t.Errorf("GetEntity = %+v", stored)
 	}
 
-	_, err = lim.CreateEntity(ctx, tollgate.Entity{ID: "org-1"})
+	_, err = adm.CreateEntity(ctx, tollgate.Entity{ID: "org-1"})
 	if !errors.Is(err, tollgate.ErrEntityExists) {
 		t.Errorf("duplicate: %v, want ErrEntityExists", err)
 	}
-	_, err = lim.CreateEntity(ctx, tollgate.Entity{ID: "key-1", ParentID: "nobody", Cascade: true})
+	_, err = adm.CreateEntity(ctx, tollgate.Entity{ID: "key-1", ParentID: "nobody", Cascade: true})
 	if !errors.Is(err, tollgate.ErrEntityNotFound) {
 		t.Errorf("missing parent: %v, want ErrEntityNotFound", err)
 	}
-	if _, err := lim.GetEntity(ctx, "key-1"); !errors.Is(err, tollgate.ErrEntityNotFound) {
+	if _, err := adm.GetEntity(ctx, "key-1"); !errors.Is(err, tollgate.ErrEntityNotFound) {
 		t.Errorf("entity with a missing parent was stored: %v", err)
 	}
 
-	_, err = lim.CreateEntity(ctx, tollgate.Entity{ID: "bad id"})
+	_, err = adm.CreateEntity(ctx, tollgate.Entity{ID: "bad id"})
 	wantValidation(t, err, "entity")
-	_, err = lim.CreateEntity(ctx, tollgate.Entity{ID: "k", Cascade: true})
+	_, err = adm.CreateEntity(ctx, tollgate.Entity{ID: "k", Cascade: true})
 	wantValidation(t, err, "cascade")
-	_, err = lim.CreateEntity(ctx, tollgate.Entity{ID: "k", ParentID: "k"})
+	_, err = adm.CreateEntity(ctx, tollgate.Entity{ID: "k", ParentID: "k"})
 	wantValidation(t, err, "parent_id")
-	_, err = lim.CreateEntity(ctx, tollgate.Entity{ID: "k", ParentID: "bad parent"})
+	_, err = adm.CreateEntity(ctx, tollgate.Entity{ID: "k", ParentID: "bad parent"})
 	wantValidation(t, err, "parent_id")
 
 	// Only the one successful create was audited.
-	if evs := auditOf(t, lim, "org-1"); len(evs) != 1 {
+	if evs := auditOf(t, adm, "org-1"); len(evs) != 1 {
 		t.Errorf("org-1 audit = %+v, want one event", evs)
 	}
 	for _, id := range []string{"key-1", "k"} {
-		if evs := auditOf(t, lim, id); len(evs) != 0 {
+		if evs := auditOf(t, adm, id); len(evs) != 0 {
 			t.Errorf("failed creates of %s were audited: %+v", id, evs)
 		}
 	}
 }
 
 func TestGetEntityNotFound(t *testing.T) {
-	lim, _ := newLim(t, memory.New())
-	_, err := lim.GetEntity(context.Background(), "ghost")
+	adm, _ := newAdmin(t, memory.New())
+	_, err := adm.GetEntity(context.Background(), "ghost")
 	if !errors.Is(err, tollgate.ErrEntityNotFound) {
 		t.Errorf("GetEntity(ghost): %v, want ErrEntityNotFound", err)
 	}
-	_, err = lim.GetEntity(context.Background(), "")
+	_, err = adm.GetEntity(context.Background(), "")
 	wantValidation(t, err, "entity")
 }
 
 func TestChildrenAndDeleteEntity(t *testing.T) {
 	ctx := context.Background()
-	lim, _ := newLim(t, memory.New())
-	mustCreate(t, lim, tollgate.Entity{ID: "org"})
+	lim, adm, _ := newPair(t, memory.New())
+	mustCreate(t, adm, tollgate.Entity{ID: "org"})
 	for _, id := range []string{"proj-b", "proj-c", "proj-a"} {
-		mustCreate(t, lim, tollgate.Entity{ID: id, ParentID: "org", Cascade: true})
+		mustCreate(t, adm, tollgate.Entity{ID: id, ParentID: "org", Cascade: true})
 	}
-	kids, err := lim.Children(ctx, "org")
+	kids, err := adm.Children(ctx, "org")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,36 +116,36 @@ func TestChildrenAndDeleteEntity(t *testing.T) {
 	if strings.Join(ids, ",") != "proj-a,proj-b,proj-c" {
 		t.Errorf("Children(org) = %v, want proj-a,proj-b,proj-c (sorted)", ids)
 	}
-	if kids, err := lim.Children(ctx, "proj-a"); err != nil || len(kids) != 0 {
+	if kids, err := adm.Children(ctx, "proj-a"); err != nil || len(kids) != 0 {
 		t.Errorf("Children(proj-a) = %+v, %v; want none", kids, err)
 	}
-	_, err = lim.Children(ctx, "no good")
+	_, err = adm.Children(ctx, "no good")
 	wantValidation(t, err, "entity")
 
 	// Delete removes the entity, its configs and its buckets.
-	setLimits(t, lim, tollgate.EntityScope("org", ""), tollgate.PerMinute("rpm", 1000))
-	setLimits(t, lim, tollgate.EntityScope("proj-b", "api"), tollgate.PerMinute("rpm", 10))
+	setLimits(t, adm, tollgate.EntityScope("org", ""), tollgate.PerMinute("rpm", 1000))
+	setLimits(t, adm, tollgate.EntityScope("proj-b", "api"), tollgate.PerMinute("rpm", 10))
 	mustAcquire(t, lim, "proj-b", "api", tollgate.Consume{"rpm": 10})
-	if err := lim.DeleteEntity(ctx, "proj-b"); err != nil {
+	if err := adm.DeleteEntity(ctx, "proj-b"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := lim.GetEntity(ctx, "proj-b"); !errors.Is(err, tollgate.ErrEntityNotFound) {
+	if _, err := adm.GetEntity(ctx, "proj-b"); !errors.Is(err, tollgate.ErrEntityNotFound) {
 		t.Errorf("GetEntity after delete: %v, want ErrEntityNotFound", err)
 	}
-	if _, err := lim.GetConfig(ctx, tollgate.EntityScope("proj-b", "api")); !errors.Is(err, tollgate.ErrNotFound) {
+	if _, err := adm.GetConfig(ctx, tollgate.EntityScope("proj-b", "api")); !errors.Is(err, tollgate.ErrNotFound) {
 		t.Errorf("GetConfig after delete: %v, want ErrNotFound", err)
 	}
 	if got := availableOf(t, lim, "proj-b", "api", "rpm", tollgate.WithLimits(tollgate.PerMinute("rpm", 10))); got != 10 {
 		t.Errorf("bucket after delete has %d, want 10 (a new, full bucket)", got)
 	}
-	kids, _ = lim.Children(ctx, "org")
+	kids, _ = adm.Children(ctx, "org")
 	if len(kids) != 2 {
 		t.Errorf("Children(org) after delete = %+v, want 2", kids)
 	}
-	if err := lim.DeleteEntity(ctx, "proj-b"); !errors.Is(err, tollgate.ErrEntityNotFound) {
+	if err := adm.DeleteEntity(ctx, "proj-b"); !errors.Is(err, tollgate.ErrEntityNotFound) {
 		t.Errorf("second delete: %v, want ErrEntityNotFound", err)
 	}
-	wantValidation(t, lim.DeleteEntity(ctx, ""), "entity")
+	wantValidation(t, adm.DeleteEntity(ctx, ""), "entity")
 }
 
 // Deleting a parent stops the cascade of its children there (store.go: "Children
@@ -160,20 +160,20 @@ func TestCascadeStopsAtDeletedParent(t *testing.T) {
 	// level does apply, a bucket is debited for an entity that no longer
 	// exists.
 	ctx := context.Background()
-	setup := func(t *testing.T) *tollgate.Limiter {
-		lim, _ := newLim(t, memory.New())
-		mustCreate(t, lim, tollgate.Entity{ID: "proj"})
-		mustCreate(t, lim, tollgate.Entity{ID: "key", ParentID: "proj", Cascade: true})
-		setLimits(t, lim, tollgate.EntityScope("proj", ""), tollgate.PerMinute("rpm", 10))
-		setLimits(t, lim, tollgate.EntityScope("key", ""), tollgate.PerMinute("rpm", 100))
+	setup := func(t *testing.T) (*tollgate.Limiter, *tollgate.Admin) {
+		lim, adm, _ := newPair(t, memory.New())
+		mustCreate(t, adm, tollgate.Entity{ID: "proj"})
+		mustCreate(t, adm, tollgate.Entity{ID: "key", ParentID: "proj", Cascade: true})
+		setLimits(t, adm, tollgate.EntityScope("proj", ""), tollgate.PerMinute("rpm", 10))
+		setLimits(t, adm, tollgate.EntityScope("key", ""), tollgate.PerMinute("rpm", 100))
 		le := mustAcquire(t, lim, "key", "api", tollgate.Consume{"rpm": 1})
 		if len(le.Statuses()) != 2 {
 			t.Fatalf("before delete: statuses %+v, want key and proj", le.Statuses())
 		}
-		if err := lim.DeleteEntity(ctx, "proj"); err != nil {
+		if err := adm.DeleteEntity(ctx, "proj"); err != nil {
 			t.Fatal(err)
 		}
-		return lim
+		return lim, adm
 	}
 	check := func(t *testing.T, lim *tollgate.Limiter) {
 		le, err := lim.Acquire(ctx, "key", "api", tollgate.Consume{"rpm": 1})
@@ -187,11 +187,12 @@ func TestCascadeStopsAtDeletedParent(t *testing.T) {
 		}
 	}
 	t.Run("no limits apply to the deleted parent", func(t *testing.T) {
-		check(t, setup(t))
+		lim, _ := setup(t)
+		check(t, lim)
 	})
 	t.Run("system limits apply to the deleted parent", func(t *testing.T) {
-		lim := setup(t)
-		setLimits(t, lim, tollgate.SystemScope(), tollgate.PerMinute("rpm", 10))
+		lim, adm := setup(t)
+		setLimits(t, adm, tollgate.SystemScope(), tollgate.PerMinute("rpm", 10))
 		check(t, lim)
 	})
 }
@@ -200,8 +201,8 @@ func TestCascadeStopsAtDeletedParent(t *testing.T) {
 
 func TestSetConfigValidation(t *testing.T) {
 	ctx := context.Background()
-	lim, _ := newLim(t, memory.New())
-	mustCreate(t, lim, tollgate.Entity{ID: "org"})
+	adm, _ := newAdmin(t, memory.New())
+	mustCreate(t, adm, tollgate.Entity{ID: "org"})
 	rpm := []tollgate.Limit{tollgate.PerMinute("rpm", 10)}
 	cases := []struct {
 		name  string
@@ -221,73 +222,73 @@ func TestSetConfigValidation(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			wantValidation(t, lim.SetConfig(ctx, c.scope, c.cfg), c.field)
+			wantValidation(t, adm.SetConfig(ctx, c.scope, c.cfg), c.field)
 		})
 	}
-	err := lim.SetConfig(ctx, tollgate.EntityScope("ghost", "api"), tollgate.Config{Limits: rpm})
+	err := adm.SetConfig(ctx, tollgate.EntityScope("ghost", "api"), tollgate.Config{Limits: rpm})
 	if !errors.Is(err, tollgate.ErrEntityNotFound) {
 		t.Errorf("entity scope of a missing entity: %v, want ErrEntityNotFound", err)
 	}
 	// Nothing was written.
 	for _, s := range []tollgate.Scope{tollgate.SystemScope(), tollgate.ResourceScope("api"), tollgate.EntityScope("org", ""), tollgate.EntityScope("ghost", "api")} {
-		if _, err := lim.GetConfig(ctx, s); !errors.Is(err, tollgate.ErrNotFound) {
+		if _, err := adm.GetConfig(ctx, s); !errors.Is(err, tollgate.ErrNotFound) {
 			t.Errorf("GetConfig(%+v) after rejected writes: %v, want ErrNotFound", s, err)
 		}
 	}
-	if evs := auditOf(t, lim, ""); len(evs) != 0 {
+	if evs := auditOf(t, adm, ""); len(evs) != 0 {
 		t.Errorf("rejected writes were audited: %+v", evs)
 	}
-	if evs := auditOf(t, lim, "org"); len(evs) != 1 {
+	if evs := auditOf(t, adm, "org"); len(evs) != 1 {
 		t.Errorf("org audit = %+v, want only its creation", evs)
 	}
-	if evs := auditOf(t, lim, "ghost"); len(evs) != 0 {
+	if evs := auditOf(t, adm, "ghost"); len(evs) != 0 {
 		t.Errorf("ghost audit = %+v, want none", evs)
 	}
 }
 
 func TestGetAndDeleteConfig(t *testing.T) {
 	ctx := context.Background()
-	lim, _ := newLim(t, memory.New())
+	adm, _ := newAdmin(t, memory.New())
 	scope := tollgate.ResourceScope("openai/gpt-4o")
-	if _, err := lim.GetConfig(ctx, scope); !errors.Is(err, tollgate.ErrNotFound) {
+	if _, err := adm.GetConfig(ctx, scope); !errors.Is(err, tollgate.ErrNotFound) {
 		t.Errorf("GetConfig of nothing: %v, want ErrNotFound", err)
 	}
-	if err := lim.DeleteConfig(ctx, scope); !errors.Is(err, tollgate.ErrNotFound) {
+	if err := adm.DeleteConfig(ctx, scope); !errors.Is(err, tollgate.ErrNotFound) {
 		t.Errorf("DeleteConfig of nothing: %v, want ErrNotFound", err)
 	}
 	want := tollgate.Config{Limits: []tollgate.Limit{tollgate.PerMinute("rpm", 100), tollgate.PerMinute("tpm", 10000).WithBurst(15000)}}
-	if err := lim.SetConfig(ctx, scope, want); err != nil {
+	if err := adm.SetConfig(ctx, scope, want); err != nil {
 		t.Fatal(err)
 	}
-	got, err := lim.GetConfig(ctx, scope)
+	got, err := adm.GetConfig(ctx, scope)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(got.Limits) != 2 || got.Limits[0] != want.Limits[0] || got.Limits[1] != want.Limits[1] || got.OnUnavailable != "" {
 		t.Errorf("GetConfig = %+v, want %+v", got, want)
 	}
-	if err := lim.DeleteConfig(ctx, scope); err != nil {
+	if err := adm.DeleteConfig(ctx, scope); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := lim.GetConfig(ctx, scope); !errors.Is(err, tollgate.ErrNotFound) {
+	if _, err := adm.GetConfig(ctx, scope); !errors.Is(err, tollgate.ErrNotFound) {
 		t.Errorf("GetConfig after delete: %v, want ErrNotFound", err)
 	}
-	if evs := auditOf(t, lim, ""); len(evs) != 2 {
+	if evs := auditOf(t, adm, ""); len(evs) != 2 {
 		t.Errorf("audit = %+v, want set and delete only (failed deletes are not audited)", evs)
 	}
-	_, err = lim.GetConfig(ctx, tollgate.ResourceScope("-"))
+	_, err = adm.GetConfig(ctx, tollgate.ResourceScope("-"))
 	wantValidation(t, err, "resource")
-	wantValidation(t, lim.DeleteConfig(ctx, tollgate.EntityScope("a b", "")), "entity")
+	wantValidation(t, adm.DeleteConfig(ctx, tollgate.EntityScope("a b", "")), "entity")
 }
 
 func TestFourLevelResolution(t *testing.T) {
 	ctx := context.Background()
-	lim, _ := newLim(t, memory.New())
-	mustCreate(t, lim, tollgate.Entity{ID: "org"})
-	setLimits(t, lim, tollgate.SystemScope(), tollgate.PerMinute("rpm", 10))
-	setLimits(t, lim, tollgate.ResourceScope("api"), tollgate.PerMinute("rpm", 20))
-	setLimits(t, lim, tollgate.EntityScope("org", ""), tollgate.PerMinute("rpm", 30))
-	setLimits(t, lim, tollgate.EntityScope("org", "api"), tollgate.PerMinute("rpm", 40))
+	lim, adm, _ := newPair(t, memory.New())
+	mustCreate(t, adm, tollgate.Entity{ID: "org"})
+	setLimits(t, adm, tollgate.SystemScope(), tollgate.PerMinute("rpm", 10))
+	setLimits(t, adm, tollgate.ResourceScope("api"), tollgate.PerMinute("rpm", 20))
+	setLimits(t, adm, tollgate.EntityScope("org", ""), tollgate.PerMinute("rpm", 30))
+	setLimits(t, adm, tollgate.EntityScope("org", "api"), tollgate.PerMinute("rpm", 40))
 	capOf := func(entity, resource string) int64 {
 		t.Helper()
 		sts, err := lim.Available(ctx, entity, resource)
@@ -316,19 +317,19 @@ func TestFourLevelResolution(t *testing.T) {
 		t.Errorf("explicit limits: statuses %+v, want x only", sts)
 	}
 	// Peel the levels off one by one.
-	if err := lim.DeleteConfig(ctx, tollgate.EntityScope("org", "api")); err != nil {
+	if err := adm.DeleteConfig(ctx, tollgate.EntityScope("org", "api")); err != nil {
 		t.Fatal(err)
 	}
 	if got := capOf("org", "api"); got != 30 {
 		t.Errorf("without entity+resource: %d, want 30", got)
 	}
-	if err := lim.DeleteConfig(ctx, tollgate.EntityScope("org", "")); err != nil {
+	if err := adm.DeleteConfig(ctx, tollgate.EntityScope("org", "")); err != nil {
 		t.Fatal(err)
 	}
 	if got := capOf("org", "api"); got != 20 {
 		t.Errorf("without entity default: %d, want 20", got)
 	}
-	if err := lim.DeleteConfig(ctx, tollgate.ResourceScope("api")); err != nil {
+	if err := adm.DeleteConfig(ctx, tollgate.ResourceScope("api")); err != nil {
 		t.Fatal(err)
 	}
 	if got := capOf("org", "api"); got != 10 {
@@ -336,13 +337,13 @@ func TestFourLevelResolution(t *testing.T) {
 	}
 	// A system config holding only the unavailable mode has no limits: the
 	// level is empty and nothing is found.
-	if err := lim.SetConfig(ctx, tollgate.SystemScope(), tollgate.Config{OnUnavailable: tollgate.Allow}); err != nil {
+	if err := adm.SetConfig(ctx, tollgate.SystemScope(), tollgate.Config{OnUnavailable: tollgate.Allow}); err != nil {
 		t.Fatal(err)
 	}
 	_, err := lim.Acquire(ctx, "org", "api", tollgate.Consume{"rpm": 1})
 	wantValidation(t, err, "limits")
 	// An existing bucket adopts changed limits at its next acquire.
-	setLimits(t, lim, tollgate.ResourceScope("api"), tollgate.PerMinute("rpm", 3))
+	setLimits(t, adm, tollgate.ResourceScope("api"), tollgate.PerMinute("rpm", 3))
 	le = mustAcquire(t, lim, "org", "api", tollgate.Consume{"rpm": 1})
 	if s := statusOf(t, le.Statuses(), "org", "rpm"); s.Capacity != 3 || s.Available != 2 {
 		t.Errorf("after shrinking to 3: %+v, want capacity 3, 2 left", s)
@@ -353,27 +354,27 @@ func TestFourLevelResolution(t *testing.T) {
 
 func TestAuditEvents(t *testing.T) {
 	ctx := context.Background()
-	lim, clk := newLim(t, memory.New())
+	adm, clk := newAdmin(t, memory.New())
 	alice := tollgate.WithPrincipal("alice@example.com")
 
-	mustCreate(t, lim, tollgate.Entity{ID: "org", Name: "Acme"}, alice)
+	mustCreate(t, adm, tollgate.Entity{ID: "org", Name: "Acme"}, alice)
 	clk.Advance(time.Second)
-	mustCreate(t, lim, tollgate.Entity{ID: "proj", ParentID: "org", Cascade: true}, alice)
+	mustCreate(t, adm, tollgate.Entity{ID: "proj", ParentID: "org", Cascade: true}, alice)
 	clk.Advance(time.Second)
 	cfg := tollgate.Config{Limits: []tollgate.Limit{tollgate.PerMinute("rpm", 100), tollgate.PerMinute("tpm", 10000).WithBurst(15000)}}
-	if err := lim.SetConfig(ctx, tollgate.EntityScope("org", "openai/gpt-4o"), cfg, alice); err != nil {
+	if err := adm.SetConfig(ctx, tollgate.EntityScope("org", "openai/gpt-4o"), cfg, alice); err != nil {
 		t.Fatal(err)
 	}
 	clk.Advance(time.Second)
-	if err := lim.DeleteConfig(ctx, tollgate.EntityScope("org", "openai/gpt-4o")); err != nil { // no principal
+	if err := adm.DeleteConfig(ctx, tollgate.EntityScope("org", "openai/gpt-4o")); err != nil { // no principal
 		t.Fatal(err)
 	}
 	clk.Advance(time.Second)
-	if err := lim.SetConfig(ctx, tollgate.EntityScope("org", ""), tollgate.Config{Limits: cfg.Limits[:1]}, alice); err != nil {
+	if err := adm.SetConfig(ctx, tollgate.EntityScope("org", ""), tollgate.Config{Limits: cfg.Limits[:1]}, alice); err != nil {
 		t.Fatal(err)
 	}
 	clk.Advance(time.Second)
-	if err := lim.DeleteEntity(ctx, "proj", tollgate.WithPrincipal("bob")); err != nil {
+	if err := adm.DeleteEntity(ctx, "proj", tollgate.WithPrincipal("bob")); err != nil {
 		t.Fatal(err)
 	}
 
@@ -394,7 +395,7 @@ func TestAuditEvents(t *testing.T) {
 	}
 	check := func(entity string, want []ev) {
 		t.Helper()
-		got := auditOf(t, lim, entity)
+		got := auditOf(t, adm, entity)
 		if len(got) != len(want) {
 			t.Fatalf("AuditEvents(%s) = %+v, want %d events", entity, got, len(want))
 		}
@@ -423,13 +424,13 @@ func TestAuditEvents(t *testing.T) {
 	check("proj", wantProj)
 
 	// System and resource changes are listed under the empty entity.
-	if err := lim.SetConfig(ctx, tollgate.SystemScope(), tollgate.Config{OnUnavailable: tollgate.Allow}); err != nil {
+	if err := adm.SetConfig(ctx, tollgate.SystemScope(), tollgate.Config{OnUnavailable: tollgate.Allow}); err != nil {
 		t.Fatal(err)
 	}
-	if err := lim.SetConfig(ctx, tollgate.ResourceScope("db"), tollgate.Config{Limits: []tollgate.Limit{tollgate.ConcurrencyLimit("conns", 8)}}); err != nil {
+	if err := adm.SetConfig(ctx, tollgate.ResourceScope("db"), tollgate.Config{Limits: []tollgate.Limit{tollgate.ConcurrencyLimit("conns", 8)}}); err != nil {
 		t.Fatal(err)
 	}
-	sys := auditOf(t, lim, "")
+	sys := auditOf(t, adm, "")
 	if len(sys) != 2 {
 		t.Fatalf("system audit = %+v, want 2 events", sys)
 	}
@@ -442,12 +443,12 @@ func TestAuditEvents(t *testing.T) {
 }
 
 func TestAuditIDsSortWithinOneMillisecond(t *testing.T) {
-	lim, _ := newLim(t, memory.New())
-	mustCreate(t, lim, tollgate.Entity{ID: "org"})
+	adm, _ := newAdmin(t, memory.New())
+	mustCreate(t, adm, tollgate.Entity{ID: "org"})
 	for i := 0; i < 50; i++ { // the clock does not move
-		setLimits(t, lim, tollgate.EntityScope("org", ""), tollgate.PerMinute("rpm", int64(i+1)))
+		setLimits(t, adm, tollgate.EntityScope("org", ""), tollgate.PerMinute("rpm", int64(i+1)))
 	}
-	evs := auditOf(t, lim, "org")
+	evs := auditOf(t, adm, "org")
 	if len(evs) != 51 {
 		t.Fatalf("got %d events, want 51", len(evs))
 	}
@@ -464,20 +465,20 @@ func TestAuditIDsSortWithinOneMillisecond(t *testing.T) {
 
 func TestAuditEventsPagination(t *testing.T) {
 	ctx := context.Background()
-	lim, clk := newLim(t, memory.New())
-	mustCreate(t, lim, tollgate.Entity{ID: "org"})
+	adm, clk := newAdmin(t, memory.New())
+	mustCreate(t, adm, tollgate.Entity{ID: "org"})
 	for i := 0; i < 4; i++ {
 		clk.Advance(time.Millisecond)
-		setLimits(t, lim, tollgate.EntityScope("org", ""), tollgate.PerMinute("rpm", int64(i+1)))
+		setLimits(t, adm, tollgate.EntityScope("org", ""), tollgate.PerMinute("rpm", int64(i+1)))
 	}
-	all := auditOf(t, lim, "org")
+	all := auditOf(t, adm, "org")
 	if len(all) != 5 {
 		t.Fatalf("got %d events, want 5", len(all))
 	}
 	var paged []tollgate.AuditEvent
 	after := ""
 	for pages := 0; ; pages++ {
-		page, err := lim.AuditEvents(ctx, "org", after, 2)
+		page, err := adm.AuditEvents(ctx, "org", after, 2)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -502,44 +503,44 @@ func TestAuditEventsPagination(t *testing.T) {
 		}
 	}
 	// Bounds.
-	_, err := lim.AuditEvents(ctx, "org", "", tollgate.MaxAuditPage+1)
+	_, err := adm.AuditEvents(ctx, "org", "", tollgate.MaxAuditPage+1)
 	wantValidation(t, err, "limit")
-	_, err = lim.AuditEvents(ctx, "org", "", -1)
+	_, err = adm.AuditEvents(ctx, "org", "", -1)
 	wantValidation(t, err, "limit")
-	if evs, err := lim.AuditEvents(ctx, "org", "", 0); err != nil || len(evs) != 5 {
+	if evs, err := adm.AuditEvents(ctx, "org", "", 0); err != nil || len(evs) != 5 {
 		t.Errorf("limit 0 (default): %d events, %v; want 5", len(evs), err)
 	}
-	_, err = lim.AuditEvents(ctx, "not valid", "", 10)
+	_, err = adm.AuditEvents(ctx, "not valid", "", 10)
 	wantValidation(t, err, "entity")
 }
 
 func TestAuditDefaultPageIs100(t *testing.T) {
 	ctx := context.Background()
-	lim, _ := newLim(t, memory.New())
-	mustCreate(t, lim, tollgate.Entity{ID: "org"})
+	adm, _ := newAdmin(t, memory.New())
+	mustCreate(t, adm, tollgate.Entity{ID: "org"})
 	for i := 0; i < 120; i++ {
-		setLimits(t, lim, tollgate.EntityScope("org", ""), tollgate.PerMinute("rpm", int64(i+1)))
+		setLimits(t, adm, tollgate.EntityScope("org", ""), tollgate.PerMinute("rpm", int64(i+1)))
 	}
-	if evs, err := lim.AuditEvents(ctx, "org", "", 0); err != nil || len(evs) != 100 {
+	if evs, err := adm.AuditEvents(ctx, "org", "", 0); err != nil || len(evs) != 100 {
 		t.Errorf("limit 0: %d events, %v; want 100", len(evs), err)
 	}
-	if evs, err := lim.AuditEvents(ctx, "org", "", tollgate.MaxAuditPage); err != nil || len(evs) != 121 {
+	if evs, err := adm.AuditEvents(ctx, "org", "", tollgate.MaxAuditPage); err != nil || len(evs) != 121 {
 		t.Errorf("limit MaxAuditPage: %d events, %v; want 121", len(evs), err)
 	}
 }
 
 func TestPrincipalTooLong(t *testing.T) {
 	ctx := context.Background()
-	lim, _ := newLim(t, memory.New())
+	adm, _ := newAdmin(t, memory.New())
 	long := tollgate.WithPrincipal(strings.Repeat("p", 257))
-	_, err := lim.CreateEntity(ctx, tollgate.Entity{ID: "org"}, long)
+	_, err := adm.CreateEntity(ctx, tollgate.Entity{ID: "org"}, long)
 	wantValidation(t, err, "principal")
-	if _, err := lim.GetEntity(ctx, "org"); !errors.Is(err, tollgate.ErrEntityNotFound) {
+	if _, err := adm.GetEntity(ctx, "org"); !errors.Is(err, tollgate.ErrEntityNotFound) {
 		t.Errorf("entity written despite the bad principal: %v", err)
 	}
-	wantValidation(t, lim.SetConfig(ctx, tollgate.SystemScope(), tollgate.Config{OnUnavailable: tollgate.Allow}, long), "principal")
-	if _, err := lim.GetConfig(ctx, tollgate.SystemScope()); !errors.Is(err, tollgate.ErrNotFound) {
+	wantValidation(t, adm.SetConfig(ctx, tollgate.SystemScope(), tollgate.Config{OnUnavailable: tollgate.Allow}, long), "principal")
+	if _, err := adm.GetConfig(ctx, tollgate.SystemScope()); !errors.Is(err, tollgate.ErrNotFound) {
 		t.Errorf("config written despite the bad principal: %v", err)
 	}
-	mustCreate(t, lim, tollgate.Entity{ID: "org"}, tollgate.WithPrincipal(strings.Repeat("p", 256)))
+	mustCreate(t, adm, tollgate.Entity{ID: "org"}, tollgate.WithPrincipal(strings.Repeat("p", 256)))
 }
