@@ -17,7 +17,7 @@ import (
 //
 // A lease that takes concurrency tokens (or asked for WithDurableLease) is
 // durable: its record is written with the debit, in one atomic step of the
-// store, with an expiry (WithLeaseExpiry). If the holder dies, or does not
+// store, with an expiry (WithLeaseTTL). If the holder dies, or does not
 // end or Extend the lease in time, a reconciler (package reconcile) commits
 // it and its tokens come back. A degraded lease has no record.
 //

@@ -15,7 +15,7 @@ type AcquireOption = model.AcquireOption
 type AcquireSettings = model.AcquireSettings
 
 // SettingsOf returns what opts say. An invalid option (WithLimits of
-// invalid limits, WithLeaseExpiry out of range) is its error, a
+// invalid limits, WithLeaseTTL out of range) is its error, a
 // *ValidationError, as Acquire would return it.
 func SettingsOf(opts ...AcquireOption) (AcquireSettings, error) { return model.SettingsOf(opts...) }
 
@@ -45,12 +45,12 @@ func WithDurableLease() AcquireOption { return model.WithDurableLease() }
 // The lease is durable, its id derived from the key.
 func WithIdempotencyKey(key string) AcquireOption { return model.WithIdempotencyKey(key) }
 
-// WithLeaseExpiry sets how long this acquire's durable lease lives unless
-// extended (default: the limiter's, see WithDefaultLeaseExpiry), from
-// MinLeaseExpiry to MaxLeaseExpiry; outside that range the call is a
-// *ValidationError naming lease_expiry. It does not make a lease durable:
+// WithLeaseTTL sets how long this acquire's durable lease lives unless
+// extended (default: the limiter's, see WithDefaultLeaseTTL), from
+// MinLeaseTTL to MaxLeaseTTL; outside that range the call is a
+// *ValidationError naming lease_ttl. It does not make a lease durable:
 // a lease without a record never expires.
-func WithLeaseExpiry(d time.Duration) AcquireOption { return model.WithLeaseExpiry(d) }
+func WithLeaseTTL(d time.Duration) AcquireOption { return model.WithLeaseTTL(d) }
 
 // WithReservation makes the acquire a reservation of the resource id (an
 // EMR cluster id, a GPU job, a sandbox): it takes one token of every
@@ -59,7 +59,7 @@ func WithLeaseExpiry(d time.Duration) AcquireOption { return model.WithLeaseExpi
 // consume, all or nothing, as any acquire does.
 //
 // The lease is durable, with id "r:" + id, and it never expires unless
-// WithLeaseExpiry gives it an expiry, which a reconciler then enforces.
+// WithLeaseTTL gives it an expiry, which a reconciler then enforces.
 // It is meant to outlive the process: end it with Limiter.Release(ctx, id)
 // (or Commit), from any process sharing the store, when the resource is
 // gone; Rollback instead refunds its rate consumption too.
@@ -94,7 +94,7 @@ func (d *leaseData) resetOptions() {
 	if o.OnUnavailable != "" {
 		o.OnUnavailable = ""
 	}
-	o.Durable, o.LeaseExpiry = false, 0
+	o.Durable, o.LeaseTTL = false, 0
 	if o.Reservation != "" {
 		o.Reservation = ""
 	}

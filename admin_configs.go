@@ -12,16 +12,16 @@ import (
 // ScopedConfig is a Config with the scope it is stored at.
 type ScopedConfig = model.ScopedConfig
 
-// MaxConfigPage is the most configs one ListConfigs call returns.
+// MaxConfigPage is the most configs one ListLimits call returns.
 const MaxConfigPage = store.MaxConfigPage
 
-// ListConfigs returns up to limit (at most MaxConfigPage; 0 means 100)
+// ListLimits returns up to limit (at most MaxConfigPage; 0 means 100)
 // stored configs whose scopes sort after *after (nil for the first page;
 // pass the last scope seen for the next), in model.CompareScopes order:
 // the system config, the resources' by resource, then each entity's by
 // entity and resource. On DynamoDB a config written a moment ago may be
 // missing (the listing reads an index).
-func (a *Admin) ListConfigs(ctx context.Context, after *Scope, limit int) ([]ScopedConfig, error) {
+func (a *Admin) ListLimits(ctx context.Context, after *Scope, limit int) ([]ScopedConfig, error) {
 	limit, err := pageSize(limit, MaxConfigPage)
 	if err != nil {
 		return nil, err
@@ -45,11 +45,11 @@ func pageSize(limit, max int) (int, error) {
 	return limit, nil
 }
 
-// SetConfig stores cfg at scope, replacing what was there. Limits at an
+// SetLimits stores cfg at scope, replacing what was there. Limits at an
 // entity scope need the entity to exist. OnUnavailable may be set at the
 // system scope only. Existing buckets adopt changed limits at their next
 // acquire.
-func (a *Admin) SetConfig(ctx context.Context, scope Scope, cfg Config, opts ...WriteOption) error {
+func (a *Admin) SetLimits(ctx context.Context, scope Scope, cfg Config, opts ...WriteOption) error {
 	if err := scope.Validate(); err != nil {
 		return err
 	}
@@ -79,9 +79,9 @@ func (a *Admin) SetConfig(ctx context.Context, scope Scope, cfg Config, opts ...
 	return nil
 }
 
-// GetConfig returns the config stored at scope, or an error matching
+// GetLimits returns the config stored at scope, or an error matching
 // ErrNotFound.
-func (a *Admin) GetConfig(ctx context.Context, scope Scope) (Config, error) {
+func (a *Admin) GetLimits(ctx context.Context, scope Scope) (Config, error) {
 	if err := scope.Validate(); err != nil {
 		return Config{}, err
 	}
@@ -99,9 +99,9 @@ func (a *Admin) GetConfig(ctx context.Context, scope Scope) (Config, error) {
 	return *cfgs[0], nil
 }
 
-// DeleteConfig removes the config at scope, or returns an error matching
+// DeleteLimits removes the config at scope, or returns an error matching
 // ErrNotFound.
-func (a *Admin) DeleteConfig(ctx context.Context, scope Scope, opts ...WriteOption) error {
+func (a *Admin) DeleteLimits(ctx context.Context, scope Scope, opts ...WriteOption) error {
 	if err := scope.Validate(); err != nil {
 		return err
 	}

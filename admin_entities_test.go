@@ -132,8 +132,8 @@ func TestChildrenAndDeleteEntity(t *testing.T) {
 	if _, err := adm.GetEntity(ctx, "proj-b"); !errors.Is(err, tollgate.ErrEntityNotFound) {
 		t.Errorf("GetEntity after delete: %v, want ErrEntityNotFound", err)
 	}
-	if _, err := adm.GetConfig(ctx, tollgate.EntityScope("proj-b", "api")); !errors.Is(err, tollgate.ErrNotFound) {
-		t.Errorf("GetConfig after delete: %v, want ErrNotFound", err)
+	if _, err := adm.GetLimits(ctx, tollgate.EntityScope("proj-b", "api")); !errors.Is(err, tollgate.ErrNotFound) {
+		t.Errorf("GetLimits after delete: %v, want ErrNotFound", err)
 	}
 	if got := availableOf(t, lim, "proj-b", "api", "rpm", tollgate.WithLimits(tollgate.PerMinute("rpm", 10))); got != 10 {
 		t.Errorf("bucket after delete has %d, want 10 (a new, full bucket)", got)
@@ -199,7 +199,7 @@ func TestCascadeStopsAtDeletedParent(t *testing.T) {
 
 // --- Configuration ------------------------------------------------------------
 
-func TestSetConfigValidation(t *testing.T) {
+func TestSetLimitsValidation(t *testing.T) {
 	ctx := context.Background()
 	adm, _ := newAdmin(t, memory.New())
 	mustCreate(t, adm, tollgate.Entity{ID: "org"})
@@ -222,17 +222,17 @@ func TestSetConfigValidation(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			wantValidation(t, adm.SetConfig(ctx, c.scope, c.cfg), c.field)
+			wantValidation(t, adm.SetLimits(ctx, c.scope, c.cfg), c.field)
 		})
 	}
-	err := adm.SetConfig(ctx, tollgate.EntityScope("ghost", "api"), tollgate.Config{Limits: rpm})
+	err := adm.SetLimits(ctx, tollgate.EntityScope("ghost", "api"), tollgate.Config{Limits: rpm})
 	if !errors.Is(err, tollgate.ErrEntityNotFound) {
 		t.Errorf("entity scope of a missing entity: %v, want ErrEntityNotFound", err)
 	}
 	// Nothing was written.
 	for _, s := range []tollgate.Scope{tollgate.SystemScope(), tollgate.ResourceScope("api"), tollgate.EntityScope("org", ""), tollgate.EntityScope("ghost", "api")} {
-		if _, err := adm.GetConfig(ctx, s); !errors.Is(err, tollgate.ErrNotFound) {
-			t.Errorf("GetConfig(%+v) after rejected writes: %v, want ErrNotFound", s, err)
+		if _, err := adm.GetLimits(ctx, s); !errors.Is(err, tollgate.ErrNotFound) {
+			t.Errorf("GetLimits(%+v) after rejected writes: %v, want ErrNotFound", s, err)
 		}
 	}
 	if evs := auditOf(t, adm, ""); len(evs) != 0 {
@@ -246,39 +246,39 @@ func TestSetConfigValidation(t *testing.T) {
 	}
 }
 
-func TestGetAndDeleteConfig(t *testing.T) {
+func TestGetAndDeleteLimits(t *testing.T) {
 	ctx := context.Background()
 	adm, _ := newAdmin(t, memory.New())
 	scope := tollgate.ResourceScope("openai/gpt-4o")
-	if _, err := adm.GetConfig(ctx, scope); !errors.Is(err, tollgate.ErrNotFound) {
-		t.Errorf("GetConfig of nothing: %v, want ErrNotFound", err)
+	if _, err := adm.GetLimits(ctx, scope); !errors.Is(err, tollgate.ErrNotFound) {
+		t.Errorf("GetLimits of nothing: %v, want ErrNotFound", err)
 	}
-	if err := adm.DeleteConfig(ctx, scope); !errors.Is(err, tollgate.ErrNotFound) {
-		t.Errorf("DeleteConfig of nothing: %v, want ErrNotFound", err)
+	if err := adm.DeleteLimits(ctx, scope); !errors.Is(err, tollgate.ErrNotFound) {
+		t.Errorf("DeleteLimits of nothing: %v, want ErrNotFound", err)
 	}
 	want := tollgate.Config{Limits: []tollgate.Limit{tollgate.PerMinute("rpm", 100), tollgate.PerMinute("tpm", 10000).WithBurst(15000)}}
-	if err := adm.SetConfig(ctx, scope, want); err != nil {
+	if err := adm.SetLimits(ctx, scope, want); err != nil {
 		t.Fatal(err)
 	}
-	got, err := adm.GetConfig(ctx, scope)
+	got, err := adm.GetLimits(ctx, scope)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(got.Limits) != 2 || got.Limits[0] != want.Limits[0] || got.Limits[1] != want.Limits[1] || got.OnUnavailable != "" {
-		t.Errorf("GetConfig = %+v, want %+v", got, want)
+		t.Errorf("GetLimits = %+v, want %+v", got, want)
 	}
-	if err := adm.DeleteConfig(ctx, scope); err != nil {
+	if err := adm.DeleteLimits(ctx, scope); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := adm.GetConfig(ctx, scope); !errors.Is(err, tollgate.ErrNotFound) {
-		t.Errorf("GetConfig after delete: %v, want ErrNotFound", err)
+	if _, err := adm.GetLimits(ctx, scope); !errors.Is(err, tollgate.ErrNotFound) {
+		t.Errorf("GetLimits after delete: %v, want ErrNotFound", err)
 	}
 	if evs := auditOf(t, adm, ""); len(evs) != 2 {
 		t.Errorf("audit = %+v, want set and delete only (failed deletes are not audited)", evs)
 	}
-	_, err = adm.GetConfig(ctx, tollgate.ResourceScope("-"))
+	_, err = adm.GetLimits(ctx, tollgate.ResourceScope("-"))
 	wantValidation(t, err, "resource")
-	wantValidation(t, adm.DeleteConfig(ctx, tollgate.EntityScope("a b", "")), "entity")
+	wantValidation(t, adm.DeleteLimits(ctx, tollgate.EntityScope("a b", "")), "entity")
 }
 
 func TestFourLevelResolution(t *testing.T) {
@@ -317,19 +317,19 @@ func TestFourLevelResolution(t *testing.T) {
 		t.Errorf("explicit limits: statuses %+v, want x only", sts)
 	}
 	// Peel the levels off one by one.
-	if err := adm.DeleteConfig(ctx, tollgate.EntityScope("org", "api")); err != nil {
+	if err := adm.DeleteLimits(ctx, tollgate.EntityScope("org", "api")); err != nil {
 		t.Fatal(err)
 	}
 	if got := capOf("org", "api"); got != 30 {
 		t.Errorf("without entity+resource: %d, want 30", got)
 	}
-	if err := adm.DeleteConfig(ctx, tollgate.EntityScope("org", "")); err != nil {
+	if err := adm.DeleteLimits(ctx, tollgate.EntityScope("org", "")); err != nil {
 		t.Fatal(err)
 	}
 	if got := capOf("org", "api"); got != 20 {
 		t.Errorf("without entity default: %d, want 20", got)
 	}
-	if err := adm.DeleteConfig(ctx, tollgate.ResourceScope("api")); err != nil {
+	if err := adm.DeleteLimits(ctx, tollgate.ResourceScope("api")); err != nil {
 		t.Fatal(err)
 	}
 	if got := capOf("org", "api"); got != 10 {
@@ -337,7 +337,7 @@ func TestFourLevelResolution(t *testing.T) {
 	}
 	// A system config holding only the unavailable mode has no limits: the
 	// level is empty and nothing is found.
-	if err := adm.SetConfig(ctx, tollgate.SystemScope(), tollgate.Config{OnUnavailable: tollgate.Allow}); err != nil {
+	if err := adm.SetLimits(ctx, tollgate.SystemScope(), tollgate.Config{OnUnavailable: tollgate.Allow}); err != nil {
 		t.Fatal(err)
 	}
 	_, err := lim.Acquire(ctx, "org", "api", tollgate.Consume{"rpm": 1})
@@ -362,15 +362,15 @@ func TestAuditEvents(t *testing.T) {
 	mustCreate(t, adm, tollgate.Entity{ID: "proj", ParentID: "org", Cascade: true}, alice)
 	clk.Advance(time.Second)
 	cfg := tollgate.Config{Limits: []tollgate.Limit{tollgate.PerMinute("rpm", 100), tollgate.PerMinute("tpm", 10000).WithBurst(15000)}}
-	if err := adm.SetConfig(ctx, tollgate.EntityScope("org", "openai/gpt-4o"), cfg, alice); err != nil {
+	if err := adm.SetLimits(ctx, tollgate.EntityScope("org", "openai/gpt-4o"), cfg, alice); err != nil {
 		t.Fatal(err)
 	}
 	clk.Advance(time.Second)
-	if err := adm.DeleteConfig(ctx, tollgate.EntityScope("org", "openai/gpt-4o")); err != nil { // no principal
+	if err := adm.DeleteLimits(ctx, tollgate.EntityScope("org", "openai/gpt-4o")); err != nil { // no principal
 		t.Fatal(err)
 	}
 	clk.Advance(time.Second)
-	if err := adm.SetConfig(ctx, tollgate.EntityScope("org", ""), tollgate.Config{Limits: cfg.Limits[:1]}, alice); err != nil {
+	if err := adm.SetLimits(ctx, tollgate.EntityScope("org", ""), tollgate.Config{Limits: cfg.Limits[:1]}, alice); err != nil {
 		t.Fatal(err)
 	}
 	clk.Advance(time.Second)
@@ -424,10 +424,10 @@ func TestAuditEvents(t *testing.T) {
 	check("proj", wantProj)
 
 	// System and resource changes are listed under the empty entity.
-	if err := adm.SetConfig(ctx, tollgate.SystemScope(), tollgate.Config{OnUnavailable: tollgate.Allow}); err != nil {
+	if err := adm.SetLimits(ctx, tollgate.SystemScope(), tollgate.Config{OnUnavailable: tollgate.Allow}); err != nil {
 		t.Fatal(err)
 	}
-	if err := adm.SetConfig(ctx, tollgate.ResourceScope("db"), tollgate.Config{Limits: []tollgate.Limit{tollgate.ConcurrencyLimit("conns", 8)}}); err != nil {
+	if err := adm.SetLimits(ctx, tollgate.ResourceScope("db"), tollgate.Config{Limits: []tollgate.Limit{tollgate.ConcurrencyLimit("conns", 8)}}); err != nil {
 		t.Fatal(err)
 	}
 	sys := auditOf(t, adm, "")
@@ -538,8 +538,8 @@ func TestPrincipalTooLong(t *testing.T) {
 	if _, err := adm.GetEntity(ctx, "org"); !errors.Is(err, tollgate.ErrEntityNotFound) {
 		t.Errorf("entity written despite the bad principal: %v", err)
 	}
-	wantValidation(t, adm.SetConfig(ctx, tollgate.SystemScope(), tollgate.Config{OnUnavailable: tollgate.Allow}, long), "principal")
-	if _, err := adm.GetConfig(ctx, tollgate.SystemScope()); !errors.Is(err, tollgate.ErrNotFound) {
+	wantValidation(t, adm.SetLimits(ctx, tollgate.SystemScope(), tollgate.Config{OnUnavailable: tollgate.Allow}, long), "principal")
+	if _, err := adm.GetLimits(ctx, tollgate.SystemScope()); !errors.Is(err, tollgate.ErrNotFound) {
 		t.Errorf("config written despite the bad principal: %v", err)
 	}
 	mustCreate(t, adm, tollgate.Entity{ID: "org"}, tollgate.WithPrincipal(strings.Repeat("p", 256)))

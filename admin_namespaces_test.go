@@ -36,7 +36,7 @@ func TestNewAdminOptions(t *testing.T) {
 			tollgate.WithCacheSize(0),
 			tollgate.WithHolder(strings.Repeat("h", model.MaxHolderLen+1)),
 			tollgate.WithConcurrencyRetryAfter(0),
-			tollgate.WithDefaultLeaseExpiry(-time.Second),
+			tollgate.WithDefaultLeaseTTL(-time.Second),
 		}, ""},
 	}
 	for _, tt := range tests {

@@ -128,7 +128,7 @@ func TestUpdateEntityCascadeSeenAtOnce(t *testing.T) {
 	}
 }
 
-func TestListConfigs(t *testing.T) {
+func TestListLimits(t *testing.T) {
 	ctx := context.Background()
 	adm, _ := newAdmin(t, memory.New())
 	mustCreate(t, adm, tollgate.Entity{ID: "org"})
@@ -142,7 +142,7 @@ func TestListConfigs(t *testing.T) {
 	var got []tollgate.Scope
 	var after *tollgate.Scope
 	for {
-		page, err := adm.ListConfigs(ctx, after, 2)
+		page, err := adm.ListLimits(ctx, after, 2)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -156,9 +156,9 @@ func TestListConfigs(t *testing.T) {
 	}
 	want := slices.SortedFunc(slices.Values(scopes), model.CompareScopes)
 	if !slices.Equal(got, want) {
-		t.Errorf("ListConfigs pages = %v, want %v", got, want)
+		t.Errorf("ListLimits pages = %v, want %v", got, want)
 	}
-	if _, err := adm.ListConfigs(ctx, nil, tollgate.MaxConfigPage+1); !errors.Is(err, tollgate.ErrInvalid) {
-		t.Errorf("ListConfigs(limit too big) = %v, want ErrInvalid", err)
+	if _, err := adm.ListLimits(ctx, nil, tollgate.MaxConfigPage+1); !errors.Is(err, tollgate.ErrInvalid) {
+		t.Errorf("ListLimits(limit too big) = %v, want ErrInvalid", err)
 	}
 }

@@ -27,7 +27,7 @@ func BenchmarkLimiter(b *testing.B) {
 
 	storedConfig := func(adm *tollgate.Admin) {
 		cfg := tollgate.Config{Limits: []tollgate.Limit{tollgate.PerSecond("rps", huge)}}
-		if err := adm.SetConfig(ctx, tollgate.SystemScope(), cfg); err != nil {
+		if err := adm.SetLimits(ctx, tollgate.SystemScope(), cfg); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -50,7 +50,7 @@ func BenchmarkLimiter(b *testing.B) {
 		{name: "1limit-stored-manykeys", consume: one, manyKey: true, setup: storedConfig},
 		{name: "1limit-cascade3", consume: one, setup: func(adm *tollgate.Admin) {
 			cfg := tollgate.Config{Limits: []tollgate.Limit{tollgate.PerSecond("rps", huge)}}
-			if err := adm.SetConfig(ctx, tollgate.SystemScope(), cfg); err != nil {
+			if err := adm.SetLimits(ctx, tollgate.SystemScope(), cfg); err != nil {
 				b.Fatal(err)
 			}
 			for _, e := range []tollgate.Entity{{ID: "org"}, {ID: "project", ParentID: "org", Cascade: true}, {ID: "key-0", ParentID: "project", Cascade: true}} {

@@ -18,7 +18,7 @@ func withSystemLimits(t testing.TB, opts ...tollgate.Option) (*tollgate.Limiter,
 	t.Helper()
 	lim, adm, clk := newPair(t, memory.New(), opts...)
 	cfg := tollgate.Config{Limits: []tollgate.Limit{tollgate.PerMinute("rpm", 100)}}
-	if err := adm.SetConfig(context.Background(), tollgate.SystemScope(), cfg); err != nil {
+	if err := adm.SetLimits(context.Background(), tollgate.SystemScope(), cfg); err != nil {
 		t.Fatal(err)
 	}
 	return lim, clk.Advance
@@ -113,7 +113,7 @@ func TestCacheEvictedEntriesResolveAgain(t *testing.T) {
 			t.Fatal(err)
 		}
 		cfg := tollgate.Config{Limits: []tollgate.Limit{tollgate.PerMinute("rpm", int64(i+1))}}
-		if err := adm.SetConfig(ctx, tollgate.EntityScope(id, "api"), cfg); err != nil {
+		if err := adm.SetLimits(ctx, tollgate.EntityScope(id, "api"), cfg); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -161,7 +161,7 @@ func TestLimitersFollowASharedStoresGeneration(t *testing.T) {
 		}
 		return sts[0].Capacity
 	}
-	if err := other.SetConfig(ctx, ResourceScope("api"), Config{Limits: []Limit{PerMinute("rpm", 100)}}); err != nil {
+	if err := other.SetLimits(ctx, ResourceScope("api"), Config{Limits: []Limit{PerMinute("rpm", 100)}}); err != nil {
 		t.Fatal(err)
 	}
 	for _, l := range lims {
@@ -169,7 +169,7 @@ func TestLimitersFollowASharedStoresGeneration(t *testing.T) {
 			t.Fatalf("capacity %d, want 100", c)
 		}
 	}
-	if err := other.SetConfig(ctx, ResourceScope("api"), Config{Limits: []Limit{PerMinute("rpm", 5)}}); err != nil {
+	if err := other.SetLimits(ctx, ResourceScope("api"), Config{Limits: []Limit{PerMinute("rpm", 5)}}); err != nil {
 		t.Fatal(err)
 	}
 	st.gen.Add(1) // the other process's change, as the shared store counts it
@@ -208,7 +208,7 @@ func TestChangesOnALocalStoreAreInForceAtOnce(t *testing.T) {
 		t.Fatal("the limiter and the admin share a watch: the test needs one each")
 	}
 	set := func(n int64) {
-		if err := b.SetConfig(ctx, ResourceScope("api"), Config{Limits: []Limit{PerMinute("rpm", n)}}); err != nil {
+		if err := b.SetLimits(ctx, ResourceScope("api"), Config{Limits: []Limit{PerMinute("rpm", n)}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -265,8 +265,8 @@ func TestAdminChangesReachLimitersOnItsWatchAtOnce(t *testing.T) {
 		before, after string
 	}{
 		{
-			name:   "SetConfig",
-			change: func(adm *Admin) error { return adm.SetConfig(ctx, ResourceScope("api"), rpm(5)) },
+			name:   "SetLimits",
+			change: func(adm *Admin) error { return adm.SetLimits(ctx, ResourceScope("api"), rpm(5)) },
 			observe: func(l *Limiter) string {
 				sts, err := l.Available(ctx, "k", "api")
 				if err != nil {
@@ -282,7 +282,7 @@ func TestAdminChangesReachLimitersOnItsWatchAtOnce(t *testing.T) {
 				if _, err := adm.CreateEntity(ctx, Entity{ID: "org"}); err != nil {
 					return err
 				}
-				return adm.SetConfig(ctx, EntityScope("org", ""), rpm(7))
+				return adm.SetLimits(ctx, EntityScope("org", ""), rpm(7))
 			},
 			change: func(adm *Admin) error {
 				_, err := adm.CreateEntity(ctx, Entity{ID: "k", ParentID: "org", Cascade: true})
@@ -337,7 +337,7 @@ func TestAdminChangesReachLimitersOnItsWatchAtOnce(t *testing.T) {
 			if _, err := adm.RegisterNamespace(ctx, "t"); err != nil {
 				t.Fatal(err)
 			}
-			if err := adm.SetConfig(ctx, ResourceScope("api"), rpm(100)); err != nil {
+			if err := adm.SetLimits(ctx, ResourceScope("api"), rpm(100)); err != nil {
 				t.Fatal(err)
 			}
 			if c.setup != nil {

@@ -46,9 +46,9 @@ func (l *Limiter) consumeDurable(ctx context.Context, d *leaseData, now unixNano
 	if d.opts.Reservation != "" {
 		return l.consumeReservation(ctx, d, now)
 	}
-	expiry := l.leaseExpiry
-	if d.opts.LeaseExpiry != 0 {
-		expiry = d.opts.LeaseExpiry
+	expiry := l.leaseTTL
+	if d.opts.LeaseTTL != 0 {
+		expiry = d.opts.LeaseTTL
 	}
 	key := d.opts.IdempotencyKey
 	id := newLeaseID()
@@ -167,7 +167,7 @@ func (le *Lease) ID() string {
 // Expires returns when a reconciler may end the lease unless it is
 // extended first: the zero time for a lease without a record, which never
 // expires, and once the lease has ended.
-func (le *Lease) Expires() time.Time {
+func (le *Lease) ExpiresAt() time.Time {
 	d, ok := le.open()
 	if !ok {
 		return time.Time{}
@@ -179,8 +179,8 @@ func (le *Lease) Expires() time.Time {
 	return time.UnixMilli(d.rec.Expires)
 }
 
-// Extend moves the lease's expiry to now + d (MinLeaseExpiry to
-// MaxLeaseExpiry, else a *ValidationError naming lease_expiry) and writes
+// Extend moves the lease's expiry to now + d (MinLeaseTTL to
+// MaxLeaseTTL, else a *ValidationError naming lease_ttl) and writes
 // its pending adjustments to the record, as Sync does. A holder running
 // long keeps its lease by extending it well before it expires (at half the
 // expiry, say: clocks of holder and reconciler may disagree).
@@ -190,7 +190,7 @@ func (le *Lease) Expires() time.Time {
 // A lease ended elsewhere is reported as by Commit; a store failure is an
 // *UnavailableError and leaves the lease as it was.
 func (le *Lease) Extend(ctx context.Context, d time.Duration) error {
-	if err := model.CheckLeaseExpiry(d); err != nil {
+	if err := model.CheckLeaseTTL(d); err != nil {
 		return err
 	}
 	ld, ok := le.open()

@@ -30,7 +30,7 @@ func TestDurableLeasesBoundUnderReconcile(t *testing.T) {
 	// Abandoned leases expire in a second; those committed get a day,
 	// which the fake clock never reaches: the reconciler takes only the
 	// abandoned ones, and a slot counted as held is held in the store.
-	short, long := tollgate.WithLeaseExpiry(time.Second), tollgate.WithLeaseExpiry(24*time.Hour)
+	short, long := tollgate.WithLeaseTTL(time.Second), tollgate.WithLeaseTTL(24*time.Hour)
 
 	var reclaimed atomic.Int64
 	r, err := reconcile.New(st, reconcile.WithClock(clk), reconcile.WithOnReclaim(func(rc reconcile.Reclaimed) {

@@ -101,18 +101,18 @@ func TestDurableLeaseRecord(t *testing.T) {
 		durable bool
 		expiry  time.Duration
 	}{
-		{name: "concurrency token", consume: tollgate.Consume{"rpm": 1, "inflight": 1}, durable: true, expiry: tollgate.DefaultLeaseExpiry},
+		{name: "concurrency token", consume: tollgate.Consume{"rpm": 1, "inflight": 1}, durable: true, expiry: tollgate.DefaultLeaseTTL},
 		{name: "rate only", consume: tollgate.Consume{"rpm": 1}},
 		{name: "concurrency limit in effect, not taken", consume: tollgate.Consume{"rpm": 1, "inflight": 0}},
 		{name: "rate only, asked", consume: tollgate.Consume{"rpm": 1}, opts: []tollgate.AcquireOption{tollgate.WithDurableLease()},
-			durable: true, expiry: tollgate.DefaultLeaseExpiry},
-		{name: "per-acquire expiry", consume: tollgate.Consume{"inflight": 1}, opts: []tollgate.AcquireOption{tollgate.WithLeaseExpiry(30 * time.Second)},
+			durable: true, expiry: tollgate.DefaultLeaseTTL},
+		{name: "per-acquire expiry", consume: tollgate.Consume{"inflight": 1}, opts: []tollgate.AcquireOption{tollgate.WithLeaseTTL(30 * time.Second)},
 			durable: true, expiry: 30 * time.Second},
-		{name: "limiter's expiry", consume: tollgate.Consume{"inflight": 1}, lim: []tollgate.Option{tollgate.WithDefaultLeaseExpiry(time.Hour)},
+		{name: "limiter's expiry", consume: tollgate.Consume{"inflight": 1}, lim: []tollgate.Option{tollgate.WithDefaultLeaseTTL(time.Hour)},
 			durable: true, expiry: time.Hour},
 		{name: "per-acquire beats the limiter's", consume: tollgate.Consume{"inflight": 1},
-			opts: []tollgate.AcquireOption{tollgate.WithLeaseExpiry(2 * time.Second)},
-			lim:  []tollgate.Option{tollgate.WithDefaultLeaseExpiry(time.Hour)}, durable: true, expiry: 2 * time.Second},
+			opts: []tollgate.AcquireOption{tollgate.WithLeaseTTL(2 * time.Second)},
+			lim:  []tollgate.Option{tollgate.WithDefaultLeaseTTL(time.Hour)}, durable: true, expiry: 2 * time.Second},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -120,8 +120,8 @@ func TestDurableLeaseRecord(t *testing.T) {
 			lim, clk := newLim(t, st, append([]tollgate.Option{tollgate.WithHolder("test-host/42")}, c.lim...)...)
 			le := mustAcquire(t, lim, "key-1", "api", c.consume, append([]tollgate.AcquireOption{slots}, c.opts...)...)
 			if !c.durable {
-				if le.ID() != "" || !le.Expires().IsZero() || len(records(t, st)) != 0 {
-					t.Fatalf("ID %q, Expires %v, records %v; want none", le.ID(), le.Expires(), records(t, st))
+				if le.ID() != "" || !le.ExpiresAt().IsZero() || len(records(t, st)) != 0 {
+					t.Fatalf("ID %q, Expires %v, records %v; want none", le.ID(), le.ExpiresAt(), records(t, st))
 				}
 				return
 			}
@@ -129,8 +129,8 @@ func TestDurableLeaseRecord(t *testing.T) {
 				t.Errorf("ID() = %q, want 32 hex characters", le.ID())
 			}
 			want := clk.Now().Add(c.expiry)
-			if !le.Expires().Equal(want) {
-				t.Errorf("Expires() = %v, want %v", le.Expires(), want)
+			if !le.ExpiresAt().Equal(want) {
+				t.Errorf("ExpiresAt() = %v, want %v", le.ExpiresAt(), want)
 			}
 			rec := record(t, st, le)
 			if rec.Entity != "key-1" || rec.Resource != "api" || rec.Holder != "test-host/42" || rec.Version != 1 ||
@@ -177,25 +177,25 @@ func TestLeaseExpiryValidation(t *testing.T) {
 	ctx := context.Background()
 	for _, d := range []time.Duration{0, -time.Second, 999 * time.Millisecond, 24*time.Hour + time.Millisecond} {
 		t.Run(d.String(), func(t *testing.T) {
-			_, err := tollgate.New(memory.New(), tollgate.WithDefaultLeaseExpiry(d))
-			wantValidation(t, err, "lease_expiry")
+			_, err := tollgate.New(memory.New(), tollgate.WithDefaultLeaseTTL(d))
+			wantValidation(t, err, "lease_ttl")
 			lim, _ := newLim(t, memory.New())
-			_, err = lim.Acquire(ctx, "key-1", "api", tollgate.Consume{"inflight": 1}, slots, tollgate.WithLeaseExpiry(d))
-			wantValidation(t, err, "lease_expiry")
+			_, err = lim.Acquire(ctx, "key-1", "api", tollgate.Consume{"inflight": 1}, slots, tollgate.WithLeaseTTL(d))
+			wantValidation(t, err, "lease_ttl")
 			// Checked on a rate-only acquire too: a bad option is a bug
 			// wherever it is passed.
-			_, err = lim.Acquire(ctx, "key-1", "api", tollgate.Consume{"rpm": 1}, slots, tollgate.WithLeaseExpiry(d))
-			wantValidation(t, err, "lease_expiry")
+			_, err = lim.Acquire(ctx, "key-1", "api", tollgate.Consume{"rpm": 1}, slots, tollgate.WithLeaseTTL(d))
+			wantValidation(t, err, "lease_ttl")
 			le := mustAcquire(t, lim, "key-1", "api", tollgate.Consume{"inflight": 1}, slots)
-			wantValidation(t, le.Extend(ctx, d), "lease_expiry")
+			wantValidation(t, le.Extend(ctx, d), "lease_ttl")
 			if got := availableOf(t, lim, "key-1", "api", "inflight", slots); got != 3 {
 				t.Errorf("inflight = %d, want 3: refused acquires take nothing", got)
 			}
 		})
 	}
-	for _, d := range []time.Duration{tollgate.MinLeaseExpiry, tollgate.MaxLeaseExpiry} {
-		if _, err := tollgate.New(memory.New(), tollgate.WithDefaultLeaseExpiry(d)); err != nil {
-			t.Errorf("WithDefaultLeaseExpiry(%v): %v", d, err)
+	for _, d := range []time.Duration{tollgate.MinLeaseTTL, tollgate.MaxLeaseTTL} {
+		if _, err := tollgate.New(memory.New(), tollgate.WithDefaultLeaseTTL(d)); err != nil {
+			t.Errorf("WithDefaultLeaseTTL(%v): %v", d, err)
 		}
 	}
 	_, err := tollgate.New(memory.New(), tollgate.WithHolder(strings.Repeat("h", 257)))
@@ -209,14 +209,14 @@ func TestLeaseExtend(t *testing.T) {
 	ctx := context.Background()
 	st := memory.New()
 	lim, clk := newLim(t, st)
-	le := mustAcquire(t, lim, "key-1", "api", tollgate.Consume{"inflight": 1}, slots, tollgate.WithLeaseExpiry(time.Minute))
+	le := mustAcquire(t, lim, "key-1", "api", tollgate.Consume{"inflight": 1}, slots, tollgate.WithLeaseTTL(time.Minute))
 	clk.Advance(50 * time.Second)
 	if err := le.Extend(ctx, 10*time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	want := clk.Now().Add(10 * time.Minute)
-	if rec := record(t, st, le); !le.Expires().Equal(want) || rec.Expires != want.UnixMilli() || rec.Version != 2 {
-		t.Errorf("after Extend: Expires %v, record %+v; want %v, version 2", le.Expires(), rec, want)
+	if rec := record(t, st, le); !le.ExpiresAt().Equal(want) || rec.Expires != want.UnixMilli() || rec.Version != 2 {
+		t.Errorf("after Extend: Expires %v, record %+v; want %v, version 2", le.ExpiresAt(), rec, want)
 	}
 	clk.Advance(5 * time.Minute) // past the first expiry
 	if n := reconcileAt(t, st, clk); n != 0 {
@@ -227,8 +227,8 @@ func TestLeaseExtend(t *testing.T) {
 	}
 
 	rateOnly := mustAcquire(t, lim, "key-1", "api", tollgate.Consume{"rpm": 1}, slots)
-	if err := rateOnly.Extend(ctx, time.Minute); err != nil || !rateOnly.Expires().IsZero() {
-		t.Errorf("Extend of a lease without record = %v, Expires %v; want nil, zero", err, rateOnly.Expires())
+	if err := rateOnly.Extend(ctx, time.Minute); err != nil || !rateOnly.ExpiresAt().IsZero() {
+		t.Errorf("Extend of a lease without record = %v, Expires %v; want nil, zero", err, rateOnly.ExpiresAt())
 	}
 	if err := rateOnly.Commit(ctx); err != nil {
 		t.Fatal(err)
@@ -318,8 +318,8 @@ func TestDurableLeaseEndAfterReconcile(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			st := memory.New()
 			lim, clk := newLim(t, st)
-			held := mustAcquire(t, lim, "key-1", "api", tollgate.Consume{"inflight": 1}, slots, tollgate.WithLeaseExpiry(time.Hour))
-			le := mustAcquire(t, lim, "key-1", "api", tollgate.Consume{"rpm": 10, "inflight": 1}, slots, tollgate.WithLeaseExpiry(time.Second))
+			held := mustAcquire(t, lim, "key-1", "api", tollgate.Consume{"inflight": 1}, slots, tollgate.WithLeaseTTL(time.Hour))
+			le := mustAcquire(t, lim, "key-1", "api", tollgate.Consume{"rpm": 10, "inflight": 1}, slots, tollgate.WithLeaseTTL(time.Second))
 			clk.Advance(2 * time.Second)
 			if n := reconcileAt(t, st, clk); n != 1 {
 				t.Fatalf("reconciler ended %d leases, want 1", n)
@@ -360,7 +360,7 @@ func TestResumeLease(t *testing.T) {
 	if err := le.Sync(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if rec := record(t, st, le); rec.Version != 2 || rec.PendingOf("rpm") != 5000 || !le.Expires().Equal(time.UnixMilli(rec.Expires)) {
+	if rec := record(t, st, le); rec.Version != 2 || rec.PendingOf("rpm") != 5000 || !le.ExpiresAt().Equal(time.UnixMilli(rec.Expires)) {
 		t.Errorf("record after Sync = %+v, want version 2 with 5 tokens of rpm pending", rec)
 	}
 	if err := le.Sync(ctx); err != nil || record(t, st, le).Version != 2 {
@@ -372,8 +372,8 @@ func TestResumeLease(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.ID() != le.ID() || r.Entity() != "key-1" || r.Resource() != "api" || !r.Expires().Equal(le.Expires()) {
-		t.Errorf("resumed lease %q %s/%s expiring %v, want %q key-1/api %v", r.ID(), r.Entity(), r.Resource(), r.Expires(), le.ID(), le.Expires())
+	if r.ID() != le.ID() || r.Entity() != "key-1" || r.Resource() != "api" || !r.ExpiresAt().Equal(le.ExpiresAt()) {
+		t.Errorf("resumed lease %q %s/%s expiring %v, want %q key-1/api %v", r.ID(), r.Entity(), r.Resource(), r.ExpiresAt(), le.ID(), le.ExpiresAt())
 	}
 	if got := r.Consumed(); got["rpm"] != 15 || got["inflight"] != 1 {
 		t.Errorf("resumed Consumed() = %v, want rpm 15, inflight 1", got)

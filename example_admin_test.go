@@ -30,13 +30,13 @@ func ExampleAdmin() {
 	rpm := func(n int64) tollgate.Config {
 		return tollgate.Config{Limits: []tollgate.Limit{tollgate.PerMinute("rpm", n)}}
 	}
-	adm.SetConfig(ctx, tollgate.ResourceScope("search"), rpm(2), tollgate.WithPrincipal("ops"))
+	adm.SetLimits(ctx, tollgate.ResourceScope("search"), rpm(2), tollgate.WithPrincipal("ops"))
 	for i := 1; i <= 3; i++ {
 		_, err := lim.AcquireAndCommit(ctx, "key-1", "search", tollgate.Consume{"rpm": 1})
 		fmt.Printf("call %d: denied %v\n", i, errors.Is(err, tollgate.ErrRateLimited))
 	}
 
-	adm.SetConfig(ctx, tollgate.ResourceScope("search"), rpm(10), tollgate.WithPrincipal("ops"))
+	adm.SetLimits(ctx, tollgate.ResourceScope("search"), rpm(10), tollgate.WithPrincipal("ops"))
 	sts, _ := lim.Available(ctx, "key-1", "search")
 	fmt.Println("capacity now:", sts[0].Capacity)
 

@@ -23,10 +23,10 @@ func ExampleLimiter_ResumeLease() {
 	other, _ := tollgate.New(st, tollgate.WithClock(clk))
 	limits := tollgate.WithLimits(tollgate.ConcurrencyLimit("jobs", 2))
 
-	lease, _ := worker.Acquire(ctx, "team-a", "gpu", tollgate.Consume{"jobs": 1}, limits, tollgate.WithLeaseExpiry(time.Minute))
-	fmt.Println("expires:", lease.Expires().UTC().Format(time.Kitchen))
+	lease, _ := worker.Acquire(ctx, "team-a", "gpu", tollgate.Consume{"jobs": 1}, limits, tollgate.WithLeaseTTL(time.Minute))
+	fmt.Println("expires:", lease.ExpiresAt().UTC().Format(time.Kitchen))
 	lease.Extend(ctx, 10*time.Minute) // the job runs long
-	fmt.Println("extended to:", lease.Expires().UTC().Format(time.Kitchen))
+	fmt.Println("extended to:", lease.ExpiresAt().UTC().Format(time.Kitchen))
 
 	resumed, _ := other.ResumeLease(ctx, lease.ID())
 	resumed.Commit(ctx)
@@ -37,7 +37,7 @@ func ExampleLimiter_ResumeLease() {
 
 	// A holder that never ends its lease: after the expiry a reconciler
 	// gives the slot back.
-	worker.Acquire(ctx, "team-a", "gpu", tollgate.Consume{"jobs": 1}, limits, tollgate.WithLeaseExpiry(time.Minute))
+	worker.Acquire(ctx, "team-a", "gpu", tollgate.Consume{"jobs": 1}, limits, tollgate.WithLeaseTTL(time.Minute))
 	clk.Advance(2 * time.Minute)
 	r, _ := reconcile.New(st, reconcile.WithClock(clk))
 	n, _ := r.Once(ctx)
@@ -58,7 +58,7 @@ func ExampleLimiter_Penalize() {
 	st := memory.New()
 	lim, _ := tollgate.New(st, tollgate.WithClock(clk))
 	adm, _ := tollgate.NewAdmin(st, tollgate.WithClock(clk))
-	adm.SetConfig(ctx, tollgate.ResourceScope("openai"), tollgate.Config{Limits: []tollgate.Limit{tollgate.PerMinute("rpm", 600)}})
+	adm.SetLimits(ctx, tollgate.ResourceScope("openai"), tollgate.Config{Limits: []tollgate.Limit{tollgate.PerMinute("rpm", 600)}})
 
 	err := lim.Penalize(ctx, "key-1", "openai", clk.Now().Add(30*time.Second), "openai said 429, retry-after 30",
 		[]string{"rpm"}, tollgate.WithPrincipal("gateway"))

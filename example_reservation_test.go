@@ -17,7 +17,7 @@ func ExampleLimiter_Release() {
 	st := memory.New()
 	lim, _ := tollgate.New(st)
 	adm, _ := tollgate.NewAdmin(st)
-	adm.SetConfig(ctx, tollgate.ResourceScope("emr"), tollgate.Config{Limits: []tollgate.Limit{
+	adm.SetLimits(ctx, tollgate.ResourceScope("emr"), tollgate.Config{Limits: []tollgate.Limit{
 		tollgate.ReservedLimit("clusters", 2), tollgate.PerMinute("launches", 10),
 	}})
 	launch := tollgate.Consume{"clusters": 1, "launches": 1}
@@ -56,7 +56,7 @@ func ExampleLimiter_Reserve() {
 	st := memory.New()
 	adm, _ := tollgate.NewAdmin(st)
 	lim, _ := tollgate.New(st, tollgate.WithHolder("launcher-1"))
-	adm.SetConfig(ctx, tollgate.ResourceScope("emr"), tollgate.Config{Limits: []tollgate.Limit{
+	adm.SetLimits(ctx, tollgate.ResourceScope("emr"), tollgate.Config{Limits: []tollgate.Limit{
 		tollgate.ReservedLimit("clusters", 2), tollgate.PerMinute("launches", 10),
 	}})
 

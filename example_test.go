@@ -112,8 +112,8 @@ func Example_cascade() {
 	rpm := func(n int64) tollgate.Config {
 		return tollgate.Config{Limits: []tollgate.Limit{tollgate.PerMinute("rpm", n)}}
 	}
-	adm.SetConfig(ctx, tollgate.ResourceScope("api"), rpm(100))   // every entity
-	adm.SetConfig(ctx, tollgate.EntityScope("org-1", ""), rpm(2)) // the organisation
+	adm.SetLimits(ctx, tollgate.ResourceScope("api"), rpm(100))   // every entity
+	adm.SetLimits(ctx, tollgate.EntityScope("org-1", ""), rpm(2)) // the organisation
 
 	for i := 1; i <= 3; i++ {
 		lease, err := lim.Acquire(ctx, "key-1", "api", tollgate.Consume{"rpm": 1})
@@ -159,7 +159,7 @@ func ExampleParseLimit() {
 // Stored limits are resolved most specific first: entity+resource, entity
 // default, resource, system. An Admin stores them, a Limiter over the same
 // store enforces them.
-func ExampleAdmin_SetConfig() {
+func ExampleAdmin_SetLimits() {
 	ctx := context.Background()
 	st := memory.New()
 	adm, _ := tollgate.NewAdmin(st)
@@ -168,10 +168,10 @@ func ExampleAdmin_SetConfig() {
 	rpm := func(n int64) tollgate.Config {
 		return tollgate.Config{Limits: []tollgate.Limit{tollgate.PerMinute("rpm", n)}}
 	}
-	adm.SetConfig(ctx, tollgate.SystemScope(), rpm(10))
-	adm.SetConfig(ctx, tollgate.ResourceScope("gpt-4o"), rpm(20))
-	adm.SetConfig(ctx, tollgate.EntityScope("org-1", ""), rpm(30))
-	adm.SetConfig(ctx, tollgate.EntityScope("org-1", "gpt-4o"), rpm(40))
+	adm.SetLimits(ctx, tollgate.SystemScope(), rpm(10))
+	adm.SetLimits(ctx, tollgate.ResourceScope("gpt-4o"), rpm(20))
+	adm.SetLimits(ctx, tollgate.EntityScope("org-1", ""), rpm(30))
+	adm.SetLimits(ctx, tollgate.EntityScope("org-1", "gpt-4o"), rpm(40))
 
 	for _, q := range [][2]string{{"org-1", "gpt-4o"}, {"org-1", "claude"}, {"org-2", "gpt-4o"}, {"org-2", "claude"}} {
 		sts, _ := lim.Available(ctx, q[0], q[1])

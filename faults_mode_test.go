@@ -107,7 +107,7 @@ func TestFaultAdminModeNoteReachesLimitersOnItsWatch(t *testing.T) {
 				mustAcquire(t, l, "k", "api", c, rpm100) // each reads the mode: none stored, Block
 			}
 
-			if err := adm.SetConfig(ctx, tollgate.SystemScope(), tollgate.Config{OnUnavailable: tollgate.Allow}); err != nil {
+			if err := adm.SetLimits(ctx, tollgate.SystemScope(), tollgate.Config{OnUnavailable: tollgate.Allow}); err != nil {
 				t.Fatal(err)
 			}
 			fs.failOn(errConnReset, everything...)
@@ -131,15 +131,15 @@ func TestFaultAdminModeNoteReachesLimitersOnItsWatch(t *testing.T) {
 			}
 
 			fs.heal()
-			if err := adm.DeleteConfig(ctx, tollgate.SystemScope()); err != nil {
+			if err := adm.DeleteLimits(ctx, tollgate.SystemScope()); err != nil {
 				t.Fatal(err)
 			}
 			fs.failOn(errConnReset, everything...)
 			if _, err := lim.Acquire(ctx, "k", "api", c, rpm100); !errors.Is(err, tollgate.ErrUnavailable) {
-				t.Errorf("after DeleteConfig(SystemScope): err %v, want ErrUnavailable (Block, noted)", err)
+				t.Errorf("after DeleteLimits(SystemScope): err %v, want ErrUnavailable (Block, noted)", err)
 			}
 			if n := lim.Stats().Degraded; n != 2 {
-				t.Errorf("after DeleteConfig(SystemScope): Stats().Degraded = %d, want still 2", n)
+				t.Errorf("after DeleteLimits(SystemScope): Stats().Degraded = %d, want still 2", n)
 			}
 		})
 	}

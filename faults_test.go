@@ -515,7 +515,7 @@ func TestFaultModeResolution(t *testing.T) {
 
 	t.Run("default is Block", func(t *testing.T) {
 		lim, adm, fs, _ := newFaultPair(t)
-		if err := adm.SetConfig(ctx, tollgate.SystemScope(), tollgate.Config{Limits: sysAllow.Limits}); err != nil {
+		if err := adm.SetLimits(ctx, tollgate.SystemScope(), tollgate.Config{Limits: sysAllow.Limits}); err != nil {
 			t.Fatal(err)
 		}
 		mustAcquire(t, lim, "k", "api", c)
@@ -527,7 +527,7 @@ func TestFaultModeResolution(t *testing.T) {
 
 	t.Run("stored Allow", func(t *testing.T) {
 		lim, adm, fs, _ := newFaultPair(t)
-		if err := adm.SetConfig(ctx, tollgate.SystemScope(), sysAllow); err != nil {
+		if err := adm.SetLimits(ctx, tollgate.SystemScope(), sysAllow); err != nil {
 			t.Fatal(err)
 		}
 		mustAcquire(t, lim, "k", "api", c) // learns the stored mode
@@ -546,7 +546,7 @@ func TestFaultModeResolution(t *testing.T) {
 	t.Run("call Allow over stored Block", func(t *testing.T) {
 		lim, adm, fs, _ := newFaultPair(t)
 		cfg := tollgate.Config{Limits: sysAllow.Limits, OnUnavailable: tollgate.Block}
-		if err := adm.SetConfig(ctx, tollgate.SystemScope(), cfg); err != nil {
+		if err := adm.SetLimits(ctx, tollgate.SystemScope(), cfg); err != nil {
 			t.Fatal(err)
 		}
 		mustAcquire(t, lim, "k", "api", c)
@@ -562,7 +562,7 @@ func TestFaultModeResolution(t *testing.T) {
 
 	t.Run("remembered while the store is down", func(t *testing.T) {
 		lim, adm, fs, clk := newFaultPair(t)
-		if err := adm.SetConfig(ctx, tollgate.SystemScope(), sysAllow); err != nil {
+		if err := adm.SetLimits(ctx, tollgate.SystemScope(), sysAllow); err != nil {
 			t.Fatal(err)
 		}
 		mustAcquire(t, lim, "k", "api", c)
@@ -586,9 +586,9 @@ func TestFaultModeResolution(t *testing.T) {
 		}
 	})
 
-	t.Run("learnt from SetConfig: Allow", func(t *testing.T) {
+	t.Run("learnt from SetLimits: Allow", func(t *testing.T) {
 		lim, adm, fs, _ := newFaultPair(t)
-		if err := adm.SetConfig(ctx, tollgate.SystemScope(), sysAllow); err != nil {
+		if err := adm.SetLimits(ctx, tollgate.SystemScope(), sysAllow); err != nil {
 			t.Fatal(err)
 		}
 		// A limiter following the watch of the admin that wrote the system
@@ -602,7 +602,7 @@ func TestFaultModeResolution(t *testing.T) {
 
 	t.Run("never learnt: Block", func(t *testing.T) {
 		lim, adm, fs, clk := newFaultPair(t)
-		if err := adm.SetConfig(ctx, tollgate.SystemScope(), sysAllow); err != nil {
+		if err := adm.SetLimits(ctx, tollgate.SystemScope(), sysAllow); err != nil {
 			t.Fatal(err)
 		}
 		// A second limiter on the same store, with a change watch of its
@@ -625,7 +625,7 @@ func TestFaultModeResolution(t *testing.T) {
 
 	t.Run("explicit limits learn the stored mode", func(t *testing.T) {
 		lim, adm, fs, _ := newFaultPair(t)
-		if err := adm.SetConfig(ctx, tollgate.SystemScope(), tollgate.Config{OnUnavailable: tollgate.Allow}); err != nil {
+		if err := adm.SetLimits(ctx, tollgate.SystemScope(), tollgate.Config{OnUnavailable: tollgate.Allow}); err != nil {
 			t.Fatal(err)
 		}
 		mustAcquire(t, lim, "k", "api", c, rpm100)
@@ -639,13 +639,13 @@ func TestFaultModeResolution(t *testing.T) {
 	t.Run("stored mode switched back to Block", func(t *testing.T) {
 		lim, adm, fs, clk := newFaultPair(t)
 		other, _ := newAdmin(t, fs)
-		if err := adm.SetConfig(ctx, tollgate.SystemScope(), sysAllow); err != nil {
+		if err := adm.SetLimits(ctx, tollgate.SystemScope(), sysAllow); err != nil {
 			t.Fatal(err)
 		}
 		mustAcquire(t, lim, "k", "api", c)
 		// Another process sets Block (an admin with a watch of its own);
 		// this limiter learns it, after the TTL at the latest.
-		if err := other.SetConfig(ctx, tollgate.SystemScope(), tollgate.Config{Limits: sysAllow.Limits}); err != nil {
+		if err := other.SetLimits(ctx, tollgate.SystemScope(), tollgate.Config{Limits: sysAllow.Limits}); err != nil {
 			t.Fatal(err)
 		}
 		clk.Advance(tollgate.DefaultCacheTTL)
@@ -661,7 +661,7 @@ func TestFaultAllowNeverHidesVerdicts(t *testing.T) {
 	ctx := context.Background()
 	lim, adm, fs, _ := newFaultPair(t)
 	allow := tollgate.WithOnUnavailable(tollgate.Allow)
-	if err := adm.SetConfig(ctx, tollgate.SystemScope(), tollgate.Config{OnUnavailable: tollgate.Allow}); err != nil {
+	if err := adm.SetLimits(ctx, tollgate.SystemScope(), tollgate.Config{OnUnavailable: tollgate.Allow}); err != nil {
 		t.Fatal(err)
 	}
 	lim2 := func() *tollgate.Limiter { l, _ := newLim(t, fs); return l }()
@@ -789,7 +789,7 @@ func TestFaultAdminErrorsAreUnavailable(t *testing.T) {
 	lim, adm, fs, _ := newFaultPair(t)
 	fs.failOn(errConnReset, mPutConfig, mCreateEntity, mGetEntity, mListAudit, mReadBuckets)
 	checks := map[string]error{
-		"SetConfig": adm.SetConfig(ctx, tollgate.SystemScope(), tollgate.Config{Limits: []tollgate.Limit{tollgate.PerMinute("rpm", 1)}}),
+		"SetLimits": adm.SetLimits(ctx, tollgate.SystemScope(), tollgate.Config{Limits: []tollgate.Limit{tollgate.PerMinute("rpm", 1)}}),
 		"CreateEntity": func() error {
 			_, err := adm.CreateEntity(ctx, tollgate.Entity{ID: "org"})
 			return err

@@ -140,7 +140,7 @@ func TestExpiredLeaseSaysSo(t *testing.T) {
 	st := memory.New()
 	lim, clk := newLim(t, st)
 	slot := tollgate.WithLimits(tollgate.ConcurrencyLimit("slots", 1))
-	le := mustAcquire(t, lim, "k", "jobs", tollgate.Consume{"slots": 1}, slot, tollgate.WithLeaseExpiry(time.Minute))
+	le := mustAcquire(t, lim, "k", "jobs", tollgate.Consume{"slots": 1}, slot, tollgate.WithLeaseTTL(time.Minute))
 	clk.Advance(2 * time.Minute)
 	r, err := reconcile.New(st, reconcile.WithClock(clk))
 	if err != nil {

@@ -42,7 +42,7 @@ func TestLeasesList(t *testing.T) {
 	lim, adm, clk := newPair(t, st, tollgate.WithHolder("host/7"))
 	cfg := tollgate.Config{Limits: []tollgate.Limit{tollgate.PerMinute("rpm", 100), tollgate.ConcurrencyLimit("inflight", 10),
 		tollgate.ReservedLimit("clusters", 10)}}
-	if err := adm.SetConfig(ctx, tollgate.SystemScope(), cfg); err != nil {
+	if err := adm.SetLimits(ctx, tollgate.SystemScope(), cfg); err != nil {
 		t.Fatal(err)
 	}
 	var want []string
@@ -55,7 +55,7 @@ func TestLeasesList(t *testing.T) {
 			t.Fatal(err)
 		}
 		want = append(want, le.ID())
-		durable := mustAcquire(t, lim, entity, "web", tollgate.Consume{"rpm": 1}, tollgate.WithDurableLease(), tollgate.WithLeaseExpiry(time.Minute))
+		durable := mustAcquire(t, lim, entity, "web", tollgate.Consume{"rpm": 1}, tollgate.WithDurableLease(), tollgate.WithLeaseTTL(time.Minute))
 		want = append(want, durable.ID())
 		mustAcquire(t, lim, entity, "api", tollgate.Consume{"rpm": 1}) // in this process alone
 		mustAcquire(t, lim, entity, "api", tollgate.Consume{"clusters": 1}, tollgate.WithReservation("j-"+entity))
@@ -75,7 +75,7 @@ func TestLeasesList(t *testing.T) {
 	}
 	info := got[0]
 	if info.Entity != "key-2" || info.Resource != "api" || info.Holder != "host/7" || !info.Created.Equal(clk.Now()) ||
-		!info.Expires.Equal(clk.Now().Add(tollgate.DefaultLeaseExpiry)) {
+		!info.Expires.Equal(clk.Now().Add(tollgate.DefaultLeaseTTL)) {
 		t.Errorf("info = %+v", info)
 	}
 	if want := (tollgate.Consume{"rpm": 5, "inflight": 1}); !maps.Equal(info.Consumed, want) {

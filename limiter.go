@@ -38,7 +38,7 @@
 //	opts := []tollgate.Option{tollgate.WithChangeWatch(w)}
 //	adm, _ := tollgate.NewAdmin(st, opts...)
 //	lim, _ := tollgate.New(st, opts...)
-//	adm.SetConfig(ctx, tollgate.ResourceScope("gpt-4o"), tollgate.Config{Limits: limits})
+//	adm.SetLimits(ctx, tollgate.ResourceScope("gpt-4o"), tollgate.Config{Limits: limits})
 //
 // The same two planes are the interfaces Acquirer and Administrator, which
 // the Go client (package client) satisfies too.
@@ -85,10 +85,10 @@ type Limiter struct {
 	// entity and resource.
 	waiting *waitq.Queue[*Lease]
 
-	// holder names this process in durable lease records; leaseExpiry is
+	// holder names this process in durable lease records; leaseTTL is
 	// their default lifetime.
-	holder      string
-	leaseExpiry time.Duration
+	holder   string
+	leaseTTL time.Duration
 }
 
 // New returns a Limiter over s.
@@ -107,7 +107,7 @@ func New(s store.Store, opts ...Option) (*Limiter, error) {
 		cache:            newCache(o.cacheTTL, o.cacheSize),
 		concurrencyRetry: o.concurrencyRetry,
 		holder:           o.holder,
-		leaseExpiry:      o.leaseExpiry,
+		leaseTTL:         o.leaseTTL,
 		changes:          o.changes,
 	}
 	l.leases.New = func() any { return newLeaseData(l) }

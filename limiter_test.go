@@ -51,7 +51,7 @@ func TestNamespace(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Namespaces sharing a store see neither each other's config nor buckets.
-	if err := adm.SetConfig(ctx, tollgate.SystemScope(), tollgate.Config{Limits: []tollgate.Limit{tollgate.PerMinute("rpm", 5)}}); err != nil {
+	if err := adm.SetLimits(ctx, tollgate.SystemScope(), tollgate.Config{Limits: []tollgate.Limit{tollgate.PerMinute("rpm", 5)}}); err != nil {
 		t.Fatal(err)
 	}
 	_, err := other.Acquire(ctx, "k", "api", tollgate.Consume{"rpm": 1})
@@ -66,8 +66,8 @@ func TestNamespace(t *testing.T) {
 
 func setLimits(t testing.TB, adm *tollgate.Admin, scope tollgate.Scope, limits ...tollgate.Limit) {
 	t.Helper()
-	if err := adm.SetConfig(context.Background(), scope, tollgate.Config{Limits: limits}); err != nil {
-		t.Fatalf("SetConfig(%+v): %v", scope, err)
+	if err := adm.SetLimits(context.Background(), scope, tollgate.Config{Limits: limits}); err != nil {
+		t.Fatalf("SetLimits(%+v): %v", scope, err)
 	}
 }
 
@@ -161,10 +161,10 @@ func TestCacheAdminWritesInvalidate(t *testing.T) {
 		t.Fatalf("capacity = %d, want 100", got)
 	}
 
-	// SetConfig
+	// SetLimits
 	setLimits(t, adm, tollgate.ResourceScope("api"), tollgate.PerMinute("rpm", 50))
 	if got := capacityIn(t, lim, "key", "key"); got != 50 {
-		t.Errorf("after SetConfig: capacity = %d, want 50", got)
+		t.Errorf("after SetLimits: capacity = %d, want 50", got)
 	}
 
 	// CreateEntity: key was looked up (and cached) as unknown; once created
@@ -180,16 +180,16 @@ func TestCacheAdminWritesInvalidate(t *testing.T) {
 		t.Errorf("after CreateEntity: org capacity = %d, want 30", got)
 	}
 
-	// SetConfig at the entity level, then DeleteConfig.
+	// SetLimits at the entity level, then DeleteLimits.
 	setLimits(t, adm, tollgate.EntityScope("key", "api"), tollgate.PerMinute("rpm", 20))
 	if got := capacityIn(t, lim, "key", "key"); got != 20 {
-		t.Errorf("after entity SetConfig: capacity = %d, want 20", got)
+		t.Errorf("after entity SetLimits: capacity = %d, want 20", got)
 	}
-	if err := adm.DeleteConfig(ctx, tollgate.EntityScope("key", "api")); err != nil {
+	if err := adm.DeleteLimits(ctx, tollgate.EntityScope("key", "api")); err != nil {
 		t.Fatal(err)
 	}
 	if got := capacityIn(t, lim, "key", "key"); got != 50 {
-		t.Errorf("after DeleteConfig: capacity = %d, want 50 (resource level)", got)
+		t.Errorf("after DeleteLimits: capacity = %d, want 50 (resource level)", got)
 	}
 
 	// DeleteEntity: key no longer exists, so it no longer cascades.
@@ -470,9 +470,9 @@ func TestRateLimitExceededConcurrency(t *testing.T) {
 		lim, clk := newLim(t, memory.New(), tc.opts...)
 		limits := tollgate.WithLimits(tollgate.ConcurrencyLimit("inflight", 2), tollgate.PerMinute("rpm", 100))
 		one := tollgate.Consume{"inflight": 1, "rpm": 1}
-		a := mustAcquire(t, lim, "k", "jobs", one, limits, tollgate.WithLeaseExpiry(time.Minute))
+		a := mustAcquire(t, lim, "k", "jobs", one, limits, tollgate.WithLeaseTTL(time.Minute))
 		clk.Advance(10 * time.Second)
-		mustAcquire(t, lim, "k", "jobs", one, limits, tollgate.WithLeaseExpiry(30*time.Second))
+		mustAcquire(t, lim, "k", "jobs", one, limits, tollgate.WithLeaseTTL(30*time.Second))
 		clk.Advance(5 * time.Second)
 		steps := []struct {
 			name    string
@@ -716,7 +716,7 @@ func TestWaitSlotLooksAgainAtTheExpiry(t *testing.T) {
 	ctx := context.Background()
 	lim, clk := newLim(t, memory.New())
 	one := tollgate.WithLimits(tollgate.ConcurrencyLimit("slots", 1))
-	mustAcquire(t, lim, "k", "api", tollgate.Consume{"slots": 1}, one, tollgate.WithLeaseExpiry(time.Second))
+	mustAcquire(t, lim, "k", "api", tollgate.Consume{"slots": 1}, one, tollgate.WithLeaseTTL(time.Second))
 	clk.Advance(600 * time.Millisecond)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -957,15 +957,15 @@ func TestTimeUntilAvailable(t *testing.T) {
 	slots := tollgate.WithLimits(tollgate.ConcurrencyLimit("slots", 1), tollgate.ReservedLimit("clusters", 1))
 	mustAcquire(t, lim, "k3", "api", tollgate.Consume{"slots": 1}, slots)
 	d, err = lim.TimeUntilAvailable(ctx, "k3", "api", tollgate.Consume{"slots": 1}, slots)
-	if err != nil || d != tollgate.DefaultLeaseExpiry {
-		t.Errorf("exhausted concurrency: %v, %v; want %v, the holder's expiry", d, err, tollgate.DefaultLeaseExpiry)
+	if err != nil || d != tollgate.DefaultLeaseTTL {
+		t.Errorf("exhausted concurrency: %v, %v; want %v, the holder's expiry", d, err, tollgate.DefaultLeaseTTL)
 	}
 	mustAcquire(t, lim, "k3", "api", tollgate.Consume{"clusters": 1}, slots, tollgate.WithReservation("j-1"))
 	d, err = lim.TimeUntilAvailable(ctx, "k3", "api", tollgate.Consume{"clusters": 1}, slots, tollgate.WithReservation("j-2"))
 	if err != nil || d != tollgate.SlotPoll {
 		t.Errorf("full reserved limit: %v, %v; want %v", d, err, tollgate.SlotPoll)
 	}
-	clk.Advance(tollgate.DefaultLeaseExpiry)
+	clk.Advance(tollgate.DefaultLeaseTTL)
 	d, err = lim.TimeUntilAvailable(ctx, "k3", "api", tollgate.Consume{"slots": 1}, slots)
 	if err != nil || d != tollgate.DefaultConcurrencyRetryAfter {
 		t.Errorf("exhausted concurrency, the holder expired: %v, %v; want %v", d, err, tollgate.DefaultConcurrencyRetryAfter)

@@ -222,9 +222,9 @@ const (
 	MaxAuditPage = model.MaxAuditPage
 	// MaxPenalty bounds how far ahead a penalty may end.
 	MaxPenalty = model.MaxPenalty
-	// MinLeaseExpiry and MaxLeaseExpiry bound a durable lease's expiry.
-	MinLeaseExpiry = model.MinLeaseExpiry
-	MaxLeaseExpiry = model.MaxLeaseExpiry
+	// MinLeaseTTL and MaxLeaseTTL bound a durable lease's expiry.
+	MinLeaseTTL = model.MinLeaseTTL
+	MaxLeaseTTL = model.MaxLeaseTTL
 	// MaxKeyPage is the most keys one Keys call returns.
 	MaxKeyPage = model.MaxKeyPage
 	// MaxKeyExpiry bounds KeySpec.ExpiresIn.

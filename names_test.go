@@ -24,7 +24,7 @@ var belowTheRoot = []string{
 	"MaxMetadataValLen", "MaxNamespaceLen", "MaxPeriodMillis", "MaxPrincipalLen", "MaxReasonLen",
 	"MaxReservationIDLen", "MaxResourceLen", "MaxTriggerFieldLen", "MaxUsagePage", "LeaseIDLen",
 	// Validators and the typed error they return.
-	"Invalid", "CheckLeaseExpiry", "ValidateEntityID", "ValidateIdempotencyKey", "ValidateKey",
+	"Invalid", "CheckLeaseTTL", "ValidateEntityID", "ValidateIdempotencyKey", "ValidateKey",
 	"ValidateKeyHash", "ValidateKeyName", "ValidateLeaseID", "ValidateLimitName", "ValidateLimits",
 	"ValidateNamespace", "ValidateReservationID", "ValidateResource", "ParseKind",
 	// The store contract's errors, and the class of domain errors.

@@ -17,11 +17,11 @@ const DefaultNamespace = "default"
 const (
 	DefaultCacheTTL              = 60 * time.Second
 	DefaultConcurrencyRetryAfter = 100 * time.Millisecond
-	// DefaultLeaseExpiry is how long a durable lease lives unless extended
-	// (WithDefaultLeaseExpiry, WithLeaseExpiry, Lease.Extend): long enough
+	// DefaultLeaseTTL is how long a durable lease lives unless extended
+	// (WithDefaultLeaseTTL, WithLeaseTTL, Lease.Extend): long enough
 	// for most calls, short enough that a crashed holder's slots come back
 	// within minutes.
-	DefaultLeaseExpiry = 5 * time.Minute
+	DefaultLeaseTTL = 5 * time.Minute
 )
 
 // Option configures a Limiter (New) or an Admin (NewAdmin). WithNamespace,
@@ -39,7 +39,7 @@ type options struct {
 	changes          *ChangeWatch
 	concurrencyRetry time.Duration
 	holder           string
-	leaseExpiry      time.Duration
+	leaseTTL         time.Duration
 }
 
 // WithNamespace makes the limiter or admin work in namespace ns (default
@@ -96,11 +96,11 @@ func WithHolder(holder string) Option {
 	return func(o *options) { o.holder = holder }
 }
 
-// WithDefaultLeaseExpiry sets how long a durable lease lives unless the
-// acquire says otherwise (WithLeaseExpiry) or the holder extends it
-// (default DefaultLeaseExpiry); MinLeaseExpiry to MaxLeaseExpiry.
-func WithDefaultLeaseExpiry(d time.Duration) Option {
-	return func(o *options) { o.leaseExpiry = d }
+// WithDefaultLeaseTTL sets how long a durable lease lives unless the
+// acquire says otherwise (WithLeaseTTL) or the holder extends it
+// (default DefaultLeaseTTL); MinLeaseTTL to MaxLeaseTTL.
+func WithDefaultLeaseTTL(d time.Duration) Option {
+	return func(o *options) { o.leaseTTL = d }
 }
 
 // newOptions applies opts over the defaults and checks what both a
@@ -118,7 +118,7 @@ func newOptions(s store.Store, opts []Option) (*options, error) {
 		refreshInterval:  DefaultRefreshInterval,
 		concurrencyRetry: DefaultConcurrencyRetryAfter,
 		holder:           defaultHolder(),
-		leaseExpiry:      DefaultLeaseExpiry,
+		leaseTTL:         DefaultLeaseTTL,
 	}
 	for _, opt := range opts {
 		opt(o)
@@ -151,5 +151,5 @@ func (o *options) checkAcquire() error {
 	case len(o.holder) > model.MaxHolderLen:
 		return model.Invalid("holder", o.holder, "longer than "+strconv.Itoa(model.MaxHolderLen)+" bytes")
 	}
-	return model.CheckLeaseExpiry(o.leaseExpiry)
+	return model.CheckLeaseTTL(o.leaseTTL)
 }

@@ -21,7 +21,7 @@ import (
 // bucket is emptied, not its cascade ancestors'.
 //
 // The limits are those in effect for entity and resource in the stored
-// configuration (Admin.SetConfig); a lease knows the limits it was
+// configuration (Admin.SetLimits); a lease knows the limits it was
 // acquired with, explicit ones included (Lease.Penalize). Each named limit
 // must be in effect and refill: a concurrency or reserved limit, which time does not
 // refill, is a *ValidationError, as are until not after now or more than

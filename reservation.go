@@ -47,8 +47,8 @@ const reserveAttempts = 3
 // held is held whether or not the limit is full.
 func (l *Limiter) consumeReservation(ctx context.Context, d *leaseData, now unixNano) (bool, error) {
 	var expires int64 // never, unless asked: a reservation lasts until released
-	if d.opts.LeaseExpiry != 0 {
-		expires = now.add(d.opts.LeaseExpiry).milli()
+	if d.opts.LeaseTTL != 0 {
+		expires = now.add(d.opts.LeaseTTL).milli()
 	}
 	rec := store.NewLeaseRecord(model.ReservationLeaseID(d.opts.Reservation), l.holder, &d.req, expires)
 	// The event goes with the grant, atomically: a refusal, and a resumed
@@ -83,7 +83,7 @@ func (l *Limiter) consumeReservation(ctx context.Context, d *leaseData, now unix
 
 // Reserve reserves resource id for entity and resource: an acquire with
 // WithReservation(id), which holds a token of each reserved limit it
-// takes until Release (or, with WithLeaseExpiry, until a reconciler
+// takes until Release (or, with WithLeaseTTL, until a reconciler
 // releases it after that long). consume names the reserved limits to take
 // (1 each) and any other limits to debit with them, all or nothing; a nil
 // or empty consume takes 1 of every reserved limit in effect for entity
@@ -169,7 +169,7 @@ func (l *Limiter) reservationAfter(ctx context.Context, entity, resource, id str
 			}
 		}
 	}
-	return Reservation{ID: id, Entity: entity, Resource: resource, Expires: le.Expires()}
+	return Reservation{ID: id, Entity: entity, Resource: resource, Expires: le.ExpiresAt()}
 }
 
 // heldReservation reads the stored record of rec's id: if it is the same

@@ -23,7 +23,7 @@ func newBoundedReservations(t *testing.T) (*tollgate.Limiter, *tollgate.Admin) {
 	t.Helper()
 	lim, adm, _ := newPair(t, memory.New())
 	cfg := tollgate.Config{Limits: []tollgate.Limit{tollgate.ReservedLimit("clusters", reservationBound)}}
-	if err := adm.SetConfig(context.Background(), tollgate.ResourceScope("emr"), cfg); err != nil {
+	if err := adm.SetLimits(context.Background(), tollgate.ResourceScope("emr"), cfg); err != nil {
 		t.Fatal(err)
 	}
 	return lim, adm

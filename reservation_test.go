@@ -25,7 +25,7 @@ func newReservations(t *testing.T) (*tollgate.Limiter, *tollgate.Admin, *memory.
 	t.Helper()
 	st := memory.New()
 	lim, adm, _ := newPair(t, st, tollgate.WithHolder("test-host/7"))
-	if err := adm.SetConfig(context.Background(), tollgate.ResourceScope("emr"), clusters); err != nil {
+	if err := adm.SetLimits(context.Background(), tollgate.ResourceScope("emr"), clusters); err != nil {
 		t.Fatal(err)
 	}
 	return lim, adm, st
@@ -238,7 +238,7 @@ func TestReservationAllOrNothing(t *testing.T) {
 	ctx := context.Background()
 	lim, adm, st := newReservations(t)
 	mustCreate(t, adm, tollgate.Entity{ID: "team-a"})
-	if err := adm.SetConfig(ctx, tollgate.EntityScope("team-a", "emr"), tollgate.Config{Limits: []tollgate.Limit{
+	if err := adm.SetLimits(ctx, tollgate.EntityScope("team-a", "emr"), tollgate.Config{Limits: []tollgate.Limit{
 		tollgate.ReservedLimit("clusters", 3), tollgate.PerMinute("rpm", 1)}}); err != nil {
 		t.Fatal(err)
 	}
@@ -275,7 +275,7 @@ func TestReservationStoredLevels(t *testing.T) {
 			ctx := context.Background()
 			lim, adm, _ := newPair(t, memory.New())
 			mustCreate(t, adm, tollgate.Entity{ID: "lab"})
-			if err := adm.SetConfig(ctx, scope, gpus); err != nil {
+			if err := adm.SetLimits(ctx, scope, gpus); err != nil {
 				t.Fatal(err)
 			}
 			for i, want := range []error{nil, nil, tollgate.ErrRateLimited} {
@@ -300,7 +300,7 @@ func TestReservationCascade(t *testing.T) {
 	mustCreate(t, adm, tollgate.Entity{ID: "org"})
 	mustCreate(t, adm, tollgate.Entity{ID: "team-a", ParentID: "org", Cascade: true})
 	mustCreate(t, adm, tollgate.Entity{ID: "team-b", ParentID: "org", Cascade: true})
-	if err := adm.SetConfig(ctx, tollgate.EntityScope("org", "emr"), tollgate.Config{Limits: []tollgate.Limit{tollgate.ReservedLimit("clusters", 2)}}); err != nil {
+	if err := adm.SetLimits(ctx, tollgate.EntityScope("org", "emr"), tollgate.Config{Limits: []tollgate.Limit{tollgate.ReservedLimit("clusters", 2)}}); err != nil {
 		t.Fatal(err)
 	}
 	for _, r := range []struct{ entity, id string }{{"team-a", "j-1"}, {"team-b", "j-2"}} {
@@ -336,10 +336,10 @@ func TestReservationExpiry(t *testing.T) {
 	ctx := context.Background()
 	st := memory.New()
 	lim, adm, clk := newPair(t, st)
-	if err := adm.SetConfig(ctx, tollgate.ResourceScope("emr"), clusters); err != nil {
+	if err := adm.SetLimits(ctx, tollgate.ResourceScope("emr"), clusters); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := reserve(lim, "team-a", "short", tollgate.WithLeaseExpiry(time.Hour)); err != nil {
+	if _, err := reserve(lim, "team-a", "short", tollgate.WithLeaseTTL(time.Hour)); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := reserve(lim, "team-a", "forever"); err != nil {
@@ -377,7 +377,7 @@ func TestReservationsList(t *testing.T) {
 	st := memory.New()
 	lim, adm, clk := newPair(t, st, tollgate.WithHolder("host/1"))
 	cfg := tollgate.Config{Limits: []tollgate.Limit{tollgate.ReservedLimit("clusters", 100), tollgate.ConcurrencyLimit("inflight", 100)}}
-	if err := adm.SetConfig(ctx, tollgate.SystemScope(), cfg); err != nil {
+	if err := adm.SetLimits(ctx, tollgate.SystemScope(), cfg); err != nil {
 		t.Fatal(err)
 	}
 	var want []string
@@ -482,7 +482,7 @@ func (s *bucketsFirst) Consume(ctx context.Context, ns string, req *store.Consum
 func TestReservationDenialHidesTakenID(t *testing.T) {
 	st := &bucketsFirst{Store: memory.New()}
 	lim, adm, _ := newPair(t, st)
-	if err := adm.SetConfig(context.Background(), tollgate.ResourceScope("emr"), clusters); err != nil {
+	if err := adm.SetLimits(context.Background(), tollgate.ResourceScope("emr"), clusters); err != nil {
 		t.Fatal(err)
 	}
 	first, err := reserve(lim, "team-a", "j-a")

@@ -15,7 +15,7 @@ import (
 // zero or less tries once.
 //
 // While fn runs, a durable lease (one holding a slot) is extended every
-// half of its expiry (WithLeaseExpiry, or the limiter's default), so that
+// half of its expiry (WithLeaseTTL, or the limiter's default), so that
 // a call longer than the expiry keeps its slot, and a crashed process's
 // slot still comes back within one expiry. If an extension finds the lease
 // ended elsewhere, fn's context is cancelled with the cause ErrSlotLost
@@ -35,8 +35,8 @@ func (l *Limiter) WithSlot(ctx context.Context, entity, resource string, consume
 	// A lease without a record does not expire (expiry 0: no extensions).
 	var expiry time.Duration
 	if le.ID() != "" {
-		if expiry = le.Expires().Sub(l.clock.Now()); expiry > 0 {
-			expiry = max(expiry, MinLeaseExpiry)
+		if expiry = le.ExpiresAt().Sub(l.clock.Now()); expiry > 0 {
+			expiry = max(expiry, MinLeaseTTL)
 		}
 	}
 	gone := func(err error) bool { return errors.Is(err, ErrLeaseClosed) }

@@ -53,7 +53,7 @@ func TestWithSlotExtendsWhileRunning(t *testing.T) {
 			t.Errorf("free slots while running = %d, want 0", got)
 		}
 		return nil
-	}, oneSlot, tollgate.WithLeaseExpiry(10*time.Second))
+	}, oneSlot, tollgate.WithLeaseTTL(10*time.Second))
 	if err != nil {
 		t.Fatalf("WithSlot: %v", err)
 	}
@@ -89,7 +89,7 @@ func TestWithSlotLost(t *testing.T) {
 			t.Errorf("cause = %v, want ErrSlotLost", context.Cause(fctx))
 		}
 		return context.Cause(fctx)
-	}, oneSlot, tollgate.WithLeaseExpiry(10*time.Second))
+	}, oneSlot, tollgate.WithLeaseTTL(10*time.Second))
 	if !errors.Is(err, tollgate.ErrSlotLost) {
 		t.Errorf("WithSlot = %v, want ErrSlotLost", err)
 	}

@@ -43,7 +43,7 @@ func newEnv(t *testing.T, us store.UsageStore) *env {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	must(t, adm.SetConfig(ctx, tollgate.ResourceScope("llm"), tollgate.Config{Limits: []tollgate.Limit{
+	must(t, adm.SetLimits(ctx, tollgate.ResourceScope("llm"), tollgate.Config{Limits: []tollgate.Limit{
 		tollgate.PerMinute("rpm", 100), tollgate.PerMinute("tpm", 100_000)}}))
 	_, err = adm.CreateEntity(ctx, tollgate.Entity{ID: "org"})
 	must(t, err)

@@ -19,7 +19,7 @@ import (
 // AcquireOption configures one call, as for tollgate.Limiter: it is the
 // library's option type too (model.AcquireOption, which tollgate names
 // AcquireOption), so that the same options serve both (see
-// model.Acquirer). WithLimits, WithOnUnavailable and WithLeaseExpiry
+// model.Acquirer). WithLimits, WithOnUnavailable and WithLeaseTTL
 // are sent to the server; WithDurableLease changes nothing (every lease
 // the server hands out is durable); WithReservation belongs to Reserve.
 type AcquireOption = model.AcquireOption
@@ -37,18 +37,13 @@ func WithOnUnavailable(mode model.OnUnavailable) AcquireOption {
 	return model.WithOnUnavailable(mode)
 }
 
-// WithLeaseExpiry is model.WithLeaseExpiry: how long the lease lives
-// unless extended (Lease.Extend) before it expires and the server's
-// reconciler commits it as it stands (the server's default is 5 minutes;
-// it accepts 1 second to 24 hours). For Reserve it is the reservation's
-// expiry (default: none); WithSlot extends the lease by it. Ignored by
-// AcquireAndCommit and Available.
-func WithLeaseExpiry(d time.Duration) AcquireOption { return model.WithLeaseExpiry(d) }
-
-// WithLeaseTTL is WithLeaseExpiry.
-//
-// Deprecated: use WithLeaseExpiry, the library's name.
-func WithLeaseTTL(d time.Duration) AcquireOption { return WithLeaseExpiry(d) }
+// WithLeaseTTL is model.WithLeaseTTL: how long the lease lives unless
+// extended (Lease.Extend) before it expires and the server's reconciler
+// commits it as it stands (the server's default is 5 minutes; it accepts 1
+// second to 24 hours). For Reserve it is the reservation's TTL (default:
+// none); WithSlot extends the lease by it. Ignored by AcquireAndCommit and
+// Available.
+func WithLeaseTTL(d time.Duration) AcquireOption { return model.WithLeaseTTL(d) }
 
 // callSettings is what opts say, as the library reads them, and what the wire
 // takes of them: the limits as text.
@@ -121,8 +116,8 @@ func (c *Client) acquire(ctx context.Context, entity, resource string, consume m
 		Entity: entity, Resource: resource, Consume: orEmpty(consume), Limits: o.limits,
 		Commit: commit, OnUnavailable: string(o.OnUnavailable),
 	}
-	if !commit && o.LeaseExpiry > 0 {
-		body.LeaseTTLMS = api.CeilMS(o.LeaseExpiry)
+	if !commit && o.LeaseTTL > 0 {
+		body.LeaseTTLMS = api.CeilMS(o.LeaseTTL)
 	}
 	key := o.IdempotencyKey
 	if key == "" && c.keys {

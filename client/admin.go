@@ -105,9 +105,9 @@ func (c *Client) UpdateEntity(ctx context.Context, e model.Entity, opts ...model
 
 func entityPath(id string) string { return api.Version + "/entities/" + seg(id) }
 
-// SetConfig stores cfg at scope, replacing what was there (see
-// tollgate.Admin.SetConfig).
-func (c *Client) SetConfig(ctx context.Context, scope model.Scope, cfg model.Config, opts ...model.WriteOption) error {
+// SetLimits stores cfg at scope, replacing what was there (see
+// tollgate.Admin.SetLimits).
+func (c *Client) SetLimits(ctx context.Context, scope model.Scope, cfg model.Config, opts ...model.WriteOption) error {
 	req := scopeRequest(http.MethodPut, scope)
 	req.body = api.FromConfig(cfg)
 	req, err := changing(req, opts)
@@ -117,9 +117,9 @@ func (c *Client) SetConfig(ctx context.Context, scope model.Scope, cfg model.Con
 	return c.do(ctx, req, nil)
 }
 
-// GetConfig returns the config stored at scope, or an error matching
+// GetLimits returns the config stored at scope, or an error matching
 // model.ErrNotFound.
-func (c *Client) GetConfig(ctx context.Context, scope model.Scope) (model.Config, error) {
+func (c *Client) GetLimits(ctx context.Context, scope model.Scope) (model.Config, error) {
 	var out api.Limits
 	if err := c.do(ctx, scopeRequest(http.MethodGet, scope), &out); err != nil {
 		return model.Config{}, err
@@ -131,9 +131,9 @@ func (c *Client) GetConfig(ctx context.Context, scope model.Scope) (model.Config
 	return cfg, nil
 }
 
-// DeleteConfig removes the config at scope, or returns an error matching
+// DeleteLimits removes the config at scope, or returns an error matching
 // model.ErrNotFound.
-func (c *Client) DeleteConfig(ctx context.Context, scope model.Scope, opts ...model.WriteOption) error {
+func (c *Client) DeleteLimits(ctx context.Context, scope model.Scope, opts ...model.WriteOption) error {
 	req, err := changing(scopeRequest(http.MethodDelete, scope), opts)
 	if err != nil {
 		return err
@@ -193,10 +193,10 @@ func (c *Client) AuditEvents(ctx context.Context, entity, after string, limit in
 	return evs, nil
 }
 
-// ListConfigs returns up to limit (0 means 100) stored configs whose
+// ListLimits returns up to limit (0 means 100) stored configs whose
 // scopes sort after *after (nil for the first page; pass the last scope
-// seen for the next), as tollgate.Admin.ListConfigs: GET /v1/limits.
-func (c *Client) ListConfigs(ctx context.Context, after *model.Scope, limit int) ([]model.ScopedConfig, error) {
+// seen for the next), as tollgate.Admin.ListLimits: GET /v1/limits.
+func (c *Client) ListLimits(ctx context.Context, after *model.Scope, limit int) ([]model.ScopedConfig, error) {
 	q := url.Values{}
 	if after != nil {
 		q.Set("after", api.ConfigCursor(*after))
@@ -217,4 +217,33 @@ func (c *Client) ListConfigs(ctx context.Context, after *model.Scope, limit int)
 		cfgs[i] = model.ScopedConfig{Scope: model.Scope{Entity: sl.Entity, Resource: sl.Resource}, Config: cfg}
 	}
 	return cfgs, nil
+}
+
+// SetConfig is SetLimits.
+//
+// Deprecated: use SetLimits, the name every surface gives it (PUT
+// /v1/limits, tollgate limits set).
+func (c *Client) SetConfig(ctx context.Context, scope model.Scope, cfg model.Config) error {
+	return c.SetLimits(ctx, scope, cfg)
+}
+
+// GetConfig is GetLimits.
+//
+// Deprecated: use GetLimits.
+func (c *Client) GetConfig(ctx context.Context, scope model.Scope) (model.Config, error) {
+	return c.GetLimits(ctx, scope)
+}
+
+// DeleteConfig is DeleteLimits.
+//
+// Deprecated: use DeleteLimits.
+func (c *Client) DeleteConfig(ctx context.Context, scope model.Scope) error {
+	return c.DeleteLimits(ctx, scope)
+}
+
+// ListConfigs is ListLimits.
+//
+// Deprecated: use ListLimits.
+func (c *Client) ListConfigs(ctx context.Context, after *model.Scope, limit int) ([]model.ScopedConfig, error) {
+	return c.ListLimits(ctx, after, limit)
 }

@@ -92,22 +92,22 @@ func TestConfigRoundTrip(t *testing.T) {
 		{"entity and resource", tollgate.EntityScope("org-1", "openai/gpt-4o"), tollgate.Config{Limits: limits("rps:5/sec", "inflight:3/concurrent")}},
 	}
 	for _, tt := range tests {
-		must(t, "SetConfig "+tt.name, c.SetConfig(ctx, tt.scope, tt.cfg))
+		must(t, "SetLimits "+tt.name, c.SetLimits(ctx, tt.scope, tt.cfg))
 	}
 	// Read back after every write, so that scopes that collided would show.
 	for _, tt := range tests {
-		got, err := c.GetConfig(ctx, tt.scope)
-		must(t, "GetConfig "+tt.name, err)
+		got, err := c.GetLimits(ctx, tt.scope)
+		must(t, "GetLimits "+tt.name, err)
 		if !reflect.DeepEqual(got, tt.cfg) {
-			t.Errorf("%s: GetConfig = %+v, want %+v", tt.name, got, tt.cfg)
+			t.Errorf("%s: GetLimits = %+v, want %+v", tt.name, got, tt.cfg)
 		}
 	}
 	// The entity default has three spellings.
 	for _, s := range []tollgate.Scope{{Entity: "org-1"}, tollgate.EntityScope("org-1", tollgate.DefaultResource)} {
-		got, err := c.GetConfig(ctx, s)
-		must(t, "GetConfig entity default", err)
+		got, err := c.GetLimits(ctx, s)
+		must(t, "GetLimits entity default", err)
 		if !reflect.DeepEqual(got, tests[2].cfg) {
-			t.Errorf("GetConfig(%+v) = %+v, want the entity default %+v", s, got, tests[2].cfg)
+			t.Errorf("GetLimits(%+v) = %+v, want the entity default %+v", s, got, tests[2].cfg)
 		}
 	}
 	// The stored entity+resource limits are the ones an acquire uses.
@@ -118,17 +118,17 @@ func TestConfigRoundTrip(t *testing.T) {
 	}
 
 	for _, tt := range tests {
-		must(t, "DeleteConfig "+tt.name, c.DeleteConfig(ctx, tt.scope))
-		_, err := c.GetConfig(ctx, tt.scope)
-		wantErr(t, "GetConfig after delete, "+tt.name, err, tollgate.ErrNotFound)
-		wantErr(t, "DeleteConfig twice, "+tt.name, c.DeleteConfig(ctx, tt.scope), tollgate.ErrNotFound)
+		must(t, "DeleteLimits "+tt.name, c.DeleteLimits(ctx, tt.scope))
+		_, err := c.GetLimits(ctx, tt.scope)
+		wantErr(t, "GetLimits after delete, "+tt.name, err, tollgate.ErrNotFound)
+		wantErr(t, "DeleteLimits twice, "+tt.name, c.DeleteLimits(ctx, tt.scope), tollgate.ErrNotFound)
 	}
 }
 
-func TestSetConfigOfMissingEntity(t *testing.T) {
+func TestSetLimitsOfMissingEntity(t *testing.T) {
 	c := newEnv(t).client(t)
-	err := c.SetConfig(context.Background(), tollgate.EntityScope("ghost", ""), tollgate.Config{Limits: []tollgate.Limit{tollgate.PerMinute("rpm", 1)}})
-	wantErr(t, "SetConfig of a missing entity", err, tollgate.ErrEntityNotFound)
+	err := c.SetLimits(context.Background(), tollgate.EntityScope("ghost", ""), tollgate.Config{Limits: []tollgate.Limit{tollgate.PerMinute("rpm", 1)}})
+	wantErr(t, "SetLimits of a missing entity", err, tollgate.ErrEntityNotFound)
 }
 
 func TestAuditEventsCarryThePrincipal(t *testing.T) {
@@ -137,8 +137,8 @@ func TestAuditEventsCarryThePrincipal(t *testing.T) {
 	ctx := context.Background()
 	_, err := alice.CreateEntity(ctx, tollgate.Entity{ID: "org-1"})
 	must(t, "CreateEntity", err)
-	must(t, "SetConfig", alice.SetConfig(ctx, tollgate.EntityScope("org-1", ""), tollgate.Config{Limits: []tollgate.Limit{tollgate.PerMinute("rpm", 5)}}))
-	must(t, "SetConfig system", alice.SetConfig(ctx, tollgate.SystemScope(), tollgate.Config{Limits: []tollgate.Limit{tollgate.PerMinute("rpm", 50)}}))
+	must(t, "SetLimits", alice.SetLimits(ctx, tollgate.EntityScope("org-1", ""), tollgate.Config{Limits: []tollgate.Limit{tollgate.PerMinute("rpm", 5)}}))
+	must(t, "SetLimits system", alice.SetLimits(ctx, tollgate.SystemScope(), tollgate.Config{Limits: []tollgate.Limit{tollgate.PerMinute("rpm", 50)}}))
 
 	evs, err := alice.AuditEvents(ctx, "org-1", "", 0)
 	must(t, "AuditEvents", err)

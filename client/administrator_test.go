@@ -84,17 +84,17 @@ func administer(t *testing.T, a tollgate.Administrator, principal string) {
 
 	// Stored limits.
 	rpm := tollgate.Config{Limits: []tollgate.Limit{tollgate.PerMinute("rpm", 100)}}
-	must(t, "SetConfig resource", a.SetConfig(ctx, tollgate.ResourceScope("api"), rpm, who))
-	must(t, "SetConfig entity", a.SetConfig(ctx, tollgate.EntityScope("org-1", "api"), tollgate.Config{Limits: []tollgate.Limit{tollgate.PerMinute("rpm", 10)}}, who))
-	if cfg, err := a.GetConfig(ctx, tollgate.ResourceScope("api")); err != nil || len(cfg.Limits) != 1 || cfg.Limits[0] != rpm.Limits[0] {
-		t.Errorf("GetConfig = %+v, %v; want %+v", cfg, err, rpm)
+	must(t, "SetLimits resource", a.SetLimits(ctx, tollgate.ResourceScope("api"), rpm, who))
+	must(t, "SetLimits entity", a.SetLimits(ctx, tollgate.EntityScope("org-1", "api"), tollgate.Config{Limits: []tollgate.Limit{tollgate.PerMinute("rpm", 10)}}, who))
+	if cfg, err := a.GetLimits(ctx, tollgate.ResourceScope("api")); err != nil || len(cfg.Limits) != 1 || cfg.Limits[0] != rpm.Limits[0] {
+		t.Errorf("GetLimits = %+v, %v; want %+v", cfg, err, rpm)
 	}
-	if cfgs, err := a.ListConfigs(ctx, nil, 10); err != nil || len(cfgs) != 2 || cfgs[0].Scope != tollgate.ResourceScope("api") {
-		t.Errorf("ListConfigs = %+v, %v; want the resource's, then the entity's", cfgs, err)
+	if cfgs, err := a.ListLimits(ctx, nil, 10); err != nil || len(cfgs) != 2 || cfgs[0].Scope != tollgate.ResourceScope("api") {
+		t.Errorf("ListLimits = %+v, %v; want the resource's, then the entity's", cfgs, err)
 	}
-	must(t, "DeleteConfig", a.DeleteConfig(ctx, tollgate.EntityScope("org-1", "api"), who))
-	_, err = a.GetConfig(ctx, tollgate.EntityScope("org-1", "api"))
-	wantErr(t, "GetConfig after delete", err, tollgate.ErrNotFound)
+	must(t, "DeleteLimits", a.DeleteLimits(ctx, tollgate.EntityScope("org-1", "api"), who))
+	_, err = a.GetLimits(ctx, tollgate.EntityScope("org-1", "api"))
+	wantErr(t, "GetLimits after delete", err, tollgate.ErrNotFound)
 
 	// Who did it.
 	evs, err := a.AuditEvents(ctx, "org-1", "", 10)
@@ -165,9 +165,9 @@ func TestClientWriteOptions(t *testing.T) {
 		}
 	}
 	var ve *tollgate.ValidationError
-	err = c.SetConfig(ctx, tollgate.SystemScope(), tollgate.Config{}, tollgate.WithTrigger(tollgate.EventTrigger{Rule: "r"}))
+	err = c.SetLimits(ctx, tollgate.SystemScope(), tollgate.Config{}, tollgate.WithTrigger(tollgate.EventTrigger{Rule: "r"}))
 	if !errors.As(err, &ve) || ve.Field != "trigger" {
-		t.Errorf("SetConfig with a trigger = %v, want a ValidationError on trigger", err)
+		t.Errorf("SetLimits with a trigger = %v, want a ValidationError on trigger", err)
 	}
 	long := tollgate.WithPrincipal(string(make([]byte, model.MaxPrincipalLen+1)))
 	if err := c.DeleteEntity(ctx, "org-2", long); !errors.As(err, &ve) || ve.Field != "principal" {

@@ -81,8 +81,8 @@ func TestAPIKeys(t *testing.T) {
 		must(t, "Available with the read key", err)
 		_, err = auditor.Acquire(ctx, "org-1", "gpt", tollgate.Consume{"rpm": 1}, limits)
 		wantErr(t, "Acquire with the read key", err, api.ErrPermissionDenied)
-		err = auditor.SetConfig(ctx, tollgate.SystemScope(), tollgate.Config{Limits: []tollgate.Limit{tollgate.PerMinute("rpm", 1)}})
-		wantErr(t, "SetConfig with the read key", err, api.ErrPermissionDenied)
+		err = auditor.SetLimits(ctx, tollgate.SystemScope(), tollgate.Config{Limits: []tollgate.Limit{tollgate.PerMinute("rpm", 1)}})
+		wantErr(t, "SetLimits with the read key", err, api.ErrPermissionDenied)
 	})
 	t.Run("namespace", func(t *testing.T) {
 		elsewhere := e.client(t, client.WithAPIKey(keyService), client.WithNamespace("tenant-x"))

@@ -89,23 +89,23 @@ func ExampleClient_Acquire_denied() {
 	// denied; retry in 30s
 }
 
-func ExampleClient_SetConfig() {
+func ExampleClient_SetLimits() {
 	url, stop := exampleServer()
 	defer stop()
 	c, _ := client.New(url, client.WithPrincipal("ops"))
 	ctx := context.Background()
 
 	perKey, _ := tollgate.ParseLimits([]string{"rpm:100", "tpm:10000:15000"})
-	_ = c.SetConfig(ctx, tollgate.ResourceScope("openai/gpt-4o"), tollgate.Config{Limits: perKey})
-	cfg, err := c.GetConfig(ctx, tollgate.ResourceScope("openai/gpt-4o"))
+	_ = c.SetLimits(ctx, tollgate.ResourceScope("openai/gpt-4o"), tollgate.Config{Limits: perKey})
+	cfg, err := c.GetLimits(ctx, tollgate.ResourceScope("openai/gpt-4o"))
 	if err != nil {
 		panic(err)
 	}
 	for _, l := range cfg.Limits {
 		fmt.Println(l)
 	}
-	_ = c.DeleteConfig(ctx, tollgate.ResourceScope("openai/gpt-4o"))
-	_, err = c.GetConfig(ctx, tollgate.ResourceScope("openai/gpt-4o"))
+	_ = c.DeleteLimits(ctx, tollgate.ResourceScope("openai/gpt-4o"))
+	_, err = c.GetLimits(ctx, tollgate.ResourceScope("openai/gpt-4o"))
 	fmt.Println(errors.Is(err, tollgate.ErrNotFound))
 	// Output:
 	// rpm:100/min

@@ -24,7 +24,7 @@ func TestStoredKeysThroughTheClient(t *testing.T) {
 		_, err := ops.CreateEntity(ctx, ent)
 		must(t, "CreateEntity", err)
 	}
-	must(t, "SetConfig", ops.SetConfig(ctx, tollgate.ResourceScope("gpt"), tollgate.Config{Limits: []tollgate.Limit{tollgate.PerMinute("rpm", 5)}}))
+	must(t, "SetLimits", ops.SetLimits(ctx, tollgate.ResourceScope("gpt"), tollgate.Config{Limits: []tollgate.Limit{tollgate.PerMinute("rpm", 5)}}))
 
 	secret, k, err := ops.CreateKey(ctx, model.KeySpec{Name: "org-1-gw", Role: model.RoleAcquire, Entity: "org-1", ExpiresIn: 1500 * time.Millisecond})
 	must(t, "CreateKey", err)

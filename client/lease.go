@@ -94,20 +94,15 @@ func (le *Lease) Resource() string { return le.resource }
 // (Allow mode while the store was unavailable): nothing was consumed.
 func (le *Lease) Degraded() bool { return le.degraded }
 
-// Expires returns when the lease expires, as the server last reported it
+// ExpiresAt returns when the lease expires, as the server last reported it
 // (after Acquire, Adjust or Extend): from then on the server's reconciler
 // commits it as it stands. It is the zero time for a degraded lease,
 // which never expires.
-func (le *Lease) Expires() time.Time {
+func (le *Lease) ExpiresAt() time.Time {
 	le.mu.Lock()
 	defer le.mu.Unlock()
 	return le.expires
 }
-
-// ExpiresAt is Expires.
-//
-// Deprecated: use Expires, the library's name (tollgate.Lease.Expires).
-func (le *Lease) ExpiresAt() time.Time { return le.Expires() }
 
 // Consumed returns what the lease has consumed so far, as the server last
 // reported it (after Acquire or Adjust), per limit and summed over the

@@ -299,14 +299,14 @@ func TestExpiredLeaseIsNotFound(t *testing.T) {
 }
 
 // The option is refused before the server is asked, with the library's
-// error: the same field, lease_expiry, as Limiter.Acquire names.
+// error: the same field, lease_ttl, as Limiter.Acquire names.
 func TestLeaseTTLOutOfRangeIsInvalid(t *testing.T) {
 	c := newEnv(t).client(t)
 	_, err := c.Acquire(context.Background(), "key-1", "gpt", tollgate.Consume{"rpm": 1},
 		client.WithLimits(tollgate.PerMinute("rpm", 10)), client.WithLeaseTTL(500*time.Millisecond))
 	var ve *tollgate.ValidationError
-	if !errors.As(err, &ve) || ve.Field != "lease_expiry" {
-		t.Fatalf("TTL 500ms: err = %v, want *ValidationError on lease_expiry", err)
+	if !errors.As(err, &ve) || ve.Field != "lease_ttl" {
+		t.Fatalf("TTL 500ms: err = %v, want *ValidationError on lease_ttl", err)
 	}
 }
 

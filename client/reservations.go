@@ -20,7 +20,7 @@ type Reserved = model.ReservationGrant
 // reserved limits to take (1 each) and any other limits to debit with
 // them, all or nothing; a nil or empty consume takes 1 of every reserved
 // limit in effect for entity and resource, and nothing else. WithLimits
-// and WithOnUnavailable apply as to Acquire; WithLeaseExpiry gives the
+// and WithOnUnavailable apply as to Acquire; WithLeaseTTL gives the
 // reservation an expiry after which the server's reconciler releases it
 // (without it, it lasts until released). The server's audit event of the
 // reservation records the principal of model.WithAudit, or else the
@@ -36,8 +36,8 @@ func (c *Client) Reserve(ctx context.Context, entity, resource, id string, consu
 		return model.ReservationGrant{}, err
 	}
 	body := api.ReserveRequest{Entity: entity, Resource: resource, ID: id, Consume: consume, Limits: o.limits, OnUnavailable: string(o.OnUnavailable)}
-	if o.LeaseExpiry > 0 {
-		body.TTLMS = api.CeilMS(o.LeaseExpiry)
+	if o.LeaseTTL > 0 {
+		body.TTLMS = api.CeilMS(o.LeaseTTL)
 	}
 	var resp api.ReserveResponse
 	var status int

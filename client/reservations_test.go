@@ -16,7 +16,7 @@ func TestReservations(t *testing.T) {
 	e := newEnv(t)
 	c := e.client(t)
 	ctx := context.Background()
-	must(t, "SetConfig", c.SetConfig(ctx, tollgate.ResourceScope("emr"), tollgate.Config{Limits: []tollgate.Limit{
+	must(t, "SetLimits", c.SetLimits(ctx, tollgate.ResourceScope("emr"), tollgate.Config{Limits: []tollgate.Limit{
 		tollgate.ReservedLimit("clusters", 2), tollgate.PerMinute("rpm", 100)}}))
 
 	steps := []struct {
@@ -112,7 +112,7 @@ func TestPenalize(t *testing.T) {
 	c := e.client(t)
 	ctx := context.Background()
 	limits := client.WithLimits(tollgate.PerMinute("rpm", 10), tollgate.ConcurrencyLimit("slots", 1))
-	must(t, "SetConfig", c.SetConfig(ctx, tollgate.ResourceScope("llm"), tollgate.Config{Limits: []tollgate.Limit{tollgate.PerMinute("rpm", 10)}}))
+	must(t, "SetLimits", c.SetLimits(ctx, tollgate.ResourceScope("llm"), tollgate.Config{Limits: []tollgate.Limit{tollgate.PerMinute("rpm", 10)}}))
 
 	must(t, "Penalize", c.Penalize(ctx, "k", "llm", epoch.Add(30*time.Second), "vendor 429", []string{"rpm"}))
 	_, err := c.AcquireAndCommit(ctx, "k", "llm", tollgate.Consume{"rpm": 1})

@@ -22,9 +22,9 @@ const minExtendTTL = time.Second
 //
 // While fn runs, the lease is extended (Lease.Extend) every half of its
 // TTL, so that a call longer than the TTL keeps its slot, and a crashed
-// process's slot still comes back within one TTL. The TTL is WithLeaseExpiry's
+// process's slot still comes back within one TTL. The TTL is WithLeaseTTL's
 // or, without it, the one the server granted, measured on the client's
-// clock at the grant (pass WithLeaseExpiry to be independent of clock skew
+// clock at the grant (pass WithLeaseTTL to be independent of clock skew
 // between client and server). If an extension finds the lease gone (the
 // server answers that it does not know it: a reconciler took it, its
 // namespace was deleted), fn's context is cancelled with the cause
@@ -45,9 +45,9 @@ func (c *Client) WithSlot(ctx context.Context, entity, resource string, consume 
 	if err != nil {
 		return err
 	}
-	ttl := o.LeaseExpiry
+	ttl := o.LeaseTTL
 	if ttl <= 0 {
-		ttl = le.Expires().Sub(c.clock.Now())
+		ttl = le.ExpiresAt().Sub(c.clock.Now())
 	}
 	if le.Degraded() {
 		ttl = 0 // a degraded lease never expires

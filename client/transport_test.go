@@ -155,7 +155,7 @@ func TestAnswersThatAreNotAPIErrors(t *testing.T) {
 				w.WriteHeader(tt.status)
 				_, _ = w.Write([]byte(tt.body))
 			})
-			_, err := newClient(t, ts.URL).GetConfig(context.Background(), tollgate.SystemScope())
+			_, err := newClient(t, ts.URL).GetLimits(context.Background(), tollgate.SystemScope())
 			if err == nil {
 				t.Fatal("err = nil")
 			}
@@ -190,10 +190,10 @@ func TestRequestHeadersAndPaths(t *testing.T) {
 	c := newClient(t, ts.URL+"/tollgate/", client.WithAPIKey("k3y"), client.WithNamespace("tenant-a"),
 		client.WithPrincipal("alice"), client.WithUserAgent("checkout/2"))
 	ctx := context.Background()
-	must(t, "DeleteConfig", c.DeleteConfig(ctx, tollgate.ResourceScope("openai/gpt-4o")))
-	must(t, "DeleteConfig", c.DeleteConfig(ctx, tollgate.EntityScope("org:1", "openai/gpt-4o")))
-	must(t, "DeleteConfig", c.DeleteConfig(ctx, tollgate.EntityScope("org:1", "")))
-	must(t, "DeleteConfig", c.DeleteConfig(ctx, tollgate.SystemScope()))
+	must(t, "DeleteLimits", c.DeleteLimits(ctx, tollgate.ResourceScope("openai/gpt-4o")))
+	must(t, "DeleteLimits", c.DeleteLimits(ctx, tollgate.EntityScope("org:1", "openai/gpt-4o")))
+	must(t, "DeleteLimits", c.DeleteLimits(ctx, tollgate.EntityScope("org:1", "")))
+	must(t, "DeleteLimits", c.DeleteLimits(ctx, tollgate.SystemScope()))
 	must(t, "DeleteEntity", c.DeleteEntity(ctx, "a b/c"))
 
 	want := []seen{

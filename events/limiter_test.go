@@ -29,10 +29,10 @@ func TestRecordedEventsReleaseReservations(t *testing.T) {
 	}
 	var _ events.Releaser = lim // what the processor needs, nothing more
 	limits := []tollgate.Limit{tollgate.ReservedLimit("clusters", 3), tollgate.PerMinute("launches", 10)}
-	if err := adm.SetConfig(ctx, tollgate.ResourceScope("emr"), tollgate.Config{Limits: limits}); err != nil {
+	if err := adm.SetLimits(ctx, tollgate.ResourceScope("emr"), tollgate.Config{Limits: limits}); err != nil {
 		t.Fatal(err)
 	}
-	if err := adm.SetConfig(ctx, tollgate.ResourceScope("batch"), tollgate.Config{Limits: []tollgate.Limit{tollgate.ReservedLimit("jobs", 1)}}); err != nil {
+	if err := adm.SetLimits(ctx, tollgate.ResourceScope("batch"), tollgate.Config{Limits: []tollgate.Limit{tollgate.ReservedLimit("jobs", 1)}}); err != nil {
 		t.Fatal(err)
 	}
 	for _, r := range []struct {

@@ -101,9 +101,9 @@ func testLimiterSlotRetryAfter(t *testing.T, e *env) {
 	lim := e.limiter(tollgate.WithConcurrencyRetryAfter(250 * time.Millisecond))
 	slots := tollgate.WithLimits(tollgate.ConcurrencyLimit("inflight", 2), tollgate.PerMinute("rpm", 1000))
 	one := tollgate.Consume{"inflight": 1, "rpm": 1}
-	a := e.acquire(lim, "job", "emr", one, slots, tollgate.WithLeaseExpiry(time.Minute))
+	a := e.acquire(lim, "job", "emr", one, slots, tollgate.WithLeaseTTL(time.Minute))
 	e.Advance(10_000)
-	b := e.acquire(lim, "job", "emr", one, slots, tollgate.WithLeaseExpiry(30*time.Second))
+	b := e.acquire(lim, "job", "emr", one, slots, tollgate.WithLeaseTTL(30*time.Second))
 	wantSlot := func(step string, want time.Duration, waits string) {
 		t.Helper()
 		ex := e.denied(lim, "job", "emr", one, slots)
@@ -152,7 +152,7 @@ func testLimiterSlotRetryAfter(t *testing.T, e *env) {
 	if err := lim.Release(e.ctx, "j-1"); err != nil {
 		t.Fatal(err)
 	}
-	if err := reserve("j-2", tollgate.WithLeaseExpiry(time.Hour)); err != nil {
+	if err := reserve("j-2", tollgate.WithLeaseTTL(time.Hour)); err != nil {
 		t.Fatal(err)
 	}
 	ex = e.denied(lim, "team", "emr", tollgate.Consume{"clusters": 1}, clusters, tollgate.WithReservation("j-3"))

@@ -387,8 +387,8 @@ func testLimiterConcurrencyLimit(t *testing.T, e *env) {
 	}
 	// The slots come back at the latest when their leases expire.
 	ex := e.denied(lim, "job", "emr", one, opt)
-	if ex.RetryAfter != tollgate.DefaultLeaseExpiry || ex.Waits() != tollgate.WaitsExpiry {
-		t.Errorf("RetryAfter of a concurrency denial = %v, %q; want %v, the holders' expiry", ex.RetryAfter, ex.Waits(), tollgate.DefaultLeaseExpiry)
+	if ex.RetryAfter != tollgate.DefaultLeaseTTL || ex.Waits() != tollgate.WaitsExpiry {
+		t.Errorf("RetryAfter of a concurrency denial = %v, %q; want %v, the holders' expiry", ex.RetryAfter, ex.Waits(), tollgate.DefaultLeaseTTL)
 	}
 	if p := ex.Primary(); p.Kind != model.Concurrency || p.Available != 0 || p.Capacity != 3 {
 		t.Errorf("Primary = %+v", p)

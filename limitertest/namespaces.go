@@ -24,7 +24,7 @@ func testNamespaceLimiterIsolation(t *testing.T, e *env) {
 	if _, err := other.admin().CreateEntity(e.ctx, tollgate.Entity{ID: "org"}); err != nil {
 		t.Fatalf("the same entity id in another namespace: %v", err)
 	}
-	if err := e.admin().SetConfig(e.ctx, tollgate.ResourceScope("api"), tollgate.Config{Limits: []tollgate.Limit{tollgate.PerMinute("rpm", 5)}}); err != nil {
+	if err := e.admin().SetLimits(e.ctx, tollgate.ResourceScope("api"), tollgate.Config{Limits: []tollgate.Limit{tollgate.PerMinute("rpm", 5)}}); err != nil {
 		t.Fatal(err)
 	}
 	for range 5 {

@@ -60,7 +60,7 @@ func wantDetails(t *testing.T, ev tollgate.AuditEvent, want map[string]string) {
 func testLimiterReserveAudited(t *testing.T, e *env) {
 	lim := e.limiter()
 	byAlice := tollgate.WithAudit(tollgate.WithPrincipal("alice"))
-	if err := e.reserve(lim, "j-1", byAlice, tollgate.WithLeaseExpiry(time.Hour)); err != nil {
+	if err := e.reserve(lim, "j-1", byAlice, tollgate.WithLeaseTTL(time.Hour)); err != nil {
 		t.Fatalf("reserve j-1: %v", err)
 	}
 	if err := e.reserve(lim, "j-1", byAlice); err != nil {
@@ -139,7 +139,7 @@ func testLimiterReleaseAudited(t *testing.T, e *env) {
 // lease.expired event, which names the reservation.
 func testLimiterReservationExpiryAudited(t *testing.T, e *env) {
 	lim := e.limiter()
-	if err := e.reserve(lim, "j-1", tollgate.WithLeaseExpiry(time.Second)); err != nil {
+	if err := e.reserve(lim, "j-1", tollgate.WithLeaseTTL(time.Second)); err != nil {
 		t.Fatalf("reserve j-1: %v", err)
 	}
 	r, err := reconcile.New(e.s, reconcile.WithClock(e.clk), reconcile.WithNamespaces(e.ns), reconcile.WithPrincipal("storetest-reconciler"))

@@ -12,15 +12,15 @@ import (
 
 func setConfig(t *testing.T, adm *tollgate.Admin, sc tollgate.Scope, limits ...tollgate.Limit) {
 	t.Helper()
-	if err := adm.SetConfig(t.Context(), sc, tollgate.Config{Limits: limits}); err != nil {
-		t.Fatalf("SetConfig(%+v): %v", sc, err)
+	if err := adm.SetLimits(t.Context(), sc, tollgate.Config{Limits: limits}); err != nil {
+		t.Fatalf("SetLimits(%+v): %v", sc, err)
 	}
 }
 
 func deleteConfig(t *testing.T, adm *tollgate.Admin, sc tollgate.Scope) {
 	t.Helper()
-	if err := adm.DeleteConfig(t.Context(), sc); err != nil {
-		t.Fatalf("DeleteConfig(%+v): %v", sc, err)
+	if err := adm.DeleteLimits(t.Context(), sc); err != nil {
+		t.Fatalf("DeleteLimits(%+v): %v", sc, err)
 	}
 }
 
@@ -51,7 +51,7 @@ func testLimiterResolution(t *testing.T, e *env) {
 	if _, err := e.admin().CreateEntity(e.ctx, tollgate.Entity{ID: "e2"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.admin().SetConfig(e.ctx, tollgate.EntityScope("e2", "api"), tollgate.Config{}); err != nil {
+	if err := e.admin().SetLimits(e.ctx, tollgate.EntityScope("e2", "api"), tollgate.Config{}); err != nil {
 		t.Fatal(err)
 	}
 

@@ -75,15 +75,15 @@ type Grant struct {
 // Bounds of a durable lease's expiry: under a second a holder could hardly
 // extend in time; a day is past any call a slot should cover.
 const (
-	MinLeaseExpiry = time.Second
-	MaxLeaseExpiry = 24 * time.Hour
+	MinLeaseTTL = time.Second
+	MaxLeaseTTL = 24 * time.Hour
 )
 
-// CheckLeaseExpiry reports a lease expiry outside [MinLeaseExpiry,
-// MaxLeaseExpiry] as a *ValidationError naming lease_expiry.
-func CheckLeaseExpiry(d time.Duration) error {
-	if d < MinLeaseExpiry || d > MaxLeaseExpiry {
-		return Invalid("lease_expiry", d.String(), "must be "+MinLeaseExpiry.String()+" to "+MaxLeaseExpiry.String())
+// CheckLeaseTTL reports a lease expiry outside [MinLeaseTTL,
+// MaxLeaseTTL] as a *ValidationError naming lease_ttl.
+func CheckLeaseTTL(d time.Duration) error {
+	if d < MinLeaseTTL || d > MaxLeaseTTL {
+		return Invalid("lease_ttl", d.String(), "must be "+MinLeaseTTL.String()+" to "+MaxLeaseTTL.String())
 	}
 	return nil
 }
@@ -103,8 +103,8 @@ type AcquireSettings struct {
 	OnUnavailable OnUnavailable
 	// Durable is set by WithDurableLease.
 	Durable bool
-	// LeaseExpiry is WithLeaseExpiry's expiry; 0: the default.
-	LeaseExpiry time.Duration
+	// LeaseTTL is WithLeaseTTL's expiry; 0: the default.
+	LeaseTTL time.Duration
 	// Reservation is WithReservation's id; "": none.
 	Reservation string
 	// Audit are WithAudit's write options, for the audit event of a
@@ -162,18 +162,18 @@ func WithOnUnavailable(mode OnUnavailable) AcquireOption {
 // acquiring process alone and costs no extra write.
 func WithDurableLease() AcquireOption { return func(s *AcquireSettings) { s.Durable = true } }
 
-// WithLeaseExpiry sets how long this acquire's durable lease lives unless
-// extended (default: the limiter's), from MinLeaseExpiry to MaxLeaseExpiry;
-// outside that range the call is a *ValidationError naming lease_expiry. It
+// WithLeaseTTL sets how long this acquire's durable lease lives unless
+// extended (default: the limiter's), from MinLeaseTTL to MaxLeaseTTL;
+// outside that range the call is a *ValidationError naming lease_ttl. It
 // does not make a lease durable: a lease without a record never expires.
-func WithLeaseExpiry(d time.Duration) AcquireOption {
-	err := CheckLeaseExpiry(d)
+func WithLeaseTTL(d time.Duration) AcquireOption {
+	err := CheckLeaseTTL(d)
 	return func(s *AcquireSettings) {
 		if err != nil {
 			s.fail(err)
 			return
 		}
-		s.LeaseExpiry = d
+		s.LeaseTTL = d
 	}
 }
 
@@ -184,7 +184,7 @@ func WithLeaseExpiry(d time.Duration) AcquireOption {
 // consume, all or nothing, as any acquire does.
 //
 // The lease is durable, with id "r:" + id, and it never expires unless
-// WithLeaseExpiry gives it an expiry, which a reconciler then enforces.
+// WithLeaseTTL gives it an expiry, which a reconciler then enforces.
 // It is meant to outlive the process: release it by id, from any process
 // sharing the store, when the resource is gone; Rollback instead refunds
 // its rate consumption too.
@@ -198,3 +198,16 @@ func WithLeaseExpiry(d time.Duration) AcquireOption {
 func WithReservation(id string) AcquireOption {
 	return func(s *AcquireSettings) { s.Reservation = id }
 }
+
+// WithLeaseExpiry is WithLeaseTTL, under its name of one release ago.
+//
+// Deprecated: use WithLeaseTTL.
+func WithLeaseExpiry(d time.Duration) AcquireOption { return WithLeaseTTL(d) }
+
+// The bounds of a lease's TTL under their names of one release ago.
+//
+// Deprecated: use MinLeaseTTL and MaxLeaseTTL.
+const (
+	MinLeaseExpiry = MinLeaseTTL
+	MaxLeaseExpiry = MaxLeaseTTL
+)

@@ -24,10 +24,10 @@ type Administrator interface {
 	ListEntities(ctx context.Context, after string, limit int) ([]Entity, error)
 
 	// Stored limits, at the system, resource and entity scopes.
-	SetConfig(ctx context.Context, scope Scope, cfg Config, opts ...WriteOption) error
-	GetConfig(ctx context.Context, scope Scope) (Config, error)
-	DeleteConfig(ctx context.Context, scope Scope, opts ...WriteOption) error
-	ListConfigs(ctx context.Context, after *Scope, limit int) ([]ScopedConfig, error)
+	SetLimits(ctx context.Context, scope Scope, cfg Config, opts ...WriteOption) error
+	GetLimits(ctx context.Context, scope Scope) (Config, error)
+	DeleteLimits(ctx context.Context, scope Scope, opts ...WriteOption) error
+	ListLimits(ctx context.Context, after *Scope, limit int) ([]ScopedConfig, error)
 
 	// API keys of the namespace: CreateKey returns the secret, once.
 	CreateKey(ctx context.Context, spec KeySpec, opts ...WriteOption) (secret string, k Key, err error)

@@ -79,7 +79,7 @@ type Reservation struct {
 	Holder  string
 	Created time.Time
 	// Expires is when a reconciler releases the reservation; the zero time
-	// if it never expires (no WithLeaseExpiry).
+	// if it never expires (no WithLeaseTTL).
 	Expires time.Time
 }
 

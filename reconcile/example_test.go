@@ -21,7 +21,7 @@ func ExampleReconciler() {
 	slots := tollgate.WithLimits(tollgate.ConcurrencyLimit("slots", 2))
 
 	crashed, _ := tollgate.New(st, tollgate.WithClock(clk))
-	_, _ = crashed.Acquire(ctx, "job", "emr", tollgate.Consume{"slots": 1}, slots, tollgate.WithLeaseExpiry(time.Minute))
+	_, _ = crashed.Acquire(ctx, "job", "emr", tollgate.Consume{"slots": 1}, slots, tollgate.WithLeaseTTL(time.Minute))
 	// ... the process dies without ending its lease ...
 
 	clk.Advance(time.Minute)

@@ -418,7 +418,7 @@ domains:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := e.admin(t).SetConfig(ctx, tollgate.ResourceScope("chat"), tollgate.Config{Limits: limits}); err != nil {
+	if err := e.admin(t).SetLimits(ctx, tollgate.ResourceScope("chat"), tollgate.Config{Limits: limits}); err != nil {
 		t.Fatal(err)
 	}
 	for i := range 2 {
@@ -515,7 +515,7 @@ func TestStoreUnavailable(t *testing.T) {
 	}
 	e.store.stalled.Store(false)
 	lim := e.lim(t)
-	if err := e.admin(t).SetConfig(ctx, tollgate.SystemScope(), tollgate.Config{OnUnavailable: tollgate.Allow}); err != nil {
+	if err := e.admin(t).SetLimits(ctx, tollgate.SystemScope(), tollgate.Config{OnUnavailable: tollgate.Allow}); err != nil {
 		t.Fatal(err)
 	}
 	e.call(t, r) // reads the new mode

@@ -181,7 +181,7 @@ func (s *Server) acquire(w http.ResponseWriter, r *http.Request, c *call) (err e
 	} else if le.Degraded() {
 		resp.LeaseID = newDegradedID() // no record, and no expiry
 	} else {
-		resp.LeaseID, resp.ExpiresMS = le.ID(), le.Expires().UnixMilli()
+		resp.LeaseID, resp.ExpiresMS = le.ID(), le.ExpiresAt().UnixMilli()
 	}
 	writeAcquireResponse(w, &resp, buf)
 	return nil
@@ -206,13 +206,13 @@ func (s *Server) expiryOption(ttl time.Duration) tollgate.AcquireOption {
 	if ttl == s.leaseTTL {
 		return s.expiryOpt
 	}
-	return tollgate.WithLeaseExpiry(recordExpiry(ttl))
+	return tollgate.WithLeaseTTL(recordExpiry(ttl))
 }
 
 // recordExpiry brings a lease TTL within the bounds of a record's expiry;
 // only the server's configured default can be outside them.
 func recordExpiry(ttl time.Duration) time.Duration {
-	return min(max(ttl, tollgate.MinLeaseExpiry), tollgate.MaxLeaseExpiry)
+	return min(max(ttl, tollgate.MinLeaseTTL), tollgate.MaxLeaseTTL)
 }
 
 // ttlOf reads a lease TTL in milliseconds from field: 0 is the server's

@@ -103,7 +103,7 @@ func (s *Server) resume(ctx context.Context, c *call, id string) (*tollgate.Leas
 	default:
 		return nil, err
 	}
-	if exp := le.Expires(); !exp.IsZero() && !s.clock.Now().Before(exp) {
+	if exp := le.ExpiresAt(); !exp.IsZero() && !s.clock.Now().Before(exp) {
 		return nil, errLeaseNotFound
 	}
 	// A lease of an entity beyond the key's scope is none of its
@@ -120,7 +120,7 @@ func (s *Server) resume(ctx context.Context, c *call, id string) (*tollgate.Leas
 // openResponse describes an open lease.
 func openResponse(id string, le *tollgate.Lease) api.LeaseResponse {
 	return api.LeaseResponse{LeaseID: id, Consumed: le.Consumed(), State: stateOpen,
-		Entity: le.Entity(), Resource: le.Resource(), ExpiresMS: le.Expires().UnixMilli()}
+		Entity: le.Entity(), Resource: le.Resource(), ExpiresMS: le.ExpiresAt().UnixMilli()}
 }
 
 // degradedResponse describes a degraded lease, which consumed nothing.

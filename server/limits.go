@@ -34,7 +34,7 @@ func (s *Server) putLimits(w http.ResponseWriter, r *http.Request, c *call) erro
 	if err != nil {
 		return err
 	}
-	err = adm.SetConfig(r.Context(), scopeOf(r), cfg, c.writeOpts()...)
+	err = adm.SetLimits(r.Context(), scopeOf(r), cfg, c.writeOpts()...)
 	return answer(w, http.StatusOK, cfg, err, api.FromConfig)
 }
 
@@ -48,7 +48,7 @@ func (s *Server) getLimits(w http.ResponseWriter, r *http.Request, c *call) erro
 	if err != nil {
 		return err
 	}
-	cfg, err := adm.GetConfig(r.Context(), scopeOf(r))
+	cfg, err := adm.GetLimits(r.Context(), scopeOf(r))
 	return answer(w, http.StatusOK, cfg, err, api.FromConfig)
 }
 
@@ -72,7 +72,7 @@ func (s *Server) listLimits(w http.ResponseWriter, r *http.Request, c *call) err
 	if err != nil {
 		return err
 	}
-	cfgs, err := adm.ListConfigs(r.Context(), after, limit)
+	cfgs, err := adm.ListLimits(r.Context(), after, limit)
 	if err != nil {
 		return err
 	}
@@ -92,5 +92,5 @@ func (s *Server) deleteLimits(w http.ResponseWriter, r *http.Request, c *call) e
 	if err != nil {
 		return err
 	}
-	return noContent(w, adm.DeleteConfig(r.Context(), scopeOf(r), c.writeOpts()...))
+	return noContent(w, adm.DeleteLimits(r.Context(), scopeOf(r), c.writeOpts()...))
 }

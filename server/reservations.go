@@ -73,7 +73,7 @@ func (s *Server) reserveOptions(req *api.ReserveRequest) ([]tollgate.AcquireOpti
 		if err != nil {
 			return nil, err
 		}
-		opts = append(opts, tollgate.WithLeaseExpiry(recordExpiry(ttl)))
+		opts = append(opts, tollgate.WithLeaseTTL(recordExpiry(ttl)))
 	}
 	return opts, nil
 }

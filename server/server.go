@@ -139,7 +139,7 @@ func New(st store.Store, opts ...Option) (*Server, error) {
 	if s.metrics == nil {
 		s.metrics = newMetrics(nil)
 	}
-	s.expiryOpt = tollgate.WithLeaseExpiry(recordExpiry(s.leaseTTL))
+	s.expiryOpt = tollgate.WithLeaseTTL(recordExpiry(s.leaseTTL))
 	adm, err := tollgate.NewAdmin(st, tollgate.WithClock(s.clock), tollgate.WithChangeWatch(w))
 	if err != nil {
 		return nil, err

@@ -100,14 +100,14 @@ func setup(ctx context.Context, adm *tollgate.Admin) error {
 	if err != nil {
 		return err
 	}
-	if err := adm.SetConfig(ctx, tollgate.ResourceScope(model), tollgate.Config{Limits: perKey}); err != nil {
+	if err := adm.SetLimits(ctx, tollgate.ResourceScope(model), tollgate.Config{Limits: perKey}); err != nil {
 		return err
 	}
 	if _, err := adm.CreateEntity(ctx, tollgate.Entity{ID: "org-acme", Name: "Acme"}); err != nil {
 		return err
 	}
 	org := tollgate.Config{Limits: []tollgate.Limit{tollgate.PerMinute("rpm", 1000), tollgate.PerMinute("tpm", 9000)}}
-	if err := adm.SetConfig(ctx, tollgate.EntityScope("org-acme", model), org); err != nil {
+	if err := adm.SetLimits(ctx, tollgate.EntityScope("org-acme", model), org); err != nil {
 		return err
 	}
 	for _, key := range []string{"key-alice", "key-bob", "key-carol"} {

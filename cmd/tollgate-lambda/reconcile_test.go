@@ -29,7 +29,7 @@ func expiredLeases(t *testing.T, n int) (*memory.Store, func() int64) {
 		t.Fatal(err)
 	}
 	for range n {
-		if _, err := past.Acquire(ctx, "job", "emr", tollgate.Consume{"slots": 1}, slots, tollgate.WithLeaseExpiry(time.Minute)); err != nil {
+		if _, err := past.Acquire(ctx, "job", "emr", tollgate.Consume{"slots": 1}, slots, tollgate.WithLeaseTTL(time.Minute)); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -75,7 +75,7 @@ func listConfigs(ctx context.Context, pl *planes) ([]tollgate.ScopedConfig, erro
 	var out []tollgate.ScopedConfig
 	var after *tollgate.Scope
 	for {
-		page, err := pl.adm.ListConfigs(ctx, after, tollgate.MaxConfigPage)
+		page, err := pl.adm.ListLimits(ctx, after, tollgate.MaxConfigPage)
 		if err != nil {
 			return nil, err
 		}

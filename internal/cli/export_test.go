@@ -122,7 +122,7 @@ entities:
 	c.want(ExitFailure, "limits", "get", "--resource", "api") // nothing was written
 }
 
-// failingAdmin fails the nth write (SetConfig or DeleteConfig) once.
+// failingAdmin fails the nth write (SetLimits or DeleteLimits) once.
 type failingAdmin struct {
 	model.Administrator
 	n, writes int
@@ -138,18 +138,18 @@ func (f *failingAdmin) write() error {
 	return nil
 }
 
-func (f *failingAdmin) SetConfig(ctx context.Context, scope tollgate.Scope, cfg tollgate.Config, opts ...tollgate.WriteOption) error {
+func (f *failingAdmin) SetLimits(ctx context.Context, scope tollgate.Scope, cfg tollgate.Config, opts ...tollgate.WriteOption) error {
 	if err := f.write(); err != nil {
 		return err
 	}
-	return f.Administrator.SetConfig(ctx, scope, cfg, opts...)
+	return f.Administrator.SetLimits(ctx, scope, cfg, opts...)
 }
 
-func (f *failingAdmin) DeleteConfig(ctx context.Context, scope tollgate.Scope, opts ...tollgate.WriteOption) error {
+func (f *failingAdmin) DeleteLimits(ctx context.Context, scope tollgate.Scope, opts ...tollgate.WriteOption) error {
 	if err := f.write(); err != nil {
 		return err
 	}
-	return f.Administrator.DeleteConfig(ctx, scope, opts...)
+	return f.Administrator.DeleteLimits(ctx, scope, opts...)
 }
 
 // TestLimitsApplyResumes: a write failing midway is reported with what

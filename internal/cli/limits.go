@@ -87,7 +87,7 @@ func newLimitsSetCmd(g *globals) *cobra.Command {
 				return usageError{err}
 			}
 			return g.withPlanes(cmd, func(ctx context.Context, pl *planes) error {
-				if err := pl.adm.SetConfig(ctx, scope, cfg, pl.who...); err != nil {
+				if err := pl.adm.SetLimits(ctx, scope, cfg, pl.who...); err != nil {
 					return err
 				}
 				return g.printConfig(scope, cfg)
@@ -112,7 +112,7 @@ func newLimitsGetCmd(g *globals) *cobra.Command {
 				return err
 			}
 			return g.withPlanes(cmd, func(ctx context.Context, pl *planes) error {
-				cfg, err := pl.adm.GetConfig(ctx, scope)
+				cfg, err := pl.adm.GetLimits(ctx, scope)
 				if err != nil {
 					return err
 				}
@@ -136,7 +136,7 @@ func newLimitsDeleteCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return g.withPlanes(cmd, func(ctx context.Context, pl *planes) error { return pl.adm.DeleteConfig(ctx, scope, pl.who...) })
+			return g.withPlanes(cmd, func(ctx context.Context, pl *planes) error { return pl.adm.DeleteLimits(ctx, scope, pl.who...) })
 		},
 	}
 	f.add(cmd)
@@ -259,7 +259,7 @@ func plan(ctx context.Context, pl *planes, desired []desiredScope) ([]change, er
 	}
 	out := make([]change, 0, len(desired))
 	for _, d := range desired {
-		cur, err := pl.adm.GetConfig(ctx, d.scope)
+		cur, err := pl.adm.GetLimits(ctx, d.scope)
 		exists := err == nil
 		if err != nil && !errors.Is(err, model.ErrNotFound) {
 			return nil, err
@@ -372,9 +372,9 @@ func (g *globals) apply(ctx context.Context, pl *planes, changes []change) error
 		var err error
 		switch c.Action {
 		case "create", "update":
-			err = pl.adm.SetConfig(ctx, c.scope, c.cfg, pl.who...)
+			err = pl.adm.SetLimits(ctx, c.scope, c.cfg, pl.who...)
 		case "delete":
-			err = pl.adm.DeleteConfig(ctx, c.scope, pl.who...)
+			err = pl.adm.DeleteLimits(ctx, c.scope, pl.who...)
 		default:
 			continue
 		}

@@ -29,7 +29,7 @@ func TestReconcileOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	for range 2 {
-		if _, err := past.Acquire(ctx, "job", "emr", tollgate.Consume{"slots": 1}, slots, tollgate.WithLeaseExpiry(time.Minute)); err != nil {
+		if _, err := past.Acquire(ctx, "job", "emr", tollgate.Consume{"slots": 1}, slots, tollgate.WithLeaseTTL(time.Minute)); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -91,7 +91,7 @@ reserved limit (and any other limits to debit with it). Reserving an id
 the same entity and resource hold already changes nothing; an id another
 entity or resource holds is a conflict.`,
 		Example: "  tollgate reservations reserve j-2AXXXXXXGAPLF -e team-a -r emr -c clusters=1\n" +
-			"  tollgate reservations reserve sbx-42 -e team-a -r sandbox -c sandboxes=1 --expiry 8h",
+			"  tollgate reservations reserve sbx-42 -e team-a -r sandbox -c sandboxes=1 --ttl 8h",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			limits, err := f.parsedLimits()
@@ -99,7 +99,7 @@ entity or resource holds is a conflict.`,
 				return err
 			}
 			if expiry < 0 {
-				return usageError{fmt.Errorf("--expiry %v: must not be negative", expiry)}
+				return usageError{fmt.Errorf("--ttl %v: must not be negative", expiry)}
 			}
 			return g.withPlanes(cmd, func(ctx context.Context, pl *planes) error {
 				r, err := pl.lim.Reserve(ctx, f.entity, f.resource, args[0], f.consume, reserveOptions(limits, expiry, pl.who)...)
@@ -116,7 +116,10 @@ entity or resource holds is a conflict.`,
 		},
 	}
 	f.add(cmd, true)
-	daysVar(cmd.Flags(), &expiry, "expiry", 0, "release it after this long unless released before (a reconciler does); default never")
+	daysVar(cmd.Flags(), &expiry, "ttl", 0, "release it after this long unless released before (a reconciler does); default never")
+	// --expiry is the flag's name of one release ago.
+	daysVar(cmd.Flags(), &expiry, "expiry", 0, "")
+	_ = cmd.Flags().MarkDeprecated("expiry", "use --ttl")
 	return cmd
 }
 
@@ -283,7 +286,7 @@ func (g *globals) printEventStats(st events.Stats) error {
 func reserveOptions(limits []tollgate.Limit, expiry time.Duration, who []tollgate.WriteOption) []tollgate.AcquireOption {
 	opts := append(withLimits(limits), tollgate.WithAudit(who...))
 	if expiry != 0 {
-		opts = append(opts, tollgate.WithLeaseExpiry(expiry))
+		opts = append(opts, tollgate.WithLeaseTTL(expiry))
 	}
 	return opts
 }

@@ -97,7 +97,7 @@ func testReservationsCommands(t *testing.T, want target) {
 		want []string // team-a's reservations after the step
 	}{
 		{"reserve j-1", func() string { return reserve(ExitOK, "j-1") }, []string{"j-1"}},
-		{"reserve j-2 with an expiry", func() string { return reserve(ExitOK, "j-2", "--expiry", "8h") }, []string{"j-1", "j-2"}},
+		{"reserve j-2 with an expiry", func() string { return reserve(ExitOK, "j-2", "--ttl", "8h") }, []string{"j-1", "j-2"}},
 		{"j-1 again: the same", func() string { return reserve(ExitOK, "j-1") }, []string{"j-1", "j-2"}},
 		{"j-3: full", func() string { return reserve(ExitRateLimited, "j-3") }, []string{"j-1", "j-2"}},
 		{"j-1 for another entity", func() string {

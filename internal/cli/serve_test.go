@@ -291,7 +291,7 @@ func expiredLease(t *testing.T, path string) string {
 		t.Fatal(err)
 	}
 	le, err := lim.Acquire(context.Background(), "k", "jobs", tollgate.Consume{"slots": 1},
-		tollgate.WithLimits(tollgate.ConcurrencyLimit("slots", 1)), tollgate.WithLeaseExpiry(time.Hour))
+		tollgate.WithLimits(tollgate.ConcurrencyLimit("slots", 1)), tollgate.WithLeaseTTL(time.Hour))
 	if err != nil {
 		t.Fatal(err)
 	}

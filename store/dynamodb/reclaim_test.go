@@ -74,7 +74,7 @@ func victim(s *Store) int {
 	var held []*tollgate.Lease
 	for len(held) < reclaimHeld {
 		le, err := lim.Acquire(ctx, "job", "emr", tollgate.Consume{"slots": 1},
-			tollgate.WithLimits(reclaimLimit), tollgate.WithLeaseExpiry(reclaimExpiry))
+			tollgate.WithLimits(reclaimLimit), tollgate.WithLeaseTTL(reclaimExpiry))
 		if err != nil {
 			fmt.Println("error:", err)
 			return 1
@@ -101,7 +101,7 @@ func survive(s *Store, until time.Time) reclaimResult {
 		wg.Go(func() {
 			for time.Now().Before(until) {
 				le, err := lim.Acquire(ctx, "job", "emr", tollgate.Consume{"slots": 1},
-					tollgate.WithLimits(reclaimLimit), tollgate.WithLeaseExpiry(time.Minute))
+					tollgate.WithLimits(reclaimLimit), tollgate.WithLeaseTTL(time.Minute))
 				switch {
 				case err == nil:
 					grants.Add(1)

@@ -59,10 +59,10 @@ func setUp(ctx context.Context, s store.Store) error {
 		}
 	}
 	cfg := tollgate.Config{Limits: []tollgate.Limit{scenarioLimit}}
-	if err := adm.SetConfig(ctx, tollgate.ResourceScope("api"), cfg); err != nil {
+	if err := adm.SetLimits(ctx, tollgate.ResourceScope("api"), cfg); err != nil {
 		return err
 	}
-	return adm.SetConfig(ctx, tollgate.EntityScope("org", ""), cfg)
+	return adm.SetLimits(ctx, tollgate.EntityScope("org", ""), cfg)
 }
 
 // checkSetUp fails the test unless everything setUp wrote is in s.
