@@ -171,6 +171,64 @@ class LimitsTest(ServerTest):
         self.assertEqual([e.action for e in more], ["config.set"])
         self.assertEqual(more[0].details.get("limits"), "rpm:5/min")
 
+    def test_per_call_principal_replaces_the_clients(self):
+        c = support.client(principal="ops-team")
+        entity, resource = uid("org"), uid("res")
+        c.create_entity(entity, principal="alice")
+        c.set_limits(["rpm:5", "slots:2/reserved"], entity=entity)  # the client's principal
+        c.update_entity(entity, name="Acme", principal="bob")
+        c.set_limits(["rpm:5"], entity=entity, resource=resource, principal="carol")
+        c.delete_limits(entity=entity, resource=resource, principal="dave")
+        c.penalize(entity, resource, ["rpm"], retry_after=1, principal="erin")
+        c.reset(entity, resource, principal="frank")
+        c.reserve(entity, resource, uid("j"), principal="grace")
+        rid = uid("j")
+        c.reserve(entity, resource, rid)
+        c.release(rid, principal="heidi")
+        lease = c.acquire(entity, resource, {"rpm": 1})
+        lease.penalize(["rpm"], retry_after=1, principal="ivan")
+        lease.rollback()
+        events = []
+        after = ""
+        while True:
+            page, after = self.client.audit_events(entity, after=after)
+            events += page
+            if not after:
+                break
+        self.assertEqual([(e.action, e.principal) for e in events], [
+            ("entity.create", "alice"),
+            ("config.set", "ops-team"),
+            ("entity.update", "bob"),
+            ("config.set", "carol"),
+            ("config.delete", "dave"),
+            ("limit.penalize", "erin"),
+            ("limit.reset", "frank"),
+            ("reservation.reserve", "grace"),
+            ("reservation.reserve", "ops-team"),
+            ("reservation.release", "heidi"),
+            ("limit.penalize", "ivan"),
+        ])
+        c.delete_entity(entity, principal="judy")
+        events, _ = self.client.audit_events(entity, after=events[-1].id)
+        self.assertEqual([(e.action, e.principal) for e in events], [("entity.delete", "judy")])
+
+    def test_per_call_principal_is_checked_before_the_call(self):
+        entity = uid("org")
+        for bad in ("x" * 257, "a\r\nX-Evil: 1", 7):
+            with self.subTest(principal=bad):
+                with self.assertRaises(tollgate.ValidationError) as cm:
+                    self.client.create_entity(entity, principal=bad)
+                self.assertEqual(cm.exception.field, "principal")
+                self.assertIsNone(cm.exception.status)  # no call
+        with self.assertRaises(tollgate.EntityNotFound):
+            self.client.get_entity(entity)
+        self.client.create_entity(entity, principal="é" * 128)  # 256 bytes: the most
+        events, _ = self.client.audit_events(entity)
+        self.assertEqual([(e.action, e.principal) for e in events], [("entity.create", "é" * 128)])
+        support.client(principal="ops-é").delete_entity(entity)  # the client's, sent as UTF-8 too
+        events, _ = self.client.audit_events(entity, after=events[-1].id)
+        self.assertEqual([(e.action, e.principal) for e in events], [("entity.delete", "ops-é")])
+
     def test_usage_and_capacity(self):
         resource = self.limits_resource(["rpm:10"])
         self.client.acquire_and_commit(uid("key"), resource, {"rpm": 2})
@@ -209,7 +267,7 @@ class NamespacesTest(ServerTest):
 
         lease = team.acquire(uid("key"), uid("res"), {"rpm": 1}, limits=["rpm:3"])
         with self.assertRaises(tollgate.LeaseNotFound):
-            self.client.get_lease(lease.id)  # another namespace's lease
+            self.client.resume_lease(lease.id)  # another namespace's lease
 
         self.client.delete_namespace(name)
         self.assertIsNotNone(self.client.get_namespace(name).deleted_at)

@@ -104,7 +104,7 @@ class ServerErrorsTest(ServerTest):
             self.client.get_entity(uid("ghost"))
         self.assertEqual((cm.exception.status, cm.exception.reason), (404, "entity_not_found"))
         with self.assertRaises(tollgate.LeaseNotFound):
-            self.client.get_lease("0" * 32)
+            self.client.resume_lease("0" * 32)
         with self.assertRaises(tollgate.NotFound) as cm:
             self.client.get_limits(resource=uid("nothing-stored"))
         self.assertEqual(cm.exception.reason, "not_found")

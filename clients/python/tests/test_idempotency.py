@@ -193,7 +193,7 @@ class EndedLeaseTest(ServerTest):
         resource = self.limits_resource(["rpm:10"])
         entity = uid("key")
         lease = self.client.acquire(entity, resource, {"rpm": 1})
-        second, third = self.client.get_lease(lease.id), support.client().get_lease(lease.id)
+        second, third = self.client.resume_lease(lease.id), support.client().resume_lease(lease.id)
         lease.commit()
         second.commit()  # committed already: answered as the first commit
         self.assertEqual(second.state, "committed")
@@ -208,7 +208,7 @@ class EndedLeaseTest(ServerTest):
         with self.assertRaises(tollgate.LeaseClosed):
             third.rollback()  # no call now
         with self.assertRaises(tollgate.LeaseEnded) as cm:
-            self.client.get_lease(lease.id)
+            self.client.resume_lease(lease.id)
         self.assertEqual(cm.exception.ended, "committed")
         self.assertEqual(self.available(entity, resource), {"rpm": 9})
 
@@ -216,7 +216,7 @@ class EndedLeaseTest(ServerTest):
         resource = self.limits_resource(["rpm:10"])
         entity = uid("key")
         lease = self.client.acquire(entity, resource, {"rpm": 1})
-        second, third, fourth = (self.client.get_lease(lease.id) for _ in range(3))
+        second, third, fourth = (self.client.resume_lease(lease.id) for _ in range(3))
         lease.rollback()
         second.rollback()  # rolled back already: done
         self.assertEqual(second.state, "rolled_back")

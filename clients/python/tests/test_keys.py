@@ -91,6 +91,20 @@ class KeysTest(unittest.TestCase):
         self.assertIsInstance(cm.exception, tollgate.NotFound)
         self.assertEqual((cm.exception.status, cm.exception.reason), (404, "key_not_found"))
 
+    def test_a_key_is_the_principal_whatever_the_call_says(self):
+        # With API keys the server records the key's name; a per-call
+        # principal is sent but does not replace it.
+        name = uid("audited")
+        self.admin.create_key(name, "read", principal="someone-else")
+        self.admin.revoke_key(name, principal="someone-else")
+        events, after = [], None
+        while True:
+            page, after = self.admin.audit_events(after=after or "")
+            events += [e for e in page if e.details.get("name") == name]
+            if not after:
+                break
+        self.assertEqual([(e.action, e.principal) for e in events], [("key.create", "ops"), ("key.revoke", "ops")])
+
     def test_list_pages(self):
         prefix = uid("page") + "-"
         names = [prefix + c for c in "abc"]

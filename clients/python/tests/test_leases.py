@@ -83,7 +83,7 @@ class AcquireTest(ServerTest):
         resource = self.limits_resource(["rpm:10", "tpm:1000/day"])
         entity = uid("key")
         lease = self.client.acquire(entity, resource, {"rpm": 1, "tpm": 10})
-        other = support.client().get_lease(lease.id)
+        other = support.client().resume_lease(lease.id)
         self.assertEqual((other.entity, other.resource, other.consumed), (entity, resource, {"rpm": 1, "tpm": 10}))
         other.adjust({"tpm": 5})
         lease.refresh()
@@ -98,7 +98,20 @@ class AcquireTest(ServerTest):
         self.assertEqual(cm.exception.ended, "committed")
         self.assertTrue(lease.closed)
         with self.assertRaises(tollgate.LeaseEnded):
-            self.client.get_lease(lease.id)
+            self.client.resume_lease(lease.id)
+
+    def test_get_lease_is_a_deprecated_alias_of_resume_lease(self):
+        resource = self.limits_resource(["rpm:10"])
+        entity = uid("key")
+        lease = self.client.acquire(entity, resource, {"rpm": 2})
+        with self.assertWarns(DeprecationWarning) as cm:
+            other = self.client.get_lease(lease.id)
+        self.assertIn("resume_lease", str(cm.warning))
+        self.assertEqual(cm.filename, __file__)  # points at the caller
+        self.assertIsInstance(other, tollgate.Lease)
+        self.assertEqual((other.id, other.entity, other.resource, other.consumed), (lease.id, entity, resource, {"rpm": 2}))
+        other.commit()
+        self.assertEqual(self.available(entity, resource), {"rpm": 8})
 
     def test_forgotten_lease_is_lease_not_found_and_closed(self):
         # A lease the server never granted (or has forgotten): 404, an

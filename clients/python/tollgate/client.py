@@ -6,6 +6,7 @@ import math
 import ssl
 import time
 import urllib.parse
+import warnings
 from datetime import datetime
 from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, TypeVar, Union
 
@@ -54,6 +55,10 @@ V1 = "/v1"
 #: The roles of an API key, for create_key.
 _ROLES = ("acquire", "read", "admin")
 
+#: The longest principal the server records, in bytes (UTF-8).
+MAX_PRINCIPAL_LEN = 256
+PRINCIPAL_HEADER = "X-Tollgate-Principal"
+
 F = TypeVar("F", bound=Callable[..., Any])
 
 
@@ -79,7 +84,10 @@ class Client:
             without it the server uses "default", or the API key's namespace.
         timeout: bounds each call in seconds (default 10); None for no bound.
         principal: recorded as the author of changes in audit events when the
-            server has no API keys (X-Tollgate-Principal).
+            server has no API keys (X-Tollgate-Principal). Every call that
+            writes an audited change also takes ``principal=``, which
+            replaces this one for that call (a server with API keys records
+            the key's name instead).
         user_agent: the User-Agent header.
         ssl_context: for https servers with a private CA, client certificates.
         proxies: as urllib.request.ProxyHandler; None takes them from the
@@ -124,7 +132,7 @@ class Client:
         if self.namespace:
             headers["X-Tollgate-Namespace"] = self.namespace
         if principal:
-            headers["X-Tollgate-Principal"] = principal
+            headers[PRINCIPAL_HEADER] = _header_value(principal)
         self._http = Transport(self.base_url, headers, self.timeout, ssl_context, proxies)
         self._keys = bool(idempotency_keys)
 
@@ -132,8 +140,13 @@ class Client:
         return f"Client({self.base_url!r}, namespace={self.namespace!r})"
 
     def _call(self, method: str, path: str, *, query: Query = None, body: Any = None,
-              timeout: Optional[float] = None, route: str = "", retry: Optional[bool] = None) -> Tuple[int, Any]:
-        return self._http.call(method, path, query=query, body=body, timeout=timeout, route=route, retry=retry)
+              timeout: Optional[float] = None, route: str = "", retry: Optional[bool] = None,
+              principal: Optional[str] = None) -> Tuple[int, Any]:
+        """Send a request; principal, unless None or empty, replaces the
+        client's X-Tollgate-Principal for this call."""
+        a = self._http.send(method, path, query=query, body=body, timeout=timeout, route=route, retry=retry,
+                            headers=_principal_header(principal))
+        return a.status, a.data
 
     # ------------------------------------------------------------------
     # Acquire and leases
@@ -291,21 +304,28 @@ class Client:
             raise E.BadResponse("no retry_after_ms in the answer: a server older than this client")
         return ms / 1000.0
 
-    def get_lease(self, lease_id: str) -> Lease:
+    def resume_lease(self, lease_id: str) -> Lease:
         """A handle on an open lease by its id, e.g. one another process
-        acquired: any server over the same store serves it. Its statuses are
-        empty (the server keeps only what the lease consumed). Raises
-        LeaseEnded (ended says how) if the lease has ended, LeaseNotFound if
-        the server never granted it here, has forgotten it, or its expiry
-        has passed."""
+        acquired: any server over the same store serves it (as the Go
+        client's ResumeLease). Its statuses are empty (the server keeps only
+        what the lease consumed). Raises LeaseEnded (ended says how) if the
+        lease has ended, LeaseNotFound if the server never granted it here,
+        has forgotten it, or its expiry has passed."""
         answer = self._lease_call("GET", lease_id, None)
         d = _obj(answer, "lease")
         return Lease(self, _str(d, "entity"), _str(d, "resource"), d)
 
-    def _lease_call(self, method: str, lease_id: str, action: Optional[str], body: Any = None) -> Any:
+    def get_lease(self, lease_id: str) -> Lease:
+        """Deprecated: use resume_lease, which this calls (kept for one
+        release; it warns with a DeprecationWarning)."""
+        warnings.warn("Client.get_lease is deprecated: use resume_lease", DeprecationWarning, stacklevel=2)
+        return self.resume_lease(lease_id)
+
+    def _lease_call(self, method: str, lease_id: str, action: Optional[str], body: Any = None,
+                    principal: Optional[str] = None) -> Any:
         path = V1 + "/leases/" + seg(lease_id) + ("/" + action if action else "")
         # Every lease call but an adjust (which adds up) may be sent again.
-        _, answer = self._call(method, path, body=body, route="lease", retry=action != "adjust")
+        _, answer = self._call(method, path, body=body, route="lease", retry=action != "adjust", principal=principal)
         return answer
 
     # ------------------------------------------------------------------
@@ -321,6 +341,7 @@ class Client:
         limits: Optional[Sequence[str]] = None,
         on_unavailable: Optional[str] = None,
         ttl: Optional[Duration] = None,
+        principal: Optional[str] = None,
     ) -> Reserved:
         """Reserve resource id (an EMR cluster, a GPU job) for entity and
         resource: take 1 of each reserved limit consume names (None: 1 of
@@ -331,7 +352,8 @@ class Client:
         The same id held by the same entity and resource is the same
         reservation (``Reserved.new`` is False, nothing debited again); held
         by another it raises ReservationConflict. A full reserved limit
-        raises RateLimitExceeded."""
+        raises RateLimitExceeded. principal, if given, is recorded in the
+        reservation.reserve audit event instead of the client's."""
         body: Dict[str, Any] = {"entity": entity, "resource": resource, "id": id}
         c = consume_body(consume)
         if c:
@@ -345,15 +367,16 @@ class Client:
         ms = ttl_ms(ttl, "ttl_ms")
         if ms is not None:
             body["ttl_ms"] = ms
-        status, answer = self._call("POST", V1 + "/reservations", body=body, route="reservation")
+        status, answer = self._call("POST", V1 + "/reservations", body=body, route="reservation", principal=principal)
         return Reserved.from_answer(answer, new=(status == 201))
 
-    def release(self, id: str) -> None:
+    def release(self, id: str, *, principal: Optional[str] = None) -> None:
         """End the reservation of resource id, whoever holds it: its reserved
         tokens come back. Raises ReservationNotFound (a LeaseNotFound) if the
         id holds none; a caller releasing on a repeated event can treat that
-        as done."""
-        self._call("DELETE", V1 + "/reservations/" + seg(id), route="reservation")
+        as done. principal, if given, is recorded in the audit event instead
+        of the client's."""
+        self._call("DELETE", V1 + "/reservations/" + seg(id), route="reservation", principal=principal)
 
     def get_reservation(self, id: str) -> Reservation:
         """The reservation of resource id, found by the id alone; raises
@@ -408,26 +431,30 @@ class Client:
         retry_after: Optional[Duration] = None,
         until: Optional[datetime] = None,
         reason: str = "",
+        principal: Optional[str] = None,
     ) -> None:
         """Empty the named rate limits of entity and resource for retry_after
         (seconds or timedelta, from the server's clock: pass the vendor's
         Retry-After as it came) or until a time (at most 24 h ahead), for
         every process sharing the server's store: what to do when a vendor
-        answers 429. Acquires before then raise RateLimitExceeded."""
-        self._penalize_body(entity, resource, penalty_body(limits, retry_after, until, reason))
+        answers 429. Acquires before then raise RateLimitExceeded. Recorded
+        in the audit log (``limit.penalize``) with reason and principal (if
+        given, instead of the client's)."""
+        self._penalize_body(entity, resource, penalty_body(limits, retry_after, until, reason), principal)
 
-    def _penalize_body(self, entity: str, resource: str, body: Dict[str, Any]) -> None:
-        self._call("POST", V1 + "/penalize", body=dict(body, entity=entity, resource=resource))
+    def _penalize_body(self, entity: str, resource: str, body: Dict[str, Any], principal: Optional[str] = None) -> None:
+        self._call("POST", V1 + "/penalize", body=dict(body, entity=entity, resource=resource), principal=principal)
 
-    def reset(self, entity: str, resource: str, *, limits: Optional[Sequence[str]] = None, reason: str = "") -> None:
+    def reset(self, entity: str, resource: str, *, limits: Optional[Sequence[str]] = None, reason: str = "",
+              principal: Optional[str] = None) -> None:
         """Refill rate limits of entity's bucket for resource to capacity,
         for every process sharing the server's store: lift a penalty, forgive
         debt and consumption. limits names the limits to refill (None: every
         refilling limit the bucket holds); a concurrency or reserved limit,
         or one the bucket does not hold, raises ValidationError (field
         "limits"). Only the entity's own bucket is refilled, not its cascade
-        ancestors'. Recorded in the audit log (``limit.reset``) with reason.
-        With API keys: an admin key's call (one confined to an entity resets
+        ancestors'. Recorded in the audit log (``limit.reset``) with reason
+        and principal (if given, instead of the client's). With API keys: an admin key's call (one confined to an entity resets
         its entities only: else Forbidden, field "entity")."""
         body: Dict[str, Any] = {"entity": entity, "resource": resource}
         lim = limits_list(limits)
@@ -438,7 +465,7 @@ class Client:
             body["limits"] = lim
         if reason:
             body["reason"] = reason
-        self._call("POST", V1 + "/reset", body=body)
+        self._call("POST", V1 + "/reset", body=body, principal=principal)
 
     # ------------------------------------------------------------------
     # Entities
@@ -451,11 +478,14 @@ class Client:
         parent_id: str = "",
         cascade: bool = False,
         metadata: Optional[Mapping[str, str]] = None,
+        principal: Optional[str] = None,
     ) -> Entity:
         """Create an entity; returns it as stored. Raises EntityExists if
-        the id is taken, EntityNotFound if the parent does not exist."""
+        the id is taken, EntityNotFound if the parent does not exist.
+        principal, if given, is recorded in the audit event instead of the
+        client's (as on every call that writes)."""
         e = Entity(id=id, name=name, parent_id=parent_id, cascade=cascade, metadata=dict(metadata or {}))
-        _, answer = self._call("POST", V1 + "/entities", body=e.to_json())
+        _, answer = self._call("POST", V1 + "/entities", body=e.to_json(), principal=principal)
         return Entity.from_json(answer)
 
     def get_entity(self, id: str) -> Entity:
@@ -463,10 +493,10 @@ class Client:
         _, answer = self._call("GET", V1 + "/entities/" + seg(id))
         return Entity.from_json(answer)
 
-    def delete_entity(self, id: str) -> None:
+    def delete_entity(self, id: str, *, principal: Optional[str] = None) -> None:
         """Remove the entity, its stored limits and its buckets; EntityNotFound
         if there is none."""
-        self._call("DELETE", V1 + "/entities/" + seg(id))
+        self._call("DELETE", V1 + "/entities/" + seg(id), principal=principal)
 
     def list_entities(self, after: str = "", limit: int = 100) -> Tuple[List[Entity], Optional[str]]:
         """One page of the namespace's entities, sorted by id: (entities,
@@ -501,6 +531,7 @@ class Client:
         parent_id: Optional[str] = None,
         cascade: Optional[bool] = None,
         metadata: Optional[Mapping[str, str]] = None,
+        principal: Optional[str] = None,
     ) -> Entity:
         """Change an entity (PATCH /v1/entities/{id}); returns it as stored.
         Only the arguments given are sent; None keeps the stored value.
@@ -532,7 +563,7 @@ class Client:
                 raise E.ValidationError("invalid metadata: want a mapping of strings to strings, or None to keep it",
                                         field="metadata", value=repr(metadata)[:80])
             body["metadata"] = dict(metadata)
-        _, answer = self._call("PATCH", V1 + "/entities/" + seg(id), body=body)
+        _, answer = self._call("PATCH", V1 + "/entities/" + seg(id), body=body, principal=principal)
         return Entity.from_json(answer)
 
     def children(self, id: str) -> List[Entity]:
@@ -569,6 +600,7 @@ class Client:
         entity: Optional[str] = None,
         resource: Optional[str] = None,
         on_unavailable: Optional[str] = None,
+        principal: Optional[str] = None,
     ) -> LimitsConfig:
         """Replace the limits at one level (see get_limits), e.g.
         ``set_limits(["rpm:3", "tpm:10000/min:15000"], resource="openai/gpt-4o")``.
@@ -579,13 +611,14 @@ class Client:
         if m:
             body["on_unavailable"] = m
         path, q = self._scope(entity, resource)
-        _, answer = self._call("PUT", path, query=q, body=body)
+        _, answer = self._call("PUT", path, query=q, body=body, principal=principal)
         return LimitsConfig.from_json(answer)
 
-    def delete_limits(self, *, entity: Optional[str] = None, resource: Optional[str] = None) -> None:
+    def delete_limits(self, *, entity: Optional[str] = None, resource: Optional[str] = None,
+                      principal: Optional[str] = None) -> None:
         """Remove the limits at one level; NotFound if none were stored."""
         path, q = self._scope(entity, resource)
-        self._call("DELETE", path, query=q)
+        self._call("DELETE", path, query=q, principal=principal)
 
     def list_limits(self, after: str = "", limit: int = 100) -> Tuple[List[ScopedLimits], Optional[str]]:
         """One page of every configuration stored in the namespace, in order:
@@ -682,6 +715,7 @@ class Client:
         entity: Optional[str] = None,
         allow_limits: bool = False,
         expires_in: Optional[Duration] = None,
+        principal: Optional[str] = None,
     ) -> CreatedKey:
         """Create an API key of the client's namespace, kept in the store (its
         hash only) and honoured by every server over it; returns it with its
@@ -714,7 +748,7 @@ class Client:
                 raise E.ValidationError("invalid expires_in_s: must be positive, or None for a key that works until revoked",
                                         field="expires_in_s", value=str(expires_in)[:80])
             body["expires_in_s"] = int(math.ceil(s))
-        _, answer = self._call("POST", V1 + "/keys", body=body)
+        _, answer = self._call("POST", V1 + "/keys", body=body, principal=principal)
         return CreatedKey.from_json(answer)
 
     def list_keys(self, *, after: Optional[str] = None, limit: Optional[int] = None) -> Tuple[List[KeyInfo], Optional[str]]:
@@ -742,14 +776,14 @@ class Client:
             if not after:
                 return
 
-    def revoke_key(self, name: str) -> None:
+    def revoke_key(self, name: str, *, principal: Optional[str] = None) -> None:
         """Delete the stored API key named name: the server refuses it at once
         (Unauthorized), every other server over the store within its refresh
         interval. Raises KeyNotFound if there is no such key."""
         if not isinstance(name, str) or not name:
             raise E.ValidationError("invalid name: the key's name must be a non-empty string", field="name",
                                     value=repr(name)[:80])
-        self._call("DELETE", V1 + "/keys/" + seg(name))
+        self._call("DELETE", V1 + "/keys/" + seg(name), principal=principal)
 
     # ------------------------------------------------------------------
     # Namespace registry (with API keys: an admin key for namespace "*")
@@ -824,6 +858,28 @@ class Client:
         naming one of them. See :func:`tollgate.rate_limit`."""
         return rate_limit(self, entity=entity, resource=resource, consume=consume, wait=wait,
                           limits=limits, on_unavailable=on_unavailable, lease_ttl=lease_ttl)
+
+
+def _principal_header(principal: Optional[str]) -> Optional[Dict[str, str]]:
+    """The header of a call's own principal: None (or "") keeps the
+    client's. At most MAX_PRINCIPAL_LEN bytes, no control characters."""
+    if principal is None or principal == "":
+        return None
+    if not isinstance(principal, str):
+        raise E.ValidationError("invalid principal: want a string, or None for the client's", field="principal",
+                                value=repr(principal)[:80])
+    if len(principal.encode("utf-8")) > MAX_PRINCIPAL_LEN:
+        raise E.ValidationError(f"invalid principal: longer than {MAX_PRINCIPAL_LEN} bytes", field="principal",
+                                value=principal[:80])
+    if any(ord(c) < 0x20 or ord(c) == 0x7F for c in principal):
+        raise E.ValidationError("invalid principal: no control characters", field="principal", value=repr(principal)[:80])
+    return {PRINCIPAL_HEADER: _header_value(principal)}
+
+
+def _header_value(v: str) -> str:
+    """v as http.client sends its UTF-8 bytes (it encodes header values as
+    Latin-1), as the Go client does."""
+    return v.encode("utf-8").decode("latin-1")
 
 
 def _namespace_opt(ns: Optional[str]) -> Optional[str]:

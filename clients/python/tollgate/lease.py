@@ -150,18 +150,20 @@ class Lease:
         retry_after: Optional[Duration] = None,
         until: Optional[datetime] = None,
         reason: str = "",
+        principal: Optional[str] = None,
     ) -> None:
         """Empty the named rate limits of the lease's entity and resource for
         retry_after (seconds or timedelta, from the server's now) or until a
         time, as Client.penalize does, looking the limits up among those the
-        lease was acquired with. The lease stays open. A degraded lease
-        penalizes through Client.penalize."""
+        lease was acquired with; principal, if given, is recorded in the
+        audit event instead of the client's. The lease stays open. A
+        degraded lease penalizes through Client.penalize."""
         body = penalty_body(limits, retry_after, until, reason)
         if self.degraded:
             self._check_open()
-            self._client._penalize_body(self.entity, self.resource, body)
+            self._client._penalize_body(self.entity, self.resource, body, principal)
             return
-        self._call("penalize", body)
+        self._call("penalize", body, principal=principal)
 
     def refresh(self) -> None:
         """Read the lease as the server has it now (consumed, expiry). A
@@ -208,10 +210,11 @@ class Lease:
         if self.closed:
             raise E.LeaseClosed(f"lease {self.id}: lease closed", code="lease_closed")
 
-    def _call(self, action: Optional[str], body: Any, method: str = "POST") -> Dict[str, Any]:
+    def _call(self, action: Optional[str], body: Any, method: str = "POST",
+              principal: Optional[str] = None) -> Dict[str, Any]:
         self._check_open()
         try:
-            answer = self._client._lease_call(method, self.id, action, body)
+            answer = self._client._lease_call(method, self.id, action, body, principal)
         except E.LeaseNotFound as nf:
             # The lease is over for this handle, whoever ended it.
             self._end(None)

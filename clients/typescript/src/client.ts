@@ -3,7 +3,7 @@
 // (package client).
 
 import { BadResponseError, clampMs, LeaseNotFoundError, RateLimitExceeded, ReservationNotFoundError, ValidationError, type WireLimitStatus, toStatus } from "./errors.js";
-import { type ApiAnswer, type ApiRequest, type Transport, seg, send } from "./http.js";
+import { type ApiAnswer, type ApiRequest, type Transport, principalHeader, principalValue, seg, send } from "./http.js";
 import { Lease, type LeaseHost, type WireAcquire, type WireLease, penaltyBody, toLeaseInfo } from "./lease.js";
 import type {
   AcquireArgs,
@@ -51,8 +51,7 @@ export const purgeTimeoutMs = 10 * 60_000;
 export const defaultUserAgent = "tollgate-ts-client/0.1";
 /** Selects the namespace of a call. */
 export const namespaceHeader = "X-Tollgate-Namespace";
-/** Names the author of changes in audit events when the server has no API keys. */
-export const principalHeader = "X-Tollgate-Principal";
+export { principalHeader };
 
 const namespacePattern = /^[A-Za-z0-9][A-Za-z0-9_.-]*$/;
 
@@ -64,7 +63,11 @@ export interface ClientOptions {
   apiKey?: string | undefined;
   /** Every call works in this namespace (`X-Tollgate-Namespace`); without it, `default` or the API key's. */
   namespace?: string | undefined;
-  /** Recorded as the author of changes in audit events when the server has no API keys. */
+  /**
+   * Recorded as the author of changes in audit events when the server has
+   * no API keys (`X-Tollgate-Principal`, sent as UTF-8). A call's own
+   * `principal` (CallOptions) replaces it for that call.
+   */
   principal?: string | undefined;
   userAgent?: string | undefined;
   /** Bounds each call, reading the answer included (default 10000). `Infinity` leaves only the caller's signal. */
@@ -172,8 +175,8 @@ function asReservationError(err: unknown): never {
   throw err;
 }
 
-function call(opts: CallOptions): Pick<ApiRequest, "signal" | "timeoutMs"> {
-  return { signal: opts.signal, timeoutMs: opts.timeoutMs };
+function call(opts: CallOptions): Pick<ApiRequest, "signal" | "timeoutMs" | "principal"> {
+  return { signal: opts.signal, timeoutMs: opts.timeoutMs, principal: opts.principal };
 }
 
 interface WireEntity {
@@ -305,7 +308,7 @@ export class Client implements LeaseHost {
     const headers: Record<string, string> = { Accept: "application/json", "User-Agent": opts.userAgent ?? defaultUserAgent };
     if (opts.apiKey) headers["Authorization"] = `Bearer ${opts.apiKey}`;
     if (opts.namespace) headers[namespaceHeader] = opts.namespace;
-    if (opts.principal) headers[principalHeader] = opts.principal;
+    if (opts.principal) headers[principalHeader] = principalValue(opts.principal);
     const f = opts.fetch ?? globalThis.fetch;
     if (typeof f !== "function") {
       throw new ValidationError("no fetch: this runtime has no global fetch (Node 18+ has); pass options.fetch", "fetch", "");
@@ -507,11 +510,34 @@ export class Client implements LeaseHost {
 
   /**
    * A lease by id, as its record stands (any server over the store serves
-   * it). One that has ended is a LeaseEndedError saying how; one never
-   * granted here, or forgotten, a LeaseNotFoundError.
+   * it): its info, not a handle (for one, `resumeLease`). One that has
+   * ended is a LeaseEndedError saying how; one never granted here, or
+   * forgotten, a LeaseNotFoundError.
    */
   async getLease(id: string, opts: CallOptions = {}): Promise<LeaseInfo> {
     return toLeaseInfo(await this.#data<WireLease>({ method: "GET", path: `/v1/leases/${seg(id)}`, ...call(opts) }));
+  }
+
+  /**
+   * A handle on an open lease by its id, e.g. one another process acquired:
+   * any server over the same store serves it (as the Go client's
+   * ResumeLease). Adjust, extend, commit or roll it back as one `acquire`
+   * returned; its `statuses` are empty (the server keeps only what the
+   * lease consumed). One that has ended is a LeaseEndedError saying how;
+   * one never granted here, or forgotten, a LeaseNotFoundError.
+   */
+  async resumeLease(id: string, opts: CallOptions = {}): Promise<Lease> {
+    const op = "GET /v1/leases/{id}";
+    const w = await this.#data<WireLease>({ method: "GET", path: `/v1/leases/${seg(id)}`, ...call(opts) });
+    if (typeof w !== "object" || w === null || typeof w.lease_id !== "string" || w.lease_id === "") {
+      throw badShape(op, "lease without a lease id");
+    }
+    if (w.state !== "open") {
+      throw badShape(op, `lease in state ${String(w.state)}, not open`);
+    }
+    const a: WireAcquire = { lease_id: w.lease_id, consumed: w.consumed ?? {} };
+    if (w.expires_at_ms !== undefined) a.expires_at_ms = w.expires_at_ms;
+    return new Lease(this, w.entity ?? "", w.resource ?? "", a);
   }
 
   // --- reservations and penalties --------------------------------------
@@ -562,7 +588,6 @@ export class Client implements LeaseHost {
     );
   }
 
-  /** An entity's reservations (of one resource if given), sorted by id, a page (`limit`, 1 to 1000, default 100) at a time. */
   /**
    * One page of the namespace's open durable leases (every lease the server
    * hands out is durable), of one entity and then of one of its resources
@@ -582,6 +607,7 @@ export class Client implements LeaseHost {
     return page;
   }
 
+  /** An entity's reservations (of one resource if given), sorted by id, a page (`limit`, 1 to 1000, default 100) at a time. */
   async listReservations(
     args: { entity: string; resource?: string | undefined; after?: string | undefined; limit?: number | undefined } & CallOptions,
   ): Promise<ReservationPage> {
@@ -926,7 +952,7 @@ export class Client implements LeaseHost {
     const w = await this.#data<{ deleted?: number }>({
       method: "POST",
       path: `/v1/namespaces/${seg(name)}/purge`,
-      signal: opts.signal,
+      ...call(opts),
       timeoutMs: opts.timeoutMs ?? purgeTimeoutMs,
     });
     return w?.deleted ?? 0;

@@ -2,7 +2,7 @@
 // caller's AbortSignal) and in size (1 MiB of answer), with every failure
 // turned into a TollgateError.
 
-import { BadResponseError, ServerUnreachableError, errorFromResponse } from "./errors.js";
+import { BadResponseError, ServerUnreachableError, ValidationError, errorFromResponse } from "./errors.js";
 
 /** The most of an answer's body the client reads. */
 export const maxResponseBytes = 1 << 20;
@@ -12,6 +12,39 @@ export const maxAttempts = 3;
 
 /** The pauses before the second and the third send, in ms. */
 const retryBackoffMs = [50, 200] as const;
+
+/** Names the author of changes in audit events when the server has no API keys. */
+export const principalHeader = "X-Tollgate-Principal";
+
+/** The longest principal the server records, in bytes (UTF-8). */
+export const maxPrincipalBytes = 256;
+
+/**
+ * A principal as a header value: its UTF-8 bytes, one character each (fetch
+ * sends a header's characters as Latin-1 bytes, and refuses others), so
+ * that the server reads the UTF-8 the Go client sends.
+ */
+export function principalValue(principal: string): string {
+  return String.fromCharCode(...new TextEncoder().encode(principal));
+}
+
+/**
+ * Checks a call's own principal (at most `maxPrincipalBytes` bytes of
+ * UTF-8, no control characters) and returns it as a header value.
+ */
+function checkPrincipal(principal: string): string {
+  if (typeof principal !== "string") {
+    throw new ValidationError("invalid principal: want a string, or leave it out for the client's", "principal", String(principal).slice(0, 80));
+  }
+  const bytes = new TextEncoder().encode(principal).length;
+  if (bytes > maxPrincipalBytes) {
+    throw new ValidationError(`invalid principal: longer than ${maxPrincipalBytes} bytes`, "principal", principal.slice(0, 80));
+  }
+  if (/[\x00-\x1f\x7f]/.test(principal)) {
+    throw new ValidationError("invalid principal: no control characters", "principal", JSON.stringify(principal).slice(0, 80));
+  }
+  return principalValue(principal);
+}
 
 /** What a Client sends every request with. */
 export interface Transport {
@@ -33,6 +66,8 @@ export interface ApiRequest {
   timeoutMs?: number | undefined;
   /** Sent besides the client's own headers. */
   headers?: Record<string, string> | undefined;
+  /** Unless empty, replaces the client's `X-Tollgate-Principal` for this call (checked first: a ValidationError). */
+  principal?: string | undefined;
   /**
    * Whether the call may be sent again when no answer came back (see
    * `send`); default: for a GET. An acquire with an idempotency key, a
@@ -169,6 +204,9 @@ export async function send(t: Transport, req: ApiRequest): Promise<ApiAnswer> {
     url += `?${q}`;
   }
   const headers: Record<string, string> = { ...t.headers, ...req.headers };
+  if (req.principal !== undefined && req.principal !== "") {
+    headers[principalHeader] = checkPrincipal(req.principal);
+  }
   let body: string | undefined;
   if (req.body !== undefined) {
     body = JSON.stringify(req.body);

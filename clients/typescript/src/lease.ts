@@ -83,7 +83,7 @@ export class Lease implements AsyncDisposable {
   #statuses: LimitStatus[];
   #expiresAtMs: number | undefined;
 
-  /** @internal Made by Client.acquire. */
+  /** @internal Made by Client.acquire and Client.resumeLease. */
   constructor(host: LeaseHost, entity: string, resource: string, w: WireAcquire, replayed = false) {
     this.#host = host;
     this.id = w.lease_id ?? "";
@@ -179,8 +179,9 @@ export class Lease implements AsyncDisposable {
    * Empties limits of the lease's entity and resource until a time, as
    * `client.penalize` does (the limits are looked up among those the lease
    * was acquired with): what to do when the vendor called under the lease
-   * answers 429. The lease stays open. A degraded lease penalizes through
-   * `client.penalize`.
+   * answers 429. The lease stays open; `principal`, if given, is recorded
+   * in the audit event instead of the client's. A degraded lease penalizes
+   * through `client.penalize`.
    */
   async penalize(p: Penalty): Promise<void> {
     if (this.degraded) {
@@ -192,7 +193,7 @@ export class Lease implements AsyncDisposable {
   /** The lease as its record in the store stands (GET /v1/leases/{id}). */
   async info(opts: CallOptions = {}): Promise<LeaseInfo> {
     this.#checkOpen();
-    const info = toLeaseInfo((await this.#request({ method: "GET", path: this.#path(""), ...opts })) as WireLease);
+    const info = toLeaseInfo((await this.#request({ method: "GET", path: this.#path(""), signal: opts.signal, timeoutMs: opts.timeoutMs })) as WireLease);
     this.#update(info);
     return info;
   }
@@ -257,7 +258,15 @@ export class Lease implements AsyncDisposable {
 
   async #call(action: string, body: unknown, opts: CallOptions): Promise<LeaseInfo> {
     this.#checkOpen();
-    const req: ApiRequest = { method: "POST", path: this.#path(action), body, signal: opts.signal, timeoutMs: opts.timeoutMs, retry: action !== "adjust" };
+    const req: ApiRequest = {
+      method: "POST",
+      path: this.#path(action),
+      body,
+      signal: opts.signal,
+      timeoutMs: opts.timeoutMs,
+      principal: opts.principal,
+      retry: action !== "adjust",
+    };
     const data = await this.#request(req);
     return data === undefined ? { leaseId: this.id, consumed: this.consumed, state: "open" } : toLeaseInfo(data as WireLease);
   }

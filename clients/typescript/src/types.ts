@@ -49,6 +49,17 @@ export interface CallOptions {
   signal?: AbortSignal | undefined;
   /** Bounds this call (default: the client's `timeoutMs`). */
   timeoutMs?: number | undefined;
+  /**
+   * Who makes this change, recorded in its audit event: sent as
+   * `X-Tollgate-Principal` for this call, replacing the client's
+   * `principal` (absent or `""`: the client's). It matters on the calls
+   * that write an audited change: entities, limits, `penalize` (and a
+   * lease's), `reset`, `reserve`, `release`, `createKey`, `revokeKey`. At
+   * most 256 bytes of UTF-8, no control characters (else a
+   * ValidationError, before any call). A server with API keys records the
+   * key's name instead.
+   */
+  principal?: string | undefined;
 }
 
 /** What `acquire`, `acquireAndCommit`, `wait` and `withLease` take. */

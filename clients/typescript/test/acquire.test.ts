@@ -125,6 +125,51 @@ describe("acquire and leases", () => {
     await lease.rollback();
   });
 
+  test("resumeLease is a handle on an open lease, by its id", async () => {
+    const entity = unique("key");
+    const limits = ["rpm:10", "tpm:1000/day"];
+    const lease = await client.acquire({ entity, resource: "chat", consume: { rpm: 1, tpm: 10 }, limits });
+    const other = new Client({ baseUrl: server.url });
+    const resumed = await other.resumeLease(lease.id);
+    assert.ok(resumed instanceof Lease);
+    assert.equal(resumed.id, lease.id);
+    assert.equal(resumed.entity, entity);
+    assert.equal(resumed.resource, "chat");
+    assert.equal(resumed.state, "open");
+    assert.equal(resumed.degraded, false);
+    assert.equal(resumed.replayed, false);
+    assert.deepEqual(resumed.consumed, { rpm: 1, tpm: 10 });
+    assert.deepEqual(resumed.statuses, []); // the server keeps only what the lease consumed
+    assert.equal(resumed.expiresAtMs, lease.expiresAtMs);
+
+    await resumed.adjust({ tpm: 5 });
+    const committed = await resumed.commit();
+    assert.equal(committed.state, "committed");
+    assert.deepEqual(committed.consumed, { rpm: 1, tpm: 15 });
+    assert.equal(resumed.state, "committed");
+    assert.equal(await balance(entity, "chat", "tpm", limits), 985);
+
+    // The first handle learns from the server that the lease has ended.
+    await assert.rejects(lease.info(), (e: unknown) => e instanceof LeaseEndedError && e.status === 409 && e.ended === "committed");
+    assert.equal(lease.state, "lost");
+    await assert.rejects(client.resumeLease(lease.id), (e: unknown) => e instanceof LeaseEndedError && e.ended === "committed");
+    await assert.rejects(
+      client.resumeLease("0".repeat(32)),
+      (e: unknown) => e instanceof LeaseNotFoundError && !(e instanceof LeaseClosedError) && e.status === 404,
+    );
+
+    // A commit through the first handle, after one through the resumed
+    // handle, is answered as the first commit; a rollback is a LeaseEndedError.
+    const second = await client.acquire({ entity, resource: "chat", consume: { rpm: 1 }, limits });
+    await (await client.resumeLease(second.id)).commit();
+    const again = await second.commit();
+    assert.equal(again.state, "committed");
+    const third = await client.acquire({ entity, resource: "chat", consume: { rpm: 1 }, limits });
+    await (await client.resumeLease(third.id)).commit();
+    await assert.rejects(third.rollback(), (e: unknown) => e instanceof LeaseEndedError && e.ended === "committed");
+    assert.equal(third.state, "lost");
+  });
+
   test("extend moves the expiry", async () => {
     const entity = unique("key");
     const lease = await client.acquire({ entity, resource: "chat", consume: { rpm: 1 }, limits: ["rpm:5"], leaseTtlMs: 2_000 });

@@ -275,6 +275,71 @@ describe("entities and limits", () => {
     assert.equal(firstPage.next, firstPage.events[0]?.id);
   });
 
+  test("a call's own principal replaces the client's in the audit event", async () => {
+    const org = unique("org");
+    const res = unique("res");
+    await client.createEntity({ id: org }, { principal: "alice" });
+    await client.setLimits({ entity: org }, { limits: ["rpm:5", "slots:2/reserved"] }); // the client's: ts-tests
+    await client.updateEntity(org, { name: "Acme" }, { principal: "bob" });
+    await client.setLimits({ entity: org, resource: res }, { limits: ["rpm:5"] }, { principal: "carol" });
+    await client.deleteLimits({ entity: org, resource: res }, { principal: "dave" });
+    await client.penalize({ entity: org, resource: res, limits: ["rpm"], retryAfterMs: 1_000, principal: "erin" });
+    await client.reset({ entity: org, resource: res, principal: "frank" });
+    await client.reserve({ entity: org, resource: res, id: unique("j"), principal: "grace" });
+    const rid = unique("j");
+    await client.reserve({ entity: org, resource: res, id: rid });
+    await client.release(rid, { principal: "heidi" });
+    const lease = await client.acquire({ entity: org, resource: res, consume: { rpm: 1 } });
+    await lease.penalize({ limits: ["rpm"], retryAfterMs: 1_000, principal: "ivan" });
+    await lease.rollback();
+    await client.deleteEntity(org, { principal: "judy" });
+    // A principal in UTF-8, per call and the client's, arrives as it was.
+    const other = unique("org");
+    await client.createEntity({ id: other }, { principal: "é".repeat(128) }); // 256 bytes: the most
+    await new Client({ baseUrl: server.url, principal: "ops-é" }).deleteEntity(other);
+
+    const events = [];
+    for (let after: string | undefined = ""; after !== undefined; ) {
+      const page = await client.auditEvents({ entity: org, after });
+      events.push(...page.events);
+      after = page.next;
+    }
+    assert.deepEqual(
+      events.map((e) => [e.action, e.principal]),
+      [
+        ["entity.create", "alice"],
+        ["config.set", "ts-tests"],
+        ["entity.update", "bob"],
+        ["config.set", "carol"],
+        ["config.delete", "dave"],
+        ["limit.penalize", "erin"],
+        ["limit.reset", "frank"],
+        ["reservation.reserve", "grace"],
+        ["reservation.reserve", "ts-tests"],
+        ["reservation.release", "heidi"],
+        ["limit.penalize", "ivan"],
+        ["entity.delete", "judy"],
+      ],
+    );
+    assert.deepEqual(
+      (await client.auditEvents({ entity: other })).events.map((e) => [e.action, e.principal]),
+      [
+        ["entity.create", "é".repeat(128)],
+        ["entity.delete", "ops-é"],
+      ],
+    );
+
+    // A principal the server would refuse is refused before any call.
+    const bad = unique("org");
+    for (const principal of ["x".repeat(257), "a\r\nX-Evil: 1"]) {
+      await assert.rejects(
+        client.createEntity({ id: bad }, { principal }),
+        (e: unknown) => e instanceof ValidationError && e.field === "principal" && e.status === undefined,
+      );
+    }
+    await assert.rejects(client.getEntity(bad), EntityNotFoundError);
+  });
+
   test("listEntities pages through a namespace's entities", async () => {
     // A namespace of its own, so that the listing holds only these.
     const name = unique("ents");

@@ -112,6 +112,27 @@ describe("stored keys", () => {
     assert.equal(gone.reason, "key_not_found");
   });
 
+  test("with keys, the key is the principal whatever the call says", async () => {
+    // The per-call principal is sent, but a server with API keys records
+    // the key's name.
+    const name = unique("audited");
+    await admin.createKey({ name, role: "read", principal: "someone-else" });
+    await admin.revokeKey(name, { principal: "someone-else" });
+    const events = [];
+    for (let after: string | undefined = ""; after !== undefined; ) {
+      const page = await admin.auditEvents({ after });
+      events.push(...page.events.filter((e) => e.details?.["name"] === name));
+      after = page.next;
+    }
+    assert.deepEqual(
+      events.map((e) => [e.action, e.principal]),
+      [
+        ["key.create", "ops"],
+        ["key.revoke", "ops"],
+      ],
+    );
+  });
+
   test("listKeys pages by name", async () => {
     const prefix = unique("page") + "-";
     const names = ["a", "b", "c"].map((c) => prefix + c);

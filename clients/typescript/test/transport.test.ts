@@ -238,5 +238,12 @@ describe("transport", () => {
       lease_ttl_ms: 1501,
       on_unavailable: "allow",
     });
+
+    // A call's own principal replaces the client's for that call only.
+    await lease.penalize({ limits: ["rpm"], retryAfterMs: 1_000, principal: "alice" });
+    assert.equal(seen?.url, `/tg/v1/leases/${lease.id}/penalize`);
+    assert.equal(seen?.headers["x-tollgate-principal"], "alice");
+    await client.deleteEntity("e", { principal: "" }); // empty: the client's
+    assert.equal(seen?.headers["x-tollgate-principal"], "svc");
   });
 });
