@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -90,4 +91,17 @@ func keyString(it item) string { return getS(it, attrPK) + "\x00" + getS(it, att
 
 func asCond(err error, target **types.ConditionalCheckFailedException) bool {
 	return err != nil && errors.As(err, target)
+}
+
+// parallel runs f(0..n-1) concurrently and waits.
+func parallel(n int, f func(i int)) {
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			f(i)
+		}()
+	}
+	wg.Wait()
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -94,19 +93,6 @@ func (s *Store) compensate(ctx context.Context, ns string, req *store.ConsumeReq
 	return nil
 }
 
-// parallel runs f(0..n-1) concurrently and waits.
-func parallel(n int, f func(i int)) {
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			f(i)
-		}()
-	}
-	wg.Wait()
-}
-
 // transact reads every bucket, decides the request on each, and writes
 // them in one transaction: a bucket that needs no write, but on whose
 // state the grant depends, is a condition check. A cancelled transaction
@@ -143,41 +129,4 @@ func (s *Store) transact(ctx context.Context, ns string, req *store.ConsumeReque
 		return false, fmt.Errorf("dynamodb: cascade transaction: %w", err)
 	}
 	return true, nil
-}
-
-// planRead decides t's request alone on its item, read as old (nil:
-// absent), and plans its write. The outcome (granted, Observed) is set on
-// t: final, if the write is made. A layout other than t's is errReplan.
-func (s *Store) planRead(ns string, t *target, now int64, old item) (*write, error) {
-	img, err := itemImage(old)
-	if err != nil {
-		return nil, err
-	}
-	return s.planImage(ns, t, now, img)
-}
-
-// planImage is planRead from the item's image.
-func (s *Store) planImage(ns string, t *target, now int64, img *image) (*write, error) {
-	b := single(ns, t, now)
-	if img.exists && img.shards != t.shards || !img.exists && (t.shard != 0 || t.shards != 1) {
-		s.shardCounts.store(bucketID{ns, t.key}, img.shards)
-		return nil, errReplan
-	}
-	sim := simulate(img, b, false)
-	for j := range t.req.Limits {
-		t.req.Limits[j].Observed = sim.observed[0][j]
-	}
-	return s.planWrite(b, img, sim), nil
-}
-
-// transactItem turns a write into a transaction item; a write that debits
-// nothing becomes a check of its conditions, as a grant still depends on
-// them.
-func (w *write) transactItem() types.TransactWriteItem {
-	if w.put != nil {
-		return types.TransactWriteItem{Put: &types.Put{
-			TableName: w.put.TableName, Item: w.put.Item, ConditionExpression: w.put.ConditionExpression,
-		}}
-	}
-	return transactUpdate(w.update)
 }

@@ -232,3 +232,26 @@ func (f deltaForm) express(e *expr, d store.Delta) {
 	}
 	e.addN(limitAttr(d.Limit, fieldConsumed), d.Amount)
 }
+
+// withDeltas returns img with deltas ds applied, as their write applies
+// them: a refilling limit's full tick moves by the debit's ticks, a
+// concurrency limit's balance by the amount.
+func (img *image) withDeltas(ds []store.Delta) *image {
+	out := img.clone()
+	for _, d := range ds {
+		i := out.find(d.Limit)
+		if i < 0 {
+			continue
+		}
+		l := &out.limits[i]
+		switch {
+		case l.legacy:
+			return nil // schema 1 deltas change what the image cannot tell
+		case l.refills():
+			l.ft = l.ft.Add(bucket.DebitTicks(d.Amount, l.params))
+		default:
+			l.tk -= d.Amount
+		}
+	}
+	return out
+}

@@ -70,59 +70,10 @@ type Store struct {
 	optErr error
 }
 
-type bucketID struct {
-	ns string
-	k  store.BucketKey
-}
-
 var (
 	_ store.Store        = (*Store)(nil)
 	_ store.ChangeFeeder = (*Store)(nil)
 )
-
-// Option configures a Store. An invalid option value is a
-// *model.ValidationError naming the option and the value, which New and
-// Connect return.
-type Option func(*Store)
-
-// invalid records that option was given a bad value, keeping the first
-// such error for New to return.
-func (s *Store) invalid(option string, value any, reason string) {
-	if s.optErr == nil {
-		s.optErr = model.Invalid("dynamodb option "+option, fmt.Sprint(value), reason)
-	}
-}
-
-// WithSpeculative turns speculation on (the default) or off: with it, a
-// write is planned from the item as this process last saw it (or, for an
-// item not seen, assumed full), with no read. Off, every write reads the
-// item first (1 read + 1 write), and a cascade is one transaction.
-func WithSpeculative(on bool) Option { return func(s *Store) { s.speculative = on } }
-
-// DefaultMaxAttempts is the default of WithMaxAttempts.
-const DefaultMaxAttempts = 16
-
-// WithMaxAttempts bounds how often one operation is tried, in all, when it
-// meets lost races, changed bucket layouts, transaction conflicts or
-// throttled transactions (default DefaultMaxAttempts; at least 1). Retries
-// after the first few lost races back off with jitter, so one operation
-// sleeps at most 5+10+20+40+80+160 ms and then 200 ms per further attempt.
-// Throttling and transport errors of single calls are retried by the SDK's
-// retryer, configured in the aws.Config.
-func WithMaxAttempts(n int) Option {
-	return func(s *Store) {
-		if n < 1 {
-			s.invalid("WithMaxAttempts", n, "must be at least 1")
-			return
-		}
-		s.maxAttempts = n
-	}
-}
-
-// WithoutStreams makes CreateTable create the table without DynamoDB
-// Streams. Only for tests of the backend alone: the aggregator needs the
-// stream, and DynamoDB Local slows down with every stream record it keeps.
-func WithoutStreams() Option { return func(s *Store) { s.noStreams = true } }
 
 // New returns a Store using table through a client made from cfg (region,
 // credentials, endpoint, HTTP client and middleware come from cfg and

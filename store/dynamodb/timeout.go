@@ -39,38 +39,11 @@ import (
 // A call made under a context whose deadline is sooner than the timeout
 // keeps it, and costs no timer.
 
-// DefaultCallTimeout is the default of WithCallTimeout.
-const DefaultCallTimeout = time.Second
-
 // ErrTimeout is wrapped by the error of a call or a wait that the call
 // timeout (WithCallTimeout) ended: DynamoDB did not answer in time. A
 // timed-out write may have been applied: it may have cost the caller
 // tokens, never admitted beyond a limit.
 var ErrTimeout = errors.New("dynamodb: no answer within the call timeout")
-
-// WithCallTimeout bounds how long one DynamoDB API call that reads or
-// writes items may take, the SDK's retries and backoffs included, and how
-// long an acquire waits for this process's earlier writes to the same
-// bucket (default DefaultCallTimeout). When it passes the call fails with
-// an error wrapping ErrTimeout, which the limiter answers in its
-// unavailable mode. 0 turns the bound off (the HTTP client's timeout and
-// the SDK's attempts still bound a call); a negative value is invalid.
-// The table's management (CreateTable, InitTable, CheckTable,
-// DescribeTable, DeleteTable) is not bounded by it.
-//
-// Set it above the store's slowest healthy answer (DynamoDB answers in
-// milliseconds; a throttled call is retried by the SDK with backoffs of up
-// to seconds, which the timeout cuts short) and below what the callers of
-// the limiter wait for.
-func WithCallTimeout(d time.Duration) Option {
-	return func(s *Store) {
-		if d < 0 {
-			s.invalid("WithCallTimeout", d, "must not be negative")
-			return
-		}
-		s.callTimeout = d
-	}
-}
 
 // CallTimeout returns the call timeout (WithCallTimeout).
 func (s *Store) CallTimeout() time.Duration { return s.callTimeout }

@@ -66,38 +66,6 @@ func keptCond(now int64) (string, map[string]string, item) {
 		map[string]string{"#keep": schema.AttrKeepUntil}, item{":now": num(now)}
 }
 
-// leaseCreation returns the transaction items that create req.Lease: the
-// Put of its open record, or of its tombstone if it is born ended, on the
-// condition that its key is free; and, with ReusedID, a ConditionCheck of
-// the other key (ErrLeaseExists if either fails). A reused id must find no
-// open record and no kept tombstone. An id made at random needs no check
-// of the other key: the only record that can have it is one written by a
-// retry of the same request, which is of the same kind, at the same key.
-func (s *Store) leaseCreation(ns string, req *store.ConsumeRequest) ([]types.TransactWriteItem, error) {
-	rec := req.Lease
-	it, err := encodeLease(ns, rec)
-	if err != nil {
-		return nil, err
-	}
-	put := &types.Put{TableName: &s.table, Item: it, ConditionExpression: aws.String("attribute_not_exists(PK)")}
-	items := []types.TransactWriteItem{{Put: put}}
-	if !req.ReusedID {
-		return items, nil
-	}
-	cond, names, vals := keptCond(req.Now)
-	if rec.Ended() {
-		// A tombstone past its KeepUntil is replaced.
-		put.ConditionExpression, put.ExpressionAttributeNames, put.ExpressionAttributeValues = &cond, names, vals
-		return append(items, types.TransactWriteItem{ConditionCheck: &types.ConditionCheck{
-			TableName: &s.table, Key: leaseKey(ns, rec.ID), ConditionExpression: aws.String("attribute_not_exists(PK)"),
-		}}), nil
-	}
-	return append(items, types.TransactWriteItem{ConditionCheck: &types.ConditionCheck{
-		TableName: &s.table, Key: tombstoneKey(ns, rec.ID), ConditionExpression: &cond,
-		ExpressionAttributeNames: names, ExpressionAttributeValues: vals,
-	}}), nil
-}
-
 // getTombstone returns the tombstone item of lease id, nil if none.
 func (s *Store) getTombstone(ctx context.Context, ns, id string) (item, error) {
 	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: &s.table, Key: tombstoneKey(ns, id), ConsistentRead: aws.Bool(true)})

@@ -1,8 +1,6 @@
 package dynamodb
 
 import (
-	"time"
-
 	"github.com/tollgate-rl/tollgate/bucket"
 	"github.com/tollgate-rl/tollgate/store"
 )
@@ -51,25 +49,6 @@ import (
 
 // ttlNever is the ttl of an item that must not expire: 2100-01-01.
 const ttlNever = 4102444800
-
-// DefaultBucketTTL is how long a bucket item outlives the moment it is full
-// again, by default.
-const DefaultBucketTTL = time.Hour
-
-// WithBucketTTL sets how long after refill has filled a bucket its items
-// expire (default DefaultBucketTTL; DynamoDB deletes expired items within
-// about two days). An expired bucket is a full one, so expiry never changes
-// a verdict: it only frees storage. The next acquire of an expired bucket
-// costs what the first acquire of a new one does. A negative d is invalid.
-func WithBucketTTL(d time.Duration) Option {
-	return func(s *Store) {
-		if d < 0 {
-			s.invalid("WithBucketTTL", d, "must not be negative")
-			return
-		}
-		s.bucketTTL = d.Milliseconds()
-	}
-}
 
 // expiry returns the ttl of an item whose image is img: when every limit
 // is full again (not before its rf), plus the bucket TTL, rounded up to a
@@ -217,4 +196,19 @@ func deltaExpiry(e *expr, ds []store.Delta, forms []deltaForm) {
 		}
 	}
 	addExpiry(e, postpone)
+}
+
+// ttlOp is what a write does to the item's ttl.
+type ttlOp struct {
+	set, add bool
+	v        int64
+}
+
+func (o ttlOp) apply(img *image) {
+	switch {
+	case o.set:
+		img.ttl, img.hasTTL = o.v, true
+	case o.add:
+		img.ttl += o.v
+	}
 }

@@ -222,7 +222,7 @@ func LimitOfAttr(attr, field string) (name string, ok bool) {
 }
 
 // The write-pressure meter: a hidden rate limit every bucket item carries
-// (the backend's shards.go says how it is used). Hidden limits are named
+// (the backend's meter.go says how it is used). Hidden limits are named
 // with a leading underscore, which user limit names cannot have.
 const (
 	PressureLimit = "_wp" // the meter's limit name
