@@ -14,16 +14,16 @@ import (
 // consumeOne is the single-bucket path. It plans the request against the
 // bucket's shard count as cached (see shards.go) and plans again whenever
 // the stored layout turns out to differ, or a gathering transaction lost.
-func (s *Store) consumeOne(ctx context.Context, b *budget, ns string, br *store.BucketRequest, now int64) (bool, error) {
+func (en *engine) consumeOne(ctx context.Context, b *budget, ns string, br *store.BucketRequest, now int64) (bool, error) {
 	id := bucketID{ns, br.Key}
 	for {
-		n := s.shardCounts.load(id)
+		n := en.shardCounts.load(id)
 		var granted bool
 		var err error
 		if n > 1 && exceedsShard(br, n) {
-			granted, err = s.gather(ctx, b, ns, br, n, now)
+			granted, err = en.gather(ctx, b, ns, br, n, now)
 		} else {
-			granted, err = s.tryShards(ctx, b, ns, br, n, now)
+			granted, err = en.tryShards(ctx, b, ns, br, n, now)
 		}
 		cause := retryCause(err)
 		if cause == nil {
@@ -38,9 +38,9 @@ func (s *Store) consumeOne(ctx context.Context, b *budget, ns string, br *store.
 // consumeTarget decides t's request on its bucket item, through the item's
 // lane (lane.go): with the other requests of this process that wait for
 // the item, in one write.
-func (s *Store) consumeTarget(ctx context.Context, b *budget, ns string, t *target, now int64) (bool, error) {
+func (en *engine) consumeTarget(ctx context.Context, b *budget, ns string, t *target, now int64) (bool, error) {
 	p := newPart(&t.req, now, t.shards, t.event, b)
-	if err := s.submit(ctx, itemID{ns, t.key, t.shard}, p); err != nil {
+	if err := en.submit(ctx, itemID{ns, t.key, t.shard}, p); err != nil {
 		return false, err
 	}
 	t.pressured = p.pressured
@@ -51,18 +51,18 @@ func (s *Store) consumeTarget(ctx context.Context, b *budget, ns string, t *targ
 // reports the first grant, or the refusal with the shortest wait; where
 // the tried shards suggest the whole bucket could cover the request, it
 // gathers from every shard instead of refusing.
-func (s *Store) tryShards(ctx context.Context, b *budget, ns string, user *store.BucketRequest, n int, now int64) (bool, error) {
+func (en *engine) tryShards(ctx context.Context, b *budget, ns string, user *store.BucketRequest, n int, now int64) (bool, error) {
 	var best *target
-	for _, shard := range s.pick(n) {
-		t := s.newTarget(user, shard, n)
-		granted, err := s.consumeTarget(ctx, b, ns, t, now)
+	for _, shard := range en.pick(n) {
+		t := en.newTarget(user, shard, n)
+		granted, err := en.consumeTarget(ctx, b, ns, t, now)
 		if err != nil {
 			return false, err
 		}
 		if granted {
 			t.report(user)
 			if t.pressured {
-				s.split(ctx, ns, user, n, now)
+				en.split(ctx, ns, user, n, now)
 			}
 			return true, nil
 		}
@@ -71,7 +71,7 @@ func (s *Store) tryShards(ctx context.Context, b *budget, ns string, user *store
 		}
 	}
 	if n > 1 && best.mightCover() {
-		return s.gather(ctx, b, ns, user, n, now)
+		return en.gather(ctx, b, ns, user, n, now)
 	}
 	best.report(user)
 	return false, nil
@@ -94,7 +94,7 @@ type target struct {
 }
 
 // newTarget plans user's request against one shard of n.
-func (s *Store) newTarget(user *store.BucketRequest, shard, n int) *target {
+func (en *engine) newTarget(user *store.BucketRequest, shard, n int) *target {
 	t := &target{key: user.Key, shard: shard, shards: n, event: true}
 	t.req.Key, t.req.Entity = user.Key, user.Entity
 	t.req.Limits = make([]store.LimitRequest, len(user.Limits))

@@ -143,7 +143,7 @@ func (s *Store) createTableInput() *dynamodb.CreateTableInput {
 		StreamEnabled:  aws.Bool(true),
 		StreamViewType: types.StreamViewTypeNewAndOldImages,
 	}
-	if s.noStreams {
+	if s.opts.noStreams {
 		streams = nil
 	}
 	attrs := []types.AttributeDefinition{
@@ -208,7 +208,7 @@ func (s *Store) verifyLayout(d *types.TableDescription) error {
 			diffs = append(diffs, "index "+ix.name+" is missing")
 		}
 	}
-	if !s.noStreams {
+	if !s.opts.noStreams {
 		view := "none"
 		if sp := d.StreamSpecification; sp != nil && aws.ToBool(sp.StreamEnabled) {
 			view = string(sp.StreamViewType)

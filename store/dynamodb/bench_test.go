@@ -192,7 +192,7 @@ func BenchmarkDynamoDB(b *testing.B) {
 				key := uniquePrefix("hot-" + hot.name)
 				env.acquire(b, key, limits) // registers the namespace
 				id := bucketID{env.ns(b), store.BucketKey{Entity: key, Resource: "api"}}
-				for i := 0; env.s.shardsOf(id) < hot.shards; i++ {
+				for i := 0; env.s.eng().shardsOf(id) < hot.shards; i++ {
 					if i == 100 {
 						b.Fatalf("%s did not split to %d shards", key, hot.shards)
 					}

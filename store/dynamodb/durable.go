@@ -24,7 +24,7 @@ import (
 // race, or a refusal planned from an image, it plans again from a read.
 // A sharded bucket is debited on one shard, as the single-bucket path's
 // first try would be.
-func (s *Store) consumeLeased(ctx context.Context, b *budget, ns string, req *store.ConsumeRequest) (bool, error) {
+func (en *engine) consumeLeased(ctx context.Context, b *budget, ns string, req *store.ConsumeRequest) (bool, error) {
 	if len(req.Lease.Buckets) != len(req.Buckets) {
 		return false, model.Invalid("lease", req.Lease.ID, "the record must list the request's buckets in order")
 	}
@@ -35,11 +35,11 @@ func (s *Store) consumeLeased(ctx context.Context, b *budget, ns string, req *st
 	for {
 		ts := make([]*target, len(req.Buckets))
 		for i := range req.Buckets {
-			n := s.shardCounts.load(bucketID{ns, req.Buckets[i].Key})
-			ts[i] = s.newTarget(&req.Buckets[i], s.pick(n)[0], n)
+			n := en.shardCounts.load(bucketID{ns, req.Buckets[i].Key})
+			ts[i] = en.newTarget(&req.Buckets[i], en.pick(n)[0], n)
 			req.Lease.Buckets[i].Placement = ts[i].shard
 		}
-		granted, err := s.transactLeased(ctx, ns, req, ts, cached)
+		granted, err := en.transactLeased(ctx, ns, req, ts, cached)
 		for i, t := range ts {
 			t.report(&req.Buckets[i])
 		}
@@ -57,15 +57,15 @@ func (s *Store) consumeLeased(ctx context.Context, b *budget, ns string, req *st
 // transactLeased plans each target from its image and writes them with the
 // record's creation, and the request's audit event if any, in one
 // transaction.
-func (s *Store) transactLeased(ctx context.Context, ns string, req *store.ConsumeRequest, ts []*target, cached bool) (bool, error) {
-	imgs, fromCache, err := s.images(ctx, ns, ts, cached)
+func (en *engine) transactLeased(ctx context.Context, ns string, req *store.ConsumeRequest, ts []*target, cached bool) (bool, error) {
+	imgs, fromCache, err := en.images(ctx, ns, ts, cached)
 	if err != nil {
 		return false, err
 	}
 	ws := make([]*write, len(ts))
 	ok := true
 	for i, t := range ts {
-		if ws[i], err = s.planImage(ns, t, req.Now, imgs[i]); err != nil {
+		if ws[i], err = en.planImage(ns, t, req.Now, imgs[i]); err != nil {
 			return false, err
 		}
 		ok = ok && ws[i].sim.granted[0]
@@ -76,7 +76,7 @@ func (s *Store) transactLeased(ctx context.Context, ns string, req *store.Consum
 		}
 		return false, nil
 	}
-	creation, err := s.leaseCreation(ns, req)
+	creation, err := en.leaseCreation(ns, req)
 	if err != nil {
 		return false, err
 	}
@@ -88,13 +88,13 @@ func (s *Store) transactLeased(ctx context.Context, ns string, req *store.Consum
 	if req.Event != nil {
 		// The audit event rides in the same transaction (no extra call):
 		// it is written if and only if the debit and the record are.
-		ev, err := s.auditPut(ns, *req.Event)
+		ev, err := en.auditPut(ns, *req.Event)
 		if err != nil {
 			return false, err
 		}
 		items = append(items, ev)
 	}
-	_, err = s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
+	_, err = en.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
 	if err != nil {
 		var canceled *types.TransactionCanceledException
 		if errors.As(err, &canceled) && failedIn(canceled.CancellationReasons, len(ts), len(ts)+len(creation)) {
@@ -106,7 +106,7 @@ func (s *Store) transactLeased(ctx context.Context, ns string, req *store.Consum
 		return false, fmt.Errorf("dynamodb: lease transaction: %w", err)
 	}
 	for i, w := range ws {
-		s.lanes.remember(itemID{ns, ts[i].key, ts[i].shard}, s.afterWrite(w, imgs[i], ts[i].shards))
+		en.lanes.remember(itemID{ns, ts[i].key, ts[i].shard}, en.afterWrite(w, imgs[i], ts[i].shards))
 	}
 	return true, nil
 }
@@ -129,13 +129,13 @@ func failedIn(reasons []types.CancellationReason, from, to int) bool {
 // open record and no kept tombstone. An id made at random needs no check
 // of the other key: the only record that can have it is one written by a
 // retry of the same request, which is of the same kind, at the same key.
-func (s *Store) leaseCreation(ns string, req *store.ConsumeRequest) ([]types.TransactWriteItem, error) {
+func (en *engine) leaseCreation(ns string, req *store.ConsumeRequest) ([]types.TransactWriteItem, error) {
 	rec := req.Lease
 	it, err := encodeLease(ns, rec)
 	if err != nil {
 		return nil, err
 	}
-	put := &types.Put{TableName: &s.table, Item: it, ConditionExpression: aws.String("attribute_not_exists(PK)")}
+	put := &types.Put{TableName: &en.table, Item: it, ConditionExpression: aws.String("attribute_not_exists(PK)")}
 	items := []types.TransactWriteItem{{Put: put}}
 	if !req.ReusedID {
 		return items, nil
@@ -145,11 +145,11 @@ func (s *Store) leaseCreation(ns string, req *store.ConsumeRequest) ([]types.Tra
 		// A tombstone past its KeepUntil is replaced.
 		put.ConditionExpression, put.ExpressionAttributeNames, put.ExpressionAttributeValues = &cond, names, vals
 		return append(items, types.TransactWriteItem{ConditionCheck: &types.ConditionCheck{
-			TableName: &s.table, Key: leaseKey(ns, rec.ID), ConditionExpression: aws.String("attribute_not_exists(PK)"),
+			TableName: &en.table, Key: leaseKey(ns, rec.ID), ConditionExpression: aws.String("attribute_not_exists(PK)"),
 		}}), nil
 	}
 	return append(items, types.TransactWriteItem{ConditionCheck: &types.ConditionCheck{
-		TableName: &s.table, Key: tombstoneKey(ns, rec.ID), ConditionExpression: &cond,
+		TableName: &en.table, Key: tombstoneKey(ns, rec.ID), ConditionExpression: &cond,
 		ExpressionAttributeNames: names, ExpressionAttributeValues: vals,
 	}}), nil
 }

@@ -25,8 +25,6 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -41,33 +39,14 @@ import (
 )
 
 // Store is the DynamoDB backend. It is safe for concurrent use.
+//
+// Its methods are the store contract. Every write of a bucket item is its
+// engine's (engine.go), which it reaches through bucketEngine alone; the
+// table's administration is Admin's.
 type Store struct {
-	db          *dynamodb.Client
-	table       string
-	speculative bool
-	maxAttempts int
-	callTimeout time.Duration // see WithCallTimeout; 0: no bound
-	noStreams   bool
-	bucketTTL   int64 // ms; see WithBucketTTL
-
-	// lanes hold the images of the items this process writes and queue
-	// its writes to them (lane.go); knownLimit bounds them.
-	lanes       *laneTable
-	knownLimit  int
-	shardCounts shardCounts
-	// leases remembers the open lease records this process wrote or
-	// read, which an ending that keeps a tombstone copies (tombstones.go).
-
-	writesPerSecond int64    // the pressure limit; 0: no sharding
-	maxShards       int      // a power of two, at most maxShards
-	splitting       sync.Map // bucketID -> struct{}: splits under way here
-	splits          atomic.Int64
-
-	sleep sleepFunc         // backoff between retries; tests count it
-	pick  func(n int) []int // the shards an acquire tries; tests fix them
-
-	// optErr is the first invalid option New met; New returns it.
-	optErr error
+	*client // the table, shared with the engine and the Admin
+	opts    options
+	engine  bucketEngine
 }
 
 var (
@@ -84,23 +63,21 @@ func New(cfg aws.Config, table string, opts []Option, optFns ...func(*dynamodb.O
 	if table == "" {
 		return nil, model.Invalid("dynamodb table", "", "a table name is required")
 	}
-	s := &Store{table: table, speculative: true, maxAttempts: DefaultMaxAttempts, knownLimit: DefaultKnownBuckets,
-		writesPerSecond: 1000, maxShards: maxShards, bucketTTL: DefaultBucketTTL.Milliseconds(), sleep: sleepCtx, pick: pickShards,
-		callTimeout: DefaultCallTimeout}
+	s := &Store{opts: defaultOptions()}
 	for _, o := range opts {
 		o(s)
 	}
-	if s.optErr != nil {
-		return nil, s.optErr
+	if s.opts.err != nil {
+		return nil, s.opts.err
 	}
-	s.lanes = newLaneTable(s.knownLimit)
-	s.shardCounts.limit = int64(s.knownLimit)
 	optFns = append([]func(*dynamodb.Options){func(o *dynamodb.Options) {
 		// DynamoDB Local omits the CRC32 header on error responses; the
 		// transport's own integrity checks are enough.
 		o.DisableValidateResponseChecksum = true
 	}, s.boundCalls}, optFns...)
-	s.db = dynamodb.NewFromConfig(cfg, optFns...)
+	s.client = &client{db: dynamodb.NewFromConfig(cfg, optFns...), table: table,
+		maxAttempts: s.opts.maxAttempts, sleep: s.opts.sleep}
+	s.engine = newEngine(s.client, &s.opts)
 	return s, nil
 }
 
@@ -207,10 +184,6 @@ func tuneTransport(t *http.Transport) {
 	t.MaxIdleConnsPerHost = 512
 	t.IdleConnTimeout = 90 * time.Second
 }
-
-// Splits returns how many times this Store has doubled a hot bucket's
-// shard count.
-func (s *Store) Splits() int64 { return s.splits.Load() }
 
 // Table returns the table name.
 func (s *Store) Table() string { return s.table }

@@ -84,6 +84,9 @@ func newTable(t testing.TB, opts ...Option) *Store {
 	return s
 }
 
+// eng is the store's write engine, for the tests of its machinery.
+func (s *Store) eng() *engine { return s.engine.(*engine) }
+
 func randomHex(n int) string {
 	b := make([]byte, n)
 	_, _ = rand.Read(b)

@@ -132,10 +132,10 @@ func transactUpdate(u *dynamodb.UpdateItemInput) types.TransactWriteItem {
 
 // updateExpr adds to e the update of an existing item (its condition
 // alone unless update).
-func (s *Store) updateExpr(e *expr, b *batch, img *image, sim *simulation, w *write, update bool) {
+func (en *engine) updateExpr(e *expr, b *batch, img *image, sim *simulation, w *write, update bool) {
 	pinned := false
 	for j := range sim.paths {
-		pinned = s.pathExpr(e, &sim.paths[j], sim.first, update) || pinned
+		pinned = en.pathExpr(e, &sim.paths[j], sim.first, update) || pinned
 	}
 	legacy := len(sim.extras) > 0
 	for j := range sim.paths {
@@ -167,7 +167,7 @@ func (s *Store) updateExpr(e *expr, b *batch, img *image, sim *simulation, w *wr
 	if sim.events > 0 {
 		e.addN(attrEvents, sim.events)
 	}
-	w.ttl = s.ttlExpr(e, img, sim)
+	w.ttl = en.ttlExpr(e, img, sim)
 	redescribeEntity(e, img, b.parts[0].req.Entity)
 }
 
@@ -175,7 +175,7 @@ func (s *Store) updateExpr(e *expr, b *batch, img *image, sim *simulation, w *wr
 // the interval, or the exact stored value of a rebase) and, if update, its
 // update. It reports whether the condition names an attribute of the
 // stored item.
-func (s *Store) pathExpr(e *expr, p *path, first int64, update bool) bool {
+func (en *engine) pathExpr(e *expr, p *path, first int64, update bool) bool {
 	tk, ft := limitAttr(p.name, fieldTokens), limitAttr(p.name, fieldFullTick)
 	pinned := false
 	switch {

@@ -16,7 +16,7 @@ import (
 // failed condition returns what was forgotten.
 
 // shardsOf returns the shard count of a bucket as cached (1 if not known).
-func (s *Store) shardsOf(id bucketID) int { return s.shardCounts.load(id) }
+func (en *engine) shardsOf(id bucketID) int { return en.shardCounts.load(id) }
 
 // shardCounts remembers the shard counts of split buckets (a bucket not in
 // it has one item). Entries are never wrong for long: a write planned
@@ -53,12 +53,12 @@ func (c *shardCounts) forget(id bucketID) {
 	}
 }
 
-// forgetIf forgets what this process knows of every bucket for which match
+// forget forgets what this process knows of every bucket for which match
 // is true: its items' images and its shard count (a deleted entity's, a
 // purged namespace's).
-func (s *Store) forgetIf(match func(ns string, k store.BucketKey) bool) {
-	s.lanes.forgetIf(func(id itemID) bool { return match(id.ns, id.key) })
-	s.shardCounts.forgetIf(func(id bucketID) bool { return match(id.ns, id.k) })
+func (en *engine) forget(match func(ns string, k store.BucketKey) bool) {
+	en.lanes.forgetIf(func(id itemID) bool { return match(id.ns, id.key) })
+	en.shardCounts.forgetIf(func(id bucketID) bool { return match(id.ns, id.k) })
 }
 
 // forgetIf forgets every bucket for which match is true.

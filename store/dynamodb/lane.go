@@ -151,9 +151,9 @@ func (l *lane) take(id itemID) *batch {
 // guess, meets the stored item). Such a debit, and a refund that fails,
 // cost the caller tokens it did not use: under-admission, never
 // over-admission.
-func (s *Store) submit(ctx context.Context, id itemID, p *part) error {
+func (en *engine) submit(ctx context.Context, id itemID, p *part) error {
 	for {
-		l := s.lanes.get(id)
+		l := en.lanes.get(id)
 		l.mu.Lock()
 		if l.gone {
 			l.mu.Unlock()
@@ -164,15 +164,15 @@ func (s *Store) submit(ctx context.Context, id itemID, p *part) error {
 			l.running = true
 			b, img := l.take(id), l.img
 			l.mu.Unlock()
-			s.served(l, id, s.serve(ctx, b, img))
+			en.served(l, id, en.serve(ctx, b, img))
 			return nil
 		}
 		l.mu.Unlock()
 		break
 	}
 	var expired <-chan time.Time
-	if s.callTimeout > 0 {
-		t := time.NewTimer(s.callTimeout)
+	if en.callTimeout > 0 {
+		t := time.NewTimer(en.callTimeout)
 		defer t.Stop()
 		expired = t.C
 	}
@@ -186,7 +186,7 @@ func (s *Store) submit(ctx context.Context, id itemID, p *part) error {
 	case <-expired:
 		if p.state.CompareAndSwap(partWaiting, partAbandoned) {
 			return fmt.Errorf("%w (%v): bucket %s/%s: waiting for this process's writes before it",
-				ErrTimeout, s.callTimeout, id.key.Entity, id.key.Resource)
+				ErrTimeout, en.callTimeout, id.key.Entity, id.key.Resource)
 		}
 		<-p.done
 	}
@@ -197,7 +197,7 @@ func (s *Store) submit(ctx context.Context, id itemID, p *part) error {
 // decides what the lane does next: a holder waiting for it takes it
 // (hold), requests queued meanwhile are served by a goroutine (run), or it
 // falls idle.
-func (s *Store) served(l *lane, id itemID, img *image) {
+func (en *engine) served(l *lane, id itemID, img *image) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.img = img
@@ -206,31 +206,31 @@ func (s *Store) served(l *lane, id itemID, img *image) {
 		close(l.handoff)
 		l.handoff = nil
 	case len(l.queue) > 0:
-		go s.run(l, id)
+		go en.run(l, id)
 	default:
 		l.running = false
 	}
 }
 
 // run serves a lane's queue, batch after batch, until served lets go.
-func (s *Store) run(l *lane, id itemID) {
+func (en *engine) run(l *lane, id itemID) {
 	l.mu.Lock()
 	b, img := l.take(id), l.img
 	l.mu.Unlock()
 	if b == nil {
-		s.served(l, id, img) // every queued part was abandoned
+		en.served(l, id, img) // every queued part was abandoned
 		return
 	}
-	s.served(l, id, s.serve(context.Background(), b, img))
+	en.served(l, id, en.serve(context.Background(), b, img))
 }
 
 // hold takes the lane of id for a write of its own (a split): it waits
 // until this process's write under way there has returned, and keeps the
 // queued ones waiting until release. Holders of one lane must not overlap
 // (splits of one bucket run one at a time).
-func (s *Store) hold(id itemID) *lane {
+func (en *engine) hold(id itemID) *lane {
 	for {
-		l := s.lanes.get(id)
+		l := en.lanes.get(id)
 		l.mu.Lock()
 		switch {
 		case l.gone:
@@ -253,11 +253,11 @@ func (s *Store) hold(id itemID) *lane {
 
 // release gives a held lane back, with img as what the holder's write left
 // (nil: not known), and serves what queued meanwhile.
-func (s *Store) release(l *lane, id itemID, img *image) { s.served(l, id, img) }
+func (en *engine) release(l *lane, id itemID, img *image) { en.served(l, id, img) }
 
 // finish hands p its outcome. A part abandoned meanwhile (its caller's
 // context ended) that was granted is given back.
-func (s *Store) finish(id itemID, p *part, o outcome) {
+func (en *engine) finish(id itemID, p *part, o outcome) {
 	if p.state.CompareAndSwap(partWaiting, partClaimed) {
 		p.granted, p.pressured, p.err = o.granted, o.pressured, o.err
 		for j := range o.observed {
@@ -267,7 +267,7 @@ func (s *Store) finish(id itemID, p *part, o outcome) {
 		return
 	}
 	if o.granted && o.err == nil {
-		_ = s.applyDeltas(context.Background(), id.ns, undoDeltas(p.req, id.shard), -1)
+		_ = en.applyDeltas(context.Background(), id.ns, undoDeltas(p.req, id.shard), -1)
 	}
 }
 

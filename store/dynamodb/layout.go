@@ -72,7 +72,7 @@ func IndexNames() []string {
 // the keys, indexes, projections and stream (billing mode, capacity,
 // encryption and TTL settings are not checked).
 func TableDefinition(table string) *dynamodb.CreateTableInput {
-	return (&Store{table: table}).createTableInput()
+	return (&Store{client: &client{table: table}}).createTableInput()
 }
 
 // Operations are the DynamoDB operations on items that the backend calls
@@ -114,7 +114,7 @@ type IndexLayout struct {
 // Layout returns the table's layout, read from the CreateTable input this
 // package sends.
 func Layout() TableLayout {
-	in := (&Store{table: "layout"}).createTableInput()
+	in := (&Store{client: &client{table: "layout"}}).createTableInput()
 	l := TableLayout{BillingMode: string(in.BillingMode), TTLAttribute: attrTTL}
 	l.PartitionKey, l.SortKey = keyNames(in.KeySchema)
 	for _, a := range in.AttributeDefinitions {

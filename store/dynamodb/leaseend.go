@@ -29,13 +29,13 @@ import (
 // planned again; the record's condition failing is the answer, unless
 // only the copy was stale. The SDK's idempotency token makes its own
 // retries of the transaction safe.
-func (s *Store) EndLease(ctx context.Context, ns string, e store.LeaseEnding) error {
+func (en *engine) EndLease(ctx context.Context, ns string, e store.LeaseEnding) error {
 	if err := checkLeaseID(e.ID); err != nil {
 		return err
 	}
 	var known *storedLease // the record a tombstone copies
 	if e.KeepUntil > 0 {
-		l, err := s.endedRecord(ctx, ns, &e)
+		l, err := en.endedRecord(ctx, ns, &e)
 		if err != nil {
 			return err
 		}
@@ -43,19 +43,19 @@ func (s *Store) EndLease(ctx context.Context, ns string, e store.LeaseEnding) er
 	}
 	groups := groupDeltas(ns, e.Deltas)
 	for i := range groups {
-		groups[i].img = s.lanes.image(groups[i].id)
+		groups[i].img = en.lanes.image(groups[i].id)
 	}
-	b := s.newBudget()
+	b := en.newBudget()
 	for {
-		items, err := s.endItems(ctx, ns, &e, groups, known)
+		items, err := en.endItems(ctx, ns, &e, groups, known)
 		if err != nil {
 			return err
 		}
-		_, err = s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
+		_, err = en.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
 		if err == nil {
 			for _, g := range groups {
 				if g.img != nil && len(g.ds) > 0 {
-					s.lanes.offer(g.id, g.img.withDeltas(g.ds))
+					en.lanes.offer(g.id, g.img.withDeltas(g.ds))
 				}
 			}
 			return nil
@@ -69,7 +69,7 @@ func (s *Store) EndLease(ctx context.Context, ns string, e store.LeaseEnding) er
 			old := reasons[0].Item
 			l, ok := storedOf(old)
 			if known == nil || !ok || !l.ends(&e) {
-				return s.leaseRefused(ctx, ns, e.ID, old)
+				return en.leaseRefused(ctx, ns, e.ID, old)
 			}
 			// Only the copy was stale (the ender's record, or the id's
 			// record of another time): the tombstone is made again from
@@ -78,7 +78,7 @@ func (s *Store) EndLease(ctx context.Context, ns string, e store.LeaseEnding) er
 		}
 		cause := txRetry(err)
 		if cause == errLostRace {
-			if err := s.refreshGroups(groups, items, reasons); err != nil {
+			if err := en.refreshGroups(groups, items, reasons); err != nil {
 				return err
 			}
 		}
@@ -120,7 +120,7 @@ func groupDeltas(ns string, deltas []store.Delta) []deltaGroup {
 // then, if known is not nil, the Put of the tombstone made from it, then
 // each group's delta write (read first where its form is not known; a
 // group left without deltas is dropped), then the event.
-func (s *Store) endItems(ctx context.Context, ns string, e *store.LeaseEnding, groups []deltaGroup, known *storedLease) ([]types.TransactWriteItem, error) {
+func (en *engine) endItems(ctx context.Context, ns string, e *store.LeaseEnding, groups []deltaGroup, known *storedLease) ([]types.TransactWriteItem, error) {
 	cond := "#v = :v"
 	vals := map[string]types.AttributeValue{":v": num(e.Version)}
 	if e.ExpiredBy > 0 {
@@ -128,7 +128,7 @@ func (s *Store) endItems(ctx context.Context, ns string, e *store.LeaseEnding, g
 		vals[":zero"], vals[":by"] = num(0), num(e.ExpiredBy)
 	}
 	items := []types.TransactWriteItem{{Delete: &types.Delete{
-		TableName: &s.table, Key: leaseKey(ns, e.ID), ConditionExpression: aws.String(cond),
+		TableName: &en.table, Key: leaseKey(ns, e.ID), ConditionExpression: aws.String(cond),
 		ExpressionAttributeNames:            map[string]string{"#v": schema.AttrLeaseVersion, "#x": schema.AttrExpires},
 		ExpressionAttributeValues:           vals,
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
@@ -142,19 +142,19 @@ func (s *Store) endItems(ctx context.Context, ns string, e *store.LeaseEnding, g
 			return nil, err
 		}
 		known.copyCond(items[0].Delete)
-		items = append(items, types.TransactWriteItem{Put: &types.Put{TableName: &s.table, Item: tomb}})
+		items = append(items, types.TransactWriteItem{Put: &types.Put{TableName: &en.table, Item: tomb}})
 	}
 	for i := range groups {
 		g := &groups[i]
 		g.at = -1
-		forms, ok := s.deltaForms(g.id, g.img, g.ds)
+		forms, ok := en.deltaForms(g.id, g.img, g.ds)
 		if !ok {
-			img, err := s.readImage(ctx, g.id)
+			img, err := en.readImage(ctx, g.id)
 			if err != nil {
 				return nil, err
 			}
 			g.img, g.ds = img, keepPresent(g.ds, img)
-			if forms, ok = s.deltaForms(g.id, g.img, g.ds); !ok {
+			if forms, ok = en.deltaForms(g.id, g.img, g.ds); !ok {
 				return nil, fmt.Errorf("dynamodb: end lease %q: no form for the deltas of %s/%s (a bug)", e.ID, g.id.key.Entity, g.id.key.Resource)
 			}
 		}
@@ -162,14 +162,14 @@ func (s *Store) endItems(ctx context.Context, ns string, e *store.LeaseEnding, g
 			continue
 		}
 		t := &target{key: g.id.key, shard: g.id.shard}
-		u := deltaExpr(newOpID(), 0, g.ds, forms).updateItem(&s.table, t.itemKey(ns), "")
+		u := deltaExpr(newOpID(), 0, g.ds, forms).updateItem(&en.table, t.itemKey(ns), "")
 		ti := transactUpdate(u)
 		ti.Update.ReturnValuesOnConditionCheckFailure = types.ReturnValuesOnConditionCheckFailureAllOld
 		g.at = len(items)
 		items = append(items, ti)
 	}
 	if e.Event != nil {
-		ev, err := s.auditPut(ns, *e.Event)
+		ev, err := en.auditPut(ns, *e.Event)
 		if err != nil {
 			return nil, err
 		}
@@ -181,7 +181,7 @@ func (s *Store) endItems(ctx context.Context, ns string, e *store.LeaseEnding, g
 // refreshGroups takes, for each group whose write failed its condition,
 // the item the cancellation returned: the next try plans from it, and
 // drops the deltas of limits it no longer holds (as the contract says).
-func (s *Store) refreshGroups(groups []deltaGroup, items []types.TransactWriteItem, reasons []types.CancellationReason) error {
+func (en *engine) refreshGroups(groups []deltaGroup, items []types.TransactWriteItem, reasons []types.CancellationReason) error {
 	for i := range groups {
 		g := &groups[i]
 		if g.at < 0 || !failed(reasons, g.at) {

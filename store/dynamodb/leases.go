@@ -145,3 +145,10 @@ func (s *Store) UpdateLease(ctx context.Context, ns string, rec store.LeaseRecor
 	}
 	return nil
 }
+
+// EndLease implements store.Leases: the record's deletion (or its
+// replacement by a tombstone), the give-back of what it holds to its
+// buckets and the event, in one transaction (leaseend.go).
+func (s *Store) EndLease(ctx context.Context, ns string, e store.LeaseEnding) error {
+	return s.engine.EndLease(ctx, ns, e)
+}

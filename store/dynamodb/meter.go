@@ -30,8 +30,8 @@ func hidden(limit string) bool { return strings.HasPrefix(limit, "_") }
 
 // pressureParams are the meter's parameters: the pressure limit's writes a
 // second, with a burst of one second's worth.
-func (s *Store) pressureParams() bucket.Params {
-	return bucket.Params{Capacity: s.writesPerSecond * writeCost, Amount: s.writesPerSecond * writeCost, Period: 1000}
+func (en *engine) pressureParams() bucket.Params {
+	return bucket.Params{Capacity: en.writesPerSecond * writeCost, Amount: en.writesPerSecond * writeCost, Period: 1000}
 }
 
 // meterOp is what a write does to the item's write-pressure meter.
@@ -70,11 +70,11 @@ func (o meterOp) apply(img *image, pm bucket.Params) {
 // little (an ADD the full meter absorbs, a SET over another writer's
 // count), which only delays a split; this process's own writes to an item
 // go one at a time, from the image the previous one returned.
-func (s *Store) meterOp(img *image, at int64, debits bool) meterOp {
-	if s.writesPerSecond == 0 || !debits {
+func (en *engine) meterOp(img *image, at int64, debits bool) meterOp {
+	if en.writesPerSecond == 0 || !debits {
 		return meterOp{}
 	}
-	pm := s.pressureParams()
+	pm := en.pressureParams()
 	cost := bucket.DebitTicks(writeCost, pm)
 	now := bucket.TickAt(at, pm)
 	if i := img.find(pressureLimit); i >= 0 {
@@ -87,8 +87,8 @@ func (s *Store) meterOp(img *image, at int64, debits bool) meterOp {
 
 // pressured reports whether the meter of img (after a write at `at`) is in
 // debt: the item takes more writes than the pressure limit.
-func (s *Store) pressured(img *image, at int64) bool {
-	if s.writesPerSecond == 0 {
+func (en *engine) pressured(img *image, at int64) bool {
+	if en.writesPerSecond == 0 {
 		return false
 	}
 	i := img.find(pressureLimit)

@@ -14,11 +14,37 @@ import (
 // Connect return.
 type Option func(*Store)
 
+// options are a Store's settings, as its Options leave them. New hands
+// them to the parts that use them: the client (client.go), the write
+// engine (engine.go) and the Admin.
+type options struct {
+	speculative     bool
+	maxAttempts     int
+	callTimeout     time.Duration // 0: no bound
+	noStreams       bool
+	bucketTTL       int64 // ms
+	knownBuckets    int
+	writesPerSecond int64 // the pressure limit; 0: no sharding
+	maxShards       int   // a power of two, at most maxShards
+
+	sleep sleepFunc // backoff between retries; tests count it
+
+	// err is the first invalid option met; New returns it.
+	err error
+}
+
+// defaultOptions are the settings of a Store given no Option.
+func defaultOptions() options {
+	return options{speculative: true, maxAttempts: DefaultMaxAttempts, callTimeout: DefaultCallTimeout,
+		bucketTTL: DefaultBucketTTL.Milliseconds(), knownBuckets: DefaultKnownBuckets,
+		writesPerSecond: 1000, maxShards: maxShards, sleep: sleepCtx}
+}
+
 // invalid records that option was given a bad value, keeping the first
 // such error for New to return.
-func (s *Store) invalid(option string, value any, reason string) {
-	if s.optErr == nil {
-		s.optErr = model.Invalid("dynamodb option "+option, fmt.Sprint(value), reason)
+func (o *options) invalid(option string, value any, reason string) {
+	if o.err == nil {
+		o.err = model.Invalid("dynamodb option "+option, fmt.Sprint(value), reason)
 	}
 }
 
@@ -26,7 +52,7 @@ func (s *Store) invalid(option string, value any, reason string) {
 // write is planned from the item as this process last saw it (or, for an
 // item not seen, assumed full), with no read. Off, every write reads the
 // item first (1 read + 1 write), and a cascade is one transaction.
-func WithSpeculative(on bool) Option { return func(s *Store) { s.speculative = on } }
+func WithSpeculative(on bool) Option { return func(s *Store) { s.opts.speculative = on } }
 
 // DefaultMaxAttempts is the default of WithMaxAttempts.
 const DefaultMaxAttempts = 16
@@ -41,17 +67,17 @@ const DefaultMaxAttempts = 16
 func WithMaxAttempts(n int) Option {
 	return func(s *Store) {
 		if n < 1 {
-			s.invalid("WithMaxAttempts", n, "must be at least 1")
+			s.opts.invalid("WithMaxAttempts", n, "must be at least 1")
 			return
 		}
-		s.maxAttempts = n
+		s.opts.maxAttempts = n
 	}
 }
 
 // WithoutStreams makes CreateTable create the table without DynamoDB
 // Streams. Only for tests of the backend alone: the aggregator needs the
 // stream, and DynamoDB Local slows down with every stream record it keeps.
-func WithoutStreams() Option { return func(s *Store) { s.noStreams = true } }
+func WithoutStreams() Option { return func(s *Store) { s.opts.noStreams = true } }
 
 // DefaultKnownBuckets is how many bucket items a Store remembers by default
 // (see WithKnownBuckets).
@@ -66,10 +92,10 @@ const DefaultKnownBuckets = 100_000
 func WithKnownBuckets(n int) Option {
 	return func(s *Store) {
 		if n < 1 {
-			s.invalid("WithKnownBuckets", n, "must be at least 1")
+			s.opts.invalid("WithKnownBuckets", n, "must be at least 1")
 			return
 		}
-		s.knownLimit = n
+		s.opts.knownBuckets = n
 	}
 }
 
@@ -85,10 +111,10 @@ const DefaultBucketTTL = time.Hour
 func WithBucketTTL(d time.Duration) Option {
 	return func(s *Store) {
 		if d < 0 {
-			s.invalid("WithBucketTTL", d, "must not be negative")
+			s.opts.invalid("WithBucketTTL", d, "must not be negative")
 			return
 		}
-		s.bucketTTL = d.Milliseconds()
+		s.opts.bucketTTL = d.Milliseconds()
 	}
 }
 
@@ -99,10 +125,10 @@ func WithBucketTTL(d time.Duration) Option {
 func WithWritePressureLimit(perSecond int) Option {
 	return func(s *Store) {
 		if perSecond < 0 {
-			s.invalid("WithWritePressureLimit", perSecond, "must be 0 (no sharding) or more")
+			s.opts.invalid("WithWritePressureLimit", perSecond, "must be 0 (no sharding) or more")
 			return
 		}
-		s.writesPerSecond = int64(perSecond)
+		s.opts.writesPerSecond = int64(perSecond)
 	}
 }
 
@@ -113,10 +139,10 @@ func WithWritePressureLimit(perSecond int) Option {
 func WithMaxShards(n int) Option {
 	return func(s *Store) {
 		if n < 2 || n > maxShards || n&(n-1) != 0 {
-			s.invalid("WithMaxShards", n, fmt.Sprintf("must be a power of two from 2 to %d", maxShards))
+			s.opts.invalid("WithMaxShards", n, fmt.Sprintf("must be a power of two from 2 to %d", maxShards))
 			return
 		}
-		s.maxShards = n
+		s.opts.maxShards = n
 	}
 }
 
@@ -140,9 +166,9 @@ const DefaultCallTimeout = time.Second
 func WithCallTimeout(d time.Duration) Option {
 	return func(s *Store) {
 		if d < 0 {
-			s.invalid("WithCallTimeout", d, "must not be negative")
+			s.opts.invalid("WithCallTimeout", d, "must not be negative")
 			return
 		}
-		s.callTimeout = d
+		s.opts.callTimeout = d
 	}
 }

@@ -16,19 +16,19 @@ import (
 // this process's images of the items, as a write does.
 
 // ReadBuckets implements store.Buckets.
-func (s *Store) ReadBuckets(ctx context.Context, ns string, keys []store.BucketKey) ([]*store.Record, error) {
+func (en *engine) ReadBuckets(ctx context.Context, ns string, keys []store.BucketKey) ([]*store.Record, error) {
 	ks := make([]item, len(keys))
 	for i, k := range keys {
 		ks[i] = shardKey(ns, k, 0)
 	}
-	its, err := s.batchGet(ctx, ks)
+	its, err := en.batchGet(ctx, ks)
 	if err != nil {
 		return nil, err
 	}
 	out := make([]*store.Record, len(keys))
 	for i, it := range its {
 		if it != nil {
-			if out[i], err = s.readBucket(ctx, ns, keys[i], it); err != nil {
+			if out[i], err = en.readBucket(ctx, ns, keys[i], it); err != nil {
 				return nil, err
 			}
 		}
@@ -37,9 +37,9 @@ func (s *Store) ReadBuckets(ctx context.Context, ns string, keys []store.BucketK
 }
 
 // getItem reads one bucket item consistently (nil: absent).
-func (s *Store) getItem(ctx context.Context, ns string, t *target) (item, error) {
-	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{
-		TableName: &s.table, Key: t.itemKey(ns), ConsistentRead: aws.Bool(true),
+func (en *engine) getItem(ctx context.Context, ns string, t *target) (item, error) {
+	out, err := en.db.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName: &en.table, Key: t.itemKey(ns), ConsistentRead: aws.Bool(true),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("dynamodb: read bucket %s/%s: %w", t.key.Entity, t.key.Resource, err)
@@ -48,8 +48,8 @@ func (s *Store) getItem(ctx context.Context, ns string, t *target) (item, error)
 }
 
 // readImage reads one bucket item consistently, as an image.
-func (s *Store) readImage(ctx context.Context, id itemID) (*image, error) {
-	it, err := s.getItem(ctx, id.ns, &target{key: id.key, shard: id.shard})
+func (en *engine) readImage(ctx context.Context, id itemID) (*image, error) {
+	it, err := en.getItem(ctx, id.ns, &target{key: id.key, shard: id.shard})
 	if err != nil {
 		return nil, err
 	}
@@ -59,12 +59,12 @@ func (s *Store) readImage(ctx context.Context, id itemID) (*image, error) {
 // readBucket returns the bucket-level record of a bucket whose shard 0 is
 // it: for a sharded bucket, every shard brought to the latest refill time
 // and summed (the remainders of refill dropped). Hidden limits are left out.
-func (s *Store) readBucket(ctx context.Context, ns string, k store.BucketKey, it item) (*store.Record, error) {
+func (en *engine) readBucket(ctx context.Context, ns string, k store.BucketKey, it item) (*store.Record, error) {
 	n := shardCount(it)
 	its := []item{it}
 	if n > 1 {
-		s.shardCounts.store(bucketID{ns, k}, n)
-		rest, err := s.batchGet(ctx, shardKeys(ns, k, n)[1:])
+		en.shardCounts.store(bucketID{ns, k}, n)
+		rest, err := en.batchGet(ctx, shardKeys(ns, k, n)[1:])
 		if err != nil {
 			return nil, err
 		}
@@ -81,7 +81,7 @@ func (s *Store) readBucket(ctx context.Context, ns string, k store.BucketKey, it
 			return nil, err
 		}
 		// A read warms this process's image of the item, as a write does.
-		s.lanes.remember(itemID{ns, k, shard}, img)
+		en.lanes.remember(itemID{ns, k, shard}, img)
 		rec := img.record(img.rf)
 		recs = append(recs, rec)
 		latest = max(latest, rec.Refilled)

@@ -100,15 +100,15 @@ func pickShards(n int) []int {
 // against. If the bucket has another shard count, or the target's shard is
 // missing where it should exist (the bucket was deleted), it updates the
 // cache and returns errReplan.
-func (s *Store) checkLayout(ns string, t *target, img *image) error {
+func (en *engine) checkLayout(ns string, t *target, img *image) error {
 	switch {
 	case !img.exists && t.shard == 0 && t.shards == 1:
 		return nil // a new bucket, to create
 	case !img.exists:
-		s.shardCounts.forget(t.id(ns))
+		en.shardCounts.forget(t.id(ns))
 		return errReplan
 	case img.shards != t.shards:
-		s.shardCounts.store(t.id(ns), img.shards)
+		en.shardCounts.store(t.id(ns), img.shards)
 		return errReplan
 	}
 	return nil
@@ -116,13 +116,13 @@ func (s *Store) checkLayout(ns string, t *target, img *image) error {
 
 // readShards reads every shard of a bucket of n shards. It returns
 // errReplan (after updating the cache) if the layout is not n shards.
-func (s *Store) readShards(ctx context.Context, ns string, k store.BucketKey, n int) ([]*image, error) {
-	return s.readShardsWithin(ctx, s.newBudget(), ns, k, n)
+func (en *engine) readShards(ctx context.Context, ns string, k store.BucketKey, n int) ([]*image, error) {
+	return en.readShardsWithin(ctx, en.newBudget(), ns, k, n)
 }
 
 // readShardsWithin is readShards retrying unprocessed keys within b.
-func (s *Store) readShardsWithin(ctx context.Context, b *budget, ns string, k store.BucketKey, n int) ([]*image, error) {
-	its, err := s.readItems(ctx, b, shardKeys(ns, k, n))
+func (en *engine) readShardsWithin(ctx context.Context, b *budget, ns string, k store.BucketKey, n int) ([]*image, error) {
+	its, err := en.readItems(ctx, b, shardKeys(ns, k, n))
 	if err != nil {
 		return nil, err
 	}
@@ -131,7 +131,7 @@ func (s *Store) readShardsWithin(ctx context.Context, b *budget, ns string, k st
 		if imgs[i], err = itemImage(it); err != nil {
 			return nil, err
 		}
-		if err := s.checkLayout(ns, &target{key: k, shard: i, shards: n}, imgs[i]); err != nil {
+		if err := en.checkLayout(ns, &target{key: k, shard: i, shards: n}, imgs[i]); err != nil {
 			return nil, err
 		}
 	}
@@ -144,15 +144,15 @@ func (s *Store) readShardsWithin(ctx context.Context, b *budget, ns string, k st
 // met. The observation reported is the exact sum over the shards.
 //
 // Deltas for a gathered debit (Placement -1) go to shard 0.
-func (s *Store) gather(ctx context.Context, b *budget, ns string, user *store.BucketRequest, n int, now int64) (bool, error) {
-	imgs, err := s.readShardsWithin(ctx, b, ns, user.Key, n)
+func (en *engine) gather(ctx context.Context, b *budget, ns string, user *store.BucketRequest, n int, now int64) (bool, error) {
+	imgs, err := en.readShardsWithin(ctx, b, ns, user.Key, n)
 	if err != nil {
 		return false, err
 	}
 	ts := make([]*target, n)
 	sums := make([]int64, len(user.Limits))
 	for i, img := range imgs {
-		ts[i] = s.newTarget(user, i, n)
+		ts[i] = en.newTarget(user, i, n)
 		for j := range ts[i].req.Limits {
 			ts[i].req.Limits[j].Check, ts[i].req.Limits[j].Amount = false, 0
 		}
@@ -180,10 +180,10 @@ func (s *Store) gather(ctx context.Context, b *budget, ns string, user *store.Bu
 		if t.takeShare(remaining) {
 			t.event = len(items) == 0
 			one := single(ns, t, now)
-			items = append(items, s.planWrite(one, imgs[i], simulate(imgs[i], one, false)).transactItem())
+			items = append(items, en.planWrite(one, imgs[i], simulate(imgs[i], one, false)).transactItem())
 		}
 	}
-	_, err = s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
+	_, err = en.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
 	if err != nil {
 		if cause := txRetry(err); cause != nil {
 			return false, cause // read the shards again and plan anew

@@ -46,7 +46,7 @@ import (
 var ErrTimeout = errors.New("dynamodb: no answer within the call timeout")
 
 // CallTimeout returns the call timeout (WithCallTimeout).
-func (s *Store) CallTimeout() time.Duration { return s.callTimeout }
+func (s *Store) CallTimeout() time.Duration { return s.opts.callTimeout }
 
 // itemOperations are the API calls that read or write items, which the
 // call timeout bounds. The calls that manage the table (CreateTable,
@@ -87,13 +87,13 @@ func unbounded(ctx context.Context) context.Context {
 // timeout, or within ctx's deadline if that is sooner (then without a
 // timer of its own).
 func (s *Store) boundCall(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
-	if s.callTimeout <= 0 || ctx.Value(unboundedKey{}) != nil {
+	if s.opts.callTimeout <= 0 || ctx.Value(unboundedKey{}) != nil {
 		return next.HandleInitialize(ctx, in)
 	}
-	if d, ok := ctx.Deadline(); ok && time.Until(d) <= s.callTimeout {
+	if d, ok := ctx.Deadline(); ok && time.Until(d) <= s.opts.callTimeout {
 		return next.HandleInitialize(ctx, in)
 	}
-	cctx, cancel := context.WithTimeout(ctx, s.callTimeout)
+	cctx, cancel := context.WithTimeout(ctx, s.opts.callTimeout)
 	defer cancel()
 	out, md, err := next.HandleInitialize(cctx, in)
 	return out, md, s.timedOut(ctx, cctx, err)
@@ -108,5 +108,5 @@ func (s *Store) timedOut(outer, inner context.Context, err error) error {
 	}
 	// The cause's text only: its chain holds context.DeadlineExceeded,
 	// which callers take for their own deadline.
-	return fmt.Errorf("%w (%v): %v", ErrTimeout, s.callTimeout, err)
+	return fmt.Errorf("%w (%v): %v", ErrTimeout, s.opts.callTimeout, err)
 }

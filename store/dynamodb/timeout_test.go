@@ -224,7 +224,7 @@ func TestCallTimeoutOff(t *testing.T) {
 
 // laneBusy reports whether a write to item id is under way or queued.
 func laneBusy(s *Store, id itemID) bool {
-	l := s.lanes.lookup(id)
+	l := s.eng().lanes.lookup(id)
 	if l == nil {
 		return false
 	}

@@ -67,8 +67,8 @@ func keptCond(now int64) (string, map[string]string, item) {
 }
 
 // getTombstone returns the tombstone item of lease id, nil if none.
-func (s *Store) getTombstone(ctx context.Context, ns, id string) (item, error) {
-	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: &s.table, Key: tombstoneKey(ns, id), ConsistentRead: aws.Bool(true)})
+func (c *client) getTombstone(ctx context.Context, ns, id string) (item, error) {
+	out, err := c.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: &c.table, Key: tombstoneKey(ns, id), ConsistentRead: aws.Bool(true)})
 	if err != nil {
 		return nil, fmt.Errorf("dynamodb: read lease tombstone: %w", err)
 	}
@@ -81,11 +81,11 @@ func (s *Store) getTombstone(ctx context.Context, ns, id string) (item, error) {
 // record does (ErrLeaseConflict: the caller reads it again and finds how
 // the lease ended); one read of the tombstone's key tells, on this path
 // only.
-func (s *Store) leaseRefused(ctx context.Context, ns, id string, old item) error {
+func (c *client) leaseRefused(ctx context.Context, ns, id string, old item) error {
 	if len(old) > 0 {
 		return fmt.Errorf("lease %q: %w", id, model.ErrLeaseConflict)
 	}
-	tomb, err := s.getTombstone(ctx, ns, id)
+	tomb, err := c.getTombstone(ctx, ns, id)
 	switch {
 	case err != nil:
 		return err
@@ -145,7 +145,7 @@ func (l *storedLease) copyCond(d *types.Delete) {
 // one the ender passes (e.Record), else read (one GetItem). The ending's
 // condition proves it current; a refusal read here is the ending's
 // answer, as the transaction's would be.
-func (s *Store) endedRecord(ctx context.Context, ns string, e *store.LeaseEnding) (storedLease, error) {
+func (c *client) endedRecord(ctx context.Context, ns string, e *store.LeaseEnding) (storedLease, error) {
 	if r := e.Record; r != nil && r.ID == e.ID && r.Version == e.Version && !r.Ended() {
 		if it, err := encodeLease(ns, r); err == nil {
 			if l, ok := storedOf(it); ok {
@@ -153,13 +153,13 @@ func (s *Store) endedRecord(ctx context.Context, ns string, e *store.LeaseEnding
 			}
 		}
 	}
-	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: &s.table, Key: leaseKey(ns, e.ID), ConsistentRead: aws.Bool(true)})
+	out, err := c.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: &c.table, Key: leaseKey(ns, e.ID), ConsistentRead: aws.Bool(true)})
 	if err != nil {
 		return storedLease{}, fmt.Errorf("dynamodb: read lease: %w", err)
 	}
 	l, ok := storedOf(out.Item)
 	if !ok || !l.ends(e) {
-		return storedLease{}, s.leaseRefused(ctx, ns, e.ID, out.Item)
+		return storedLease{}, c.leaseRefused(ctx, ns, e.ID, out.Item)
 	}
 	return l, nil
 }

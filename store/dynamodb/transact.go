@@ -17,26 +17,26 @@ import (
 // planRead decides t's request alone on its item, read as old (nil:
 // absent), and plans its write. The outcome (granted, Observed) is set on
 // t: final, if the write is made. A layout other than t's is errReplan.
-func (s *Store) planRead(ns string, t *target, now int64, old item) (*write, error) {
+func (en *engine) planRead(ns string, t *target, now int64, old item) (*write, error) {
 	img, err := itemImage(old)
 	if err != nil {
 		return nil, err
 	}
-	return s.planImage(ns, t, now, img)
+	return en.planImage(ns, t, now, img)
 }
 
 // planImage is planRead from the item's image.
-func (s *Store) planImage(ns string, t *target, now int64, img *image) (*write, error) {
+func (en *engine) planImage(ns string, t *target, now int64, img *image) (*write, error) {
 	b := single(ns, t, now)
 	if img.exists && img.shards != t.shards || !img.exists && (t.shard != 0 || t.shards != 1) {
-		s.shardCounts.store(bucketID{ns, t.key}, img.shards)
+		en.shardCounts.store(bucketID{ns, t.key}, img.shards)
 		return nil, errReplan
 	}
 	sim := simulate(img, b, false)
 	for j := range t.req.Limits {
 		t.req.Limits[j].Observed = sim.observed[0][j]
 	}
-	return s.planWrite(b, img, sim), nil
+	return en.planWrite(b, img, sim), nil
 }
 
 // transactItem turns a write into a transaction item; a write that debits
@@ -59,13 +59,13 @@ func single(ns string, t *target, now int64) *batch {
 // images returns the image of each target's item: this process's, where
 // cached allows and it has one, else read consistently (one batch read for
 // all missing). fromCache reports whether any came from this process.
-func (s *Store) images(ctx context.Context, ns string, ts []*target, cached bool) ([]*image, bool, error) {
+func (en *engine) images(ctx context.Context, ns string, ts []*target, cached bool) ([]*image, bool, error) {
 	imgs := make([]*image, len(ts))
 	var keys []item
 	var missing []int
 	for i, t := range ts {
 		if cached {
-			imgs[i] = s.lanes.image(itemID{ns, t.key, t.shard})
+			imgs[i] = en.lanes.image(itemID{ns, t.key, t.shard})
 		}
 		if imgs[i] == nil {
 			keys, missing = append(keys, t.itemKey(ns)), append(missing, i)
@@ -74,7 +74,7 @@ func (s *Store) images(ctx context.Context, ns string, ts []*target, cached bool
 	if len(missing) == 0 {
 		return imgs, true, nil
 	}
-	olds, err := s.readItems(ctx, s.newBudget(), keys)
+	olds, err := en.readItems(ctx, en.newBudget(), keys)
 	if err != nil {
 		return nil, false, err
 	}
@@ -90,7 +90,7 @@ func (s *Store) images(ctx context.Context, ns string, ts []*target, cached bool
 // it was planned on: exact when the image was, and otherwise a view whose
 // next write fails its condition and returns the item (never a wrong
 // grant).
-func (s *Store) afterWrite(w *write, img *image, shards int) *image {
+func (en *engine) afterWrite(w *write, img *image, shards int) *image {
 	after := w.sim.after(img)
 	if !img.exists {
 		after.shards = shards

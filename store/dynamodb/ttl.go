@@ -53,7 +53,7 @@ const ttlNever = 4102444800
 // expiry returns the ttl of an item whose image is img: when every limit
 // is full again (not before its rf), plus the bucket TTL, rounded up to a
 // second; ttlNever if a concurrency slot is taken.
-func (s *Store) expiry(img *image) int64 {
+func (en *engine) expiry(img *image) int64 {
 	at := img.rf
 	for i := range img.limits {
 		l := &img.limits[i]
@@ -67,12 +67,12 @@ func (s *Store) expiry(img *image) int64 {
 			at = max(at, bucket.FullAt(img.fullTick(l), l.params))
 		}
 	}
-	return s.ttlAfter(at)
+	return en.ttlAfter(at)
 }
 
 // ttlAfter returns the ttl of an item full at the Unix ms full.
-func (s *Store) ttlAfter(full int64) int64 {
-	return min(ceilSeconds(min(full, ttlNever*1000)+s.bucketTTL), ttlNever)
+func (en *engine) ttlAfter(full int64) int64 {
+	return min(ceilSeconds(min(full, ttlNever*1000)+en.bucketTTL), ttlNever)
 }
 
 // expiryNeeds returns what the limits a simulated write changes need of
@@ -104,11 +104,11 @@ func (sim *simulation) expiryNeeds() (full int64, hasFull bool, postpone int64, 
 
 // ttlExpr adds to e the ttl update of a write planned from img (see the
 // rules above), and returns it.
-func (s *Store) ttlExpr(e *expr, img *image, sim *simulation) ttlOp {
+func (en *engine) ttlExpr(e *expr, img *image, sim *simulation) ttlOp {
 	full, hasFull, postpone, never := sim.expiryNeeds()
 	var need int64
 	if hasFull {
-		need = s.ttlAfter(full)
+		need = en.ttlAfter(full)
 	}
 	switch {
 	case never:
@@ -122,7 +122,7 @@ func (s *Store) ttlExpr(e *expr, img *image, sim *simulation) ttlOp {
 		e.setN(attrTTL, need)
 		return ttlOp{set: true, v: need}
 	case !img.hasTTL:
-		v := max(need, s.expiry(sim.after(img)))
+		v := max(need, en.expiry(sim.after(img)))
 		e.where("attribute_not_exists(%s)", attrTTL, nil)
 		e.setN(attrTTL, v)
 		return ttlOp{set: true, v: v}

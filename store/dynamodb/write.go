@@ -27,27 +27,27 @@ type write struct {
 // planWrite builds the write of a simulated batch: an update, or the
 // creation of a missing item. A batch that needs no write gets the
 // condition alone (a transaction's condition check).
-func (s *Store) planWrite(b *batch, img *image, sim *simulation) *write {
+func (en *engine) planWrite(b *batch, img *image, sim *simulation) *write {
 	update := sim.needsWrite()
-	w := &write{sim: sim, meter: s.meterOp(img, sim.last, sim.debited())}
+	w := &write{sim: sim, meter: en.meterOp(img, sim.last, sim.debited())}
 	if !img.exists {
 		after := sim.after(img)
 		after.shards = b.parts[0].shards
 		w.meter.apply(after, w.meter.p)
-		after.ttl, after.hasTTL = s.expiry(after), true
+		after.ttl, after.hasTTL = en.expiry(after), true
 		w.ttl = ttlOp{set: true, v: after.ttl}
 		it := encodeItem(b.id, after, sim)
 		describeEntity(it, b.parts[0].req.Entity)
 		w.put = &dynamodb.PutItemInput{
-			TableName: &s.table, Item: it,
+			TableName: &en.table, Item: it,
 			ConditionExpression:                 aws.String("attribute_not_exists(PK)"),
 			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 		}
 		return w
 	}
 	e := newExpr()
-	s.updateExpr(e, b, img, sim, w, update)
-	w.update = e.updateItem(&s.table, shardKey(b.id.ns, b.id.key, b.id.shard), types.ReturnValueAllOld)
+	en.updateExpr(e, b, img, sim, w, update)
+	w.update = e.updateItem(&en.table, shardKey(b.id.ns, b.id.key, b.id.shard), types.ReturnValueAllOld)
 	return w
 }
 
@@ -61,16 +61,16 @@ func (s *Store) planWrite(b *batch, img *image, sim *simulation) *write {
 // speculation off, every batch starts from a consistent read. A batch whose
 // parts the image refuses is confirmed by a read, unless the image is
 // fresh (a moment old: the item a failed write returned, or a read).
-func (s *Store) serve(ctx context.Context, b *batch, img *image) *image {
+func (en *engine) serve(ctx context.Context, b *batch, img *image) *image {
 	fresh := false
-	if !s.speculative {
+	if !en.speculative {
 		img = nil
 	}
 	for {
-		if img == nil && !s.speculative {
+		if img == nil && !en.speculative {
 			var err error
-			if img, err = s.readImage(ctx, b.id); err != nil {
-				s.failAll(b, err)
+			if img, err = en.readImage(ctx, b.id); err != nil {
+				en.failAll(b, err)
 				return nil
 			}
 			fresh = true
@@ -79,35 +79,35 @@ func (s *Store) serve(ctx context.Context, b *batch, img *image) *image {
 		if assumed == nil {
 			assumed = guess(b)
 		}
-		if !s.layoutOK(b, assumed) {
+		if !en.layoutOK(b, assumed) {
 			return img
 		}
 		sim := simulate(assumed, b, !fresh)
 		if !sim.needsWrite() {
 			if fresh || !sim.stateful {
-				s.decide(b, sim, false)
+				en.decide(b, sim, false)
 				return img
 			}
 			var err error
-			if img, err = s.readImage(ctx, b.id); err != nil {
-				s.failAll(b, err)
+			if img, err = en.readImage(ctx, b.id); err != nil {
+				en.failAll(b, err)
 				return nil
 			}
 			fresh = true
 			continue
 		}
-		w := s.planWrite(b, assumed, sim)
-		old, ok, err := s.send(ctx, b, w)
+		w := en.planWrite(b, assumed, sim)
+		old, ok, err := en.send(ctx, b, w)
 		switch {
 		case err != nil:
-			s.failAll(b, err)
+			en.failAll(b, err)
 			return nil
 		case ok:
-			return s.applied(b, w, old)
+			return en.applied(b, w, old)
 		}
 		// The write lost: old is the item it met. Plan again from it.
 		img, fresh = old, true
-		if !s.retryBatch(ctx, b) {
+		if !en.retryBatch(ctx, b) {
 			return img
 		}
 	}
@@ -135,31 +135,31 @@ func guess(b *batch) *image {
 // layoutOK checks that the batch was planned for the item's layout (its
 // shard count, and a missing item only where a new bucket is created). If
 // not, it corrects the cached shard count and hands every part errReplan.
-func (s *Store) layoutOK(b *batch, img *image) bool {
+func (en *engine) layoutOK(b *batch, img *image) bool {
 	n := b.parts[0].shards
 	bid := bucketID{b.id.ns, b.id.key}
 	switch {
 	case img.exists && img.shards != n:
-		s.shardCounts.store(bid, img.shards)
+		en.shardCounts.store(bid, img.shards)
 	case !img.exists && (b.id.shard != 0 || n != 1):
-		s.shardCounts.forget(bid)
+		en.shardCounts.forget(bid)
 	default:
 		return true
 	}
-	s.failAll(b, errReplan)
+	en.failAll(b, errReplan)
 	return false
 }
 
 // send makes the write. ok reports that it was applied, and old is then
 // the item it met (absent for a creation); a failed condition returns the
 // item that failed it (absent if there is none).
-func (s *Store) send(ctx context.Context, b *batch, w *write) (old *image, ok bool, err error) {
+func (en *engine) send(ctx context.Context, b *batch, w *write) (old *image, ok bool, err error) {
 	var attrs item
 	if w.put != nil {
-		_, err = s.db.PutItem(ctx, w.put)
+		_, err = en.db.PutItem(ctx, w.put)
 	} else {
 		var out *dynamodb.UpdateItemOutput
-		if out, err = s.db.UpdateItem(ctx, w.update); err == nil {
+		if out, err = en.db.UpdateItem(ctx, w.update); err == nil {
 			attrs = out.Attributes
 		}
 	}
@@ -180,7 +180,7 @@ func (s *Store) send(ctx context.Context, b *batch, w *write) (old *image, ok bo
 // are those of the simulation from old, which took the path the write was
 // conditioned on (so it grants the same parts), and the item is old with
 // the write applied.
-func (s *Store) applied(b *batch, w *write, old *image) *image {
+func (en *engine) applied(b *batch, w *write, old *image) *image {
 	sim := w.sim
 	if old.exists {
 		refused := make([]bool, len(b.parts))
@@ -190,7 +190,7 @@ func (s *Store) applied(b *batch, w *write, old *image) *image {
 		sim = replay(old, b, false, refused, w.sim.at)
 		for i := range sim.granted {
 			if sim.granted[i] != w.sim.granted[i] {
-				s.failAll(b, fmt.Errorf("dynamodb: bucket %s/%s: the write's outcome differs from its plan (a bug)", b.id.key.Entity, b.id.key.Resource))
+				en.failAll(b, fmt.Errorf("dynamodb: bucket %s/%s: the write's outcome differs from its plan (a bug)", b.id.key.Entity, b.id.key.Resource))
 				return nil
 			}
 			if !sim.granted[i] {
@@ -204,21 +204,21 @@ func (s *Store) applied(b *batch, w *write, old *image) *image {
 	}
 	w.meter.apply(after, w.meter.p)
 	w.ttl.apply(after)
-	s.decide(b, sim, s.pressured(after, sim.last))
+	en.decide(b, sim, en.pressured(after, sim.last))
 	return after
 }
 
 // decide hands every part of b its outcome from sim.
-func (s *Store) decide(b *batch, sim *simulation, pressured bool) {
+func (en *engine) decide(b *batch, sim *simulation, pressured bool) {
 	for i, p := range b.parts {
-		s.finish(b.id, p, outcome{granted: sim.granted[i], pressured: pressured && sim.granted[i], observed: sim.observed[i]})
+		en.finish(b.id, p, outcome{granted: sim.granted[i], pressured: pressured && sim.granted[i], observed: sim.observed[i]})
 	}
 }
 
 // failAll hands every part of b the error err.
-func (s *Store) failAll(b *batch, err error) {
+func (en *engine) failAll(b *batch, err error) {
 	for _, p := range b.parts {
-		s.finish(b.id, p, outcome{err: err})
+		en.finish(b.id, p, outcome{err: err})
 	}
 }
 
@@ -226,13 +226,13 @@ func (s *Store) failAll(b *batch, err error) {
 // whose operation has spent its budget fail with ErrContention; the rest
 // wait the longest backoff any of them asks for. It reports whether any
 // part is left.
-func (s *Store) retryBatch(ctx context.Context, b *batch) bool {
+func (en *engine) retryBatch(ctx context.Context, b *batch) bool {
 	kept := b.parts[:0]
 	var wait time.Duration
 	for _, p := range b.parts {
 		d, err := p.budget.charge(errLostRace)
 		if err != nil {
-			s.finish(b.id, p, outcome{err: p.budget.giveUp(err, "bucket "+b.id.key.Entity+"/"+b.id.key.Resource)})
+			en.finish(b.id, p, outcome{err: p.budget.giveUp(err, "bucket "+b.id.key.Entity+"/"+b.id.key.Resource)})
 			continue
 		}
 		wait = max(wait, d)
@@ -240,7 +240,7 @@ func (s *Store) retryBatch(ctx context.Context, b *batch) bool {
 	}
 	b.parts = kept
 	if len(kept) > 0 && wait > 0 {
-		_ = s.sleep(ctx, wait)
+		_ = en.sleep(ctx, wait)
 	}
 	return len(kept) > 0
 }
