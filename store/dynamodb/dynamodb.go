@@ -56,8 +56,8 @@ var (
 
 // New returns a Store using table through a client made from cfg (region,
 // credentials, endpoint, HTTP client and middleware come from cfg and
-// optFns). It makes no call to DynamoDB: call CreateTable or CheckTable
-// before use. An empty table name or an invalid option is a
+// optFns). It makes no call to DynamoDB: call Admin().CreateTable or
+// Admin().CheckTable before use. An empty table name or an invalid option is a
 // *model.ValidationError naming it.
 func New(cfg aws.Config, table string, opts []Option, optFns ...func(*dynamodb.Options)) (*Store, error) {
 	if table == "" {
@@ -90,7 +90,7 @@ type ConnectConfig struct {
 
 // Connect loads the standard AWS configuration (environment, shared files,
 // instance roles), applies c, and returns a Store. It does not touch the
-// table; call CheckTable (or CreateTable).
+// table; call Admin().CheckTable (or CreateTable).
 //
 // An Endpoint on this machine (a loopback address: 127.0.0.0/8, ::1 or
 // localhost; DynamoDB Local, say) needs no AWS account: when the

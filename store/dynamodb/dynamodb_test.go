@@ -77,10 +77,10 @@ func newTable(t testing.TB, opts ...Option) *Store {
 		}
 	})
 	ctx := context.Background()
-	if err := s.CreateTable(ctx); err != nil {
+	if err := s.Admin().CreateTable(ctx); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = s.DeleteTable(context.Background()) })
+	t.Cleanup(func() { _ = s.Admin().DeleteTable(context.Background()) })
 	return s
 }
 

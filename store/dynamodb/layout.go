@@ -65,14 +65,14 @@ func IndexNames() []string {
 	return out
 }
 
-// TableDefinition is the CreateTable request that Store.CreateTable sends
+// TableDefinition is the CreateTable request that Admin.CreateTable sends
 // for a table named table (with its stream): keys, attribute definitions,
 // the four indexes and their projections, on-demand billing. CheckTable
 // accepts a table created from it, by whatever tool, as long as it keeps
 // the keys, indexes, projections and stream (billing mode, capacity,
 // encryption and TTL settings are not checked).
 func TableDefinition(table string) *dynamodb.CreateTableInput {
-	return (&Store{client: &client{table: table}}).createTableInput()
+	return createTableInput(table, false)
 }
 
 // Operations are the DynamoDB operations on items that the backend calls
@@ -114,7 +114,7 @@ type IndexLayout struct {
 // Layout returns the table's layout, read from the CreateTable input this
 // package sends.
 func Layout() TableLayout {
-	in := (&Store{client: &client{table: "layout"}}).createTableInput()
+	in := createTableInput("layout", false)
 	l := TableLayout{BillingMode: string(in.BillingMode), TTLAttribute: attrTTL}
 	l.PartitionKey, l.SortKey = keyNames(in.KeySchema)
 	for _, a := range in.AttributeDefinitions {

@@ -74,7 +74,7 @@ func WithMaxAttempts(n int) Option {
 	}
 }
 
-// WithoutStreams makes CreateTable create the table without DynamoDB
+// WithoutStreams makes Admin.CreateTable create the table without DynamoDB
 // Streams. Only for tests of the backend alone: the aggregator needs the
 // stream, and DynamoDB Local slows down with every stream record it keeps.
 func WithoutStreams() Option { return func(s *Store) { s.opts.noStreams = true } }
@@ -156,8 +156,7 @@ const DefaultCallTimeout = time.Second
 // an error wrapping ErrTimeout, which the limiter answers in its
 // unavailable mode. 0 turns the bound off (the HTTP client's timeout and
 // the SDK's attempts still bound a call); a negative value is invalid.
-// The table's management (CreateTable, InitTable, CheckTable,
-// DescribeTable, DeleteTable) is not bounded by it.
+// The table's management (Admin) is not bounded by it.
 //
 // Set it above the store's slowest healthy answer (DynamoDB answers in
 // milliseconds; a throttled call is retried by the SDK with backoffs of up

@@ -73,8 +73,7 @@ func (s *Store) boundCalls(o *dynamodb.Options) {
 }
 
 // unboundedKey marks a context whose calls the call timeout does not
-// bound: the management of the table (CreateTable, InitTable, CheckTable,
-// DescribeTable, DeleteTable), an operator's, whose first writes to a new
+// bound: the management of the table (Admin's methods), an operator's, whose first writes to a new
 // table DynamoDB (Local, cold, at least) can take seconds over.
 type unboundedKey struct{}
 
