@@ -10,6 +10,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/tollgate-rl/tollgate/store/dynamodb/internal/schema"
 )
 
 // SchemaVersion is the layout of items this package reads and writes. A table
@@ -21,7 +23,7 @@ import (
 // package reads version 1 bucket items and converts each at its next
 // write; a process of version 1 cannot read a converted item, so every
 // process of an older Tollgate must be stopped before the upgrade.
-const SchemaVersion = 2
+const SchemaVersion = schema.Version
 
 // upgradableVersion is the schema version CreateTable upgrades in place:
 // its items differ only in bucket items, which are converted as they are
@@ -127,23 +129,6 @@ func (a *Admin) InitTable(ctx context.Context) error {
 	return a.CheckTable(ctx)
 }
 
-// indexSpec is a global secondary index as this package creates it.
-type indexSpec struct {
-	name, pk, sk string
-	projection   types.ProjectionType
-}
-
-// indexes are the four GSIs (docs/dynamodb.md 2.3). Only GSI1
-// projects everything: it indexes entity items, which change only on create
-// and delete; the others are keys only, so that token updates never write
-// an index.
-var indexes = []indexSpec{
-	{gsi1, attrGSI1PK, attrGSI1SK, types.ProjectionTypeAll},
-	{gsi2, attrGSI2PK, attrGSI2SK, types.ProjectionTypeKeysOnly},
-	{gsi3, attrGSI3PK, attrGSI3SK, types.ProjectionTypeKeysOnly},
-	{gsi4, attrGSI4PK, attrGSI4SK, types.ProjectionTypeKeysOnly},
-}
-
 func keySchema(pk, sk string) []types.KeySchemaElement {
 	return []types.KeySchemaElement{
 		{AttributeName: aws.String(pk), KeyType: types.KeyTypeHash},
@@ -166,14 +151,14 @@ func createTableInput(table string, noStreams bool) *dynamodb.CreateTableInput {
 		{AttributeName: aws.String(attrSK), AttributeType: types.ScalarAttributeTypeS},
 	}
 	var gsis []types.GlobalSecondaryIndex
-	for _, ix := range indexes {
+	for _, ix := range schema.Indexes {
 		attrs = append(attrs,
-			types.AttributeDefinition{AttributeName: aws.String(ix.pk), AttributeType: types.ScalarAttributeTypeS},
-			types.AttributeDefinition{AttributeName: aws.String(ix.sk), AttributeType: types.ScalarAttributeTypeS})
+			types.AttributeDefinition{AttributeName: aws.String(ix.PK), AttributeType: types.ScalarAttributeTypeS},
+			types.AttributeDefinition{AttributeName: aws.String(ix.SK), AttributeType: types.ScalarAttributeTypeS})
 		gsis = append(gsis, types.GlobalSecondaryIndex{
-			IndexName:  aws.String(ix.name),
-			KeySchema:  keySchema(ix.pk, ix.sk),
-			Projection: &types.Projection{ProjectionType: ix.projection},
+			IndexName:  aws.String(ix.Name),
+			KeySchema:  keySchema(ix.PK, ix.SK),
+			Projection: &types.Projection{ProjectionType: ix.Projection},
 		})
 	}
 	return &dynamodb.CreateTableInput{
@@ -201,26 +186,26 @@ func (a *Admin) verifyLayout(d *types.TableDescription) error {
 	}
 	found := map[string]bool{}
 	for _, g := range d.GlobalSecondaryIndexes {
-		for _, ix := range indexes {
-			if aws.ToString(g.IndexName) != ix.name {
+		for _, ix := range schema.Indexes {
+			if aws.ToString(g.IndexName) != ix.Name {
 				continue
 			}
-			found[ix.name] = true
-			if got, want := describeKeys(g.KeySchema, attrTypes), describeKeys(keySchema(ix.pk, ix.sk), nil); got != want {
-				diffs = append(diffs, fmt.Sprintf("index %s keys are %s, want %s", ix.name, got, want))
+			found[ix.Name] = true
+			if got, want := describeKeys(g.KeySchema, attrTypes), describeKeys(keySchema(ix.PK, ix.SK), nil); got != want {
+				diffs = append(diffs, fmt.Sprintf("index %s keys are %s, want %s", ix.Name, got, want))
 			}
 			var got types.ProjectionType
 			if g.Projection != nil {
 				got = g.Projection.ProjectionType
 			}
-			if got != ix.projection {
-				diffs = append(diffs, fmt.Sprintf("index %s projects %s, want %s", ix.name, orNone(string(got)), ix.projection))
+			if got != ix.Projection {
+				diffs = append(diffs, fmt.Sprintf("index %s projects %s, want %s", ix.Name, orNone(string(got)), ix.Projection))
 			}
 		}
 	}
-	for _, ix := range indexes {
-		if !found[ix.name] {
-			diffs = append(diffs, "index "+ix.name+" is missing")
+	for _, ix := range schema.Indexes {
+		if !found[ix.Name] {
+			diffs = append(diffs, "index "+ix.Name+" is missing")
 		}
 	}
 	if !a.noStreams {

@@ -20,13 +20,11 @@ const (
 	attrGSI4PK = schema.AttrGSI4PK
 	attrGSI4SK = schema.AttrGSI4SK
 
-	skMeta    = schema.SKMeta
-	skState   = schema.SKState
-	skConfig  = schema.SKConfig
-	skVersion = schema.SKVersion
-	// attrSchemaVersion is the number attribute of the schema version
-	// record (_/SYSTEM#, #VERSION).
-	attrSchemaVersion = "version"
+	skMeta            = schema.SKMeta
+	skState           = schema.SKState
+	skConfig          = schema.SKConfig
+	skVersion         = schema.SKVersion
+	attrSchemaVersion = schema.AttrSchemaVersion
 
 	gsi1 = schema.GSI1
 	gsi2 = schema.GSI2

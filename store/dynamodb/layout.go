@@ -21,12 +21,12 @@ import (
 // keys of GSI1, GSI2 and GSI3 all start with it (GSI4's is
 // NamespaceIndexKey). An IAM condition on dynamodb:LeadingKeys with
 // NamespaceKeyPrefix(id)+"*" confines a principal to that namespace.
-func NamespaceKeyPrefix(id string) string { return id + "/" }
+func NamespaceKeyPrefix(id string) string { return schema.NamespacePrefix(id) }
 
 // NamespaceIndexKey is the partition key, in GSI4, of every item of
 // namespace id: the bare id (PurgeNamespace, ListEntities and ListConfigs
 // query it).
-func NamespaceIndexKey(id string) string { return id }
+func NamespaceIndexKey(id string) string { return schema.NamespaceIndexKey(id) }
 
 // RegistryPartitionKey is the partition key of the reserved partition
 // outside every namespace: the namespace registry, the schema version and
@@ -35,7 +35,7 @@ func NamespaceIndexKey(id string) string { return id }
 // and the aggregator write it. The change generation and the keys' records
 // by hash are in partitions of their own (ChangesPartitionKey,
 // KeyHashPartitionPrefix), so that each gets its own IAM statement.
-func RegistryPartitionKey() string { return registryPK() }
+func RegistryPartitionKey() string { return schema.RegistryPK() }
 
 // ChangesPartitionKey is the partition key of the change generation item
 // (store.Changes), alone in its reserved partition: every process reads it
@@ -53,14 +53,14 @@ func KeyHashPartitionPrefix() string { return schema.KeyHashPrefix }
 // TTLAttribute is the attribute DynamoDB's time to live must be enabled on
 // (Unix seconds): idle buckets, usage snapshots, lease tombstones and the
 // aggregator's shard leases carry it.
-const TTLAttribute = attrTTL
+const TTLAttribute = schema.AttrTTL
 
 // IndexNames are the names of the table's global secondary indexes, in
 // order (GSI1 to GSI4).
 func IndexNames() []string {
-	out := make([]string, len(indexes))
-	for i, ix := range indexes {
-		out[i] = ix.name
+	out := make([]string, len(schema.Indexes))
+	for i, ix := range schema.Indexes {
+		out[i] = ix.Name
 	}
 	return out
 }
@@ -157,17 +157,17 @@ func NamespaceIndexes() []string {
 	const id = "0123456789abcdef"
 	prefix := NamespaceKeyPrefix(id)
 	var names []string
-	for _, ix := range indexes {
+	for _, ix := range schema.Indexes {
 		seen, all := false, true
 		for _, it := range sampleItems(id) {
-			if _, ok := it[ix.pk]; !ok {
+			if _, ok := it[ix.PK]; !ok {
 				continue
 			}
 			seen = true
-			all = all && strings.HasPrefix(getS(it, ix.pk), prefix)
+			all = all && strings.HasPrefix(getS(it, ix.PK), prefix)
 		}
 		if seen && all {
-			names = append(names, ix.name)
+			names = append(names, ix.Name)
 		}
 	}
 	return names
@@ -194,5 +194,5 @@ func sampleItems(ns string) []item {
 // SchemaVersion: CheckTable refuses a table without it. A table created
 // other than by CreateTable (deploy/terraform) writes it itself.
 func VersionRecord() (pk, sk, attr string) {
-	return registryPK(), skVersion, attrSchemaVersion
+	return schema.RegistryPK(), schema.SKVersion, schema.AttrSchemaVersion
 }
