@@ -12,6 +12,12 @@
 // buckets in parallel and give back a partial debit. Adjustments and
 // returns are unconditional ADDs.
 //
+// The Store is the store contract. Every write of a bucket item, and what
+// this process remembers of the items, is its write engine's (engine.go);
+// the table's administration is an Admin's (Store.Admin); the facts of
+// the table's layout that deployment tools need are package functions
+// (layout.go).
+//
 // The table's stream is read by package stream (store/dynamodb/stream),
 // a program of its own: usage from the stream, and the upkeep that splits
 // hot buckets ahead of their writers through Split. The table's layout,
@@ -40,9 +46,10 @@ import (
 
 // Store is the DynamoDB backend. It is safe for concurrent use.
 //
-// Its methods are the store contract. Every write of a bucket item is its
-// engine's (engine.go), which it reaches through bucketEngine alone; the
-// table's administration is Admin's.
+// Its methods are the store contract, and what the stream reader needs of
+// the same table (Client, Table, Split, SplitDue). Every write of a bucket
+// item is its engine's (engine.go), which it reaches through bucketEngine
+// alone; the table's administration is Admin's.
 type Store struct {
 	*client // the table, shared with the engine and the Admin
 	opts    options
@@ -57,8 +64,8 @@ var (
 // New returns a Store using table through a client made from cfg (region,
 // credentials, endpoint, HTTP client and middleware come from cfg and
 // optFns). It makes no call to DynamoDB: call Admin().CreateTable or
-// Admin().CheckTable before use. An empty table name or an invalid option is a
-// *model.ValidationError naming it.
+// Admin().CheckTable before use. An empty table name or an invalid option
+// is a *model.ValidationError naming it.
 func New(cfg aws.Config, table string, opts []Option, optFns ...func(*dynamodb.Options)) (*Store, error) {
 	if table == "" {
 		return nil, model.Invalid("dynamodb table", "", "a table name is required")

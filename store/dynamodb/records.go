@@ -15,7 +15,9 @@ import (
 // summed over its shards, for ReadBuckets and ListBuckets. A read warms
 // this process's images of the items, as a write does.
 
-// ReadBuckets implements store.Buckets.
+// ReadBuckets implements store.Buckets: shard 0 of every bucket in one
+// batch read, then the other shards of each split one (readBucket). It
+// serves ListBuckets too, with the keys GSI2 listed.
 func (en *engine) ReadBuckets(ctx context.Context, ns string, keys []store.BucketKey) ([]*store.Record, error) {
 	ks := make([]item, len(keys))
 	for i, k := range keys {
