@@ -78,10 +78,10 @@ func TestStreamThroughHandler(t *testing.T) {
 	ctx := context.Background()
 	s := newDynamo(t, localConfig(), "tollgate-lambda-"+time.Now().Format("150405.000000"), nil,
 		func(o *awsdynamodb.Options) { o.BaseEndpoint = aws.String(endpoint) })
-	if err := s.CreateTable(ctx); err != nil {
+	if err := s.Admin().CreateTable(ctx); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = s.DeleteTable(context.Background()) })
+	t.Cleanup(func() { _ = s.Admin().DeleteTable(context.Background()) })
 
 	clk := clock.NewFake(time.Now().Truncate(time.Hour).Add(30 * time.Minute))
 	lim, adm := limiterAdmin(t, s, tollgate.WithClock(clk))
@@ -207,7 +207,7 @@ func streamBatches(t *testing.T, s *dynamodb.Store) []events.DynamoDBTimeWindowE
 func streamPages(t *testing.T, s *dynamodb.Store, size int32) []events.DynamoDBTimeWindowEvent {
 	t.Helper()
 	ctx := context.Background()
-	desc, err := s.DescribeTable(ctx)
+	desc, err := s.Admin().DescribeTable(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -315,10 +315,10 @@ func TestReaderAndHandlerInterchangeable(t *testing.T) {
 	ctx := context.Background()
 	s := newDynamo(t, localConfig(), "tollgate-swap-"+time.Now().Format("150405.000000"), nil,
 		func(o *awsdynamodb.Options) { o.BaseEndpoint = aws.String(endpoint) })
-	if err := s.CreateTable(ctx); err != nil {
+	if err := s.Admin().CreateTable(ctx); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = s.DeleteTable(context.Background()) })
+	t.Cleanup(func() { _ = s.Admin().DeleteTable(context.Background()) })
 	lim, adm := limiterAdmin(t, s)
 	if _, err := adm.CreateEntity(ctx, tollgate.Entity{ID: "org"}); err != nil {
 		t.Fatal(err)
@@ -527,10 +527,10 @@ func TestHandlerUpkeep(t *testing.T) {
 	ctx := context.Background()
 	atLocal := func(o *awsdynamodb.Options) { o.BaseEndpoint = aws.String(endpoint) }
 	s := newDynamo(t, localConfig(), "tollgate-upkeep-"+time.Now().Format("150405.000000"), nil, atLocal)
-	if err := s.CreateTable(ctx); err != nil {
+	if err := s.Admin().CreateTable(ctx); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = s.DeleteTable(context.Background()) })
+	t.Cleanup(func() { _ = s.Admin().DeleteTable(context.Background()) })
 	// Writers with a meter of 10 writes a second, dated long ago.
 	writers := newDynamo(t, localConfig(), s.Table(), []dynamodb.Option{dynamodb.WithWritePressureLimit(10)}, atLocal)
 	lim, err := tollgate.New(writers, tollgate.WithClock(clock.NewFake(time.Now().Add(-time.Hour))))

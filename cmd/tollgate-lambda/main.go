@@ -145,7 +145,7 @@ func main() {
 	ctx, cancel := context.WithTimeout(context.Background(), initTimeout)
 	st, err := dynamodb.Connect(ctx, dynamodb.ConnectConfig{Table: cfg.table})
 	if err == nil {
-		err = st.CheckTable(ctx)
+		err = st.Admin().CheckTable(ctx)
 	}
 	cancel()
 	if err != nil {

@@ -76,7 +76,7 @@ func TestAggregatorProcesses(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Cleanups run last first: the processes are killed before this.
-	t.Cleanup(func() { _ = s.DeleteTable(context.Background()) })
+	t.Cleanup(func() { _ = s.Admin().DeleteTable(context.Background()) })
 	db := awsdynamodb.NewFromConfig(cfg, atLocal) // to read lease and bucket items
 	// The limiter follows the admin's change watch, so that it sees the
 	// entities the admin creates at its next call.

@@ -100,7 +100,7 @@ usage itself.`,
 			if err != nil {
 				return err
 			}
-			if err := st.CheckTable(ctx); err != nil {
+			if err := st.Admin().CheckTable(ctx); err != nil {
 				return err
 			}
 			aggregate(ctx, st, log, aggregatorConfig{poll: poll, retention: retention, lease: lease, upkeep: upkeep, reconcile: reconcileEvery})

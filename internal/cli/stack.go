@@ -216,7 +216,7 @@ func (f *stackFlags) deployStack(ctx context.Context, g *globals, tpl []byte) er
 	}
 	st, err := dynamodb.Connect(ctx, dynamodb.ConnectConfig{Table: outputs["TableName"], Region: cfg.Region})
 	if err == nil {
-		err = st.InitTable(ctx) // the stack made the table: checks it, writes the schema version
+		err = st.Admin().InitTable(ctx) // the stack made the table: checks it, writes the schema version
 	}
 	if err != nil {
 		return fmt.Errorf("--stack %s: initialise table %s: %w", f.stack, outputs["TableName"], err)

@@ -88,7 +88,7 @@ func (g *globals) openStore(ctx context.Context, check bool) (store.Store, func(
 		return nil, nil, err
 	}
 	if check {
-		if err := st.CheckTable(ctx); err != nil {
+		if err := st.Admin().CheckTable(ctx); err != nil {
 			if errors.Is(err, dynamodb.ErrTableNotFound) {
 				return nil, nil, fmt.Errorf("%w (create it with: tollgate deploy --store %s)", err, raw)
 			}

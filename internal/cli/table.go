@@ -62,8 +62,9 @@ docs/operations.md describes both.`,
 			if err != nil {
 				return err
 			}
+			admin := st.Admin()
 			verb := "deployed"
-			switch err := st.CheckTable(ctx); {
+			switch err := admin.CheckTable(ctx); {
 			case err == nil:
 				fmt.Fprintf(g.stdout, "table %s already deployed (schema %d)\n", st.Table(), dynamodb.SchemaVersion)
 				return nil
@@ -74,9 +75,9 @@ docs/operations.md describes both.`,
 			case !errors.Is(err, dynamodb.ErrTableNotFound):
 				return err
 			}
-			init := st.CreateTable
+			init := admin.CreateTable
 			if verb == "initialised" {
-				init = st.InitTable // checks the layout first; needs no CreateTable permission
+				init = admin.InitTable // checks the layout first; needs no CreateTable permission
 			}
 			if err := init(ctx); err != nil {
 				return err
@@ -105,7 +106,7 @@ func newDestroyCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if err := st.DeleteTable(ctx); err != nil {
+			if err := st.Admin().DeleteTable(ctx); err != nil {
 				return err
 			}
 			fmt.Fprintf(g.stdout, "table %s deleted\n", st.Table())
@@ -145,14 +146,15 @@ reached or has another schema.`,
 			if err != nil {
 				return err
 			}
+			admin := st.Admin()
 			s := tableStatus{Table: st.Table()}
 			start := time.Now()
-			d, err := st.DescribeTable(ctx)
+			d, err := admin.DescribeTable(ctx)
 			s.LatencyMS = time.Since(start).Milliseconds()
 			if err == nil {
 				s.Reachable = true
 				s.Status, s.SchemaVersion, s.ItemCount, s.SizeBytes, s.Stream = d.Status, d.SchemaVersion, d.ItemCount, d.SizeBytes, d.StreamARN
-				err = st.CheckTable(ctx)
+				err = admin.CheckTable(ctx)
 				s.SchemaOK = err == nil
 			}
 			if err != nil {

@@ -43,10 +43,10 @@ func newScene(t *testing.T) *scene {
 	// Local, cold, takes more than a second over some of their calls.
 	admin := dynamoStore(t, endpoint, table, dynamodb.WithCallTimeout(30*time.Second))
 	ctx := context.Background()
-	if err := admin.CreateTable(ctx); err != nil {
+	if err := admin.Admin().CreateTable(ctx); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = admin.DeleteTable(context.Background()) })
+	t.Cleanup(func() { _ = admin.Admin().DeleteTable(context.Background()) })
 	p, err := faultproxy.Start(endpoint)
 	if err != nil {
 		t.Fatal(err)

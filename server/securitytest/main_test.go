@@ -53,10 +53,10 @@ var backends = []backend{
 		}
 		table := "tollgate-sec-" + randomHex(6)
 		a, b := dynamoStore(t, table), dynamoStore(t, table)
-		if err := a.CreateTable(context.Background()); err != nil {
+		if err := a.Admin().CreateTable(context.Background()); err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { _ = a.DeleteTable(context.Background()) })
+		t.Cleanup(func() { _ = a.Admin().DeleteTable(context.Background()) })
 		return a, b
 	}},
 }

@@ -192,7 +192,7 @@ func BenchmarkDynamoDB(b *testing.B) {
 				key := uniquePrefix("hot-" + hot.name)
 				env.acquire(b, key, limits) // registers the namespace
 				id := bucketID{env.ns(b), store.BucketKey{Entity: key, Resource: "api"}}
-				for i := 0; env.s.shardsOf(id) < hot.shards; i++ {
+				for i := 0; env.s.eng().shardsOf(id) < hot.shards; i++ {
 					if i == 100 {
 						b.Fatalf("%s did not split to %d shards", key, hot.shards)
 					}
@@ -362,6 +362,7 @@ type benchEnv struct {
 	consume  tollgate.Consume // what each acquire takes (newBenchEnv: one rps)
 	s        *Store
 	lim      *tollgate.Limiter
+	adm      *tollgate.Admin
 	clk      *clock.Fake // nil: the wall clock
 	calls    atomic.Int64
 	acquires atomic.Int64
@@ -379,10 +380,7 @@ func newBenchEnv(b *testing.B, table string, fake bool, opts ...Option) *benchEn
 		env.clk = clock.NewFake(time.Now())
 		limOpts = append(limOpts, tollgate.WithClock(env.clk))
 	}
-	var err error
-	if env.lim, err = tollgate.New(env.s, limOpts...); err != nil {
-		b.Fatal(err)
-	}
+	env.lim, env.adm = limiterAdmin(b, env.s, time.Second, limOpts...)
 	return env
 }
 
@@ -463,11 +461,11 @@ func uniquePrefix(name string) string { return name + strconv.FormatInt(benchRun
 // it.
 func (env *benchEnv) cascade(b *testing.B, prefix string, n int) {
 	ctx := context.Background()
-	if _, err := env.lim.CreateEntity(ctx, tollgate.Entity{ID: prefix + "org"}); err != nil {
+	if _, err := env.adm.CreateEntity(ctx, tollgate.Entity{ID: prefix + "org"}); err != nil {
 		b.Fatal(err)
 	}
 	for i := range n {
-		if _, err := env.lim.CreateEntity(ctx, tollgate.Entity{ID: prefix + strconv.Itoa(i), ParentID: prefix + "org", Cascade: true}); err != nil {
+		if _, err := env.adm.CreateEntity(ctx, tollgate.Entity{ID: prefix + strconv.Itoa(i), ParentID: prefix + "org", Cascade: true}); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -17,16 +16,16 @@ import (
 // lane: one write, shards and retries included), and if any refuses, the
 // others are given back (consumeEach). With speculation off, all buckets
 // are read and written in one transaction, unless one is sharded.
-func (s *Store) consumeMany(ctx context.Context, b *budget, ns string, req *store.ConsumeRequest) (bool, error) {
-	if s.speculative || s.anySharded(ns, req) {
-		return s.consumeEach(ctx, b, ns, req)
+func (en *engine) consumeMany(ctx context.Context, b *budget, ns string, req *store.ConsumeRequest) (bool, error) {
+	if en.speculative || en.anySharded(ns, req) {
+		return en.consumeEach(ctx, b, ns, req)
 	}
 	for {
 		ts := make([]*target, len(req.Buckets))
 		for i := range req.Buckets {
-			ts[i] = s.newTarget(&req.Buckets[i], 0, 1)
+			ts[i] = en.newTarget(&req.Buckets[i], 0, 1)
 		}
-		granted, err := s.transact(ctx, ns, req, ts)
+		granted, err := en.transact(ctx, ns, req, ts)
 		for i, t := range ts {
 			t.report(&req.Buckets[i])
 		}
@@ -40,9 +39,9 @@ func (s *Store) consumeMany(ctx context.Context, b *budget, ns string, req *stor
 	}
 }
 
-func (s *Store) anySharded(ns string, req *store.ConsumeRequest) bool {
+func (en *engine) anySharded(ns string, req *store.ConsumeRequest) bool {
 	for i := range req.Buckets {
-		if s.shardCounts.load(bucketID{ns, req.Buckets[i].Key}) > 1 {
+		if en.shardCounts.load(bucketID{ns, req.Buckets[i].Key}) > 1 {
 			return true
 		}
 	}
@@ -55,11 +54,11 @@ func (s *Store) anySharded(ns string, req *store.ConsumeRequest) bool {
 // hold a debit that is later given back, so concurrent requests may be
 // refused (under-admission), but a grant is returned only when every
 // bucket holds its debit, so nothing is ever over-admitted.
-func (s *Store) consumeEach(ctx context.Context, b *budget, ns string, req *store.ConsumeRequest) (bool, error) {
+func (en *engine) consumeEach(ctx context.Context, b *budget, ns string, req *store.ConsumeRequest) (bool, error) {
 	n := len(req.Buckets)
 	granted := make([]bool, n)
 	errs := make([]error, n)
-	parallel(n, func(i int) { granted[i], errs[i] = s.consumeOne(ctx, b, ns, &req.Buckets[i], req.Now) })
+	parallel(n, func(i int) { granted[i], errs[i] = en.consumeOne(ctx, b, ns, &req.Buckets[i], req.Now) })
 	all := true
 	for _, g := range granted {
 		all = all && g
@@ -68,7 +67,7 @@ func (s *Store) consumeEach(ctx context.Context, b *budget, ns string, req *stor
 	if all && err == nil {
 		return true, nil
 	}
-	if cerr := s.compensate(ctx, ns, req, granted); cerr != nil {
+	if cerr := en.compensate(ctx, ns, req, granted); cerr != nil {
 		err = errors.Join(err, cerr)
 	}
 	return false, err
@@ -78,7 +77,7 @@ func (s *Store) consumeEach(ctx context.Context, b *budget, ns string, req *stor
 // where each was debited (its Placement), under a context that the
 // caller's cancellation does not end: a cancelled caller must not strand a
 // debit.
-func (s *Store) compensate(ctx context.Context, ns string, req *store.ConsumeRequest, debited []bool) error {
+func (en *engine) compensate(ctx context.Context, ns string, req *store.ConsumeRequest, debited []bool) error {
 	var undo []store.Delta
 	for i, d := range debited {
 		if d {
@@ -88,42 +87,29 @@ func (s *Store) compensate(ctx context.Context, ns string, req *store.ConsumeReq
 	if len(undo) == 0 {
 		return nil
 	}
-	if err := s.applyDeltas(context.WithoutCancel(ctx), ns, undo, -1); err != nil {
+	if err := en.applyDeltas(context.WithoutCancel(ctx), ns, undo, -1); err != nil {
 		return fmt.Errorf("dynamodb: compensate cascade: %w", err)
 	}
 	return nil
-}
-
-// parallel runs f(0..n-1) concurrently and waits.
-func parallel(n int, f func(i int)) {
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			f(i)
-		}()
-	}
-	wg.Wait()
 }
 
 // transact reads every bucket, decides the request on each, and writes
 // them in one transaction: a bucket that needs no write, but on whose
 // state the grant depends, is a condition check. A cancelled transaction
 // returns its retry cause (see txRetry).
-func (s *Store) transact(ctx context.Context, ns string, req *store.ConsumeRequest, ts []*target) (bool, error) {
+func (en *engine) transact(ctx context.Context, ns string, req *store.ConsumeRequest, ts []*target) (bool, error) {
 	keys := make([]item, len(ts))
 	for i, t := range ts {
 		keys[i] = t.itemKey(ns)
 	}
-	olds, err := s.readItems(ctx, s.newBudget(), keys)
+	olds, err := en.readItems(ctx, en.newBudget(), keys)
 	if err != nil {
 		return false, err
 	}
 	ws := make([]*write, len(ts))
 	ok := true
 	for i, t := range ts {
-		if ws[i], err = s.planRead(ns, t, req.Now, olds[i]); err != nil {
+		if ws[i], err = en.planRead(ns, t, req.Now, olds[i]); err != nil {
 			return false, err
 		}
 		ok = ok && ws[i].sim.granted[0]
@@ -135,7 +121,7 @@ func (s *Store) transact(ctx context.Context, ns string, req *store.ConsumeReque
 	for i, w := range ws {
 		items[i] = w.transactItem()
 	}
-	_, err = s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
+	_, err = en.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
 	if err != nil {
 		if cause := txRetry(err); cause != nil {
 			return false, cause
@@ -143,41 +129,4 @@ func (s *Store) transact(ctx context.Context, ns string, req *store.ConsumeReque
 		return false, fmt.Errorf("dynamodb: cascade transaction: %w", err)
 	}
 	return true, nil
-}
-
-// planRead decides t's request alone on its item, read as old (nil:
-// absent), and plans its write. The outcome (granted, Observed) is set on
-// t: final, if the write is made. A layout other than t's is errReplan.
-func (s *Store) planRead(ns string, t *target, now int64, old item) (*write, error) {
-	img, err := itemImage(old)
-	if err != nil {
-		return nil, err
-	}
-	return s.planImage(ns, t, now, img)
-}
-
-// planImage is planRead from the item's image.
-func (s *Store) planImage(ns string, t *target, now int64, img *image) (*write, error) {
-	b := single(ns, t, now)
-	if img.exists && img.shards != t.shards || !img.exists && (t.shard != 0 || t.shards != 1) {
-		s.shardCounts.store(bucketID{ns, t.key}, img.shards)
-		return nil, errReplan
-	}
-	sim := simulate(img, b, false)
-	for j := range t.req.Limits {
-		t.req.Limits[j].Observed = sim.observed[0][j]
-	}
-	return s.planWrite(b, img, sim), nil
-}
-
-// transactItem turns a write into a transaction item; a write that debits
-// nothing becomes a check of its conditions, as a grant still depends on
-// them.
-func (w *write) transactItem() types.TransactWriteItem {
-	if w.put != nil {
-		return types.TransactWriteItem{Put: &types.Put{
-			TableName: w.put.TableName, Item: w.put.Item, ConditionExpression: w.put.ConditionExpression,
-		}}
-	}
-	return transactUpdate(w.update)
 }

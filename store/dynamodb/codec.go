@@ -22,47 +22,6 @@ func getS(it item, name string) string         { return schema.GetS(it, name) }
 func getN(it item, name string) (int64, error) { return schema.GetN(it, name) }
 func getBool(it item, name string) bool        { return schema.GetBool(it, name) }
 
-// shardCount reads a bucket item's shard count (1 when absent).
-func shardCount(it item) int {
-	n, err := getN(it, attrShardCount)
-	if err != nil || n < 1 {
-		return 1
-	}
-	return int(n)
-}
-
-// describeEntity adds e's parent and cascade flag to a bucket item being
-// created.
-func describeEntity(it item, e *model.Entity) {
-	if e == nil {
-		return
-	}
-	it[attrCascade] = boolean(e.Cascade)
-	if e.ParentID != "" {
-		it[attrParent] = str(e.ParentID)
-	}
-}
-
-// redescribeEntity adds to e the update of a stored bucket item's parent
-// and cascade flag, where they differ from what the caller knows (an entity
-// created after its first acquire, or an item written before they were
-// kept). An item not known (a guessed image) is left as it is.
-func redescribeEntity(e *expr, img *image, ent *model.Entity) {
-	if ent == nil || img.guessed {
-		return
-	}
-	if !img.hasCascade || img.cascade != ent.Cascade {
-		e.setV(attrCascade, boolean(ent.Cascade))
-	}
-	if img.parent != ent.ParentID {
-		if ent.ParentID == "" {
-			e.remove = append(e.remove, e.name(attrParent))
-		} else {
-			e.setV(attrParent, str(ent.ParentID))
-		}
-	}
-}
-
 func encodeEntity(ns string, e model.Entity) (item, error) {
 	meta := ""
 	if len(e.Metadata) > 0 {

@@ -32,10 +32,10 @@ func TestConnectThroughConfigurationChain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := st.CreateTable(ctx); err != nil {
+	if err := st.Admin().CreateTable(ctx); err != nil {
 		t.Fatal(err)
 	}
-	defer st.DeleteTable(ctx)
+	defer st.Admin().DeleteTable(ctx)
 	lim, err := tollgate.New(st)
 	if err != nil {
 		t.Fatal(err)
@@ -93,16 +93,16 @@ func TestConnectLoopbackWithoutCredentials(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := st.CheckTable(ctx); !errors.Is(err, ErrTableNotFound) {
+	if err := st.Admin().CheckTable(ctx); !errors.Is(err, ErrTableNotFound) {
 		t.Fatalf("CheckTable of a table not made yet: %v, want ErrTableNotFound (an answer of DynamoDB Local)", err)
 	}
 	if d := time.Since(start); d >= 2*time.Second {
 		t.Errorf("Connect and a first call took %v, want < 2s", d)
 	}
-	if err := st.CreateTable(ctx); err != nil {
+	if err := st.Admin().CreateTable(ctx); err != nil {
 		t.Fatal(err)
 	}
-	defer st.DeleteTable(ctx)
+	defer st.Admin().DeleteTable(ctx)
 	lim, err := tollgate.New(st)
 	if err != nil {
 		t.Fatal(err)

@@ -487,27 +487,45 @@ func TestCostCascade(t *testing.T) {
 type limiterEnv struct {
 	c   *instrumented
 	lim *tollgate.Limiter
+	adm *tollgate.Admin // shares lim's change watch, so its writes drop lim's caches at once
 	clk *clock.Fake
 }
 
 func newLimiterEnv(t testing.TB, c *instrumented) *limiterEnv {
 	t.Helper()
 	clk := clock.NewFake(instrEpoch)
-	lim, err := tollgate.New(c.Store, tollgate.WithClock(clk), tollgate.WithRefreshInterval(time.Hour))
+	lim, adm := limiterAdmin(t, c.Store, time.Hour, tollgate.WithClock(clk), tollgate.WithRefreshInterval(time.Hour))
+	return &limiterEnv{c: c, lim: lim, adm: adm, clk: clk}
+}
+
+// limiterAdmin returns a Limiter and an Admin on s that share a change watch
+// reading the store's generation every refresh.
+func limiterAdmin(t testing.TB, s store.Store, refresh time.Duration, opts ...tollgate.Option) (*tollgate.Limiter, *tollgate.Admin) {
+	t.Helper()
+	w, err := tollgate.NewChangeWatch(s, refresh)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &limiterEnv{c: c, lim: lim, clk: clk}
+	opts = append(opts[:len(opts):len(opts)], tollgate.WithChangeWatch(w))
+	lim, err := tollgate.New(s, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	adm, err := tollgate.NewAdmin(s, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return lim, adm
 }
 
 // cascadePair creates parent and child (cascading to parent).
 func (e *limiterEnv) cascadePair(t testing.TB, parent, child string) {
 	t.Helper()
 	ctx := context.Background()
-	if _, err := e.lim.CreateEntity(ctx, tollgate.Entity{ID: parent}); err != nil {
+	if _, err := e.adm.CreateEntity(ctx, tollgate.Entity{ID: parent}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.lim.CreateEntity(ctx, tollgate.Entity{ID: child, ParentID: parent, Cascade: true}); err != nil {
+	if _, err := e.adm.CreateEntity(ctx, tollgate.Entity{ID: child, ParentID: parent, Cascade: true}); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -65,13 +65,13 @@ func mergeDeltas(ds []store.Delta) []store.Delta {
 // bucket item (guarded only so that a missing bucket or limit is not
 // created half-formed), items in parallel. A delta goes to the shard its
 // debit came from (its Placement; shard 0 for a gathered debit).
-func (s *Store) ApplyDeltas(ctx context.Context, ns string, deltas []store.Delta) error {
-	return s.applyDeltas(ctx, ns, deltas, 0)
+func (en *engine) ApplyDeltas(ctx context.Context, ns string, deltas []store.Delta) error {
+	return en.applyDeltas(ctx, ns, deltas, 0)
 }
 
 // applyDeltas applies deltas, and adds events to the acquire counter of
 // each bucket they touch (a compensation takes back the acquire it undoes).
-func (s *Store) applyDeltas(ctx context.Context, ns string, deltas []store.Delta, events int64) error {
+func (en *engine) applyDeltas(ctx context.Context, ns string, deltas []store.Delta, events int64) error {
 	type dest struct {
 		k     store.BucketKey
 		shard int
@@ -86,7 +86,7 @@ func (s *Store) applyDeltas(ctx context.Context, ns string, deltas []store.Delta
 		groups[to] = append(groups[to], d)
 	}
 	apply := func(i int) error {
-		return s.addDeltas(ctx, ns, &target{key: order[i].k, shard: order[i].shard}, groups[order[i]], events)
+		return en.addDeltas(ctx, ns, &target{key: order[i].k, shard: order[i].shard}, groups[order[i]], events)
 	}
 	if len(order) == 1 {
 		return apply(0)
@@ -119,18 +119,18 @@ func (s *Store) applyDeltas(ctx context.Context, ns string, deltas []store.Delta
 // not hold it already. A retry that finds its own id knows the first
 // attempt was applied. (Another write landing between the attempts would
 // overwrite the id; that window is one retry delay wide.)
-func (s *Store) addDeltas(ctx context.Context, ns string, t *target, ds []store.Delta, events int64) error {
+func (en *engine) addDeltas(ctx context.Context, ns string, t *target, ds []store.Delta, events int64) error {
 	k := t.key
 	id := itemID{ns, k, t.shard}
 	ds = mergeDeltas(ds)
 	op := newOpID()
-	img := s.lanes.image(id)
-	b := s.newBudget()
+	img := en.lanes.image(id)
+	b := en.newBudget()
 	for len(ds) > 0 {
-		forms, ok := s.deltaForms(id, img, ds)
+		forms, ok := en.deltaForms(id, img, ds)
 		if !ok {
 			var err error
-			if img, err = s.readImage(ctx, id); err != nil {
+			if img, err = en.readImage(ctx, id); err != nil {
 				return err
 			}
 			if ds = keepPresent(ds, img); len(ds) == 0 {
@@ -138,14 +138,14 @@ func (s *Store) addDeltas(ctx context.Context, ns string, t *target, ds []store.
 			}
 			continue
 		}
-		out, err := s.db.UpdateItem(ctx, deltaExpr(op, events, ds, forms).updateItem(&s.table, t.itemKey(ns), types.ReturnValueAllNew))
+		out, err := en.db.UpdateItem(ctx, deltaExpr(op, events, ds, forms).updateItem(&en.table, t.itemKey(ns), types.ReturnValueAllNew))
 		var cond *types.ConditionalCheckFailedException
 		if !errors.As(err, &cond) {
 			if err != nil {
 				return fmt.Errorf("dynamodb: adjust bucket %s/%s: %w", k.Entity, k.Resource, err)
 			}
 			if after, err := itemImage(out.Attributes); err == nil {
-				s.lanes.offer(id, after)
+				en.lanes.offer(id, after)
 			}
 			return nil
 		}
@@ -188,7 +188,7 @@ type deltaForm struct {
 
 // deltaForms returns each delta's form, from img (nil: not known) or the
 // delta's parameters; ok is false if some form is not known.
-func (s *Store) deltaForms(id itemID, img *image, ds []store.Delta) ([]deltaForm, bool) {
+func (en *engine) deltaForms(id itemID, img *image, ds []store.Delta) ([]deltaForm, bool) {
 	forms := make([]deltaForm, len(ds))
 	for i, d := range ds {
 		if img != nil {
@@ -203,7 +203,7 @@ func (s *Store) deltaForms(id itemID, img *image, ds []store.Delta) ([]deltaForm
 		if d.Params.Capacity <= 0 {
 			return nil, false
 		}
-		forms[i] = deltaForm{params: shardParams(d.Params, s.shardCounts.load(bucketID{id.ns, id.key}))}
+		forms[i] = deltaForm{params: shardParams(d.Params, en.shardCounts.load(bucketID{id.ns, id.key}))}
 	}
 	return forms, true
 }
@@ -231,4 +231,27 @@ func (f deltaForm) express(e *expr, d store.Delta) {
 		e.addN(limitAttr(d.Limit, fieldTokens), -d.Amount)
 	}
 	e.addN(limitAttr(d.Limit, fieldConsumed), d.Amount)
+}
+
+// withDeltas returns img with deltas ds applied, as their write applies
+// them: a refilling limit's full tick moves by the debit's ticks, a
+// concurrency limit's balance by the amount.
+func (img *image) withDeltas(ds []store.Delta) *image {
+	out := img.clone()
+	for _, d := range ds {
+		i := out.find(d.Limit)
+		if i < 0 {
+			continue
+		}
+		l := &out.limits[i]
+		switch {
+		case l.legacy:
+			return nil // schema 1 deltas change what the image cannot tell
+		case l.refills():
+			l.ft = l.ft.Add(bucket.DebitTicks(d.Amount, l.params))
+		default:
+			l.tk -= d.Amount
+		}
+	}
+	return out
 }

@@ -12,6 +12,12 @@
 // buckets in parallel and give back a partial debit. Adjustments and
 // returns are unconditional ADDs.
 //
+// The Store is the store contract. Every write of a bucket item, and what
+// this process remembers of the items, is its write engine's (engine.go);
+// the table's administration is an Admin's (Store.Admin); the facts of
+// the table's layout that deployment tools need are package functions
+// (layout.go).
+//
 // The table's stream is read by package stream (store/dynamodb/stream),
 // a program of its own: usage from the stream, and the upkeep that splits
 // hot buckets ahead of their writers through Split. The table's layout,
@@ -25,8 +31,6 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -41,38 +45,15 @@ import (
 )
 
 // Store is the DynamoDB backend. It is safe for concurrent use.
+//
+// Its methods are the store contract, and what the stream reader needs of
+// the same table (Client, Table, Split, SplitDue). Every write of a bucket
+// item is its engine's (engine.go), which it reaches through bucketEngine
+// alone; the table's administration is Admin's.
 type Store struct {
-	db          *dynamodb.Client
-	table       string
-	speculative bool
-	maxAttempts int
-	callTimeout time.Duration // see WithCallTimeout; 0: no bound
-	noStreams   bool
-	bucketTTL   int64 // ms; see WithBucketTTL
-
-	// lanes hold the images of the items this process writes and queue
-	// its writes to them (lane.go); knownLimit bounds them.
-	lanes       *laneTable
-	knownLimit  int
-	shardCounts shardCounts
-	// leases remembers the open lease records this process wrote or
-	// read, which an ending that keeps a tombstone copies (tombstones.go).
-
-	writesPerSecond int64    // the pressure limit; 0: no sharding
-	maxShards       int      // a power of two, at most maxShards
-	splitting       sync.Map // bucketID -> struct{}: splits under way here
-	splits          atomic.Int64
-
-	sleep sleepFunc         // backoff between retries; tests count it
-	pick  func(n int) []int // the shards an acquire tries; tests fix them
-
-	// optErr is the first invalid option New met; New returns it.
-	optErr error
-}
-
-type bucketID struct {
-	ns string
-	k  store.BucketKey
+	*client // the table, shared with the engine and the Admin
+	opts    options
+	engine  bucketEngine
 }
 
 var (
@@ -80,76 +61,30 @@ var (
 	_ store.ChangeFeeder = (*Store)(nil)
 )
 
-// Option configures a Store. An invalid option value is a
-// *model.ValidationError naming the option and the value, which New and
-// Connect return.
-type Option func(*Store)
-
-// invalid records that option was given a bad value, keeping the first
-// such error for New to return.
-func (s *Store) invalid(option string, value any, reason string) {
-	if s.optErr == nil {
-		s.optErr = model.Invalid("dynamodb option "+option, fmt.Sprint(value), reason)
-	}
-}
-
-// WithSpeculative turns speculation on (the default) or off: with it, a
-// write is planned from the item as this process last saw it (or, for an
-// item not seen, assumed full), with no read. Off, every write reads the
-// item first (1 read + 1 write), and a cascade is one transaction.
-func WithSpeculative(on bool) Option { return func(s *Store) { s.speculative = on } }
-
-// DefaultMaxAttempts is the default of WithMaxAttempts.
-const DefaultMaxAttempts = 16
-
-// WithMaxAttempts bounds how often one operation is tried, in all, when it
-// meets lost races, changed bucket layouts, transaction conflicts or
-// throttled transactions (default DefaultMaxAttempts; at least 1). Retries
-// after the first few lost races back off with jitter, so one operation
-// sleeps at most 5+10+20+40+80+160 ms and then 200 ms per further attempt.
-// Throttling and transport errors of single calls are retried by the SDK's
-// retryer, configured in the aws.Config.
-func WithMaxAttempts(n int) Option {
-	return func(s *Store) {
-		if n < 1 {
-			s.invalid("WithMaxAttempts", n, "must be at least 1")
-			return
-		}
-		s.maxAttempts = n
-	}
-}
-
-// WithoutStreams makes CreateTable create the table without DynamoDB
-// Streams. Only for tests of the backend alone: the aggregator needs the
-// stream, and DynamoDB Local slows down with every stream record it keeps.
-func WithoutStreams() Option { return func(s *Store) { s.noStreams = true } }
-
 // New returns a Store using table through a client made from cfg (region,
 // credentials, endpoint, HTTP client and middleware come from cfg and
-// optFns). It makes no call to DynamoDB: call CreateTable or CheckTable
-// before use. An empty table name or an invalid option is a
-// *model.ValidationError naming it.
+// optFns). It makes no call to DynamoDB: call Admin().CreateTable or
+// Admin().CheckTable before use. An empty table name or an invalid option
+// is a *model.ValidationError naming it.
 func New(cfg aws.Config, table string, opts []Option, optFns ...func(*dynamodb.Options)) (*Store, error) {
 	if table == "" {
 		return nil, model.Invalid("dynamodb table", "", "a table name is required")
 	}
-	s := &Store{table: table, speculative: true, maxAttempts: DefaultMaxAttempts, knownLimit: DefaultKnownBuckets,
-		writesPerSecond: 1000, maxShards: maxShards, bucketTTL: DefaultBucketTTL.Milliseconds(), sleep: sleepCtx, pick: pickShards,
-		callTimeout: DefaultCallTimeout}
+	s := &Store{opts: defaultOptions()}
 	for _, o := range opts {
 		o(s)
 	}
-	if s.optErr != nil {
-		return nil, s.optErr
+	if s.opts.err != nil {
+		return nil, s.opts.err
 	}
-	s.lanes = newLaneTable(s.knownLimit)
-	s.shardCounts.limit = int64(s.knownLimit)
 	optFns = append([]func(*dynamodb.Options){func(o *dynamodb.Options) {
 		// DynamoDB Local omits the CRC32 header on error responses; the
 		// transport's own integrity checks are enough.
 		o.DisableValidateResponseChecksum = true
 	}, s.boundCalls}, optFns...)
-	s.db = dynamodb.NewFromConfig(cfg, optFns...)
+	s.client = &client{db: dynamodb.NewFromConfig(cfg, optFns...), table: table,
+		maxAttempts: s.opts.maxAttempts, sleep: s.opts.sleep}
+	s.engine = newEngine(s.client, &s.opts)
 	return s, nil
 }
 
@@ -162,7 +97,7 @@ type ConnectConfig struct {
 
 // Connect loads the standard AWS configuration (environment, shared files,
 // instance roles), applies c, and returns a Store. It does not touch the
-// table; call CheckTable (or CreateTable).
+// table; call Admin().CheckTable (or CreateTable).
 //
 // An Endpoint on this machine (a loopback address: 127.0.0.0/8, ::1 or
 // localhost; DynamoDB Local, say) needs no AWS account: when the
@@ -256,10 +191,6 @@ func tuneTransport(t *http.Transport) {
 	t.MaxIdleConnsPerHost = 512
 	t.IdleConnTimeout = 90 * time.Second
 }
-
-// Splits returns how many times this Store has doubled a hot bucket's
-// shard count.
-func (s *Store) Splits() int64 { return s.splits.Load() }
 
 // Table returns the table name.
 func (s *Store) Table() string { return s.table }

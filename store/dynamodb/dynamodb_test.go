@@ -78,12 +78,15 @@ func newTable(t testing.TB, opts ...Option) *Store {
 		}
 	})
 	ctx := context.Background()
-	if err := s.CreateTable(ctx); err != nil {
+	if err := s.Admin().CreateTable(ctx); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = s.DeleteTable(context.Background()) })
+	t.Cleanup(func() { _ = s.Admin().DeleteTable(context.Background()) })
 	return s
 }
+
+// eng is the store's write engine, for the tests of its machinery.
+func (s *Store) eng() *engine { return s.engine.(*engine) }
 
 func randomHex(n int) string {
 	b := make([]byte, n)

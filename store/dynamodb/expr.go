@@ -6,6 +6,9 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/tollgate-rl/tollgate/bucket"
+	"github.com/tollgate-rl/tollgate/model"
 )
 
 // expr accumulates an update and a condition expression with placeholders
@@ -125,4 +128,183 @@ func transactUpdate(u *dynamodb.UpdateItemInput) types.TransactWriteItem {
 		ConditionExpression: u.ConditionExpression, ExpressionAttributeNames: u.ExpressionAttributeNames,
 		ExpressionAttributeValues: u.ExpressionAttributeValues,
 	}}
+}
+
+// updateExpr adds to e the update of an existing item (its condition
+// alone unless update).
+func (en *engine) updateExpr(e *expr, b *batch, img *image, sim *simulation, w *write, update bool) {
+	pinned := false
+	for j := range sim.paths {
+		pinned = en.pathExpr(e, &sim.paths[j], sim.first, update) || pinned
+	}
+	legacy := len(sim.extras) > 0
+	for j := range sim.paths {
+		legacy = legacy || sim.paths[j].stored != nil && sim.paths[j].stored.legacy
+	}
+	for _, i := range sim.extras {
+		l := &img.limits[i]
+		whereLegacy(e, l)
+		if update {
+			e.setV(limitAttr(l.name, fieldFullTick), tickValue(img.fullTick(l)))
+			removeLegacy(e, l.name)
+		}
+		pinned = true
+	}
+	if legacy {
+		e.where("%s = %v", attrRefilled, num(img.rf))
+	}
+	if !pinned {
+		e.where("attribute_exists(%s)", attrPK, nil)
+	}
+	if !update {
+		return
+	}
+	if legacy {
+		e.remove = append(e.remove, e.name(attrVersion))
+	}
+	meterExpr(e, w.meter, img)
+	e.setN(attrRefilled, sim.last)
+	if sim.events > 0 {
+		e.addN(attrEvents, sim.events)
+	}
+	w.ttl = en.ttlExpr(e, img, sim)
+	redescribeEntity(e, img, b.parts[0].req.Entity)
+}
+
+// pathExpr adds one limit's path to e: its condition (the parameters and
+// the interval, or the exact stored value of a rebase) and, if update, its
+// update. It reports whether the condition names an attribute of the
+// stored item.
+func (en *engine) pathExpr(e *expr, p *path, first int64, update bool) bool {
+	tk, ft := limitAttr(p.name, fieldTokens), limitAttr(p.name, fieldFullTick)
+	pinned := false
+	switch {
+	case p.rebase && p.stored == nil:
+		e.where("attribute_not_exists(%s)", limitAttr(p.name, fieldCapacity), nil)
+	case p.rebase:
+		whereParams(e, p.name, p.stored.params)
+		switch {
+		case p.stored.legacy:
+			whereLegacy(e, p.stored)
+		case p.stored.refills():
+			e.where("%s = %v", ft, tickValue(p.stored.ft))
+		default:
+			e.where("%s = %v", tk, num(p.stored.tk))
+		}
+		pinned = true
+	case p.hasLo || p.hasHi || p.hasLoT || p.hasHiT || p.debit > 0:
+		whereParams(e, p.name, p.params)
+		if p.refills() {
+			whereTicks(e, ft, p.lo, p.hasLo, p.hi, p.hasHi)
+		} else {
+			whereRange(e, tk, p.loT, p.hasLoT, p.hiT, p.hasHiT)
+		}
+		pinned = true
+	}
+	if !update {
+		return pinned
+	}
+	switch {
+	case p.rebase:
+		if p.refills() {
+			e.setV(ft, tickValue(p.finalTick(first)))
+		} else {
+			e.setN(tk, p.kt)
+		}
+		if p.stored == nil || p.stored.params != p.params {
+			setParams(e, p.name, p.params)
+		}
+		switch {
+		case p.stored == nil:
+		case p.stored.legacy && !p.refills():
+			e.remove = append(e.remove, e.name(limitAttr(p.name, fieldRem)), e.name(limitAttr(p.name, fieldFullAt)))
+		case p.stored.legacy:
+			removeLegacy(e, p.name)
+		case p.stored.refills() && !p.refills():
+			e.remove = append(e.remove, e.name(ft))
+		case !p.stored.refills() && p.refills():
+			e.remove = append(e.remove, e.name(tk))
+		}
+	case p.constant:
+		e.setV(ft, tickValue(p.k))
+	case p.refills() && p.off.Sign() != 0:
+		e.add = append(e.add, e.name(ft)+" "+e.value(tickValue(p.off)))
+	case !p.refills() && p.offT != 0:
+		e.addN(tk, -p.offT)
+	}
+	if p.debit > 0 {
+		e.addN(limitAttr(p.name, fieldConsumed), p.debit)
+	}
+	return pinned
+}
+
+func whereParams(e *expr, name string, p bucket.Params) {
+	e.where("%s = %v", limitAttr(name, fieldCapacity), num(p.Capacity))
+	e.where("%s = %v", limitAttr(name, fieldAmount), num(p.Amount))
+	e.where("%s = %v", limitAttr(name, fieldPeriod), num(p.Period))
+}
+
+func setParams(e *expr, name string, p bucket.Params) {
+	e.setN(limitAttr(name, fieldCapacity), p.Capacity)
+	e.setN(limitAttr(name, fieldAmount), p.Amount)
+	e.setN(limitAttr(name, fieldPeriod), p.Period)
+}
+
+// whereLegacy pins a schema 1 limit to its stored balance and remainder.
+func whereLegacy(e *expr, l *imageLimit) {
+	e.where("%s = %v", limitAttr(l.name, fieldTokens), num(l.tk))
+	e.where("%s = %v", limitAttr(l.name, fieldRem), num(l.rm))
+}
+
+// removeLegacy removes a converted limit's schema 1 attributes.
+func removeLegacy(e *expr, name string) {
+	for _, f := range []string{fieldTokens, fieldRem, fieldFullAt} {
+		e.remove = append(e.remove, e.name(limitAttr(name, f)))
+	}
+}
+
+// whereTicks conditions attr on lo < value <= hi (each bound if present).
+func whereTicks(e *expr, attr string, lo bucket.Tick, hasLo bool, hi bucket.Tick, hasHi bool) {
+	switch {
+	case hasLo && hasHi:
+		n := e.name(attr)
+		e.cond = append(e.cond, n+" BETWEEN "+e.value(tickValue(lo.Add(bucket.TickOf(1))))+" AND "+e.value(tickValue(hi)))
+	case hasLo:
+		e.where("%s > %v", attr, tickValue(lo))
+	case hasHi:
+		e.where("%s <= %v", attr, tickValue(hi))
+	}
+}
+
+// whereRange conditions attr on lo <= value <= hi (each bound if present).
+func whereRange(e *expr, attr string, lo int64, hasLo bool, hi int64, hasHi bool) {
+	switch {
+	case hasLo && hasHi:
+		n := e.name(attr)
+		e.cond = append(e.cond, n+" BETWEEN "+e.value(num(lo))+" AND "+e.value(num(hi)))
+	case hasLo:
+		e.where("%s >= %v", attr, num(lo))
+	case hasHi:
+		e.where("%s <= %v", attr, num(hi))
+	}
+}
+
+// redescribeEntity adds to e the update of a stored bucket item's parent
+// and cascade flag, where they differ from what the caller knows (an entity
+// created after its first acquire, or an item written before they were
+// kept). An item not known (a guessed image) is left as it is.
+func redescribeEntity(e *expr, img *image, ent *model.Entity) {
+	if ent == nil || img.guessed {
+		return
+	}
+	if !img.hasCascade || img.cascade != ent.Cascade {
+		e.setV(attrCascade, boolean(ent.Cascade))
+	}
+	if img.parent != ent.ParentID {
+		if ent.ParentID == "" {
+			e.remove = append(e.remove, e.name(attrParent))
+		} else {
+			e.setV(attrParent, str(ent.ParentID))
+		}
+	}
 }

@@ -484,7 +484,7 @@ func TestFaultPersistent(t *testing.T) {
 				if elapsed > latencyBound(kind) {
 					t.Errorf("Allow mode took %v, bound %v", elapsed, latencyBound(kind))
 				}
-				if n := s.lim.Degraded(); n != 1 {
+				if n := s.lim.Stats().Degraded; n != 1 {
 					t.Errorf("Degraded() = %d, want 1", n)
 				}
 				s.c.calls.take()
@@ -625,7 +625,7 @@ func TestFaultResponseLost(t *testing.T) {
 				if p.cascade {
 					// A fresh cascading child of the scene's parent.
 					chain = append(chain, s.chain[1])
-					if _, err := s.lim.CreateEntity(ctx, tollgate.Entity{ID: target, ParentID: s.chain[1], Cascade: true}); err != nil {
+					if _, err := s.adm.CreateEntity(ctx, tollgate.Entity{ID: target, ParentID: s.chain[1], Cascade: true}); err != nil {
 						t.Fatal(err)
 					}
 					// Warm the limiter's caches (CreateEntity cleared them)
@@ -1069,7 +1069,7 @@ func TestFaultCallerDeadline(t *testing.T) {
 			t.Errorf("%s: took %v with a deadline of %v (the HTTP client's timeout is %v)", mode, elapsed, deadline, attemptTimeout)
 		}
 	}
-	if n := s.lim.Degraded(); n != 0 {
+	if n := s.lim.Stats().Degraded; n != 0 {
 		t.Errorf("Degraded() = %d, want 0", n)
 	}
 	s.c.net.heal()

@@ -8,6 +8,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/tollgate-rl/tollgate/bucket"
+	"github.com/tollgate-rl/tollgate/model"
 	"github.com/tollgate-rl/tollgate/store"
 )
 
@@ -241,4 +242,61 @@ func (m itemAttrs) Names() []string {
 // tickValue is a full tick as a DynamoDB number.
 func tickValue(t bucket.Tick) types.AttributeValue {
 	return &types.AttributeValueMemberN{Value: t.String()}
+}
+
+// encodeItem builds a whole bucket item: the image img of item id, with
+// the simulation's debits as its consumed counters and its acquires.
+func encodeItem(id itemID, img *image, sim *simulation) item {
+	it := item{
+		attrPK:         str(bucketPK(id.ns, id.key, id.shard)),
+		attrSK:         str(skState),
+		attrEntity:     str(id.key.Entity),
+		attrResource:   str(id.key.Resource),
+		attrShard:      num(int64(id.shard)),
+		attrShardCount: num(int64(img.shards)),
+		attrRefilled:   num(img.rf),
+		attrTTL:        num(img.ttl),
+		attrGSI2PK:     str(resourcePK(id.ns, id.key.Resource)),
+		attrGSI2SK:     str("BUCKET#" + id.key.Entity + "#" + itoa(id.shard)),
+		attrGSI3PK:     str(entityPK(id.ns, id.key.Entity)),
+		attrGSI3SK:     str("BUCKET#" + id.key.Resource + "#" + itoa(id.shard)),
+		attrGSI4PK:     str(id.ns),
+		attrGSI4SK:     str(bucketPK(id.ns, id.key, id.shard)),
+	}
+	for _, l := range img.limits {
+		it[limitAttr(l.name, fieldCapacity)] = num(l.params.Capacity)
+		it[limitAttr(l.name, fieldAmount)] = num(l.params.Amount)
+		it[limitAttr(l.name, fieldPeriod)] = num(l.params.Period)
+		if l.refills() {
+			it[limitAttr(l.name, fieldFullTick)] = tickValue(l.ft)
+		} else {
+			it[limitAttr(l.name, fieldTokens)] = num(l.tk)
+		}
+		if !hidden(l.name) {
+			it[limitAttr(l.name, fieldConsumed)] = num(0)
+		}
+	}
+	if sim != nil {
+		for j := range sim.paths {
+			it[limitAttr(sim.paths[j].name, fieldConsumed)] = num(sim.paths[j].debit)
+		}
+		if sim.events > 0 {
+			it[attrEvents] = num(sim.events)
+		}
+	}
+	return it
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }
+
+// describeEntity adds e's parent and cascade flag to a bucket item being
+// created.
+func describeEntity(it item, e *model.Entity) {
+	if e == nil {
+		return
+	}
+	it[attrCascade] = boolean(e.Cascade)
+	if e.ParentID != "" {
+		it[attrParent] = str(e.ParentID)
+	}
 }

@@ -32,7 +32,7 @@ func createForeignTable(t *testing.T, edit func(*dynamodb.CreateTableInput)) (*S
 		t.Fatal(err)
 	}
 	s := mustNew(t, localConfig(), name, nil, atLocal)
-	t.Cleanup(func() { _ = s.DeleteTable(context.Background()) })
+	t.Cleanup(func() { _ = s.Admin().DeleteTable(context.Background()) })
 	if err := dynamodb.NewTableExistsWaiter(db).Wait(ctx, &dynamodb.DescribeTableInput{TableName: &name}, time.Minute); err != nil {
 		t.Fatal(err)
 	}
@@ -65,18 +65,18 @@ func TestInitTable(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s, db := createForeignTable(t, tc.edit)
-			before := s.CheckTable(ctx)
+			before := s.Admin().CheckTable(ctx)
 			if tc.initErr == nil && !errors.Is(before, ErrSchemaUnversioned) {
 				t.Fatalf("CheckTable before InitTable = %v, want ErrSchemaUnversioned", before)
 			}
 			if tc.initErr != nil && errors.Is(before, ErrSchemaUnversioned) {
 				t.Fatalf("CheckTable of a table of another layout = %v: it must name the layout, not the version", before)
 			}
-			err := s.InitTable(ctx)
+			err := s.Admin().InitTable(ctx)
 			if !errors.Is(err, tc.initErr) || (tc.initErr == nil) != (err == nil) {
 				t.Fatalf("InitTable = %v, want %v", err, tc.initErr)
 			}
-			d, derr := s.DescribeTable(ctx)
+			d, derr := s.Admin().DescribeTable(ctx)
 			if derr != nil {
 				t.Fatal(derr)
 			}
@@ -95,13 +95,13 @@ func TestInitTable(t *testing.T) {
 			if d.SchemaVersion != SchemaVersion || !ttlOn {
 				t.Fatalf("after InitTable: version %d, TTL on %v; want %d and on", d.SchemaVersion, ttlOn, SchemaVersion)
 			}
-			if err := s.CheckTable(ctx); err != nil {
+			if err := s.Admin().CheckTable(ctx); err != nil {
 				t.Fatalf("CheckTable after InitTable: %v", err)
 			}
-			if err := s.InitTable(ctx); err != nil {
+			if err := s.Admin().InitTable(ctx); err != nil {
 				t.Fatalf("InitTable again: %v", err)
 			}
-			if err := s.CreateTable(ctx); err != nil {
+			if err := s.Admin().CreateTable(ctx); err != nil {
 				t.Fatalf("CreateTable (tollgate deploy) after InitTable: %v", err)
 			}
 		})
@@ -113,10 +113,10 @@ func TestInitTable(t *testing.T) {
 func TestInitTableEdges(t *testing.T) {
 	ctx := context.Background()
 	s, db := createForeignTable(t, nil)
-	if err := s.CreateTable(ctx); err != nil {
+	if err := s.Admin().CreateTable(ctx); err != nil {
 		t.Fatalf("CreateTable on an unversioned table: %v", err)
 	}
-	if err := s.CheckTable(ctx); err != nil {
+	if err := s.Admin().CheckTable(ctx); err != nil {
 		t.Fatalf("CheckTable after CreateTable: %v", err)
 	}
 
@@ -127,15 +127,15 @@ func TestInitTableEdges(t *testing.T) {
 	}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := s2.InitTable(ctx); err != nil {
+	if err := s2.Admin().InitTable(ctx); err != nil {
 		t.Fatalf("InitTable of a version 1 table: %v", err)
 	}
-	if d, _ := s2.DescribeTable(ctx); d.SchemaVersion != SchemaVersion {
+	if d, _ := s2.Admin().DescribeTable(ctx); d.SchemaVersion != SchemaVersion {
 		t.Fatalf("after InitTable of a version 1 table: version %d", d.SchemaVersion)
 	}
 
 	missing := mustNew(t, localConfig(), "tollgate-test-missing-"+randomHex(6), nil, atLocal)
-	if err := missing.InitTable(ctx); !errors.Is(err, ErrTableNotFound) {
+	if err := missing.Admin().InitTable(ctx); !errors.Is(err, ErrTableNotFound) {
 		t.Fatalf("InitTable of a missing table = %v, want ErrTableNotFound", err)
 	}
 }

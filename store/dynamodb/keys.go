@@ -20,13 +20,11 @@ const (
 	attrGSI4PK = schema.AttrGSI4PK
 	attrGSI4SK = schema.AttrGSI4SK
 
-	skMeta    = schema.SKMeta
-	skState   = schema.SKState
-	skConfig  = schema.SKConfig
-	skVersion = schema.SKVersion
-	// attrSchemaVersion is the number attribute of the schema version
-	// record (_/SYSTEM#, #VERSION).
-	attrSchemaVersion = "version"
+	skMeta            = schema.SKMeta
+	skState           = schema.SKState
+	skConfig          = schema.SKConfig
+	skVersion         = schema.SKVersion
+	attrSchemaVersion = schema.AttrSchemaVersion
 
 	gsi1 = schema.GSI1
 	gsi2 = schema.GSI2
@@ -66,3 +64,16 @@ func registryPK() string                    { return schema.RegistryPK() }
 func limitAttr(name, field string) string   { return schema.LimitAttr(name, field) }
 
 func bucketPK(ns string, k store.BucketKey, shard int) string { return schema.BucketPK(ns, k, shard) }
+
+func shardKey(ns string, k store.BucketKey, shard int) item {
+	return item{attrPK: str(bucketPK(ns, k, shard)), attrSK: str(skState)}
+}
+
+// shardKeys returns the item keys of shards 0..n-1 of a bucket.
+func shardKeys(ns string, k store.BucketKey, n int) []item {
+	keys := make([]item, n)
+	for i := range keys {
+		keys[i] = shardKey(ns, k, i)
+	}
+	return keys
+}

@@ -3,7 +3,6 @@ package dynamodb
 import (
 	"context"
 	"fmt"
-	"hash/maphash"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -25,13 +24,6 @@ import (
 // n parts costs one write. Writes of other processes can still make a
 // write's condition fail; the failed write returns the item, and the batch
 // is planned again from it.
-
-// itemID names one bucket item: a shard of a bucket.
-type itemID struct {
-	ns    string
-	key   store.BucketKey
-	shard int
-}
 
 // part is one request for one bucket item. The lane reads req while the
 // part is queued or written, and writes the outcome (and req's Observed)
@@ -128,139 +120,6 @@ func (l *lane) take(id itemID) *batch {
 	return b
 }
 
-// laneShards is how many independently locked parts the lane table has.
-const laneShards = 64
-
-// laneTable holds the lanes of the items this process has used, at most a
-// bound: beyond it, idle lanes are dropped (their next write plans as for
-// an item never seen).
-type laneTable struct {
-	seed     maphash.Seed
-	perShard int
-	shards   [laneShards]struct {
-		mu sync.Mutex
-		m  map[itemID]*lane
-	}
-}
-
-func newLaneTable(limit int) *laneTable {
-	t := &laneTable{seed: maphash.MakeSeed(), perShard: max(limit/laneShards, 1)}
-	for i := range t.shards {
-		t.shards[i].m = map[itemID]*lane{}
-	}
-	return t
-}
-
-func (t *laneTable) shardOf(id itemID) int {
-	h := maphash.String(t.seed, id.ns) ^ maphash.String(t.seed, id.key.Entity)*31 ^ maphash.String(t.seed, id.key.Resource)*1_000_003
-	return int((h + uint64(id.shard)*0x9e3779b97f4a7c15) % laneShards)
-}
-
-// get returns the lane of id, creating it.
-func (t *laneTable) get(id itemID) *lane {
-	sh := &t.shards[t.shardOf(id)]
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	if l := sh.m[id]; l != nil {
-		return l
-	}
-	if len(sh.m) >= t.perShard {
-		t.evict(sh.m)
-	}
-	l := &lane{}
-	sh.m[id] = l
-	return l
-}
-
-// lookup returns the lane of id, or nil.
-func (t *laneTable) lookup(id itemID) *lane {
-	sh := &t.shards[t.shardOf(id)]
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	return sh.m[id]
-}
-
-// evict drops about an eighth of m's idle lanes (the map's iteration
-// order picks them at random).
-func (t *laneTable) evict(m map[itemID]*lane) {
-	n := max(len(m)/8, 1)
-	for id, l := range m {
-		if n == 0 {
-			return
-		}
-		l.mu.Lock()
-		if !l.running && len(l.queue) == 0 {
-			l.gone = true
-			delete(m, id)
-			n--
-		}
-		l.mu.Unlock()
-	}
-}
-
-// forgetIf drops what is known of every item for which match is true (a
-// deleted entity's, a purged namespace's).
-func (t *laneTable) forgetIf(match func(itemID) bool) {
-	for i := range t.shards {
-		sh := &t.shards[i]
-		sh.mu.Lock()
-		for id, l := range sh.m {
-			if match(id) {
-				l.mu.Lock()
-				l.img = nil
-				l.mu.Unlock()
-			}
-		}
-		sh.mu.Unlock()
-	}
-}
-
-// len returns how many lanes the table holds.
-func (t *laneTable) len() int {
-	n := 0
-	for i := range t.shards {
-		t.shards[i].mu.Lock()
-		n += len(t.shards[i].m)
-		t.shards[i].mu.Unlock()
-	}
-	return n
-}
-
-// image returns a copy of the image the lane of id holds, or nil.
-func (t *laneTable) image(id itemID) *image {
-	l := t.lookup(id)
-	if l == nil {
-		return nil
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.img == nil {
-		return nil
-	}
-	return l.img.clone()
-}
-
-// remember is offer for an item this process may not have written yet (a
-// read): the lane is created if need be.
-func (t *laneTable) remember(id itemID, img *image) {
-	t.get(id)
-	t.offer(id, img)
-}
-
-// offer gives the lane of id a fresher image (a read's, a delta's), unless
-// a write is under way there, whose outcome will be fresher still.
-func (t *laneTable) offer(id itemID, img *image) {
-	l := t.lookup(id)
-	if l == nil {
-		return
-	}
-	l.mu.Lock()
-	if !l.running {
-		l.img = img
-	}
-	l.mu.Unlock()
-}
-
 // submit queues p on the lane of id and waits for its outcome.
 //
 // On an idle lane, the caller writes p itself, at once and with its own
@@ -292,9 +151,9 @@ func (t *laneTable) offer(id itemID, img *image) {
 // guess, meets the stored item). Such a debit, and a refund that fails,
 // cost the caller tokens it did not use: under-admission, never
 // over-admission.
-func (s *Store) submit(ctx context.Context, id itemID, p *part) error {
+func (en *engine) submit(ctx context.Context, id itemID, p *part) error {
 	for {
-		l := s.lanes.get(id)
+		l := en.lanes.get(id)
 		l.mu.Lock()
 		if l.gone {
 			l.mu.Unlock()
@@ -305,15 +164,15 @@ func (s *Store) submit(ctx context.Context, id itemID, p *part) error {
 			l.running = true
 			b, img := l.take(id), l.img
 			l.mu.Unlock()
-			s.served(l, id, s.serve(ctx, b, img))
+			en.served(l, id, en.serve(ctx, b, img))
 			return nil
 		}
 		l.mu.Unlock()
 		break
 	}
 	var expired <-chan time.Time
-	if s.callTimeout > 0 {
-		t := time.NewTimer(s.callTimeout)
+	if en.callTimeout > 0 {
+		t := time.NewTimer(en.callTimeout)
 		defer t.Stop()
 		expired = t.C
 	}
@@ -327,7 +186,7 @@ func (s *Store) submit(ctx context.Context, id itemID, p *part) error {
 	case <-expired:
 		if p.state.CompareAndSwap(partWaiting, partAbandoned) {
 			return fmt.Errorf("%w (%v): bucket %s/%s: waiting for this process's writes before it",
-				ErrTimeout, s.callTimeout, id.key.Entity, id.key.Resource)
+				ErrTimeout, en.callTimeout, id.key.Entity, id.key.Resource)
 		}
 		<-p.done
 	}
@@ -338,7 +197,7 @@ func (s *Store) submit(ctx context.Context, id itemID, p *part) error {
 // decides what the lane does next: a holder waiting for it takes it
 // (hold), requests queued meanwhile are served by a goroutine (run), or it
 // falls idle.
-func (s *Store) served(l *lane, id itemID, img *image) {
+func (en *engine) served(l *lane, id itemID, img *image) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.img = img
@@ -347,31 +206,31 @@ func (s *Store) served(l *lane, id itemID, img *image) {
 		close(l.handoff)
 		l.handoff = nil
 	case len(l.queue) > 0:
-		go s.run(l, id)
+		go en.run(l, id)
 	default:
 		l.running = false
 	}
 }
 
 // run serves a lane's queue, batch after batch, until served lets go.
-func (s *Store) run(l *lane, id itemID) {
+func (en *engine) run(l *lane, id itemID) {
 	l.mu.Lock()
 	b, img := l.take(id), l.img
 	l.mu.Unlock()
 	if b == nil {
-		s.served(l, id, img) // every queued part was abandoned
+		en.served(l, id, img) // every queued part was abandoned
 		return
 	}
-	s.served(l, id, s.serve(context.Background(), b, img))
+	en.served(l, id, en.serve(context.Background(), b, img))
 }
 
 // hold takes the lane of id for a write of its own (a split): it waits
 // until this process's write under way there has returned, and keeps the
 // queued ones waiting until release. Holders of one lane must not overlap
 // (splits of one bucket run one at a time).
-func (s *Store) hold(id itemID) *lane {
+func (en *engine) hold(id itemID) *lane {
 	for {
-		l := s.lanes.get(id)
+		l := en.lanes.get(id)
 		l.mu.Lock()
 		switch {
 		case l.gone:
@@ -394,11 +253,11 @@ func (s *Store) hold(id itemID) *lane {
 
 // release gives a held lane back, with img as what the holder's write left
 // (nil: not known), and serves what queued meanwhile.
-func (s *Store) release(l *lane, id itemID, img *image) { s.served(l, id, img) }
+func (en *engine) release(l *lane, id itemID, img *image) { en.served(l, id, img) }
 
 // finish hands p its outcome. A part abandoned meanwhile (its caller's
 // context ended) that was granted is given back.
-func (s *Store) finish(id itemID, p *part, o outcome) {
+func (en *engine) finish(id itemID, p *part, o outcome) {
 	if p.state.CompareAndSwap(partWaiting, partClaimed) {
 		p.granted, p.pressured, p.err = o.granted, o.pressured, o.err
 		for j := range o.observed {
@@ -408,7 +267,7 @@ func (s *Store) finish(id itemID, p *part, o outcome) {
 		return
 	}
 	if o.granted && o.err == nil {
-		_ = s.applyDeltas(context.Background(), id.ns, undoDeltas(p.req, id.shard), -1)
+		_ = en.applyDeltas(context.Background(), id.ns, undoDeltas(p.req, id.shard), -1)
 	}
 }
 

@@ -116,7 +116,7 @@ func TestTableDefinitionKeys(t *testing.T) {
 		d.GlobalSecondaryIndexes = append(d.GlobalSecondaryIndexes,
 			types.GlobalSecondaryIndexDescription{IndexName: g.IndexName, KeySchema: g.KeySchema, Projection: g.Projection})
 	}
-	if err := (&Store{table: "t"}).verifyLayout(d); err != nil {
+	if err := (&Admin{client: &client{table: "t"}}).verifyLayout(d); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -25,22 +25,18 @@ func (s *Store) ListBuckets(ctx context.Context, ns, resource, after string, lim
 	if err != nil {
 		return nil, err
 	}
-	keys := make([]item, len(entities))
+	keys := make([]store.BucketKey, len(entities))
 	for i, e := range entities {
-		keys[i] = shardKey(ns, store.BucketKey{Entity: e, Resource: resource}, 0)
+		keys[i] = store.BucketKey{Entity: e, Resource: resource}
 	}
-	its, err := s.batchGet(ctx, keys)
+	recs, err := s.engine.ReadBuckets(ctx, ns, keys)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]store.ListedBucket, 0, len(its))
-	for i, it := range its {
-		if it == nil {
+	out := make([]store.ListedBucket, 0, len(recs))
+	for i, rec := range recs {
+		if rec == nil {
 			continue // deleted since the index listed it
-		}
-		rec, err := s.readBucket(ctx, ns, store.BucketKey{Entity: entities[i], Resource: resource}, it)
-		if err != nil {
-			return nil, err
 		}
 		out = append(out, store.ListedBucket{Entity: entities[i], Record: rec})
 	}

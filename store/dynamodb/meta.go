@@ -154,7 +154,7 @@ func (s *Store) DeleteEntity(ctx context.Context, ns, id string, ev model.AuditE
 	for _, b := range buckets {
 		rest = append(rest, item{attrPK: b[attrPK], attrSK: b[attrSK]})
 	}
-	s.forgetIf(func(ns2 string, k store.BucketKey) bool { return ns2 == ns && k.Entity == id })
+	s.engine.forget(func(ns2 string, k store.BucketKey) bool { return ns2 == ns && k.Entity == id })
 	return s.batchDelete(ctx, rest)
 }
 
@@ -215,14 +215,6 @@ func (s *Store) ListAudit(ctx context.Context, ns, entity, after string, limit i
 			in.Limit = aws.Int32(int32(limit - len(out)))
 		}
 	}
-}
-
-func (s *Store) auditPut(ns string, ev model.AuditEvent) (types.TransactWriteItem, error) {
-	it, err := encodeAudit(ns, ev)
-	if err != nil {
-		return types.TransactWriteItem{}, err
-	}
-	return types.TransactWriteItem{Put: &types.Put{TableName: &s.table, Item: it}}, nil
 }
 
 func (s *Store) entityMustExist(ns, id string) types.TransactWriteItem {

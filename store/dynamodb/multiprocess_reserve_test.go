@@ -76,11 +76,8 @@ func TestMultiProcessReservations(t *testing.T) {
 	}
 	ctx := context.Background()
 	s := newTable(t)
-	admin, err := tollgate.New(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := admin.SetConfig(ctx, tollgate.ResourceScope("emr"), tollgate.Config{Limits: []tollgate.Limit{mpClusters}}); err != nil {
+	lim, admin := limiterAdmin(t, s, time.Second)
+	if err := admin.SetLimits(ctx, tollgate.ResourceScope("emr"), tollgate.Config{Limits: []tollgate.Limit{mpClusters}}); err != nil {
 		t.Fatal(err)
 	}
 	results := runWorkers(t, s, "reserve", []string{"p0", "p1", "p2"})
@@ -119,7 +116,7 @@ func TestMultiProcessReservations(t *testing.T) {
 			t.Errorf("Reservation(%s) = %+v, %v", id, r, err)
 		}
 	}
-	sts, err := admin.Available(ctx, "team", "emr")
+	sts, err := lim.Available(ctx, "team", "emr")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,14 +125,14 @@ func TestMultiProcessReservations(t *testing.T) {
 	}
 	// Every release gives its cluster back, once.
 	for _, id := range granted {
-		if err := admin.Release(ctx, id); err != nil {
+		if err := lim.Release(ctx, id); err != nil {
 			t.Errorf("Release(%s): %v", id, err)
 		}
-		if err := admin.Release(ctx, id); !errors.Is(err, tollgate.ErrLeaseNotFound) {
+		if err := lim.Release(ctx, id); !errors.Is(err, tollgate.ErrLeaseNotFound) {
 			t.Errorf("second Release(%s): %v, want ErrLeaseNotFound", id, err)
 		}
 	}
-	if sts, err := admin.Available(ctx, "team", "emr"); err != nil || sts[0].Available != mpReserveBound {
+	if sts, err := lim.Available(ctx, "team", "emr"); err != nil || sts[0].Available != mpReserveBound {
 		t.Errorf("after the releases: %+v, %v; want %d available", sts, err, mpReserveBound)
 	}
 }

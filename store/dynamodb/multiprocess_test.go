@@ -244,7 +244,7 @@ func TestMultiProcessOneBucket(t *testing.T) {
 	}
 	// The bucket's consumed counter agrees with the grants: no debit was
 	// lost or applied twice.
-	hot, err := s.getItem(context.Background(), mustNamespaceID(t, s, tollgate.DefaultNamespace), &target{key: store.BucketKey{Entity: "hot", Resource: "api"}})
+	hot, err := s.eng().getItem(context.Background(), mustNamespaceID(t, s, tollgate.DefaultNamespace), &target{key: store.BucketKey{Entity: "hot", Resource: "api"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -299,7 +299,7 @@ func TestMultiProcessCascade(t *testing.T) {
 	}
 	ctx := context.Background()
 	s := newTable(t)
-	admin, err := tollgate.New(s)
+	admin, err := tollgate.NewAdmin(s)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -312,10 +312,10 @@ func TestMultiProcessCascade(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := admin.SetConfig(ctx, tollgate.ResourceScope("api"), tollgate.Config{Limits: []tollgate.Limit{mpKeyLimit}}); err != nil {
+	if err := admin.SetLimits(ctx, tollgate.ResourceScope("api"), tollgate.Config{Limits: []tollgate.Limit{mpKeyLimit}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := admin.SetConfig(ctx, tollgate.EntityScope("org", "api"), tollgate.Config{Limits: []tollgate.Limit{mpOrgLimit}}); err != nil {
+	if err := admin.SetLimits(ctx, tollgate.EntityScope("org", "api"), tollgate.Config{Limits: []tollgate.Limit{mpOrgLimit}}); err != nil {
 		t.Fatal(err)
 	}
 	results := runWorkers(t, s, "cascade", keys)
@@ -336,7 +336,7 @@ func TestMultiProcessCascade(t *testing.T) {
 		t.Errorf("admitted only %.1f%% of the org's bound", 100*frac)
 	}
 	// The org's bucket agrees with the grants: its consumed counter is exact.
-	org, err := s.getItem(ctx, mustNamespaceID(t, s, admin.Namespace()), &target{key: store.BucketKey{Entity: "org", Resource: "api"}})
+	org, err := s.eng().getItem(ctx, mustNamespaceID(t, s, admin.Namespace()), &target{key: store.BucketKey{Entity: "org", Resource: "api"}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -158,7 +158,7 @@ func (s *Store) PurgeNamespace(ctx context.Context, name string, progress func(i
 			return fmt.Errorf("dynamodb: purge %s: items keep appearing after %d passes", name, pass)
 		}
 	}
-	s.forgetIf(func(ns string, _ store.BucketKey) bool { return ns == n.ID })
+	s.engine.forget(func(ns string, _ store.BucketKey) bool { return ns == n.ID })
 	if err := s.batchDelete(ctx, []item{namespaceKey(name), {attrPK: str(registryPK()), attrSK: str(skNamespaceID + n.ID)}}); err != nil {
 		return err
 	}

@@ -71,7 +71,7 @@ func TestValidOptions(t *testing.T) {
 		}
 	}
 	s := mustNew(t, localConfig(), "t", []Option{WithMaxAttempts(1), WithMaxShards(8)})
-	if s.maxAttempts != 1 || s.maxShards != 8 {
-		t.Errorf("maxAttempts %d, maxShards %d; want 1, 8", s.maxAttempts, s.maxShards)
+	if s.maxAttempts != 1 || s.eng().maxShards != 8 {
+		t.Errorf("maxAttempts %d, maxShards %d; want 1, 8", s.maxAttempts, s.eng().maxShards)
 	}
 }

@@ -22,17 +22,17 @@ import (
 // returns the item, and the shard is planned again from it. The audit
 // event, if any, is put last: a penalty without its event (the put failed)
 // is retried by the caller, which changes no shard a second time.
-func (s *Store) Penalize(ctx context.Context, ns string, req *store.PenaltyRequest) error {
+func (en *engine) Penalize(ctx context.Context, ns string, req *store.PenaltyRequest) error {
 	br := &req.Bucket
 	zero := store.BucketRequest{Key: br.Key, Entity: br.Entity, Limits: make([]store.LimitRequest, len(br.Limits))}
 	for i, lr := range br.Limits {
 		zero.Limits[i] = store.LimitRequest{Name: lr.Name, Params: lr.Params}
 	}
-	if _, err := s.Consume(ctx, ns, &store.ConsumeRequest{Now: req.Now, Buckets: []store.BucketRequest{zero}}); err != nil {
+	if _, err := en.Consume(ctx, ns, &store.ConsumeRequest{Now: req.Now, Buckets: []store.BucketRequest{zero}}); err != nil {
 		return err
 	}
-	for shard := 0; shard < s.shardCounts.load(bucketID{ns, br.Key}); shard++ {
-		if err := s.penalizeShard(ctx, itemID{ns, br.Key, shard}, req); err != nil {
+	for shard := 0; shard < en.shardCounts.load(bucketID{ns, br.Key}); shard++ {
+		if err := en.penalizeShard(ctx, itemID{ns, br.Key, shard}, req); err != nil {
 			return err
 		}
 	}
@@ -43,20 +43,20 @@ func (s *Store) Penalize(ctx context.Context, ns string, req *store.PenaltyReque
 	if err != nil {
 		return err
 	}
-	if _, err := s.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: &s.table, Item: it}); err != nil {
+	if _, err := en.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: &en.table, Item: it}); err != nil {
 		return fmt.Errorf("dynamodb: penalty audit event: %w", err)
 	}
 	return nil
 }
 
 // penalizeShard applies req to one shard item.
-func (s *Store) penalizeShard(ctx context.Context, id itemID, req *store.PenaltyRequest) error {
-	b := s.newBudget()
-	img := s.lanes.image(id)
+func (en *engine) penalizeShard(ctx context.Context, id itemID, req *store.PenaltyRequest) error {
+	b := en.newBudget()
+	img := en.lanes.image(id)
 	for {
 		if img == nil {
 			var err error
-			if img, err = s.readImage(ctx, id); err != nil {
+			if img, err = en.readImage(ctx, id); err != nil {
 				return err
 			}
 		}
@@ -64,21 +64,21 @@ func (s *Store) penalizeShard(ctx context.Context, id itemID, req *store.Penalty
 			return nil // a shard that is gone holds nothing to empty
 		}
 		if img.shards > 1 {
-			s.shardCounts.store(bucketID{id.ns, id.key}, img.shards)
+			en.shardCounts.store(bucketID{id.ns, id.key}, img.shards)
 		}
-		e, ok := s.penaltyExpr(img, req)
+		e, ok := en.penaltyExpr(img, req)
 		if !ok {
 			return nil // every limit is already empty until then
 		}
 		t := &target{key: id.key, shard: id.shard}
-		out, err := s.db.UpdateItem(ctx, e.updateItem(&s.table, t.itemKey(id.ns), types.ReturnValueAllNew))
+		out, err := en.db.UpdateItem(ctx, e.updateItem(&en.table, t.itemKey(id.ns), types.ReturnValueAllNew))
 		var cond *types.ConditionalCheckFailedException
 		if !errors.As(err, &cond) {
 			if err != nil {
 				return fmt.Errorf("dynamodb: penalize bucket %s/%s: %w", id.key.Entity, id.key.Resource, err)
 			}
 			if after, err := itemImage(out.Attributes); err == nil {
-				s.lanes.offer(id, after)
+				en.lanes.offer(id, after)
 			}
 			return nil
 		}
@@ -93,7 +93,7 @@ func (s *Store) penalizeShard(ctx context.Context, id itemID, req *store.Penalty
 
 // penaltyExpr is the write that empties img's penalized limits until
 // req.Until; ok is false if none needs it.
-func (s *Store) penaltyExpr(img *image, req *store.PenaltyRequest) (*expr, bool) {
+func (en *engine) penaltyExpr(img *image, req *store.PenaltyRequest) (*expr, bool) {
 	e := newExpr()
 	full := img.rf
 	for _, lr := range req.Bucket.Limits {
@@ -124,7 +124,7 @@ func (s *Store) penaltyExpr(img *image, req *store.PenaltyRequest) (*expr, bool)
 	}
 	// The ttl never decreases (ttl.go): raise it to cover the new full
 	// time, on condition that the stored one is not above it.
-	if ttl := s.ttlAfter(full); !img.hasTTL || img.ttl < ttl {
+	if ttl := en.ttlAfter(full); !img.hasTTL || img.ttl < ttl {
 		name := e.name(attrTTL)
 		e.cond = append(e.cond, "(attribute_not_exists("+name+") OR "+name+" <= "+e.value(num(ttl))+")")
 		e.setN(attrTTL, ttl)

@@ -23,7 +23,7 @@ func TestPenaltyEmptiesEveryShard(t *testing.T) {
 		t.Fatal(err)
 	}
 	for shard := range 4 {
-		it, err := s.getItem(context.Background(), "ns", &target{key: k, shard: shard})
+		it, err := s.eng().getItem(context.Background(), "ns", &target{key: k, shard: shard})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -381,3 +381,12 @@ func (p *path) finalTick(first int64) bucket.Tick {
 	}
 	return p.k
 }
+
+func debits(br *store.BucketRequest) bool {
+	for i := range br.Limits {
+		if br.Limits[i].Amount > 0 {
+			return true
+		}
+	}
+	return false
+}

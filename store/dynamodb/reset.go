@@ -24,14 +24,14 @@ import (
 // fails the transaction, which is then planned again from a new read,
 // within the store's retry budget. A bucket that is missing, or whose
 // limits are all full already, changes nothing: only the event is put.
-func (s *Store) Reset(ctx context.Context, ns string, req *store.ResetRequest) error {
+func (en *engine) Reset(ctx context.Context, ns string, req *store.ResetRequest) error {
 	k := req.Bucket.Key
-	b := s.newBudget()
+	b := en.newBudget()
 	for {
-		n := s.shardsOf(bucketID{ns, k})
-		imgs, err := s.readShardsWithin(ctx, b, ns, k, n)
+		n := en.shardsOf(bucketID{ns, k})
+		imgs, err := en.readShardsWithin(ctx, b, ns, k, n)
 		if err == nil {
-			err = s.resetShards(ctx, ns, req, imgs)
+			err = en.resetShards(ctx, ns, req, imgs)
 		}
 		cause := retryCause(err)
 		if cause == nil {
@@ -46,29 +46,29 @@ func (s *Store) Reset(ctx context.Context, ns string, req *store.ResetRequest) e
 // resetShards writes the reset of the shards whose images are imgs, as
 // one transaction with the event. It returns a retry cause (retry.go) if
 // the transaction lost to a change of the items.
-func (s *Store) resetShards(ctx context.Context, ns string, req *store.ResetRequest, imgs []*image) error {
+func (en *engine) resetShards(ctx context.Context, ns string, req *store.ResetRequest, imgs []*image) error {
 	var items []types.TransactWriteItem
 	after := make([]*image, len(imgs))
 	for shard, img := range imgs {
-		e, next := s.resetExpr(img, req, len(imgs))
+		e, next := en.resetExpr(img, req, len(imgs))
 		if e == nil {
 			continue
 		}
 		t := &target{key: req.Bucket.Key, shard: shard}
-		items = append(items, transactUpdate(e.updateItem(&s.table, t.itemKey(ns), "")))
+		items = append(items, transactUpdate(e.updateItem(&en.table, t.itemKey(ns), "")))
 		after[shard] = next
 	}
 	if len(items) == 0 {
-		return s.putEvent(ctx, ns, req.Event)
+		return en.putEvent(ctx, ns, req.Event)
 	}
 	if req.Event != nil {
-		audit, err := s.auditPut(ns, *req.Event)
+		audit, err := en.auditPut(ns, *req.Event)
 		if err != nil {
 			return err
 		}
 		items = append(items, audit)
 	}
-	_, err := s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
+	_, err := en.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
 	if err != nil {
 		if cause := txRetry(err); cause != nil {
 			return cause
@@ -80,14 +80,14 @@ func (s *Store) resetShards(ctx context.Context, ns string, req *store.ResetRequ
 	// outcome, and a plan from a stale image is conditioned, never wrong).
 	for shard, img := range after {
 		if img != nil {
-			s.lanes.offer(itemID{ns, req.Bucket.Key, shard}, img)
+			en.lanes.offer(itemID{ns, req.Bucket.Key, shard}, img)
 		}
 	}
 	return nil
 }
 
 // putEvent puts ev, if not nil, on its own.
-func (s *Store) putEvent(ctx context.Context, ns string, ev *model.AuditEvent) error {
+func (en *engine) putEvent(ctx context.Context, ns string, ev *model.AuditEvent) error {
 	if ev == nil {
 		return nil
 	}
@@ -95,7 +95,7 @@ func (s *Store) putEvent(ctx context.Context, ns string, ev *model.AuditEvent) e
 	if err != nil {
 		return err
 	}
-	if _, err := s.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: &s.table, Item: it}); err != nil {
+	if _, err := en.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: &en.table, Item: it}); err != nil {
 		return fmt.Errorf("dynamodb: reset audit event: %w", err)
 	}
 	return nil
@@ -107,7 +107,7 @@ func (s *Store) putEvent(ctx context.Context, ns string, ev *model.AuditEvent) e
 // already under the requested parameters. A limit the item lacks, or
 // holds as a concurrency limit, is left to the next acquire, which adds
 // it full or rebases it.
-func (s *Store) resetExpr(img *image, req *store.ResetRequest, n int) (*expr, *image) {
+func (en *engine) resetExpr(img *image, req *store.ResetRequest, n int) (*expr, *image) {
 	if !img.exists {
 		return nil, nil
 	}
@@ -146,7 +146,7 @@ func (s *Store) resetExpr(img *image, req *store.ResetRequest, n int) (*expr, *i
 	}
 	// The ttl never decreases (ttl.go); a reset only brings full times
 	// nearer, but a limit given larger parameters must still be covered.
-	if ttl := s.ttlAfter(full); !img.hasTTL || img.ttl < ttl {
+	if ttl := en.ttlAfter(full); !img.hasTTL || img.ttl < ttl {
 		name := e.name(attrTTL)
 		e.cond = append(e.cond, "(attribute_not_exists("+name+") OR "+name+" <= "+e.value(num(ttl))+")")
 		e.setN(attrTTL, ttl)

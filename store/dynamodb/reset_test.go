@@ -37,7 +37,7 @@ func TestResetEveryShardOneTransaction(t *testing.T) {
 	}
 	expectCalls(t, "Reset of 4 shards", c.calls.take(), map[string]int{"BatchGetItem": 1, "TransactWriteItems": 1})
 	for shard := range 4 {
-		it, err := tt.admin.getItem(ctx, "ns", &target{key: k, shard: shard})
+		it, err := tt.admin.eng().getItem(ctx, "ns", &target{key: k, shard: shard})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -91,7 +91,7 @@ func TestResetMissingBucket(t *testing.T) {
 		t.Fatal(err)
 	}
 	expectCalls(t, "Reset of a missing bucket", c.calls.take(), map[string]int{"GetItem": 1, "PutItem": 1})
-	if it, err := tt.admin.getItem(ctx, "ns", &target{key: k}); err != nil || it != nil {
+	if it, err := tt.admin.eng().getItem(ctx, "ns", &target{key: k}); err != nil || it != nil {
 		t.Errorf("bucket item after the reset = %v, %v; want none", it, err)
 	}
 }

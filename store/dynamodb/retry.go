@@ -97,8 +97,6 @@ type budget struct {
 	backoffs  int // of those, retries that slept
 }
 
-func (s *Store) newBudget() *budget { return &budget{max: s.maxAttempts, sleep: s.sleep} }
-
 // retry spends one retry for cause (errReplan, errLostRace or
 // errContended), after sleeping as the cause requires. It returns
 // ErrContention when the budget is spent (without sleeping), or ctx's error

@@ -36,7 +36,7 @@ func (r *sleepRecorder) take() []time.Duration {
 }
 
 // withSleep replaces the backoff sleep of a Store.
-func withSleep(f sleepFunc) Option { return func(s *Store) { s.sleep = f } }
+func withSleep(f sleepFunc) Option { return func(s *Store) { s.opts.sleep = f } }
 
 // checkBackoffs fails unless sleeps are a valid backoff sequence: each in
 // (0, backoffLimit(i)], all within maxSleep of maxAttempts.

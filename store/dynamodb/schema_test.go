@@ -56,7 +56,7 @@ func TestTableFromLayout(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := mustNew(t, localConfig(), name, nil, atLocal)
-	t.Cleanup(func() { _ = s.DeleteTable(context.Background()) })
+	t.Cleanup(func() { _ = s.Admin().DeleteTable(context.Background()) })
 	if err := dynamodb.NewTableExistsWaiter(db).Wait(ctx, &dynamodb.DescribeTableInput{TableName: &name}, time.Minute); err != nil {
 		t.Fatal(err)
 	}
@@ -67,7 +67,7 @@ func TestTableFromLayout(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	if err := s.CheckTable(ctx); !errors.Is(err, ErrSchemaMismatch) {
+	if err := s.Admin().CheckTable(ctx); !errors.Is(err, ErrSchemaMismatch) {
 		t.Fatalf("CheckTable without a version record = %v, want ErrSchemaMismatch", err)
 	}
 	pk, sk, attr := VersionRecord()
@@ -78,10 +78,10 @@ func TestTableFromLayout(t *testing.T) {
 	}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.CheckTable(ctx); err != nil {
+	if err := s.Admin().CheckTable(ctx); err != nil {
 		t.Fatalf("CheckTable of a table made from Layout: %v", err)
 	}
-	if err := s.CreateTable(ctx); err != nil {
+	if err := s.Admin().CreateTable(ctx); err != nil {
 		t.Fatalf("CreateTable (tollgate deploy) on a table made from Layout: %v", err)
 	}
 }

@@ -41,7 +41,7 @@ func newShardScene(t *testing.T, tt *testTable, prefix string, attemptTimeout ti
 	s.cascadePair(t, s.org, s.key)
 	id := bucketID{mustNamespaceID(t, s.c.Store, s.lim.Namespace()), store.BucketKey{Entity: s.org, Resource: faultResource}}
 	ctx := context.Background()
-	for i := 0; c.shardsOf(id) < 4; i++ {
+	for i := 0; c.eng().shardsOf(id) < 4; i++ {
 		if i == 100 {
 			t.Fatalf("%s did not split to 4 shards", s.org)
 		}

@@ -70,7 +70,7 @@ const hotEpoch = 1_700_000_000_000
 // mustItem reads shard 0 of bucket k, failing if it is missing.
 func mustItem(t testing.TB, s *Store, ns string, k store.BucketKey) item {
 	t.Helper()
-	it, err := s.getItem(context.Background(), ns, &target{key: k})
+	it, err := s.eng().getItem(context.Background(), ns, &target{key: k})
 	if err != nil || it == nil {
 		t.Fatalf("read %v: %v %v", k, it, err)
 	}
@@ -82,7 +82,7 @@ func mustItem(t testing.TB, s *Store, ns string, k store.BucketKey) item {
 func shardItems(t testing.TB, s *Store, ns string, k store.BucketKey) []item {
 	t.Helper()
 	ctx := context.Background()
-	first, err := s.getItem(ctx, ns, &target{key: k})
+	first, err := s.eng().getItem(ctx, ns, &target{key: k})
 	if err != nil || first == nil {
 		t.Fatalf("read shard 0 of %v: %v %v", k, first, err)
 	}
@@ -118,8 +118,8 @@ func TestHotBucketSplitsAndConserves(t *testing.T) {
 		t.Fatalf("%d of 120 one-token requests granted from a bucket of 1000", grants)
 	}
 	its := shardItems(t, s, "ns", k)
-	if len(its) != 8 || s.Splits() != 3 {
-		t.Fatalf("%d shards after %d splits; want 8 after 3", len(its), s.Splits())
+	if len(its) != 8 || s.eng().splits.Load() != 3 {
+		t.Fatalf("%d shards after %d splits; want 8 after 3", len(its), s.eng().splits.Load())
 	}
 	for i, it := range its {
 		if cp, _ := getN(it, limitAttr("rpm", fieldCapacity)); cp != hotParams.Capacity/8 {
@@ -195,11 +195,11 @@ func TestShardedNeverOverAdmits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("%d grants, %d refusals, %d millitokens left, %d splits", grants.Load(), refusals.Load(), rest, s.Splits())
+	t.Logf("%d grants, %d refusals, %d millitokens left, %d splits", grants.Load(), refusals.Load(), rest, s.eng().splits.Load())
 	if grants.Load() != 300 || rest != 0 {
 		t.Errorf("%d grants and %d millitokens left; want exactly 300 grants from a bucket of 300, 0 left", grants.Load(), rest)
 	}
-	if s.Splits() == 0 {
+	if s.eng().splits.Load() == 0 {
 		t.Error("the bucket never split")
 	}
 }
@@ -209,7 +209,7 @@ func TestShardedNeverOverAdmits(t *testing.T) {
 func splitTo(t testing.TB, s *Store, k store.BucketKey, p bucket.Params, now int64, n int) int64 {
 	t.Helper()
 	var grants int64
-	for i := 0; s.shardsOf(bucketID{"ns", k}) < n; i++ {
+	for i := 0; s.eng().shardsOf(bucketID{"ns", k}) < n; i++ {
 		if i > 200 {
 			t.Fatalf("bucket did not reach %d shards", n)
 		}
@@ -258,14 +258,14 @@ func TestStaleShardCount(t *testing.T) {
 		grants++
 	}
 	grants += splitTo(t, s, k, hotParams, hotEpoch, 4)
-	if other.shardsOf(bucketID{"ns", k}) != 1 {
+	if other.eng().shardsOf(bucketID{"ns", k}) != 1 {
 		t.Fatal("the other store already knows the split")
 	}
 	if !mustConsume(t, other, "ns", consumeReq(hotEpoch, hotParams, 1_000, k)) {
 		t.Fatal("refused after a split")
 	}
 	grants++
-	if got := other.shardsOf(bucketID{"ns", k}); got != 4 {
+	if got := other.eng().shardsOf(bucketID{"ns", k}); got != 4 {
 		t.Errorf("other store caches %d shards, want 4", got)
 	}
 	if got, want := balanceAt(t, s, "ns", k, "rpm", hotEpoch), hotParams.Capacity-grants*1_000; got != want {
@@ -310,8 +310,8 @@ func TestConcurrencyBucketDoesNotSplit(t *testing.T) {
 			t.Fatal("refused")
 		}
 	}
-	if n := s.shardsOf(bucketID{"ns", k}); n != 1 || s.Splits() != 0 {
-		t.Errorf("%d shards, %d splits; want a single item", n, s.Splits())
+	if n := s.eng().shardsOf(bucketID{"ns", k}); n != 1 || s.eng().splits.Load() != 0 {
+		t.Errorf("%d shards, %d splits; want a single item", n, s.eng().splits.Load())
 	}
 }
 
@@ -346,7 +346,7 @@ func TestShardedBucketThroughLimiter(t *testing.T) {
 		}
 		granted++
 	}
-	if s.Splits() == 0 {
+	if s.eng().splits.Load() == 0 {
 		t.Fatal("the bucket never split")
 	}
 	if denied == nil {
@@ -411,7 +411,7 @@ func TestCascadeSplitsHotParent(t *testing.T) {
 			t.Fatalf("cascade %d refused", i)
 		}
 	}
-	if got := s.shardsOf(bucketID{"ns", parent}); got < 2 {
+	if got := s.eng().shardsOf(bucketID{"ns", parent}); got < 2 {
 		t.Errorf("hot parent has %d shards after %d cascades", got, n)
 	}
 	for _, k := range []store.BucketKey{child, parent} {
@@ -454,7 +454,7 @@ func TestShardRetriesOtherShards(t *testing.T) {
 	drain(1, 2)
 
 	for _, order := range [][]int{{1, 0, 2}, {1, 2, 0}} {
-		c.pick = func(int) []int { return order }
+		c.eng().pick = func(int) []int { return order }
 		before := tokens()
 		c.calls.take()
 		req := consumeReq(hotEpoch, hotParams, 1_000, k)
@@ -474,7 +474,7 @@ func TestShardRetriesOtherShards(t *testing.T) {
 	}
 
 	drain(0)
-	c.pick = func(int) []int { return []int{0, 1, 2} }
+	c.eng().pick = func(int) []int { return []int{0, 1, 2} }
 	before := tokens()
 	c.calls.take()
 	req := consumeReq(hotEpoch, hotParams, 1_000, k)

@@ -11,15 +11,10 @@ import (
 	"github.com/tollgate-rl/tollgate/store"
 )
 
-// Split doubles the shards of bucket key of namespace ns, which has shards
-// shards now, as a writer does when it finds the bucket's write pressure
-// too high (see split); at (Unix ms) dates the split. The stream's upkeep
-// (package stream) calls it to split a bucket ahead of its writers, once
-// SplitDue says so. It reports whether it split: a split that loses a race
-// to another write or another split does nothing, and so does one beyond
-// WithMaxShards or of a bucket with a concurrency limit.
-func (s *Store) Split(ctx context.Context, ns string, key store.BucketKey, shards int, at int64) bool {
-	return s.split(ctx, ns, &store.BucketRequest{Key: key}, shards, at)
+// Split is Store.Split: the split a writer makes when it finds the
+// bucket's write pressure too high (split), made for the stream's upkeep.
+func (en *engine) Split(ctx context.Context, ns string, key store.BucketKey, shards int, at int64) bool {
+	return en.split(ctx, ns, &store.BucketRequest{Key: key}, shards, at)
 }
 
 // split doubles the shard count of a bucket of n shards: in one
@@ -38,50 +33,50 @@ func (s *Store) Split(ctx context.Context, ns string, key store.BucketKey, shard
 // processes' writes can come in between. Buckets with a concurrency limit are
 // not split: a slot taken on one shard and released on another would be
 // lost. It reports whether it split.
-func (s *Store) split(ctx context.Context, ns string, user *store.BucketRequest, n int, now int64) bool {
-	if n*2 > s.maxShards || !rateOnly(user) || ctx.Err() != nil {
+func (en *engine) split(ctx context.Context, ns string, user *store.BucketRequest, n int, now int64) bool {
+	if n*2 > en.maxShards || !rateOnly(user) || ctx.Err() != nil {
 		return false
 	}
 	id := bucketID{ns, user.Key}
-	if _, busy := s.splitting.LoadOrStore(id, struct{}{}); busy {
+	if _, busy := en.splitting.LoadOrStore(id, struct{}{}); busy {
 		return false
 	}
-	defer s.splitting.Delete(id)
+	defer en.splitting.Delete(id)
 	lanes := make([]*lane, n)
 	after := make([]*image, 2*n)
 	for i := range lanes {
-		lanes[i] = s.hold(itemID{ns, user.Key, i})
+		lanes[i] = en.hold(itemID{ns, user.Key, i})
 	}
 	defer func() {
 		for i, l := range lanes {
-			s.release(l, itemID{ns, user.Key, i}, after[i])
+			en.release(l, itemID{ns, user.Key, i}, after[i])
 		}
 	}()
-	imgs, err := s.readShards(ctx, ns, user.Key, n)
+	imgs, err := en.readShards(ctx, ns, user.Key, n)
 	if err != nil {
 		return false
 	}
 	items := make([]types.TransactWriteItem, 0, 2*n)
 	for i, img := range imgs {
-		keep, give, ok := s.splitShard(ns, user, i, n, img, now, after)
+		keep, give, ok := en.splitShard(ns, user, i, n, img, now, after)
 		if !ok {
 			copy(after, imgs)
 			return false
 		}
 		items = append(items, keep, give)
 	}
-	if _, err := s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items}); err != nil {
+	if _, err := en.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items}); err != nil {
 		copy(after, imgs) // as read: the freshest known
 		return false
 	}
-	s.shardCounts.store(id, 2*n)
+	en.shardCounts.store(id, 2*n)
 	// The transaction was pinned to every shard as read: the items are
 	// now exactly as planned, and this process's next writes need no
 	// failed write to learn them.
 	for i := n; i < 2*n; i++ {
-		s.lanes.offer(itemID{ns, user.Key, i}, after[i])
+		en.lanes.offer(itemID{ns, user.Key, i}, after[i])
 	}
-	s.splits.Add(1)
+	en.splits.Add(1)
 	return true
 }
 
@@ -97,19 +92,19 @@ func rateOnly(br *store.BucketRequest) bool {
 // splitShard builds the two writes that split shard i of n (stored as
 // img): an update of shard i, pinned to what was read, and the creation of
 // shard i+n. It sets after[i] and after[i+n] to the images they leave.
-func (s *Store) splitShard(ns string, user *store.BucketRequest, i, n int, img *image, now int64, after []*image) (keep, give types.TransactWriteItem, ok bool) {
+func (en *engine) splitShard(ns string, user *store.BucketRequest, i, n int, img *image, now int64, after []*image) (keep, give types.TransactWriteItem, ok bool) {
 	e := newExpr()
 	kept, given, ok := halveShard(e, user, n, img, now)
 	if !ok {
 		return keep, give, false
 	}
-	s.splitExpiry(e, img, kept)
+	en.splitExpiry(e, img, kept)
 	kept.parent, kept.cascade, kept.hasCascade = img.parent, img.cascade, img.hasCascade
 	given.parent, given.cascade, given.hasCascade = img.parent, img.cascade, img.hasCascade
 	after[i], after[i+n] = kept, given
-	given.ttl, given.hasTTL = s.expiry(given), true
-	keep = transactUpdate(e.updateItem(&s.table, shardKey(ns, user.Key, i), ""))
-	give = s.newShard(itemID{ns, user.Key, i + n}, given)
+	given.ttl, given.hasTTL = en.expiry(given), true
+	keep = transactUpdate(e.updateItem(&en.table, shardKey(ns, user.Key, i), ""))
+	give = en.newShard(itemID{ns, user.Key, i + n}, given)
 	return keep, give, true
 }
 
@@ -165,8 +160,8 @@ func halveShard(e *expr, user *store.BucketRequest, n int, img *image, now int64
 // splitExpiry adds to e the ttl the kept half of a split shard (stored as
 // img) needs: the ttl never decreases (ttl.go), so it is raised to what the
 // kept half needs, if it does not have it yet.
-func (s *Store) splitExpiry(e *expr, img, kept *image) {
-	need := s.expiry(kept)
+func (en *engine) splitExpiry(e *expr, img, kept *image) {
+	need := en.expiry(kept)
 	kept.ttl, kept.hasTTL = max(need, img.ttl), true
 	switch {
 	case !img.hasTTL:
@@ -180,7 +175,7 @@ func (s *Store) splitExpiry(e *expr, img, kept *image) {
 
 // newShard is the creation of a split's new shard id, as given, with the
 // entity's parent and cascade flag it inherits.
-func (s *Store) newShard(id itemID, given *image) types.TransactWriteItem {
+func (en *engine) newShard(id itemID, given *image) types.TransactWriteItem {
 	created := encodeItem(id, given, nil)
 	if given.hasCascade {
 		created[attrCascade] = boolean(given.cascade)
@@ -189,7 +184,7 @@ func (s *Store) newShard(id itemID, given *image) types.TransactWriteItem {
 		created[attrParent] = str(given.parent)
 	}
 	return types.TransactWriteItem{Put: &types.Put{
-		TableName: &s.table, Item: created,
+		TableName: &en.table, Item: created,
 		ConditionExpression: aws.String("attribute_not_exists(PK)"),
 	}}
 }
@@ -204,90 +199,15 @@ func halve(tokens, c int64) (kept, given int64) {
 	return kept, min(tokens-kept, c)
 }
 
-// readBucket returns the bucket-level record of a bucket whose shard 0 is
-// it: for a sharded bucket, every shard brought to the latest refill time
-// and summed (the remainders of refill dropped). Hidden limits are left out.
-func (s *Store) readBucket(ctx context.Context, ns string, k store.BucketKey, it item) (*store.Record, error) {
-	n := shardCount(it)
-	its := []item{it}
-	if n > 1 {
-		s.shardCounts.store(bucketID{ns, k}, n)
-		rest, err := s.batchGet(ctx, shardKeys(ns, k, n)[1:])
-		if err != nil {
-			return nil, err
-		}
-		its = append(its, rest...)
-	}
-	var recs []*store.Record
-	var latest int64
-	for shard, it := range its {
-		if it == nil {
-			continue // a shard deleted with its bucket, mid-read
-		}
-		img, err := itemImage(it)
-		if err != nil {
-			return nil, err
-		}
-		// A read warms this process's image of the item, as a write does.
-		s.lanes.remember(itemID{ns, k, shard}, img)
-		rec := img.record(img.rf)
-		recs = append(recs, rec)
-		latest = max(latest, rec.Refilled)
-	}
-	if n == 1 {
-		return visible(recs[0]), nil
-	}
-	sum := &store.Record{Refilled: latest}
-	for _, rec := range recs {
-		store.Prepare(rec, &store.BucketRequest{}, latest)
-		for _, l := range visible(rec).Limits {
-			j := sum.Find(l.Name)
-			if j < 0 {
-				sum.Limits = append(sum.Limits, store.LimitState{Name: l.Name, Params: bucketParams(l.Params, n)})
-				j = len(sum.Limits) - 1
-			}
-			sum.Limits[j].State.Tokens = bucket.ForceConsume(sum.Limits[j].State, -l.State.Tokens).Tokens
-		}
-	}
-	return sum, nil
-}
-
-// bucketParams is the inverse of shardParams, as far as rounding allows:
-// the capacity and rate of n shards together (the rate may come back in
-// another form: 2 per 2 s rather than 1 per s).
-func bucketParams(p bucket.Params, n int) bucket.Params {
-	m := int64(n)
-	q := bucket.Params{Capacity: p.Capacity * m, Amount: p.Amount * m, Period: p.Period}
-	if p.Amount > bucket.MaxTokens/m && p.Period%m == 0 {
-		q.Amount, q.Period = p.Amount, p.Period/m
-	}
-	return q
-}
-
-// visible returns rec without its hidden limits.
-func visible(rec *store.Record) *store.Record {
-	kept := rec.Limits[:0]
-	for _, l := range rec.Limits {
-		if !hidden(l.Name) {
-			kept = append(kept, l)
-		}
-	}
-	rec.Limits = kept
-	return rec
-}
-
-// SplitDue reports whether the bucket item img shows (a stream record's
-// image of a bucket's shard 0), taking writesPerSecond writes a second,
-// should be split ahead of its writers: its shards can still double within
-// WithMaxShards, and the pace is at splitAt or more of its write-pressure
-// limit (the meter its writers set, with WithWritePressureLimit). An
-// image that is not a complete bucket item never is.
-func (s *Store) SplitDue(img Image, writesPerSecond float64) bool {
+// SplitDue is Store.SplitDue: whether the bucket whose shard 0 img shows,
+// taking writesPerSecond writes a second, can double and is at splitAt or
+// more of its write-pressure limit.
+func (en *engine) SplitDue(img Image, writesPerSecond float64) bool {
 	d, err := decodeImage(img)
 	if err != nil || img.N(attrRefilled) == "" {
 		return false
 	}
-	return 2*d.shards <= s.maxShards && splitDue(d.record(d.rf), writesPerSecond)
+	return 2*d.shards <= en.maxShards && splitDue(d.record(d.rf), writesPerSecond)
 }
 
 // splitAt is the share of the write-pressure limit at which the upkeep

@@ -18,7 +18,7 @@ import (
 func TestTableLifecycle(t *testing.T) {
 	ctx := context.Background()
 	s := newTable(t)
-	st, err := s.DescribeTable(ctx)
+	st, err := s.Admin().DescribeTable(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -26,7 +26,7 @@ func TestTableLifecycle(t *testing.T) {
 		t.Errorf("DescribeTable = %+v, want ACTIVE with schema version %d", st, SchemaVersion)
 	}
 	// Creating it again is a no-op check, not an error.
-	if err := s.CreateTable(ctx); err != nil {
+	if err := s.Admin().CreateTable(ctx); err != nil {
 		t.Errorf("CreateTable on an existing table: %v", err)
 	}
 	out, err := s.db.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: &s.table})
@@ -51,34 +51,34 @@ func TestTableLifecycle(t *testing.T) {
 	// A table of schema version 1 is refused by CheckTable, naming the
 	// upgrade, and upgraded by CreateTable.
 	setVersion(upgradableVersion)
-	if err := s.CheckTable(ctx); !errors.Is(err, ErrSchemaUpgradable) || !errors.Is(err, ErrSchemaMismatch) || !strings.Contains(err.Error(), "upgrade") {
+	if err := s.Admin().CheckTable(ctx); !errors.Is(err, ErrSchemaUpgradable) || !errors.Is(err, ErrSchemaMismatch) || !strings.Contains(err.Error(), "upgrade") {
 		t.Errorf("CheckTable with version %d: %v, want ErrSchemaMismatch naming the upgrade", upgradableVersion, err)
 	}
-	if err := s.CreateTable(ctx); err != nil {
+	if err := s.Admin().CreateTable(ctx); err != nil {
 		t.Fatalf("CreateTable upgrading version %d: %v", upgradableVersion, err)
 	}
-	if err := s.CheckTable(ctx); err != nil {
+	if err := s.Admin().CheckTable(ctx); err != nil {
 		t.Errorf("CheckTable after the upgrade: %v", err)
 	}
 
 	// A table written by a later schema version is refused, and left alone.
 	setVersion(SchemaVersion + 1)
-	if err := s.CheckTable(ctx); !errors.Is(err, ErrSchemaMismatch) || errors.Is(err, ErrSchemaUpgradable) {
+	if err := s.Admin().CheckTable(ctx); !errors.Is(err, ErrSchemaMismatch) || errors.Is(err, ErrSchemaUpgradable) {
 		t.Errorf("CheckTable with version %d: %v, want ErrSchemaMismatch, not upgradable", SchemaVersion+1, err)
 	}
-	if err := s.CreateTable(ctx); !errors.Is(err, ErrSchemaMismatch) {
+	if err := s.Admin().CreateTable(ctx); !errors.Is(err, ErrSchemaMismatch) {
 		t.Errorf("CreateTable over version %d: %v, want ErrSchemaMismatch", SchemaVersion+1, err)
 	}
-	if st, err := s.DescribeTable(ctx); err != nil || st.SchemaVersion != SchemaVersion+1 {
+	if st, err := s.Admin().DescribeTable(ctx); err != nil || st.SchemaVersion != SchemaVersion+1 {
 		t.Errorf("CreateTable over version %d: %+v, %v; want the version kept", SchemaVersion+1, st, err)
 	}
 
 	// A missing table is reported as such.
 	other := mustNew(t, localConfig(), "tollgate-missing-"+randomHex(4), nil, atLocal)
-	if err := other.CheckTable(ctx); !errors.Is(err, ErrTableNotFound) {
+	if err := other.Admin().CheckTable(ctx); !errors.Is(err, ErrTableNotFound) {
 		t.Errorf("CheckTable of a missing table: %v, want ErrTableNotFound", err)
 	}
-	if err := other.DeleteTable(ctx); err != nil {
+	if err := other.Admin().DeleteTable(ctx); err != nil {
 		t.Errorf("DeleteTable of a missing table: %v, want nil", err)
 	}
 }
@@ -89,10 +89,10 @@ func TestStreamsEnabledByDefault(t *testing.T) {
 	}
 	ctx := context.Background()
 	s := mustNew(t, localConfig(), "tollgate-streams-"+randomHex(4), nil, atLocal)
-	if err := s.CreateTable(ctx); err != nil {
+	if err := s.Admin().CreateTable(ctx); err != nil {
 		t.Fatal(err)
 	}
-	defer s.DeleteTable(ctx)
+	defer s.Admin().DeleteTable(ctx)
 	out, err := s.db.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: &s.table})
 	if err != nil {
 		t.Fatal(err)
@@ -166,13 +166,13 @@ func TestForeignTableRefused(t *testing.T) {
 			// A foreign table's stream, where there is one, never gets
 			// records here: it cannot slow DynamoDB Local down.
 			s := mustNew(t, localConfig(), "tollgate-foreign-"+randomHex(4), opts, atLocal)
-			in := s.createTableInput()
+			in := createTableInput(s.table, s.opts.noStreams)
 			tt.edit(in)
 			if _, err := s.db.CreateTable(ctx, in); err != nil {
 				t.Fatal(err)
 			}
-			t.Cleanup(func() { _ = s.DeleteTable(context.Background()) })
-			for name, call := range map[string]func(context.Context) error{"CheckTable": s.CheckTable, "CreateTable": s.CreateTable} {
+			t.Cleanup(func() { _ = s.Admin().DeleteTable(context.Background()) })
+			for name, call := range map[string]func(context.Context) error{"CheckTable": s.Admin().CheckTable, "CreateTable": s.Admin().CreateTable} {
 				err := call(ctx)
 				if !errors.Is(err, ErrSchemaMismatch) {
 					t.Fatalf("%s of a foreign table: %v, want ErrSchemaMismatch", name, err)
@@ -210,7 +210,7 @@ func TestTableNotActive(t *testing.T) {
 	c.net.editResponse("DescribeTable", func(body []byte) []byte {
 		return bytes.ReplaceAll(body, []byte(`"TableStatus":"ACTIVE"`), []byte(`"TableStatus":"UPDATING"`))
 	})
-	if err := c.CheckTable(context.Background()); !errors.Is(err, ErrTableNotActive) || !strings.Contains(err.Error(), "UPDATING") {
+	if err := c.Admin().CheckTable(context.Background()); !errors.Is(err, ErrTableNotActive) || !strings.Contains(err.Error(), "UPDATING") {
 		t.Errorf("CheckTable of an UPDATING table: %v, want ErrTableNotActive naming the status", err)
 	}
 }

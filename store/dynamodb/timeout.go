@@ -39,41 +39,14 @@ import (
 // A call made under a context whose deadline is sooner than the timeout
 // keeps it, and costs no timer.
 
-// DefaultCallTimeout is the default of WithCallTimeout.
-const DefaultCallTimeout = time.Second
-
 // ErrTimeout is wrapped by the error of a call or a wait that the call
 // timeout (WithCallTimeout) ended: DynamoDB did not answer in time. A
 // timed-out write may have been applied: it may have cost the caller
 // tokens, never admitted beyond a limit.
 var ErrTimeout = errors.New("dynamodb: no answer within the call timeout")
 
-// WithCallTimeout bounds how long one DynamoDB API call that reads or
-// writes items may take, the SDK's retries and backoffs included, and how
-// long an acquire waits for this process's earlier writes to the same
-// bucket (default DefaultCallTimeout). When it passes the call fails with
-// an error wrapping ErrTimeout, which the limiter answers in its
-// unavailable mode. 0 turns the bound off (the HTTP client's timeout and
-// the SDK's attempts still bound a call); a negative value is invalid.
-// The table's management (CreateTable, InitTable, CheckTable,
-// DescribeTable, DeleteTable) is not bounded by it.
-//
-// Set it above the store's slowest healthy answer (DynamoDB answers in
-// milliseconds; a throttled call is retried by the SDK with backoffs of up
-// to seconds, which the timeout cuts short) and below what the callers of
-// the limiter wait for.
-func WithCallTimeout(d time.Duration) Option {
-	return func(s *Store) {
-		if d < 0 {
-			s.invalid("WithCallTimeout", d, "must not be negative")
-			return
-		}
-		s.callTimeout = d
-	}
-}
-
 // CallTimeout returns the call timeout (WithCallTimeout).
-func (s *Store) CallTimeout() time.Duration { return s.callTimeout }
+func (s *Store) CallTimeout() time.Duration { return s.opts.callTimeout }
 
 // itemOperations are the API calls that read or write items, which the
 // call timeout bounds. The calls that manage the table (CreateTable,
@@ -100,8 +73,7 @@ func (s *Store) boundCalls(o *dynamodb.Options) {
 }
 
 // unboundedKey marks a context whose calls the call timeout does not
-// bound: the management of the table (CreateTable, InitTable, CheckTable,
-// DescribeTable, DeleteTable), an operator's, whose first writes to a new
+// bound: the management of the table (Admin's methods), an operator's, whose first writes to a new
 // table DynamoDB (Local, cold, at least) can take seconds over.
 type unboundedKey struct{}
 
@@ -114,13 +86,13 @@ func unbounded(ctx context.Context) context.Context {
 // timeout, or within ctx's deadline if that is sooner (then without a
 // timer of its own).
 func (s *Store) boundCall(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
-	if s.callTimeout <= 0 || ctx.Value(unboundedKey{}) != nil {
+	if s.opts.callTimeout <= 0 || ctx.Value(unboundedKey{}) != nil {
 		return next.HandleInitialize(ctx, in)
 	}
-	if d, ok := ctx.Deadline(); ok && time.Until(d) <= s.callTimeout {
+	if d, ok := ctx.Deadline(); ok && time.Until(d) <= s.opts.callTimeout {
 		return next.HandleInitialize(ctx, in)
 	}
-	cctx, cancel := context.WithTimeout(ctx, s.callTimeout)
+	cctx, cancel := context.WithTimeout(ctx, s.opts.callTimeout)
 	defer cancel()
 	out, md, err := next.HandleInitialize(cctx, in)
 	return out, md, s.timedOut(ctx, cctx, err)
@@ -135,5 +107,5 @@ func (s *Store) timedOut(outer, inner context.Context, err error) error {
 	}
 	// The cause's text only: its chain holds context.DeadlineExceeded,
 	// which callers take for their own deadline.
-	return fmt.Errorf("%w (%v): %v", ErrTimeout, s.callTimeout, err)
+	return fmt.Errorf("%w (%v): %v", ErrTimeout, s.opts.callTimeout, err)
 }

@@ -224,7 +224,7 @@ func TestCallTimeoutOff(t *testing.T) {
 
 // laneBusy reports whether a write to item id is under way or queued.
 func laneBusy(s *Store, id itemID) bool {
-	l := s.lanes.lookup(id)
+	l := s.eng().lanes.lookup(id)
 	if l == nil {
 		return false
 	}
@@ -243,20 +243,20 @@ func TestCallTimeoutSparesTableManagement(t *testing.T) {
 	}
 	ctx := context.Background()
 	s := mustNew(t, localConfig(), "tollgate-test-"+randomHex(6), []Option{WithoutStreams(), WithCallTimeout(time.Nanosecond)}, atLocal)
-	if err := s.CreateTable(ctx); err != nil {
+	if err := s.Admin().CreateTable(ctx); err != nil {
 		t.Fatalf("CreateTable under a call timeout of 1 ns: %v", err)
 	}
-	t.Cleanup(func() { _ = s.DeleteTable(context.Background()) })
-	if err := s.CheckTable(ctx); err != nil {
+	t.Cleanup(func() { _ = s.Admin().DeleteTable(context.Background()) })
+	if err := s.Admin().CheckTable(ctx); err != nil {
 		t.Errorf("CheckTable: %v", err)
 	}
-	if _, err := s.DescribeTable(ctx); err != nil {
+	if _, err := s.Admin().DescribeTable(ctx); err != nil {
 		t.Errorf("DescribeTable: %v", err)
 	}
 	if _, err := s.GetNamespace(ctx, model.DefaultNamespace); !errors.Is(err, ErrTimeout) {
 		t.Errorf("GetNamespace under a call timeout of 1 ns: %v, want ErrTimeout", err)
 	}
-	if err := s.DeleteTable(ctx); err != nil {
+	if err := s.Admin().DeleteTable(ctx); err != nil {
 		t.Errorf("DeleteTable: %v", err)
 	}
 }

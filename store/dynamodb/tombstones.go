@@ -66,41 +66,9 @@ func keptCond(now int64) (string, map[string]string, item) {
 		map[string]string{"#keep": schema.AttrKeepUntil}, item{":now": num(now)}
 }
 
-// leaseCreation returns the transaction items that create req.Lease: the
-// Put of its open record, or of its tombstone if it is born ended, on the
-// condition that its key is free; and, with ReusedID, a ConditionCheck of
-// the other key (ErrLeaseExists if either fails). A reused id must find no
-// open record and no kept tombstone. An id made at random needs no check
-// of the other key: the only record that can have it is one written by a
-// retry of the same request, which is of the same kind, at the same key.
-func (s *Store) leaseCreation(ns string, req *store.ConsumeRequest) ([]types.TransactWriteItem, error) {
-	rec := req.Lease
-	it, err := encodeLease(ns, rec)
-	if err != nil {
-		return nil, err
-	}
-	put := &types.Put{TableName: &s.table, Item: it, ConditionExpression: aws.String("attribute_not_exists(PK)")}
-	items := []types.TransactWriteItem{{Put: put}}
-	if !req.ReusedID {
-		return items, nil
-	}
-	cond, names, vals := keptCond(req.Now)
-	if rec.Ended() {
-		// A tombstone past its KeepUntil is replaced.
-		put.ConditionExpression, put.ExpressionAttributeNames, put.ExpressionAttributeValues = &cond, names, vals
-		return append(items, types.TransactWriteItem{ConditionCheck: &types.ConditionCheck{
-			TableName: &s.table, Key: leaseKey(ns, rec.ID), ConditionExpression: aws.String("attribute_not_exists(PK)"),
-		}}), nil
-	}
-	return append(items, types.TransactWriteItem{ConditionCheck: &types.ConditionCheck{
-		TableName: &s.table, Key: tombstoneKey(ns, rec.ID), ConditionExpression: &cond,
-		ExpressionAttributeNames: names, ExpressionAttributeValues: vals,
-	}}), nil
-}
-
 // getTombstone returns the tombstone item of lease id, nil if none.
-func (s *Store) getTombstone(ctx context.Context, ns, id string) (item, error) {
-	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: &s.table, Key: tombstoneKey(ns, id), ConsistentRead: aws.Bool(true)})
+func (c *client) getTombstone(ctx context.Context, ns, id string) (item, error) {
+	out, err := c.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: &c.table, Key: tombstoneKey(ns, id), ConsistentRead: aws.Bool(true)})
 	if err != nil {
 		return nil, fmt.Errorf("dynamodb: read lease tombstone: %w", err)
 	}
@@ -113,11 +81,11 @@ func (s *Store) getTombstone(ctx context.Context, ns, id string) (item, error) {
 // record does (ErrLeaseConflict: the caller reads it again and finds how
 // the lease ended); one read of the tombstone's key tells, on this path
 // only.
-func (s *Store) leaseRefused(ctx context.Context, ns, id string, old item) error {
+func (c *client) leaseRefused(ctx context.Context, ns, id string, old item) error {
 	if len(old) > 0 {
 		return fmt.Errorf("lease %q: %w", id, model.ErrLeaseConflict)
 	}
-	tomb, err := s.getTombstone(ctx, ns, id)
+	tomb, err := c.getTombstone(ctx, ns, id)
 	switch {
 	case err != nil:
 		return err
@@ -177,7 +145,7 @@ func (l *storedLease) copyCond(d *types.Delete) {
 // one the ender passes (e.Record), else read (one GetItem). The ending's
 // condition proves it current; a refusal read here is the ending's
 // answer, as the transaction's would be.
-func (s *Store) endedRecord(ctx context.Context, ns string, e *store.LeaseEnding) (storedLease, error) {
+func (c *client) endedRecord(ctx context.Context, ns string, e *store.LeaseEnding) (storedLease, error) {
 	if r := e.Record; r != nil && r.ID == e.ID && r.Version == e.Version && !r.Ended() {
 		if it, err := encodeLease(ns, r); err == nil {
 			if l, ok := storedOf(it); ok {
@@ -185,13 +153,13 @@ func (s *Store) endedRecord(ctx context.Context, ns string, e *store.LeaseEnding
 			}
 		}
 	}
-	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: &s.table, Key: leaseKey(ns, e.ID), ConsistentRead: aws.Bool(true)})
+	out, err := c.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: &c.table, Key: leaseKey(ns, e.ID), ConsistentRead: aws.Bool(true)})
 	if err != nil {
 		return storedLease{}, fmt.Errorf("dynamodb: read lease: %w", err)
 	}
 	l, ok := storedOf(out.Item)
 	if !ok || !l.ends(e) {
-		return storedLease{}, s.leaseRefused(ctx, ns, e.ID, out.Item)
+		return storedLease{}, c.leaseRefused(ctx, ns, e.ID, out.Item)
 	}
 	return l, nil
 }

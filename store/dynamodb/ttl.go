@@ -1,8 +1,6 @@
 package dynamodb
 
 import (
-	"time"
-
 	"github.com/tollgate-rl/tollgate/bucket"
 	"github.com/tollgate-rl/tollgate/store"
 )
@@ -52,29 +50,10 @@ import (
 // ttlNever is the ttl of an item that must not expire: 2100-01-01.
 const ttlNever = 4102444800
 
-// DefaultBucketTTL is how long a bucket item outlives the moment it is full
-// again, by default.
-const DefaultBucketTTL = time.Hour
-
-// WithBucketTTL sets how long after refill has filled a bucket its items
-// expire (default DefaultBucketTTL; DynamoDB deletes expired items within
-// about two days). An expired bucket is a full one, so expiry never changes
-// a verdict: it only frees storage. The next acquire of an expired bucket
-// costs what the first acquire of a new one does. A negative d is invalid.
-func WithBucketTTL(d time.Duration) Option {
-	return func(s *Store) {
-		if d < 0 {
-			s.invalid("WithBucketTTL", d, "must not be negative")
-			return
-		}
-		s.bucketTTL = d.Milliseconds()
-	}
-}
-
 // expiry returns the ttl of an item whose image is img: when every limit
 // is full again (not before its rf), plus the bucket TTL, rounded up to a
 // second; ttlNever if a concurrency slot is taken.
-func (s *Store) expiry(img *image) int64 {
+func (en *engine) expiry(img *image) int64 {
 	at := img.rf
 	for i := range img.limits {
 		l := &img.limits[i]
@@ -88,12 +67,12 @@ func (s *Store) expiry(img *image) int64 {
 			at = max(at, bucket.FullAt(img.fullTick(l), l.params))
 		}
 	}
-	return s.ttlAfter(at)
+	return en.ttlAfter(at)
 }
 
 // ttlAfter returns the ttl of an item full at the Unix ms full.
-func (s *Store) ttlAfter(full int64) int64 {
-	return min(ceilSeconds(min(full, ttlNever*1000)+s.bucketTTL), ttlNever)
+func (en *engine) ttlAfter(full int64) int64 {
+	return min(ceilSeconds(min(full, ttlNever*1000)+en.bucketTTL), ttlNever)
 }
 
 // expiryNeeds returns what the limits a simulated write changes need of
@@ -125,11 +104,11 @@ func (sim *simulation) expiryNeeds() (full int64, hasFull bool, postpone int64, 
 
 // ttlExpr adds to e the ttl update of a write planned from img (see the
 // rules above), and returns it.
-func (s *Store) ttlExpr(e *expr, img *image, sim *simulation) ttlOp {
+func (en *engine) ttlExpr(e *expr, img *image, sim *simulation) ttlOp {
 	full, hasFull, postpone, never := sim.expiryNeeds()
 	var need int64
 	if hasFull {
-		need = s.ttlAfter(full)
+		need = en.ttlAfter(full)
 	}
 	switch {
 	case never:
@@ -143,7 +122,7 @@ func (s *Store) ttlExpr(e *expr, img *image, sim *simulation) ttlOp {
 		e.setN(attrTTL, need)
 		return ttlOp{set: true, v: need}
 	case !img.hasTTL:
-		v := max(need, s.expiry(sim.after(img)))
+		v := max(need, en.expiry(sim.after(img)))
 		e.where("attribute_not_exists(%s)", attrTTL, nil)
 		e.setN(attrTTL, v)
 		return ttlOp{set: true, v: v}
@@ -217,4 +196,19 @@ func deltaExpiry(e *expr, ds []store.Delta, forms []deltaForm) {
 		}
 	}
 	addExpiry(e, postpone)
+}
+
+// ttlOp is what a write does to the item's ttl.
+type ttlOp struct {
+	set, add bool
+	v        int64
+}
+
+func (o ttlOp) apply(img *image) {
+	switch {
+	case o.set:
+		img.ttl, img.hasTTL = o.v, true
+	case o.add:
+		img.ttl += o.v
+	}
 }

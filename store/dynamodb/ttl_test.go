@@ -20,7 +20,7 @@ const ttlT0 = 1_700_000_000_000 // ms
 // ttlOf reads a bucket item's ttl (-1 if it has none).
 func ttlOf(t *testing.T, s *Store, k store.BucketKey, shard int) int64 {
 	t.Helper()
-	it, err := s.getItem(context.Background(), "ns", &target{key: k, shard: shard})
+	it, err := s.eng().getItem(context.Background(), "ns", &target{key: k, shard: shard})
 	if err != nil || it == nil {
 		t.Fatalf("read item %v shard %d: %v (nil item: %v)", k, shard, err, it == nil)
 	}
@@ -108,7 +108,7 @@ func TestBucketTTL(t *testing.T) {
 
 	// The consumed counter survived all of it: the usage stream sees one
 	// item, never a recreated one.
-	it, _ := s.getItem(ctx, "ns", &target{key: k})
+	it, _ := s.eng().getItem(ctx, "ns", &target{key: k})
 	if tc := attrN(it, limitAttr("rpm", fieldConsumed)); tc != 44_000 {
 		t.Errorf("consumed counter %d, want 44000 (30+6+10-5+1+1+1 tokens)", tc)
 	}
@@ -174,7 +174,7 @@ func TestBucketTTLBoundHolds(t *testing.T) {
 		amount := rng.Int64N(5) * 1_000
 		switch op := rng.IntN(10); {
 		case op == 0:
-			s.forgetIf(func(string, store.BucketKey) bool { return true }) // a cold store
+			s.eng().forget(func(string, store.BucketKey) bool { return true }) // a cold store
 		case op < 7:
 			br := store.BucketRequest{Key: k, Limits: []store.LimitRequest{
 				{Name: "rpm", Params: rpm, Check: true, Amount: amount},
@@ -192,12 +192,12 @@ func TestBucketTTLBoundHolds(t *testing.T) {
 				t.Fatalf("step %d: ApplyDeltas: %v", step, err)
 			}
 		}
-		first, err := s.getItem(ctx, "ns", &target{key: k})
+		first, err := s.eng().getItem(ctx, "ns", &target{key: k})
 		if err != nil || first == nil {
 			t.Fatalf("step %d: read: %v", step, err)
 		}
 		for shard := range shardCount(first) {
-			it, err := s.getItem(ctx, "ns", &target{key: k, shard: shard})
+			it, err := s.eng().getItem(ctx, "ns", &target{key: k, shard: shard})
 			if err != nil || it == nil {
 				t.Fatalf("step %d: read shard %d: %v", step, shard, err)
 			}
@@ -220,28 +220,25 @@ func TestBucketTTLBoundHolds(t *testing.T) {
 			}
 		}
 	}
-	if s.Splits() == 0 {
+	if s.eng().splits.Load() == 0 {
 		t.Error("the bucket never split; the test should cover split shards")
 	}
 	// Most items must carry a real expiry, not just "never".
 	if finite < checked/2 {
 		t.Errorf("only %d of %d item states had a finite ttl", finite, checked)
 	}
-	t.Logf("%d item states checked, %d with a finite ttl, %d splits", checked, finite, s.Splits())
+	t.Logf("%d item states checked, %d with a finite ttl, %d splits", checked, finite, s.eng().splits.Load())
 }
 
 // Bucket items carry their entity's parent and cascade flag.
 func TestBucketEntityAttributes(t *testing.T) {
 	ctx := context.Background()
 	s := newTable(t)
-	lim, err := tollgate.New(s)
-	if err != nil {
+	lim, adm := limiterAdmin(t, s, time.Second)
+	if _, err := adm.CreateEntity(ctx, tollgate.Entity{ID: "org"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := lim.CreateEntity(ctx, tollgate.Entity{ID: "org"}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := lim.CreateEntity(ctx, tollgate.Entity{ID: "key", ParentID: "org", Cascade: true}); err != nil {
+	if _, err := adm.CreateEntity(ctx, tollgate.Entity{ID: "key", ParentID: "org", Cascade: true}); err != nil {
 		t.Fatal(err)
 	}
 	limits := tollgate.WithLimits(tollgate.PerMinute("rpm", 100))
@@ -258,7 +255,7 @@ func TestBucketEntityAttributes(t *testing.T) {
 		entity, parent string
 		cascade        bool
 	}{{"key", "org", true}, {"org", "", false}, {"stranger", "", false}} {
-		it, err := s.getItem(ctx, mustNamespaceID(t, s, lim.Namespace()), &target{key: store.BucketKey{Entity: c.entity, Resource: "api"}})
+		it, err := s.eng().getItem(ctx, mustNamespaceID(t, s, lim.Namespace()), &target{key: store.BucketKey{Entity: c.entity, Resource: "api"}})
 		if err != nil || it == nil {
 			t.Fatalf("%s: read bucket: %v", c.entity, err)
 		}
@@ -278,7 +275,7 @@ func TestBucketEntityAttributes(t *testing.T) {
 	grant(t, s, ttlT0, br)
 	br.Entity = &model.Entity{ID: "late", ParentID: "org", Cascade: true}
 	grant(t, s, ttlT0+1, br)
-	it, _ := s.getItem(ctx, "ns", &target{key: k})
+	it, _ := s.eng().getItem(ctx, "ns", &target{key: k})
 	if getS(it, attrParent) != "org" || !getBool(it, attrCascade) {
 		t.Errorf("after a normal write: parent_id %q cascade %v, want org true", getS(it, attrParent), getBool(it, attrCascade))
 	}

@@ -26,7 +26,7 @@ func benchStreamToUsage(b *testing.B, upkeep bool) {
 		b.StopTimer()
 		s := mustNew(b, localConfig(), "tollgate-bench-"+randomHex(6), nil, atLocal)
 		ctx := context.Background()
-		if err := s.CreateTable(ctx); err != nil {
+		if err := s.Admin().CreateTable(ctx); err != nil {
 			b.Fatal(err)
 		}
 		now := time.Now().UnixMilli()
@@ -64,7 +64,7 @@ func benchStreamToUsage(b *testing.B, upkeep bool) {
 			b.Fatalf("the upkeep wrote %d times; this measures its decisions alone", n)
 		}
 		b.ReportMetric(float64(records)/elapsed.Seconds(), "records/s")
-		_ = s.DeleteTable(ctx)
+		_ = s.Admin().DeleteTable(ctx)
 		b.StartTimer()
 	}
 }

@@ -59,10 +59,10 @@ func newTable(t testing.TB, opts ...dynamodb.Option) *dynamodb.Store {
 		t.Skip(ddblocal.Help)
 	}
 	s := mustNew(t, localConfig(), "tollgate-test-"+randomHex(6), append([]dynamodb.Option{dynamodb.WithoutStreams()}, opts...), atLocal)
-	if err := s.CreateTable(context.Background()); err != nil {
+	if err := s.Admin().CreateTable(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = s.DeleteTable(context.Background()) })
+	t.Cleanup(func() { _ = s.Admin().DeleteTable(context.Background()) })
 	return s
 }
 
@@ -73,10 +73,10 @@ func newStreamTable(t *testing.T) *dynamodb.Store {
 		t.Skip("DynamoDB Local is not running")
 	}
 	s := mustNew(t, localConfig(), "tollgate-stream-"+randomHex(6), nil, atLocal)
-	if err := s.CreateTable(context.Background()); err != nil {
+	if err := s.Admin().CreateTable(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = s.DeleteTable(context.Background()) })
+	t.Cleanup(func() { _ = s.Admin().DeleteTable(context.Background()) })
 	return s
 }
 

@@ -56,7 +56,7 @@ import (
 // oldest record: the records in between are lost to usage. Read logs it as
 // an error and counts it (Stats.Trimmed).
 func Read(ctx context.Context, s *dynamodb.Store, poll time.Duration, handle func(context.Context, []store.Change) error, opts ...Option) error {
-	desc, err := s.DescribeTable(ctx)
+	desc, err := s.Admin().DescribeTable(ctx)
 	if err != nil {
 		return err
 	}

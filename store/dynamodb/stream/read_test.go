@@ -142,7 +142,7 @@ func TestStreamToUsage(t *testing.T) {
 
 func mustStreamARN(t *testing.T, s *dynamodb.Store) string {
 	t.Helper()
-	d, err := s.DescribeTable(context.Background())
+	d, err := s.Admin().DescribeTable(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}

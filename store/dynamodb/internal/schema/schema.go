@@ -14,6 +14,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
 	"github.com/tollgate-rl/tollgate/store"
 )
 
@@ -41,6 +43,40 @@ const (
 	GSI3 = "GSI3" // entity -> its buckets; resource -> entities with custom config
 	GSI4 = "GSI4" // namespace -> all its items, for purge
 )
+
+// Version is the layout of items the backend reads and writes (docs/dynamodb.md
+// 4.12), recorded in the table by the schema version record: key RegistryPK
+// and SKVersion, number attribute AttrSchemaVersion.
+const Version = 2
+
+// AttrSchemaVersion is the number attribute of the schema version record.
+const AttrSchemaVersion = "version"
+
+// NamespacePrefix starts every partition key of namespace ns's items, in
+// the table and in GSI1 to GSI3 (their key builders below begin with it);
+// GSI4's partition key is NamespaceIndexKey.
+func NamespacePrefix(ns string) string { return ns + "/" }
+
+// NamespaceIndexKey is the GSI4 partition key of every item of namespace
+// ns: the bare id.
+func NamespaceIndexKey(ns string) string { return ns }
+
+// Index is a global secondary index of the table.
+type Index struct {
+	Name, PK, SK string // its name and key attributes (strings)
+	Projection   types.ProjectionType
+}
+
+// Indexes are the table's global secondary indexes (docs/dynamodb.md 2.3),
+// GSI1 to GSI4. Only GSI1 projects everything: it indexes entity items,
+// which change only on create and delete; the others are keys only, so
+// that token updates never write an index.
+var Indexes = []Index{
+	{GSI1, AttrGSI1PK, AttrGSI1SK, types.ProjectionTypeAll},
+	{GSI2, AttrGSI2PK, AttrGSI2SK, types.ProjectionTypeKeysOnly},
+	{GSI3, AttrGSI3PK, AttrGSI3SK, types.ProjectionTypeKeysOnly},
+	{GSI4, AttrGSI4PK, AttrGSI4SK, types.ProjectionTypeKeysOnly},
+}
 
 // EntityPK is the partition of an entity's item and its configs.
 func EntityPK(ns, id string) string { return ns + "/ENTITY#" + id }
@@ -222,7 +258,7 @@ func LimitOfAttr(attr, field string) (name string, ok bool) {
 }
 
 // The write-pressure meter: a hidden rate limit every bucket item carries
-// (the backend's shards.go says how it is used). Hidden limits are named
+// (the backend's meter.go says how it is used). Hidden limits are named
 // with a leading underscore, which user limit names cannot have.
 const (
 	PressureLimit = "_wp" // the meter's limit name

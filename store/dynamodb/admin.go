@@ -10,6 +10,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/tollgate-rl/tollgate/store/dynamodb/internal/schema"
 )
 
 // SchemaVersion is the layout of items this package reads and writes. A table
@@ -21,7 +23,7 @@ import (
 // package reads version 1 bucket items and converts each at its next
 // write; a process of version 1 cannot read a converted item, so every
 // process of an older Tollgate must be stopped before the upgrade.
-const SchemaVersion = 2
+const SchemaVersion = schema.Version
 
 // upgradableVersion is the schema version CreateTable upgrades in place:
 // its items differ only in bucket items, which are converted as they are
@@ -53,6 +55,19 @@ var ErrTableNotFound = errors.New("dynamodb: table not found")
 // not ACTIVE (being created, updated or deleted).
 var ErrTableNotActive = errors.New("dynamodb: table not active")
 
+// Admin manages a Store's table: it creates the table, prepares one
+// another tool created, checks it, describes it and deletes it. These are
+// an operator's calls (tollgate deploy, status and destroy; a process's
+// check at startup), which DynamoDB may take seconds over: the call
+// timeout (WithCallTimeout) does not bound them. Store.Admin returns it.
+type Admin struct {
+	*client
+	noStreams bool // see WithoutStreams: no stream made, none checked
+}
+
+// Admin returns the administration of the store's table.
+func (s *Store) Admin() *Admin { return &Admin{client: s.client, noStreams: s.opts.noStreams} }
+
 // CreateTable creates the table (keys, the four GSIs, streams with new and
 // old images, TTL on "ttl", on-demand billing), waits until it is active and
 // writes the schema version record. An existing table (perhaps created by
@@ -62,27 +77,27 @@ var ErrTableNotActive = errors.New("dynamodb: table not active")
 // Terraform made gets its version record). An existing table of schema
 // version 1 is upgraded to SchemaVersion (stop the processes of older
 // versions first: see SchemaVersion).
-func (s *Store) CreateTable(ctx context.Context) error {
+func (a *Admin) CreateTable(ctx context.Context) error {
 	ctx = unbounded(ctx) // an operator's: not bounded by the call timeout
-	_, err := s.db.CreateTable(ctx, s.createTableInput())
+	_, err := a.db.CreateTable(ctx, createTableInput(a.table, a.noStreams))
 	var inUse *types.ResourceInUseException
 	existed := errors.As(err, &inUse)
 	if err != nil && !existed {
-		return fmt.Errorf("dynamodb: create table %s: %w", s.table, err)
+		return fmt.Errorf("dynamodb: create table %s: %w", a.table, err)
 	}
-	if err := dynamodb.NewTableExistsWaiter(s.db).Wait(ctx, &dynamodb.DescribeTableInput{TableName: &s.table}, 5*time.Minute); err != nil {
-		return fmt.Errorf("dynamodb: wait for table %s: %w", s.table, err)
+	if err := dynamodb.NewTableExistsWaiter(a.db).Wait(ctx, &dynamodb.DescribeTableInput{TableName: &a.table}, 5*time.Minute); err != nil {
+		return fmt.Errorf("dynamodb: wait for table %s: %w", a.table, err)
 	}
 	if existed {
-		return s.InitTable(ctx)
+		return a.InitTable(ctx)
 	}
-	if err := s.enableTTL(ctx); err != nil {
+	if err := a.enableTTL(ctx); err != nil {
 		return err
 	}
-	if err := s.writeVersion(ctx); err != nil {
+	if err := a.writeVersion(ctx); err != nil {
 		return err
 	}
-	return s.CheckTable(ctx)
+	return a.CheckTable(ctx)
 }
 
 // InitTable prepares a table another tool created (CloudFormation,
@@ -93,42 +108,25 @@ func (s *Store) CreateTable(ctx context.Context) error {
 // needs dynamodb:UpdateTimeToLive, DescribeTable, GetItem and PutItem on the
 // table, not CreateTable. A missing table is ErrTableNotFound. Running it
 // again changes nothing.
-func (s *Store) InitTable(ctx context.Context) error {
+func (a *Admin) InitTable(ctx context.Context) error {
 	ctx = unbounded(ctx) // an operator's: not bounded by the call timeout
-	desc, err := s.describe(ctx)
+	desc, err := a.describe(ctx)
 	if err != nil {
 		return err
 	}
 	if desc.TableStatus != types.TableStatusActive {
-		return fmt.Errorf("%w: table %s is %s", ErrTableNotActive, s.table, desc.TableStatus)
+		return fmt.Errorf("%w: table %s is %s", ErrTableNotActive, a.table, desc.TableStatus)
 	}
-	if err := s.verifyLayout(desc); err != nil {
+	if err := a.verifyLayout(desc); err != nil {
 		return err
 	}
-	if err := s.enableTTL(ctx); err != nil {
+	if err := a.enableTTL(ctx); err != nil {
 		return err
 	}
-	if err := s.writeVersion(ctx); err != nil {
+	if err := a.writeVersion(ctx); err != nil {
 		return err
 	}
-	return s.CheckTable(ctx)
-}
-
-// indexSpec is a global secondary index as this package creates it.
-type indexSpec struct {
-	name, pk, sk string
-	projection   types.ProjectionType
-}
-
-// indexes are the four GSIs (docs/dynamodb.md 2.3). Only GSI1
-// projects everything: it indexes entity items, which change only on create
-// and delete; the others are keys only, so that token updates never write
-// an index.
-var indexes = []indexSpec{
-	{gsi1, attrGSI1PK, attrGSI1SK, types.ProjectionTypeAll},
-	{gsi2, attrGSI2PK, attrGSI2SK, types.ProjectionTypeKeysOnly},
-	{gsi3, attrGSI3PK, attrGSI3SK, types.ProjectionTypeKeysOnly},
-	{gsi4, attrGSI4PK, attrGSI4SK, types.ProjectionTypeKeysOnly},
+	return a.CheckTable(ctx)
 }
 
 func keySchema(pk, sk string) []types.KeySchemaElement {
@@ -138,12 +136,14 @@ func keySchema(pk, sk string) []types.KeySchemaElement {
 	}
 }
 
-func (s *Store) createTableInput() *dynamodb.CreateTableInput {
+// createTableInput is the CreateTable request of table, with a stream
+// unless noStreams.
+func createTableInput(table string, noStreams bool) *dynamodb.CreateTableInput {
 	streams := &types.StreamSpecification{
 		StreamEnabled:  aws.Bool(true),
 		StreamViewType: types.StreamViewTypeNewAndOldImages,
 	}
-	if s.noStreams {
+	if noStreams {
 		streams = nil
 	}
 	attrs := []types.AttributeDefinition{
@@ -151,18 +151,18 @@ func (s *Store) createTableInput() *dynamodb.CreateTableInput {
 		{AttributeName: aws.String(attrSK), AttributeType: types.ScalarAttributeTypeS},
 	}
 	var gsis []types.GlobalSecondaryIndex
-	for _, ix := range indexes {
+	for _, ix := range schema.Indexes {
 		attrs = append(attrs,
-			types.AttributeDefinition{AttributeName: aws.String(ix.pk), AttributeType: types.ScalarAttributeTypeS},
-			types.AttributeDefinition{AttributeName: aws.String(ix.sk), AttributeType: types.ScalarAttributeTypeS})
+			types.AttributeDefinition{AttributeName: aws.String(ix.PK), AttributeType: types.ScalarAttributeTypeS},
+			types.AttributeDefinition{AttributeName: aws.String(ix.SK), AttributeType: types.ScalarAttributeTypeS})
 		gsis = append(gsis, types.GlobalSecondaryIndex{
-			IndexName:  aws.String(ix.name),
-			KeySchema:  keySchema(ix.pk, ix.sk),
-			Projection: &types.Projection{ProjectionType: ix.projection},
+			IndexName:  aws.String(ix.Name),
+			KeySchema:  keySchema(ix.PK, ix.SK),
+			Projection: &types.Projection{ProjectionType: ix.Projection},
 		})
 	}
 	return &dynamodb.CreateTableInput{
-		TableName:              &s.table,
+		TableName:              &table,
 		AttributeDefinitions:   attrs,
 		KeySchema:              keySchema(attrPK, attrSK),
 		BillingMode:            types.BillingModePayPerRequest,
@@ -175,10 +175,10 @@ func (s *Store) createTableInput() *dynamodb.CreateTableInput {
 // the key schema, the four GSIs (keys and projections; other indexes are
 // allowed) and, unless the Store was made WithoutStreams, a stream with new
 // and old images. It returns ErrSchemaMismatch naming every difference.
-func (s *Store) verifyLayout(d *types.TableDescription) error {
+func (a *Admin) verifyLayout(d *types.TableDescription) error {
 	attrTypes := map[string]types.ScalarAttributeType{}
-	for _, a := range d.AttributeDefinitions {
-		attrTypes[aws.ToString(a.AttributeName)] = a.AttributeType
+	for _, def := range d.AttributeDefinitions {
+		attrTypes[aws.ToString(def.AttributeName)] = def.AttributeType
 	}
 	var diffs []string
 	if got, want := describeKeys(d.KeySchema, attrTypes), describeKeys(keySchema(attrPK, attrSK), nil); got != want {
@@ -186,29 +186,29 @@ func (s *Store) verifyLayout(d *types.TableDescription) error {
 	}
 	found := map[string]bool{}
 	for _, g := range d.GlobalSecondaryIndexes {
-		for _, ix := range indexes {
-			if aws.ToString(g.IndexName) != ix.name {
+		for _, ix := range schema.Indexes {
+			if aws.ToString(g.IndexName) != ix.Name {
 				continue
 			}
-			found[ix.name] = true
-			if got, want := describeKeys(g.KeySchema, attrTypes), describeKeys(keySchema(ix.pk, ix.sk), nil); got != want {
-				diffs = append(diffs, fmt.Sprintf("index %s keys are %s, want %s", ix.name, got, want))
+			found[ix.Name] = true
+			if got, want := describeKeys(g.KeySchema, attrTypes), describeKeys(keySchema(ix.PK, ix.SK), nil); got != want {
+				diffs = append(diffs, fmt.Sprintf("index %s keys are %s, want %s", ix.Name, got, want))
 			}
 			var got types.ProjectionType
 			if g.Projection != nil {
 				got = g.Projection.ProjectionType
 			}
-			if got != ix.projection {
-				diffs = append(diffs, fmt.Sprintf("index %s projects %s, want %s", ix.name, orNone(string(got)), ix.projection))
+			if got != ix.Projection {
+				diffs = append(diffs, fmt.Sprintf("index %s projects %s, want %s", ix.Name, orNone(string(got)), ix.Projection))
 			}
 		}
 	}
-	for _, ix := range indexes {
-		if !found[ix.name] {
-			diffs = append(diffs, "index "+ix.name+" is missing")
+	for _, ix := range schema.Indexes {
+		if !found[ix.Name] {
+			diffs = append(diffs, "index "+ix.Name+" is missing")
 		}
 	}
-	if !s.noStreams {
+	if !a.noStreams {
 		view := "none"
 		if sp := d.StreamSpecification; sp != nil && aws.ToBool(sp.StreamEnabled) {
 			view = string(sp.StreamViewType)
@@ -218,7 +218,7 @@ func (s *Store) verifyLayout(d *types.TableDescription) error {
 		}
 	}
 	if len(diffs) > 0 {
-		return fmt.Errorf("%w: table %s: %s", ErrSchemaMismatch, s.table, strings.Join(diffs, "; "))
+		return fmt.Errorf("%w: table %s: %s", ErrSchemaMismatch, a.table, strings.Join(diffs, "; "))
 	}
 	return nil
 }
@@ -245,9 +245,9 @@ func orNone(s string) string {
 	return s
 }
 
-func (s *Store) enableTTL(ctx context.Context) error {
-	_, err := s.db.UpdateTimeToLive(ctx, &dynamodb.UpdateTimeToLiveInput{
-		TableName: &s.table,
+func (a *Admin) enableTTL(ctx context.Context) error {
+	_, err := a.db.UpdateTimeToLive(ctx, &dynamodb.UpdateTimeToLiveInput{
+		TableName: &a.table,
 		TimeToLiveSpecification: &types.TimeToLiveSpecification{
 			AttributeName: aws.String(attrTTL), Enabled: aws.Bool(true),
 		},
@@ -255,7 +255,7 @@ func (s *Store) enableTTL(ctx context.Context) error {
 	// Enabling TTL twice is refused ("already enabled"): that is success.
 	var invalid *types.ResourceInUseException
 	if err != nil && !errors.As(err, &invalid) && !isAlreadyEnabled(err) {
-		return fmt.Errorf("dynamodb: enable TTL on %s: %w", s.table, err)
+		return fmt.Errorf("dynamodb: enable TTL on %s: %w", a.table, err)
 	}
 	return nil
 }
@@ -267,9 +267,9 @@ func isAlreadyEnabled(err error) bool {
 
 // writeVersion records SchemaVersion unless a version is already
 // recorded, or upgrades a recorded upgradableVersion to it.
-func (s *Store) writeVersion(ctx context.Context) error {
-	_, err := s.db.PutItem(ctx, &dynamodb.PutItemInput{
-		TableName: &s.table,
+func (a *Admin) writeVersion(ctx context.Context) error {
+	_, err := a.db.PutItem(ctx, &dynamodb.PutItemInput{
+		TableName: &a.table,
 		Item: item{
 			attrPK:            str(registryPK()),
 			attrSK:            str(skVersion),
@@ -296,40 +296,40 @@ type TableStatus struct {
 }
 
 // DescribeTable reports the table's state and schema version.
-func (s *Store) DescribeTable(ctx context.Context) (TableStatus, error) {
+func (a *Admin) DescribeTable(ctx context.Context) (TableStatus, error) {
 	ctx = unbounded(ctx) // an operator's: not bounded by the call timeout
-	d, err := s.describe(ctx)
+	d, err := a.describe(ctx)
 	if err != nil {
 		return TableStatus{}, err
 	}
 	st := TableStatus{
-		Name:      s.table,
+		Name:      a.table,
 		Status:    string(d.TableStatus),
 		ItemCount: aws.ToInt64(d.ItemCount),
 		SizeBytes: aws.ToInt64(d.TableSizeBytes),
 		StreamARN: aws.ToString(d.LatestStreamArn),
 	}
-	st.SchemaVersion, err = s.readVersion(ctx)
+	st.SchemaVersion, err = a.readVersion(ctx)
 	return st, err
 }
 
 // describe returns the table's description, or ErrTableNotFound.
-func (s *Store) describe(ctx context.Context) (*types.TableDescription, error) {
-	out, err := s.db.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: &s.table})
+func (a *Admin) describe(ctx context.Context) (*types.TableDescription, error) {
+	out, err := a.db.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: &a.table})
 	var nf *types.ResourceNotFoundException
 	if errors.As(err, &nf) {
-		return nil, fmt.Errorf("%w: %s", ErrTableNotFound, s.table)
+		return nil, fmt.Errorf("%w: %s", ErrTableNotFound, a.table)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("dynamodb: describe table %s: %w", s.table, err)
+		return nil, fmt.Errorf("dynamodb: describe table %s: %w", a.table, err)
 	}
 	return out.Table, nil
 }
 
 // readVersion returns the recorded schema version, 0 if none is recorded.
-func (s *Store) readVersion(ctx context.Context) (int64, error) {
-	v, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{
-		TableName:      &s.table,
+func (a *Admin) readVersion(ctx context.Context) (int64, error) {
+	v, err := a.db.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName:      &a.table,
 		Key:            item{attrPK: str(registryPK()), attrSK: str(skVersion)},
 		ConsistentRead: aws.Bool(true),
 	})
@@ -343,19 +343,19 @@ func (s *Store) readVersion(ctx context.Context) (int64, error) {
 // CheckTable verifies that the table exists (else ErrTableNotFound), is
 // active (else ErrTableNotActive), has the layout CreateTable makes and this
 // package's schema version (else ErrSchemaMismatch, naming what differs).
-func (s *Store) CheckTable(ctx context.Context) error {
+func (a *Admin) CheckTable(ctx context.Context) error {
 	ctx = unbounded(ctx) // an operator's: not bounded by the call timeout
-	d, err := s.describe(ctx)
+	d, err := a.describe(ctx)
 	if err != nil {
 		return err
 	}
 	if d.TableStatus != types.TableStatusActive {
-		return fmt.Errorf("%w: table %s is %s", ErrTableNotActive, s.table, d.TableStatus)
+		return fmt.Errorf("%w: table %s is %s", ErrTableNotActive, a.table, d.TableStatus)
 	}
-	if err := s.verifyLayout(d); err != nil {
+	if err := a.verifyLayout(d); err != nil {
 		return err
 	}
-	v, err := s.readVersion(ctx)
+	v, err := a.readVersion(ctx)
 	if err != nil {
 		return err
 	}
@@ -364,26 +364,26 @@ func (s *Store) CheckTable(ctx context.Context) error {
 		return nil
 	case 0:
 		return fmt.Errorf("%w: table %s has no schema version record: initialise it once with InitTable "+
-			"(tollgate deploy --store 'dynamodb://%s?region=...')", ErrSchemaUnversioned, s.table, s.table)
+			"(tollgate deploy --store 'dynamodb://%s?region=...')", ErrSchemaUnversioned, a.table, a.table)
 	case upgradableVersion:
 		return fmt.Errorf("%w: table %s has schema version %d, this Tollgate needs %d: stop the processes of older "+
 			"Tollgate versions, then upgrade the table with CreateTable (tollgate deploy); its buckets are converted as they are written",
-			ErrSchemaUpgradable, s.table, v, SchemaVersion)
+			ErrSchemaUpgradable, a.table, v, SchemaVersion)
 	}
 	return fmt.Errorf("%w: table %s has schema version %d, this Tollgate needs %d",
-		ErrSchemaMismatch, s.table, v, SchemaVersion)
+		ErrSchemaMismatch, a.table, v, SchemaVersion)
 }
 
 // DeleteTable deletes the table and waits until it is gone.
-func (s *Store) DeleteTable(ctx context.Context) error {
+func (a *Admin) DeleteTable(ctx context.Context) error {
 	ctx = unbounded(ctx) // an operator's: not bounded by the call timeout
-	_, err := s.db.DeleteTable(ctx, &dynamodb.DeleteTableInput{TableName: &s.table})
+	_, err := a.db.DeleteTable(ctx, &dynamodb.DeleteTableInput{TableName: &a.table})
 	var nf *types.ResourceNotFoundException
 	if errors.As(err, &nf) {
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("dynamodb: delete table %s: %w", s.table, err)
+		return fmt.Errorf("dynamodb: delete table %s: %w", a.table, err)
 	}
-	return dynamodb.NewTableNotExistsWaiter(s.db).Wait(ctx, &dynamodb.DescribeTableInput{TableName: &s.table}, 5*time.Minute)
+	return dynamodb.NewTableNotExistsWaiter(a.db).Wait(ctx, &dynamodb.DescribeTableInput{TableName: &a.table}, 5*time.Minute)
 }
