@@ -32,9 +32,10 @@ type CacheStats struct {
 }
 
 // cache holds resolved limits per (entity, resource) and entities by id,
-// including negative results, each for ttl. A write made through the limiter
-// clears it: writes are rare, and a config change at the resource or system
-// level affects many resolutions.
+// including negative results, each for ttl. A change the limiter observes
+// (observeChanges: an Admin's write, through its ChangeWatch or the store's
+// change generation) clears it: writes are rare, and a config change at the
+// resource or system level affects many resolutions.
 //
 // It holds at most size entries, in shards picked by the hash of the key,
 // each bounded by its share of size. A shard that is full when a new key
@@ -381,13 +382,13 @@ func (l *Limiter) invalidate() {
 }
 
 // forgetConfig drops what the limiter knows of the stored configuration and
-// entities, after a write through it or on demand: the cached resolutions
-// and entities, and the freshness of the unavailable mode.
+// entities, when observeChanges sees the generation move: the cached
+// resolutions and entities, and the freshness of the unavailable mode.
 //
 // The generation is noted first, so that the clear covers every change up
-// to it and observeChanges does not clear again for this limiter's own
-// write; a change made in between is newer than the generation noted, and
-// clears again when observed.
+// to it and observeChanges does not clear again for those; a change made
+// in between is newer than the generation noted, and clears again when
+// observed.
 func (l *Limiter) forgetConfig() {
 	g := l.changes.known(context.Background())
 	l.cache.clear()

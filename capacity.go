@@ -10,12 +10,12 @@ import (
 	"github.com/tollgate-rl/tollgate/store"
 )
 
-// ErrCapacityUnsupported is returned by Capacity when the limiter's store
+// ErrCapacityUnsupported is returned by Capacity when the admin's store
 // cannot list a resource's buckets (it does not implement
 // store.BucketLister).
 var ErrCapacityUnsupported = model.ErrCapacityUnsupported
 
-// Capacity sums, over every bucket of resource in the limiter's namespace,
+// Capacity sums, over every bucket of resource in the admin's namespace,
 // each limit's capacity and current (refilled) balance. A sharded bucket
 // counts once. It reads every bucket: for dashboards, not for hot paths.
 func (a *Admin) Capacity(ctx context.Context, resource string) (ResourceCapacity, error) {

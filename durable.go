@@ -164,7 +164,7 @@ func (le *Lease) ID() string {
 	return d.rec.ID
 }
 
-// Expires returns when a reconciler may end the lease unless it is
+// ExpiresAt returns when a reconciler may end the lease unless it is
 // extended first: the zero time for a lease without a record, which never
 // expires, and once the lease has ended.
 func (le *Lease) ExpiresAt() time.Time {

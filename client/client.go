@@ -85,7 +85,7 @@ func WithHTTPClient(hc *http.Client) Option { return func(s *settings) { s.hc = 
 // only the caller's context bounds it.
 func WithTimeout(d time.Duration) Option { return func(s *settings) { s.timeout = d } }
 
-// WithClock replaces the wall clock that AcquireWait sleeps on, for tests
+// WithClock replaces the wall clock that Wait sleeps on, for tests
 // (see clock.Fake).
 func WithClock(c clock.Clock) Option { return func(s *settings) { s.clock = c } }
 

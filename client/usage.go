@@ -36,8 +36,9 @@ func usageValues(q model.UsageQuery) url.Values {
 	return v
 }
 
-// Usage lists usage snapshots like Limiter.Usage. A zero From or To takes
-// the server's default (the last 24 hours, or 30 days for daily windows).
+// Usage lists usage snapshots like tollgate.Admin.Usage. A zero From or To
+// takes the server's default (the last 24 hours, or 30 days for daily
+// windows).
 func (c *Client) Usage(ctx context.Context, q model.UsageQuery) ([]model.Usage, string, error) {
 	var out api.UsageResponse
 	if err := c.do(ctx, request{method: http.MethodGet, path: api.Version + "/usage", query: usageValues(q)}, &out); err != nil {
@@ -51,7 +52,7 @@ func (c *Client) Usage(ctx context.Context, q model.UsageQuery) ([]model.Usage, 
 	return us, out.Next, nil
 }
 
-// UsageSummary totals usage like Limiter.UsageSummary.
+// UsageSummary totals usage like tollgate.Admin.UsageSummary.
 func (c *Client) UsageSummary(ctx context.Context, q model.UsageQuery) (model.UsageSummary, error) {
 	var out api.UsageSummary
 	if err := c.do(ctx, request{method: http.MethodGet, path: api.Version + "/usage/summary", query: usageValues(q)}, &out); err != nil {
@@ -64,7 +65,7 @@ func (c *Client) UsageSummary(ctx context.Context, q model.UsageQuery) (model.Us
 	return sum, nil
 }
 
-// Capacity reports a resource's capacity and use like Limiter.Capacity.
+// Capacity reports a resource's capacity and use like tollgate.Admin.Capacity.
 func (c *Client) Capacity(ctx context.Context, resource string) (model.ResourceCapacity, error) {
 	var out api.Capacity
 	q := url.Values{"resource": {resource}}

@@ -86,9 +86,9 @@ func testLimiterReservations(t *testing.T, e *env) {
 	}
 }
 
-// Open durable leases through the limiter: listed with what each holds,
-// page by page, by entity and resource, without the reservations; an ended
-// lease is gone from the list.
+// Open durable leases acquired through the limiter, listed by the Admin
+// with what each holds, page by page, by entity and resource, without the
+// reservations; an ended lease is gone from the list.
 func testLimiterLeasesListed(t *testing.T, e *env) {
 	lim := e.limiter()
 	limits := tollgate.WithLimits(tollgate.ConcurrencyLimit("slots", 10), tollgate.ReservedLimit("clusters", 10))

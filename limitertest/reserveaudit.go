@@ -27,7 +27,7 @@ func (e *env) reserve(lim *tollgate.Limiter, id string, opts ...tollgate.Acquire
 }
 
 // auditOf returns the events of action in entity's audit log, as the
-// limiter lists them.
+// case's Admin lists them.
 func (e *env) auditOf(lim *tollgate.Limiter, entity, action string) []tollgate.AuditEvent {
 	e.t.Helper()
 	evs, err := e.admin().AuditEvents(e.ctx, entity, "", 100)

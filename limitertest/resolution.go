@@ -104,8 +104,8 @@ func testLimiterResolution(t *testing.T, e *env) {
 
 // frozenGeneration is a store whose change generation never moves: a
 // limiter over it is told of no change made elsewhere, and learns of them
-// when its cache TTL passes or it is invalidated, as a process does when
-// it cannot read the generation.
+// when its cache TTL passes or its process restarts, as a process does
+// when it cannot read the generation.
 type frozenGeneration struct{ store.Store }
 
 func (frozenGeneration) Generation(context.Context) (uint64, error) { return 0, nil }
@@ -113,7 +113,7 @@ func (frozenGeneration) Generation(context.Context) (uint64, error) { return 0, 
 func (frozenGeneration) LocalGeneration() bool { return false }
 
 func testLimiterLimitChanges(t *testing.T, e *env) {
-	lim := e.limiter() // default cache TTL: its own writes invalidate it
+	lim := e.limiter() // default cache TTL: the admin's writes reach it through the shared watch
 	remote := e.limiterOver(frozenGeneration{e.s})
 	if _, err := e.admin().CreateEntity(e.ctx, tollgate.Entity{ID: "e1"}); err != nil {
 		t.Fatal(err)

@@ -6,10 +6,10 @@ import (
 	"time"
 )
 
-// The API shared by the library (tollgate.Limiter) and the Go client
-// (client.Client): its types live here, below both, so that the client
-// needs neither the store nor the bucket math to speak it. Package tollgate
-// re-exports every name.
+// The API shared by the library (tollgate.Limiter and tollgate.Admin) and
+// the Go client (client.Client): its types live here, below both, so that
+// the client needs neither the store nor the bucket math to speak it.
+// Package tollgate re-exports every name.
 
 // Consume maps limit names to whole-token amounts, e.g.
 // Consume{"rpm": 1, "tpm": 500}. In Acquire amounts are >= 0; in Adjust

@@ -355,7 +355,7 @@ func IsFull(r *Record, now int64) bool {
 }
 
 // BucketLister lists the buckets of a resource, for capacity reports.
-// Backends that can implement it do; the limiter's Capacity needs it.
+// Backends that can implement it do; Admin.Capacity needs it.
 type BucketLister interface {
 	// ListBuckets returns the stored buckets of resource in namespace ns
 	// whose entity ids are greater than after, sorted by entity id, at most
