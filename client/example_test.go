@@ -113,7 +113,7 @@ func ExampleClient_SetLimits() {
 	// true
 }
 
-func ExampleClient_AcquireWait() {
+func ExampleClient_Wait() {
 	url, stop := exampleServer()
 	defer stop()
 	c, _ := client.New(url)
@@ -122,7 +122,7 @@ func ExampleClient_AcquireWait() {
 
 	// Sleeps the exact retry-after when denied; gives up at once if ctx's
 	// deadline would pass first.
-	lease, err := c.AcquireWait(ctx, "key-1", "batch", tollgate.Consume{"rpm": 1},
+	lease, err := c.Wait(ctx, "key-1", "batch", tollgate.Consume{"rpm": 1},
 		client.WithLimits(tollgate.PerMinute("rpm", 10)))
 	if err != nil {
 		panic(err)

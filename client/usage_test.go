@@ -86,7 +86,7 @@ func TestUsageAndCapacityMatchTheLibrary(t *testing.T) {
 	}
 
 	wantCap, err := adm.Capacity(ctx, "llm")
-	must(t, "Limiter.Capacity", err)
+	must(t, "Admin.Capacity", err)
 	gotCap, err := c.Capacity(ctx, "llm")
 	must(t, "Client.Capacity", err)
 	if !reflect.DeepEqual(gotCap, wantCap) || gotCap.Entities != 4 {

@@ -160,15 +160,15 @@ func TestPurgeOutlastsServerTimeouts(t *testing.T) {
 	}
 	go func() { _ = hs.Serve(ln) }()
 	t.Cleanup(func() { _ = hs.Close(); _ = srv.Close(context.Background()) })
-	reg, err := tollgate.NewRegistry(ds)
+	adm, err := tollgate.NewAdmin(ds)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	if _, err := reg.Register(ctx, "team-b"); err != nil {
+	if _, err := adm.RegisterNamespace(ctx, "team-b"); err != nil {
 		t.Fatal(err)
 	}
-	if err := reg.Delete(ctx, "team-b"); err != nil {
+	if err := adm.DeleteNamespace(ctx, "team-b"); err != nil {
 		t.Fatal(err)
 	}
 	resp, err := http.Post("http://"+ln.Addr().String()+"/v1/namespaces/team-b/purge", "application/json", nil)
@@ -180,7 +180,7 @@ func TestPurgeOutlastsServerTimeouts(t *testing.T) {
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("purge: %d %s", resp.StatusCode, body)
 	}
-	if _, err := reg.Get(ctx, "team-b"); !errors.Is(err, model.ErrNamespaceNotFound) {
+	if _, err := adm.GetNamespace(ctx, "team-b"); !errors.Is(err, model.ErrNamespaceNotFound) {
 		t.Errorf("after the purge: %v, want namespace not found", err)
 	}
 }
