@@ -11,6 +11,7 @@ import (
 	"sync"
 	"unicode/utf8"
 
+	"github.com/tollgate-rl/tollgate"
 	"github.com/tollgate-rl/tollgate/api"
 	"github.com/tollgate-rl/tollgate/model"
 )
@@ -309,13 +310,14 @@ func (p *jsonParser) boolValue(out *bool) bool {
 
 // respBufs holds the scratch space of acquire responses.
 var respBufs = sync.Pool{New: func() any {
-	return &respBuf{body: make([]byte, 0, 512), limits: make([]api.LimitStatus, 0, 4)}
+	return &respBuf{body: make([]byte, 0, 512), limits: make([]api.LimitStatus, 0, 4), opts: make([]tollgate.AcquireOption, 0, 8)}
 }}
 
 // respBuf is the scratch space of one acquire response.
 type respBuf struct {
 	body   []byte
-	limits []api.LimitStatus // never nil: an acquire's limits are [], not null
+	limits []api.LimitStatus        // never nil: an acquire's limits are [], not null
+	opts   []tollgate.AcquireOption // an acquire has at most 5 (handlers.go)
 }
 
 func getRespBuf() *respBuf { return respBufs.Get().(*respBuf) }
@@ -329,6 +331,7 @@ func putRespBuf(b *respBuf) {
 		return
 	}
 	clear(b.limits[:cap(b.limits)]) // drop the strings of the last response
+	clear(b.opts[:cap(b.opts)])     // and the options (an idempotency key, limits)
 	respBufs.Put(b)
 }
 

@@ -129,8 +129,11 @@ func (s *Server) acquire(w http.ResponseWriter, r *http.Request, c *call) (err e
 	if err := c.checkOverrides(r.Context(), req.Limits, req.OnUnavailable); err != nil {
 		return err
 	}
-	var optsBuf [4]tollgate.AcquireOption
-	opts, err := s.acquireOptions(optsBuf[:0], req.Limits, req.OnUnavailable)
+	buf := getRespBuf()
+	defer putRespBuf(buf)
+	// The options live in the pooled buffer: passed to an interface's
+	// method, a local array would escape, one allocation per acquire.
+	opts, err := s.acquireOptions(buf.opts[:0], req.Limits, req.OnUnavailable)
 	if err != nil {
 		return err
 	}
@@ -164,8 +167,6 @@ func (s *Server) acquire(w http.ResponseWriter, r *http.Request, c *call) (err e
 		return err
 	}
 	degraded = le.Degraded()
-	buf := getRespBuf()
-	defer putRespBuf(buf)
 	buf.limits = appendStatuses(buf.limits[:0], le.Statuses())
 	resp := api.AcquireResponse{Consumed: le.Consumed(), Limits: buf.limits, Degraded: le.Degraded()}
 	if le.Replayed() {
