@@ -221,3 +221,26 @@ func (e *env) rollback(le *tollgate.Lease) {
 		e.t.Fatalf("Rollback: %v", err)
 	}
 }
+
+// Planes returns a Limiter and an Admin over s, made with opts, that
+// share a change watch reading s's generation at most once per refresh:
+// the limiter sees the admin's changes at its next call, as a server's
+// limiters see its admin's. For tests beyond the suite that drive a
+// backend through both planes.
+func Planes(t testing.TB, s store.Store, refresh time.Duration, opts ...tollgate.Option) (*tollgate.Limiter, *tollgate.Admin) {
+	t.Helper()
+	w, err := tollgate.NewChangeWatch(s, refresh)
+	if err != nil {
+		t.Fatalf("tollgate.NewChangeWatch: %v", err)
+	}
+	opts = append(opts[:len(opts):len(opts)], tollgate.WithChangeWatch(w))
+	lim, err := tollgate.New(s, opts...)
+	if err != nil {
+		t.Fatalf("tollgate.New: %v", err)
+	}
+	adm, err := tollgate.NewAdmin(s, opts...)
+	if err != nil {
+		t.Fatalf("tollgate.NewAdmin: %v", err)
+	}
+	return lim, adm
+}

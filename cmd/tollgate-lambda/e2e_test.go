@@ -24,6 +24,7 @@ import (
 	"github.com/tollgate-rl/tollgate/aggregator"
 	"github.com/tollgate-rl/tollgate/clock"
 	"github.com/tollgate-rl/tollgate/internal/ddblocal"
+	"github.com/tollgate-rl/tollgate/limitertest"
 	"github.com/tollgate-rl/tollgate/store"
 	"github.com/tollgate-rl/tollgate/store/dynamodb"
 	"github.com/tollgate-rl/tollgate/store/dynamodb/stream"
@@ -43,24 +44,6 @@ func newDynamo(t testing.TB, cfg aws.Config, table string, opts []dynamodb.Optio
 		t.Fatal(err)
 	}
 	return s
-}
-
-// limiterAdmin returns a limiter and an admin over s, made with opts,
-// that share a change watch: the limiter sees the admin's changes at its
-// next call, as it would not within the refresh interval otherwise over
-// a shared store.
-func limiterAdmin(t testing.TB, s store.Store, opts ...tollgate.Option) (*tollgate.Limiter, *tollgate.Admin) {
-	t.Helper()
-	w, err := tollgate.NewChangeWatch(s, time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	opts = append(opts[:len(opts):len(opts)], tollgate.WithChangeWatch(w))
-	lim, err := tollgate.New(s, opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return lim, newAdmin(t, s, opts...)
 }
 
 func localConfig() aws.Config {
@@ -84,7 +67,7 @@ func TestStreamThroughHandler(t *testing.T) {
 	t.Cleanup(func() { _ = s.Admin().DeleteTable(context.Background()) })
 
 	clk := clock.NewFake(time.Now().Truncate(time.Hour).Add(30 * time.Minute))
-	lim, adm := limiterAdmin(t, s, tollgate.WithClock(clk))
+	lim, adm := limitertest.Planes(t, s, time.Second, tollgate.WithClock(clk))
 	if _, err := adm.CreateEntity(ctx, tollgate.Entity{ID: "org"}); err != nil {
 		t.Fatal(err)
 	}
@@ -319,7 +302,7 @@ func TestReaderAndHandlerInterchangeable(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = s.Admin().DeleteTable(context.Background()) })
-	lim, adm := limiterAdmin(t, s)
+	lim, adm := limitertest.Planes(t, s, time.Second)
 	if _, err := adm.CreateEntity(ctx, tollgate.Entity{ID: "org"}); err != nil {
 		t.Fatal(err)
 	}

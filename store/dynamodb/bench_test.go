@@ -19,6 +19,7 @@ import (
 	"github.com/tollgate-rl/tollgate"
 	"github.com/tollgate-rl/tollgate/bucket"
 	"github.com/tollgate-rl/tollgate/clock"
+	"github.com/tollgate-rl/tollgate/limitertest"
 	"github.com/tollgate-rl/tollgate/store"
 )
 
@@ -380,7 +381,7 @@ func newBenchEnv(b *testing.B, table string, fake bool, opts ...Option) *benchEn
 		env.clk = clock.NewFake(time.Now())
 		limOpts = append(limOpts, tollgate.WithClock(env.clk))
 	}
-	env.lim, env.adm = limiterAdmin(b, env.s, time.Second, limOpts...)
+	env.lim, env.adm = limitertest.Planes(b, env.s, time.Second, limOpts...)
 	return env
 }
 

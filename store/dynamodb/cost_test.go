@@ -32,6 +32,7 @@ import (
 	"github.com/tollgate-rl/tollgate"
 	"github.com/tollgate-rl/tollgate/bucket"
 	"github.com/tollgate-rl/tollgate/clock"
+	"github.com/tollgate-rl/tollgate/limitertest"
 	"github.com/tollgate-rl/tollgate/store"
 )
 
@@ -494,28 +495,8 @@ type limiterEnv struct {
 func newLimiterEnv(t testing.TB, c *instrumented) *limiterEnv {
 	t.Helper()
 	clk := clock.NewFake(instrEpoch)
-	lim, adm := limiterAdmin(t, c.Store, time.Hour, tollgate.WithClock(clk), tollgate.WithRefreshInterval(time.Hour))
+	lim, adm := limitertest.Planes(t, c.Store, time.Hour, tollgate.WithClock(clk), tollgate.WithRefreshInterval(time.Hour))
 	return &limiterEnv{c: c, lim: lim, adm: adm, clk: clk}
-}
-
-// limiterAdmin returns a Limiter and an Admin on s that share a change watch
-// reading the store's generation every refresh.
-func limiterAdmin(t testing.TB, s store.Store, refresh time.Duration, opts ...tollgate.Option) (*tollgate.Limiter, *tollgate.Admin) {
-	t.Helper()
-	w, err := tollgate.NewChangeWatch(s, refresh)
-	if err != nil {
-		t.Fatal(err)
-	}
-	opts = append(opts[:len(opts):len(opts)], tollgate.WithChangeWatch(w))
-	lim, err := tollgate.New(s, opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	adm, err := tollgate.NewAdmin(s, opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return lim, adm
 }
 
 // cascadePair creates parent and child (cascading to parent).

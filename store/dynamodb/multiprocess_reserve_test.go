@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/tollgate-rl/tollgate"
+	"github.com/tollgate-rl/tollgate/limitertest"
 )
 
 // The reservation scenario (issue 14, item 4): mpProcesses processes of
@@ -76,7 +77,7 @@ func TestMultiProcessReservations(t *testing.T) {
 	}
 	ctx := context.Background()
 	s := newTable(t)
-	lim, admin := limiterAdmin(t, s, time.Second)
+	lim, admin := limitertest.Planes(t, s, time.Second)
 	if err := admin.SetLimits(ctx, tollgate.ResourceScope("emr"), tollgate.Config{Limits: []tollgate.Limit{mpClusters}}); err != nil {
 		t.Fatal(err)
 	}

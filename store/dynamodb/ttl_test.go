@@ -11,6 +11,7 @@ import (
 
 	"github.com/tollgate-rl/tollgate"
 	"github.com/tollgate-rl/tollgate/bucket"
+	"github.com/tollgate-rl/tollgate/limitertest"
 	"github.com/tollgate-rl/tollgate/model"
 	"github.com/tollgate-rl/tollgate/store"
 )
@@ -234,7 +235,7 @@ func TestBucketTTLBoundHolds(t *testing.T) {
 func TestBucketEntityAttributes(t *testing.T) {
 	ctx := context.Background()
 	s := newTable(t)
-	lim, adm := limiterAdmin(t, s, time.Second)
+	lim, adm := limitertest.Planes(t, s, time.Second)
 	if _, err := adm.CreateEntity(ctx, tollgate.Entity{ID: "org"}); err != nil {
 		t.Fatal(err)
 	}

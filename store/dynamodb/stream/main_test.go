@@ -6,13 +6,11 @@ import (
 	"encoding/hex"
 	"os"
 	"testing"
-	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	ddb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
-	"github.com/tollgate-rl/tollgate"
 	"github.com/tollgate-rl/tollgate/bucket"
 	"github.com/tollgate-rl/tollgate/internal/ddblocal"
 	"github.com/tollgate-rl/tollgate/store"
@@ -78,28 +76,6 @@ func newStreamTable(t *testing.T) *dynamodb.Store {
 	}
 	t.Cleanup(func() { _ = s.Admin().DeleteTable(context.Background()) })
 	return s
-}
-
-// limiterAdmin returns a limiter and an admin over s, made with opts,
-// that share a change watch: the limiter sees the admin's changes at its
-// next call, as it would not within the refresh interval otherwise over
-// a shared store.
-func limiterAdmin(t testing.TB, s store.Store, opts ...tollgate.Option) (*tollgate.Limiter, *tollgate.Admin) {
-	t.Helper()
-	w, err := tollgate.NewChangeWatch(s, time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	opts = append(opts[:len(opts):len(opts)], tollgate.WithChangeWatch(w))
-	lim, err := tollgate.New(s, opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	adm, err := tollgate.NewAdmin(s, opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return lim, adm
 }
 
 func randomHex(n int) string {

@@ -15,6 +15,7 @@ import (
 	"github.com/tollgate-rl/tollgate"
 	"github.com/tollgate-rl/tollgate/aggregator"
 	"github.com/tollgate-rl/tollgate/clock"
+	"github.com/tollgate-rl/tollgate/limitertest"
 	"github.com/tollgate-rl/tollgate/store"
 	"github.com/tollgate-rl/tollgate/store/dynamodb"
 	"github.com/tollgate-rl/tollgate/store/dynamodb/internal/schema"
@@ -48,7 +49,7 @@ func TestStreamToUsage(t *testing.T) {
 	s := newStreamTable(t)
 	ctx := context.Background()
 	clk := clock.NewFake(time.Now().Truncate(time.Hour).Add(30 * time.Minute))
-	lim, adm := limiterAdmin(t, s, tollgate.WithClock(clk))
+	lim, adm := limitertest.Planes(t, s, time.Second, tollgate.WithClock(clk))
 	if _, err := adm.CreateEntity(ctx, tollgate.Entity{ID: "org"}); err != nil {
 		t.Fatal(err)
 	}
