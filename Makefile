@@ -5,7 +5,7 @@ GO        ?= go
 BENCHTIME ?= 1s
 BENCHCOUNT ?= 5
 
-.PHONY: run demo test test-python test-typescript bench bench-dynamodb load lint deps build clean dynamodb-local lambda
+.PHONY: run demo test test-python test-typescript bench bench-dynamodb load lint deps build clean dynamodb-local lambda redis
 
 ## run: tollgate serve on http://127.0.0.1:8080, stored in ./tollgate.db.
 run:
@@ -24,7 +24,8 @@ demo:
 test: deps
 	$(GO) vet ./...
 	scripts/install-chromium.sh >/dev/null
-	TOLLGATE_DYNAMODB_LOCAL_DIR="$$(scripts/dynamodb-local.sh install)" $(GO) test -race -count=1 -timeout 20m ./...
+	TOLLGATE_DYNAMODB_LOCAL_DIR="$$(scripts/dynamodb-local.sh install)" TOLLGATE_REDIS_DIR="$$(scripts/redis.sh install)" \
+		$(GO) test -race -count=1 -timeout 20m ./...
 	GO=$(GO) scripts/test-python.sh
 	GO=$(GO) scripts/test-typescript.sh
 
@@ -39,6 +40,11 @@ test-typescript:
 ## dynamodb-local: run DynamoDB Local in the foreground on port 8000.
 dynamodb-local:
 	scripts/dynamodb-local.sh run 8000
+
+## redis: run redis-server in the foreground on port 6379, nothing persisted
+## (installed as scripts/redis.sh install does, where it is not).
+redis:
+	scripts/redis.sh run 6379
 
 ## bench: benchmarks, $(BENCHCOUNT) runs each, with medians and ratios
 ## against golang.org/x/time/rate measured in the same run (one package at a
