@@ -168,7 +168,7 @@ the HTTP API's error shape ({"error": CODE, "message": ..., ...}).`,
 		},
 	}
 	f := root.PersistentFlags()
-	f.StringVar(&g.store, "store", "", "store URL: embedded:PATH, memory:, dynamodb://TABLE?region=R&endpoint=URL (env "+EnvStore+"; default "+DefaultStore+")")
+	f.StringVar(&g.store, "store", "", "store URL: embedded:PATH, memory:, dynamodb://TABLE?region=R&endpoint=URL, redis://[USER:PASS@]HOST:PORT[/DB], rediss://..., redis+cluster://HOST:PORT,... (env "+EnvStore+"; default "+DefaultStore+")")
 	f.StringVar(&g.server, "server", "", "work through a Tollgate server at this URL instead of a store (env "+EnvServer+")")
 	f.StringVarP(&g.namespace, "namespace", "n", "", "namespace (env "+EnvNamespace+"; default \"default\")")
 	f.StringVar(&g.apiKey, "api-key", "", "API key for --server (env "+EnvAPIKey+")")

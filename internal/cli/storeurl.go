@@ -12,21 +12,30 @@ import (
 	"github.com/tollgate-rl/tollgate/store/dynamodb"
 	"github.com/tollgate-rl/tollgate/store/embedded"
 	"github.com/tollgate-rl/tollgate/store/memory"
+	"github.com/tollgate-rl/tollgate/store/redis"
 )
 
 // storeSpec is a parsed store URL.
 type storeSpec struct {
-	kind     string // "embedded", "memory" or "dynamodb"
+	kind     string // "embedded", "memory", "dynamodb" or "redis"
 	path     string // embedded
+	url      string // redis
 	table    string // dynamodb
 	region   string
 	endpoint string
 }
 
-// parseStoreURL reads embedded:PATH, memory:, or
-// dynamodb://TABLE?region=R&endpoint=URL.
+// parseStoreURL reads embedded:PATH, memory:,
+// dynamodb://TABLE?region=R&endpoint=URL, or a Redis URL (redis://,
+// rediss://, redis+cluster://, rediss+cluster://: store/redis.Open).
 func parseStoreURL(raw string) (storeSpec, error) {
 	switch {
+	case strings.HasPrefix(raw, "redis://"), strings.HasPrefix(raw, "rediss://"),
+		strings.HasPrefix(raw, "redis+cluster://"), strings.HasPrefix(raw, "rediss+cluster://"):
+		if _, err := redis.ClientOption(raw); err != nil {
+			return storeSpec{}, usagef("%v", err)
+		}
+		return storeSpec{kind: "redis", url: raw}, nil
 	case raw == "memory:" || raw == "memory":
 		return storeSpec{kind: "memory"}, nil
 	case strings.HasPrefix(raw, "embedded:"):
@@ -51,7 +60,7 @@ func parseStoreURL(raw string) (storeSpec, error) {
 		}
 		return storeSpec{kind: "dynamodb", table: u.Host, region: q.Get("region"), endpoint: q.Get("endpoint")}, nil
 	}
-	return storeSpec{}, usagef("store %q: want embedded:PATH, memory: or dynamodb://TABLE", raw)
+	return storeSpec{}, usagef("store %q: want embedded:PATH, memory:, dynamodb://TABLE or redis://HOST:PORT", raw)
 }
 
 // openStore opens the store named by --store (DefaultStore if empty). For
@@ -80,6 +89,15 @@ func (g *globals) openStore(ctx context.Context, check bool) (store.Store, func(
 		}
 		if err != nil {
 			return nil, nil, fmt.Errorf("open %s: %w", spec.path, err)
+		}
+		return st, st.Close, nil
+	case "redis":
+		if g.storeTimeout < 0 {
+			return nil, nil, usagef("--store-timeout %v: want a positive duration, or 0 for no limit", g.storeTimeout)
+		}
+		st, err := redis.Open(ctx, spec.url, redis.WithCallTimeout(g.storeTimeout))
+		if err != nil {
+			return nil, nil, err
 		}
 		return st, st.Close, nil
 	}

@@ -1,0 +1,218 @@
+package redis
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/redis/rueidis"
+
+	"github.com/tollgate-rl/tollgate/bucket"
+	"github.com/tollgate-rl/tollgate/model"
+	"github.com/tollgate-rl/tollgate/store"
+)
+
+var consumeScript = rueidis.NewLuaScript(luaConsume)
+
+// Consume implements store.Buckets: one call of luaConsume, shared with
+// the acquires of this process on the same bucket that arrive meanwhile
+// (lane.go); when a limit's parameters changed, their adoption first
+// (reconfigure), and when a bucket was written at a later time, the call
+// again at that time.
+func (s *Store) Consume(ctx context.Context, ns string, req *store.ConsumeRequest) (bool, error) {
+	if err := store.CheckConsumeEvent(req); err != nil {
+		return false, err
+	}
+	if len(req.Buckets) == 0 {
+		return true, nil
+	}
+	if req.Lease == nil {
+		return s.lanes.submit(ctx, s, ns, req)
+	}
+	lease, err := s.newLeaseArgs(ns, req)
+	if err != nil {
+		return false, err
+	}
+	return s.consumeAlone(ctx, ns, req, lease)
+}
+
+// consumeAlone is Consume in calls of its own.
+func (s *Store) consumeAlone(ctx context.Context, ns string, req *store.ConsumeRequest, lease *leaseArgs) (bool, error) {
+	for range maxRetries {
+		keys, args := s.consumeHeader(ns, 1)
+		keys, args = s.appendRequest(keys, args, ns, req, lease)
+		cctx, cancel := s.callContext(ctx)
+		res, err := consumeScript.Exec(cctx, s.c, keys, args).ToArray()
+		cancel()
+		if err != nil {
+			return false, fmt.Errorf("redis: consume: %w", err)
+		}
+		done, granted, err := s.settle(ctx, ns, req, res[0])
+		if done {
+			return granted, err
+		}
+	}
+	return false, fmt.Errorf("redis: consume: the buckets kept changing (%d tries)", maxRetries)
+}
+
+// settle reads one request's answer of luaConsume: the verdict (done),
+// or, when a bucket must adopt new parameters, their adoption before the
+// request is sent again (not done).
+func (s *Store) settle(ctx context.Context, ns string, req *store.ConsumeRequest, msg rueidis.RedisMessage) (done, granted bool, err error) {
+	answer, err := msg.ToArray()
+	if err != nil {
+		return true, false, fmt.Errorf("redis: consume: %w", err)
+	}
+	status, err := answer[0].AsInt64()
+	if err != nil {
+		return true, false, fmt.Errorf("redis: consume: %w", err)
+	}
+	switch status {
+	case 0, 1:
+		return true, status == 1, setObserved(answer[1:], req)
+	case 2:
+		b, _ := answer[1].AsInt64()
+		if err := s.reconfigure(ctx, ns, &req.Buckets[b-1], req.Now); err != nil {
+			return true, false, err
+		}
+		return false, false, nil
+	case 4:
+		return true, false, fmt.Errorf("lease %q: %w", req.Lease.ID, model.ErrLeaseExists)
+	}
+	return true, false, fmt.Errorf("redis: consume: answer %d", status)
+}
+
+// maxRetries bounds the calls of one Consume: each retry follows another
+// process changing a limit's parameters.
+const maxRetries = 8
+
+// consumeHeader returns the keys and arguments of a luaConsume call of n
+// requests, before the requests (appendRequest).
+func (s *Store) consumeHeader(ns string, n int) (keys, args []string) {
+	keys = append(make([]string, 0, 8), s.keys.buckets(ns))
+	args = append(make([]string, 0, 32), strconv.FormatInt(s.opts.bucketTTL, 10), strconv.Itoa(n))
+	return keys, args
+}
+
+// appendRequest appends one request of luaConsume, with its lease if not
+// nil.
+func (s *Store) appendRequest(keys, args []string, ns string, req *store.ConsumeRequest, lease *leaseArgs) ([]string, []string) {
+	if lease == nil {
+		args = append(args, "0")
+	} else {
+		args = append(args, strconv.Itoa(len(keys)+1))
+		keys = append(keys, lease.keys...)
+		args = append(args, lease.args...)
+	}
+	args = append(args, strconv.Itoa(len(req.Buckets)))
+	for i := range req.Buckets {
+		br := &req.Buckets[i]
+		keys = append(keys, s.keys.bucket(ns, br.Key.Entity, br.Key.Resource))
+		args = append(args, strconv.Itoa(len(keys)), indexMember(br.Key), strconv.FormatInt(req.Now, 10), strconv.Itoa(len(br.Limits)))
+		for j := range br.Limits {
+			args = appendLimit(args, &br.Limits[j])
+		}
+	}
+	return keys, args
+}
+
+// appendLimit appends a limit's six arguments of luaConsume: its name,
+// parameters, debit, cover (how far above its floor its number may be
+// for it to cover its amount; empty: never), check and refill amount.
+func appendLimit(args []string, lr *store.LimitRequest) []string {
+	p := lr.Params
+	check := "0"
+	if lr.Check {
+		check = "1"
+	}
+	if !p.Refills() {
+		// The stored number is the millitokens in use.
+		return append(args, lr.Name, paramsSig(p), strconv.FormatInt(lr.Amount, 10),
+			strconv.FormatInt(p.Capacity-lr.Amount, 10), check, "0")
+	}
+	cover := "" // an amount above the capacity is never covered
+	if lr.Amount <= p.Capacity {
+		cover = bucket.DebitTicks(p.Capacity-lr.Amount, p).String()
+	}
+	return append(args, lr.Name, paramsSig(p), bucket.DebitTicks(lr.Amount, p).String(), cover, check,
+		strconv.FormatInt(p.Amount, 10))
+}
+
+// setObserved sets the observed state of each limit of req from the
+// answer of luaConsume: for each bucket, the time it was decided at, then
+// the numbers of its limits in order.
+func setObserved(answer []rueidis.RedisMessage, req *store.ConsumeRequest) error {
+	k := 0
+	for i := range req.Buckets {
+		at, err := answer[k].AsInt64()
+		if err != nil {
+			return fmt.Errorf("redis: consume: %w", err)
+		}
+		k++
+		for j := range req.Buckets[i].Limits {
+			lr := &req.Buckets[i].Limits[j]
+			v, err := answer[k].ToString()
+			if err != nil {
+				return fmt.Errorf("redis: consume: %w", err)
+			}
+			k++
+			if lr.Observed, err = stateOf(v, lr.Params, at); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// stateOf returns the state at now of a limit of parameters p whose
+// stored number is v.
+func stateOf(v string, p bucket.Params, now int64) (bucket.State, error) {
+	if !p.Refills() {
+		used, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return bucket.State{}, fmt.Errorf("redis: a concurrency limit in use %q: %w", v, err)
+		}
+		return bucket.State{Tokens: p.Capacity - used}, nil
+	}
+	ft, err := bucket.ParseTick(v)
+	if err != nil {
+		return bucket.State{}, fmt.Errorf("redis: a full tick %q: %w", v, err)
+	}
+	return bucket.AtTick(ft, p, now), nil
+}
+
+// storedNumber is the inverse of stateOf: the number stored for state st
+// of a limit of parameters p at the instant at.
+func storedNumber(st bucket.State, p bucket.Params, at int64) string {
+	if !p.Refills() {
+		return strconv.FormatInt(p.Capacity-st.Tokens, 10)
+	}
+	return bucket.FullTick(st, p, at).String()
+}
+
+// paramsSig is how a limit's parameters are stored: "capacity/amount/period".
+func paramsSig(p bucket.Params) string {
+	return strconv.FormatInt(p.Capacity, 10) + "/" + strconv.FormatInt(p.Amount, 10) + "/" + strconv.FormatInt(p.Period, 10)
+}
+
+// parseSig reads paramsSig.
+func parseSig(sig string) (bucket.Params, error) {
+	parts := strings.Split(sig, "/")
+	if len(parts) != 3 {
+		return bucket.Params{}, fmt.Errorf("redis: limit parameters %q", sig)
+	}
+	var n [3]int64
+	for i, p := range parts {
+		v, err := strconv.ParseInt(p, 10, 64)
+		if err != nil {
+			return bucket.Params{}, fmt.Errorf("redis: limit parameters %q", sig)
+		}
+		n[i] = v
+	}
+	return bucket.Params{Capacity: n[0], Amount: n[1], Period: n[2]}, nil
+}
+
+// indexMember is a bucket's member of the namespace's bucket index:
+// resource, then entity, so that a resource's buckets sort together.
+func indexMember(k store.BucketKey) string { return k.Resource + "|" + k.Entity }

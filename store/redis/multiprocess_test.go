@@ -1,0 +1,345 @@
+package redis_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/tollgate-rl/tollgate"
+	"github.com/tollgate-rl/tollgate/store/redis"
+)
+
+// The multi-process tests start this test binary again as worker
+// processes (TestMain sees mpWorkerEnv), each acquiring from many
+// goroutines with the wall clock, as separate machines would, on the test
+// binary's redis-server.
+const (
+	mpWorkerEnv  = "TOLLGATE_MP_WORKER" // the scenario: "bucket", "cascade" or "slots"
+	mpURLEnv     = "TOLLGATE_MP_URL"
+	mpEntityEnv  = "TOLLGATE_MP_ENTITY"
+	mpNSEnv      = "TOLLGATE_MP_NAMESPACE"
+	mpStartEnv   = "TOLLGATE_MP_START" // Unix ms at which every worker starts
+	mpDuration   = 3 * time.Second
+	mpProcesses  = 3
+	mpGoroutines = 16
+)
+
+// The scenarios' limits, below what the workers ask for on a shared
+// 2-core machine, so that demand exceeds supply: one bucket of 400/s; keys
+// of 300/s cascading to an organisation of 500/s; 5 concurrency slots.
+var (
+	mpBucketLimit = tollgate.PerSecond("rps", 400)
+	mpKeyLimit    = tollgate.PerSecond("rps", 300)
+	mpOrgLimit    = tollgate.PerSecond("rps", 500)
+	mpSlots       = tollgate.ConcurrencyLimit("slots", 5)
+)
+
+// mpResult is what a worker reports on stdout.
+type mpResult struct {
+	Grants   int64  `json:"grants"`
+	Denied   int64  `json:"denied"`
+	First    int64  `json:"first"` // Unix ms: the earliest time a grant can have
+	Last     int64  `json:"last"`  // Unix ms: the latest time a grant can have
+	Errors   int64  `json:"errors"`
+	Error    string `json:"error,omitempty"`
+	MaxHeld  int64  `json:"max_held"` // "slots": the most holders seen at once
+	Overheld int64  `json:"overheld"` // "slots": holders seen beyond the limit
+}
+
+func runWorker() int {
+	res := work(os.Getenv(mpWorkerEnv))
+	_ = json.NewEncoder(os.Stdout).Encode(res)
+	return 0
+}
+
+func work(scenario string) mpResult {
+	ctx := context.Background()
+	url := os.Getenv(mpURLEnv)
+	s, err := redis.Open(ctx, url)
+	if err != nil {
+		return mpResult{Error: err.Error()}
+	}
+	defer s.Close()
+	entity, opts := "hot", []tollgate.AcquireOption{tollgate.WithLimits(mpBucketLimit)}
+	consume := tollgate.Consume{"rps": 1}
+	switch scenario {
+	case "cascade":
+		entity, opts = os.Getenv(mpEntityEnv), nil // stored limits
+	case "slots":
+		entity, opts, consume = "pool", []tollgate.AcquireOption{tollgate.WithLimits(mpSlots)}, tollgate.Consume{"slots": 1}
+	}
+	// A plain client counts the holders of a slot: incremented after a
+	// grant, decremented before the release, so the count never exceeds
+	// the true number of holders.
+	co, _ := redis.ClientOption(url)
+	counter, err := rueidis.NewClient(co)
+	if err != nil {
+		return mpResult{Error: err.Error()}
+	}
+	defer counter.Close()
+	holders := "mp-holders-" + os.Getenv(mpStartEnv)
+	clocks := make([]*spanClock, mpGoroutines)
+	lims := make([]*tollgate.Limiter, mpGoroutines)
+	for i := range lims {
+		clocks[i] = &spanClock{}
+		if lims[i], err = tollgate.New(s, tollgate.WithClock(clocks[i]), tollgate.WithNamespace(os.Getenv(mpNSEnv))); err != nil {
+			return mpResult{Error: err.Error()}
+		}
+		// Warm up (namespace, connections, caches) without consuming.
+		if _, err := lims[i].Available(ctx, entity, "api", opts...); err != nil {
+			return mpResult{Error: err.Error()}
+		}
+	}
+	start, _ := strconv.ParseInt(os.Getenv(mpStartEnv), 10, 64)
+	time.Sleep(time.Until(time.UnixMilli(start)))
+	stop := time.UnixMilli(start).Add(mpDuration)
+	var grants, denied, errs, maxHeld, overheld atomic.Int64
+	var firstErr atomic.Value
+	var first, last atomic.Int64
+	first.Store(1 << 62)
+	var wg sync.WaitGroup
+	for i := range mpGoroutines {
+		lim, clk := lims[i], clocks[i]
+		wg.Go(func() {
+			for time.Now().Before(stop) {
+				clk.reset()
+				lease, err := lim.Acquire(ctx, entity, "api", consume, opts...)
+				switch {
+				case err == nil:
+					lo, hi := clk.span()
+					grants.Add(1)
+					if scenario == "slots" {
+						n, _ := counter.Do(ctx, counter.B().Incr().Key(holders).Build()).AsInt64()
+						for m := maxHeld.Load(); n > m && !maxHeld.CompareAndSwap(m, n); m = maxHeld.Load() {
+						}
+						if n > mpSlots.Capacity {
+							overheld.Add(1)
+						}
+						time.Sleep(time.Millisecond)
+						counter.Do(ctx, counter.B().Decr().Key(holders).Build())
+					}
+					if err := lease.Commit(ctx); err != nil && errs.Add(1) == 1 {
+						firstErr.Store("commit: " + err.Error())
+					}
+					for f := first.Load(); lo < f && !first.CompareAndSwap(f, lo); f = first.Load() {
+					}
+					for l := last.Load(); hi > l && !last.CompareAndSwap(l, hi); l = last.Load() {
+					}
+				case errors.Is(err, tollgate.ErrRateLimited):
+					denied.Add(1)
+				default:
+					if errs.Add(1) == 1 {
+						firstErr.Store(err.Error())
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	res := mpResult{Grants: grants.Load(), Denied: denied.Load(), First: first.Load(), Last: last.Load(), Errors: errs.Load(),
+		MaxHeld: maxHeld.Load(), Overheld: overheld.Load()}
+	if e, ok := firstErr.Load().(string); ok {
+		res.Error = e
+	}
+	return res
+}
+
+// spanClock is the wall clock, recording the span of its readings (Unix
+// ms) since the last reset: a grant's time lies in the span of its
+// acquire's readings, however long the call took.
+type spanClock struct {
+	mu     sync.Mutex
+	lo, hi int64
+}
+
+func (c *spanClock) Now() time.Time {
+	t := time.Now()
+	ms := t.UnixMilli()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.lo == 0 || ms < c.lo {
+		c.lo = ms
+	}
+	c.hi = max(c.hi, ms)
+	return t
+}
+
+func (c *spanClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
+
+func (c *spanClock) reset() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.lo, c.hi = 0, 0
+}
+
+func (c *spanClock) span() (lo, hi int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.lo, c.hi
+}
+
+// runWorkers starts one worker process per entity and collects their
+// results.
+func runWorkers(t *testing.T, scenario, ns string, entities []string) []mpResult {
+	t.Helper()
+	results := make([]mpResult, len(entities))
+	start := strconv.FormatInt(time.Now().Add(2*time.Second).UnixMilli(), 10)
+	var wg sync.WaitGroup
+	for i, entity := range entities {
+		wg.Go(func() {
+			cmd := exec.Command(os.Args[0], "-test.run=^$")
+			cmd.Env = append(os.Environ(), mpWorkerEnv+"="+scenario, mpURLEnv+"="+serverURL,
+				mpEntityEnv+"="+entity, mpNSEnv+"="+ns, mpStartEnv+"="+start)
+			cmd.Stderr = os.Stderr
+			out, err := cmd.Output()
+			if err != nil {
+				t.Errorf("worker %d: %v", i, err)
+				return
+			}
+			if err := json.Unmarshal(out, &results[i]); err != nil {
+				t.Errorf("worker %d output %q: %v", i, out, err)
+			}
+		})
+	}
+	wg.Wait()
+	for i, r := range results {
+		if r.Error != "" || r.Errors > 0 {
+			t.Errorf("worker %d: %d errors; %s", i, r.Errors, r.Error)
+		}
+	}
+	return results
+}
+
+// bound is the most limit l can admit over [first, last], the span of the
+// limiters' clock readings during granted acquires: the burst plus the
+// exact refill of that span.
+func bound(l tollgate.Limit, results []mpResult) (grants, allowed int64, window time.Duration) {
+	first, last := int64(1<<62), int64(0)
+	for _, r := range results {
+		grants += r.Grants
+		first, last = min(first, r.First), max(last, r.Last)
+	}
+	ms := last - first
+	return grants, l.Capacity + ms*l.RefillAmount/l.RefillPeriod.Milliseconds(), time.Duration(ms) * time.Millisecond
+}
+
+// newNamespace registers a fresh namespace for a multi-process test.
+func newNamespace(t *testing.T, adm *tollgate.Admin) string {
+	t.Helper()
+	name := fmt.Sprintf("mp-%d", time.Now().UnixNano())
+	if _, err := adm.RegisterNamespace(context.Background(), name); err != nil {
+		t.Fatal(err)
+	}
+	return name
+}
+
+func newAdmin(t *testing.T, opts ...tollgate.Option) *tollgate.Admin {
+	t.Helper()
+	adm, err := tollgate.NewAdmin(newStore(t), opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return adm
+}
+
+func TestMultiProcessOneBucket(t *testing.T) {
+	if testing.Short() {
+		t.Skip("multi-process test skipped in -short mode")
+	}
+	ns := newNamespace(t, newAdmin(t))
+	results := runWorkers(t, "bucket", ns, []string{"hot", "hot", "hot"})
+	grants, allowed, window := bound(mpBucketLimit, results)
+	frac := float64(grants) / float64(allowed)
+	t.Logf("%d processes x %d goroutines, one bucket of %s: %d grants in %v, exact bound %d (%.1f%%)",
+		mpProcesses, mpGoroutines, mpBucketLimit, grants, window, allowed, 100*frac)
+	if grants > allowed {
+		t.Errorf("over-admission: %d grants, bound %d", grants, allowed)
+	}
+	if frac < 0.6 {
+		t.Errorf("admitted only %.1f%% of the bound", 100*frac)
+	}
+}
+
+func TestMultiProcessCascade(t *testing.T) {
+	if testing.Short() {
+		t.Skip("multi-process test skipped in -short mode")
+	}
+	ctx := context.Background()
+	adm := newAdmin(t)
+	ns := newNamespace(t, adm)
+	adm = newAdmin(t, tollgate.WithNamespace(ns))
+	keys := []string{"key-0", "key-1", "key-2"}
+	if _, err := adm.CreateEntity(ctx, tollgate.Entity{ID: "org"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range keys {
+		if _, err := adm.CreateEntity(ctx, tollgate.Entity{ID: k, ParentID: "org", Cascade: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := adm.SetLimits(ctx, tollgate.ResourceScope("api"), tollgate.Config{Limits: []tollgate.Limit{mpKeyLimit}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := adm.SetLimits(ctx, tollgate.EntityScope("org", "api"), tollgate.Config{Limits: []tollgate.Limit{mpOrgLimit}}); err != nil {
+		t.Fatal(err)
+	}
+	results := runWorkers(t, "cascade", ns, keys)
+	grants, allowed, window := bound(mpOrgLimit, results)
+	frac := float64(grants) / float64(allowed)
+	t.Logf("%d processes x %d goroutines, 3 keys cascading to one org of %s: %d grants in %v, org bound %d (%.1f%%)",
+		mpProcesses, mpGoroutines, mpOrgLimit, grants, window, allowed, 100*frac)
+	if grants > allowed {
+		t.Errorf("org over-admitted: %d grants, bound %d", grants, allowed)
+	}
+	for i, r := range results {
+		if g, a, _ := bound(mpKeyLimit, results[i:i+1]); g > a {
+			t.Errorf("%s over-admitted: %d grants, bound %d", keys[i], r.Grants, a)
+		}
+	}
+	if frac < 0.6 {
+		t.Errorf("admitted only %.1f%% of the org's bound", 100*frac)
+	}
+}
+
+// 3 processes x 16 goroutines take and give back 5 concurrency slots: no
+// more than 5 holders are ever seen at once, and every slot is back at the
+// end.
+func TestMultiProcessSlots(t *testing.T) {
+	if testing.Short() {
+		t.Skip("multi-process test skipped in -short mode")
+	}
+	ctx := context.Background()
+	ns := newNamespace(t, newAdmin(t))
+	results := runWorkers(t, "slots", ns, []string{"a", "b", "c"})
+	var grants, maxHeld, overheld int64
+	for _, r := range results {
+		grants += r.Grants
+		maxHeld = max(maxHeld, r.MaxHeld)
+		overheld += r.Overheld
+	}
+	t.Logf("%d processes x %d goroutines on %s: %d grants, at most %d holders seen", mpProcesses, mpGoroutines, mpSlots, grants, maxHeld)
+	if overheld > 0 || maxHeld > mpSlots.Capacity {
+		t.Errorf("over-admission: %d holders seen at once (%d times beyond %d)", maxHeld, overheld, mpSlots.Capacity)
+	}
+	if grants == 0 {
+		t.Error("no grants")
+	}
+	lim, err := tollgate.New(newStore(t), tollgate.WithNamespace(ns))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sts, err := lim.Available(ctx, "pool", "api", tollgate.WithLimits(mpSlots))
+	if err != nil || len(sts) != 1 || sts[0].Available != mpSlots.Capacity {
+		t.Errorf("after the workers: %+v, %v; want every slot back", sts, err)
+	}
+}
