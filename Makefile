@@ -5,7 +5,7 @@ GO        ?= go
 BENCHTIME ?= 1s
 BENCHCOUNT ?= 5
 
-.PHONY: run demo test test-python test-typescript bench bench-dynamodb load lint deps build clean dynamodb-local lambda redis
+.PHONY: run demo test test-python test-typescript bench bench-dynamodb bench-redis load lint deps build clean dynamodb-local lambda redis
 
 ## run: tollgate serve on http://127.0.0.1:8080, stored in ./tollgate.db.
 run:
@@ -68,6 +68,20 @@ bench-dynamodb: deps
 	$(GO) run ./internal/benchratio -metric acquires/s < bench-dynamodb.out
 	$(GO) run ./internal/benchratio -metric base-writes/s < bench-dynamodb.out
 
+## bench-redis: the Redis backend through the limiter (Acquire + Commit)
+## against a fresh redis-server, each case in alternation with a raw
+## EVALSHA of a trivial script (x-paired: p50 over the raw one's; x-raw:
+## a hot key's acquire rate over the raw call rate), with the Redis
+## commands per acquire (see store/redis/bench_test.go).
+bench-redis: deps
+	TOLLGATE_REDIS_DIR="$$(scripts/redis.sh install)" $(GO) test -p 1 -run '^$$' -bench 'Redis' \
+		-benchtime $(BENCHTIME) -count $(BENCHCOUNT) ./store/redis/ | tee bench-redis.out | \
+		$(GO) run ./internal/benchratio -metric x-paired
+	$(GO) run ./internal/benchratio -metric calls/acquire < bench-redis.out
+	$(GO) run ./internal/benchratio -metric p50-us < bench-redis.out
+	$(GO) run ./internal/benchratio -metric acquires/s < bench-redis.out
+	$(GO) run ./internal/benchratio -metric x-raw < bench-redis.out
+
 ## load: acquire+commit over HTTP (keep-alive) at 1, 8 and 32 clients
 ## against the same in-process, on the memory and the embedded store.
 load: deps
@@ -100,4 +114,4 @@ lambda: deps
 	$(GO) run ./cmd/tollgate-lambda/internal/mkzip dist/tollgate-lambda.zip dist/bootstrap
 
 clean:
-	rm -f bench.out bench-dynamodb.out
+	rm -f bench.out bench-dynamodb.out bench-redis.out

@@ -62,10 +62,13 @@ for q = 1, nreq do
     local key = KEYS[tonumber(ARGV[a])]
     local bk = {key = key, member = ARGV[a + 1], now = tonumber(ARGV[a + 2]), limits = {}}
     local nl = tonumber(ARGV[a + 3]); a = a + 4
+    local names = {}
+    for l = 1, nl do names[l] = ARGV[a + 6 * (l - 1)] end
+    local st = b_load(key, names)
+    bk.st = st
     -- time never runs backwards for a bucket: a request dated before its
     -- latest write is decided at that write's time
-    local r = tonumber(redis.call('HGET', key, 'r') or '0')
-    if r > bk.now then bk.now = r end
+    if st.r > bk.now then bk.now = st.r end
     local t = w_parse(string.format('%.0f', bk.now))
     if status == nil then observed[#observed + 1] = string.format('%.0f', bk.now) end
     for l = 1, nl do
@@ -79,13 +82,12 @@ for q = 1, nreq do
       end
       a = a + 6
       if status == nil then
-        local stored = redis.call('HMGET', key, 'p|' .. lim.name, 'v|' .. lim.name)
-        if stored[1] and stored[1] ~= lim.sig then
+        local sig, v = st.p[lim.name], st.v[lim.name]
+        if sig and sig ~= lim.sig then
           status = {2, b}
         else
-          lim.missing = not stored[1]
-          if stored[2] then lim.old = w_parse(stored[2]) else lim.old = lim.floor end
-          lim.f = w_max(lim.old, lim.floor)
+          lim.missing = not sig
+          if v then lim.f = w_max(w_parse(v), lim.floor) else lim.f = lim.floor end
           if lim.check and (lim.bound == nil or w_cmp(lim.f, lim.bound) > 0) then ok = false end
           observed[#observed + 1] = w_format(lim.f)
         end
@@ -101,17 +103,13 @@ for q = 1, nreq do
     out[#out + 1] = observed
   else
     for _, bk in ipairs(buckets) do
-      local fresh = redis.call('EXISTS', bk.key) == 0
-      local cu, dl = 0, nil
       for _, lim in ipairs(bk.limits) do
         if lim.missing or w_sign(lim.debit) ~= 0 then
-          local dcu, full = l_write(bk.key, lim.name, lim.missing and lim.sig, lim.old, lim.missing, w_add(lim.f, lim.debit), lim.amount)
-          cu = cu + dcu
-          if full and (dl == nil or full > dl) then dl = full end
+          b_write(bk.st, lim.name, lim.missing and lim.sig, w_add(lim.f, lim.debit), lim.amount)
         end
       end
-      l_settle(bk.key, bk.now, ttl, cu, dl)
-      if fresh then redis.call('ZADD', KEYS[1], 0, bk.member) end
+      b_save(bk.st, bk.now, ttl)
+      if bk.st.fresh then redis.call('ZADD', KEYS[1], 0, bk.member) end
     end
     if lease then
       redis.call('DEL', lease.key)

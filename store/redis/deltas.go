@@ -48,16 +48,11 @@ local function d_read(a, n)
 end
 -- d_apply adds each delta to its limit's number, in order.
 local function d_apply(ds, ttl)
-  local touched = {}
   for _, d in ipairs(ds) do
-    local old = w_parse(redis.call('HGET', d.key, 'v|' .. d.name))
-    local dcu, full = l_write(d.key, d.name, false, old, false, w_add(old, w_parse(d.add)), d.amount)
-    local t = touched[d.key]
-    if not t then t = {cu = 0}; touched[d.key] = t end
-    t.cu = t.cu + dcu
-    if full and (t.dl == nil or full > t.dl) then t.dl = full end
+    local st = b_load(d.key, {d.name})
+    b_write(st, d.name, false, w_add(w_parse(st.v[d.name]), w_parse(d.add)), d.amount)
+    b_save(st, nil, ttl)
   end
-  for key, t in pairs(touched) do l_settle(key, nil, ttl, t.cu, t.dl) end
 end
 `
 

@@ -1,7 +1,8 @@
 package redis
 
-// luaLimits writes limits of a bucket hash, for the acquire and delta
-// scripts. A bucket's hash holds, besides each limit's parameters
+// luaLimits reads and writes bucket hashes, for the acquire and delta
+// scripts: one HMGET to read a bucket, one HSET and one PEXPIRE to write
+// it. A bucket's hash holds, besides each limit's parameters
 // ("p|name") and number ("v|name"): "r", the latest acquire's time; "cu",
 // how many of its concurrency limits hold tokens; "dl", the latest instant
 // (ms) at which one of its refilling limits is full again, as far as the
@@ -14,50 +15,71 @@ package redis
 // error of about 10^-15, so it is never early; it only times the expiry,
 // never a verdict.
 const luaLimits = `
--- l_write stores nv as limit name's number (with its parameters sig when
--- the limit is new) and returns the change in the count of concurrency
--- limits holding tokens, and the instant the limit is full again (nil for
--- a concurrency limit).
-local function l_write(key, name, sig, old, missing, nv, amount)
+-- b_load reads, in one HMGET, what the scripts need of bucket key and of
+-- its limits names: "r", "dl", "cu", and each limit's parameters and
+-- number. A bucket without "r" is new.
+local function b_load(key, names)
+  local fields = {'r', 'dl', 'cu'}
+  for _, n in ipairs(names) do
+    fields[#fields + 1] = 'p|' .. n
+    fields[#fields + 1] = 'v|' .. n
+  end
+  local vals = redis.call('HMGET', key, unpack(fields))
+  local st = {key = key, fresh = not vals[1], r = tonumber(vals[1] or '0'), dl = tonumber(vals[2] or '0'),
+    cu = tonumber(vals[3] or '0'), p = {}, v = {}, set = {}, newdl = nil}
+  st.cu0, st.r0, st.dl0 = st.cu, st.r, st.dl
+  for i, n in ipairs(names) do
+    st.p[n] = vals[2 + 2 * i] or nil
+    st.v[n] = vals[3 + 2 * i] or nil
+  end
+  return st
+end
+-- b_write records nv as limit name's number (with its parameters sig when
+-- the limit is new): a concurrency limit (amount 0) changes the count of
+-- those holding tokens, a refilling one the instant the bucket is full
+-- again.
+local function b_write(st, name, sig, nv, amount)
+  local s = w_format(nv)
+  st.set[#st.set + 1] = 'v|' .. name
+  st.set[#st.set + 1] = s
   if sig then
-    redis.call('HSET', key, 'p|' .. name, sig, 'v|' .. name, w_format(nv))
-  else
-    redis.call('HSET', key, 'v|' .. name, w_format(nv))
+    st.set[#st.set + 1] = 'p|' .. name
+    st.set[#st.set + 1] = sig
   end
   if amount == 0 then
-    local was = (not missing) and w_sign(old) > 0
+    local was = st.v[name] ~= nil and w_sign(w_parse(st.v[name])) > 0
     local is = w_sign(nv) > 0
-    if was == is then return 0, nil end
-    if is then return 1, nil end
-    return -1, nil
+    if was and not is then st.cu = st.cu - 1 elseif is and not was then st.cu = st.cu + 1 end
+  else
+    local x = w_approx(nv) / amount
+    local full = math.ceil(x + math.abs(x) * 1e-12) + 1
+    if full > st.dl then st.dl = full end
   end
-  local x = w_approx(nv) / amount
-  return 0, math.ceil(x + math.abs(x) * 1e-12) + 1
+  st.v[name] = s
+  if sig then st.p[name] = sig end
 end
--- l_settle records a write's changes to cu and dl and the time now (when
--- later than "r"), and sets the hash's expiry.
-local function l_settle(key, now, ttl, cu, dl)
-  if cu ~= 0 then redis.call('HINCRBY', key, 'cu', cu) end
-  if now then
-    local r = tonumber(redis.call('HGET', key, 'r') or '0')
-    if now > r then redis.call('HSET', key, 'r', string.format('%.0f', now)) else now = r end
-  else
-    now = tonumber(redis.call('HGET', key, 'r') or '0')
+-- b_save writes what b_write recorded, the time now if later than "r"
+-- (nil: keep "r"), and sets the hash's expiry.
+local function b_save(st, now, ttl)
+  local set = st.set
+  if now and now > st.r then
+    st.r = now
+    set[#set + 1] = 'r'; set[#set + 1] = string.format('%.0f', now)
   end
-  local old = tonumber(redis.call('HGET', key, 'dl') or '0')
-  if dl ~= nil and dl > old then
-    redis.call('HSET', key, 'dl', string.format('%.0f', dl))
-  else
-    dl = old
-  end
-  if tonumber(redis.call('HGET', key, 'cu') or '0') > 0 or dl + ttl > 9e15 then
-    redis.call('PERSIST', key)
+  if st.dl ~= st.dl0 then set[#set + 1] = 'dl'; set[#set + 1] = string.format('%.0f', st.dl) end
+  if st.cu ~= st.cu0 then set[#set + 1] = 'cu'; set[#set + 1] = string.format('%.0f', st.cu) end
+  if #set == 0 then return end
+  redis.call('HSET', st.key, unpack(set))
+  st.set = {}
+  st.cu0, st.r0, st.dl0 = st.cu, st.r, st.dl
+  if st.cu > 0 or st.dl + ttl > 9e15 then
+    redis.call('PERSIST', st.key)
   else
     -- relative to the writer's clock, not the server's: the limiter's
     -- clock decides when a bucket is full
-    local left = dl - now
+    local left = st.dl - st.r
     if left < 0 then left = 0 end
-    redis.call('PEXPIRE', key, string.format('%.0f', left + ttl + 1))
+    redis.call('PEXPIRE', st.key, string.format('%.0f', left + ttl + 1))
   end
 end
 `
