@@ -312,7 +312,7 @@ func (n *node) waitReady(ctx context.Context) error {
 	defer cancel()
 	poll := time.NewTicker(20 * time.Millisecond)
 	defer poll.Stop()
-	last := errors.New("no answer")
+	var last error
 	for {
 		pid, err := serverPID(ctx, n.addr)
 		switch {
@@ -510,7 +510,7 @@ func hostOf(u string) string {
 func clusterAddrs(u string) ([]string, error) {
 	rest, ok := strings.CutPrefix(u, "redis+cluster://")
 	if !ok {
-		return nil, fmt.Errorf("redislocal: %s=%q: want redis+cluster://host:port,host:port,...", EnvClusterURL, u)
+		return nil, fmt.Errorf("redislocal: %s=%q: want redis+cluster://host:port,host:port", EnvClusterURL, u)
 	}
 	if i := strings.IndexAny(rest, "/?#"); i >= 0 {
 		rest = rest[:i]

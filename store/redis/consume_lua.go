@@ -6,9 +6,9 @@ package redis
 // KEYS[1] is the namespace's bucket index; KEYS[2..] are buckets.
 // ARGV: the bucket TTL (ms), the number of requests, then for each
 // request: the index in KEYS of its lease's hash (0: none; the lease
-// indexes and the audit keys follow it in KEYS) and then eleven values
+// indexes and the audit keys follow it in KEYS) and then ten values
 // (reused id, now, the record's JSON, version, ended, keep-until, expiry,
-// id, and the event's id, JSON and entity), its number of buckets, and
+// id, and the event's id and JSON), its number of buckets, and
 // for each bucket its key's index in KEYS, its index member, its time and
 // its number of limits, and for each limit six values: name, parameters
 // ("capacity/amount/period"), debit, cover, check ("1" or "0") and refill
@@ -46,8 +46,8 @@ for q = 1, nreq do
   local lk = tonumber(ARGV[a]); a = a + 1
   if lk > 0 then
     lease = {key = KEYS[lk], reused = ARGV[a] == '1', now = tonumber(ARGV[a + 1]), rec = ARGV[a + 2], ver = ARGV[a + 3],
-      ended = ARGV[a + 4], keep = ARGV[a + 5], exp = ARGV[a + 6], id = ARGV[a + 7], ev = ARGV[a + 8], evjs = ARGV[a + 9], eventity = ARGV[a + 10]}
-    a = a + 11
+      ended = ARGV[a + 4], keep = ARGV[a + 5], exp = ARGV[a + 6], id = ARGV[a + 7], ev = ARGV[a + 8], evjs = ARGV[a + 9]}
+    a = a + 10
   end
   local nb = tonumber(ARGV[a]); a = a + 1
   local buckets = {}

@@ -44,7 +44,7 @@ func (s *Store) newLeaseArgs(ns string, req *store.ConsumeRequest) (*leaseArgs, 
 		keys: []string{s.keys.lease(ns, rec.ID), s.keys.leases(ns), s.keys.leasesOf(ns, rec.Entity), s.keys.leaseExpiries(ns),
 			s.keys.audit(ns), s.keys.auditAll(ns), s.keys.auditOf(ns, evEntity)},
 		args: []string{flag(req.ReusedID), strconv.FormatInt(req.Now, 10), string(js), strconv.FormatInt(rec.Version, 10),
-			flag(rec.Ended()), strconv.FormatInt(rec.KeepUntil, 10), strconv.FormatInt(rec.Expires, 10), rec.ID, evID, evJS, evEntity},
+			flag(rec.Ended()), strconv.FormatInt(rec.KeepUntil, 10), strconv.FormatInt(rec.Expires, 10), rec.ID, evID, evJS},
 	}, nil
 }
 
@@ -132,11 +132,13 @@ var endLeaseScript = rueidis.NewLuaScript(luaEndLease)
 
 // luaEndLease ends a lease as store.Leases.EndLease says, all or nothing.
 // KEYS: the lease, the three lease indexes, the three audit keys, then
-// the deltas' buckets. ARGV: the version, expired-by, now, the tombstone's
-// JSON ("": delete the record), its keep-until, the event's id, JSON and
-// entity, the bucket TTL, then the deltas (luaDeltaFns). Answers 1, 0 (no
+// the deltas' buckets. ARGV: the version, expired-by, now, the record's
+// JSON as the ender holds it and the tombstone's ("" and "": delete the
+// record), the keep-until, the event's id and JSON ("": none), the bucket
+// TTL, the deltas (luaDeltaFns), then the lease's id. Answers 1, 0 (no
 // record), -1 (a tombstone), -2 (another version), -3 (not expired by
-// then) or {2, the ordinal of a delta whose limit has other parameters}.
+// then), -4 (the stored record is not the ender's) or {2, the ordinal of
+// a delta whose limit has other parameters}.
 const luaEndLease = luaWide + luaLimits + luaDeltaFns + luaAppendEvent + `
 local have = redis.call('HMGET', KEYS[1], 'ver', 'ended', 'exp', 'rec')
 if not have[1] then return 0 end
@@ -243,7 +245,7 @@ func (s *Store) endLease(ctx context.Context, ns string, e *store.LeaseEnding, r
 	args := []string{strconv.FormatInt(e.Version, 10), strconv.FormatInt(e.ExpiredBy, 10), strconv.FormatInt(e.At, 10),
 		recJS, tomb, strconv.FormatInt(e.KeepUntil, 10), evID, evJS, strconv.FormatInt(s.opts.bucketTTL, 10)}
 	keys, args = s.deltasCall(keys, args, ns, e.Deltas, params)
-	args = append(args, e.ID, evEntity)
+	args = append(args, e.ID)
 	ctx, cancel := s.callContext(ctx)
 	defer cancel()
 	res := endLeaseScript.Exec(ctx, s.c, keys, args)

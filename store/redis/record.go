@@ -60,7 +60,7 @@ func snapshotOf(m map[string]string) (snapshot, error) {
 		if err != nil {
 			return snap, err
 		}
-		st, err := storedState(v, p, r)
+		st, err := stateOf(v, p, r)
 		if err != nil {
 			return snap, err
 		}
@@ -69,12 +69,6 @@ func snapshotOf(m map[string]string) (snapshot, error) {
 	}
 	snap.rec = rec
 	return snap, nil
-}
-
-// storedState is stateOf without the clamp of a concurrency limit: the
-// state as stored, above the capacity after refunds.
-func storedState(v string, p bucket.Params, at int64) (bucket.State, error) {
-	return stateOf(v, p, at)
 }
 
 // ReadBuckets implements store.Buckets: one HGETALL per bucket, in one
@@ -111,7 +105,7 @@ var rewriteScript = rueidis.NewLuaScript(luaRewrite)
 // an event, the audit hash and its two indexes. ARGV: the index member,
 // the number of fields read and those fields and values, the number of
 // fields to write and those, the expiry (ms from now; -1: none), and the
-// event's id, JSON and entity ("" for no event).
+// event's id and JSON ("" for no event).
 const luaRewrite = luaAppendEvent + `
 local a = 2
 local n = tonumber(ARGV[a]); a = a + 1
@@ -175,10 +169,10 @@ func (s *Store) rewrite(ctx context.Context, ns string, k store.BucketKey, now i
 				return fmt.Errorf("redis: audit event: %w", err)
 			}
 			keys = append(keys, s.keys.auditOf(ns, event.Entity))
-			args = append(args, event.ID, string(js), event.Entity)
+			args = append(args, event.ID, string(js))
 		} else {
 			keys = append(keys, key) // unused
-			args = append(args, "", "", "")
+			args = append(args, "", "")
 		}
 		cctx, cancel := s.callContext(ctx)
 		ok, err := rewriteScript.Exec(cctx, s.c, keys, args).AsInt64()
