@@ -111,16 +111,18 @@ func (s *Store) appendRequest(keys, args []string, ns string, req *store.Consume
 		keys = append(keys, s.keys.bucket(ns, br.Key.Entity, br.Key.Resource))
 		args = append(args, strconv.Itoa(len(keys)), indexMember(br.Key), strconv.FormatInt(req.Now, 10), strconv.Itoa(len(br.Limits)))
 		for j := range br.Limits {
-			args = appendLimit(args, &br.Limits[j])
+			args = appendLimit(args, &br.Limits[j], req.Now)
 		}
 	}
 	return keys, args
 }
 
-// appendLimit appends a limit's six arguments of luaConsume: its name,
-// parameters, debit, cover (how far above its floor its number may be
-// for it to cover its amount; empty: never), check and refill amount.
-func appendLimit(args []string, lr *store.LimitRequest) []string {
+// appendLimit appends a limit's eight arguments of luaConsume at time
+// now: its name, parameters, debit, cover (how far above its floor its
+// number may be for it to cover its amount; empty: never), check, refill
+// amount, floor and bound at now (the script uses the last two unless the
+// bucket's time is later than now).
+func appendLimit(args []string, lr *store.LimitRequest, now int64) []string {
 	p := lr.Params
 	check := "0"
 	if lr.Check {
@@ -128,15 +130,17 @@ func appendLimit(args []string, lr *store.LimitRequest) []string {
 	}
 	if !p.Refills() {
 		// The stored number is the millitokens in use.
-		return append(args, lr.Name, paramsSig(p), strconv.FormatInt(lr.Amount, 10),
-			strconv.FormatInt(p.Capacity-lr.Amount, 10), check, "0")
+		cover := strconv.FormatInt(p.Capacity-lr.Amount, 10)
+		return append(args, lr.Name, paramsSig(p), strconv.FormatInt(lr.Amount, 10), cover, check, "0", "0", cover)
 	}
-	cover := "" // an amount above the capacity is never covered
+	floor := bucket.TickAt(now, p)
+	cover, bound := "", "" // an amount above the capacity is never covered
 	if lr.Amount <= p.Capacity {
-		cover = bucket.DebitTicks(p.Capacity-lr.Amount, p).String()
+		c := bucket.DebitTicks(p.Capacity-lr.Amount, p)
+		cover, bound = c.String(), floor.Add(c).String()
 	}
 	return append(args, lr.Name, paramsSig(p), bucket.DebitTicks(lr.Amount, p).String(), cover, check,
-		strconv.FormatInt(p.Amount, 10))
+		strconv.FormatInt(p.Amount, 10), floor.String(), bound)
 }
 
 // setObserved sets the observed state of each limit of req from the

@@ -10,9 +10,10 @@ package redis
 // (reused id, now, the record's JSON, version, ended, keep-until, expiry,
 // id, and the event's id and JSON), its number of buckets, and
 // for each bucket its key's index in KEYS, its index member, its time and
-// its number of limits, and for each limit six values: name, parameters
-// ("capacity/amount/period"), debit, cover, check ("1" or "0") and refill
-// amount ("0" for a concurrency limit).
+// its number of limits, and for each limit eight values: name, parameters
+// ("capacity/amount/period"), debit, cover, check ("1" or "0"), refill
+// amount ("0" for a concurrency limit), and the floor and bound at the
+// request's time (Go's, used unless the bucket's time is later).
 //
 // A bucket is decided at its time t: the request's, or its latest write's
 // if later (time never runs backwards for a bucket). A refilling limit's
@@ -63,33 +64,49 @@ for q = 1, nreq do
     local bk = {key = key, member = ARGV[a + 1], now = tonumber(ARGV[a + 2]), limits = {}}
     local nl = tonumber(ARGV[a + 3]); a = a + 4
     local names = {}
-    for l = 1, nl do names[l] = ARGV[a + 6 * (l - 1)] end
+    for l = 1, nl do names[l] = ARGV[a + 8 * (l - 1)] end
     local st = b_load(key, names)
     bk.st = st
     -- time never runs backwards for a bucket: a request dated before its
     -- latest write is decided at that write's time
-    if st.r > bk.now then bk.now = st.r end
-    local t = w_parse(string.format('%.0f', bk.now))
+    local later = st.r > bk.now
+    local t = nil
+    if later then
+      bk.now = st.r
+      t = w_parse(string.format('%.0f', bk.now))
+    end
     if status == nil then observed[#observed + 1] = string.format('%.0f', bk.now) end
     for l = 1, nl do
       local lim = {name = ARGV[a], sig = ARGV[a + 1], debit = w_parse(ARGV[a + 2]), check = ARGV[a + 4] == '1', amount = tonumber(ARGV[a + 5])}
-      if lim.amount == 0 then
+      local cover = ARGV[a + 3]
+      if not later then
+        -- the request's time: Go computed the floor and the bound
+        lim.fs = ARGV[a + 6]
+        lim.floor = w_parse(lim.fs)
+        if ARGV[a + 7] ~= '' then lim.bound = w_parse(ARGV[a + 7]) end
+      elseif lim.amount == 0 then
+        lim.fs = '0'
         lim.floor = w_parse('0')
-        if ARGV[a + 3] ~= '' then lim.bound = w_parse(ARGV[a + 3]) end
+        if cover ~= '' then lim.bound = w_parse(cover) end
       else
         lim.floor = w_mul(t, w_parse(ARGV[a + 5]))
-        if ARGV[a + 3] ~= '' then lim.bound = w_add(lim.floor, w_parse(ARGV[a + 3])) end
+        lim.fs = w_format(lim.floor)
+        if cover ~= '' then lim.bound = w_add(lim.floor, w_parse(cover)) end
       end
-      a = a + 6
+      a = a + 8
       if status == nil then
         local sig, v = st.p[lim.name], st.v[lim.name]
         if sig and sig ~= lim.sig then
           status = {2, b}
         else
           lim.missing = not sig
-          if v then lim.f = w_max(w_parse(v), lim.floor) else lim.f = lim.floor end
+          lim.f = lim.floor
+          if v then
+            local stored = w_parse(v)
+            if w_cmp(stored, lim.floor) > 0 then lim.f = stored; lim.fs = v end
+          end
           if lim.check and (lim.bound == nil or w_cmp(lim.f, lim.bound) > 0) then ok = false end
-          observed[#observed + 1] = w_format(lim.f)
+          observed[#observed + 1] = lim.fs
         end
       end
       bk.limits[#bk.limits + 1] = lim

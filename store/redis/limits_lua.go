@@ -51,7 +51,7 @@ local function b_write(st, name, sig, nv, amount)
     local is = w_sign(nv) > 0
     if was and not is then st.cu = st.cu - 1 elseif is and not was then st.cu = st.cu + 1 end
   else
-    local x = w_approx(nv) / amount
+    local x = tonumber(s) / amount
     local full = math.ceil(x + math.abs(x) * 1e-12) + 1
     if full > st.dl then st.dl = full end
   end
