@@ -5,7 +5,7 @@ GO        ?= go
 BENCHTIME ?= 1s
 BENCHCOUNT ?= 5
 
-.PHONY: run demo test test-python test-typescript bench bench-dynamodb bench-redis load lint deps build clean dynamodb-local lambda redis
+.PHONY: run demo test test-python test-typescript bench bench-dynamodb bench-redis bench-envoy-redis load lint deps build clean dynamodb-local lambda redis
 
 ## run: tollgate serve on http://127.0.0.1:8080, stored in ./tollgate.db.
 run:
@@ -81,6 +81,19 @@ bench-redis: deps
 	$(GO) run ./internal/benchratio -metric p50-us < bench-redis.out
 	$(GO) run ./internal/benchratio -metric acquires/s < bench-redis.out
 	$(GO) run ./internal/benchratio -metric x-raw < bench-redis.out
+
+## bench-envoy-redis: Tollgate's Envoy rate-limit service (tollgate serve
+## --grpc-addr) on Redis against envoyproxy/ratelimit on the same
+## redis-server, 1, 8 and 32 gRPC clients, alternating rounds
+## (internal/envoybench); envoyproxy/ratelimit is installed, pinned, into a
+## temporary directory that is removed afterwards.
+RATELIMIT_VERSION ?= v1.4.1-0.20260122083618-3fb702589d36
+bench-envoy-redis: deps
+	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
+	GOBIN=$$tmp $(GO) install github.com/envoyproxy/ratelimit/src/service_cmd@$(RATELIMIT_VERSION) && \
+	$(GO) build -o $$tmp/tollgate ./cmd/tollgate && \
+	TOLLGATE_REDIS_DIR="$$(scripts/redis.sh install)" TOLLGATE_RATELIMIT_BIN=$$tmp/service_cmd TOLLGATE_BIN=$$tmp/tollgate \
+		$(GO) test -run '^$$' -bench EnvoyOnRedis -benchtime 1x ./internal/envoybench/
 
 ## load: acquire+commit over HTTP (keep-alive) at 1, 8 and 32 clients
 ## against the same in-process, on the memory and the embedded store.
