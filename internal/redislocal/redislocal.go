@@ -474,6 +474,24 @@ func lookup(ctx context.Context) (binaries, error) {
 	return binaries{}, ErrNotInstalled
 }
 
+// LookupServer returns the path of the redis-server the harness would run,
+// found as it finds it (in EnvDir, else on PATH; valkey-server where
+// redis-server is absent; Redis 7 or later), without asking for redis-cli
+// beside it: for `tollgate local up --redis`, which runs a server alone.
+// Without one the error wraps ErrNotInstalled.
+func LookupServer(ctx context.Context) (string, error) {
+	for _, name := range [...]string{"redis-server", "valkey-server"} {
+		if d := os.Getenv(EnvDir); d != "" {
+			name = filepath.Join(d, name) // LookPath then checks that file alone
+		}
+		if s, err := exec.LookPath(name); err == nil {
+			b, err := checkVersion(ctx, binaries{server: s})
+			return b.server, err
+		}
+	}
+	return "", ErrNotInstalled
+}
+
 // checkVersion returns b if its server is of version 7 or later, or says
 // no version (a build that does not is taken as it is). Older ones count
 // as not installed: the tests skip with instructions rather than fail on a
