@@ -9,13 +9,14 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	rlcommon "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
@@ -38,43 +39,69 @@ func TestMain(m *testing.M) { os.Exit(redislocal.Main(m, &redisURL)) }
 // sends both the same ShouldRateLimit calls from 1, 8 and 32 clients (one
 // gRPC connection each, each client its own descriptor value: its own
 // key, a generous limit so nothing is denied), in alternating rounds.
-// It reports each service's median requests/s and their ratio.
+// It reports each service's median requests/s, their ratio, and the CPU
+// time per request of each service's process and of the redis-server.
 func BenchmarkEnvoyOnRedis(b *testing.B) {
 	rlBin, tgBin := os.Getenv(envRatelimit), os.Getenv(envTollgate)
 	if rlBin == "" || tgBin == "" || redisURL == "" {
 		b.Skip("needs " + envRatelimit + ", " + envTollgate + " and a redis-server: make bench-envoy-redis")
 	}
 	dir := b.TempDir()
+	redisPID := serverPID(b)
 	tollgate := startTollgate(b, tgBin, dir)
 	ratelimit := startRatelimit(b, rlBin, dir)
 	const rounds, round = 5, 3 * time.Second
 	for _, clients := range []int{1, 8, 32} {
 		b.Run(fmt.Sprintf("clients-%d", clients), func(b *testing.B) {
-			var tg, rl []float64
+			var tg, rl []measure
 			for b.Loop() {
 				for i := range rounds {
 					// Alternate which goes first, so that neither always
 					// meets the machine as the other left it.
 					if i%2 == 0 {
-						tg = append(tg, load(b, tollgate, clients, round))
-						rl = append(rl, load(b, ratelimit, clients, round))
+						tg = append(tg, load(b, tollgate, redisPID, clients, round))
+						rl = append(rl, load(b, ratelimit, redisPID, clients, round))
 					} else {
-						rl = append(rl, load(b, ratelimit, clients, round))
-						tg = append(tg, load(b, tollgate, clients, round))
+						rl = append(rl, load(b, ratelimit, redisPID, clients, round))
+						tg = append(tg, load(b, tollgate, redisPID, clients, round))
 					}
 				}
 			}
-			t, r := median(tg), median(rl)
+			t, r := medianOf(tg, rateOf), medianOf(rl, rateOf)
 			b.ReportMetric(t, "tollgate-req/s")
 			b.ReportMetric(r, "ratelimit-req/s")
 			b.ReportMetric(t/r, "x-ratelimit")
+			b.ReportMetric(medianOf(tg, serviceCPU), "tollgate-cpu-us/req")
+			b.ReportMetric(medianOf(rl, serviceCPU), "ratelimit-cpu-us/req")
+			b.ReportMetric(medianOf(tg, redisCPU), "tollgate-redis-cpu-us/req")
+			b.ReportMetric(medianOf(rl, redisCPU), "ratelimit-redis-cpu-us/req")
 		})
 	}
 }
 
-// load sends ShouldRateLimit calls to addr from clients clients for d and
-// returns the rate of answers.
-func load(b *testing.B, addr string, clients int, d time.Duration) float64 {
+// measure is one round against one service: its rate, and the CPU time
+// per request of the service's process and of the redis-server
+// (microseconds; 0 where /proc is not there).
+type measure struct{ rate, service, redis float64 }
+
+func rateOf(m measure) float64     { return m.rate }
+func serviceCPU(m measure) float64 { return m.service }
+func redisCPU(m measure) float64   { return m.redis }
+
+func medianOf(ms []measure, f func(measure) float64) float64 {
+	v := make([]float64, len(ms))
+	for i, m := range ms {
+		v[i] = f(m)
+	}
+	slices.Sort(v)
+	return v[len(v)/2]
+}
+
+// load sends ShouldRateLimit calls to svc from clients clients for d and
+// measures the rate of answers and the CPU time they cost.
+func load(b *testing.B, svc service, redisPID, clients int, d time.Duration) measure {
+	addr := svc.addr
+	cpu0, rcpu0 := cpuTime(svc.pid), cpuTime(redisPID)
 	var ok, failed atomic.Int64
 	var wg sync.WaitGroup
 	stop := time.Now().Add(d)
@@ -106,17 +133,71 @@ func load(b *testing.B, addr string, clients int, d time.Duration) float64 {
 	if n := failed.Load(); n > 0 {
 		b.Fatalf("%s: %d calls failed or were limited; first: %v", addr, n, firstErr.Load())
 	}
-	return float64(ok.Load()) / d.Seconds()
+	n := float64(ok.Load())
+	return measure{rate: n / d.Seconds(), service: float64(cpuTime(svc.pid)-cpu0) / n, redis: float64(cpuTime(redisPID)-rcpu0) / n}
 }
 
-func median(v []float64) float64 {
-	slices.Sort(v)
-	return v[len(v)/2]
+// cpuTime returns the CPU time (user and system) process pid has used, in
+// microseconds, from /proc (0 elsewhere).
+func cpuTime(pid int) int64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// The fields after the command (in parentheses, which may hold
+	// spaces): utime and stime are the 12th and 13th after it, in ticks.
+	rest := string(b[strings.LastIndexByte(string(b), ')')+2:])
+	f := strings.Fields(rest)
+	if len(f) < 13 {
+		return 0
+	}
+	ut, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	return (ut + st) * 1_000_000 / clockTicks
+}
+
+// clockTicks is the kernel's USER_HZ, 100 on Linux.
+const clockTicks = 100
+
+// serverPID asks the test's redis-server for its process id.
+func serverPID(b *testing.B) int {
+	conn, err := net.Dial("tcp", strings.TrimPrefix(redisURL, "redis://"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := conn.Write([]byte("INFO server\r\n")); err != nil {
+		b.Fatal(err)
+	}
+	buf := make([]byte, 0, 8192)
+	tmp := make([]byte, 4096)
+	_ = conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+	for !strings.Contains(string(buf), "process_id:") || !strings.Contains(string(buf[strings.Index(string(buf), "process_id:"):]), "\r\n") {
+		n, err := conn.Read(tmp)
+		if err != nil {
+			b.Fatal(err)
+		}
+		buf = append(buf, tmp[:n]...)
+	}
+	s := string(buf)
+	s = s[strings.Index(s, "process_id:")+len("process_id:"):]
+	pid, err := strconv.Atoi(s[:strings.Index(s, "\r\n")])
+	if err != nil {
+		b.Fatal(err)
+	}
+	return pid
+}
+
+// service is a running rate-limit service: its gRPC address and its
+// process.
+type service struct {
+	addr string
+	pid  int
 }
 
 // startTollgate runs tollgate serve on the test's redis-server with the
 // rate-limit service on a free port, and returns that port's address.
-func startTollgate(b *testing.B, bin, dir string) string {
+func startTollgate(b *testing.B, bin, dir string) service {
 	cfg := filepath.Join(dir, "rls.yaml")
 	write(b, cfg, `domains:
   - domain: bench
@@ -127,14 +208,14 @@ func startTollgate(b *testing.B, bin, dir string) string {
         limits: ["rps:1000000000/sec"]
 `)
 	grpcAddr, httpAddr := freeAddr(b), freeAddr(b)
-	start(b, exec.Command(bin, "serve", "--store", redisURL, "--addr", httpAddr, "--grpc-addr", grpcAddr, "--rls-config", cfg), nil, true)
+	pid := start(b, exec.Command(bin, "serve", "--store", redisURL, "--addr", httpAddr, "--grpc-addr", grpcAddr, "--rls-config", cfg), nil, true)
 	waitPort(b, grpcAddr)
-	return grpcAddr
+	return service{grpcAddr, pid}
 }
 
 // startRatelimit runs envoyproxy/ratelimit on the test's redis-server with
 // the same generous limit, and returns its gRPC address.
-func startRatelimit(b *testing.B, bin, dir string) string {
+func startRatelimit(b *testing.B, bin, dir string) service {
 	root := filepath.Join(dir, "runtime")
 	if err := os.MkdirAll(filepath.Join(root, "ratelimit", "config"), 0o755); err != nil {
 		b.Fatal(err)
@@ -155,14 +236,14 @@ descriptors:
 	env := []string{"USE_STATSD=false", "LOG_LEVEL=error", "BACKEND_TYPE=redis", "REDIS_SOCKET_TYPE=tcp", "REDIS_URL=" + redis,
 		"RUNTIME_ROOT=" + root, "RUNTIME_SUBDIRECTORY=ratelimit", "RUNTIME_WATCH_ROOT=false",
 		"GRPC_HOST=" + gh, "GRPC_PORT=" + gp, "HOST=" + hh, "PORT=" + hp, "DEBUG_HOST=" + dh, "DEBUG_PORT=" + dp}
-	start(b, exec.Command(bin), env, false)
+	pid := start(b, exec.Command(bin), env, false)
 	waitPort(b, grpcAddr)
-	return grpcAddr
+	return service{grpcAddr, pid}
 }
 
 // start starts cmd with env added, its output on stderr if show (the
 // ratelimit service logs every flush of its statistics without statsd).
-func start(b *testing.B, cmd *exec.Cmd, env []string, show bool) {
+func start(b *testing.B, cmd *exec.Cmd, env []string, show bool) int {
 	cmd.Env = append(os.Environ(), env...)
 	if show {
 		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
@@ -171,6 +252,7 @@ func start(b *testing.B, cmd *exec.Cmd, env []string, show bool) {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	return cmd.Process.Pid
 }
 
 func write(b *testing.B, path, s string) {
