@@ -63,11 +63,12 @@ type Cluster struct {
 
 // node is a redis-server process of ours.
 type node struct {
-	addr   string // 127.0.0.1:PORT
-	dir    string // its working directory (the cluster's nodes file), removed by stop
-	cmd    *exec.Cmd
-	log    *syncBuffer
-	exited chan struct{} // closed when the process has exited
+	addr    string // 127.0.0.1:PORT
+	tlsAddr string // its TLS port's, if it has one
+	dir     string // its working directory (the cluster's nodes file), removed by stop
+	cmd     *exec.Cmd
+	log     *syncBuffer
+	exited  chan struct{} // closed when the process has exited
 }
 
 // startAttempts is how many ports a node is tried on: a free port may be
@@ -98,11 +99,38 @@ func Start(ctx context.Context) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	n, err := startNode(ctx, bins.server, false)
+	n, err := startNode(ctx, bins.server, nodeOpts{})
 	if err != nil {
 		return nil, err
 	}
 	return &Server{URL: "redis://" + n.addr, Addr: n.addr, node: n}, nil
+}
+
+// TLSFiles are the PEM files of a server's TLS port: its certificate, its
+// key, and the CA that signed it.
+type TLSFiles struct{ Cert, Key, CA string }
+
+// StartTLS starts a fresh redis-server as [Start] does that also listens
+// with TLS, on a second free loopback port, with the certificate and key
+// of files (clients are not asked for certificates). Its URL and Addr are
+// the TLS port's (rediss://); the plain port serves only the readiness
+// probe. redis-server must be built with TLS (Debian's is).
+func StartTLS(ctx context.Context, files TLSFiles) (*Server, error) {
+	bins, err := lookup(ctx)
+	if err != nil {
+		return nil, err
+	}
+	n, err := startNode(ctx, bins.server, nodeOpts{tls: &files})
+	if err != nil {
+		return nil, err
+	}
+	return &Server{URL: "rediss://" + n.tlsAddr, Addr: n.tlsAddr, node: n}, nil
+}
+
+// nodeOpts say what kind of node startNode starts.
+type nodeOpts struct {
+	cluster bool
+	tls     *TLSFiles // with a TLS port too
 }
 
 // Stop ends the server (not one named by EnvURL), waits until it has
@@ -141,7 +169,7 @@ func StartCluster(ctx context.Context, masters int) (*Cluster, error) {
 	errs := make([]error, masters)
 	var wg sync.WaitGroup
 	for i := range masters {
-		wg.Go(func() { c.nodes[i], errs[i] = startNode(ctx, bins.server, true) })
+		wg.Go(func() { c.nodes[i], errs[i] = startNode(ctx, bins.server, nodeOpts{cluster: true}) })
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
@@ -227,10 +255,10 @@ var errBind = errors.New("redis-server exited before it answered (port taken?)")
 
 // startNode runs redis-server on new free ports until one answers, at most
 // startAttempts times.
-func startNode(ctx context.Context, server string, cluster bool) (*node, error) {
+func startNode(ctx context.Context, server string, o nodeOpts) (*node, error) {
 	var errs []error
 	for range startAttempts {
-		n, err := tryNode(ctx, server, cluster)
+		n, err := tryNode(ctx, server, o)
 		if err == nil {
 			return n, nil
 		}
@@ -246,9 +274,10 @@ func startNode(ctx context.Context, server string, cluster bool) (*node, error) 
 // directory, and waits until it answers. A cluster node also gets its own
 // cluster bus port: by default that is the port plus 10000, which for a
 // port the kernel picks may be taken, or above 65535.
-func tryNode(ctx context.Context, server string, cluster bool) (*node, error) {
+func tryNode(ctx context.Context, server string, o nodeOpts) (*node, error) {
+	cluster := o.cluster
 	nports := 1
-	if cluster {
+	if cluster || o.tls != nil {
 		nports = 2
 	}
 	ports, err := freePorts(nports)
@@ -273,6 +302,11 @@ func tryNode(ctx context.Context, server string, cluster bool) (*node, error) {
 			"--cluster-node-timeout", "5000")
 	}
 	n := &node{addr: "127.0.0.1:" + port, dir: dir, log: new(syncBuffer), exited: make(chan struct{})}
+	if o.tls != nil {
+		n.tlsAddr = "127.0.0.1:" + strconv.Itoa(ports[1])
+		args = append(args, "--tls-port", strconv.Itoa(ports[1]), "--tls-cert-file", o.tls.Cert,
+			"--tls-key-file", o.tls.Key, "--tls-ca-cert-file", o.tls.CA, "--tls-auth-clients", "no")
+	}
 	n.cmd = exec.Command(server, args...)
 	n.cmd.Dir = dir
 	n.cmd.Stdout, n.cmd.Stderr = n.log, n.log // its log: the messages' material when it fails

@@ -27,9 +27,11 @@ package redis
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -137,6 +139,9 @@ func New(c rueidis.Client, opts ...Option) (*Store, error) {
 //	rediss+cluster://...                       a Cluster over TLS
 //
 // A Cluster is found from any of its nodes; it has no database number.
+// Over TLS the server's certificate is checked against the system's roots
+// and the host name, or, with ?ca=/path/ca.pem, against the CAs of that
+// PEM file (a private CA).
 func Open(ctx context.Context, rawURL string, opts ...Option) (*Store, error) {
 	co, err := ClientOption(rawURL)
 	if err != nil {
@@ -177,6 +182,9 @@ func ClientOption(rawURL string) (rueidis.ClientOption, error) {
 		co.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12}
 	default:
 		return co, model.Invalid("store", redactURL(rawURL), "the scheme must be redis, rediss, redis+cluster or rediss+cluster")
+	}
+	if err := applyQuery(&co, u, rawURL); err != nil {
+		return co, err
 	}
 	if co.TLSConfig != nil {
 		co.TLSConfig.ServerName = u.Hostname()
@@ -223,6 +231,29 @@ func ClientOption(rawURL string) (rueidis.ClientOption, error) {
 	co.DisableCache = true
 	co.ClientName = "tollgate"
 	return co, nil
+}
+
+// applyQuery reads the URL's parameters: only ca, the PEM file of the CAs
+// that sign a TLS server's certificate.
+func applyQuery(co *rueidis.ClientOption, u *url.URL, rawURL string) error {
+	for k, v := range u.Query() {
+		if k != "ca" || len(v) != 1 {
+			return model.Invalid("store", redactURL(rawURL), fmt.Sprintf("unknown parameter %q (want ca, with rediss://)", k))
+		}
+		if co.TLSConfig == nil {
+			return model.Invalid("store", redactURL(rawURL), "ca is for TLS: use rediss://")
+		}
+		pem, err := os.ReadFile(v[0])
+		if err != nil {
+			return fmt.Errorf("redis: the CA file of %s: %w", redactURL(rawURL), err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return model.Invalid("store", redactURL(rawURL), "ca "+v[0]+" holds no PEM certificate")
+		}
+		co.TLSConfig.RootCAs = pool
+	}
+	return nil
 }
 
 // redactURL returns rawURL without its password, for messages.
