@@ -110,10 +110,15 @@ func work(scenario string) mpResult {
 	var wg sync.WaitGroup
 	for i := range mpGoroutines {
 		lim, clk := lims[i], clocks[i]
+		if scenario == "slots" {
+			// One limiter for the process: a slot given back wakes its
+			// waiters at once.
+			lim = lims[0]
+		}
 		wg.Go(func() {
 			for time.Now().Before(stop) {
 				clk.reset()
-				lease, err := lim.Acquire(ctx, entity, "api", consume, opts...)
+				lease, err := acquire(ctx, lim, scenario, entity, consume, opts)
 				switch {
 				case err == nil:
 					lo, hi := clk.span()
@@ -135,8 +140,16 @@ func work(scenario string) mpResult {
 					}
 					for l := last.Load(); hi > l && !last.CompareAndSwap(l, hi); l = last.Load() {
 					}
-				case errors.Is(err, tollgate.ErrRateLimited):
+				case errors.Is(err, tollgate.ErrRateLimited), errors.Is(err, context.DeadlineExceeded):
 					denied.Add(1)
+					// As a real client does, wait the refusal's
+					// retry-after (at most 50 ms) instead of spinning:
+					// demand still exceeds supply, without starving the
+					// other tests of the CPU.
+					var ex *tollgate.RateLimitExceeded
+					if errors.As(err, &ex) {
+						time.Sleep(min(ex.RetryAfter, 50*time.Millisecond))
+					}
 				default:
 					if errs.Add(1) == 1 {
 						firstErr.Store(err.Error())
@@ -152,6 +165,17 @@ func work(scenario string) mpResult {
 		res.Error = e
 	}
 	return res
+}
+
+// acquire is one try of a worker: Acquire on a rate limit, Wait on the
+// slots (a slot given back by a goroutine of the process wakes it).
+func acquire(ctx context.Context, lim *tollgate.Limiter, scenario, entity string, consume tollgate.Consume, opts []tollgate.AcquireOption) (*tollgate.Lease, error) {
+	if scenario != "slots" {
+		return lim.Acquire(ctx, entity, "api", consume, opts...)
+	}
+	ctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer cancel()
+	return lim.Wait(ctx, entity, "api", consume, opts...)
 }
 
 // spanClock is the wall clock, recording the span of its readings (Unix
