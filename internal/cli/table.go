@@ -12,7 +12,8 @@ import (
 	"github.com/tollgate-rl/tollgate/store/dynamodb"
 )
 
-// dynamoStore opens the DynamoDB table of --store for the table commands.
+// dynamoStore opens the DynamoDB table of --store for the table commands
+// and the stream aggregator.
 func (g *globals) dynamoStore(ctx context.Context) (*dynamodb.Store, error) {
 	if g.store == "" {
 		return nil, usagef("--store dynamodb://TABLE?region=R is required")
@@ -22,7 +23,7 @@ func (g *globals) dynamoStore(ctx context.Context) (*dynamodb.Store, error) {
 		return nil, err
 	}
 	if spec.kind != "dynamodb" {
-		return nil, usagef("--store %s: the table commands manage DynamoDB tables (dynamodb://TABLE)", g.store)
+		return nil, usagef("--store %s: this command works on a DynamoDB table (dynamodb://TABLE); a %s store needs no table, and tollgate serve records its usage itself", g.store, spec.kind)
 	}
 	return openDynamoDB(ctx, spec, g.storeTimeout)
 }
