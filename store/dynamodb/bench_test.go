@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -19,6 +18,7 @@ import (
 	"github.com/tollgate-rl/tollgate"
 	"github.com/tollgate-rl/tollgate/bucket"
 	"github.com/tollgate-rl/tollgate/clock"
+	"github.com/tollgate-rl/tollgate/internal/measure"
 	"github.com/tollgate-rl/tollgate/limitertest"
 	"github.com/tollgate-rl/tollgate/store"
 )
@@ -137,14 +137,14 @@ func BenchmarkDynamoDB(b *testing.B) {
 		b.Run("latency/"+c.name, func(b *testing.B) {
 			env := newBenchEnv(b, tbl.table, c.clock)
 			op := c.setup(b, env)
-			paired(b, rawWrite, op)
+			measure.Paired(b, rawWrite, op)
 			env.reportCalls(b)
 		})
 		if c.pair {
 			b.Run("latency/"+c.name+"-vs-pair", func(b *testing.B) {
 				env := newBenchEnv(b, tbl.table, c.clock)
 				op := c.setup(b, env)
-				paired(b, rawPair, op)
+				measure.Paired(b, rawPair, op)
 				env.reportCalls(b)
 			})
 		}
@@ -152,7 +152,7 @@ func BenchmarkDynamoDB(b *testing.B) {
 			b.Run("latency/"+c.name+"-vs-transactions", func(b *testing.B) {
 				env := newBenchEnv(b, tbl.table, c.clock)
 				op := c.setup(b, env)
-				paired(b, rawTransactions, op)
+				measure.Paired(b, rawTransactions, op)
 				env.reportCalls(b)
 			})
 		}
@@ -161,7 +161,7 @@ func BenchmarkDynamoDB(b *testing.B) {
 		env := newBenchEnv(b, tbl.table, false)
 		limits := tollgate.WithLimits(tollgate.PerSecond("rps", 10))
 		env.acquire(b, "reader", limits)
-		paired(b, rawRead, func() {
+		measure.Paired(b, rawRead, func() {
 			if _, err := env.lim.Available(ctx, "reader", "api", limits); err != nil {
 				b.Error(err)
 			}
@@ -282,19 +282,19 @@ func BenchmarkDynamoDBLeaseForms(b *testing.B) {
 	d := make([][]time.Duration, len(forms))
 	for b.Loop() {
 		var recs [3]*store.LeaseRecord
-		d[0] = append(d[0], timed(func() { recs[0] = acquire(false) }))
-		d[1] = append(d[1], timed(func() { recs[1] = acquire(true) }))
+		d[0] = append(d[0], measure.Timed(func() { recs[0] = acquire(false) }))
+		d[1] = append(d[1], measure.Timed(func() { recs[1] = acquire(true) }))
 		recs[2] = acquire(false)
-		d[2] = append(d[2], timed(func() { end(s, recs[0], 0) }))
-		d[3] = append(d[3], timed(func() { end(s, recs[1], 600_000) }))
-		d[4] = append(d[4], timed(func() { end(cold, recs[2], 600_000) }))
-		d[5] = append(d[5], timed(func() { resume(open.ID) }))
-		d[6] = append(d[6], timed(func() { resume(recs[1].ID) }))
-		d[7] = append(d[7], timed(batch))
-		d[8] = append(d[8], timed(get))
+		d[2] = append(d[2], measure.Timed(func() { end(s, recs[0], 0) }))
+		d[3] = append(d[3], measure.Timed(func() { end(s, recs[1], 600_000) }))
+		d[4] = append(d[4], measure.Timed(func() { end(cold, recs[2], 600_000) }))
+		d[5] = append(d[5], measure.Timed(func() { resume(open.ID) }))
+		d[6] = append(d[6], measure.Timed(func() { resume(recs[1].ID) }))
+		d[7] = append(d[7], measure.Timed(batch))
+		d[8] = append(d[8], measure.Timed(get))
 	}
 	for i, f := range forms {
-		p50, _ := percentiles(d[i])
+		p50, _ := measure.Percentiles(d[i])
 		b.ReportMetric(p50, f+"-p50-us")
 	}
 }
@@ -526,37 +526,4 @@ func concurrently(g, n int, f func(w int)) time.Duration {
 	}
 	wg.Wait()
 	return time.Since(start)
-}
-
-// paired runs op b.N times, each time right after one run of base, and
-// reports op's median and 99th percentile, base's median, and the ratio of
-// the medians (x-paired). DynamoDB Local's speed drifts during a run (the
-// JVM, the machine's other load), so a baseline measured seconds apart
-// from its case is not a fair one: measured in alternation, both see the
-// same moments. ns/op counts both.
-func paired(b *testing.B, base, op func()) {
-	bd := make([]time.Duration, 0, b.N)
-	d := make([]time.Duration, 0, b.N)
-	for b.Loop() {
-		bd = append(bd, timed(base))
-		d = append(d, timed(op))
-	}
-	p50, p99 := percentiles(d)
-	base50, _ := percentiles(bd)
-	b.ReportMetric(p50, "p50-us")
-	b.ReportMetric(p99, "p99-us")
-	b.ReportMetric(base50, "base-p50-us")
-	b.ReportMetric(p50/base50, "x-paired")
-}
-
-func timed(op func()) time.Duration {
-	t := time.Now()
-	op()
-	return time.Since(t)
-}
-
-// percentiles returns the 50th and 99th percentiles of d in microseconds.
-func percentiles(d []time.Duration) (p50, p99 float64) {
-	slices.Sort(d)
-	return float64(d[len(d)/2].Microseconds()), float64(d[len(d)*99/100].Microseconds())
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 
 	"github.com/tollgate-rl/tollgate"
+	"github.com/tollgate-rl/tollgate/internal/measure"
 	"github.com/tollgate-rl/tollgate/store"
 )
 
@@ -91,10 +92,10 @@ func work(scenario string) (res mpResult) {
 	// readings: the time of a request is one of the readings its Acquire
 	// makes, so a grant's time is known to lie in their span, however long
 	// the call took to return on a loaded machine.
-	clocks := make([]*spanClock, mpGoroutines)
+	clocks := make([]*measure.SpanClock, mpGoroutines)
 	lims := make([]*tollgate.Limiter, mpGoroutines)
 	for i := range lims {
-		clocks[i] = &spanClock{}
+		clocks[i] = &measure.SpanClock{}
 		var err error
 		if lims[i], err = tollgate.New(s, tollgate.WithClock(clocks[i])); err != nil {
 			return mpResult{Error: err.Error()}
@@ -120,11 +121,11 @@ func work(scenario string) (res mpResult) {
 		lim, clk := lims[i], clocks[i]
 		wg.Go(func() {
 			for time.Now().Before(stop) {
-				clk.reset()
+				clk.Reset()
 				lease, err := lim.Acquire(ctx, entity, "api", tollgate.Consume{"rps": 1}, opts...)
 				switch {
 				case err == nil:
-					lo, hi := clk.span()
+					lo, hi := clk.Span()
 					grants.Add(1)
 					_ = lease.Commit(ctx)
 					for f := first.Load(); lo < f && !first.CompareAndSwap(f, lo); f = first.Load() {
@@ -147,39 +148,6 @@ func work(scenario string) (res mpResult) {
 		res.Error = e
 	}
 	return res
-}
-
-// spanClock is the wall clock, recording the span of its readings (Unix
-// ms, truncated as the limiter truncates) since the last reset.
-type spanClock struct {
-	mu     sync.Mutex
-	lo, hi int64
-}
-
-func (c *spanClock) Now() time.Time {
-	t := time.Now()
-	ms := t.UnixMilli()
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.lo == 0 || ms < c.lo {
-		c.lo = ms
-	}
-	c.hi = max(c.hi, ms)
-	return t
-}
-
-func (c *spanClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
-
-func (c *spanClock) reset() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.lo, c.hi = 0, 0
-}
-
-func (c *spanClock) span() (lo, hi int64) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.lo, c.hi
 }
 
 // runWorkers starts the worker processes and collects their results.
@@ -226,7 +194,7 @@ func bound(l tollgate.Limit, results []mpResult) (grants, allowed int64, window 
 		first, last = min(first, r.First), max(last, r.Last)
 	}
 	ms := last - first
-	return grants, l.Capacity + ms*l.RefillAmount*1000/l.RefillPeriod.Milliseconds()/1000, time.Duration(ms) * time.Millisecond
+	return grants, measure.Allowed(l, first, last), time.Duration(ms) * time.Millisecond
 }
 
 func TestMultiProcessOneBucket(t *testing.T) {

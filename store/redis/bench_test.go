@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/tollgate-rl/tollgate"
 	"github.com/tollgate-rl/tollgate/clock"
+	"github.com/tollgate-rl/tollgate/internal/measure"
 	"github.com/tollgate-rl/tollgate/store/redis"
 )
 
@@ -58,7 +58,7 @@ func BenchmarkRedis(b *testing.B) {
 			op := c.setup(b, env)
 			env.calls.Store(0)
 			env.acquires.Store(0)
-			paired(b, raw, op)
+			measure.Paired(b, raw, op)
 			b.ReportMetric(float64(env.calls.Load())/float64(env.acquires.Load()), "calls/acquire")
 		})
 	}
@@ -273,30 +273,4 @@ func newRawCall(b *testing.B) func() {
 			panic(err)
 		}
 	}
-}
-
-func paired(b *testing.B, base, op func()) {
-	bd := make([]time.Duration, 0, 1024)
-	d := make([]time.Duration, 0, 1024)
-	for b.Loop() {
-		bd = append(bd, timed(base))
-		d = append(d, timed(op))
-	}
-	p50, p99 := percentiles(d)
-	base50, _ := percentiles(bd)
-	b.ReportMetric(p50, "p50-us")
-	b.ReportMetric(p99, "p99-us")
-	b.ReportMetric(base50, "base-p50-us")
-	b.ReportMetric(p50/base50, "x-paired")
-}
-
-func timed(op func()) time.Duration {
-	t := time.Now()
-	op()
-	return time.Since(t)
-}
-
-func percentiles(d []time.Duration) (p50, p99 float64) {
-	slices.Sort(d)
-	return float64(d[len(d)/2].Nanoseconds()) / 1000, float64(d[len(d)*99/100].Nanoseconds()) / 1000
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/tollgate-rl/tollgate"
+	"github.com/tollgate-rl/tollgate/internal/measure"
 	"github.com/tollgate-rl/tollgate/store/redis"
 )
 
@@ -88,10 +89,10 @@ func work(scenario string) mpResult {
 	}
 	defer counter.Close()
 	holders := "mp-holders-" + os.Getenv(mpStartEnv)
-	clocks := make([]*spanClock, mpGoroutines)
+	clocks := make([]*measure.SpanClock, mpGoroutines)
 	lims := make([]*tollgate.Limiter, mpGoroutines)
 	for i := range lims {
-		clocks[i] = &spanClock{}
+		clocks[i] = &measure.SpanClock{}
 		if lims[i], err = tollgate.New(s, tollgate.WithClock(clocks[i]), tollgate.WithNamespace(os.Getenv(mpNSEnv))); err != nil {
 			return mpResult{Error: err.Error()}
 		}
@@ -117,11 +118,11 @@ func work(scenario string) mpResult {
 		}
 		wg.Go(func() {
 			for time.Now().Before(stop) {
-				clk.reset()
+				clk.Reset()
 				lease, err := acquire(ctx, lim, scenario, entity, consume, opts)
 				switch {
 				case err == nil:
-					lo, hi := clk.span()
+					lo, hi := clk.Span()
 					grants.Add(1)
 					if scenario == "slots" {
 						n, _ := counter.Do(ctx, counter.B().Incr().Key(holders).Build()).AsInt64()
@@ -178,40 +179,6 @@ func acquire(ctx context.Context, lim *tollgate.Limiter, scenario, entity string
 	return lim.Wait(ctx, entity, "api", consume, opts...)
 }
 
-// spanClock is the wall clock, recording the span of its readings (Unix
-// ms) since the last reset: a grant's time lies in the span of its
-// acquire's readings, however long the call took.
-type spanClock struct {
-	mu     sync.Mutex
-	lo, hi int64
-}
-
-func (c *spanClock) Now() time.Time {
-	t := time.Now()
-	ms := t.UnixMilli()
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.lo == 0 || ms < c.lo {
-		c.lo = ms
-	}
-	c.hi = max(c.hi, ms)
-	return t
-}
-
-func (c *spanClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
-
-func (c *spanClock) reset() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.lo, c.hi = 0, 0
-}
-
-func (c *spanClock) span() (lo, hi int64) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.lo, c.hi
-}
-
 // runWorkers starts one worker process per entity and collects their
 // results.
 func runWorkers(t *testing.T, scenario, ns string, entities []string) []mpResult {
@@ -254,7 +221,7 @@ func bound(l tollgate.Limit, results []mpResult) (grants, allowed int64, window 
 		first, last = min(first, r.First), max(last, r.Last)
 	}
 	ms := last - first
-	return grants, l.Capacity + ms*l.RefillAmount/l.RefillPeriod.Milliseconds(), time.Duration(ms) * time.Millisecond
+	return grants, measure.Allowed(l, first, last), time.Duration(ms) * time.Millisecond
 }
 
 // newNamespace registers a fresh namespace for a multi-process test.
