@@ -13,8 +13,6 @@ import (
 	"github.com/tollgate-rl/tollgate/store"
 )
 
-var consumeScript = rueidis.NewLuaScript(luaConsume)
-
 // Consume implements store.Buckets: one call of luaConsume, shared with
 // the acquires of this process on the same bucket that arrive meanwhile
 // (lane.go); when a limit's parameters changed, their adoption first
@@ -43,7 +41,7 @@ func (s *Store) consumeAlone(ctx context.Context, ns string, req *store.ConsumeR
 		keys, args := s.consumeHeader(ns, 1)
 		keys, args = s.appendRequest(keys, args, ns, req, lease)
 		cctx, cancel := s.callContext(ctx)
-		res, err := consumeScript.Exec(cctx, s.c, keys, args).ToArray()
+		res, err := s.run(cctx, consumeScript, keys, args).ToArray()
 		cancel()
 		if err != nil {
 			return false, fmt.Errorf("redis: consume: %w", err)
@@ -111,18 +109,16 @@ func (s *Store) appendRequest(keys, args []string, ns string, req *store.Consume
 		keys = append(keys, s.keys.bucket(ns, br.Key.Entity, br.Key.Resource))
 		args = append(args, strconv.Itoa(len(keys)), indexMember(br.Key), strconv.FormatInt(req.Now, 10), strconv.Itoa(len(br.Limits)))
 		for j := range br.Limits {
-			args = appendLimit(args, &br.Limits[j], req.Now)
+			args = appendLimit(args, &br.Limits[j])
 		}
 	}
 	return keys, args
 }
 
-// appendLimit appends a limit's eight arguments of luaConsume at time
-// now: its name, parameters, debit, cover (how far above its floor its
-// number may be for it to cover its amount; empty: never), check, refill
-// amount, floor and bound at now (the script uses the last two unless the
-// bucket's time is later than now).
-func appendLimit(args []string, lr *store.LimitRequest, now int64) []string {
+// appendLimit appends a limit's six arguments of luaConsume: its name,
+// parameters, debit, cover (how far its excess may be for it to cover its
+// amount; empty: never), check and refill amount.
+func appendLimit(args []string, lr *store.LimitRequest) []string {
 	p := lr.Params
 	check := "0"
 	if lr.Check {
@@ -131,21 +127,19 @@ func appendLimit(args []string, lr *store.LimitRequest, now int64) []string {
 	if !p.Refills() {
 		// The stored number is the millitokens in use.
 		cover := strconv.FormatInt(p.Capacity-lr.Amount, 10)
-		return append(args, lr.Name, paramsSig(p), strconv.FormatInt(lr.Amount, 10), cover, check, "0", "0", cover)
+		return append(args, lr.Name, paramsSig(p), strconv.FormatInt(lr.Amount, 10), cover, check, "0")
 	}
-	floor := bucket.TickAt(now, p)
-	cover, bound := "", "" // an amount above the capacity is never covered
+	cover := "" // an amount above the capacity is never covered
 	if lr.Amount <= p.Capacity {
-		c := bucket.DebitTicks(p.Capacity-lr.Amount, p)
-		cover, bound = c.String(), floor.Add(c).String()
+		cover = bucket.DebitTicks(p.Capacity-lr.Amount, p).String()
 	}
 	return append(args, lr.Name, paramsSig(p), bucket.DebitTicks(lr.Amount, p).String(), cover, check,
-		strconv.FormatInt(p.Amount, 10), floor.String(), bound)
+		strconv.FormatInt(p.Amount, 10))
 }
 
 // setObserved sets the observed state of each limit of req from the
 // answer of luaConsume: for each bucket, the time it was decided at, then
-// the numbers of its limits in order.
+// the excess of its limits in order.
 func setObserved(answer []rueidis.RedisMessage, req *store.ConsumeRequest) error {
 	k := 0
 	for i := range req.Buckets {
@@ -156,43 +150,68 @@ func setObserved(answer []rueidis.RedisMessage, req *store.ConsumeRequest) error
 		k++
 		for j := range req.Buckets[i].Limits {
 			lr := &req.Buckets[i].Limits[j]
-			v, err := answer[k].ToString()
-			if err != nil {
-				return fmt.Errorf("redis: consume: %w", err)
-			}
-			k++
-			if lr.Observed, err = stateOf(v, lr.Params, at); err != nil {
+			if lr.Observed, err = observedState(&answer[k], lr.Params, at); err != nil {
 				return err
 			}
+			k++
 		}
 	}
 	return nil
 }
 
-// stateOf returns the state at now of a limit of parameters p whose
-// stored number is v.
-func stateOf(v string, p bucket.Params, now int64) (bucket.State, error) {
-	if !p.Refills() {
-		used, err := strconv.ParseInt(v, 10, 64)
+// observedState is the state at t of a limit of parameters p whose excess
+// at t the acquire script answered: an integer, or a decimal string when
+// too large for the script's doubles.
+func observedState(m *rueidis.RedisMessage, p bucket.Params, t int64) (bucket.State, error) {
+	if !m.IsInt64() {
+		x, err := m.ToString()
 		if err != nil {
-			return bucket.State{}, fmt.Errorf("redis: a concurrency limit in use %q: %w", v, err)
+			return bucket.State{}, fmt.Errorf("redis: consume: %w", err)
+		}
+		return stateOf(x, t, p, t)
+	}
+	x, _ := m.AsInt64()
+	if !p.Refills() {
+		return bucket.State{Tokens: p.Capacity - x}, nil
+	}
+	return bucket.AtTick(bucket.TickAt(t, p).Add(bucket.TickOf(x)), p, t), nil
+}
+
+// A refilling limit is stored as its excess x (field "v|name") at its
+// anchor a ("a|name", a Unix ms): its full tick (package bucket) is
+// a·Amount + x. Anchored at its latest write's time, x stays small
+// ((Capacity − Tokens)·Period − Rem: at most the capacity's worth of
+// ticks while the limit is not in debt), so the scripts' arithmetic stays
+// in doubles (docs/redis.md, "Stored numbers"). A limit without an anchor
+// is anchored at 0. A concurrency limit's number is its millitokens in
+// use.
+
+// stateOf returns the state at now of a limit of parameters p whose
+// excess is x at the anchor a (for a concurrency limit: whose
+// millitokens in use are x).
+func stateOf(x string, a int64, p bucket.Params, now int64) (bucket.State, error) {
+	if !p.Refills() {
+		used, err := strconv.ParseInt(x, 10, 64)
+		if err != nil {
+			return bucket.State{}, fmt.Errorf("redis: a concurrency limit in use %q: %w", x, err)
 		}
 		return bucket.State{Tokens: p.Capacity - used}, nil
 	}
-	ft, err := bucket.ParseTick(v)
+	ex, err := bucket.ParseTick(x)
 	if err != nil {
-		return bucket.State{}, fmt.Errorf("redis: a full tick %q: %w", v, err)
+		return bucket.State{}, fmt.Errorf("redis: a limit's excess %q: %w", x, err)
 	}
-	return bucket.AtTick(ft, p, now), nil
+	return bucket.AtTick(bucket.TickAt(a, p).Add(ex), p, now), nil
 }
 
-// storedNumber is the inverse of stateOf: the number stored for state st
-// of a limit of parameters p at the instant at.
-func storedNumber(st bucket.State, p bucket.Params, at int64) string {
+// storedFields appends the fields and values that store state st of
+// limit name of parameters p at the instant at, anchored there.
+func storedFields(set []string, name string, st bucket.State, p bucket.Params, at int64) []string {
 	if !p.Refills() {
-		return strconv.FormatInt(p.Capacity-st.Tokens, 10)
+		return append(set, "v|"+name, strconv.FormatInt(p.Capacity-st.Tokens, 10))
 	}
-	return bucket.FullTick(st, p, at).String()
+	x := bucket.FullTick(st, p, at).Sub(bucket.TickAt(at, p))
+	return append(set, "v|"+name, x.String(), "a|"+name, strconv.FormatInt(at, 10))
 }
 
 // paramsSig is how a limit's parameters are stored: "capacity/amount/period".

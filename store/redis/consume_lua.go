@@ -10,24 +10,23 @@ package redis
 // (reused id, now, the record's JSON, version, ended, keep-until, expiry,
 // id, and the event's id and JSON), its number of buckets, and
 // for each bucket its key's index in KEYS, its index member, its time and
-// its number of limits, and for each limit eight values: name, parameters
-// ("capacity/amount/period"), debit, cover, check ("1" or "0"), refill
-// amount ("0" for a concurrency limit), and the floor and bound at the
-// request's time (Go's, used unless the bucket's time is later).
+// its number of limits, and for each limit six values: name, parameters
+// ("capacity/amount/period"), debit, cover, check ("1" or "0") and refill
+// amount ("0" for a concurrency limit).
 //
 // A bucket is decided at its time t: the request's, or its latest write's
-// if later (time never runs backwards for a bucket). A refilling limit's
-// floor is t·amount (its full tick when full at t) and its bound floor +
-// cover, cover being (capacity − debit amount)·period; a concurrency
-// limit's floor is 0 and its bound the cover, capacity − amount. An empty
-// cover is never covered (an amount above the capacity). For every limit
-// the stored number V (field "v|name"; a missing limit is full: V =
-// floor) is first raised to the floor (the limit's state at t, refill
-// included: f = max(V, floor)); a checked limit covers its debit if
-// f <= bound. If every checked limit of every bucket covers, each
-// limit is written f + debit (a missing limit's parameters with it).
-// A limit stored with other parameters answers "reconfigure" and the
-// request writes nothing: Go adopts the new parameters first.
+// if later (time never runs backwards for a bucket). Each limit's state
+// at t is its excess e >= 0: for a refilling limit, how far its full tick
+// is above t·amount, the stored excess x minus (t − anchor)·amount (the
+// refill since the anchor); for a concurrency limit the millitokens in
+// use; either way raised to 0 (full, or nothing in use). A checked limit
+// covers its debit if e <= cover ((capacity − debit amount)·period, or
+// capacity − amount; an empty cover is never covered: an amount above the
+// capacity). If every checked limit of every bucket covers, each limit is
+// written e + debit, anchored at t (a missing limit is full: e = 0, and
+// is written with its parameters). A limit stored with other parameters
+// answers "reconfigure" and the request writes nothing: Go adopts the new
+// parameters first.
 //
 // A request may carry a durable lease's record (store.ConsumeRequest.Lease),
 // written, indexed and with its audit event in the same step as the debit;
@@ -35,10 +34,11 @@ package redis
 // kept, answers {4} and the request writes nothing.
 //
 // Each request's answer is {1 (granted) or 0 (refused), then for each
-// bucket its time t and the f of each of its limits}, {2, the ordinal of
+// bucket its time t and the e of each of its limits}, {2, the ordinal of
 // the bucket to reconfigure} or {4}.
-const luaConsume = luaWide + luaLimits + luaAppendEvent + `
-local ttl = tonumber(ARGV[1])
+const luaConsume = `
+b_reset()
+b_idx, b_ttl = KEYS[1], tonumber(ARGV[1])
 local nreq = tonumber(ARGV[2])
 local a = 3
 local out = {}
@@ -51,82 +51,80 @@ for q = 1, nreq do
     a = a + 10
   end
   local nb = tonumber(ARGV[a]); a = a + 1
-  local buckets = {}
+  -- for each bucket: its state (b_load), its time t and where its limits'
+  -- arguments start; es: each limit's excess, in order
+  local sts, ts, ats, es = {}, {}, {}, {}
   local ok = true
   local status = nil
-  local observed = {}
+  local observed = {0}
   if lease then
     local have = redis.call('HMGET', lease.key, 'ended', 'keep')
     if have[1] and (have[1] == '0' or (lease.reused and tonumber(have[2]) > lease.now)) then status = {4} end
   end
   for b = 1, nb do
-    local key = KEYS[tonumber(ARGV[a])]
-    local bk = {key = key, member = ARGV[a + 1], now = tonumber(ARGV[a + 2]), limits = {}}
-    local nl = tonumber(ARGV[a + 3]); a = a + 4
+    local nl = tonumber(ARGV[a + 3])
     local names = {}
-    for l = 1, nl do names[l] = ARGV[a + 8 * (l - 1)] end
-    local st = b_load(key, names)
-    bk.st = st
+    for l = 1, nl do names[l] = ARGV[a + 4 + 6 * (l - 1)] end
+    local st = b_load(KEYS[tonumber(ARGV[a])], names)
+    local vals = st.vals
+    st.member = ARGV[a + 1]
     -- time never runs backwards for a bucket: a request dated before its
     -- latest write is decided at that write's time
-    local later = st.r > bk.now
-    local t = nil
-    if later then
-      bk.now = st.r
-      t = w_parse(string.format('%.0f', bk.now))
-    end
-    if status == nil then observed[#observed + 1] = string.format('%.0f', bk.now) end
+    local t = tonumber(ARGV[a + 2])
+    if st.r > t then t = st.r end
+    sts[b], ts[b], ats[b] = st, t, a + 4
+    a = a + 4
+    observed[#observed + 1] = t
     for l = 1, nl do
-      local lim = {name = ARGV[a], sig = ARGV[a + 1], debit = w_parse(ARGV[a + 2]), check = ARGV[a + 4] == '1', amount = tonumber(ARGV[a + 5])}
-      local cover = ARGV[a + 3]
-      if not later then
-        -- the request's time: Go computed the floor and the bound
-        lim.fs = ARGV[a + 6]
-        lim.floor = w_parse(lim.fs)
-        if ARGV[a + 7] ~= '' then lim.bound = w_parse(ARGV[a + 7]) end
-      elseif lim.amount == 0 then
-        lim.fs = '0'
-        lim.floor = w_parse('0')
-        if cover ~= '' then lim.bound = w_parse(cover) end
-      else
-        lim.floor = w_mul(t, w_parse(ARGV[a + 5]))
-        lim.fs = w_format(lim.floor)
-        if cover ~= '' then lim.bound = w_add(lim.floor, w_parse(cover)) end
-      end
-      a = a + 8
       if status == nil then
-        local sig, v = st.p[lim.name], st.v[lim.name]
-        if sig and sig ~= lim.sig then
+        local sig, v = vals[3 * l + 1], vals[3 * l + 2]
+        if sig and sig ~= ARGV[a + 1] then
           status = {2, b}
         else
-          lim.missing = not sig
-          lim.f = lim.floor
+          -- the excess at t: x − (t − anchor)·amount, at least 0
+          local e = 0
           if v then
-            local stored = w_parse(v)
-            if w_cmp(stored, lim.floor) > 0 then lim.f = stored; lim.fs = v end
+            local x, amount = n_parse(v), n_parse(ARGV[a + 5])
+            local d = t - tonumber(vals[3 * l + 3] or 0)
+            local p = type(x) == 'number' and type(amount) == 'number' and d * amount
+            if p and p >= N_MAX then
+              -- a refill of 2^53 or more leaves no plain excess (below 2^53)
+            elseif p and p > -N_MAX and x - p < N_MAX then
+              -- plain x and p: their difference is exact when below 2^53
+              if x > p then e = x - p end
+            else
+              e = n_add(x, n_neg(n_mul(d, amount)))
+              if n_sign(e) < 0 then e = 0 end
+            end
           end
-          if lim.check and (lim.bound == nil or w_cmp(lim.f, lim.bound) > 0) then ok = false end
-          observed[#observed + 1] = lim.fs
+          es[#es + 1] = e
+          local cover = ARGV[a + 3]
+          if ARGV[a + 4] == '1' and (cover == '' or n_cmp(e, n_parse(cover)) > 0) then ok = false end
+          -- a plain number is an integer reply, exact below 2^53
+          if type(e) == 'number' then observed[#observed + 1] = e else observed[#observed + 1] = n_format(e) end
         end
       end
-      bk.limits[#bk.limits + 1] = lim
+      a = a + 6
     end
-    buckets[#buckets + 1] = bk
   end
   if status ~= nil then
     out[#out + 1] = status
   elseif not ok then
-    table.insert(observed, 1, 0)
     out[#out + 1] = observed
   else
-    for _, bk in ipairs(buckets) do
-      for _, lim in ipairs(bk.limits) do
-        if lim.missing or w_sign(lim.debit) ~= 0 then
-          b_write(bk.st, lim.name, lim.missing and lim.sig, w_add(lim.f, lim.debit), lim.amount)
+    local k = 0
+    for b, st in ipairs(sts) do
+      local c = ats[b]
+      for l = 1, tonumber(ARGV[c - 1]) do
+        k = k + 1
+        local debit = ARGV[c + 2]
+        local missing = not st.vals[3 * l + 1]
+        if missing or debit ~= '0' then
+          b_write(st, l, missing and ARGV[c + 1], n_add(es[k], n_parse(debit)), tonumber(ARGV[c + 5]), ts[b])
         end
+        c = c + 6
       end
-      b_save(bk.st, bk.now, ttl)
-      if bk.st.fresh then redis.call('ZADD', KEYS[1], 0, bk.member) end
+      b_touch(st, ts[b])
     end
     if lease then
       redis.call('DEL', lease.key)
@@ -142,9 +140,10 @@ for q = 1, nreq do
       end
       if lease.ev ~= '' then append_event(KEYS[lk + 4], KEYS[lk + 5], KEYS[lk + 6], lease.ev, lease.evjs) end
     end
-    table.insert(observed, 1, 1)
+    observed[1] = 1
     out[#out + 1] = observed
   end
 end
+b_flush()
 return out
 `

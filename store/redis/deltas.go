@@ -11,8 +11,6 @@ import (
 	"github.com/tollgate-rl/tollgate/store"
 )
 
-var deltasScript = rueidis.NewLuaScript(luaDeltas)
-
 // luaDeltas adds deltas to limits unconditionally (store.ApplyDelta: no
 // refill, a refund may pass the capacity until the next acquire raises
 // the number to its floor). KEYS are buckets; ARGV: the bucket TTL, the
@@ -21,22 +19,26 @@ var deltasScript = rueidis.NewLuaScript(luaDeltas)
 // that does not exist is skipped; one stored with other parameters than
 // the delta's makes the call answer {2, the delta's ordinal} and write
 // nothing, so that Go converts the amount with the stored ones.
-const luaDeltas = luaWide + luaLimits + luaDeltaFns + `
-local ds, bad = d_read(3, tonumber(ARGV[2]))
+const luaDeltas = `
+b_reset()
+local ds, bad = d_read(KEYS, ARGV, 3, tonumber(ARGV[2]))
 if bad then return {2, bad} end
-d_apply(ds, tonumber(ARGV[1]))
+b_ttl = tonumber(ARGV[1])
+d_apply(ds)
+b_flush()
 return {1}
 `
 
 // luaDeltaFns reads and applies deltas given as ARGV from an index on,
 // five values each (see luaDeltas), for luaDeltas and luaEndLease.
 const luaDeltaFns = `
--- d_read returns the deltas of ARGV[a...] whose limits exist, or the
--- ordinal of the first one whose limit has other parameters.
-local function d_read(a, n)
+-- d_read returns the deltas of argv[a...] (keys: the call's KEYS) whose
+-- limits exist, or the ordinal of the first one whose limit has other
+-- parameters.
+local function d_read(keys, argv, a, n)
   local ds = {}
   for i = 1, n do
-    local d = {key = KEYS[tonumber(ARGV[a])], name = ARGV[a + 1], sig = ARGV[a + 2], add = ARGV[a + 3], amount = tonumber(ARGV[a + 4])}
+    local d = {key = keys[tonumber(argv[a])], name = argv[a + 1], sig = argv[a + 2], add = argv[a + 3], amount = tonumber(argv[a + 4])}
     a = a + 5
     local sig = redis.call('HGET', d.key, 'p|' .. d.name)
     if sig then
@@ -46,12 +48,12 @@ local function d_read(a, n)
   end
   return ds, nil
 end
--- d_apply adds each delta to its limit's number, in order.
-local function d_apply(ds, ttl)
+-- d_apply adds each delta to its limit's number, in order (b_flush
+-- writes them).
+local function d_apply(ds)
   for _, d in ipairs(ds) do
     local st = b_load(d.key, {d.name})
-    b_write(st, d.name, false, w_add(w_parse(st.v[d.name]), w_parse(d.add)), d.amount)
-    b_save(st, nil, ttl)
+    b_write(st, 1, nil, n_add(n_parse(st.vals[5]), n_parse(d.add)), d.amount, tonumber(st.vals[6] or 0))
   end
 end
 `
@@ -72,7 +74,7 @@ func (s *Store) ApplyDeltas(ctx context.Context, ns string, deltas []store.Delta
 	for range maxRetries {
 		keys, args := s.deltasCall(nil, nil, ns, deltas, params)
 		cctx, cancel := s.callContext(ctx)
-		res, err := deltasScript.Exec(cctx, s.c, keys, args).ToArray()
+		res, err := s.run(cctx, deltasScript, keys, args).ToArray()
 		cancel()
 		if err != nil {
 			return fmt.Errorf("redis: apply deltas: %w", err)

@@ -1,4 +1,14 @@
 package redis
 
-// LuaWide is the scripts' wide-integer library, for its tests.
-const LuaWide = luaWide
+// LuaWide and LuaNum are the scripts' integer libraries, for their tests.
+const (
+	LuaWide = luaWide
+	LuaNum  = luaNum
+)
+
+// LibraryName is the name of the data plane's function library.
+var LibraryName = bucketLib.name
+
+// UsesFunctions reports whether s calls the library's functions (rather
+// than EVALSHA, where the server refuses functions).
+func UsesFunctions(s *Store) bool { return !s.evalOnly.Load() }

@@ -146,7 +146,7 @@ func (s *Store) runBatch(ns string, batch []*pending) {
 	// The batch is bounded by the call timeout, not by any one caller's
 	// context: a caller that gives up must not fail the others.
 	ctx, cancel := s.callContext(context.WithoutCancel(live[0].ctx))
-	res, err := consumeScript.Exec(ctx, s.c, keys, args).ToArray()
+	res, err := s.run(ctx, consumeScript, keys, args).ToArray()
 	cancel()
 	if err == nil && len(res) != len(live) {
 		err = fmt.Errorf("%d answers for %d requests", len(res), len(live))

@@ -128,8 +128,6 @@ func (s *Store) UpdateLease(ctx context.Context, ns string, rec store.LeaseRecor
 	return nil
 }
 
-var endLeaseScript = rueidis.NewLuaScript(luaEndLease)
-
 // luaEndLease ends a lease as store.Leases.EndLease says, all or nothing.
 // KEYS: the lease, the three lease indexes, the three audit keys, then
 // the deltas' buckets. ARGV: the version, expired-by, now, the record's
@@ -139,7 +137,8 @@ var endLeaseScript = rueidis.NewLuaScript(luaEndLease)
 // record), -1 (a tombstone), -2 (another version), -3 (not expired by
 // then), -4 (the stored record is not the ender's) or {2, the ordinal of
 // a delta whose limit has other parameters}.
-const luaEndLease = luaWide + luaLimits + luaDeltaFns + luaAppendEvent + `
+const luaEndLease = `
+b_reset()
 local have = redis.call('HMGET', KEYS[1], 'ver', 'ended', 'exp', 'rec')
 if not have[1] then return 0 end
 if have[2] ~= '0' then return -1 end
@@ -150,9 +149,11 @@ if by > 0 then
   if exp == 0 or exp > by then return -3 end
 end
 if ARGV[4] ~= '' and ARGV[4] ~= have[4] then return -4 end
-local ds, bad = d_read(11, tonumber(ARGV[10]))
+local ds, bad = d_read(KEYS, ARGV, 11, tonumber(ARGV[10]))
 if bad then return {2, bad} end
-d_apply(ds, tonumber(ARGV[9]))
+b_ttl = tonumber(ARGV[9])
+d_apply(ds)
+b_flush()
 local id = ARGV[11 + 5 * tonumber(ARGV[10])]
 redis.call('ZREM', KEYS[2], id)
 redis.call('ZREM', KEYS[3], id)
@@ -248,7 +249,7 @@ func (s *Store) endLease(ctx context.Context, ns string, e *store.LeaseEnding, r
 	args = append(args, e.ID)
 	ctx, cancel := s.callContext(ctx)
 	defer cancel()
-	res := endLeaseScript.Exec(ctx, s.c, keys, args)
+	res := s.run(ctx, endLeaseScript, keys, args)
 	if arr, err := res.ToArray(); err == nil && len(arr) > 0 {
 		return retryParams, nil
 	}

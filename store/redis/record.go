@@ -23,7 +23,7 @@ import (
 // snapshot is a bucket's hash as read: its limits' fields, and the record
 // they make.
 type snapshot struct {
-	fields map[string]string // "p|..." and "v|..." only
+	fields map[string]string // "p|...", "v|..." and "a|..." only
 	rec    *store.Record     // nil: no bucket
 }
 
@@ -60,7 +60,14 @@ func snapshotOf(m map[string]string) (snapshot, error) {
 		if err != nil {
 			return snap, err
 		}
-		st, err := stateOf(v, p, r)
+		var a int64
+		if as, ok := m["a|"+name]; ok {
+			if a, err = strconv.ParseInt(as, 10, 64); err != nil {
+				return snap, fmt.Errorf("redis: bucket limit %q anchored at %q", name, as)
+			}
+			snap.fields["a|"+name] = as
+		}
+		st, err := stateOf(v, a, p, r)
 		if err != nil {
 			return snap, err
 		}
@@ -116,7 +123,7 @@ local seen = 0
 for i = 1, #have, 2 do
   local f = have[i]
   local kind = string.sub(f, 1, 2)
-  if kind == 'p|' or kind == 'v|' then
+  if kind == 'p|' or kind == 'v|' or kind == 'a|' then
     if want[f] ~= have[i + 1] then return 0 end
     seen = seen + 1
   end
@@ -190,17 +197,17 @@ func (s *Store) rewrite(ctx context.Context, ns string, k store.BucketKey, now i
 // recordFields returns the hash fields of rec (its limits' parameters and
 // numbers, "r", "cu", "dl") and its expiry in ms from now (-1: none).
 func (s *Store) recordFields(rec *store.Record, now int64) ([]string, int64) {
-	set := make([]string, 0, 4*len(rec.Limits)+6)
+	set := make([]string, 0, 6*len(rec.Limits)+6)
 	cu, dl := 0, int64(0)
 	for _, l := range rec.Limits {
-		v := storedNumber(l.State, l.Params, rec.Refilled)
-		set = append(set, "p|"+l.Name, paramsSig(l.Params), "v|"+l.Name, v)
+		set = append(set, "p|"+l.Name, paramsSig(l.Params))
+		set = storedFields(set, l.Name, l.State, l.Params, rec.Refilled)
 		if !l.Params.Refills() {
 			if l.State.Tokens < l.Params.Capacity {
 				cu++
 			}
-		} else if ft, err := bucket.ParseTick(v); err == nil {
-			dl = max(dl, bucket.FullAt(ft, l.Params))
+		} else {
+			dl = max(dl, bucket.FullAt(bucket.FullTick(l.State, l.Params, rec.Refilled), l.Params))
 		}
 	}
 	set = append(set, "r", strconv.FormatInt(rec.Refilled, 10), "cu", strconv.Itoa(cu), "dl", strconv.FormatInt(dl, 10))

@@ -34,6 +34,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -49,6 +50,8 @@ type Store struct {
 	keys   layout
 	lanes  *lanes
 	closed func()
+	// evalOnly is set when the server refuses functions (functions.go).
+	evalOnly atomic.Bool
 }
 
 // options are a Store's settings (Option).

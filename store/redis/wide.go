@@ -11,8 +11,13 @@ package redis
 // size (docs/redis.md, "Exact arithmetic"). Nothing here divides.
 //
 // A number is a table {neg = bool, [1] = lowest limb, ...}; zero is
-// {neg = false, 0}.
+// {neg = false, 0}. The functions are made on the first call of wide(),
+// which returns them as a table (parse, format, cmp, add, mul, sign): a
+// script whose numbers all stay plain (luaNum) never makes them.
 const luaWide = `
+local W
+local function wide()
+if W then return W end
 local W_BASE = 10000000
 local function w_parse(s)
   local neg = false
@@ -110,8 +115,72 @@ local function w_mul(a, b)
   while #r > 1 and r[#r] == 0 do r[#r] = nil end
   return r
 end
-local function w_max(a, b) if w_cmp(a, b) >= 0 then return a end return b end
 local function w_sign(a) if a.neg then return -1 end if #a == 1 and a[1] == 0 then return 0 end return 1 end
--- w_approx returns a as a double (not exact: for expiries only).
-local function w_approx(a) return tonumber(w_format(a)) end
+W = {parse = w_parse, format = w_format, cmp = w_cmp, add = w_add, mul = w_mul, sign = w_sign}
+return W
+end
+`
+
+// luaNum is the scripts' number library: integers held as plain doubles
+// while that is exact, in limbs (luaWide) otherwise. A plain number is an
+// integer of magnitude below 2^53 (N_MAX); a sum, difference or product of
+// two plain numbers is computed in doubles, kept plain if its magnitude is
+// below 2^53, and otherwise computed again in limbs. That test is exact:
+// the true result is an integer, so when it is below 2^53 in magnitude it
+// is a double and the operation returns it exactly, and when it is not,
+// the rounded result is not either (rounding is monotonic and ±2^53 are
+// doubles). So every plain result is exact, and the common case (stored
+// numbers of a few digits, section 2 of docs/redis.md) never builds a
+// limb (docs/redis.md, "Exact arithmetic").
+const luaNum = luaWide + `
+local N_MAX = 9007199254740992
+-- n_parse reads a decimal integer: plain if it has at most 15 characters
+-- (below 10^15, exact), else in limbs; a number is returned as it is.
+-- Adding 0 turns -0 into 0.
+local function n_parse(s)
+  if type(s) == 'number' then return s end
+  if #s <= 15 then return tonumber(s) + 0 end
+  return wide().parse(s)
+end
+local function n_wide(x)
+  if type(x) == 'number' then return wide().parse(string.format('%.0f', x)) end
+  return x
+end
+local function n_format(x)
+  if type(x) == 'number' then return string.format('%.0f', x) end
+  return wide().format(x)
+end
+local function n_add(a, b)
+  if type(a) == 'number' and type(b) == 'number' then
+    local r = a + b
+    if r < N_MAX and r > -N_MAX then return r end
+  end
+  return wide().add(n_wide(a), n_wide(b))
+end
+local function n_neg(a)
+  if type(a) == 'number' then return 0 - a end
+  local r = {neg = not a.neg}
+  for i = 1, #a do r[i] = a[i] end
+  if #r == 1 and r[1] == 0 then r.neg = false end
+  return r
+end
+local function n_mul(a, b)
+  if type(a) == 'number' and type(b) == 'number' then
+    local r = a * b
+    if r < N_MAX and r > -N_MAX then return r + 0 end
+  end
+  local x, y = n_wide(a), n_wide(b)
+  local w = wide()
+  local r = w.mul(x, y)
+  r.neg = x.neg ~= y.neg and w.sign(r) ~= 0
+  return r
+end
+local function n_cmp(a, b)
+  if type(a) == 'number' and type(b) == 'number' then
+    if a < b then return -1 elseif a > b then return 1 end
+    return 0
+  end
+  return wide().cmp(n_wide(a), n_wide(b))
+end
+local function n_sign(a) return n_cmp(a, 0) end
 `

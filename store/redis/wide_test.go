@@ -4,6 +4,7 @@ import (
 	"context"
 	"math/big"
 	"math/rand/v2"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -30,6 +31,8 @@ func TestWideArithmeticIsExact(t *testing.T) {
 	}
 	defer c.Close()
 	script := rueidis.NewLuaScript(redis.LuaWide + `
+local w = wide()
+local w_parse, w_format, w_add, w_mul, w_cmp = w.parse, w.format, w.add, w.mul, w.cmp
 local out = {}
 for i = 1, #ARGV, 2 do
   local a, b = w_parse(ARGV[i]), w_parse(ARGV[i + 1])
@@ -79,9 +82,86 @@ return out
 	}
 }
 
+// The scripts' numbers (luaNum: plain doubles while exact, limbs beyond)
+// agree with math/big on random numbers of up to 20 digits and around
+// 2^53, 10^15 and the square root of 2^53: sums, differences, signed
+// products, comparisons, formatting, and results of results (2ab, a²b),
+// which cross from plain to limbs.
+func TestNumArithmeticIsExact(t *testing.T) {
+	if serverURL == "" {
+		t.Skip("no redis-server")
+	}
+	co, err := redis.ClientOption(serverURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := rueidis.NewClient(co)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	script := rueidis.NewLuaScript(redis.LuaNum + `
+local out = {}
+for i = 1, #ARGV, 2 do
+  local a, b = n_parse(ARGV[i]), n_parse(ARGV[i + 1])
+  local ab = n_mul(a, b)
+  out[#out + 1] = {n_format(n_add(a, b)), n_format(n_add(a, n_neg(b))), n_format(ab), n_cmp(a, b), n_format(a),
+    n_format(n_add(ab, ab)), n_format(n_mul(n_mul(a, a), b)), n_sign(n_add(ab, n_neg(ab)))}
+end
+return out
+`)
+	r := rand.New(rand.NewPCG(3, 4))
+	edges := []string{"0", "-0", "1", "-1", "94906265", "94906266", "-94906266", "67108864", "134217728",
+		"999999999999999", "-999999999999999", "1000000000000000", "4503599627370496", "9007199254740991",
+		"9007199254740992", "-9007199254740993", "123456789012345678"}
+	var args []string
+	for _, a := range edges {
+		for _, b := range edges {
+			args = append(args, a, b)
+		}
+	}
+	for range 2000 {
+		args = append(args, randDecimalUpTo(r, 20), randDecimalUpTo(r, 20))
+	}
+	res, err := script.Exec(context.Background(), c, nil, args).ToArray()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, row := range res {
+		x, y := args[2*i], args[2*i+1]
+		a, b := bigOf(t, x), bigOf(t, y)
+		ab := new(big.Int).Mul(a, b)
+		want := []string{
+			new(big.Int).Add(a, b).String(),
+			new(big.Int).Sub(a, b).String(),
+			ab.String(),
+			strconv.Itoa(a.Cmp(b)),
+			a.String(),
+			new(big.Int).Add(ab, ab).String(),
+			new(big.Int).Mul(new(big.Int).Mul(a, a), b).String(),
+			"0",
+		}
+		got, _ := row.ToArray()
+		for j, w := range want {
+			g, err := got[j].ToString()
+			if err != nil {
+				n, _ := got[j].AsInt64()
+				g = strconv.FormatInt(n, 10)
+			}
+			if g != w {
+				t.Errorf("%s, %s: result %d = %s, want %s", x, y, j, g, w)
+			}
+		}
+	}
+}
+
 // randDecimal returns a random integer of 1 to 40 digits, of either sign.
-func randDecimal(r *rand.Rand) string {
-	n := 1 + r.IntN(40)
+func randDecimal(r *rand.Rand) string { return randDecimalUpTo(r, 40) }
+
+// randDecimalUpTo returns a random integer of 1 to digits digits, of either
+// sign.
+func randDecimalUpTo(r *rand.Rand, digits int) string {
+	n := 1 + r.IntN(digits)
 	var b strings.Builder
 	if r.IntN(2) == 0 {
 		b.WriteByte('-')
