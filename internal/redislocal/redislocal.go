@@ -155,6 +155,19 @@ func StartCluster(ctx context.Context, masters int) (*Cluster, error) {
 		}
 		return &Cluster{URL: u, Addrs: addrs}, nil
 	}
+	return startCluster(ctx, masters, nil)
+}
+
+// StartClusterTLS starts a fresh Redis Cluster as StartCluster does whose
+// nodes clients reach over TLS (their TLS ports, with the certificate and
+// key of files, which must name 127.0.0.1 and be valid for both server
+// and client authentication) and talk to each other over TLS
+// (tls-cluster). Its URL is rediss+cluster://, without the CA.
+func StartClusterTLS(ctx context.Context, masters int, files TLSFiles) (*Cluster, error) {
+	return startCluster(ctx, masters, &files)
+}
+
+func startCluster(ctx context.Context, masters int, tls *TLSFiles) (*Cluster, error) {
 	if masters < 3 {
 		return nil, fmt.Errorf("redislocal: a cluster needs at least 3 masters, not %d", masters)
 	}
@@ -169,7 +182,7 @@ func StartCluster(ctx context.Context, masters int) (*Cluster, error) {
 	errs := make([]error, masters)
 	var wg sync.WaitGroup
 	for i := range masters {
-		wg.Go(func() { c.nodes[i], errs[i] = startNode(ctx, bins.server, nodeOpts{cluster: true}) })
+		wg.Go(func() { c.nodes[i], errs[i] = startNode(ctx, bins.server, nodeOpts{cluster: true, tls: tls}) })
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
@@ -177,16 +190,24 @@ func StartCluster(ctx context.Context, masters int) (*Cluster, error) {
 		return nil, err
 	}
 	for _, n := range c.nodes {
-		c.Addrs = append(c.Addrs, n.addr)
+		if tls != nil {
+			c.Addrs = append(c.Addrs, n.tlsAddr)
+		} else {
+			c.Addrs = append(c.Addrs, n.addr)
+		}
 	}
 	c.URL = "redis+cluster://" + strings.Join(c.Addrs, ",")
-
 	args := append([]string{"--cluster", "create"}, c.Addrs...)
 	args = append(args, "--cluster-replicas", "0", "--cluster-yes")
+	if tls != nil {
+		c.URL = "rediss+cluster://" + strings.Join(c.Addrs, ",")
+		args = append(args, "--tls", "--cacert", tls.CA)
+	}
 	out, err := exec.CommandContext(ctx, bins.cli, args...).CombinedOutput()
 	if err != nil {
+		logs := c.logs()
 		_ = c.Stop()
-		return nil, fmt.Errorf("redislocal: %s %s: %w; output:\n%s", filepath.Base(bins.cli), strings.Join(args, " "), err, out)
+		return nil, fmt.Errorf("redislocal: %s %s: %w; output:\n%s\nlogs:\n%s", filepath.Base(bins.cli), strings.Join(args, " "), err, out, logs)
 	}
 	if err := c.waitOK(ctx); err != nil {
 		logs := c.logs()
@@ -277,8 +298,11 @@ func startNode(ctx context.Context, server string, o nodeOpts) (*node, error) {
 func tryNode(ctx context.Context, server string, o nodeOpts) (*node, error) {
 	cluster := o.cluster
 	nports := 1
-	if cluster || o.tls != nil {
-		nports = 2
+	if cluster {
+		nports++
+	}
+	if o.tls != nil {
+		nports++
 	}
 	ports, err := freePorts(nports)
 	if err != nil {
@@ -303,9 +327,14 @@ func tryNode(ctx context.Context, server string, o nodeOpts) (*node, error) {
 	}
 	n := &node{addr: "127.0.0.1:" + port, dir: dir, log: new(syncBuffer), exited: make(chan struct{})}
 	if o.tls != nil {
-		n.tlsAddr = "127.0.0.1:" + strconv.Itoa(ports[1])
-		args = append(args, "--tls-port", strconv.Itoa(ports[1]), "--tls-cert-file", o.tls.Cert,
+		tlsPort := strconv.Itoa(ports[nports-1])
+		n.tlsAddr = "127.0.0.1:" + tlsPort
+		args = append(args, "--tls-port", tlsPort, "--tls-cert-file", o.tls.Cert,
 			"--tls-key-file", o.tls.Key, "--tls-ca-cert-file", o.tls.CA, "--tls-auth-clients", "no")
+		if cluster {
+			// the nodes meet over TLS, and tell clients their TLS ports
+			args = append(args, "--tls-cluster", "yes")
+		}
 	}
 	n.cmd = exec.Command(server, args...)
 	n.cmd.Dir = dir

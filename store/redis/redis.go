@@ -2,15 +2,18 @@
 // processes on many machines share one Redis server or Cluster (docs/redis.md).
 //
 // A bucket is one hash per namespace, entity and resource; each refilling
-// limit is stored as its full tick (package bucket: the instant refill alone
-// fills it, in ticks of the limit's own rate) and each concurrency limit as
-// the millitokens in use, both as decimal strings. An acquire is one script
-// call that, for every limit of every bucket of the request, compares the
-// stored number with bounds the process computed and adds the debit: the
-// wide arithmetic (products, quotients, 128-bit ticks) is done in Go by
-// package bucket, and the script only compares and adds decimal integers
-// limb by limb, which is exact whatever their size (docs/redis.md proves
-// each script). The acquires of one process on one bucket share a call.
+// limit is stored as a small excess over the instant it was last written
+// (its anchor), from which its full tick follows (package bucket: the
+// instant refill alone fills it, in ticks of the limit's own rate), and
+// each concurrency limit as the millitokens in use. An acquire is one
+// function call (FCALL; EVALSHA where functions are refused) that, for
+// every limit of every bucket of the request, refills the excess to the
+// bucket's time, compares it with the cover the process computed and adds
+// the debit: the 128-bit arithmetic is done in Go by package bucket, and
+// the script computes in doubles only while that is exact, in decimal
+// limbs beyond (docs/redis.md proves each script). The acquires of one
+// process on one bucket share a call, which reads and writes the bucket
+// once.
 //
 // Every key of a namespace carries the namespace's id as its hash tag, so
 // that on a Cluster a namespace lives in one hash slot and every script
@@ -189,7 +192,9 @@ func ClientOption(rawURL string) (rueidis.ClientOption, error) {
 	if err := applyQuery(&co, u, rawURL); err != nil {
 		return co, err
 	}
-	if co.TLSConfig != nil {
+	if co.TLSConfig != nil && !cluster {
+		// A Cluster's nodes are each checked against their own address,
+		// which the TLS dialer takes as the name when none is set.
 		co.TLSConfig.ServerName = u.Hostname()
 	}
 	if u.User != nil {

@@ -57,6 +57,42 @@ func TestTLS(t *testing.T) {
 	}
 }
 
+// rediss+cluster:// reaches a Cluster whose nodes serve TLS, following its
+// slots over TLS: buckets of namespaces in different slots, a cascade in
+// one, each decided exactly.
+func TestTLSCluster(t *testing.T) {
+	if serverURL == "" {
+		t.Skip(redislocal.Help)
+	}
+	files := newCertificates(t)
+	c, err := redislocal.StartClusterTLS(context.Background(), 3, files)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Stop() })
+	ctx := context.Background()
+	s, err := redis.Open(ctx, c.URL+"?ca="+files.CA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	p := bucket.Params{Capacity: 1000, Amount: 1000, Period: 1000}
+	limit := []store.LimitRequest{{Name: "rps", Params: p, Check: true, Amount: 1000}}
+	req := &store.ConsumeRequest{Now: 1_700_000_000_000, Buckets: []store.BucketRequest{
+		{Key: store.BucketKey{Entity: "key", Resource: "api"}, Limits: limit},
+		{Key: store.BucketKey{Entity: "org", Resource: "api"}, Limits: limit},
+	}}
+	// Namespace ids hash to different slots, so to different nodes.
+	for _, ns := range []string{"ns-a", "ns-b", "ns-c", "ns-d", "ns-e", "ns-f"} {
+		if ok, err := s.Consume(ctx, ns, req); !ok || err != nil {
+			t.Fatalf("%s: Consume over TLS = %v, %v", ns, ok, err)
+		}
+		if ok, err := s.Consume(ctx, ns, req); ok || err != nil {
+			t.Fatalf("%s: second Consume over TLS = %v, %v; want refused", ns, ok, err)
+		}
+	}
+}
+
 // The parameters of a store URL are checked.
 func TestURLParameters(t *testing.T) {
 	for _, u := range []string{
@@ -71,7 +107,8 @@ func TestURLParameters(t *testing.T) {
 }
 
 // newCertificates writes a CA and a certificate for 127.0.0.1 signed by
-// it, in PEM files of a temporary directory.
+// it, in PEM files of a temporary directory. The certificate also
+// authenticates clients: a Cluster's nodes present it to each other.
 func newCertificates(t *testing.T) redislocal.TLSFiles {
 	t.Helper()
 	dir := t.TempDir()
@@ -93,7 +130,7 @@ func newCertificates(t *testing.T) redislocal.TLSFiles {
 	leaf := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "127.0.0.1"},
 		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
 		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, KeyUsage: x509.KeyUsageDigitalSignature,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}}
 	caCert, err := x509.ParseCertificate(caDER)
 	if err != nil {
 		t.Fatal(err)
