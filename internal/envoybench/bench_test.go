@@ -40,7 +40,11 @@ func TestMain(m *testing.M) { os.Exit(redislocal.Main(m, &redisURL)) }
 // gRPC connection each, each client its own descriptor value: its own
 // key, a generous limit so nothing is denied), in alternating rounds.
 // It reports each service's median requests/s, their ratio, and the CPU
-// time per request of each service's process and of the redis-server.
+// time per request of each service's process, of the redis-server and of
+// the load generator (this process). The machine's cores are shared by
+// all three, so the generator's CPU per request bounds any ratio: a
+// service costing nothing would answer (its peer's CPU + the
+// generator's) / the generator's times its peer's rate (ceiling-x).
 func BenchmarkEnvoyOnRedis(b *testing.B) {
 	rlBin, tgBin := os.Getenv(envRatelimit), os.Getenv(envTollgate)
 	if rlBin == "" || tgBin == "" || redisURL == "" {
@@ -75,18 +79,24 @@ func BenchmarkEnvoyOnRedis(b *testing.B) {
 			b.ReportMetric(medianOf(rl, serviceCPU), "ratelimit-cpu-us/req")
 			b.ReportMetric(medianOf(tg, redisCPU), "tollgate-redis-cpu-us/req")
 			b.ReportMetric(medianOf(rl, redisCPU), "ratelimit-redis-cpu-us/req")
+			gen := medianOf(append(tg, rl...), loadCPU)
+			b.ReportMetric(gen, "loadgen-cpu-us/req")
+			if gen > 0 {
+				b.ReportMetric((medianOf(rl, serviceCPU)+medianOf(rl, redisCPU)+gen)/gen, "ceiling-x")
+			}
 		})
 	}
 }
 
 // measure is one round against one service: its rate, and the CPU time
-// per request of the service's process and of the redis-server
-// (microseconds; 0 where /proc is not there).
-type measure struct{ rate, service, redis float64 }
+// per request of the service's process, of the redis-server and of the
+// load generator (microseconds; 0 where /proc is not there).
+type measure struct{ rate, service, redis, load float64 }
 
 func rateOf(m measure) float64     { return m.rate }
 func serviceCPU(m measure) float64 { return m.service }
 func redisCPU(m measure) float64   { return m.redis }
+func loadCPU(m measure) float64    { return m.load }
 
 func medianOf(ms []measure, f func(measure) float64) float64 {
 	v := make([]float64, len(ms))
@@ -101,7 +111,7 @@ func medianOf(ms []measure, f func(measure) float64) float64 {
 // measures the rate of answers and the CPU time they cost.
 func load(b *testing.B, svc service, redisPID, clients int, d time.Duration) measure {
 	addr := svc.addr
-	cpu0, rcpu0 := cpuTime(svc.pid), cpuTime(redisPID)
+	cpu0, rcpu0, lcpu0 := cpuTime(svc.pid), cpuTime(redisPID), cpuTime(os.Getpid())
 	var ok, failed atomic.Int64
 	var wg sync.WaitGroup
 	stop := time.Now().Add(d)
@@ -134,7 +144,8 @@ func load(b *testing.B, svc service, redisPID, clients int, d time.Duration) mea
 		b.Fatalf("%s: %d calls failed or were limited; first: %v", addr, n, firstErr.Load())
 	}
 	n := float64(ok.Load())
-	return measure{rate: n / d.Seconds(), service: float64(cpuTime(svc.pid)-cpu0) / n, redis: float64(cpuTime(redisPID)-rcpu0) / n}
+	return measure{rate: n / d.Seconds(), service: float64(cpuTime(svc.pid)-cpu0) / n, redis: float64(cpuTime(redisPID)-rcpu0) / n,
+		load: float64(cpuTime(os.Getpid())-lcpu0) / n}
 }
 
 // cpuTime returns the CPU time (user and system) process pid has used, in
