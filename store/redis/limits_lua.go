@@ -83,8 +83,12 @@ local function b_write(st, i, sig, x, amount, anchor)
     vals[3 * i + 3] = anchor
   end
   vals[3 * i + 2] = x
-  if sig then vals[3 * i + 1] = sig end
-  st.dirty[i] = true
+  if sig then
+    vals[3 * i + 1] = sig
+    st.dirty[i] = 2
+  elseif not st.dirty[i] then
+    st.dirty[i] = 1
+  end
 end
 -- b_touch records now as the bucket's time if it is later than "r".
 local function b_touch(st, now)
@@ -96,8 +100,10 @@ end
 b_flushone = function(st)
   local set, vals = {}, st.vals
   for i, name in ipairs(st.names) do
-    if st.dirty[i] then
-      set[#set + 1] = 'p|' .. name; set[#set + 1] = vals[3 * i + 1]
+    local dirty = st.dirty[i]
+    if dirty then
+      -- 2: a new limit, written with its parameters
+      if dirty == 2 then set[#set + 1] = 'p|' .. name; set[#set + 1] = vals[3 * i + 1] end
       set[#set + 1] = 'v|' .. name; set[#set + 1] = vals[3 * i + 2]
       if vals[3 * i + 3] then set[#set + 1] = 'a|' .. name; set[#set + 1] = vals[3 * i + 3] end
     end
