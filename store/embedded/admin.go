@@ -8,6 +8,7 @@ import (
 
 	"github.com/tollgate-rl/tollgate/model"
 	"github.com/tollgate-rl/tollgate/store/internal/buckettable"
+	"github.com/tollgate-rl/tollgate/store/internal/codec"
 )
 
 // Configuration, entities and audit events are read and written in bbolt
@@ -62,11 +63,11 @@ func (s *Store) GetConfigs(ctx context.Context, ns string, scopes []model.Scope)
 			if v == nil {
 				continue
 			}
-			c, err := decodeConfig(v)
+			c, err := codec.DecodeConfig(v)
 			if err != nil {
 				return fmt.Errorf("embedded: config %+v: %w", sc, err)
 			}
-			out[i] = c
+			out[i] = &c
 		}
 		return nil
 	})
@@ -81,7 +82,7 @@ func (s *Store) PutConfig(ctx context.Context, ns string, scope model.Scope, cfg
 	if err := checkPair("scope", scope.Entity, scope.Resource); err != nil {
 		return err
 	}
-	v, err := encodeConfig(cfg)
+	v, err := codec.EncodeConfig(cfg)
 	if err != nil {
 		return err
 	}
@@ -115,7 +116,7 @@ func (s *Store) CreateEntity(ctx context.Context, ns string, e model.Entity, ev 
 	if e.ID == "" || len(e.ID) > maxKey/2 || len(e.ParentID) > maxKey/2 {
 		return model.Invalid("entity", e.ID, fmt.Sprintf("ids must be 1 to %d bytes", maxKey/2))
 	}
-	v, err := encodeEntity(e)
+	v, err := codec.EncodeEntity(e)
 	if err != nil {
 		return err
 	}
@@ -152,7 +153,7 @@ func (s *Store) GetEntity(ctx context.Context, ns, id string) (model.Entity, err
 			return model.ErrEntityNotFound
 		}
 		var err error
-		e, err = decodeEntity(v)
+		e, err = codec.DecodeEntity(v)
 		return err
 	})
 	return e, err
@@ -175,7 +176,7 @@ func (s *Store) DeleteEntity(ctx context.Context, ns, id string, ev model.AuditE
 		if v == nil {
 			return model.ErrEntityNotFound
 		}
-		e, err := decodeEntity(v)
+		e, err := codec.DecodeEntity(v)
 		if err != nil {
 			return err
 		}
@@ -221,7 +222,7 @@ func (s *Store) ListChildren(ctx context.Context, ns, id string) ([]model.Entity
 			if v == nil {
 				continue
 			}
-			e, err := decodeEntity(v)
+			e, err := codec.DecodeEntity(v)
 			if err != nil {
 				return err
 			}
@@ -252,7 +253,7 @@ func (s *Store) ListAudit(ctx context.Context, ns, entity, after string, limit i
 			if limit > 0 && len(out) == limit {
 				break
 			}
-			ev, err := decodeEvent(v)
+			ev, err := codec.DecodeEvent(v)
 			if err != nil {
 				return err
 			}
@@ -271,7 +272,7 @@ func appendAudit(nsb *bolt.Bucket, ev model.AuditEvent) error {
 	if err := checkPair("audit event", ev.Entity, ev.ID); err != nil {
 		return err
 	}
-	v, err := encodeEvent(ev)
+	v, err := codec.EncodeEvent(ev)
 	if err != nil {
 		return err
 	}

@@ -2,12 +2,9 @@ package embedded
 
 import (
 	"encoding/binary"
-	"encoding/json"
 	"errors"
-	"time"
 
 	"github.com/tollgate-rl/tollgate/bucket"
-	"github.com/tollgate-rl/tollgate/model"
 	"github.com/tollgate-rl/tollgate/store"
 )
 
@@ -16,8 +13,8 @@ import (
 //	version byte (1), varint Refilled, uvarint count, then per limit
 //	lp(name), varint Capacity, Amount, Period, Tokens, Rem
 //
-// Everything else is JSON through the types below, so that renaming a
-// field in package model never changes the file format.
+// Everything else is JSON (package codec), so that renaming a field in
+// package model never changes the file format.
 const recordVersion = 1
 
 var errCorrupt = errors.New("corrupt bucket record")
@@ -107,93 +104,4 @@ func (d *decoder) string() string {
 	s := string(d.b[:n])
 	d.b = d.b[n:]
 	return s
-}
-
-type limitJSON struct {
-	Name     string        `json:"name"`
-	Kind     uint8         `json:"kind,omitempty"`
-	Capacity int64         `json:"capacity"`
-	Amount   int64         `json:"refill_amount,omitempty"`
-	Period   time.Duration `json:"refill_period_ns,omitempty"`
-}
-
-type configJSON struct {
-	Limits        []limitJSON `json:"limits"`
-	OnUnavailable string      `json:"on_unavailable,omitempty"`
-}
-
-func encodeConfig(c model.Config) ([]byte, error) {
-	out := configJSON{Limits: make([]limitJSON, len(c.Limits)), OnUnavailable: string(c.OnUnavailable)}
-	for i, l := range c.Limits {
-		out.Limits[i] = limitJSON{Name: l.Name, Kind: uint8(l.Kind), Capacity: l.Capacity, Amount: l.RefillAmount, Period: l.RefillPeriod}
-	}
-	return json.Marshal(out)
-}
-
-func decodeConfig(b []byte) (*model.Config, error) {
-	var in configJSON
-	if err := json.Unmarshal(b, &in); err != nil {
-		return nil, err
-	}
-	c := &model.Config{Limits: make([]model.Limit, len(in.Limits)), OnUnavailable: model.OnUnavailable(in.OnUnavailable)}
-	for i, l := range in.Limits {
-		c.Limits[i] = model.Limit{Name: l.Name, Kind: model.Kind(l.Kind), Capacity: l.Capacity, RefillAmount: l.Amount, RefillPeriod: l.Period}
-	}
-	return c, nil
-}
-
-type entityJSON struct {
-	ID        string            `json:"id"`
-	Name      string            `json:"name,omitempty"`
-	ParentID  string            `json:"parent_id,omitempty"`
-	Cascade   bool              `json:"cascade,omitempty"`
-	Metadata  map[string]string `json:"metadata,omitempty"`
-	CreatedAt time.Time         `json:"created_at"`
-}
-
-func encodeEntity(e model.Entity) ([]byte, error) {
-	return json.Marshal(entityJSON(e))
-}
-
-func decodeEntity(b []byte) (model.Entity, error) {
-	var in entityJSON
-	err := json.Unmarshal(b, &in)
-	return model.Entity(in), err
-}
-
-type eventJSON struct {
-	ID        string            `json:"id"`
-	Time      time.Time         `json:"time"`
-	Action    string            `json:"action"`
-	Entity    string            `json:"entity,omitempty"`
-	Resource  string            `json:"resource,omitempty"`
-	Principal string            `json:"principal,omitempty"`
-	Details   map[string]string `json:"details,omitempty"`
-}
-
-func encodeEvent(ev model.AuditEvent) ([]byte, error) {
-	return json.Marshal(eventJSON(ev))
-}
-
-func decodeEvent(b []byte) (model.AuditEvent, error) {
-	var in eventJSON
-	err := json.Unmarshal(b, &in)
-	return model.AuditEvent(in), err
-}
-
-type namespaceJSON struct {
-	Name      string    `json:"name"`
-	ID        string    `json:"id"`
-	CreatedAt time.Time `json:"created_at"`
-	DeletedAt time.Time `json:"deleted_at"`
-}
-
-func encodeNamespace(n model.Namespace) ([]byte, error) {
-	return json.Marshal(namespaceJSON(n))
-}
-
-func decodeNamespace(b []byte) (model.Namespace, error) {
-	var in namespaceJSON
-	err := json.Unmarshal(b, &in)
-	return model.Namespace(in), err
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/tollgate-rl/tollgate/model"
 	"github.com/tollgate-rl/tollgate/store"
+	"github.com/tollgate-rl/tollgate/store/internal/codec"
 )
 
 // ListEntities implements store.Entities: the entities bucket is keyed by
@@ -28,7 +29,7 @@ func (s *Store) ListEntities(ctx context.Context, ns, after string, limit int) (
 			if string(k) == after {
 				continue
 			}
-			e, err := decodeEntity(v)
+			e, err := codec.DecodeEntity(v)
 			if err != nil {
 				return fmt.Errorf("embedded: entity %q: %w", k, err)
 			}
@@ -54,7 +55,7 @@ func (s *Store) UpdateEntity(ctx context.Context, ns string, e model.Entity, ev 
 		if v == nil {
 			return model.ErrEntityNotFound
 		}
-		old, err := decodeEntity(v)
+		old, err := codec.DecodeEntity(v)
 		if err != nil {
 			return err
 		}
@@ -67,7 +68,7 @@ func (s *Store) UpdateEntity(ctx context.Context, ns string, e model.Entity, ev 
 			}
 		}
 		e.CreatedAt = old.CreatedAt
-		nv, err := encodeEntity(e)
+		nv, err := codec.EncodeEntity(e)
 		if err != nil {
 			return err
 		}
@@ -86,7 +87,7 @@ func parentIn(ents *bolt.Bucket) func(id string) (string, bool, error) {
 		if v == nil {
 			return "", false, nil
 		}
-		e, err := decodeEntity(v)
+		e, err := codec.DecodeEntity(v)
 		return e.ParentID, true, err
 	}
 }
@@ -127,11 +128,11 @@ func (s *Store) ListConfigs(ctx context.Context, ns string, after *model.Scope, 
 			if after != nil && model.CompareScopes(sc, *after) <= 0 {
 				return nil
 			}
-			c, err := decodeConfig(v)
+			c, err := codec.DecodeConfig(v)
 			if err != nil {
 				return fmt.Errorf("embedded: config %+v: %w", sc, err)
 			}
-			out = append(out, model.ScopedConfig{Scope: sc, Config: *c})
+			out = append(out, model.ScopedConfig{Scope: sc, Config: c})
 			return nil
 		})
 	})

@@ -2,13 +2,13 @@ package embedded
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/tollgate-rl/tollgate/model"
 	"github.com/tollgate-rl/tollgate/store"
+	"github.com/tollgate-rl/tollgate/store/internal/codec"
 )
 
 // Stored API keys live twice: by hash in the top-level bucket keys (how a
@@ -22,7 +22,7 @@ func (s *Store) CreateKey(ctx context.Context, ns string, k model.Key, ev model.
 	if err := checkKey(k.Name, k.Hash); err != nil {
 		return err
 	}
-	v, err := encodeKey(ns, k)
+	v, err := codec.EncodeKey(ns, k)
 	if err != nil {
 		return err
 	}
@@ -50,7 +50,7 @@ func (s *Store) KeyByHash(ctx context.Context, hash string) (model.Key, error) {
 			return model.ErrKeyNotFound
 		}
 		var err error
-		k, err = decodeKey(v)
+		k, err = codec.DecodeKey(v)
 		return err
 	})
 	return k, err
@@ -78,7 +78,7 @@ func (s *Store) ListKeys(ctx context.Context, ns, after string, limit int) ([]mo
 			if v == nil {
 				return fmt.Errorf("embedded: key %q: no record of its hash: %w", name, errCorrupt)
 			}
-			k, err := decodeKey(v)
+			k, err := codec.DecodeKey(v)
 			if err != nil {
 				return fmt.Errorf("embedded: key %q: %w", name, err)
 			}
@@ -135,35 +135,6 @@ func checkKey(name, hash string) error {
 		return model.Invalid("hash", hash, fmt.Sprintf("must be 1 to %d bytes", maxKey))
 	}
 	return nil
-}
-
-// keyJSON is a key's record by hash. Times are Unix milliseconds (0: no
-// expiry), so they read back in UTC at the precision the other backends
-// keep; NamespaceID says whose key it is.
-type keyJSON struct {
-	Name        string `json:"name"`
-	Namespace   string `json:"namespace"`
-	NamespaceID string `json:"namespace_id"`
-	Role        string `json:"role"`
-	Entity      string `json:"entity,omitempty"`
-	AllowLimits bool   `json:"allow_limits,omitempty"`
-	Hash        string `json:"hash"`
-	CreatedAt   int64  `json:"created_ms"`
-	ExpiresAt   int64  `json:"expires_ms,omitempty"`
-}
-
-func encodeKey(ns string, k model.Key) ([]byte, error) {
-	return json.Marshal(keyJSON{Name: k.Name, Namespace: k.Namespace, NamespaceID: ns, Role: string(k.Role), Entity: k.Entity,
-		AllowLimits: k.AllowLimits, Hash: k.Hash, CreatedAt: model.UnixMilli(k.CreatedAt), ExpiresAt: model.UnixMilli(k.ExpiresAt)})
-}
-
-func decodeKey(b []byte) (model.Key, error) {
-	var in keyJSON
-	if err := json.Unmarshal(b, &in); err != nil {
-		return model.Key{}, err
-	}
-	return model.Key{Name: in.Name, Namespace: in.Namespace, Role: model.Role(in.Role), Entity: in.Entity,
-		AllowLimits: in.AllowLimits, Hash: in.Hash, CreatedAt: model.FromUnixMilli(in.CreatedAt), ExpiresAt: model.FromUnixMilli(in.ExpiresAt)}, nil
 }
 
 // changed raises the generation if err, the outcome of a control-plane

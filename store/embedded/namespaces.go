@@ -9,6 +9,7 @@ import (
 
 	"github.com/tollgate-rl/tollgate/model"
 	"github.com/tollgate-rl/tollgate/store/internal/buckettable"
+	"github.com/tollgate-rl/tollgate/store/internal/codec"
 )
 
 // The registry maps names to namespaces (bucket registry) and ids back to
@@ -25,7 +26,7 @@ func (s *Store) CreateNamespace(ctx context.Context, n model.Namespace) error {
 	if err := checkNS(n.ID); err != nil {
 		return err
 	}
-	v, err := encodeNamespace(n)
+	v, err := codec.EncodeNamespace(n)
 	if err != nil {
 		return err
 	}
@@ -61,7 +62,7 @@ func getNamespace(tx *bolt.Tx, name string) (model.Namespace, error) {
 	if v == nil {
 		return model.Namespace{}, model.ErrNamespaceNotFound
 	}
-	return decodeNamespace(v)
+	return codec.DecodeNamespace(v)
 }
 
 // ListNamespaces implements store.Namespaces. bbolt keeps the registry
@@ -70,7 +71,7 @@ func (s *Store) ListNamespaces(ctx context.Context) ([]model.Namespace, error) {
 	var out []model.Namespace
 	err := s.view(ctx, func(tx *bolt.Tx) error {
 		return tx.Bucket(bktRegistry).ForEach(func(_, v []byte) error {
-			n, err := decodeNamespace(v)
+			n, err := codec.DecodeNamespace(v)
 			out = append(out, n)
 			return err
 		})
@@ -92,7 +93,7 @@ func (s *Store) SetNamespaceDeleted(ctx context.Context, name string, at time.Ti
 			return err
 		}
 		n.DeletedAt = at
-		v, err := encodeNamespace(n)
+		v, err := codec.EncodeNamespace(n)
 		if err != nil {
 			return err
 		}

@@ -3,7 +3,6 @@ package redis
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"fmt"
 	"slices"
 
@@ -11,6 +10,7 @@ import (
 
 	"github.com/tollgate-rl/tollgate/model"
 	"github.com/tollgate-rl/tollgate/store"
+	"github.com/tollgate-rl/tollgate/store/internal/codec"
 )
 
 // A stored API key lives twice, as the same JSON (keyJSON, which names the
@@ -66,7 +66,7 @@ var uncreateKeyScript = rueidis.NewLuaScript(luaUncreateKey)
 // Cluster, a check of the hash, the script in the namespace, then the
 // index (see above).
 func (s *Store) CreateKey(ctx context.Context, ns string, k model.Key, ev model.AuditEvent) error {
-	js, err := encodeKey(ns, k)
+	js, err := encoded(codec.EncodeKey(ns, k))
 	if err != nil {
 		return err
 	}
@@ -144,7 +144,7 @@ func (s *Store) KeyByHash(ctx context.Context, hash string) (model.Key, error) {
 	case err != nil:
 		return model.Key{}, fmt.Errorf("redis: key by hash: %w", err)
 	}
-	k, _, err := decodeKey(v)
+	k, err := decoded(codec.DecodeKey([]byte(v)))
 	return k, err
 }
 
@@ -163,7 +163,7 @@ func (s *Store) ListKeys(ctx context.Context, ns, after string, limit int) ([]mo
 		if name <= after {
 			continue
 		}
-		k, _, err := decodeKey(js)
+		k, err := decoded(codec.DecodeKey([]byte(js)))
 		if err != nil {
 			return nil, err
 		}
@@ -225,10 +225,11 @@ func (s *Store) DeleteKey(ctx context.Context, ns, name string, ev model.AuditEv
 		if err != nil {
 			return err
 		}
-		_, hash, err := decodeKey(js)
+		k, err := decoded(codec.DecodeKey([]byte(js)))
 		if err != nil {
 			return err
 		}
+		hash := k.Hash
 		args := append([]string{name, js}, evArgs...)
 		var code int64
 		if s.cluster() {
@@ -283,11 +284,11 @@ func (s *Store) unindexKeys(ctx context.Context, ns string) (int, error) {
 	}
 	n := 0
 	for _, js := range all {
-		_, hash, err := decodeKey(js)
+		k, err := decoded(codec.DecodeKey([]byte(js)))
 		if err != nil {
 			return n, err
 		}
-		ok, err := s.unindexKey(ctx, hash, js)
+		ok, err := s.unindexKey(ctx, k.Hash, js)
 		if err != nil {
 			return n, err
 		}
@@ -296,39 +297,4 @@ func (s *Store) unindexKeys(ctx context.Context, ns string) (int, error) {
 		}
 	}
 	return n, nil
-}
-
-// keyJSON is a stored key's JSON. Times are Unix milliseconds (0: no
-// expiry), so that they read back in UTC at the precision the other
-// backends keep; NamespaceID says whose key it is.
-type keyJSON struct {
-	Name        string `json:"name"`
-	Namespace   string `json:"namespace"`
-	NamespaceID string `json:"namespace_id"`
-	Role        string `json:"role"`
-	Entity      string `json:"entity,omitempty"`
-	AllowLimits bool   `json:"allow_limits,omitempty"`
-	Hash        string `json:"hash"`
-	CreatedAt   int64  `json:"created_ms"`
-	ExpiresAt   int64  `json:"expires_ms,omitempty"`
-}
-
-func encodeKey(ns string, k model.Key) (string, error) {
-	b, err := json.Marshal(keyJSON{Name: k.Name, Namespace: k.Namespace, NamespaceID: ns, Role: string(k.Role), Entity: k.Entity,
-		AllowLimits: k.AllowLimits, Hash: k.Hash, CreatedAt: model.UnixMilli(k.CreatedAt), ExpiresAt: model.UnixMilli(k.ExpiresAt)})
-	if err != nil {
-		return "", fmt.Errorf("redis: key %s: %w", k.Name, err)
-	}
-	return string(b), nil
-}
-
-// decodeKey decodes a stored key, and returns its hash too.
-func decodeKey(v string) (model.Key, string, error) {
-	var in keyJSON
-	if err := json.Unmarshal([]byte(v), &in); err != nil {
-		return model.Key{}, "", fmt.Errorf("redis: key: %w", err)
-	}
-	return model.Key{Name: in.Name, Namespace: in.Namespace, Role: model.Role(in.Role), Entity: in.Entity,
-		AllowLimits: in.AllowLimits, Hash: in.Hash, CreatedAt: model.FromUnixMilli(in.CreatedAt),
-		ExpiresAt: model.FromUnixMilli(in.ExpiresAt)}, in.Hash, nil
 }

@@ -2,13 +2,13 @@ package redis
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strconv"
 
 	"github.com/redis/rueidis"
 
 	"github.com/tollgate-rl/tollgate/model"
+	"github.com/tollgate-rl/tollgate/store/internal/codec"
 )
 
 // Audit events, written by both halves of the Store in the script of the
@@ -52,12 +52,12 @@ end
 //
 // where i and j are where it put them.
 func (s *Store) auditWrite(ns string, ev model.AuditEvent) (keys, args []string, err error) {
-	js, err := json.Marshal(ev)
+	js, err := encoded(codec.EncodeEvent(ev))
 	if err != nil {
-		return nil, nil, fmt.Errorf("redis: audit event %s: %w", ev.ID, err)
+		return nil, nil, err
 	}
 	return []string{s.keys.audit(ns), s.keys.auditAll(ns), s.keys.auditOf(ns, ev.Entity)},
-		[]string{ev.ID, string(js)}, nil
+		[]string{ev.ID, js}, nil
 }
 
 // luaRangeEvents reads a page of an index of event ids and the events, in
@@ -90,8 +90,8 @@ func (s *Store) ListAudit(ctx context.Context, ns, entity, after string, limit i
 	}
 	out := make([]model.AuditEvent, len(vals))
 	for i, v := range vals {
-		if err := json.Unmarshal([]byte(v), &out[i]); err != nil {
-			return nil, fmt.Errorf("redis: audit event: %w", err)
+		if out[i], err = decoded(codec.DecodeEvent([]byte(v))); err != nil {
+			return nil, err
 		}
 	}
 	return out, nil

@@ -2,19 +2,18 @@ package redis
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/redis/rueidis"
 
 	"github.com/tollgate-rl/tollgate/model"
 	"github.com/tollgate-rl/tollgate/store"
+	"github.com/tollgate-rl/tollgate/store/internal/codec"
 )
 
 // A scope's config is the string layout.config(ns, scopeMember(scope))
-// (JSON, configJSON), and the scope's member is in the sorted set
+// (JSON, package codec), and the scope's member is in the sorted set
 // layout.configs(ns) (score 0), whose lexicographic order is the listing's.
 
 // scopeSep separates a scope's entity from its resource in its member. It
@@ -59,7 +58,7 @@ func (s *Store) GetConfigs(ctx context.Context, ns string, scopes []model.Scope)
 		if !found[i] {
 			continue
 		}
-		c, err := decodeConfig(vals[i])
+		c, err := decoded(codec.DecodeConfig([]byte(vals[i])))
 		if err != nil {
 			return nil, err
 		}
@@ -92,7 +91,7 @@ func (s *Store) PutConfig(ctx context.Context, ns string, scope model.Scope, cfg
 		// config index could not tell its entity from its resource.
 		return model.Invalid("entity", scope.Entity, "must not contain "+scopeSep)
 	}
-	js, err := encodeConfig(cfg)
+	js, err := encoded(codec.EncodeConfig(cfg))
 	if err != nil {
 		return err
 	}
@@ -160,7 +159,7 @@ func (s *Store) ListConfigs(ctx context.Context, ns string, after *model.Scope, 
 		if err != nil {
 			return nil, err
 		}
-		c, err := decodeConfig(m.value)
+		c, err := decoded(codec.DecodeConfig([]byte(m.value)))
 		if err != nil {
 			return nil, err
 		}
@@ -175,46 +174,4 @@ func boolArg(b bool) string {
 		return "1"
 	}
 	return "0"
-}
-
-// limitJSON and configJSON are a config's JSON: field names of their own,
-// so that renaming a field in package model never changes what is stored.
-type limitJSON struct {
-	Name     string        `json:"name"`
-	Kind     uint8         `json:"kind,omitempty"`
-	Capacity int64         `json:"capacity"`
-	Amount   int64         `json:"refill_amount,omitempty"`
-	Period   time.Duration `json:"refill_period_ns,omitempty"`
-}
-
-type configJSON struct {
-	Limits        []limitJSON `json:"limits"`
-	OnUnavailable string      `json:"on_unavailable,omitempty"`
-}
-
-func encodeConfig(c model.Config) (string, error) {
-	out := configJSON{Limits: make([]limitJSON, len(c.Limits)), OnUnavailable: string(c.OnUnavailable)}
-	for i, l := range c.Limits {
-		out.Limits[i] = limitJSON{Name: l.Name, Kind: uint8(l.Kind), Capacity: l.Capacity, Amount: l.RefillAmount, Period: l.RefillPeriod}
-	}
-	b, err := json.Marshal(out)
-	if err != nil {
-		return "", fmt.Errorf("redis: config: %w", err)
-	}
-	return string(b), nil
-}
-
-func decodeConfig(v string) (model.Config, error) {
-	var in configJSON
-	if err := json.Unmarshal([]byte(v), &in); err != nil {
-		return model.Config{}, fmt.Errorf("redis: config: %w", err)
-	}
-	c := model.Config{OnUnavailable: model.OnUnavailable(in.OnUnavailable)}
-	if len(in.Limits) > 0 {
-		c.Limits = make([]model.Limit, len(in.Limits))
-	}
-	for i, l := range in.Limits {
-		c.Limits[i] = model.Limit{Name: l.Name, Kind: model.Kind(l.Kind), Capacity: l.Capacity, RefillAmount: l.Amount, RefillPeriod: l.Period}
-	}
-	return c, nil
 }

@@ -249,3 +249,20 @@ func (s *Store) getValue(ctx context.Context, key string) (string, error) {
 	}
 	return v, err
 }
+
+// encoded returns a record's stored form (package codec) as a string.
+func encoded(b []byte, err error) (string, error) {
+	if err != nil {
+		return "", fmt.Errorf("redis: %w", err)
+	}
+	return string(b), nil
+}
+
+// decoded returns a record read back (package codec), its error named as
+// the backend's.
+func decoded[T any](v T, err error) (T, error) {
+	if err != nil {
+		return v, fmt.Errorf("redis: %w", err)
+	}
+	return v, nil
+}

@@ -2,15 +2,14 @@ package redis
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strconv"
-	"time"
 
 	"github.com/redis/rueidis"
 
 	"github.com/tollgate-rl/tollgate/model"
 	"github.com/tollgate-rl/tollgate/store"
+	"github.com/tollgate-rl/tollgate/store/internal/codec"
 )
 
 // An entity is the string layout.entity(ns, id) (JSON, entityJSON, whose
@@ -27,7 +26,7 @@ func (s *Store) GetEntity(ctx context.Context, ns, id string) (model.Entity, err
 	case err != nil:
 		return model.Entity{}, fmt.Errorf("redis: get entity %s: %w", id, err)
 	}
-	return decodeEntity(v)
+	return decoded(codec.DecodeEntity([]byte(v)))
 }
 
 // luaCreateEntity stores an entity, indexes it (and under its parent) and
@@ -53,7 +52,7 @@ var createEntityScript = rueidis.NewLuaScript(luaControl + luaAppendEvent + luaC
 
 // CreateEntity implements store.Entities in one script.
 func (s *Store) CreateEntity(ctx context.Context, ns string, e model.Entity, ev model.AuditEvent) error {
-	js, err := encodeEntity(e)
+	js, err := encoded(codec.EncodeEntity(e))
 	if err != nil {
 		return err
 	}
@@ -236,12 +235,12 @@ func (s *Store) UpdateEntity(ctx context.Context, ns string, e model.Entity, ev 
 		case err != nil:
 			return fmt.Errorf("redis: update entity %s: %w", e.ID, err)
 		}
-		old, err := decodeEntity(cur)
+		old, err := decoded(codec.DecodeEntity([]byte(cur)))
 		if err != nil {
 			return err
 		}
 		e.CreatedAt = old.CreatedAt
-		js, err := encodeEntity(e)
+		js, err := encoded(codec.EncodeEntity(e))
 		if err != nil {
 			return err
 		}
@@ -265,39 +264,11 @@ func (s *Store) UpdateEntity(ctx context.Context, ns string, e model.Entity, ev 
 	return fmt.Errorf("redis: update entity %s: %w", e.ID, errBusy)
 }
 
-// entityJSON is an entity's JSON: field names of their own, so that
-// renaming a field in package model never changes what is stored (the
-// scripts read "parent_id").
-type entityJSON struct {
-	ID        string            `json:"id"`
-	Name      string            `json:"name,omitempty"`
-	ParentID  string            `json:"parent_id,omitempty"`
-	Cascade   bool              `json:"cascade,omitempty"`
-	Metadata  map[string]string `json:"metadata,omitempty"`
-	CreatedAt time.Time         `json:"created_at"`
-}
-
-func encodeEntity(e model.Entity) (string, error) {
-	b, err := json.Marshal(entityJSON(e))
-	if err != nil {
-		return "", fmt.Errorf("redis: entity %s: %w", e.ID, err)
-	}
-	return string(b), nil
-}
-
-func decodeEntity(v string) (model.Entity, error) {
-	var in entityJSON
-	if err := json.Unmarshal([]byte(v), &in); err != nil {
-		return model.Entity{}, fmt.Errorf("redis: entity: %w", err)
-	}
-	return model.Entity(in), nil
-}
-
 // decodeEntities decodes the values of a page of an entity index.
 func decodeEntities(page []indexedValue) ([]model.Entity, error) {
 	out := make([]model.Entity, 0, len(page))
 	for _, m := range page {
-		e, err := decodeEntity(m.value)
+		e, err := decoded(codec.DecodeEntity([]byte(m.value)))
 		if err != nil {
 			return nil, err
 		}

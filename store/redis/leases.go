@@ -12,6 +12,7 @@ import (
 	"github.com/tollgate-rl/tollgate/bucket"
 	"github.com/tollgate-rl/tollgate/model"
 	"github.com/tollgate-rl/tollgate/store"
+	"github.com/tollgate-rl/tollgate/store/internal/codec"
 )
 
 // A durable lease is a hash: "rec", the record as JSON; "ver", its
@@ -53,11 +54,11 @@ func eventArgs(ev *model.AuditEvent) (id, js, entity string, err error) {
 	if ev == nil {
 		return "", "", "", nil
 	}
-	b, err := json.Marshal(ev)
+	js, err = encoded(codec.EncodeEvent(*ev))
 	if err != nil {
-		return "", "", "", fmt.Errorf("redis: audit event: %w", err)
+		return "", "", "", err
 	}
-	return ev.ID, string(b), ev.Entity, nil
+	return ev.ID, js, ev.Entity, nil
 }
 
 func flag(b bool) string {

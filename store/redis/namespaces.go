@@ -2,7 +2,6 @@ package redis
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
@@ -10,6 +9,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/tollgate-rl/tollgate/model"
+	"github.com/tollgate-rl/tollgate/store/internal/codec"
 )
 
 // The namespace registry has the hash tag {ns}, so that one script checks
@@ -38,7 +38,7 @@ var createNamespaceScript = rueidis.NewLuaScript(luaControl + luaCreateNamespace
 
 // CreateNamespace implements store.Namespaces in one script.
 func (s *Store) CreateNamespace(ctx context.Context, n model.Namespace) error {
-	js, err := encodeNamespace(n)
+	js, err := encoded(codec.EncodeNamespace(n))
 	if err != nil {
 		return err
 	}
@@ -59,7 +59,7 @@ func (s *Store) GetNamespace(ctx context.Context, name string) (model.Namespace,
 	case err != nil:
 		return model.Namespace{}, fmt.Errorf("redis: get namespace %s: %w", name, err)
 	}
-	return decodeNamespace(v)
+	return decoded(codec.DecodeNamespace([]byte(v)))
 }
 
 // ListNamespaces implements store.Namespaces: the names with their
@@ -71,7 +71,7 @@ func (s *Store) ListNamespaces(ctx context.Context) ([]model.Namespace, error) {
 	}
 	out := make([]model.Namespace, 0, len(page))
 	for _, m := range page {
-		n, err := decodeNamespace(m.value)
+		n, err := decoded(codec.DecodeNamespace([]byte(m.value)))
 		if err != nil {
 			return nil, err
 		}
@@ -108,12 +108,12 @@ func (s *Store) SetNamespaceDeleted(ctx context.Context, name string, at time.Ti
 		case err != nil:
 			return fmt.Errorf("redis: update namespace %s: %w", name, err)
 		}
-		n, err := decodeNamespace(cur)
+		n, err := decoded(codec.DecodeNamespace([]byte(cur)))
 		if err != nil {
 			return err
 		}
 		n.DeletedAt = at
-		js, err := encodeNamespace(n)
+		js, err := encoded(codec.EncodeNamespace(n))
 		if err != nil {
 			return err
 		}
@@ -239,29 +239,4 @@ func globEscape(s string) string {
 		b.WriteRune(r)
 	}
 	return b.String()
-}
-
-// namespaceJSON is a registration's JSON: field names of their own, so
-// that renaming a field in package model never changes what is stored.
-type namespaceJSON struct {
-	Name      string    `json:"name"`
-	ID        string    `json:"id"`
-	CreatedAt time.Time `json:"created_at"`
-	DeletedAt time.Time `json:"deleted_at"`
-}
-
-func encodeNamespace(n model.Namespace) (string, error) {
-	b, err := json.Marshal(namespaceJSON(n))
-	if err != nil {
-		return "", fmt.Errorf("redis: namespace %s: %w", n.Name, err)
-	}
-	return string(b), nil
-}
-
-func decodeNamespace(v string) (model.Namespace, error) {
-	var in namespaceJSON
-	if err := json.Unmarshal([]byte(v), &in); err != nil {
-		return model.Namespace{}, fmt.Errorf("redis: namespace: %w", err)
-	}
-	return model.Namespace(in), nil
 }

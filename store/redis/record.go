@@ -2,7 +2,6 @@ package redis
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
@@ -12,6 +11,7 @@ import (
 	"github.com/tollgate-rl/tollgate/bucket"
 	"github.com/tollgate-rl/tollgate/model"
 	"github.com/tollgate-rl/tollgate/store"
+	"github.com/tollgate-rl/tollgate/store/internal/codec"
 )
 
 // A bucket's hash read whole, for the rare writes that need Go's
@@ -171,12 +171,12 @@ func (s *Store) rewrite(ctx context.Context, ns string, k store.BucketKey, now i
 		args = append(args, set...)
 		args = append(args, strconv.FormatInt(ttl, 10))
 		if event != nil {
-			js, err := json.Marshal(event)
+			js, err := encoded(codec.EncodeEvent(*event))
 			if err != nil {
-				return fmt.Errorf("redis: audit event: %w", err)
+				return err
 			}
 			keys = append(keys, s.keys.auditOf(ns, event.Entity))
-			args = append(args, event.ID, string(js))
+			args = append(args, event.ID, js)
 		} else {
 			keys = append(keys, key) // unused
 			args = append(args, "", "")
