@@ -11,7 +11,6 @@ import (
 
 	"github.com/tollgate-rl/tollgate/bucket"
 	"github.com/tollgate-rl/tollgate/store"
-	"github.com/tollgate-rl/tollgate/store/redis"
 )
 
 // What a bucket costs the server, measured (docs/redis.md, "Persistence
@@ -24,15 +23,7 @@ func TestMemoryPerBucket(t *testing.T) {
 		t.Skip("sizing skipped in -short mode")
 	}
 	s := newStore(t)
-	co, err := redis.ClientOption(serverURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := rueidis.NewClient(co)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := rawClient(t, serverURL)
 	ctx := context.Background()
 	p := bucket.Params{Capacity: 100_000, Amount: 100_000, Period: 60_000}
 	for _, limits := range []int{1, 3} {

@@ -18,18 +18,7 @@ import (
 // sums, differences, products of non-negative numbers, comparisons and
 // formatting.
 func TestWideArithmeticIsExact(t *testing.T) {
-	if serverURL == "" {
-		t.Skip("no redis-server")
-	}
-	co, err := redis.ClientOption(serverURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := rueidis.NewClient(co)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := rawClient(t, serverURL)
 	script := rueidis.NewLuaScript(redis.LuaWide + `
 local w = wide()
 local w_parse, w_format, w_add, w_mul, w_cmp = w.parse, w.format, w.add, w.mul, w.cmp
@@ -88,18 +77,7 @@ return out
 // products, comparisons, formatting, and results of results (2ab, a²b),
 // which cross from plain to limbs.
 func TestNumArithmeticIsExact(t *testing.T) {
-	if serverURL == "" {
-		t.Skip("no redis-server")
-	}
-	co, err := redis.ClientOption(serverURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := rueidis.NewClient(co)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := rawClient(t, serverURL)
 	script := rueidis.NewLuaScript(redis.LuaNum + `
 local out = {}
 for i = 1, #ARGV, 2 do
