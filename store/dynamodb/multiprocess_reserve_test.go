@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/tollgate-rl/tollgate"
+	"github.com/tollgate-rl/tollgate/internal/measure"
 	"github.com/tollgate-rl/tollgate/limitertest"
 )
 
@@ -32,11 +33,11 @@ var mpClusters = tollgate.ReservedLimit("clusters", mpReserveBound)
 func reserveWork(ctx context.Context, s *Store) mpResult {
 	lim, err := tollgate.New(s, tollgate.WithHolder("mp-"+os.Getenv(mpEntityEnv)))
 	if err != nil {
-		return mpResult{Error: err.Error()}
+		return mpResult{Tally: measure.Failed(err)}
 	}
 	// Warm up (namespace, configuration, connections) without reserving.
 	if _, err := lim.Available(ctx, "team", "emr"); err != nil {
-		return mpResult{Error: err.Error()}
+		return mpResult{Tally: measure.Failed(err)}
 	}
 	start, _ := strconv.ParseInt(os.Getenv(mpStartEnv), 10, 64)
 	time.Sleep(time.Until(time.UnixMilli(start)))

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"net/http"
 	"os"
-	"os/exec"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -37,13 +36,8 @@ const (
 
 // mpResult is what a worker reports on stdout.
 type mpResult struct {
-	Grants int64  `json:"grants"`
-	Denied int64  `json:"denied"`
-	First  int64  `json:"first"` // Unix ms: the earliest time a grant can have
-	Last   int64  `json:"last"`  // Unix ms: the latest time a grant can have
-	Errors int64  `json:"errors"`
-	Error  string `json:"error,omitempty"`
-	Calls  int64  `json:"calls"`
+	measure.Tally
+	Calls int64 `json:"calls"`
 	// Reserved lists the reservation ids granted ("reserve" scenario).
 	Reserved []string `json:"reserved,omitempty"`
 }
@@ -78,7 +72,7 @@ func work(scenario string) (res mpResult) {
 		c.HTTPClient = &http.Client{Transport: countingRT{NewHTTPClient().Transport, &calls}}
 	}), os.Getenv(mpTableEnv), storeOpts, atLocal)
 	if err != nil {
-		return mpResult{Error: err.Error()}
+		return mpResult{Tally: measure.Failed(err)}
 	}
 	defer func() { res.Calls = calls.Load() }()
 	if scenario == "reserve" {
@@ -98,13 +92,13 @@ func work(scenario string) (res mpResult) {
 		clocks[i] = &measure.SpanClock{}
 		var err error
 		if lims[i], err = tollgate.New(s, tollgate.WithClock(clocks[i])); err != nil {
-			return mpResult{Error: err.Error()}
+			return mpResult{Tally: measure.Failed(err)}
 		}
 		// Warm up (namespace, connections, caches) without consuming, so
 		// that no process's start-up leaves the bucket full (and its
 		// refill clamped) while the others already count.
 		if _, err := lims[i].Available(ctx, entity, "api", opts...); err != nil {
-			return mpResult{Error: err.Error()}
+			return mpResult{Tally: measure.Failed(err)}
 		}
 	}
 	// Start and stop together: a process that starts late (a loaded
@@ -143,7 +137,7 @@ func work(scenario string) (res mpResult) {
 		})
 	}
 	wg.Wait()
-	res = mpResult{Grants: grants.Load(), Denied: denied.Load(), First: first.Load(), Last: last.Load(), Errors: errs.Load()}
+	res = mpResult{Tally: measure.Tally{Grants: grants.Load(), Denied: denied.Load(), First: first.Load(), Last: last.Load(), Errors: errs.Load()}}
 	if e, ok := firstErr.Load().(string); ok {
 		res.Error = e
 	}
@@ -153,48 +147,13 @@ func work(scenario string) (res mpResult) {
 // runWorkers starts the worker processes and collects their results.
 func runWorkers(t *testing.T, s *Store, scenario string, entities []string) []mpResult {
 	t.Helper()
-	results := make([]mpResult, len(entities))
 	start := strconv.FormatInt(time.Now().Add(3*time.Second).UnixMilli(), 10)
-	var wg sync.WaitGroup
+	envs := make([][]string, len(entities))
 	for i, entity := range entities {
-		wg.Go(func() {
-			cmd := exec.Command(os.Args[0], "-test.run=^$")
-			cmd.Env = append(os.Environ(), mpWorkerEnv+"="+scenario, mpTableEnv+"="+s.table,
-				mpEndpointEnv+"="+endpoint, mpEntityEnv+"="+entity, mpStartEnv+"="+start)
-			cmd.Stderr = os.Stderr
-			out, err := cmd.Output()
-			if err != nil {
-				t.Errorf("worker %d: %v", i, err)
-				return
-			}
-			if err := json.Unmarshal(out, &results[i]); err != nil {
-				t.Errorf("worker %d output %q: %v", i, out, err)
-			}
-		})
+		envs[i] = []string{mpWorkerEnv + "=" + scenario, mpTableEnv + "=" + s.table,
+			mpEndpointEnv + "=" + endpoint, mpEntityEnv + "=" + entity, mpStartEnv + "=" + start}
 	}
-	wg.Wait()
-	for i, r := range results {
-		if r.Error != "" || r.Errors > 0 {
-			t.Errorf("worker %d: %d errors; %s", i, r.Errors, r.Error)
-		}
-	}
-	return results
-}
-
-// bound is the most a limit can admit over [first, last], the span of the
-// limiters' clock readings during granted acquires, which holds the time of
-// every grant: the burst (the bucket is created full at the first grant)
-// plus the exact refill of that span (docs/semantics.md 3: floor(span x rate),
-// however often refill runs; only grants write, so no refill is credited
-// after the last one).
-func bound(l tollgate.Limit, results []mpResult) (grants, allowed int64, window time.Duration) {
-	first, last := int64(1<<62), int64(0)
-	for _, r := range results {
-		grants += r.Grants
-		first, last = min(first, r.First), max(last, r.Last)
-	}
-	ms := last - first
-	return grants, measure.Allowed(l, first, last), time.Duration(ms) * time.Millisecond
+	return measure.RunWorkers[mpResult](t, envs)
 }
 
 func TestMultiProcessOneBucket(t *testing.T) {
@@ -203,7 +162,7 @@ func TestMultiProcessOneBucket(t *testing.T) {
 	}
 	s := newTable(t)
 	results := runWorkers(t, s, "bucket", []string{"hot", "hot", "hot"})
-	grants, allowed, window := bound(mpBucketLimit, results)
+	grants, allowed, window := measure.Bound(mpBucketLimit, results)
 	frac := float64(grants) / float64(allowed)
 	t.Logf("%d processes x %d goroutines, one bucket of %s: %d grants in %v, exact bound %d (%.1f%%)",
 		mpProcesses, mpGoroutines, mpBucketLimit, grants, window, allowed, 100*frac)
@@ -235,7 +194,7 @@ func TestMultiProcessShardedBucket(t *testing.T) {
 	}
 	s := newTable(t)
 	results := runWorkers(t, s, "sharded", []string{"hot", "hot", "hot"})
-	grants, allowed, window := bound(mpBucketLimit, results)
+	grants, allowed, window := measure.Bound(mpBucketLimit, results)
 	frac := float64(grants) / float64(allowed)
 	its := shardItems(t, s, mustNamespaceID(t, s, tollgate.DefaultNamespace), store.BucketKey{Entity: "hot", Resource: "api"})
 	t.Logf("%d processes x %d goroutines, one bucket of %s split to %d shards: %d grants in %v, exact bound %d (%.1f%%)",
@@ -287,7 +246,7 @@ func TestMultiProcessCascade(t *testing.T) {
 		t.Fatal(err)
 	}
 	results := runWorkers(t, s, "cascade", keys)
-	grants, allowed, window := bound(mpOrgLimit, results)
+	grants, allowed, window := measure.Bound(mpOrgLimit, results)
 	frac := float64(grants) / float64(allowed)
 	t.Logf("%d processes x %d goroutines, 3 keys cascading to one org of %s: %d grants in %v, org bound %d (%.1f%%)",
 		mpProcesses, mpGoroutines, mpOrgLimit, grants, window, allowed, 100*frac)
@@ -295,7 +254,7 @@ func TestMultiProcessCascade(t *testing.T) {
 		t.Errorf("org over-admitted: %d grants, bound %d", grants, allowed)
 	}
 	for i, r := range results {
-		if g, a, _ := bound(mpKeyLimit, results[i:i+1]); g > a {
+		if g, a, _ := measure.Bound(mpKeyLimit, results[i:i+1]); g > a {
 			t.Errorf("%s over-admitted: %d grants, bound %d", keys[i], r.Grants, a)
 		}
 	}

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -47,14 +46,9 @@ var (
 
 // mpResult is what a worker reports on stdout.
 type mpResult struct {
-	Grants   int64  `json:"grants"`
-	Denied   int64  `json:"denied"`
-	First    int64  `json:"first"` // Unix ms: the earliest time a grant can have
-	Last     int64  `json:"last"`  // Unix ms: the latest time a grant can have
-	Errors   int64  `json:"errors"`
-	Error    string `json:"error,omitempty"`
-	MaxHeld  int64  `json:"max_held"` // "slots": the most holders seen at once
-	Overheld int64  `json:"overheld"` // "slots": holders seen beyond the limit
+	measure.Tally
+	MaxHeld  int64 `json:"max_held"` // "slots": the most holders seen at once
+	Overheld int64 `json:"overheld"` // "slots": holders seen beyond the limit
 }
 
 func runWorker() int {
@@ -68,7 +62,7 @@ func work(scenario string) mpResult {
 	url := os.Getenv(mpURLEnv)
 	s, err := redis.Open(ctx, url)
 	if err != nil {
-		return mpResult{Error: err.Error()}
+		return mpResult{Tally: measure.Failed(err)}
 	}
 	defer s.Close()
 	entity, opts := "hot", []tollgate.AcquireOption{tollgate.WithLimits(mpBucketLimit)}
@@ -85,7 +79,7 @@ func work(scenario string) mpResult {
 	co, _ := redis.ClientOption(url)
 	counter, err := rueidis.NewClient(co)
 	if err != nil {
-		return mpResult{Error: err.Error()}
+		return mpResult{Tally: measure.Failed(err)}
 	}
 	defer counter.Close()
 	holders := "mp-holders-" + os.Getenv(mpStartEnv)
@@ -94,11 +88,11 @@ func work(scenario string) mpResult {
 	for i := range lims {
 		clocks[i] = &measure.SpanClock{}
 		if lims[i], err = tollgate.New(s, tollgate.WithClock(clocks[i]), tollgate.WithNamespace(os.Getenv(mpNSEnv))); err != nil {
-			return mpResult{Error: err.Error()}
+			return mpResult{Tally: measure.Failed(err)}
 		}
 		// Warm up (namespace, connections, caches) without consuming.
 		if _, err := lims[i].Available(ctx, entity, "api", opts...); err != nil {
-			return mpResult{Error: err.Error()}
+			return mpResult{Tally: measure.Failed(err)}
 		}
 	}
 	start, _ := strconv.ParseInt(os.Getenv(mpStartEnv), 10, 64)
@@ -160,7 +154,7 @@ func work(scenario string) mpResult {
 		})
 	}
 	wg.Wait()
-	res := mpResult{Grants: grants.Load(), Denied: denied.Load(), First: first.Load(), Last: last.Load(), Errors: errs.Load(),
+	res := mpResult{Tally: measure.Tally{Grants: grants.Load(), Denied: denied.Load(), First: first.Load(), Last: last.Load(), Errors: errs.Load()},
 		MaxHeld: maxHeld.Load(), Overheld: overheld.Load()}
 	if e, ok := firstErr.Load().(string); ok {
 		res.Error = e
@@ -183,45 +177,13 @@ func acquire(ctx context.Context, lim *tollgate.Limiter, scenario, entity string
 // results.
 func runWorkers(t *testing.T, scenario, ns string, entities []string) []mpResult {
 	t.Helper()
-	results := make([]mpResult, len(entities))
 	start := strconv.FormatInt(time.Now().Add(2*time.Second).UnixMilli(), 10)
-	var wg sync.WaitGroup
+	envs := make([][]string, len(entities))
 	for i, entity := range entities {
-		wg.Go(func() {
-			cmd := exec.Command(os.Args[0], "-test.run=^$")
-			cmd.Env = append(os.Environ(), mpWorkerEnv+"="+scenario, mpURLEnv+"="+serverURL,
-				mpEntityEnv+"="+entity, mpNSEnv+"="+ns, mpStartEnv+"="+start)
-			cmd.Stderr = os.Stderr
-			out, err := cmd.Output()
-			if err != nil {
-				t.Errorf("worker %d: %v", i, err)
-				return
-			}
-			if err := json.Unmarshal(out, &results[i]); err != nil {
-				t.Errorf("worker %d output %q: %v", i, out, err)
-			}
-		})
+		envs[i] = []string{mpWorkerEnv + "=" + scenario, mpURLEnv + "=" + serverURL,
+			mpEntityEnv + "=" + entity, mpNSEnv + "=" + ns, mpStartEnv + "=" + start}
 	}
-	wg.Wait()
-	for i, r := range results {
-		if r.Error != "" || r.Errors > 0 {
-			t.Errorf("worker %d: %d errors; %s", i, r.Errors, r.Error)
-		}
-	}
-	return results
-}
-
-// bound is the most limit l can admit over [first, last], the span of the
-// limiters' clock readings during granted acquires: the burst plus the
-// exact refill of that span.
-func bound(l tollgate.Limit, results []mpResult) (grants, allowed int64, window time.Duration) {
-	first, last := int64(1<<62), int64(0)
-	for _, r := range results {
-		grants += r.Grants
-		first, last = min(first, r.First), max(last, r.Last)
-	}
-	ms := last - first
-	return grants, measure.Allowed(l, first, last), time.Duration(ms) * time.Millisecond
+	return measure.RunWorkers[mpResult](t, envs)
 }
 
 // newNamespace registers a fresh namespace for a multi-process test.
@@ -249,7 +211,7 @@ func TestMultiProcessOneBucket(t *testing.T) {
 	}
 	ns := newNamespace(t, newAdmin(t))
 	results := runWorkers(t, "bucket", ns, []string{"hot", "hot", "hot"})
-	grants, allowed, window := bound(mpBucketLimit, results)
+	grants, allowed, window := measure.Bound(mpBucketLimit, results)
 	frac := float64(grants) / float64(allowed)
 	t.Logf("%d processes x %d goroutines, one bucket of %s: %d grants in %v, exact bound %d (%.1f%%)",
 		mpProcesses, mpGoroutines, mpBucketLimit, grants, window, allowed, 100*frac)
@@ -285,7 +247,7 @@ func TestMultiProcessCascade(t *testing.T) {
 		t.Fatal(err)
 	}
 	results := runWorkers(t, "cascade", ns, keys)
-	grants, allowed, window := bound(mpOrgLimit, results)
+	grants, allowed, window := measure.Bound(mpOrgLimit, results)
 	frac := float64(grants) / float64(allowed)
 	t.Logf("%d processes x %d goroutines, 3 keys cascading to one org of %s: %d grants in %v, org bound %d (%.1f%%)",
 		mpProcesses, mpGoroutines, mpOrgLimit, grants, window, allowed, 100*frac)
@@ -293,7 +255,7 @@ func TestMultiProcessCascade(t *testing.T) {
 		t.Errorf("org over-admitted: %d grants, bound %d", grants, allowed)
 	}
 	for i, r := range results {
-		if g, a, _ := bound(mpKeyLimit, results[i:i+1]); g > a {
+		if g, a, _ := measure.Bound(mpKeyLimit, results[i:i+1]); g > a {
 			t.Errorf("%s over-admitted: %d grants, bound %d", keys[i], r.Grants, a)
 		}
 	}
