@@ -16,12 +16,11 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
-	"sync"
 	"time"
+
+	"github.com/tollgate-rl/tollgate/internal/child"
 )
 
 // Environment variables the harness reads.
@@ -39,10 +38,8 @@ var ErrNotInstalled = errors.New(Help)
 
 // Server is a running DynamoDB Local.
 type Server struct {
-	Endpoint string // e.g. http://127.0.0.1:41234
-	cmd      *exec.Cmd
-	log      *syncBuffer
-	exited   chan struct{} // closed when the process has exited
+	Endpoint string         // e.g. http://127.0.0.1:41234
+	proc     *child.Process // nil for the server named by EnvEndpoint
 }
 
 // startAttempts is how many ports Start tries: a free port may be taken by
@@ -87,31 +84,14 @@ func start(ctx context.Context, dir string) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{Endpoint: "http://127.0.0.1:" + strconv.Itoa(port), log: new(syncBuffer), exited: make(chan struct{})}
-	s.cmd = Command(dir, port, "-inMemory")
-	s.cmd.Stdout, s.cmd.Stderr = s.log, s.log
-	s.cmd.SysProcAttr = childAttr()
-	started := make(chan error, 1)
-	go func() {
-		// The parent-death signal (Linux) is tied to the thread that
-		// started the child: keep that thread alive, and the goroutine on
-		// it, for as long as the child runs.
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
-		if err := s.cmd.Start(); err != nil {
-			started <- err
-			return
-		}
-		started <- nil
-		_ = s.cmd.Wait()
-		close(s.exited)
-	}()
-	if err := <-started; err != nil {
+	proc, err := child.Start(Command(dir, port, "-inMemory"))
+	if err != nil {
 		return nil, fmt.Errorf("ddblocal: start java: %w", err)
 	}
+	s := &Server{Endpoint: "http://127.0.0.1:" + strconv.Itoa(port), proc: proc}
 	if err := s.waitReady(ctx, port); err != nil {
 		_ = s.Stop()
-		return nil, fmt.Errorf("ddblocal: %w; output:\n%s", err, s.log.String())
+		return nil, fmt.Errorf("ddblocal: %w; output:\n%s", err, proc.Output())
 	}
 	return s, nil
 }
@@ -119,31 +99,10 @@ func start(ctx context.Context, dir string) (*Server, error) {
 // Stop ends the server (not one named by EnvEndpoint) and waits until it
 // has exited.
 func (s *Server) Stop() error {
-	if s.cmd == nil || s.cmd.Process == nil {
-		return nil
+	if s.proc != nil {
+		s.proc.Kill()
 	}
-	err := killChild(s.cmd.Process)
-	<-s.exited
-	return err
-}
-
-// syncBuffer is a bytes.Buffer safe for the process's output copier and
-// a concurrent reader.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
+	return nil
 }
 
 func jarDir() (string, error) {
@@ -180,7 +139,7 @@ func (s *Server) waitReady(ctx context.Context, port int) error {
 	defer poll.Stop()
 	for {
 		if answers(ctx, client, s.Endpoint) {
-			owned, err := listens(s.cmd.Process.Pid, port)
+			owned, err := listens(s.proc.Pid(), port)
 			if err != nil {
 				return err
 			}
@@ -190,7 +149,7 @@ func (s *Server) waitReady(ctx context.Context, port int) error {
 			// Someone else's server: ours will fail to bind and exit.
 		}
 		select {
-		case <-s.exited:
+		case <-s.proc.Exited():
 			return errBind
 		case <-ctx.Done():
 			return errors.New("DynamoDB Local did not answer within 60s")

@@ -17,6 +17,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/tollgate-rl/tollgate/internal/child"
 )
 
 // listens sees which process holds a listening socket.
@@ -29,8 +31,8 @@ func TestListens(t *testing.T) {
 	if ok, err := listens(os.Getpid(), port); err != nil || !ok {
 		t.Errorf("listens(self, %d) = %v, %v; want true", port, ok, err)
 	}
-	child := sleeper(t)
-	if ok, err := listens(child.Process.Pid, port); err != nil || ok {
+	proc := sleeper(t)
+	if ok, err := listens(proc.Pid(), port); err != nil || ok {
 		t.Errorf("listens(child, %d) = %v, %v; want false: the child does not hold it", port, ok, err)
 	}
 	l.Close()
@@ -55,17 +57,13 @@ func TestWaitReadyRefusesForeignServer(t *testing.T) {
 		t.Fatal("the stand-in server does not answer")
 	}
 
-	child := sleeper(t)
-	s := &Server{Endpoint: "http://127.0.0.1:" + strconv.Itoa(port), cmd: child, exited: make(chan struct{})}
-	go func() {
-		_ = child.Wait()
-		close(s.exited)
-	}()
+	proc := sleeper(t)
+	s := &Server{Endpoint: "http://127.0.0.1:" + strconv.Itoa(port), proc: proc}
 	done := make(chan error, 1)
 	go func() { done <- s.waitReady(context.Background(), port) }()
 	// Our "server" never binds; once it exits, waitReady must give up on
 	// this port rather than have accepted the foreign answer.
-	_ = child.Process.Kill()
+	proc.Kill()
 	if err := <-done; !errors.Is(err, errBind) {
 		t.Errorf("waitReady with a foreign server on the port = %v, want errBind", err)
 	}
@@ -96,13 +94,13 @@ func TestStartOwnServers(t *testing.T) {
 	}
 	for _, s := range servers {
 		port, _ := strconv.Atoi(s.Endpoint[strings.LastIndex(s.Endpoint, ":")+1:])
-		if ok, err := listens(s.cmd.Process.Pid, port); err != nil || !ok {
+		if ok, err := listens(s.proc.Pid(), port); err != nil || !ok {
 			t.Errorf("server %s: its Java process does not hold the port (%v, %v)", s.Endpoint, ok, err)
 		}
 		if err := s.Stop(); err != nil {
 			t.Errorf("Stop: %v", err)
 		}
-		if alive(s.cmd.Process.Pid) {
+		if alive(s.proc.Pid()) {
 			t.Errorf("server %s still runs after Stop", s.Endpoint)
 		}
 	}
@@ -119,7 +117,7 @@ func TestServerDiesWithParent(t *testing.T) {
 			fmt.Println("error", err)
 			os.Exit(1)
 		}
-		fmt.Println(s.cmd.Process.Pid)
+		fmt.Println(s.proc.Pid())
 		os.Exit(0) // without Stop
 	}
 	cmd := exec.Command(os.Args[0], "-test.run=^TestServerDiesWithParent$")
@@ -152,14 +150,14 @@ func TestServerDiesWithParent(t *testing.T) {
 }
 
 // sleeper starts a child process that holds no socket.
-func sleeper(t *testing.T) *exec.Cmd {
+func sleeper(t *testing.T) *child.Process {
 	t.Helper()
-	cmd := exec.Command("sleep", "60")
-	if err := cmd.Start(); err != nil {
+	p, err := child.Start(exec.Command("sleep", "60"))
+	if err != nil {
 		t.Skipf("no sleep command: %v", err)
 	}
-	t.Cleanup(func() { _ = cmd.Process.Kill() })
-	return cmd
+	t.Cleanup(p.Kill)
+	return p
 }
 
 func skipWithoutJar(t *testing.T) {

@@ -7,23 +7,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 )
-
-// childAttr makes the server die with the process that started it (SIGKILL
-// when that thread ends: see start), in its own process group so that Stop
-// ends it whole.
-func childAttr() *syscall.SysProcAttr {
-	return &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-}
-
-// killChild kills the server's process group.
-func killChild(p *os.Process) error {
-	if err := syscall.Kill(-p.Pid, syscall.SIGKILL); err != nil {
-		return p.Kill()
-	}
-	return nil
-}
 
 // listens reports whether process pid holds the socket listening on TCP
 // port: the inodes of listening sockets on that port (/proc/net/tcp, tcp6)

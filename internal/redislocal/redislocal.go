@@ -24,11 +24,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/tollgate-rl/tollgate/internal/child"
 )
 
 // Environment variables the harness reads.
@@ -66,9 +67,7 @@ type node struct {
 	addr    string // 127.0.0.1:PORT
 	tlsAddr string // its TLS port's, if it has one
 	dir     string // its working directory (the cluster's nodes file), removed by stop
-	cmd     *exec.Cmd
-	log     *syncBuffer
-	exited  chan struct{} // closed when the process has exited
+	proc    *child.Process
 }
 
 // startAttempts is how many ports a node is tried on: a free port may be
@@ -265,7 +264,7 @@ func (c *Cluster) waitOK(ctx context.Context) error {
 func (c *Cluster) logs() string {
 	var b strings.Builder
 	for _, n := range c.nodes {
-		fmt.Fprintf(&b, "--- %s\n%s", n.addr, n.log.String())
+		fmt.Fprintf(&b, "--- %s\n%s", n.addr, n.proc.Output())
 	}
 	return b.String()
 }
@@ -325,7 +324,7 @@ func tryNode(ctx context.Context, server string, o nodeOpts) (*node, error) {
 			"--cluster-port", strconv.Itoa(ports[1]),
 			"--cluster-node-timeout", "5000")
 	}
-	n := &node{addr: "127.0.0.1:" + port, dir: dir, log: new(syncBuffer), exited: make(chan struct{})}
+	n := &node{addr: "127.0.0.1:" + port, dir: dir}
 	if o.tls != nil {
 		tlsPort := strconv.Itoa(ports[nports-1])
 		n.tlsAddr = "127.0.0.1:" + tlsPort
@@ -336,32 +335,16 @@ func tryNode(ctx context.Context, server string, o nodeOpts) (*node, error) {
 			args = append(args, "--tls-cluster", "yes")
 		}
 	}
-	n.cmd = exec.Command(server, args...)
-	n.cmd.Dir = dir
-	n.cmd.Stdout, n.cmd.Stderr = n.log, n.log // its log: the messages' material when it fails
-	n.cmd.SysProcAttr = childAttr()
-	started := make(chan error, 1)
-	go func() {
-		// The parent-death signal (Linux) is tied to the thread that
-		// started the child: keep that thread alive, and the goroutine on
-		// it, for as long as the child runs.
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
-		if err := n.cmd.Start(); err != nil {
-			started <- err
-			return
-		}
-		started <- nil
-		_ = n.cmd.Wait()
-		close(n.exited)
-	}()
-	if err := <-started; err != nil {
+	cmd := exec.Command(server, args...)
+	cmd.Dir = dir
+	// its output is its log: the messages' material when it fails
+	if n.proc, err = child.Start(cmd); err != nil {
 		_ = os.RemoveAll(dir)
 		return nil, fmt.Errorf("redislocal: start %s: %w", server, err)
 	}
 	if err := n.waitReady(ctx); err != nil {
 		_ = n.stop()
-		return nil, fmt.Errorf("redislocal: %s on %s: %w; log:\n%s", filepath.Base(server), n.addr, err, n.log.String())
+		return nil, fmt.Errorf("redislocal: %s on %s: %w; log:\n%s", filepath.Base(server), n.addr, err, n.proc.Output())
 	}
 	return n, nil
 }
@@ -381,13 +364,13 @@ func (n *node) waitReady(ctx context.Context) error {
 		switch {
 		case err != nil:
 			last = err
-		case pid == n.cmd.Process.Pid:
+		case pid == n.proc.Pid():
 			return nil
 		default:
-			last = fmt.Errorf("the server answering is process %d, not ours (%d)", pid, n.cmd.Process.Pid)
+			last = fmt.Errorf("the server answering is process %d, not ours (%d)", pid, n.proc.Pid())
 		}
 		select {
-		case <-n.exited:
+		case <-n.proc.Exited():
 			return errBind
 		case <-ctx.Done():
 			return fmt.Errorf("no answer to PING from our server within %v (%v)", readyTimeout, last)
@@ -400,15 +383,7 @@ func (n *node) waitReady(ctx context.Context) error {
 // directory. It may be called again, and on a node that has exited of
 // itself.
 func (n *node) stop() error {
-	select {
-	case <-n.exited:
-	default:
-		// A kill error cannot leave the process running past the wait
-		// below (which would then never return): it only means it had
-		// already gone.
-		_ = killChild(n.cmd.Process)
-		<-n.exited
-	}
+	n.proc.Kill()
 	if err := os.RemoveAll(n.dir); err != nil {
 		return fmt.Errorf("redislocal: %w", err)
 	}
@@ -624,25 +599,6 @@ func freePorts(n int) ([]int, error) {
 		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
 	}
 	return ports, nil
-}
-
-// syncBuffer is a bytes.Buffer safe for the process's output copier and a
-// concurrent reader.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // Main runs a test binary's tests against a fresh redis-server, setting

@@ -14,6 +14,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tollgate-rl/tollgate/internal/child"
 )
 
 // The harness's own tests start their servers: servers named in the
@@ -39,8 +41,8 @@ func TestStart(t *testing.T) {
 		t.Errorf("URL %q, Addr %q: want redis://127.0.0.1:PORT and its address", s.URL, s.Addr)
 	}
 	pid, err := serverPID(ctx, s.Addr)
-	if err != nil || pid != s.node.cmd.Process.Pid {
-		t.Errorf("serverPID = %d, %v; want ours, %d", pid, err, s.node.cmd.Process.Pid)
+	if err != nil || pid != s.node.proc.Pid() {
+		t.Errorf("serverPID = %d, %v; want ours, %d", pid, err, s.node.proc.Pid())
 	}
 	replies, err := inline(ctx, s.Addr, "INFO persistence")
 	if err != nil {
@@ -174,15 +176,11 @@ func TestWaitReadyRefusesForeignServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = foreign.Stop() })
-	child := exec.Command("sleep", "60")
-	if err := child.Start(); err != nil {
+	proc, err := child.Start(exec.Command("sleep", "60"))
+	if err != nil {
 		t.Skipf("no sleep command: %v", err)
 	}
-	n := &node{addr: foreign.Addr, cmd: child, exited: make(chan struct{})}
-	go func() {
-		_ = child.Wait()
-		close(n.exited)
-	}()
+	n := &node{addr: foreign.Addr, proc: proc}
 	done := make(chan error, 1)
 	go func() { done <- n.waitReady(context.Background()) }()
 	select {
@@ -190,7 +188,7 @@ func TestWaitReadyRefusesForeignServer(t *testing.T) {
 		t.Fatalf("waitReady returned %v while our process ran and another answered", err)
 	case <-time.After(300 * time.Millisecond):
 	}
-	_ = child.Process.Kill()
+	proc.Kill()
 	if err := <-done; !errors.Is(err, errBind) {
 		t.Errorf("waitReady with a foreign server on the port = %v, want errBind", err)
 	}
@@ -208,7 +206,7 @@ func TestServerDiesWithParent(t *testing.T) {
 			fmt.Println("error", err)
 			os.Exit(1)
 		}
-		fmt.Println(s.node.cmd.Process.Pid, s.node.dir)
+		fmt.Println(s.node.proc.Pid(), s.node.dir)
 		os.Exit(0) // without Stop
 	}
 	t.Parallel()
