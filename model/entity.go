@@ -1,6 +1,7 @@
 package model
 
 import (
+	"slices"
 	"strings"
 	"time"
 )
@@ -80,9 +81,24 @@ func (m OnUnavailable) Validate() error {
 // or entity+resource).
 type Config struct {
 	Limits []Limit
+	// Shadow names limits of Limits that are enforced in shadow: evaluated
+	// and debited like the others, they never deny; a status says when one
+	// would have (docs/semantics.md, "Shadow limits"). It is how a new
+	// limit is rolled out: shadow, watch, enforce.
+	Shadow []string
 	// OnUnavailable is meaningful at the system level only.
 	OnUnavailable OnUnavailable
 }
+
+// Clone returns a copy of c that shares no slice with it.
+func (c Config) Clone() Config {
+	c.Limits = slices.Clone(c.Limits)
+	c.Shadow = slices.Clone(c.Shadow)
+	return c
+}
+
+// InShadow reports whether c enforces its limit name in shadow.
+func (c Config) InShadow(name string) bool { return slices.Contains(c.Shadow, name) }
 
 // Scope names the level a Config is stored at.
 //
@@ -162,6 +178,14 @@ func (s Scope) Validate() error {
 func (c Config) Validate(s Scope) error {
 	if err := ValidateLimits(c.Limits); err != nil {
 		return err
+	}
+	for i, name := range c.Shadow {
+		if !slices.ContainsFunc(c.Limits, func(l Limit) bool { return l.Name == name }) {
+			return invalid("shadow", name, "names no limit of this configuration")
+		}
+		if slices.Contains(c.Shadow[:i], name) {
+			return invalid("shadow", name, "is listed twice")
+		}
 	}
 	if err := c.OnUnavailable.Validate(); err != nil {
 		return err

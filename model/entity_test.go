@@ -162,6 +162,7 @@ func TestConfigValidate(t *testing.T) {
 		{"limits at entity", model.Config{Limits: limits}, entity, "", ""},
 		{"block at system", model.Config{OnUnavailable: model.Block}, system, "", ""},
 		{"allow at system with limits", model.Config{Limits: limits, OnUnavailable: model.Allow}, system, "", ""},
+		{"shadow limits", model.Config{Limits: limits, Shadow: []string{"tpm", "inflight"}}, entity, "", ""},
 
 		{"allow at resource", model.Config{OnUnavailable: model.Allow}, resource, "on_unavailable", "system level"},
 		{"block at entity default", model.Config{Limits: limits, OnUnavailable: model.Block}, entityDefault, "on_unavailable", "system level"},
@@ -170,6 +171,9 @@ func TestConfigValidate(t *testing.T) {
 		{"invalid limit", model.Config{Limits: []model.Limit{model.PerMinute("rpm", 0)}}, system, "limit.rpm.capacity", "must be positive"},
 		{"invalid limit name", model.Config{Limits: []model.Limit{model.PerMinute("_rpm", 1)}}, entity, "limit.name", "must start with a letter"},
 		{"duplicate limits", model.Config{Limits: []model.Limit{model.PerMinute("rpm", 1), model.PerSecond("rpm", 1)}}, resource, "limits", "duplicate"},
+		{"shadow of no limit", model.Config{Limits: limits, Shadow: []string{"rpd"}}, resource, "shadow", "names no limit"},
+		{"shadow twice", model.Config{Limits: limits, Shadow: []string{"rpm", "rpm"}}, resource, "shadow", "listed twice"},
+		{"shadow without limits", model.Config{Shadow: []string{"rpm"}}, system, "shadow", "names no limit"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -88,6 +88,9 @@ func encodeConfig(ns string, s model.Scope, c model.Config) item {
 		limits[i] = str(l.String())
 	}
 	it["limits"] = &types.AttributeValueMemberL{Value: limits}
+	if len(c.Shadow) > 0 {
+		it["shadow"] = &types.AttributeValueMemberSS{Value: c.Shadow}
+	}
 	it["level"] = str(s.Level())
 	if c.OnUnavailable != "" {
 		it["on_unavailable"] = str(string(c.OnUnavailable))
@@ -104,6 +107,9 @@ func encodeConfig(ns string, s model.Scope, c model.Config) item {
 
 func decodeConfig(it item) (*model.Config, error) {
 	c := &model.Config{OnUnavailable: model.OnUnavailable(getS(it, "on_unavailable"))}
+	if ss, ok := it["shadow"].(*types.AttributeValueMemberSS); ok {
+		c.Shadow = ss.Value
+	}
 	list, _ := it["limits"].(*types.AttributeValueMemberL)
 	if list == nil {
 		return c, nil

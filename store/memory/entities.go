@@ -96,8 +96,7 @@ func (s *Store) ListConfigs(ctx context.Context, ns string, after *model.Scope, 
 		var out []model.ScopedConfig
 		for sc, c := range n.configs {
 			if after == nil || model.CompareScopes(sc, *after) > 0 {
-				c.Limits = slices.Clone(c.Limits)
-				out = append(out, model.ScopedConfig{Scope: sc, Config: c})
+				out = append(out, model.ScopedConfig{Scope: sc, Config: c.Clone()})
 			}
 		}
 		slices.SortFunc(out, func(a, b model.ScopedConfig) int { return model.CompareScopes(a.Scope, b.Scope) })

@@ -137,7 +137,7 @@ func (s *Store) GetConfigs(ctx context.Context, ns string, scopes []model.Scope)
 		}
 		for i, sc := range scopes {
 			if c, ok := n.configs[sc]; ok {
-				c.Limits = slices.Clone(c.Limits)
+				c = c.Clone()
 				out[i] = &c
 			}
 		}
@@ -151,8 +151,7 @@ func (s *Store) PutConfig(ctx context.Context, ns string, scope model.Scope, cfg
 		if _, ok := n.entities[scope.Entity]; scope.Entity != "" && !ok {
 			return model.ErrEntityNotFound
 		}
-		cfg.Limits = slices.Clone(cfg.Limits)
-		n.configs[scope] = cfg
+		n.configs[scope] = cfg.Clone()
 		n.appendAudit(ev)
 		return nil
 	})

@@ -436,7 +436,13 @@ func sameEvent(a, b model.AuditEvent) bool {
 }
 
 func sameConfig(a, b model.Config) bool {
-	return slices.Equal(a.Limits, b.Limits) && a.OnUnavailable == b.OnUnavailable
+	return slices.Equal(a.Limits, b.Limits) && a.OnUnavailable == b.OnUnavailable && sameSet(a.Shadow, b.Shadow)
+}
+
+// sameSet reports whether a and b hold the same strings, in any order
+// (nil and empty alike).
+func sameSet(a, b []string) bool {
+	return len(a) == len(b) && !slices.ContainsFunc(a, func(s string) bool { return !slices.Contains(b, s) })
 }
 
 // sameMap treats nil and empty maps as equal.
