@@ -50,6 +50,9 @@ func (l *Limiter) acquire(ctx context.Context, entity, resource string, consume 
 		} else {
 			granted, err = l.store.Consume(ctx, d.ns, &d.req)
 		}
+		if err == nil && d.shadow {
+			l.noteShadow(d)
+		}
 		switch {
 		case err == nil && granted:
 			return d.newLease(entity, resource), nil
@@ -129,6 +132,7 @@ func (l *Limiter) plan(ctx context.Context, d *leaseData, entity, resource strin
 	}
 	d.req.Now = now.milli()
 	buckets, limitBuf, kinds := d.req.Buckets[:0], d.limits[:0], d.kinds[:0]
+	d.shadow = false
 	reserved := 0 // reserved limits consumed, in every bucket
 	for depth, e := range chain {
 		id := e.ID
@@ -165,7 +169,7 @@ func (l *Limiter) plan(ctx context.Context, d *leaseData, entity, resource strin
 			check := amount >= 0
 			if !check {
 				amount = 0
-			} else if amount > p.params.Capacity {
+			} else if amount > p.params.Capacity && !p.shadow {
 				return ns, exceedsCapacity(p.limit, id, bucket.Tokens(amount))
 			}
 			if check && p.limit.Kind == model.Reserved {
@@ -174,7 +178,8 @@ func (l *Limiter) plan(ctx context.Context, d *leaseData, entity, resource strin
 				}
 				reserved++
 			}
-			kinds = append(kinds, p.limit.Kind)
+			kinds = append(kinds, planned{kind: p.limit.Kind, shadow: p.shadow, checked: check})
+			d.shadow = d.shadow || p.shadow && check
 			if p.params.Amount == 0 && amount > 0 {
 				d.holds = true // a concurrency token taken: the lease is durable
 			}
@@ -183,7 +188,9 @@ func (l *Limiter) plan(ctx context.Context, d *leaseData, entity, resource strin
 			var lr *store.LimitRequest
 			limitBuf, lr = extend(limitBuf)
 			setIfChanged(&lr.Name, p.limit.Name)
-			lr.Params, lr.Check, lr.Amount = p.params, check, amount
+			// A shadow limit is debited, never checked: the store grants
+			// without it, and its status says whether it would have.
+			lr.Params, lr.Check, lr.Amount = p.params, check && !p.shadow, amount
 			lr.Observed, lr.Wait = bucket.State{}, 0
 		}
 		var br *store.BucketRequest
@@ -284,7 +291,7 @@ func fitConsume(consume Consume, limits []prepared, entity, resource string, amo
 			continue
 		case n < 0 || !inRange:
 			return badConsume(consume, limits, entity, resource)
-		case milli > p.params.Capacity:
+		case milli > p.params.Capacity && !p.shadow: // a shadow limit never denies
 			return exceedsCapacity(p.limit, entity, n)
 		}
 		a[i] = milli
@@ -341,7 +348,7 @@ func (l *Limiter) refusal(ctx context.Context, d *leaseData) *model.RateLimitExc
 		l.slotRetry(ctx, d, ex.Statuses)
 	}
 	for _, s := range ex.Statuses {
-		if s.Exceeded && s.RetryAfter > ex.RetryAfter {
+		if s.Denies() && s.RetryAfter > ex.RetryAfter {
 			ex.RetryAfter = s.RetryAfter
 		}
 	}
@@ -355,38 +362,47 @@ func (l *Limiter) statuses(d *leaseData, granted bool) []model.Status {
 	k := 0
 	for _, b := range d.req.Buckets {
 		for _, lr := range b.Limits {
-			kind := model.Rate
+			pl := planned{kind: model.Rate}
 			if k < len(d.kinds) {
-				kind = d.kinds[k]
+				pl = d.kinds[k]
 			} else if !lr.Params.Refills() {
-				kind = model.Concurrency // a request plan did not build: what its buckets tell
+				pl.kind = model.Concurrency // a request plan did not build: what its buckets tell
 			}
-			out = append(out, l.status(b.Key, lr, kind, granted))
+			out = append(out, l.status(b.Key, lr, pl, granted))
 			k++
 		}
 	}
 	return out
 }
 
-func (l *Limiter) status(k store.BucketKey, lr store.LimitRequest, kind model.Kind, granted bool) model.Status {
+func (l *Limiter) status(k store.BucketKey, lr store.LimitRequest, pl planned, granted bool) model.Status {
 	s := model.Status{
 		Entity:    k.Entity,
 		Resource:  k.Resource,
 		Limit:     lr.Name,
-		Kind:      kind,
+		Kind:      pl.kind,
 		Capacity:  bucket.Tokens(lr.Params.Capacity),
 		Available: bucket.Available(lr.Observed),
 		Requested: bucket.Tokens(lr.Amount),
+		Shadow:    pl.shadow,
 	}
-	if granted {
-		s.Available = bucket.Available(bucket.ForceConsume(lr.Observed, lr.Amount))
-		return s
-	}
-	if lr.Check && lr.Observed.Tokens < lr.Amount {
+	// A shadow limit says whether it would have denied, granted or not.
+	if (lr.Check || pl.shadow && pl.checked) && lr.Observed.Tokens < lr.Amount && (!granted || pl.shadow) {
 		s.Exceeded = true
 		l.setRetry(&s, &lr)
 	}
+	if granted {
+		s.Available = bucket.Available(bucket.ForceConsume(lr.Observed, lr.Amount))
+	}
 	return s
+}
+
+// planned is what plan found of a limit of a request beyond what the
+// store needs: its kind, whether it is enforced in shadow, and whether
+// the request names it (what it would check were it enforced).
+type planned struct {
+	kind            model.Kind
+	shadow, checked bool
 }
 
 // setRetry sets the wait of s, exceeded: for a rate limit the refill it

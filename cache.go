@@ -97,10 +97,12 @@ type resolution struct {
 	limits  []prepared
 }
 
-// prepared is a validated limit with its bucket parameters precomputed.
+// prepared is a validated limit with its bucket parameters precomputed,
+// and whether its configuration enforces it in shadow.
 type prepared struct {
 	limit  model.Limit
 	params bucket.Params
+	shadow bool
 }
 
 type entityEntry struct {
@@ -123,9 +125,14 @@ func newCache(ttl time.Duration, size int) *cache {
 	return c
 }
 
-// prepare returns limits with their bucket parameters.
-func prepare(limits []model.Limit) []prepared {
-	return prepareInto(make([]prepared, 0, len(limits)), limits)
+// prepare returns the limits of cfg with their bucket parameters, those
+// it enforces in shadow marked.
+func prepare(cfg *model.Config) []prepared {
+	out := prepareInto(make([]prepared, 0, len(cfg.Limits)), cfg.Limits)
+	for i := range out {
+		out[i].shadow = cfg.InShadow(out[i].limit.Name)
+	}
+	return out
 }
 
 // prepareInto appends limits with their bucket parameters to dst.

@@ -52,9 +52,12 @@ type leaseData struct {
 	// set, with it, for the grant of an earlier acquire with the same
 	// idempotency key; committing is set while AcquireAndCommit acquires.
 	resumed, replayed, committing bool
-	limits                        []store.LimitRequest // the array of req's limits
-	kinds                         []model.Kind         // the kind of each limit of req, in order (plan)
-	amounts                       []int64              // scratch: the entity's amounts per limit, millitokens
+	// shadow is set when plan found a limit in shadow that the request
+	// names (noteShadow).
+	shadow  bool
+	limits  []store.LimitRequest // the array of req's limits
+	kinds   []planned            // the kind of each limit of req, in order, and its shadow (plan)
+	amounts []int64              // scratch: the entity's amounts per limit, millitokens
 	// explicit is WithLimits' limits prepared, for the option slice
 	// explicitOf (explicitLimits).
 	explicit   []prepared
@@ -82,7 +85,7 @@ type adjustment struct {
 }
 
 func newLeaseData(l *Limiter) *leaseData {
-	d := &leaseData{lim: l, limits: make([]store.LimitRequest, 0, 4), kinds: make([]model.Kind, 0, 4)}
+	d := &leaseData{lim: l, limits: make([]store.LimitRequest, 0, 4), kinds: make([]planned, 0, 4)}
 	d.req.Buckets = make([]store.BucketRequest, 0, model.MaxCascadeDepth)
 	return d
 }
@@ -158,7 +161,7 @@ func (d *leaseData) release() {
 	}
 	d.resetOptions()
 	d.req.Buckets = d.req.Buckets[:0]
-	d.holds = false
+	d.holds, d.shadow = false, false
 	d.kinds = d.kinds[:0]
 	if d.rec != nil {
 		d.rec, d.resumed, d.replayed = nil, false, false

@@ -79,6 +79,8 @@ type Limiter struct {
 	modeSeq atomic.Uint64
 	// fail is what the limiter knows of the unavailable mode.
 	fail failMode
+	// shadow counts the decisions shadow limits would have denied.
+	shadow shadowCounts
 
 	leases sync.Pool // of *leaseData
 	// waiting serves the callers of Wait in deadline order, one line per
@@ -142,9 +144,12 @@ type Stats struct {
 	// Degraded counts the degraded leases granted because the store was
 	// unavailable in Allow mode.
 	Degraded uint64
+	// Shadow counts, per resource and limit enforced in shadow, the
+	// decisions it would have denied.
+	Shadow []ShadowDenials
 }
 
 // Stats returns the limiter's counters.
 func (l *Limiter) Stats() Stats {
-	return Stats{Cache: l.cache.stats(), Degraded: l.fail.degraded.Load()}
+	return Stats{Cache: l.cache.stats(), Degraded: l.fail.degraded.Load(), Shadow: l.shadow.snapshot()}
 }

@@ -13,7 +13,7 @@ import (
 func onlySlots(sts []model.Status) bool {
 	found := false
 	for i := range sts {
-		if !sts[i].Exceeded {
+		if !sts[i].Denies() {
 			continue
 		}
 		if sts[i].Waits == "" {
@@ -54,7 +54,7 @@ func (l *Limiter) slotRetry(ctx context.Context, d *leaseData, sts []model.Statu
 		}
 		for j := range b.Limits {
 			s, lr := &sts[first+j], &b.Limits[j]
-			if !s.Exceeded {
+			if !s.Denies() {
 				continue
 			}
 			held, earliest := holders(recs, b.Key, lr.Name)
@@ -67,10 +67,11 @@ func (l *Limiter) slotRetry(ctx context.Context, d *leaseData, sts []model.Statu
 	}
 }
 
-// anyExceeded reports whether a status of sts is exceeded.
+// anyExceeded reports whether a status of sts denies (exceeded, not in
+// shadow).
 func anyExceeded(sts []model.Status) bool {
 	for i := range sts {
-		if sts[i].Exceeded {
+		if sts[i].Denies() {
 			return true
 		}
 	}

@@ -96,6 +96,9 @@ type LimitStatus struct {
 	Available int64  `json:"available"`
 	Requested int64  `json:"requested"`
 	Exceeded  bool   `json:"exceeded"`
+	// Shadow marks a limit enforced in shadow: exceeded, it says it would
+	// have denied, and did not (model.Status.Shadow).
+	Shadow bool `json:"shadow,omitempty"`
 	// RetryAfterMS is exact however long (up to 2^63-1: model.Status's
 	// RetryAfterMS); 0 for a reserved limit waiting for a release.
 	RetryAfterMS int64 `json:"retry_after_ms"`
@@ -209,6 +212,9 @@ func (p EntityPatch) Apply(e model.Entity) model.Entity {
 // Limits is the body of PUT and GET /v1/limits/...
 type Limits struct {
 	Limits []string `json:"limits"`
+	// Shadow names the limits of Limits enforced in shadow: debited, never
+	// denying (model.Config.Shadow).
+	Shadow []string `json:"shadow,omitempty"`
 	// OnUnavailable ("block" or "allow") is meaningful at system level only.
 	OnUnavailable string `json:"on_unavailable,omitempty"`
 }
@@ -276,7 +282,7 @@ func FromStatus(s model.Status) LimitStatus {
 	return LimitStatus{
 		Entity: s.Entity, Resource: s.Resource, Limit: s.Limit, Kind: s.Kind.String(),
 		Capacity: s.Capacity, Available: s.Available, Requested: s.Requested,
-		Exceeded: s.Exceeded, RetryAfterMS: max(s.RetryAfterMS, CeilMS(s.RetryAfter)), Waits: s.Waits,
+		Exceeded: s.Exceeded, Shadow: s.Shadow, RetryAfterMS: max(s.RetryAfterMS, CeilMS(s.RetryAfter)), Waits: s.Waits,
 	}
 }
 
@@ -295,7 +301,7 @@ func ToStatus(s LimitStatus) model.Status {
 	return model.Status{
 		Entity: s.Entity, Resource: s.Resource, Limit: s.Limit, Kind: kind,
 		Capacity: s.Capacity, Available: s.Available, Requested: s.Requested,
-		Exceeded: s.Exceeded, RetryAfter: model.DurationMS(s.RetryAfterMS), RetryAfterMS: max(s.RetryAfterMS, 0),
+		Exceeded: s.Exceeded, Shadow: s.Shadow, RetryAfter: model.DurationMS(s.RetryAfterMS), RetryAfterMS: max(s.RetryAfterMS, 0),
 		Waits: s.Waits,
 	}
 }
@@ -324,7 +330,7 @@ func ToEntity(e Entity) model.Entity {
 
 // FromConfig converts a config.
 func FromConfig(c model.Config) Limits {
-	out := Limits{Limits: make([]string, len(c.Limits)), OnUnavailable: string(c.OnUnavailable)}
+	out := Limits{Limits: make([]string, len(c.Limits)), Shadow: c.Shadow, OnUnavailable: string(c.OnUnavailable)}
 	for i, l := range c.Limits {
 		out.Limits[i] = l.String()
 	}
@@ -340,7 +346,10 @@ func ToConfig(b Limits) (model.Config, error) {
 	if err != nil {
 		return model.Config{}, err
 	}
-	return model.Config{Limits: ls, OnUnavailable: model.OnUnavailable(b.OnUnavailable)}, nil
+	if len(b.Shadow) > len(ls) {
+		return model.Config{}, model.Invalid("shadow", "", "names more limits than the configuration has")
+	}
+	return model.Config{Limits: ls, Shadow: b.Shadow, OnUnavailable: model.OnUnavailable(b.OnUnavailable)}, nil
 }
 
 // FromAuditEvent converts an audit event.

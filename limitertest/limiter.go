@@ -33,6 +33,7 @@ func limiterCases() []testCase {
 		{"LeasesListed", testLimiterLeasesListed},
 		{"Saturation", testLimiterSaturation},
 		{"SlotRetryAfter", testLimiterSlotRetryAfter},
+		{"ShadowLimits", testLimiterShadow},
 	}
 }
 

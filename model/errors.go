@@ -72,6 +72,9 @@ type Status struct {
 	Requested int64
 	// Exceeded reports that Available could not cover Requested.
 	Exceeded bool
+	// Shadow reports that the limit is enforced in shadow (Config.Shadow):
+	// an exceeded shadow limit says it would have denied, and did not.
+	Shadow bool
 	// RetryAfter is how long refill alone needs to cover Requested; zero when
 	// not exceeded. It saturates at MaxWait (about 292 years): RetryAfterMS
 	// has longer waits exactly. For a concurrency or reserved limit it is a
@@ -119,10 +122,15 @@ func (e *RateLimitExceeded) Is(target error) bool {
 	return target == ErrRateLimited || target == ErrDomain
 }
 
-// Violations returns the statuses whose limit was exceeded.
+// Violations returns the statuses that deny (Status.Denies).
 func (e *RateLimitExceeded) Violations() []Status { return e.filter(true) }
 
-// Passed returns the statuses whose limit could have been satisfied.
+// Denies reports whether the status refuses its request: exceeded, and
+// not a shadow limit's (which only says it would have).
+func (s Status) Denies() bool { return s.Exceeded && !s.Shadow }
+
+// Passed returns the statuses that do not deny: limits that could have
+// been satisfied, and shadow limits that would have denied.
 func (e *RateLimitExceeded) Passed() []Status { return e.filter(false) }
 
 // Primary returns the violation with the longest RetryAfter (the first such in
@@ -132,7 +140,7 @@ func (e *RateLimitExceeded) Primary() Status {
 	var p Status
 	found := false
 	for _, s := range e.Statuses {
-		if s.Exceeded && (!found || s.retryMS() > p.retryMS() || s.retryMS() == p.retryMS() && s.RetryAfter > p.RetryAfter) {
+		if s.Denies() && (!found || s.retryMS() > p.retryMS() || s.retryMS() == p.retryMS() && s.RetryAfter > p.RetryAfter) {
 			p, found = s, true
 		}
 	}
@@ -142,7 +150,7 @@ func (e *RateLimitExceeded) Primary() Status {
 func (e *RateLimitExceeded) filter(exceeded bool) []Status {
 	var out []Status
 	for _, s := range e.Statuses {
-		if s.Exceeded == exceeded {
+		if s.Denies() == exceeded {
 			out = append(out, s)
 		}
 	}

@@ -100,7 +100,7 @@ func (s *Status) slot() bool { return s.Kind.holds() }
 func (e *RateLimitExceeded) RetryAfterMS() int64 {
 	ms := CeilMS(e.RetryAfter)
 	for i := range e.Statuses {
-		if s := &e.Statuses[i]; s.Exceeded {
+		if s := &e.Statuses[i]; s.Denies() {
 			ms = max(ms, s.retryMS())
 		}
 	}
@@ -129,7 +129,7 @@ func (e *RateLimitExceeded) Backoff() (sleep, least time.Duration) {
 	found := false
 	for i := range e.Statuses {
 		s := &e.Statuses[i]
-		if !s.Exceeded {
+		if !s.Denies() {
 			continue
 		}
 		found = true

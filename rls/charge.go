@@ -127,7 +127,8 @@ func tightest(statuses []tollgate.Status) (tollgate.Status, bool) {
 	}
 	t := statuses[0]
 	for _, s := range statuses[1:] {
-		if s.Available < t.Available {
+		// a limit in shadow is the tightest only when every one is
+		if t.Shadow && !s.Shadow || s.Shadow == t.Shadow && s.Available < t.Available {
 			t = s
 		}
 	}

@@ -426,6 +426,9 @@ func appendLimitStatus(b []byte, s *api.LimitStatus) []byte {
 	b = strconv.AppendInt(b, s.Requested, 10)
 	b = append(b, `,"exceeded":`...)
 	b = strconv.AppendBool(b, s.Exceeded)
+	if s.Shadow {
+		b = append(b, `,"shadow":true`...)
+	}
 	b = append(b, `,"retry_after_ms":`...)
 	b = strconv.AppendInt(b, s.RetryAfterMS, 10)
 	if s.Waits != "" {

@@ -99,6 +99,7 @@ func newMetrics(r prometheus.Registerer) *metrics {
 
 // watch registers the gauges that read s's state at scrape time.
 func (m *metrics) watch(s *Server) {
+	m.reg.MustRegister(shadowCollector{s})
 	cache := func(pick func(tollgate.CacheStats) uint64) func() float64 {
 		return func() float64 { return float64(pick(s.cacheStats())) }
 	}
@@ -194,4 +195,22 @@ func (rm *routeMetrics) counter(method string, code int) prometheus.Counter {
 	next[code] = c
 	rm.byCode.Store(&next)
 	return c
+}
+
+// shadowDenied describes tollgate_shadow_denied_total.
+var shadowDenied = prometheus.NewDesc("tollgate_shadow_denied_total",
+	"Decisions that a limit enforced in shadow would have denied (it never does), by namespace, resource and limit.",
+	[]string{"namespace", "resource", "limit"}, nil)
+
+// shadowCollector reads the limiters' counts of shadow denials at scrape
+// time (tollgate.Stats.Shadow): as many series as configurations name
+// shadow limits, never one per entity.
+type shadowCollector struct{ s *Server }
+
+func (c shadowCollector) Describe(ch chan<- *prometheus.Desc) { ch <- shadowDenied }
+
+func (c shadowCollector) Collect(ch chan<- prometheus.Metric) {
+	for k, n := range c.s.shadowStats() {
+		ch <- prometheus.MustNewConstMetric(shadowDenied, prometheus.CounterValue, float64(n), k.namespace, k.resource, k.limit)
+	}
 }

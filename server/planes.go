@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"fmt"
+	"maps"
 
 	"github.com/tollgate-rl/tollgate"
 	"github.com/tollgate-rl/tollgate/model"
@@ -128,12 +129,18 @@ func (s *Server) forget(ns string) {
 }
 
 // retireLocked drops the planes of ns, keeping the limiter's cache
-// statistics; the caller holds s.mu.
+// statistics and shadow denials; the caller holds s.mu.
 func (s *Server) retireLocked(ns string) {
 	if p, ok := s.namespaces[ns]; ok {
-		st := p.lim.Stats().Cache
-		s.retired.Hits += st.Hits
-		s.retired.Misses += st.Misses
+		st := p.lim.Stats()
+		s.retired.Hits += st.Cache.Hits
+		s.retired.Misses += st.Cache.Misses
+		for _, c := range st.Shadow {
+			if s.retiredShadow == nil {
+				s.retiredShadow = make(map[shadowKey]uint64)
+			}
+			s.retiredShadow[shadowKey{ns, c.Resource, c.Limit}] += c.Count
+		}
 		delete(s.namespaces, ns)
 	}
 }
@@ -150,6 +157,26 @@ func (s *Server) cacheStats() tollgate.CacheStats {
 		sum.Entries += st.Entries
 	}
 	return sum
+}
+
+// shadowKey names a series of tollgate_shadow_denied_total.
+type shadowKey struct{ namespace, resource, limit string }
+
+// shadowStats sums the shadow denials of the namespaces' limiters, those
+// forgotten included.
+func (s *Server) shadowStats() map[shadowKey]uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := maps.Clone(s.retiredShadow)
+	if out == nil {
+		out = make(map[shadowKey]uint64)
+	}
+	for name, p := range s.namespaces {
+		for _, c := range p.lim.Stats().Shadow {
+			out[shadowKey{name, c.Resource, c.Limit}] += c.Count
+		}
+	}
+	return out
 }
 
 // limiter returns the data plane of the request's namespace.

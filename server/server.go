@@ -76,6 +76,8 @@ type Server struct {
 	mu         sync.Mutex
 	namespaces map[string]*planes  // only of namespaces that exist; at most maxNamespaces
 	retired    tollgate.CacheStats // of limiters forgotten, so the metrics never go down
+	// retiredShadow are the shadow denials of limiters forgotten.
+	retiredShadow map[shadowKey]uint64
 
 	mux *http.ServeMux
 	// registered is every route routes() registers on mux, in order, so

@@ -420,7 +420,7 @@ func Refused(ex *model.RateLimitExceeded) Next {
 	sleep, least := ex.Backoff()
 	n := Next{After: sleep, Least: least}
 	for _, s := range ex.Statuses {
-		if s.Exceeded && (s.Kind == model.Concurrency || s.Kind == model.Reserved) {
+		if s.Denies() && (s.Kind == model.Concurrency || s.Kind == model.Reserved) {
 			if k := Key(s.Entity, s.Resource); !slices.Contains(n.Wake, k) {
 				n.Wake = append(n.Wake, k)
 			}
