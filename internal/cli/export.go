@@ -22,12 +22,28 @@ type exportFile struct {
 
 type exportLevel struct {
 	Limits        flowList `yaml:"limits"`
+	Shadow        flowList `yaml:"shadow,omitempty"`
 	OnUnavailable string   `yaml:"on_unavailable,omitempty"`
 }
 
 type exportEntity struct {
-	Limits    flowList            `yaml:"limits,omitempty"`
-	Resources map[string]flowList `yaml:"resources,omitempty"`
+	Limits    *exportEntityLevel           `yaml:"limits,omitempty"`
+	Resources map[string]exportEntityLevel `yaml:"resources,omitempty"`
+}
+
+// exportEntityLevel is an entity's level as limitsfile.go reads it: its
+// limits on one line, or a mapping of them and its shadow limits.
+type exportEntityLevel struct{ limits, shadow flowList }
+
+// MarshalYAML implements yaml.Marshaler.
+func (l exportEntityLevel) MarshalYAML() (any, error) {
+	if len(l.shadow) == 0 {
+		return l.limits.MarshalYAML()
+	}
+	return struct {
+		Limits flowList `yaml:"limits"`
+		Shadow flowList `yaml:"shadow"`
+	}{l.limits, l.shadow}, nil
 }
 
 // flowList is a list of limits written on one line, each quoted:
@@ -100,15 +116,16 @@ func exportOf(cfgs []tollgate.ScopedConfig) (exportFile, []tollgate.Scope) {
 		}
 		switch sc := c.Scope; sc.Level() {
 		case "system":
-			f.System = &exportLevel{Limits: limits, OnUnavailable: string(c.Config.OnUnavailable)}
+			f.System = &exportLevel{Limits: limits, Shadow: c.Config.Shadow, OnUnavailable: string(c.Config.OnUnavailable)}
 		case "resource":
-			f.Resources = putLevel(f.Resources, sc.Resource, exportLevel{Limits: limits})
+			f.Resources = putLevel(f.Resources, sc.Resource, exportLevel{Limits: limits, Shadow: c.Config.Shadow})
 		default:
 			e := entityOf(&f, sc.Entity)
+			level := exportEntityLevel{limits: limits, shadow: c.Config.Shadow}
 			if sc.Resource == tollgate.DefaultResource {
-				e.Limits = limits
+				e.Limits = &level
 			} else {
-				e.Resources = putLevel(e.Resources, sc.Resource, limits)
+				e.Resources = putLevel(e.Resources, sc.Resource, level)
 			}
 		}
 	}

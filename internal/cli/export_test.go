@@ -213,3 +213,47 @@ resources:
 		t.Errorf("plan after resuming: %+v, want no change", changes)
 	}
 }
+
+// Shadow limits at every level: set with --shadow, shown by get, written
+// by export (an entity's level as a mapping), read back by plan as no
+// change; a file that shadows a limit it does not have is refused, and
+// one that drops a shadow is a change.
+func TestLimitsShadow(t *testing.T) {
+	c := newCLI(t)
+	c.want(ExitOK, "entity", "create", "org-1")
+	for _, args := range [][]string{
+		{"--system", "rpm:10000/min", "--shadow", "rpm"},
+		{"--resource", "api", "tpm:100000/min", "rpm:500/min", "--shadow", "tpm"},
+		{"--entity", "org-1", "rpm:1000/min", "rpd:5/day", "--shadow", "rpd,rpm"},
+		{"--entity", "org-1", "--for-resource", "api", "tpm:5000/min"},
+	} {
+		c.want(ExitOK, append([]string{"limits", "set"}, args...)...)
+	}
+	if out := c.want(ExitOK, "limits", "get", "--resource", "api"); !strings.Contains(out, "SHADOW") || !strings.Contains(out, " tpm ") {
+		t.Errorf("get shows no shadow:\n%s", out)
+	}
+	exported := c.want(ExitOK, "limits", "export")
+	for _, want := range []string{`shadow: ["tpm"]`, `shadow: ["rpd", "rpm"]`, `limits: ["rpm:1000/min", "rpd:5/day"]`} {
+		if !strings.Contains(exported, want) {
+			t.Errorf("export lacks %q:\n%s", want, exported)
+		}
+	}
+	var changes []change
+	decode(t, c.want(ExitOK, "limits", "plan", "-f", writeFile(t, "limits.yaml", exported), "-o", "json"), &changes)
+	if len(changes) != 4 || countChanges(changes) != 0 {
+		t.Errorf("plan of the export: %+v, want 4 levels unchanged\n%s", changes, exported)
+	}
+	dropped := strings.Replace(exported, `shadow: ["tpm"]`, ``, 1)
+	decode(t, c.want(ExitOK, "limits", "plan", "-f", writeFile(t, "dropped.yaml", dropped), "-o", "json"), &changes)
+	if countChanges(changes) != 1 {
+		t.Errorf("plan without the resource's shadow: %+v, want one change", changes)
+	}
+	bad := "resources:\n  api:\n    limits: [\"rpm:5/min\"]\n    shadow: [\"tpm\"]\n"
+	if code, _, errOut := run(t, "", "limits", "plan", "-f", writeFile(t, "bad.yaml", bad), "--store", c.store); code != ExitUsage ||
+		!strings.Contains(errOut, "shadow") {
+		t.Errorf("a shadow naming no limit: exit %d, stderr %q", code, errOut)
+	}
+	if code, _, _ := run(t, "", "limits", "set", "--resource", "x", "rpm:5/min", "--shadow", "tpm", "--store", c.store); code != ExitUsage {
+		t.Errorf("set --shadow naming no limit: exit %d, want usage", code)
+	}
+}

@@ -67,11 +67,13 @@ clusters:3/reserved.`,
 func newLimitsSetCmd(g *globals) *cobra.Command {
 	var f scopeFlags
 	var mode string
+	var shadow []string
 	cmd := &cobra.Command{
 		Use:   "set LIMIT...",
 		Short: "Replace the limits at one level",
 		Example: `  tollgate limits set --system rpm:1000/min --on-unavailable allow
   tollgate limits set --resource openai/gpt-4o tpm:100000/min rpm:500/min
+  tollgate limits set --resource openai/gpt-4o tpm:100000/min rpm:500/min --shadow tpm
   tollgate limits set --entity org-1 --for-resource api rpm:100/min inflight:10/concurrent`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -82,7 +84,10 @@ func newLimitsSetCmd(g *globals) *cobra.Command {
 			if mode != "" && !f.system {
 				return usagef("--on-unavailable applies to the system level only (--system)")
 			}
-			cfg, err := api.ToConfig(api.Limits{Limits: args, OnUnavailable: mode})
+			cfg, err := api.ToConfig(api.Limits{Limits: args, Shadow: shadow, OnUnavailable: mode})
+			if err == nil {
+				err = cfg.Validate(scope)
+			}
 			if err != nil {
 				return usageError{err}
 			}
@@ -96,6 +101,7 @@ func newLimitsSetCmd(g *globals) *cobra.Command {
 	}
 	f.add(cmd)
 	cmd.Flags().StringVar(&mode, "on-unavailable", "", "with --system: block or allow when the store does not answer")
+	cmd.Flags().StringSliceVar(&shadow, "shadow", nil, "enforce these of the limits in shadow: debited, never denying (repeat, or comma-separate)")
 	return cmd
 }
 
@@ -146,8 +152,8 @@ func newLimitsDeleteCmd(g *globals) *cobra.Command {
 func (g *globals) printConfig(scope tollgate.Scope, cfg tollgate.Config) error {
 	body := api.FromConfig(cfg)
 	return g.printOut(body, func(w *tabwriter.Writer) {
-		row(w, "SCOPE", "LIMITS", "ON UNAVAILABLE")
-		row(w, scopeName(scope), strings.Join(body.Limits, " "), dash(body.OnUnavailable))
+		row(w, "SCOPE", "LIMITS", "SHADOW", "ON UNAVAILABLE")
+		row(w, scopeName(scope), strings.Join(body.Limits, " "), dash(strings.Join(body.Shadow, " ")), dash(body.OnUnavailable))
 	})
 }
 
@@ -283,12 +289,16 @@ func plan(ctx context.Context, pl *planes, desired []desiredScope) ([]change, er
 	return out, nil
 }
 
-// configText is a config as comparable text: its limits, then the mode.
+// configText is a config as comparable text: its limits, its shadow
+// limits, then the mode.
 func configText(c tollgate.Config, none bool) []string {
 	if none {
 		return nil
 	}
 	out := api.FromConfig(c).Limits
+	if len(c.Shadow) > 0 {
+		out = append(out, "shadow="+strings.Join(slices.Sorted(slices.Values(c.Shadow)), ","))
+	}
 	if c.OnUnavailable != "" {
 		out = append(out, "on_unavailable="+string(c.OnUnavailable))
 	}

@@ -23,14 +23,48 @@ type limitsFile struct {
 }
 
 type levelLimits struct {
-	Limits        []string `yaml:"limits"`
+	Limits []string `yaml:"limits"`
+	// Shadow names limits of Limits enforced in shadow.
+	Shadow        []string `yaml:"shadow"`
 	OnUnavailable string   `yaml:"on_unavailable"`
 }
 
 type entityLimits struct {
-	// Limits is the entity's default: nil leaves it alone, [] deletes it.
-	Limits    []string            `yaml:"limits"`
-	Resources map[string][]string `yaml:"resources"`
+	// Limits is the entity's default: absent leaves it alone, [] deletes it.
+	Limits    entityLevel            `yaml:"limits"`
+	Resources map[string]entityLevel `yaml:"resources"`
+}
+
+// entityLevel is one of an entity's levels in a limits file: a list of
+// limits, or, to enforce some in shadow, a mapping of "limits" and
+// "shadow".
+type entityLevel struct {
+	set            bool // present in the file
+	limits, shadow []string
+}
+
+// UnmarshalYAML implements yaml.Unmarshaler.
+func (l *entityLevel) UnmarshalYAML(n *yaml.Node) error {
+	l.set = true
+	if n.Kind != yaml.MappingNode {
+		return n.Decode(&l.limits)
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k := n.Content[i]
+		var dst *[]string
+		switch k.Value {
+		case "limits":
+			dst = &l.limits
+		case "shadow":
+			dst = &l.shadow
+		default:
+			return fmt.Errorf("line %d: field %s not found: an entity's level has limits and shadow", k.Line, k.Value)
+		}
+		if err := n.Content[i+1].Decode(dst); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // desiredScope is one level a limits file names.
@@ -74,10 +108,10 @@ func parseLimitsFile(data []byte) ([]desiredScope, error) {
 		return nil, err
 	}
 	var out []desiredScope
-	add := func(where string, scope tollgate.Scope, limits []string, mode string) error {
+	add := func(where string, scope tollgate.Scope, limits, shadow []string, mode string) error {
 		d := desiredScope{scope: scope, delete: limits != nil && len(limits) == 0}
 		if !d.delete {
-			cfg, err := api.ToConfig(api.Limits{Limits: limits, OnUnavailable: mode})
+			cfg, err := api.ToConfig(api.Limits{Limits: limits, Shadow: shadow, OnUnavailable: mode})
 			if err != nil {
 				return fmt.Errorf("%s: %w", where, err)
 			}
@@ -90,7 +124,7 @@ func parseLimitsFile(data []byte) ([]desiredScope, error) {
 		return nil
 	}
 	if f.System != nil {
-		if err := add("system", tollgate.SystemScope(), orEmpty(f.System.Limits), f.System.OnUnavailable); err != nil {
+		if err := add("system", tollgate.SystemScope(), orEmpty(f.System.Limits), f.System.Shadow, f.System.OnUnavailable); err != nil {
 			return nil, err
 		}
 	}
@@ -102,7 +136,7 @@ func parseLimitsFile(data []byte) ([]desiredScope, error) {
 		if l.OnUnavailable != "" {
 			return nil, fmt.Errorf("resources.%s: on_unavailable is meaningful at system level only", r)
 		}
-		if err := add("resources."+r, tollgate.ResourceScope(r), orEmpty(l.Limits), ""); err != nil {
+		if err := add("resources."+r, tollgate.ResourceScope(r), orEmpty(l.Limits), l.Shadow, ""); err != nil {
 			return nil, err
 		}
 	}
@@ -111,13 +145,14 @@ func parseLimitsFile(data []byte) ([]desiredScope, error) {
 		if e == nil {
 			continue
 		}
-		if e.Limits != nil {
-			if err := add("entities."+id, tollgate.EntityScope(id, ""), e.Limits, ""); err != nil {
+		if e.Limits.set {
+			if err := add("entities."+id, tollgate.EntityScope(id, ""), orEmpty(e.Limits.limits), e.Limits.shadow, ""); err != nil {
 				return nil, err
 			}
 		}
 		for _, r := range sortedKeys(e.Resources) {
-			if err := add("entities."+id+".resources."+r, tollgate.EntityScope(id, r), orEmpty(e.Resources[r]), ""); err != nil {
+			l := e.Resources[r]
+			if err := add("entities."+id+".resources."+r, tollgate.EntityScope(id, r), orEmpty(l.limits), l.shadow, ""); err != nil {
 				return nil, err
 			}
 		}
