@@ -129,6 +129,26 @@ class LimitsTest(ServerTest):
             self.client.set_limits(["rpm:1"], resource=resource, on_unavailable="allow")
         self.assertEqual(cm.exception.field, "on_unavailable")
 
+    def test_shadow_limits(self):
+        # tpm in shadow: a request it cannot cover is granted, its status
+        # exceeded and in shadow; one rpm refuses names rpm alone.
+        resource = uid("shadow")
+        stored = self.client.set_limits(["rpm:2", "tpm:100"], resource=resource, shadow=["tpm"])
+        self.assertEqual(stored.shadow, ["tpm"])
+        self.assertEqual(self.client.get_limits(resource=resource).shadow, ["tpm"])
+        key = uid("key")
+        lease = self.client.acquire(key, resource, {"rpm": 1, "tpm": 150})
+        tpm = next(s for s in lease.statuses if s.limit == "tpm")
+        self.assertEqual((tpm.exceeded, tpm.shadow, tpm.denies, tpm.available), (True, True, False, -50))
+        lease.commit()
+        self.client.acquire(key, resource, {"rpm": 1}).commit()
+        with self.assertRaises(tollgate.RateLimitExceeded) as cm:
+            self.client.acquire(key, resource, {"rpm": 1, "tpm": 1})
+        self.assertEqual([s.limit for s in cm.exception.exceeded], ["rpm"])
+        with self.assertRaises(tollgate.ValidationError) as cm:
+            self.client.set_limits(["rpm:1"], resource=resource, shadow=["tpm"])
+        self.assertEqual(cm.exception.field, "shadow")
+
     def test_list_limits_every_level_paged(self):
         name = uid("lims")
         self.client.register_namespace(name)

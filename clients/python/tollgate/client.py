@@ -601,12 +601,19 @@ class Client:
         resource: Optional[str] = None,
         on_unavailable: Optional[str] = None,
         principal: Optional[str] = None,
+        shadow: Sequence[str] = (),
     ) -> LimitsConfig:
         """Replace the limits at one level (see get_limits), e.g.
         ``set_limits(["rpm:3", "tpm:10000/min:15000"], resource="openai/gpt-4o")``.
         on_unavailable ("block" or "allow") is for the system level only.
+        shadow names limits enforced in shadow: debited, never denying, their
+        statuses ``shadow`` (and ``exceeded`` when they would have denied).
         Returns the stored configuration in canonical form."""
         body: Dict[str, Any] = {"limits": limits_list(limits) or []}
+        if isinstance(shadow, str):
+            raise E.ValidationError("shadow: want a list of limit names, not a string", field="shadow", value=shadow[:80])
+        if shadow:
+            body["shadow"] = list(shadow)
         m = _mode(on_unavailable)
         if m:
             body["on_unavailable"] = m

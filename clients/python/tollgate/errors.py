@@ -189,7 +189,7 @@ class RateLimitExceeded(TollgateError):
         retry_after. As the Go RateLimitExceeded.Backoff."""
         sleep, least, found = 0.0, 0.0, False
         for s in self.statuses:
-            if not s.exceeded:
+            if not s.denies:
                 continue
             found = True
             if s.kind not in _SLOT_KINDS:
@@ -204,8 +204,8 @@ class RateLimitExceeded(TollgateError):
 
     @property
     def exceeded(self) -> List[Any]:
-        """The statuses of the limits that denied."""
-        return [s for s in self.statuses if s.exceeded]
+        """The statuses of the limits that denied (a shadow limit never does)."""
+        return [s for s in self.statuses if s.denies]
 
 
 class ValidationError(TollgateError, ValueError):

@@ -134,6 +134,14 @@ class LimitStatus:
     #: is the earliest expiry among its holders) or "release" (no time is
     #: known); "" for a rate limit.
     waits: str = ""
+    #: The limit is enforced in shadow (its configuration's ``shadow``):
+    #: exceeded, it would have denied, and did not.
+    shadow: bool = False
+
+    @property
+    def denies(self) -> bool:
+        """Whether this status refused its request: exceeded, not in shadow."""
+        return self.exceeded and not self.shadow
 
     @property
     def retry_after(self) -> float:
@@ -160,6 +168,7 @@ class LimitStatus:
             exceeded=_bool(d, "exceeded"),
             retry_after_ms=min(max(0, _int(d, "retry_after_ms")), (1 << 63) - 1),
             waits=_str(d, "waits"),
+            shadow=_bool(d, "shadow"),
         )
 
 
@@ -304,14 +313,17 @@ class LimitsConfig:
 
     limits: List[str]
     on_unavailable: Optional[str] = None
+    #: The limits enforced in shadow: debited, never denying.
+    shadow: List[str] = field(default_factory=list)
 
     @classmethod
     def from_json(cls, v: Any) -> "LimitsConfig":
         d = _obj(v, "limits")
         limits = _list(d, "limits")
-        if not all(isinstance(x, str) for x in limits):
+        shadow = _list(d, "shadow") if d.get("shadow") is not None else []
+        if not all(isinstance(x, str) for x in limits + shadow):
             raise BadResponse("malformed answer from the server: limits holds a value that is not a string")
-        return cls(limits=list(limits), on_unavailable=_str(d, "on_unavailable") or None)
+        return cls(limits=list(limits), on_unavailable=_str(d, "on_unavailable") or None, shadow=list(shadow))
 
 
 @dataclass(frozen=True)
@@ -325,18 +337,19 @@ class ScopedLimits:
     resource: str = ""
     limits: List[str] = field(default_factory=list)
     on_unavailable: Optional[str] = None
+    shadow: List[str] = field(default_factory=list)
 
     @property
     def config(self) -> LimitsConfig:
         """The limits alone, as get_limits returns them."""
-        return LimitsConfig(limits=list(self.limits), on_unavailable=self.on_unavailable)
+        return LimitsConfig(limits=list(self.limits), on_unavailable=self.on_unavailable, shadow=list(self.shadow))
 
     @classmethod
     def from_json(cls, v: Any) -> "ScopedLimits":
         d = _obj(v, "limits config")
         cfg = LimitsConfig.from_json(d)
         return cls(entity=_str(d, "entity"), resource=_str(d, "resource"), limits=cfg.limits,
-                   on_unavailable=cfg.on_unavailable)
+                   on_unavailable=cfg.on_unavailable, shadow=cfg.shadow)
 
 
 @dataclass(frozen=True)

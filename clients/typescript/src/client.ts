@@ -793,6 +793,7 @@ export class Client implements LeaseHost {
   /** Replaces the limits stored at `scope` (`{}` is the system); answers them in canonical form. */
   async setLimits(scope: Scope, config: LimitsConfig, opts: CallOptions = {}): Promise<LimitsConfig> {
     const body: Record<string, unknown> = { limits: config.limits };
+    if (config.shadow !== undefined && config.shadow.length > 0) body["shadow"] = config.shadow;
     if (config.onUnavailable !== undefined) body["on_unavailable"] = config.onUnavailable;
     return Client.#toConfig(await this.#data({ method: "PUT", ...scopePath(scope), body, ...call(opts) }));
   }
@@ -837,9 +838,10 @@ export class Client implements LeaseHost {
   }
 
   static #toConfig(w: unknown): LimitsConfig {
-    const c = w as { limits?: string[]; on_unavailable?: "block" | "allow" } | undefined;
+    const c = w as { limits?: string[]; shadow?: string[]; on_unavailable?: "block" | "allow" } | undefined;
     const out: LimitsConfig = { limits: [...(c?.limits ?? [])] };
     if (c?.on_unavailable) out.onUnavailable = c.on_unavailable;
+    if (c?.shadow && c.shadow.length > 0) out.shadow = [...c.shadow];
     return out;
   }
 

@@ -28,6 +28,7 @@ export interface WireLimitStatus {
   available: number;
   requested: number;
   exceeded: boolean;
+  shadow?: boolean;
   retry_after_ms: number;
   waits?: string;
 }
@@ -47,6 +48,9 @@ export function toStatus(s: WireLimitStatus): LimitStatus {
   const waits = toWaits(s.waits);
   if (waits !== undefined) {
     st.waits = waits;
+  }
+  if (s.shadow) {
+    st.shadow = true;
   }
   return st;
 }
@@ -120,9 +124,9 @@ export class RateLimitExceeded extends TollgateError {
     this.waits = waits;
   }
 
-  /** The limits that denied. */
+  /** The limits that denied (a limit in shadow never does). */
   get exceeded(): LimitStatus[] {
-    return this.statuses.filter((s) => s.exceeded);
+    return this.statuses.filter((s) => s.exceeded && !s.shadow);
   }
 
   /**
@@ -140,7 +144,7 @@ export class RateLimitExceeded extends TollgateError {
     let leastMs = 0;
     let found = false;
     for (const s of this.statuses) {
-      if (!s.exceeded) continue;
+      if (!s.exceeded || s.shadow) continue;
       found = true;
       if (s.kind !== "concurrency" && s.kind !== "reserved") {
         sleepMs = Math.max(sleepMs, s.retryAfterMs);

@@ -27,6 +27,11 @@ export interface LimitStatus {
   /** The balance could not cover `requested`. */
   exceeded: boolean;
   /**
+   * The limit is enforced in shadow (its configuration's `shadow`):
+   * exceeded, it would have denied, and did not. Absent when not.
+   */
+  shadow?: boolean;
+  /**
    * How long refill alone needs to cover `requested`, however long
    * (saturated at 2^63-1 ms); 0 unless exceeded. For a concurrency or
    * reserved limit a hint, as `waits` says.
@@ -199,6 +204,8 @@ export interface LimitsConfig {
   limits: string[];
   /** System scope only: what acquires do when the store cannot answer. */
   onUnavailable?: OnUnavailable;
+  /** The limits enforced in shadow: debited, never denying. Absent when none. */
+  shadow?: string[];
 }
 
 /**

@@ -27,6 +27,32 @@ async function balance(entity: string, resource: string, limit: string, limits?:
 }
 
 describe("acquire and leases", () => {
+  test("a shadow limit is debited and never denies", async () => {
+    const entity = unique("key");
+    const resource = unique("shadow");
+    const stored = await client.setLimits({ resource }, { limits: ["rpm:2", "tpm:100"], shadow: ["tpm"] });
+    assert.deepEqual(stored.shadow, ["tpm"]);
+    assert.deepEqual((await client.getLimits({ resource })).shadow, ["tpm"]);
+    const lease = await client.acquire({ entity, resource, consume: { rpm: 1, tpm: 150 } });
+    const tpm = lease.statuses.find((s) => s.limit === "tpm");
+    assert.equal(tpm?.exceeded, true);
+    assert.equal(tpm?.shadow, true);
+    assert.equal(tpm?.available, -50);
+    assert.equal(lease.statuses.find((s) => s.limit === "rpm")?.shadow, undefined);
+    await lease.commit();
+    await (await client.acquire({ entity, resource, consume: { rpm: 1 } })).commit();
+    await assert.rejects(client.acquire({ entity, resource, consume: { rpm: 1, tpm: 1 } }), (e: unknown) => {
+      assert.ok(e instanceof RateLimitExceeded);
+      assert.deepEqual(e.exceeded.map((s) => s.limit), ["rpm"]);
+      return true;
+    });
+    await assert.rejects(client.setLimits({ resource }, { limits: ["rpm:1"], shadow: ["tpm"] }), (e: unknown) => {
+      assert.ok(e instanceof ValidationError);
+      assert.equal(e.field, "shadow");
+      return true;
+    });
+  });
+
   test("acquire, adjust, commit", async () => {
     const entity = unique("key");
     await client.setLimits({ resource: "gpt" }, { limits: ["rpm:10", "tpm:10000"] });
