@@ -6,9 +6,11 @@ import { fillBar, usageChart } from "./chart.js";
 /** defaultResource is the resource of an entity's limits for any resource. */
 export const defaultResource = "_default_";
 
-/** limitsText is a config's limits as one line. */
-function limitsText(limits) {
-  return limits && limits.length ? limits.join(", ") : "(none)";
+/** limitsText is a config's limits (api Limits) as one line, those in shadow marked. */
+function limitsText(c) {
+  const shadow = new Set(c.shadow || []);
+  const name = (l) => l.slice(0, l.indexOf(":"));
+  return c.limits && c.limits.length ? c.limits.map((l) => (shadow.has(name(l)) ? `${l} (shadow)` : l)).join(", ") : "(none)";
 }
 
 /**
@@ -29,7 +31,7 @@ export function tree(entities, configs, selected, onSelect) {
     if (!c.entity) continue;
     if (!limitsOf.has(c.entity)) limitsOf.set(c.entity, []);
     const where = c.resource === defaultResource ? "any resource" : c.resource;
-    limitsOf.get(c.entity).push(`${where}: ${limitsText(c.limits)}`);
+    limitsOf.get(c.entity).push(`${where}: ${limitsText(c)}`);
   }
   const branch = (parent, depth) => {
     const kids = byParent.get(parent) || [];
@@ -64,7 +66,7 @@ export function entityInfo(e, configs) {
   add("Created", time(e.created_at_ms));
   const mine = configs.filter((c) => c.entity === e.id);
   fillRows("entity-limits", mine.length
-    ? mine.map((c) => row(c.resource === defaultResource ? "any resource" : c.resource, el("span", { class: "mono" }, limitsText(c.limits))))
+    ? mine.map((c) => row(c.resource === defaultResource ? "any resource" : c.resource, el("span", { class: "mono" }, limitsText(c))))
     : [row("—", "none set on it: the resource's limits apply")]);
 }
 
@@ -137,7 +139,7 @@ export function limits(configs) {
   fillRows("limits", configs.map((c) => {
     const scope = c.entity ? "entity" : c.resource ? "resource" : "system";
     const res = c.entity && c.resource === defaultResource ? "any" : c.resource || "—";
-    return row(scope, c.entity || "—", res, el("span", { class: "mono" }, limitsText(c.limits)), c.on_unavailable || "—");
+    return row(scope, c.entity || "—", res, el("span", { class: "mono" }, limitsText(c)), c.on_unavailable || "—");
   }));
 }
 
