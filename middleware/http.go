@@ -144,13 +144,14 @@ func writeRefusal(w http.ResponseWriter, err error, log *slog.Logger) {
 // (draft-ietf-httpapi-ratelimit-headers) for every limit that statuses
 // name, the most constrained first: RateLimit-Policy lists each limit's
 // quota (q), RateLimit what remains of it (r) and, when it is short, the
-// seconds until it is not (t).
+// seconds until it is not (t). A limit enforced in shadow is not in force
+// for the client, and is left out.
 func setRateLimitHeaders(h interface{ Set(key, value string) }, sts []model.Status) {
-	if len(sts) == 0 {
-		return
-	}
 	var policy, state []string
 	for _, s := range sts {
+		if s.Shadow {
+			continue
+		}
 		name := strconv.Quote(s.Entity + "/" + s.Limit)
 		policy = append(policy, name+";q="+strconv.FormatInt(s.Capacity, 10))
 		item := name + ";r=" + strconv.FormatInt(max(s.Available, 0), 10)
@@ -158,6 +159,9 @@ func setRateLimitHeaders(h interface{ Set(key, value string) }, sts []model.Stat
 			item += ";t=" + strconv.FormatInt(model.CeilSeconds(ms), 10)
 		}
 		state = append(state, item)
+	}
+	if len(policy) == 0 {
+		return
 	}
 	h.Set("RateLimit-Policy", strings.Join(policy, ", "))
 	h.Set("RateLimit", strings.Join(state, ", "))
