@@ -179,18 +179,11 @@ func (d *leaseData) release() {
 // debt, and the lease's record and Consumed stay exact.
 const maxNet = model.MaxTokens * bucket.MilliPerToken
 
-// netOf returns the lease's net consumption of limit name so far, in
-// millitokens: the initial amount plus pending adjustments, in the bucket of
-// the cascade that has the least of it (every bucket with the limit receives
-// the same adjustments).
-func (d *leaseData) netOf(name string) int64 {
-	least, _ := d.netRange(name)
-	return least
-}
-
 // netRange returns the least and the greatest net consumption of limit
-// name over the buckets of the cascade that have it (netOf); both are the
-// pending adjustments alone for a lease without buckets (a degraded one).
+// name so far, in millitokens (the initial amount plus pending
+// adjustments), over the buckets of the cascade that have it (every bucket
+// with the limit receives the same adjustments); both are the pending
+// adjustments alone for a lease without buckets (a degraded one).
 func (d *leaseData) netRange(name string) (least, most int64) {
 	least, most = d.initialRange(name)
 	p := d.pendingOf(name)

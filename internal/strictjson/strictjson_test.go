@@ -46,8 +46,10 @@ type doc struct {
 	Num      json.Number        `json:"num"`
 	Untagged string
 	Ignored  string `json:"-"`
-	Dash     string `json:"-,"`
-	hidden   string //nolint:unused // unexported: not a member
+	//lint:ignore SA5008 the "-," tag names a member "-", as encoding/json reads it: what the test checks
+	Dash string `json:"-,"`
+	//lint:ignore U1000 unexported: not a member, which the test checks
+	hidden string
 	Embedded
 	left
 	right
