@@ -178,7 +178,7 @@ func (l *Limiter) plan(ctx context.Context, d *leaseData, entity, resource strin
 				}
 				reserved++
 			}
-			kinds = append(kinds, planned{kind: p.limit.Kind, shadow: p.shadow, checked: check})
+			kinds = append(kinds, planned{kind: p.limit.Kind, shadow: p.shadow, checked: check, source: p.source})
 			d.shadow = d.shadow || p.shadow && check
 			if p.params.Amount == 0 && amount > 0 {
 				d.holds = true // a concurrency token taken: the lease is durable
@@ -385,6 +385,7 @@ func (l *Limiter) status(k store.BucketKey, lr store.LimitRequest, pl planned, g
 		Available: bucket.Available(lr.Observed),
 		Requested: bucket.Tokens(lr.Amount),
 		Shadow:    pl.shadow,
+		Source:    sourceNames[pl.source],
 	}
 	// A shadow limit says whether it would have denied, granted or not.
 	if (lr.Check || pl.shadow && pl.checked) && lr.Observed.Tokens < lr.Amount && (!granted || pl.shadow) {
@@ -398,11 +399,12 @@ func (l *Limiter) status(k store.BucketKey, lr store.LimitRequest, pl planned, g
 }
 
 // planned is what plan found of a limit of a request beyond what the
-// store needs: its kind, whether it is enforced in shadow, and whether
-// the request names it (what it would check were it enforced).
+// store needs: its kind, whether it is enforced in shadow, whether the
+// request names it (what it would check were it enforced), and its source.
 type planned struct {
 	kind            model.Kind
 	shadow, checked bool
+	source          source
 }
 
 // setRetry sets the wait of s, exceeded: for a rate limit the refill it

@@ -79,6 +79,9 @@ func WithReservation(id string) AcquireOption { return model.WithReservation(id)
 func (d *leaseData) explicitLimits() []prepared {
 	if !sameSlice(d.explicitOf, d.opts.Limits) {
 		d.explicit = prepareInto(d.explicit[:0], d.opts.Limits)
+		for i := range d.explicit {
+			d.explicit[i].source = sourceCall
+		}
 		d.explicitOf = d.opts.Limits
 	}
 	return d.explicit

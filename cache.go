@@ -103,6 +103,36 @@ type prepared struct {
 	limit  model.Limit
 	params bucket.Params
 	shadow bool
+	source source // the level that supplied it
+}
+
+// source is a limit's Status.Source, as a small number: plan keeps one
+// per limit of a request in a slice without pointers.
+type source uint8
+
+const (
+	sourceUnknown source = iota
+	sourceCall
+	sourceSystem
+	sourceResource
+	sourceEntityDefault
+	sourceEntity
+)
+
+var sourceNames = [...]string{sourceUnknown: "", sourceCall: model.SourceCall, sourceSystem: "system",
+	sourceResource: "resource", sourceEntityDefault: "entity-default", sourceEntity: "entity"}
+
+// sourceOf is the source of the limits stored at scope.
+func sourceOf(scope model.Scope) source {
+	switch scope.Level() {
+	case "system":
+		return sourceSystem
+	case "resource":
+		return sourceResource
+	case "entity-default":
+		return sourceEntityDefault
+	}
+	return sourceEntity
 }
 
 type entityEntry struct {
@@ -125,12 +155,13 @@ func newCache(ttl time.Duration, size int) *cache {
 	return c
 }
 
-// prepare returns the limits of cfg with their bucket parameters, those
-// it enforces in shadow marked.
-func prepare(cfg *model.Config) []prepared {
+// prepare returns the limits of cfg, stored at scope, with their bucket
+// parameters, their source, and those it enforces in shadow marked.
+func prepare(cfg *model.Config, scope model.Scope) []prepared {
 	out := prepareInto(make([]prepared, 0, len(cfg.Limits)), cfg.Limits)
 	for i := range out {
 		out[i].shadow = cfg.InShadow(out[i].limit.Name)
+		out[i].source = sourceOf(scope)
 	}
 	return out
 }

@@ -285,6 +285,8 @@ const (
 	// its holders, or a release at no known time.
 	WaitsExpiry  = model.WaitsExpiry
 	WaitsRelease = model.WaitsRelease
+	// SourceCall is the Status.Source of a limit the request passed itself.
+	SourceCall = model.SourceCall
 	// SlotPoll is how often Wait looks again at a concurrency or reserved
 	// limit, unless a holder's expiry comes sooner.
 	SlotPoll = model.SlotPoll

@@ -23,7 +23,7 @@ func (l *Limiter) resolve(ctx context.Context, ns, entity, resource string, now 
 	l.fail.note(sys, now)
 	r := &resolution{}
 	if cfg != nil {
-		r.found, r.scope, r.limits = true, scope, prepare(cfg)
+		r.found, r.scope, r.limits = true, scope, prepare(cfg, scope)
 	}
 	l.cache.putResolution(k, r, now, epoch)
 	return r, nil

@@ -99,6 +99,10 @@ type LimitStatus struct {
 	// Shadow marks a limit enforced in shadow: exceeded, it says it would
 	// have denied, and did not (model.Status.Shadow).
 	Shadow bool `json:"shadow,omitempty"`
+	// Source names the level that supplied the limit: "entity",
+	// "entity-default", "resource", "system", or "call" (the request's own
+	// limits); absent where not known (model.Status.Source).
+	Source string `json:"source,omitempty"`
 	// RetryAfterMS is exact however long (up to 2^63-1: model.Status's
 	// RetryAfterMS); 0 for a reserved limit waiting for a release.
 	RetryAfterMS int64 `json:"retry_after_ms"`
@@ -282,7 +286,7 @@ func FromStatus(s model.Status) LimitStatus {
 	return LimitStatus{
 		Entity: s.Entity, Resource: s.Resource, Limit: s.Limit, Kind: s.Kind.String(),
 		Capacity: s.Capacity, Available: s.Available, Requested: s.Requested,
-		Exceeded: s.Exceeded, Shadow: s.Shadow, RetryAfterMS: max(s.RetryAfterMS, CeilMS(s.RetryAfter)), Waits: s.Waits,
+		Exceeded: s.Exceeded, Shadow: s.Shadow, Source: s.Source, RetryAfterMS: max(s.RetryAfterMS, CeilMS(s.RetryAfter)), Waits: s.Waits,
 	}
 }
 
@@ -301,7 +305,7 @@ func ToStatus(s LimitStatus) model.Status {
 	return model.Status{
 		Entity: s.Entity, Resource: s.Resource, Limit: s.Limit, Kind: kind,
 		Capacity: s.Capacity, Available: s.Available, Requested: s.Requested,
-		Exceeded: s.Exceeded, Shadow: s.Shadow, RetryAfter: model.DurationMS(s.RetryAfterMS), RetryAfterMS: max(s.RetryAfterMS, 0),
+		Exceeded: s.Exceeded, Shadow: s.Shadow, Source: s.Source, RetryAfter: model.DurationMS(s.RetryAfterMS), RetryAfterMS: max(s.RetryAfterMS, 0),
 		Waits: s.Waits,
 	}
 }

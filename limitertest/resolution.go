@@ -58,13 +58,18 @@ func testLimiterResolution(t *testing.T, e *env) {
 	for _, c := range []struct {
 		entity, resource string
 		want             int64
+		source           string // the level that supplied the limit (Status.Source)
 	}{
-		{"e1", "api", 40}, {"e1", "other", 30}, {"e2", "api", 20}, {"e2", "other", 10}, {"unknown", "api", 20}, {"unknown", "other", 10},
+		{"e1", "api", 40, "entity"}, {"e1", "other", 30, "entity-default"}, {"e2", "api", 20, "resource"}, {"e2", "other", 10, "system"},
+		{"unknown", "api", 20, "resource"}, {"unknown", "other", 10, "system"},
 	} {
 		if got := e.capacityOf(lim, c.entity, c.resource, "rpm"); got != c.want {
 			t.Errorf("capacity for %s/%s = %d, want %d", c.entity, c.resource, got, c.want)
 		}
 		le := e.acquire(lim, c.entity, c.resource, tollgate.Consume{"rpm": c.want})
+		if s := status(t, le.Statuses(), c.entity, "rpm"); s.Source != c.source {
+			t.Errorf("source of %s/%s's rpm = %q, want %q", c.entity, c.resource, s.Source, c.source)
+		}
 		e.commit(le)
 		e.denied(lim, c.entity, c.resource, tollgate.Consume{"rpm": 1})
 	}

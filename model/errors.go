@@ -75,6 +75,11 @@ type Status struct {
 	// Shadow reports that the limit is enforced in shadow (Config.Shadow):
 	// an exceeded shadow limit says it would have denied, and did not.
 	Shadow bool
+	// Source names the level that supplied the limit: "entity",
+	// "entity-default", "resource" or "system" (Scope.Level) for stored
+	// limits, SourceCall for the request's own; "" where not known (a
+	// status rebuilt without the request's plan).
+	Source string
 	// RetryAfter is how long refill alone needs to cover Requested; zero when
 	// not exceeded. It saturates at MaxWait (about 292 years): RetryAfterMS
 	// has longer waits exactly. For a concurrency or reserved limit it is a
@@ -124,6 +129,10 @@ func (e *RateLimitExceeded) Is(target error) bool {
 
 // Violations returns the statuses that deny (Status.Denies).
 func (e *RateLimitExceeded) Violations() []Status { return e.filter(true) }
+
+// SourceCall is the Status.Source of a limit the request passed itself
+// (per-call limits).
+const SourceCall = "call"
 
 // Denies reports whether the status refuses its request: exceeded, and
 // not a shadow limit's (which only says it would have).

@@ -429,6 +429,10 @@ func appendLimitStatus(b []byte, s *api.LimitStatus) []byte {
 	if s.Shadow {
 		b = append(b, `,"shadow":true`...)
 	}
+	if s.Source != "" {
+		b = append(b, `,"source":`...)
+		b = appendJSONString(b, s.Source)
+	}
 	b = append(b, `,"retry_after_ms":`...)
 	b = strconv.AppendInt(b, s.RetryAfterMS, 10)
 	if s.Waits != "" {

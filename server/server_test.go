@@ -183,7 +183,8 @@ func TestRateLimitedResponse(t *testing.T) {
 	if got := h.Get("Retry-After"); got != "60" {
 		t.Errorf("Retry-After %q, want 60", got)
 	}
-	want := api.LimitStatus{Entity: "key-1", Resource: "api", Limit: "rpm", Kind: "rate", Capacity: 1, Available: 0, Requested: 1, Exceeded: true, RetryAfterMS: 60_000}
+	want := api.LimitStatus{Entity: "key-1", Resource: "api", Limit: "rpm", Kind: "rate", Capacity: 1, Available: 0, Requested: 1, Exceeded: true, RetryAfterMS: 60_000,
+		Source: "call"}
 	if er.Code != api.CodeRateLimited || er.RetryAfterMS != 60_000 || len(er.Limits) != 1 || er.Limits[0] != want {
 		t.Errorf("429 body %+v, want rate_limited, 60000 ms, limits [%+v]", er, want)
 	}

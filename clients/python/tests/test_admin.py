@@ -139,7 +139,7 @@ class LimitsTest(ServerTest):
         key = uid("key")
         lease = self.client.acquire(key, resource, {"rpm": 1, "tpm": 150})
         tpm = next(s for s in lease.statuses if s.limit == "tpm")
-        self.assertEqual((tpm.exceeded, tpm.shadow, tpm.denies, tpm.available), (True, True, False, -50))
+        self.assertEqual((tpm.exceeded, tpm.shadow, tpm.denies, tpm.available, tpm.source), (True, True, False, -50, "resource"))
         lease.commit()
         self.client.acquire(key, resource, {"rpm": 1}).commit()
         with self.assertRaises(tollgate.RateLimitExceeded) as cm:

@@ -137,6 +137,10 @@ class LimitStatus:
     #: The limit is enforced in shadow (its configuration's ``shadow``):
     #: exceeded, it would have denied, and did not.
     shadow: bool = False
+    #: The level that supplied the limit: "entity", "entity-default",
+    #: "resource", "system", or "call" (the request's own limits); "" when
+    #: the server does not say.
+    source: str = ""
 
     @property
     def denies(self) -> bool:
@@ -169,6 +173,7 @@ class LimitStatus:
             retry_after_ms=min(max(0, _int(d, "retry_after_ms")), (1 << 63) - 1),
             waits=_str(d, "waits"),
             shadow=_bool(d, "shadow"),
+            source=_str(d, "source"),
         )
 
 

@@ -1,7 +1,7 @@
 // Typed errors, one class per kind of answer, as the Go client returns the
 // library's errors (docs/http-api.md, "4. Errors").
 
-import type { LimitStatus, Waits } from "./types.js";
+import type { LimitSource, LimitStatus, Waits } from "./types.js";
 
 /** The error body the server sends with every error answer. */
 export interface ErrorBody {
@@ -29,6 +29,7 @@ export interface WireLimitStatus {
   requested: number;
   exceeded: boolean;
   shadow?: boolean;
+  source?: string;
   retry_after_ms: number;
   waits?: string;
 }
@@ -52,12 +53,22 @@ export function toStatus(s: WireLimitStatus): LimitStatus {
   if (s.shadow) {
     st.shadow = true;
   }
+  const source = toSource(s.source);
+  if (source !== undefined) {
+    st.source = source;
+  }
   return st;
 }
 
 /** A wire `waits`, if it is one this client knows. */
 function toWaits(w: unknown): Waits | undefined {
   return w === "expiry" || w === "release" ? w : undefined;
+}
+
+const sources: readonly string[] = ["entity", "entity-default", "resource", "system", "call"];
+
+function toSource(s: unknown): LimitSource | undefined {
+  return typeof s === "string" && sources.includes(s) ? (s as LimitSource) : undefined;
 }
 
 /**

@@ -32,6 +32,12 @@ export interface LimitStatus {
    */
   shadow?: boolean;
   /**
+   * The level that supplied the limit: a stored configuration's (`entity`,
+   * `entity-default`, `resource`, `system`) or `call` (the request's own
+   * limits). Absent when the server does not say.
+   */
+  source?: LimitSource;
+  /**
    * How long refill alone needs to cover `requested`, however long
    * (saturated at 2^63-1 ms); 0 unless exceeded. For a concurrency or
    * reserved limit a hint, as `waits` says.
@@ -44,6 +50,9 @@ export interface LimitStatus {
    */
   waits?: Waits;
 }
+
+/** The level that supplied a limit (LimitStatus.source). */
+export type LimitSource = "entity" | "entity-default" | "resource" | "system" | "call";
 
 /** What an exceeded concurrency or reserved limit waits for. */
 export type Waits = "expiry" | "release";

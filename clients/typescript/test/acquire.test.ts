@@ -39,6 +39,7 @@ describe("acquire and leases", () => {
     assert.equal(tpm?.shadow, true);
     assert.equal(tpm?.available, -50);
     assert.equal(lease.statuses.find((s) => s.limit === "rpm")?.shadow, undefined);
+    assert.equal(tpm?.source, "resource");
     await lease.commit();
     await (await client.acquire({ entity, resource, consume: { rpm: 1 } })).commit();
     await assert.rejects(client.acquire({ entity, resource, consume: { rpm: 1, tpm: 1 } }), (e: unknown) => {
@@ -72,6 +73,7 @@ describe("acquire and leases", () => {
       available: 9500,
       requested: 500,
       exceeded: false,
+      source: "resource",
       retryAfterMs: 0,
     });
     assert.ok(lease.expiresAtMs !== undefined && lease.expiresAtMs > Date.now());
