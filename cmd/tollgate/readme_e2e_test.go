@@ -54,9 +54,9 @@ func TestReadmeCLITour(t *testing.T) {
 		t.Errorf("the tour reported an error:\n%s\n%s", out, stderr.String())
 	}
 	for _, want := range []string{
-		`key-1\s+api\s+rpm\s+rate\s+99\s+100\s+1\s+false`,      // the acquire, for the key
-		`org-acme\s+api\s+rpm\s+rate\s+999\s+1000\s+1\s+false`, // and its organisation
-		`update\s+resource api`,                                // plan and apply
+		`key-1\s+api\s+rpm\s+rate\s+resource\s+99\s+100\s+1\s+false`,    // the acquire, for the key
+		`org-acme\s+api\s+rpm\s+rate\s+entity\s+999\s+1000\s+1\s+false`, // and its organisation
+		`update\s+resource api`, // plan and apply
 		`tenant-b`,
 	} {
 		if !regexp.MustCompile(want).MatchString(out) {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/user"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -36,13 +37,17 @@ func row(w *tabwriter.Writer, cols ...any) {
 
 func (g *globals) printStatuses(sts []tollgate.Status) error {
 	return g.printOut(api.AvailableResponse{Limits: api.FromStatuses(sts)}, func(w *tabwriter.Writer) {
-		row(w, "ENTITY", "RESOURCE", "LIMIT", "KIND", "AVAILABLE", "CAPACITY", "REQUESTED", "EXCEEDED", "RETRY AFTER")
+		row(w, "ENTITY", "RESOURCE", "LIMIT", "KIND", "SOURCE", "AVAILABLE", "CAPACITY", "REQUESTED", "EXCEEDED", "RETRY AFTER")
 		for _, s := range sts {
 			retry := "-"
 			if s.Exceeded {
 				retry = s.RetryAfter.String()
 			}
-			row(w, s.Entity, s.Resource, s.Limit, s.Kind, s.Available, s.Capacity, s.Requested, s.Exceeded, retry)
+			exceeded := strconv.FormatBool(s.Exceeded)
+			if s.Shadow {
+				exceeded += " (shadow)" // would have denied, did not
+			}
+			row(w, s.Entity, s.Resource, s.Limit, s.Kind, dash(s.Source), s.Available, s.Capacity, s.Requested, exceeded, retry)
 		}
 	})
 }
