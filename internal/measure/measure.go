@@ -1,7 +1,8 @@
 // Package measure is test support for the backends' benchmarks and
 // multi-process tests: latencies measured in alternation with a baseline,
-// and a clock that records when a grant can have happened, to hold
-// admissions to a limit's exact bound.
+// a clock that records when a grant can have happened, to hold admissions
+// to a limit's exact bound, and worker processes of the test binary that
+// report their tallies (RunWorkers).
 package measure
 
 import (
