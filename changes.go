@@ -101,6 +101,12 @@ func (w *ChangeWatch) Generation(ctx context.Context) uint64 {
 	if now < unixNano(w.due.Load()) || !w.reading.CompareAndSwap(false, true) {
 		return w.gen.Load() + w.local.Load()
 	}
+	if now < unixNano(w.due.Load()) {
+		// Another caller refreshed between this one's look at due and its
+		// win of reading (refresh moves due before it lets go of reading).
+		w.reading.Store(false)
+		return w.gen.Load() + w.local.Load()
+	}
 	if w.failed.Load() {
 		go w.refresh(context.WithoutCancel(ctx))
 	} else {
