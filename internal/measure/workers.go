@@ -1,6 +1,7 @@
 package measure
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -8,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tollgate-rl/tollgate"
 	"github.com/tollgate-rl/tollgate/model"
 )
 
@@ -78,4 +80,58 @@ func Bound[R Tallied](l model.Limit, results []R) (grants, allowed int64, window
 		first, last = min(first, r.First), max(last, r.Last)
 	}
 	return grants, Allowed(l, first, last), time.Duration(last-first) * time.Millisecond
+}
+
+// HoldsBound checks results against the exact bound of limit and logs
+// what they admitted (what names the case): a grant beyond the bound fails
+// t, and so does admitting less than minFrac of it (a store that refuses
+// what it should grant). It returns the grants.
+func HoldsBound[R Tallied](t testing.TB, what string, limit model.Limit, results []R, minFrac float64) int64 {
+	t.Helper()
+	grants, allowed, window := Bound(limit, results)
+	frac := float64(grants) / float64(allowed)
+	t.Logf("%s: %d grants in %v, exact bound %d (%.1f%%)", what, grants, window, allowed, 100*frac)
+	if grants > allowed {
+		t.Errorf("%s: over-admission: %d grants, bound %d", what, grants, allowed)
+	}
+	if frac < minFrac {
+		t.Errorf("%s: admitted only %.1f%% of the bound", what, 100*frac)
+	}
+	return grants
+}
+
+// SetUpCascade stores the multi-process tests' cascade through adm: an
+// entity "org" and keys cascading to it, keyLimit for every caller of
+// resource "api" and orgLimit for the organisation's own.
+func SetUpCascade(t testing.TB, adm *tollgate.Admin, keys []string, keyLimit, orgLimit model.Limit) {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := adm.CreateEntity(ctx, tollgate.Entity{ID: "org"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range keys {
+		if _, err := adm.CreateEntity(ctx, tollgate.Entity{ID: k, ParentID: "org", Cascade: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for scope, l := range map[tollgate.Scope]model.Limit{tollgate.ResourceScope("api"): keyLimit, tollgate.EntityScope("org", "api"): orgLimit} {
+		if err := adm.SetLimits(ctx, scope, tollgate.Config{Limits: []model.Limit{l}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// HoldsCascade checks the results of workers acquiring for keys (one
+// worker each, in order) in the cascade of SetUpCascade: the
+// organisation's bound over all of them (at least minFrac of it admitted)
+// and each key's over its own worker. It returns the grants.
+func HoldsCascade[R Tallied](t testing.TB, what string, keys []string, keyLimit, orgLimit model.Limit, results []R, minFrac float64) int64 {
+	t.Helper()
+	grants := HoldsBound(t, what+", the organisation's "+orgLimit.String(), orgLimit, results, minFrac)
+	for i := range results {
+		if g, a, _ := Bound(keyLimit, results[i:i+1]); g > a {
+			t.Errorf("%s over-admitted: %d grants, bound %d", keys[i], g, a)
+		}
+	}
+	return grants
 }

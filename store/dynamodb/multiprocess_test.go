@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"os"
 	"strconv"
@@ -162,13 +163,11 @@ func TestMultiProcessOneBucket(t *testing.T) {
 	}
 	s := newTable(t)
 	results := runWorkers(t, s, "bucket", []string{"hot", "hot", "hot"})
-	grants, allowed, window := measure.Bound(mpBucketLimit, results)
-	frac := float64(grants) / float64(allowed)
-	t.Logf("%d processes x %d goroutines, one bucket of %s: %d grants in %v, exact bound %d (%.1f%%)",
-		mpProcesses, mpGoroutines, mpBucketLimit, grants, window, allowed, 100*frac)
-	if grants > allowed {
-		t.Errorf("over-admission: %d grants, bound %d", grants, allowed)
-	}
+	// Typically 95-100%; a second in which the machine starves the
+	// workers leaves the bucket full and its refill clamped (80% seen with
+	// other test binaries running on the 2 cores).
+	what := fmt.Sprintf("%d processes x %d goroutines, one bucket of %s", mpProcesses, mpGoroutines, mpBucketLimit)
+	grants := measure.HoldsBound(t, what, mpBucketLimit, results, 0.6)
 	// The bucket's consumed counter agrees with the grants: no debit was
 	// lost or applied twice.
 	hot, err := s.eng().getItem(context.Background(), mustNamespaceID(t, s, tollgate.DefaultNamespace), &target{key: store.BucketKey{Entity: "hot", Resource: "api"}})
@@ -177,12 +176,6 @@ func TestMultiProcessOneBucket(t *testing.T) {
 	}
 	if tc, _ := getN(hot, limitAttr("rps", fieldConsumed)); tc != grants*1000 {
 		t.Errorf("bucket consumed counter %d millitokens, want %d (the grants)", tc, grants*1000)
-	}
-	// Typically 95-100%; a second in which the machine starves the
-	// workers leaves the bucket full and its refill clamped (80% seen with
-	// other test binaries running on the 2 cores).
-	if frac < 0.6 {
-		t.Errorf("admitted only %.1f%% of the bound", 100*frac)
 	}
 }
 
@@ -194,14 +187,11 @@ func TestMultiProcessShardedBucket(t *testing.T) {
 	}
 	s := newTable(t)
 	results := runWorkers(t, s, "sharded", []string{"hot", "hot", "hot"})
-	grants, allowed, window := measure.Bound(mpBucketLimit, results)
-	frac := float64(grants) / float64(allowed)
 	its := shardItems(t, s, mustNamespaceID(t, s, tollgate.DefaultNamespace), store.BucketKey{Entity: "hot", Resource: "api"})
-	t.Logf("%d processes x %d goroutines, one bucket of %s split to %d shards: %d grants in %v, exact bound %d (%.1f%%)",
-		mpProcesses, mpGoroutines, mpBucketLimit, len(its), grants, window, allowed, 100*frac)
-	if grants > allowed {
-		t.Errorf("over-admission: %d grants, bound %d", grants, allowed)
-	}
+	// Lower by design (a request refused by the 3 shards it tries while
+	// others hold tokens): 75-100% seen, on a loaded machine too.
+	what := fmt.Sprintf("%d processes x %d goroutines, one bucket of %s split to %d shards", mpProcesses, mpGoroutines, mpBucketLimit, len(its))
+	grants := measure.HoldsBound(t, what, mpBucketLimit, results, 0.5)
 	if len(its) < 2 {
 		t.Errorf("the bucket never split")
 	}
@@ -212,11 +202,6 @@ func TestMultiProcessShardedBucket(t *testing.T) {
 	}
 	if tc != grants*1000 {
 		t.Errorf("consumed counters over the shards %d millitokens, want %d (the grants)", tc, grants*1000)
-	}
-	// Lower by design (a request refused by the 3 shards it tries while
-	// others hold tokens): 75-100% seen, on a loaded machine too.
-	if frac < 0.5 {
-		t.Errorf("admitted only %.1f%% of the bound", 100*frac)
 	}
 }
 
@@ -231,37 +216,11 @@ func TestMultiProcessCascade(t *testing.T) {
 		t.Fatal(err)
 	}
 	keys := []string{"key-0", "key-1", "key-2"}
-	if _, err := admin.CreateEntity(ctx, tollgate.Entity{ID: "org"}); err != nil {
-		t.Fatal(err)
-	}
-	for _, k := range keys {
-		if _, err := admin.CreateEntity(ctx, tollgate.Entity{ID: k, ParentID: "org", Cascade: true}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := admin.SetLimits(ctx, tollgate.ResourceScope("api"), tollgate.Config{Limits: []tollgate.Limit{mpKeyLimit}}); err != nil {
-		t.Fatal(err)
-	}
-	if err := admin.SetLimits(ctx, tollgate.EntityScope("org", "api"), tollgate.Config{Limits: []tollgate.Limit{mpOrgLimit}}); err != nil {
-		t.Fatal(err)
-	}
+	measure.SetUpCascade(t, admin, keys, mpKeyLimit, mpOrgLimit)
 	results := runWorkers(t, s, "cascade", keys)
-	grants, allowed, window := measure.Bound(mpOrgLimit, results)
-	frac := float64(grants) / float64(allowed)
-	t.Logf("%d processes x %d goroutines, 3 keys cascading to one org of %s: %d grants in %v, org bound %d (%.1f%%)",
-		mpProcesses, mpGoroutines, mpOrgLimit, grants, window, allowed, 100*frac)
-	if grants > allowed {
-		t.Errorf("org over-admitted: %d grants, bound %d", grants, allowed)
-	}
-	for i, r := range results {
-		if g, a, _ := measure.Bound(mpKeyLimit, results[i:i+1]); g > a {
-			t.Errorf("%s over-admitted: %d grants, bound %d", keys[i], r.Grants, a)
-		}
-	}
 	// 93-100% seen, on a loaded machine too.
-	if frac < 0.6 {
-		t.Errorf("admitted only %.1f%% of the org's bound", 100*frac)
-	}
+	what := fmt.Sprintf("%d processes x %d goroutines, 3 keys cascading to one org", mpProcesses, mpGoroutines)
+	grants := measure.HoldsCascade(t, what, keys, mpKeyLimit, mpOrgLimit, results, 0.6)
 	// The org's bucket agrees with the grants: its consumed counter is exact.
 	org, err := s.eng().getItem(ctx, mustNamespaceID(t, s, admin.Namespace()), &target{key: store.BucketKey{Entity: "org", Resource: "api"}})
 	if err != nil {

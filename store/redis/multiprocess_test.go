@@ -211,57 +211,20 @@ func TestMultiProcessOneBucket(t *testing.T) {
 	}
 	ns := newNamespace(t, newAdmin(t))
 	results := runWorkers(t, "bucket", ns, []string{"hot", "hot", "hot"})
-	grants, allowed, window := measure.Bound(mpBucketLimit, results)
-	frac := float64(grants) / float64(allowed)
-	t.Logf("%d processes x %d goroutines, one bucket of %s: %d grants in %v, exact bound %d (%.1f%%)",
-		mpProcesses, mpGoroutines, mpBucketLimit, grants, window, allowed, 100*frac)
-	if grants > allowed {
-		t.Errorf("over-admission: %d grants, bound %d", grants, allowed)
-	}
-	if frac < 0.6 {
-		t.Errorf("admitted only %.1f%% of the bound", 100*frac)
-	}
+	what := fmt.Sprintf("%d processes x %d goroutines, one bucket of %s", mpProcesses, mpGoroutines, mpBucketLimit)
+	measure.HoldsBound(t, what, mpBucketLimit, results, 0.6)
 }
 
 func TestMultiProcessCascade(t *testing.T) {
 	if testing.Short() {
 		t.Skip("multi-process test skipped in -short mode")
 	}
-	ctx := context.Background()
-	adm := newAdmin(t)
-	ns := newNamespace(t, adm)
-	adm = newAdmin(t, tollgate.WithNamespace(ns))
+	ns := newNamespace(t, newAdmin(t))
 	keys := []string{"key-0", "key-1", "key-2"}
-	if _, err := adm.CreateEntity(ctx, tollgate.Entity{ID: "org"}); err != nil {
-		t.Fatal(err)
-	}
-	for _, k := range keys {
-		if _, err := adm.CreateEntity(ctx, tollgate.Entity{ID: k, ParentID: "org", Cascade: true}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := adm.SetLimits(ctx, tollgate.ResourceScope("api"), tollgate.Config{Limits: []tollgate.Limit{mpKeyLimit}}); err != nil {
-		t.Fatal(err)
-	}
-	if err := adm.SetLimits(ctx, tollgate.EntityScope("org", "api"), tollgate.Config{Limits: []tollgate.Limit{mpOrgLimit}}); err != nil {
-		t.Fatal(err)
-	}
+	measure.SetUpCascade(t, newAdmin(t, tollgate.WithNamespace(ns)), keys, mpKeyLimit, mpOrgLimit)
 	results := runWorkers(t, "cascade", ns, keys)
-	grants, allowed, window := measure.Bound(mpOrgLimit, results)
-	frac := float64(grants) / float64(allowed)
-	t.Logf("%d processes x %d goroutines, 3 keys cascading to one org of %s: %d grants in %v, org bound %d (%.1f%%)",
-		mpProcesses, mpGoroutines, mpOrgLimit, grants, window, allowed, 100*frac)
-	if grants > allowed {
-		t.Errorf("org over-admitted: %d grants, bound %d", grants, allowed)
-	}
-	for i, r := range results {
-		if g, a, _ := measure.Bound(mpKeyLimit, results[i:i+1]); g > a {
-			t.Errorf("%s over-admitted: %d grants, bound %d", keys[i], r.Grants, a)
-		}
-	}
-	if frac < 0.6 {
-		t.Errorf("admitted only %.1f%% of the org's bound", 100*frac)
-	}
+	what := fmt.Sprintf("%d processes x %d goroutines, 3 keys cascading to one org", mpProcesses, mpGoroutines)
+	measure.HoldsCascade(t, what, keys, mpKeyLimit, mpOrgLimit, results, 0.6)
 }
 
 // 3 processes x 16 goroutines take and give back 5 concurrency slots: no
