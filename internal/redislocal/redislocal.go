@@ -615,22 +615,31 @@ func Main(m interface{ Run() int }, url *string) int {
 // started.
 func MainCluster(m interface{ Run() int }, url, clusterURL *string) int {
 	ctx := context.Background()
-	var missing error
-	if url != nil {
-		srv, err := Start(ctx)
-		switch {
-		case errors.Is(err, ErrNotInstalled):
-			missing = err
-		case err != nil:
-			fmt.Fprintln(os.Stderr, err)
-			return 1
-		default:
-			defer srv.Stop()
-			*url = srv.URL
-		}
+	starts := []struct {
+		dst   *string
+		start func() (url string, stop func() error, err error)
+	}{
+		{url, func() (string, func() error, error) {
+			srv, err := Start(ctx)
+			if err != nil {
+				return "", nil, err
+			}
+			return srv.URL, srv.Stop, nil
+		}},
+		{clusterURL, func() (string, func() error, error) {
+			c, err := StartCluster(ctx, 3)
+			if err != nil {
+				return "", nil, err
+			}
+			return c.URL, c.Stop, nil
+		}},
 	}
-	if clusterURL != nil {
-		c, err := StartCluster(ctx, 3)
+	var missing error
+	for _, st := range starts {
+		if st.dst == nil {
+			continue
+		}
+		u, stop, err := st.start()
 		switch {
 		case errors.Is(err, ErrNotInstalled):
 			missing = err
@@ -638,8 +647,8 @@ func MainCluster(m interface{ Run() int }, url, clusterURL *string) int {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
 		default:
-			defer c.Stop()
-			*clusterURL = c.URL
+			defer stop()
+			*st.dst = u
 		}
 	}
 	if missing != nil {
