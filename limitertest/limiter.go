@@ -34,6 +34,8 @@ func limiterCases() []testCase {
 		{"Saturation", testLimiterSaturation},
 		{"SlotRetryAfter", testLimiterSlotRetryAfter},
 		{"ShadowLimits", testLimiterShadow},
+		{"CalendarQuota", testLimiterCalendar},
+		{"CalendarQuotaPerCall", testLimiterCalendarPerCall},
 	}
 }
 
