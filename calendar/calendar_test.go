@@ -156,3 +156,32 @@ func TestStartSaturates(t *testing.T) {
 		}
 	}
 }
+
+func BenchmarkIndex(b *testing.B) {
+	for _, w := range []Window{{Day, "UTC"}, {Month, "Europe/Berlin"}, {Hour, "Asia/Kolkata"}} {
+		b.Run(w.String(), func(b *testing.B) {
+			at := int64(1_795_000_000_000)
+			for b.Loop() {
+				at += 997
+				_ = w.Index(at)
+			}
+		})
+	}
+}
+
+// Any instant, in any unit of a few zones, lies in the window Index names,
+// between its Start and the next one's.
+func FuzzIndexStart(f *testing.F) {
+	zones := []string{"UTC", "Europe/Berlin", "Australia/Lord_Howe", "Asia/Kathmandu", "America/Havana", "Pacific/Apia"}
+	f.Add(int64(1_700_000_000_000), uint8(0), uint8(1))
+	f.Add(int64(-62_135_596_800_000), uint8(3), uint8(4))
+	f.Add(int64(253_402_300_799_000), uint8(5), uint8(2))
+	f.Fuzz(func(t *testing.T, at int64, zone, unit uint8) {
+		w := Window{Unit(unit%4 + 1), zones[int(zone)%len(zones)]}
+		at %= 1 << 55 // about a million years either side of 1970
+		i := w.Index(at)
+		if s, e := w.Start(i), w.Start(i+1); !(s <= at && at < e) {
+			t.Fatalf("%s: %d is in window %d, which runs from %d to %d", w, at, i, s, e)
+		}
+	})
+}
