@@ -12,6 +12,8 @@ func calendarCases() []testCase {
 	return []testCase{
 		{"QuotaRefillsAtBoundaries", testQuotaRefillsAtBoundaries},
 		{"QuotaIsNotARateOfTheSameNumbers", testQuotaIsNotARate},
+		{"QuotaPenaltyLastsItsWindow", testQuotaPenalty},
+		{"QuotaReset", testQuotaReset},
 	}
 }
 
@@ -65,4 +67,35 @@ func testQuotaIsNotARate(t *testing.T, e *Env) {
 	}
 	req = e.grant(T0+10, breq(k, checked("x", perMS, 3_000)))
 	e.wantObserved(req, k, "x", bucket.State{Tokens: 3_000})
+}
+
+// A penalty empties a quota until the end of the window that holds its
+// end: the quota refills at the next boundary, not before.
+func testQuotaPenalty(t *testing.T, e *Env) {
+	k := Key("q", "api")
+	e.grant(T0, breq(k, checked("h", hourly, 1_000)))
+	e.penalize(T0+1_000, T0+60_000, breq(k, checked("h", hourly, 0)))
+	req := e.deny(T0+120_000, breq(k, checked("h", hourly, 1)))
+	e.wantObserved(req, k, "h", bucket.State{})
+	e.deny(T0+nextHour-1, breq(k, checked("h", hourly, 1)))
+	e.grant(T0+nextHour, breq(k, checked("h", hourly, 3_000)))
+}
+
+// A reset fills a quota at once, in the middle of its window; one given
+// new parameters (a quota that was a rate) is filled under them.
+func testQuotaReset(t *testing.T, e *Env) {
+	k := Key("q", "api")
+	e.grant(T0, breq(k, checked("h", hourly, 3_000)))
+	e.deltas(store.Delta{Key: k, Limit: "h", Amount: 1_000, Params: hourly})
+	if err := e.s.Reset(e.ctx, e.ns, &store.ResetRequest{Now: T0 + 10, Bucket: breq(k, checked("h", hourly, 0))}); err != nil {
+		t.Fatalf("Reset: %v", err)
+	}
+	e.grant(T0+20, breq(k, checked("h", hourly, 3_000)))
+	e.deny(T0+30, breq(k, checked("h", hourly, 1)))
+	perMS := rate(3_000, 3_000, 1)
+	if err := e.s.Reset(e.ctx, e.ns, &store.ResetRequest{Now: T0 + 40, Bucket: breq(k, checked("h", perMS, 0))}); err != nil {
+		t.Fatalf("Reset as a rate: %v", err)
+	}
+	e.grant(T0+50, breq(k, checked("h", perMS, 3_000)))
+	e.grant(T0+51, breq(k, checked("h", perMS, 3_000)))
 }
