@@ -35,7 +35,7 @@ type AuditLog interface {
 }
 
 // MaxAuditRangePage bounds one page of ListAuditRange.
-const MaxAuditRangePage = 1000
+const MaxAuditRangePage = model.MaxAuditPage
 
 // AuditRange selects a page of a namespace's audit log.
 type AuditRange struct {
