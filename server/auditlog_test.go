@@ -51,17 +51,17 @@ func TestAuditLogRoute(t *testing.T) {
 	if len(page.Events) != 2 || page.Next != all[1].ID {
 		t.Fatalf("first page = %+v, want 2 events and next %s", page, all[1].ID)
 	}
-	get("/v1/audit/log?limit=2&after="+page.Next)
+	get("/v1/audit/log?limit=2&after=" + page.Next)
 	if len(page.Events) != 1 || page.Events[0].ID != all[2].ID || page.Next != "" {
 		t.Errorf("second page = %+v, want %s alone", page, all[2].ID)
 	}
 	// Bounds: Unix milliseconds or RFC 3339.
 	later := strconv.FormatInt(epoch.Add(time.Second).UnixMilli(), 10)
-	get("/v1/audit/log?since="+later)
+	get("/v1/audit/log?since=" + later)
 	if len(page.Events) != 1 || page.Events[0].ID != all[2].ID {
 		t.Errorf("since %s = %+v, want the config event", later, page.Events)
 	}
-	get("/v1/audit/log?until="+epoch.Add(time.Second).Format(time.RFC3339))
+	get("/v1/audit/log?until=" + epoch.Add(time.Second).Format(time.RFC3339))
 	if len(page.Events) != 2 {
 		t.Errorf("until +1s = %+v, want the two creates", page.Events)
 	}
