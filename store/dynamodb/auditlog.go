@@ -2,6 +2,7 @@ package dynamodb
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -20,7 +21,7 @@ import (
 // that holds the namespace's items holds its events in id order, which is
 // time order. A page is one Query of a key range of that partition (keys
 // only) and one BatchGetItem of the events; a sweep is the same Query and
-// a BatchWriteItem of deletes. No scan, no extra item, no extra index: the
+// a DeleteItem per event. No scan, no extra item, no extra index: the
 // audit item's write is the one it was (docs/dynamodb.md 2.3). GSI4 is
 // eventually consistent: an event written a moment ago may be missing.
 
@@ -102,10 +103,27 @@ func (s *Store) SweepAudit(ctx context.Context, ns string, before time.Time, lim
 	if err != nil || len(keys) == 0 {
 		return 0, err
 	}
-	if err := s.batchDelete(ctx, keys); err != nil {
+	if err := s.deleteEach(ctx, keys); err != nil {
 		return 0, fmt.Errorf("dynamodb: sweep audit: %w", err)
 	}
 	return len(keys), nil
+}
+
+// sweepWorkers is how many DeleteItem calls a sweep has in flight.
+const sweepWorkers = 8
+
+// deleteEach deletes the items of keys with DeleteItem, sweepWorkers at a
+// time. Not BatchWriteItem: the sweep is the reconciler's, whose IAM
+// persona (worker, deploy/iam.go) may delete items but not batch-write
+// them; the write units are the same.
+func (s *Store) deleteEach(ctx context.Context, keys []item) error {
+	errs := make([]error, sweepWorkers)
+	parallel(sweepWorkers, func(w int) {
+		for i := w; i < len(keys) && errs[w] == nil; i += sweepWorkers {
+			_, errs[w] = s.db.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: &s.table, Key: keys[i]})
+		}
+	})
+	return errors.Join(errs...)
 }
 
 // attrAuditRetention is the namespace record's audit retention, in
