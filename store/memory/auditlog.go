@@ -4,7 +4,6 @@ import (
 	"context"
 	"slices"
 	"sort"
-	"strings"
 	"time"
 
 	"github.com/tollgate-rl/tollgate/model"
@@ -13,8 +12,12 @@ import (
 
 var _ store.AuditLog = (*Store)(nil)
 
-// ListAuditRange implements store.AuditLog by merging each entity's log
-// (sorted by id) over the range: up to q.Limit from each, sorted, cut.
+// auditRef is one event of a namespace's log by time: its id and the
+// entity whose log holds it.
+type auditRef struct{ id, entity string }
+
+// ListAuditRange implements store.AuditLog from the namespace's ids in
+// order, each event read from its entity's log.
 func (s *Store) ListAuditRange(ctx context.Context, ns string, q store.AuditRange) ([]model.AuditEvent, error) {
 	if err := q.Validate(); err != nil {
 		return nil, err
@@ -24,21 +27,23 @@ func (s *Store) ListAuditRange(ctx context.Context, ns string, q store.AuditRang
 		if n == nil {
 			return nil, nil
 		}
-		var out []model.AuditEvent
-		for _, evs := range n.audit {
-			evs = idRange(evs, after, before)
-			for _, ev := range evs[:min(len(evs), q.Limit)] {
+		refs := refRange(n.auditIDs, after, before)
+		out := make([]model.AuditEvent, 0, min(len(refs), q.Limit))
+		for _, r := range refs[:min(len(refs), q.Limit)] {
+			evs := n.audit[r.entity]
+			i := sort.Search(len(evs), func(i int) bool { return evs[i].ID >= r.id })
+			if i < len(evs) && evs[i].ID == r.id {
+				ev := evs[i]
 				ev.Details = cloneMap(ev.Details)
 				out = append(out, ev)
 			}
 		}
-		slices.SortFunc(out, func(a, b model.AuditEvent) int { return strings.Compare(a.ID, b.ID) })
-		return out[:min(len(out), q.Limit)], nil
+		return out, nil
 	})
 }
 
 // SweepAudit implements store.AuditLog: the oldest limit events before
-// before, across every entity's log, are cut from the fronts of the logs.
+// before leave the namespace's ids and their entities' logs.
 func (s *Store) SweepAudit(ctx context.Context, ns string, before time.Time, limit int) (int, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, err
@@ -52,30 +57,22 @@ func (s *Store) SweepAudit(ctx context.Context, ns string, before time.Time, lim
 	if n == nil {
 		return 0, nil
 	}
-	cut := store.AuditIDAt(before)
-	var old []string
-	for _, evs := range n.audit {
-		evs = idRange(evs, "", cut)
-		for _, ev := range evs[:min(len(evs), limit)] {
-			old = append(old, ev.ID)
-		}
+	old := refRange(n.auditIDs, "", store.AuditIDAt(before))
+	old = old[:min(len(old), limit)]
+	// The swept events are the oldest of the namespace, so each entity's
+	// are the front of its log.
+	cut := map[string]int{}
+	for _, r := range old {
+		cut[r.entity]++
 	}
-	if len(old) == 0 {
-		return 0, nil
-	}
-	slices.Sort(old)
-	if len(old) > limit {
-		old = old[:limit]
-	}
-	last := old[len(old)-1]
-	for entity, evs := range n.audit {
-		i := sort.Search(len(evs), func(i int) bool { return evs[i].ID > last })
-		if i == len(evs) {
+	for entity, k := range cut {
+		if evs := n.audit[entity]; k >= len(evs) {
 			delete(n.audit, entity)
-		} else if i > 0 {
-			n.audit[entity] = slices.Clone(evs[i:])
+		} else {
+			n.audit[entity] = slices.Clone(evs[k:])
 		}
 	}
+	n.auditIDs = slices.Delete(n.auditIDs, 0, len(old))
 	return len(old), nil
 }
 
@@ -96,12 +93,12 @@ func (s *Store) SetAuditRetention(ctx context.Context, name string, d time.Durat
 	return nil
 }
 
-// idRange returns the events of evs (sorted by id) with after < id < before.
-func idRange(evs []model.AuditEvent, after, before string) []model.AuditEvent {
-	i := sort.Search(len(evs), func(i int) bool { return evs[i].ID > after })
-	j := sort.Search(len(evs), func(j int) bool { return evs[j].ID >= before })
+// refRange returns the refs of refs (sorted by id) with after < id < before.
+func refRange(refs []auditRef, after, before string) []auditRef {
+	i := sort.Search(len(refs), func(i int) bool { return refs[i].id > after })
+	j := sort.Search(len(refs), func(j int) bool { return refs[j].id >= before })
 	if j < i {
 		return nil
 	}
-	return evs[i:j]
+	return refs[i:j]
 }
