@@ -3,6 +3,7 @@ package dynamodb
 import (
 	"context"
 	"errors"
+	"strings"
 	"fmt"
 	"time"
 
@@ -147,4 +148,81 @@ func (s *Store) SetAuditRetention(ctx context.Context, name string, d time.Durat
 		return fmt.Errorf("dynamodb: update namespace %s: %w", name, err)
 	}
 	return nil
+}
+
+// ReindexAudit gives the audit items written before the namespace-wide
+// log (their GSI4 sort key was {ns}/AUDIT#{entity}, which does not sort by
+// time) the sort key ListAuditRange and SweepAudit read, in every
+// namespace of the table, and returns how many it changed. tollgate
+// deploy runs it; running it again finds nothing to do (one Query of GSI4
+// per namespace). Items deleted meanwhile are skipped. It needs Query on
+// GSI4 and the registry, and UpdateItem: the operator's persona.
+func (a *Admin) ReindexAudit(ctx context.Context) (int, error) {
+	ctx = unbounded(ctx) // an operator's: not bounded by the call timeout
+	var ids []string
+	p := dynamodb.NewQueryPaginator(a.db, &dynamodb.QueryInput{
+		TableName:                 &a.table,
+		KeyConditionExpression:    aws.String("PK = :pk AND begins_with(SK, :p)"),
+		ExpressionAttributeValues: item{":pk": str(registryPK()), ":p": str(skNamespacePrefix)},
+		ConsistentRead:            aws.Bool(true),
+	})
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			return 0, fmt.Errorf("dynamodb: reindex audit: list namespaces: %w", err)
+		}
+		for _, it := range page.Items {
+			ids = append(ids, getS(it, "id"))
+		}
+	}
+	n := 0
+	for _, ns := range ids {
+		k, err := a.reindexAudit(ctx, ns)
+		n += k
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
+}
+
+// reindexAudit is ReindexAudit in namespace ns: the GSI4 range of the old
+// sort keys, {ns}/AUDIT#{entity} ("{ns}/AUDITLOG#" sorts after it).
+func (a *Admin) reindexAudit(ctx context.Context, ns string) (int, error) {
+	old := schema.AuditPK(ns, "")
+	p := dynamodb.NewQueryPaginator(a.db, &dynamodb.QueryInput{
+		TableName:                 &a.table,
+		IndexName:                 aws.String(gsi4),
+		KeyConditionExpression:    aws.String("GSI4PK = :ns AND GSI4SK BETWEEN :from AND :to"),
+		ExpressionAttributeValues: item{":ns": str(ns), ":from": str(old), ":to": str(strings.TrimSuffix(old, "#") + "$")},
+	})
+	n := 0
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			return n, fmt.Errorf("dynamodb: reindex audit of %s: %w", ns, err)
+		}
+		for _, it := range page.Items {
+			id, ok := strings.CutPrefix(getS(it, attrSK), schema.AuditSK(""))
+			if !ok {
+				continue
+			}
+			_, err := a.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+				TableName:                 &a.table,
+				Key:                       item{attrPK: it[attrPK], attrSK: it[attrSK]},
+				UpdateExpression:          aws.String("SET GSI4SK = :k"),
+				ConditionExpression:       aws.String("attribute_exists(PK)"),
+				ExpressionAttributeValues: item{":k": str(schema.AuditLogGSI4SK(ns, id))},
+			})
+			var gone *types.ConditionalCheckFailedException
+			switch {
+			case errors.As(err, &gone):
+			case err != nil:
+				return n, fmt.Errorf("dynamodb: reindex audit of %s: %w", ns, err)
+			default:
+				n++
+			}
+		}
+	}
+	return n, nil
 }
