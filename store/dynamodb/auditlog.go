@@ -3,8 +3,8 @@ package dynamodb
 import (
 	"context"
 	"errors"
-	"strings"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
