@@ -50,7 +50,8 @@ func newAuditExportCmd(g *globals) *cobra.Command {
 from --since (inclusive) to --until (exclusive), oldest first, as
 gzip-compressed JSON Lines: one event per line, as GET /v1/audit/log writes
 it. Times are RFC 3339, a date (2026-11-01, UTC midnight), Unix
-milliseconds, or a duration before now (24h, 7d). --until defaults to now.
+milliseconds, or a duration before now (24h, 7d). Without --until the export
+goes on to the last event written.
 
 With --out the file is written page by page, each page a complete gzip
 member, synced before the next is read: after a crash or a failed call,
@@ -70,7 +71,7 @@ consistent index: end the export (--until) a few seconds in the past.`,
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&f.since, "since", "", "export events at or after this time (default: the first)")
-	fl.StringVar(&f.until, "until", "", "export events before this time (default: now)")
+	fl.StringVar(&f.until, "until", "", "export events before this time (default: to the last)")
 	fl.StringVar(&f.out, "out", "", "write to this file (default: stdout)")
 	fl.BoolVar(&f.resume, "resume", false, "continue the export in --out after the last event it holds")
 	fl.StringVar(&f.after, "after", "", "export only events after this id (the last id of an interrupted export to stdout)")
@@ -78,8 +79,7 @@ consistent index: end the export (--until) a few seconds in the past.`,
 	return cmd
 }
 
-// run exports; it resolves the bounds once, so that a resumed export asks
-// for the same range.
+// run exports. A relative bound (7d) is resolved once, at the start.
 func (f *auditExport) run(ctx context.Context, g *globals, pl *planes) error {
 	now := time.Now()
 	q := model.AuditQuery{After: f.after, Limit: f.page}
@@ -87,9 +87,7 @@ func (f *auditExport) run(ctx context.Context, g *globals, pl *planes) error {
 	if q.Since, err = parseWhen(f.since, now); err != nil {
 		return usageError{fmt.Errorf("--since: %w", err)}
 	}
-	if f.until == "" {
-		q.Until = now
-	} else if q.Until, err = parseWhen(f.until, now); err != nil {
+	if q.Until, err = parseWhen(f.until, now); err != nil {
 		return usageError{fmt.Errorf("--until: %w", err)}
 	}
 	if err := q.Validate(); err != nil || q.Limit < 1 {
@@ -104,11 +102,14 @@ func (f *auditExport) run(ctx context.Context, g *globals, pl *planes) error {
 	case f.out != "" && f.after != "" && f.resume:
 		return usageError{errors.New("--resume takes the cursor from --out: leave --after out")}
 	case f.out != "":
-		file, last, err := openExport(f.out, f.resume)
+		file, last, dropped, err := openExport(f.out, f.resume)
 		if err != nil {
 			return err
 		}
 		defer file.Close()
+		if dropped > 0 {
+			fmt.Fprintf(g.stderr, "resuming %s: dropped %d bytes of a page cut short\n", f.out, dropped)
+		}
 		if last != "" {
 			q.After = last
 			fmt.Fprintf(g.stderr, "resuming %s after %s\n", f.out, last)
@@ -204,19 +205,36 @@ func writeMember(w io.Writer, evs []model.AuditEvent) error {
 
 // openExport opens the export file path: a new file, or with resume an
 // existing one, cut back to its last complete gzip member, with the id of
-// the last event it holds ("" if none). Without resume an existing
-// non-empty file is refused rather than overwritten.
-func openExport(path string, resume bool) (*os.File, string, error) {
+// the last event it holds ("" if none), and how many bytes of a page cut
+// short it dropped. Without resume an existing file is refused rather
+// than overwritten; with resume, so is a file that does not start as gzip
+// does (not an export: nothing of it is cut).
+func openExport(path string, resume bool) (file *os.File, last string, dropped int64, err error) {
 	if !resume {
 		file, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 		if errors.Is(err, os.ErrExist) {
-			return nil, "", usageError{fmt.Errorf("%s exists: --resume to continue its export, or remove it", path)}
+			return nil, "", 0, usageError{fmt.Errorf("%s exists: --resume to continue its export, or remove it", path)}
 		}
-		return file, "", err
+		return file, "", 0, err
 	}
-	file, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	file, err = os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
-		return nil, "", err
+		return nil, "", 0, err
+	}
+	fail := func(err error) (*os.File, string, int64, error) {
+		file.Close()
+		return nil, "", 0, err
+	}
+	info, err := file.Stat()
+	if err != nil {
+		return fail(err)
+	}
+	var magic [2]byte
+	if n, _ := io.ReadFull(file, magic[:]); n > 0 && (magic[0] != 0x1f || n == 2 && magic[1] != 0x8b) {
+		return fail(usageError{fmt.Errorf("%s is not a gzip file: not an export to resume (nothing was changed)", path)})
+	}
+	if _, err := file.Seek(0, io.SeekStart); err != nil {
+		return fail(err)
 	}
 	good, last, err := scanExport(file)
 	if err == nil {
@@ -226,10 +244,9 @@ func openExport(path string, resume bool) (*os.File, string, error) {
 		_, err = file.Seek(good, io.SeekStart)
 	}
 	if err != nil {
-		file.Close()
-		return nil, "", fmt.Errorf("resume %s: %w", path, err)
+		return fail(fmt.Errorf("resume %s: %w", path, err))
 	}
-	return file, last, nil
+	return file, last, info.Size() - good, nil
 }
 
 // scanExport reads an export member by member and returns the offset

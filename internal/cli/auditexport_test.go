@@ -95,9 +95,13 @@ func TestAuditExportResumes(t *testing.T) {
 		if err := os.WriteFile(out, whole[:cut], 0o644); err != nil {
 			t.Fatal(err)
 		}
+		good, _, _ := scanExport(bytes.NewReader(whole[:cut]))
+		if good < int64(first) || good >= int64(cut) {
+			t.Fatalf("scanExport of the file cut at %d keeps %d bytes, want the complete pages (at least %d)", cut, good, first)
+		}
 		code, _, errOut := run(t, "", "audit", "export", "--out", out, "--page", "10", "--resume", "--store", c.store)
-		if code != ExitOK || !strings.Contains(errOut, "resuming") {
-			t.Fatalf("resume after a cut at %d: exit %d, %s", cut, code, errOut)
+		if code != ExitOK || !strings.Contains(errOut, "resuming") || !strings.Contains(errOut, "dropped "+strconv.FormatInt(int64(cut)-good, 10)+" bytes") {
+			t.Fatalf("resume after a cut at %d: exit %d, %s; want it to resume after the last complete page, dropping %d bytes", cut, code, errOut, int64(cut)-good)
 		}
 		data, err := os.ReadFile(out)
 		if err != nil {
@@ -108,6 +112,18 @@ func TestAuditExportResumes(t *testing.T) {
 		if !slices.Equal(got, all) {
 			t.Errorf("resumed export = %v\nwant %v", got, all)
 		}
+	}
+
+	// A file that is not an export is left alone.
+	notExport := filepath.Join(t.TempDir(), "notes.txt")
+	if err := os.WriteFile(notExport, []byte("my notes\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, errOut := run(t, "", "audit", "export", "--out", notExport, "--resume", "--store", c.store); code != ExitUsage || !strings.Contains(errOut, "not a gzip file") {
+		t.Errorf("resume of a text file: exit %d, %s; want a usage error", code, errOut)
+	}
+	if data, _ := os.ReadFile(notExport); string(data) != "my notes\n" {
+		t.Errorf("the text file became %q", data)
 	}
 
 	// Later events: a resume adds them alone.
