@@ -51,6 +51,10 @@ type Status = model.Status
 // AuditEvent records one change of configuration or entities.
 type AuditEvent = model.AuditEvent
 
+// AuditQuery selects a page of a namespace's whole audit log by time
+// (Admin.AuditLog). See model.AuditQuery.
+type AuditQuery = model.AuditQuery
+
 // RateLimitExceeded is the error of a denied acquire. See
 // model.RateLimitExceeded.
 type RateLimitExceeded = model.RateLimitExceeded
@@ -221,6 +225,10 @@ const (
 	MaxEntityPage = model.MaxEntityPage
 	// MaxAuditPage is the most audit events one AuditEvents call returns.
 	MaxAuditPage = model.MaxAuditPage
+	// MinAuditRetention and MaxAuditRetention bound a namespace's audit
+	// retention (Admin.SetAuditRetention; 0 is forever).
+	MinAuditRetention = model.MinAuditRetention
+	MaxAuditRetention = model.MaxAuditRetention
 	// MaxPenalty bounds how far ahead a penalty may end.
 	MaxPenalty = model.MaxPenalty
 	// MinLeaseTTL and MaxLeaseTTL bound a durable lease's expiry.

@@ -26,7 +26,7 @@ var belowTheRoot = []string{
 	// Validators and the typed error they return.
 	"Invalid", "CheckLeaseTTL", "ValidateEntityID", "ValidateIdempotencyKey", "ValidateKey",
 	"ValidateKeyHash", "ValidateKeyName", "ValidateLeaseID", "ValidateLimitName", "ValidateLimits",
-	"ValidateNamespace", "ValidateReservationID", "ValidateResource", "ParseKind",
+	"ValidateNamespace", "ValidateReservationID", "ValidateResource", "ParseKind", "ValidateAuditRetention",
 	// The store contract's errors, and the class of domain errors.
 	"ErrDomain", "NewDomainError", "ErrLeaseConflict", "ErrLeaseExists",
 	// Ids and keys as stored and sent.

@@ -250,6 +250,15 @@ type Namespace struct {
 	ID          string `json:"id,omitempty"`
 	CreatedAtMS int64  `json:"created_at_ms,omitempty"`
 	DeletedAtMS int64  `json:"deleted_at_ms,omitempty"` // set while soft-deleted
+	// AuditRetentionS is how long its audit events are kept, in seconds
+	// (absent: forever).
+	AuditRetentionS int64 `json:"audit_retention_s,omitempty"`
+}
+
+// AuditRetention is the body of PUT /v1/namespaces/{name}/audit-retention:
+// seconds, 0 for forever.
+type AuditRetention struct {
+	AuditRetentionS int64 `json:"audit_retention_s"`
 }
 
 // NamespacesResponse answers GET /v1/namespaces.
@@ -388,12 +397,14 @@ func ToAuditEvent(e AuditEvent) model.AuditEvent {
 
 // FromNamespace converts a namespace.
 func FromNamespace(n model.Namespace) Namespace {
-	return Namespace{Name: n.Name, ID: n.ID, CreatedAtMS: model.UnixMilli(n.CreatedAt), DeletedAtMS: model.UnixMilli(n.DeletedAt)}
+	return Namespace{Name: n.Name, ID: n.ID, CreatedAtMS: model.UnixMilli(n.CreatedAt), DeletedAtMS: model.UnixMilli(n.DeletedAt),
+		AuditRetentionS: int64(n.AuditRetention / time.Second)}
 }
 
 // ToNamespace converts a namespace back.
 func ToNamespace(n Namespace) model.Namespace {
-	return model.Namespace{Name: n.Name, ID: n.ID, CreatedAt: model.FromUnixMilli(n.CreatedAtMS), DeletedAt: model.FromUnixMilli(n.DeletedAtMS)}
+	return model.Namespace{Name: n.Name, ID: n.ID, CreatedAt: model.FromUnixMilli(n.CreatedAtMS), DeletedAt: model.FromUnixMilli(n.DeletedAtMS),
+		AuditRetention: time.Duration(n.AuditRetentionS) * time.Second}
 }
 
 // Sentinel errors of the API that the library has no equivalent for.

@@ -91,6 +91,7 @@ func TestOpenAPISchemasHaveTheWireFields(t *testing.T) {
 		{"AuditEvent", AuditEvent{}},
 		{"AuditPage", AuditResponse{}},
 		{"Namespace", Namespace{}},
+		{"AuditRetention", AuditRetention{}},
 		{"NamespaceList", NamespacesResponse{}},
 		{"PurgeResponse", PurgeResponse{}},
 		{"Error", Error{}},

@@ -139,7 +139,7 @@ func encodeAudit(ns string, ev model.AuditEvent) (item, error) {
 		"resource":  str(ev.Resource),
 		"principal": str(ev.Principal),
 		attrGSI4PK:  str(ns),
-		attrGSI4SK:  str(auditPK(ns, ev.Entity)),
+		attrGSI4SK:  str(schema.AuditLogGSI4SK(ns, ev.ID)),
 	}
 	if len(ev.Details) > 0 {
 		b, err := json.Marshal(ev.Details)

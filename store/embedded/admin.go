@@ -276,5 +276,12 @@ func appendAudit(nsb *bolt.Bucket, ev model.AuditEvent) error {
 	if err != nil {
 		return err
 	}
+	idx, err := indexAudit(nsb)
+	if err != nil {
+		return err
+	}
+	if err := idx.Put([]byte(ev.ID), []byte(ev.Entity)); err != nil {
+		return err
+	}
 	return nsb.Bucket(bktAudit).Put(pairKey(ev.Entity, ev.ID), v)
 }

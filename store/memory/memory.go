@@ -51,7 +51,10 @@ type namespace struct {
 	entities map[string]model.Entity
 	children map[string]map[string]struct{}
 	audit    map[string][]model.AuditEvent // by entity, sorted by id
-	keys     map[string]string             // key name -> hash
+	// auditIDs is every event's id and entity, sorted by id: the
+	// namespace's log by time (store.AuditLog, auditlog.go).
+	auditIDs []auditRef
+	keys     map[string]string // key name -> hash
 }
 
 var _ store.Store = (*Store)(nil)
@@ -401,6 +404,8 @@ func (n *namespace) appendAudit(ev model.AuditEvent) {
 	evs := n.audit[ev.Entity]
 	i := sort.Search(len(evs), func(i int) bool { return strings.Compare(evs[i].ID, ev.ID) > 0 })
 	n.audit[ev.Entity] = slices.Insert(evs, i, ev)
+	j := sort.Search(len(n.auditIDs), func(j int) bool { return n.auditIDs[j].id > ev.ID })
+	n.auditIDs = slices.Insert(n.auditIDs, j, auditRef{id: ev.ID, entity: ev.Entity})
 }
 
 func cloneMap(m map[string]string) map[string]string {

@@ -4,6 +4,7 @@ capacity and the namespace registry."""
 from __future__ import annotations
 
 import unittest
+from datetime import datetime, timedelta, timezone
 
 import support
 from support import ServerTest, uid
@@ -190,6 +191,25 @@ class LimitsTest(ServerTest):
         more, _ = self.client.audit_events(entity, after=nxt)
         self.assertEqual([e.action for e in more], ["config.set"])
         self.assertEqual(more[0].details.get("limits"), "rpm:5/min")
+
+    def test_audit_log_pages_the_namespace_by_time(self):
+        name = uid("team")
+        self.client.register_namespace(name)
+        team = support.client(namespace=name)
+        for e in ("org-1", "org-2", "org-3"):
+            team.create_entity(e)
+        events, nxt = team.audit_log(limit=2)
+        self.assertEqual([e.entity for e in events], ["org-1", "org-2"])
+        self.assertEqual(nxt, events[1].id)
+        more, nxt = team.audit_log(after=nxt)
+        self.assertEqual([e.entity for e in more], ["org-3"])
+        self.assertIsNone(nxt)
+        later = datetime.now(timezone.utc) + timedelta(hours=1)
+        self.assertEqual(team.audit_log(since=later)[0], [])
+        self.assertEqual(len(team.audit_log(until=later)[0]), 3)
+        with self.assertRaises(tollgate.ValidationError) as cm:
+            team.audit_log(after="not-an-id")
+        self.assertEqual(cm.exception.field, "after")
 
     def test_per_call_principal_replaces_the_clients(self):
         c = support.client(principal="ops-team")

@@ -851,10 +851,30 @@ export class Client implements LeaseHost {
     if (args.entity) query.set("entity", args.entity);
     if (args.after) query.set("after", args.after);
     if (args.limit !== undefined) query.set("limit", String(args.limit));
+    return this.#auditPage("/v1/audit", query, args);
+  }
+
+  /**
+   * The namespace's whole audit log (every entity's events and the system's) in time order, from `sinceMs`
+   * (inclusive) to `untilMs` (exclusive), Unix milliseconds: pass `next` as `after` for the following page.
+   * An admin key's call (`GET /v1/audit/log`).
+   */
+  async auditLog(
+    args: { sinceMs?: number | undefined; untilMs?: number | undefined; after?: string | undefined; limit?: number | undefined } & CallOptions = {},
+  ): Promise<AuditPage> {
+    const query = new URLSearchParams();
+    if (args.sinceMs !== undefined) query.set("since", String(Math.floor(args.sinceMs)));
+    if (args.untilMs !== undefined) query.set("until", String(Math.floor(args.untilMs)));
+    if (args.after) query.set("after", args.after);
+    if (args.limit !== undefined) query.set("limit", String(args.limit));
+    return this.#auditPage("/v1/audit/log", query, args);
+  }
+
+  async #auditPage(path: string, query: URLSearchParams, args: CallOptions): Promise<AuditPage> {
     const w = await this.#data<{
       events?: { id: string; time_ms: number; action: string; entity?: string; resource?: string; principal?: string; details?: Record<string, string> }[];
       next?: string;
-    }>({ method: "GET", path: "/v1/audit", query, ...call(args) });
+    }>({ method: "GET", path, query, ...call(args) });
     const events = (w?.events ?? []).map((e) => {
       const ev: AuditEvent = { id: e.id, timeMs: e.time_ms, action: e.action };
       if (e.entity !== undefined) ev.entity = e.entity;

@@ -275,6 +275,23 @@ describe("entities and limits", () => {
     assert.equal(firstPage.next, firstPage.events[0]?.id);
   });
 
+  test("the namespace's audit log pages every entity's events by time", async () => {
+    const name = unique("team");
+    await client.registerNamespace(name);
+    const ns = new Client({ baseUrl: server.url, namespace: name });
+    for (const id of ["org-1", "org-2", "org-3"]) await ns.createEntity({ id });
+    const first = await ns.auditLog({ limit: 2 });
+    assert.deepEqual(first.events.map((e) => e.entity), ["org-1", "org-2"]);
+    assert.equal(first.next, first.events[1]?.id);
+    const rest = await ns.auditLog({ after: first.next });
+    assert.deepEqual(rest.events.map((e) => e.entity), ["org-3"]);
+    assert.equal(rest.next, undefined);
+    const later = Date.now() + 3_600_000;
+    assert.equal((await ns.auditLog({ sinceMs: later })).events.length, 0);
+    assert.equal((await ns.auditLog({ untilMs: later })).events.length, 3);
+    await assert.rejects(ns.auditLog({ after: "not-an-id" }), (e: unknown) => e instanceof ValidationError && e.field === "after");
+  });
+
   test("a call's own principal replaces the client's in the audit event", async () => {
     const org = unique("org");
     const res = unique("res");

@@ -114,6 +114,8 @@ type namespaceJSON struct {
 	ID        string    `json:"id"`
 	CreatedAt time.Time `json:"created_at"`
 	DeletedAt time.Time `json:"deleted_at"`
+	// AuditRetention is nanoseconds; absent (older records): forever.
+	AuditRetention time.Duration `json:"audit_retention,omitempty"`
 }
 
 // EncodeNamespace returns the stored form of n.
