@@ -130,4 +130,3 @@ func (s *Store) deleteRefused(ctx context.Context, key item, pre []store.Precond
 
 // errKeptChanging is returned when maxVersionRetries did not suffice.
 var errKeptChanging = fmt.Errorf("dynamodb: %w: the item kept changing; try again", ErrContention)
-

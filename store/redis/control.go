@@ -64,7 +64,7 @@ var luaCodeNames = [...]string{
 // VERSION_MISMATCH (codeVersionMismatch), version_of, the version of a
 // stored config or entity (JSON; one stored before versions were kept is
 // at 1), and version_refusal, which returns the code refusing a
-// precondition expect ('' none, else the version) for a record at version
+// precondition expect (” none, else the version) for a record at version
 // have, or nil where it holds.
 var luaVersion = "local VERSION_MISMATCH = " + strconv.Itoa(codeVersionMismatch) + `
 local function version_of(js)
@@ -79,7 +79,7 @@ local function version_refusal(expect, have)
 end
 `
 
-// preconditionArg is a script's argument carrying pre: '' for none, else
+// preconditionArg is a script's argument carrying pre: ” for none, else
 // the version expected.
 func preconditionArg(pre []store.Precondition) string {
 	if len(pre) == 0 {

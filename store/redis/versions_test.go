@@ -16,7 +16,9 @@ import (
 func TestLegacyRecordsAtVersionOne(t *testing.T) {
 	s, raw, ns, ctx := newStore(t), rawClient(t, serverURL), randomID(t), context.Background()
 	sc := model.ResourceScope("api")
-	ev := func(action string) model.AuditEvent { return model.AuditEvent{ID: randomID(t), Action: action, Entity: "org"} }
+	ev := func(action string) model.AuditEvent {
+		return model.AuditEvent{ID: randomID(t), Action: action, Entity: "org"}
+	}
 	if err := s.CreateEntity(ctx, ns, model.Entity{ID: "org"}, ev(model.ActionEntityCreate)); err != nil {
 		t.Fatal(err)
 	}
