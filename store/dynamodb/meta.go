@@ -34,21 +34,23 @@ func (s *Store) GetConfigs(ctx context.Context, ns string, scopes []model.Scope)
 	return out, nil
 }
 
-// PutConfig implements store.Configs: the version replaced is read, then
-// the config at the next version (on the condition that the version is
-// still the one read), the audit event and (for an entity scope) a check
-// that the entity exists go in one transaction.
+// PutConfig implements store.Configs: the config at the next version (on
+// the condition that the stored one is at the version it replaces), the
+// audit event and (for an entity scope) a check that the entity exists, in
+// one transaction. With a precondition the version replaced is the one
+// expected, and nothing is read first (the version is read only to say
+// what it is when the condition fails); without, it is read, and read
+// again if another change wins the item in between.
 func (s *Store) PutConfig(ctx context.Context, ns string, scope model.Scope, cfg model.Config, ev model.AuditEvent, pre ...store.Precondition) error {
 	audit, err := s.auditPut(ns, ev)
 	if err != nil {
 		return err
 	}
 	for range maxVersionRetries {
-		have, err := s.readVersion(ctx, configKey(ns, scope))
-		if err != nil {
-			return err
-		}
-		if err := store.CheckVersion(have, pre); err != nil {
+		var have int64
+		if store.Expects(pre) {
+			have = pre[0].Version
+		} else if have, err = s.readVersion(ctx, configKey(ns, scope)); err != nil {
 			return err
 		}
 		cfg.Version = have + 1
@@ -60,6 +62,8 @@ func (s *Store) PutConfig(ctx context.Context, ns string, scope model.Scope, cfg
 		switch {
 		case failed(reasons, 2):
 			return model.ErrEntityNotFound
+		case failed(reasons, 0) && store.Expects(pre):
+			return s.versionRefused(ctx, configKey(ns, scope), pre)
 		case failed(reasons, 0):
 			continue // changed since read
 		}

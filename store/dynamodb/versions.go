@@ -8,6 +8,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/tollgate-rl/tollgate/model"
 	"github.com/tollgate-rl/tollgate/store"
 )
 
@@ -126,6 +127,22 @@ func (s *Store) deleteRefused(ctx context.Context, key item, pre []store.Precond
 		return err
 	}
 	return fmt.Errorf("dynamodb: %w: the item changed during the delete; try again", ErrContention)
+}
+
+// versionRefused is the error of a conditional write of the item at key
+// that failed its precondition pre: the version now stored, read to say
+// what it is.
+func (s *Store) versionRefused(ctx context.Context, key item, pre []store.Precondition) error {
+	have, err := s.readVersion(ctx, key)
+	if err != nil {
+		return err
+	}
+	if err := store.CheckVersion(have, pre); err != nil {
+		return err
+	}
+	// Changed back to the version expected since (a delete and a put):
+	// still a change the caller did not see.
+	return model.VersionMismatch(pre[0].Version, have)
 }
 
 // errKeptChanging is returned when maxVersionRetries did not suffice.
