@@ -34,6 +34,7 @@ func WithTrigger(t EventTrigger) WriteOption { return model.WithTrigger(t) }
 // (Entity.Version, Config.Version) being v, the one read: a change made
 // since in between is an error matching ErrPreconditionFailed instead of
 // lost, and nothing is written (optimistic locking; HTTP If-Match).
+// IfVersion(0) is IfAbsent.
 func IfVersion(v int64) WriteOption { return model.IfVersion(v) }
 
 // IfAbsent makes SetLimits conditional on no config being stored at its

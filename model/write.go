@@ -52,7 +52,8 @@ func (s *WriteSettings) Validate() error {
 // Config.Version) being v: read, change, write back with IfVersion of
 // the version read, and a concurrent change is an error matching
 // ErrPreconditionFailed instead of lost. Over HTTP it is the If-Match
-// header. Other calls ignore it.
+// header. Other calls ignore it. IfVersion(0) is IfAbsent; a negative v
+// is a *ValidationError of the call.
 func IfVersion(v int64) WriteOption {
 	return func(s *WriteSettings) { s.Expect = &v }
 }
