@@ -35,6 +35,8 @@ func limiterCases() []testCase {
 		{"SlotRetryAfter", testLimiterSlotRetryAfter},
 		{"ShadowLimits", testLimiterShadow},
 		{"Versions", testLimiterVersions},
+		{"CalendarQuota", testLimiterCalendar},
+		{"CalendarQuotaPerCall", testLimiterCalendarPerCall},
 	}
 }
 
