@@ -31,6 +31,19 @@ func WithPrincipal(principal string) WriteOption { return model.WithPrincipal(pr
 // was made on (package events releases reservations with it).
 func WithTrigger(t EventTrigger) WriteOption { return model.WithTrigger(t) }
 
+// IfVersion makes a change of an entity or a stored config (UpdateEntity,
+// DeleteEntity, SetLimits, DeleteLimits) conditional on its version
+// (Entity.Version, Config.Version) being v, the one read: a change made
+// since in between is an error matching ErrPreconditionFailed instead of
+// lost, and nothing is written (optimistic locking; HTTP If-Match).
+// IfVersion(0) is IfAbsent.
+func IfVersion(v int64) WriteOption { return model.IfVersion(v) }
+
+// IfAbsent makes SetLimits conditional on no config being stored at its
+// scope (HTTP If-None-Match: *): one stored since it was found missing
+// is an error matching ErrPreconditionFailed instead of overwritten.
+func IfAbsent() WriteOption { return model.IfAbsent() }
+
 // WithAudit applies write options (WithPrincipal) to the audit event of a
 // reservation (WithReservation), which its grant appends; other acquires
 // record no event and ignore it.

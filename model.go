@@ -77,7 +77,10 @@ var (
 	ErrEntityNotFound = model.ErrEntityNotFound
 	ErrEntityExists   = model.ErrEntityExists
 	ErrNotFound       = model.ErrNotFound
-	ErrLeaseClosed    = model.ErrLeaseClosed
+	// ErrPreconditionFailed reports a change conditional on a version
+	// (IfVersion, IfAbsent) that no longer holds; nothing was written.
+	ErrPreconditionFailed = model.ErrPreconditionFailed
+	ErrLeaseClosed        = model.ErrLeaseClosed
 	// ErrLeaseExpired matches ErrLeaseClosed: a durable lease that a
 	// reconciler ended after its expiry, or that another process ended.
 	ErrLeaseExpired = model.ErrLeaseExpired

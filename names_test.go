@@ -28,7 +28,7 @@ var belowTheRoot = []string{
 	"ValidateKeyHash", "ValidateKeyName", "ValidateLeaseID", "ValidateLimitName", "ValidateLimits",
 	"ValidateNamespace", "ValidateReservationID", "ValidateResource", "ParseKind", "ValidateAuditRetention",
 	// The store contract's errors, and the class of domain errors.
-	"ErrDomain", "NewDomainError", "ErrLeaseConflict", "ErrLeaseExists",
+	"ErrDomain", "NewDomainError", "ErrLeaseConflict", "ErrLeaseExists", "VersionMismatch",
 	// Ids and keys as stored and sent.
 	"IdempotentLeaseID", "ReservationLeaseID", "ReservationOf", "ReservationPrefix", "KeyPrefix",
 	"GenerateKey", "HashKey", "CompareScopes",

@@ -163,6 +163,9 @@ type Entity struct {
 	Cascade     bool              `json:"cascade,omitempty"`
 	Metadata    map[string]string `json:"metadata,omitempty"`
 	CreatedAtMS int64             `json:"created_at_ms,omitempty"`
+	// Version counts the entity's changes (model.Entity.Version); the
+	// server ignores it in a request (If-Match is the condition on it).
+	Version int64 `json:"version,omitempty"`
 }
 
 // EntitiesResponse answers GET /v1/entities and GET
@@ -224,6 +227,9 @@ type Limits struct {
 	Shadow []string `json:"shadow,omitempty"`
 	// OnUnavailable ("block" or "allow") is meaningful at system level only.
 	OnUnavailable string `json:"on_unavailable,omitempty"`
+	// Version counts the puts of the config (model.Config.Version); the
+	// server ignores it in a request (If-Match is the condition on it).
+	Version int64 `json:"version,omitempty"`
 }
 
 // AuditEvent is an audit event on the wire.
@@ -353,17 +359,17 @@ func CeilMS(d time.Duration) int64 { return model.CeilMS(d) }
 
 // FromEntity converts an entity.
 func FromEntity(e model.Entity) Entity {
-	return Entity{ID: e.ID, Name: e.Name, ParentID: e.ParentID, Cascade: e.Cascade, Metadata: e.Metadata, CreatedAtMS: model.UnixMilli(e.CreatedAt)}
+	return Entity{ID: e.ID, Name: e.Name, ParentID: e.ParentID, Cascade: e.Cascade, Metadata: e.Metadata, CreatedAtMS: model.UnixMilli(e.CreatedAt), Version: e.Version}
 }
 
 // ToEntity converts an entity back.
 func ToEntity(e Entity) model.Entity {
-	return model.Entity{ID: e.ID, Name: e.Name, ParentID: e.ParentID, Cascade: e.Cascade, Metadata: e.Metadata, CreatedAt: model.FromUnixMilli(e.CreatedAtMS)}
+	return model.Entity{ID: e.ID, Name: e.Name, ParentID: e.ParentID, Cascade: e.Cascade, Metadata: e.Metadata, CreatedAt: model.FromUnixMilli(e.CreatedAtMS), Version: e.Version}
 }
 
 // FromConfig converts a config.
 func FromConfig(c model.Config) Limits {
-	out := Limits{Limits: make([]string, len(c.Limits)), Shadow: c.Shadow, OnUnavailable: string(c.OnUnavailable)}
+	out := Limits{Limits: make([]string, len(c.Limits)), Shadow: c.Shadow, OnUnavailable: string(c.OnUnavailable), Version: c.Version}
 	for i, l := range c.Limits {
 		out.Limits[i] = l.String()
 	}
@@ -382,7 +388,7 @@ func ToConfig(b Limits) (model.Config, error) {
 	if len(b.Shadow) > len(ls) {
 		return model.Config{}, model.Invalid("shadow", "", "names more limits than the configuration has")
 	}
-	return model.Config{Limits: ls, Shadow: b.Shadow, OnUnavailable: model.OnUnavailable(b.OnUnavailable)}, nil
+	return model.Config{Limits: ls, Shadow: b.Shadow, OnUnavailable: model.OnUnavailable(b.OnUnavailable), Version: b.Version}, nil
 }
 
 // FromAuditEvent converts an audit event.

@@ -91,8 +91,9 @@ func TestConfigRoundTrip(t *testing.T) {
 		{"entity default", tollgate.EntityScope("org-1", ""), tollgate.Config{Limits: limits("tpm:50000/hour")}},
 		{"entity and resource", tollgate.EntityScope("org-1", "openai/gpt-4o"), tollgate.Config{Limits: limits("rps:5/sec", "inflight:3/concurrent")}},
 	}
-	for _, tt := range tests {
+	for i, tt := range tests {
 		must(t, "SetLimits "+tt.name, c.SetLimits(ctx, tt.scope, tt.cfg))
+		tests[i].cfg.Version = 1 // each is read back at its first version
 	}
 	// Read back after every write, so that scopes that collided would show.
 	for _, tt := range tests {

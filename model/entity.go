@@ -19,6 +19,11 @@ type Entity struct {
 	Cascade   bool
 	Metadata  map[string]string
 	CreatedAt time.Time
+	// Version counts the entity's changes: 1 when created, one more at
+	// each update. A store sets it; a write ignores it (the condition on
+	// it is the write option IfVersion). An entity stored before versions
+	// were kept reads as 1.
+	Version int64
 }
 
 // MaxCascadeDepth is the most entities one acquire debits: the entity and up
@@ -88,6 +93,12 @@ type Config struct {
 	Shadow []string
 	// OnUnavailable is meaningful at the system level only.
 	OnUnavailable OnUnavailable
+	// Version counts the puts of the config at its scope: 1 when stored
+	// where none was (also after a delete), one more at each put that
+	// replaces it. A store sets it; a put ignores it (the condition on it
+	// is the write option IfVersion). A config stored before versions
+	// were kept reads as 1.
+	Version int64
 }
 
 // Clone returns a copy of c that shares no slice with it.

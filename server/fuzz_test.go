@@ -49,20 +49,20 @@ func (c *countingStore) EndLease(ctx context.Context, ns string, e store.LeaseEn
 	return c.count(c.Store.EndLease(ctx, ns, e))
 }
 
-func (c *countingStore) PutConfig(ctx context.Context, ns string, scope model.Scope, cfg model.Config, ev model.AuditEvent) error {
-	return c.count(c.Store.PutConfig(ctx, ns, scope, cfg, ev))
+func (c *countingStore) PutConfig(ctx context.Context, ns string, scope model.Scope, cfg model.Config, ev model.AuditEvent, pre ...store.Precondition) error {
+	return c.count(c.Store.PutConfig(ctx, ns, scope, cfg, ev, pre...))
 }
 
-func (c *countingStore) DeleteConfig(ctx context.Context, ns string, scope model.Scope, ev model.AuditEvent) error {
-	return c.count(c.Store.DeleteConfig(ctx, ns, scope, ev))
+func (c *countingStore) DeleteConfig(ctx context.Context, ns string, scope model.Scope, ev model.AuditEvent, pre ...store.Precondition) error {
+	return c.count(c.Store.DeleteConfig(ctx, ns, scope, ev, pre...))
 }
 
 func (c *countingStore) CreateEntity(ctx context.Context, ns string, e model.Entity, ev model.AuditEvent) error {
 	return c.count(c.Store.CreateEntity(ctx, ns, e, ev))
 }
 
-func (c *countingStore) DeleteEntity(ctx context.Context, ns, id string, ev model.AuditEvent) error {
-	return c.count(c.Store.DeleteEntity(ctx, ns, id, ev))
+func (c *countingStore) DeleteEntity(ctx context.Context, ns, id string, ev model.AuditEvent, pre ...store.Precondition) error {
+	return c.count(c.Store.DeleteEntity(ctx, ns, id, ev, pre...))
 }
 
 func (c *countingStore) CreateNamespace(ctx context.Context, n model.Namespace) error {

@@ -43,6 +43,7 @@ func encodeEntity(ns string, e model.Entity) (item, error) {
 		attrGSI4PK:   str(ns),
 		attrGSI4SK:   str(entityPK(ns, e.ID)),
 	}
+	setVersion(it, e.Version)
 	if e.ParentID != "" {
 		it[attrGSI1PK] = str(parentGSI1PK(ns, e.ParentID))
 		it[attrGSI1SK] = str(e.ID)
@@ -56,6 +57,7 @@ func decodeEntity(it item) (model.Entity, error) {
 		Name:     getS(it, "name"),
 		ParentID: getS(it, "parent_id"),
 		Cascade:  getBool(it, "cascade"),
+		Version:  versionOf(it),
 	}
 	created, err := getN(it, "created_at")
 	if err != nil {
@@ -92,6 +94,7 @@ func encodeConfig(ns string, s model.Scope, c model.Config) item {
 		it["shadow"] = &types.AttributeValueMemberSS{Value: c.Shadow}
 	}
 	it["level"] = str(s.Level())
+	setVersion(it, c.Version)
 	if c.OnUnavailable != "" {
 		it["on_unavailable"] = str(string(c.OnUnavailable))
 	}
@@ -106,7 +109,7 @@ func encodeConfig(ns string, s model.Scope, c model.Config) item {
 }
 
 func decodeConfig(it item) (*model.Config, error) {
-	c := &model.Config{OnUnavailable: model.OnUnavailable(getS(it, "on_unavailable"))}
+	c := &model.Config{OnUnavailable: model.OnUnavailable(getS(it, "on_unavailable")), Version: versionOf(it)}
 	if ss, ok := it["shadow"].(*types.AttributeValueMemberSS); ok {
 		c.Shadow = ss.Value
 	}

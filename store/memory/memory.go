@@ -149,22 +149,32 @@ func (s *Store) GetConfigs(ctx context.Context, ns string, scopes []model.Scope)
 }
 
 // PutConfig implements store.Configs.
-func (s *Store) PutConfig(ctx context.Context, ns string, scope model.Scope, cfg model.Config, ev model.AuditEvent) error {
+func (s *Store) PutConfig(ctx context.Context, ns string, scope model.Scope, cfg model.Config, ev model.AuditEvent, pre ...store.Precondition) error {
 	return s.update(ctx, ns, func(n *namespace) error {
 		if _, ok := n.entities[scope.Entity]; scope.Entity != "" && !ok {
 			return model.ErrEntityNotFound
 		}
-		n.configs[scope] = cfg.Clone()
+		old := n.configs[scope] // version 0 where none is
+		if err := store.CheckVersion(old.Version, pre); err != nil {
+			return err
+		}
+		cfg = cfg.Clone()
+		cfg.Version = old.Version + 1
+		n.configs[scope] = cfg
 		n.appendAudit(ev)
 		return nil
 	})
 }
 
 // DeleteConfig implements store.Configs.
-func (s *Store) DeleteConfig(ctx context.Context, ns string, scope model.Scope, ev model.AuditEvent) error {
+func (s *Store) DeleteConfig(ctx context.Context, ns string, scope model.Scope, ev model.AuditEvent, pre ...store.Precondition) error {
 	return s.update(ctx, ns, func(n *namespace) error {
-		if _, ok := n.configs[scope]; !ok {
+		old, ok := n.configs[scope]
+		if !ok {
 			return model.ErrNotFound
+		}
+		if err := store.CheckVersion(old.Version, pre); err != nil {
+			return err
 		}
 		delete(n.configs, scope)
 		n.appendAudit(ev)
@@ -185,6 +195,7 @@ func (s *Store) CreateEntity(ctx context.Context, ns string, e model.Entity, ev 
 			n.linkChild(e.ParentID, e.ID)
 		}
 		e.Metadata = cloneMap(e.Metadata)
+		e.Version = 1
 		n.entities[e.ID] = e
 		n.appendAudit(ev)
 		return nil
@@ -205,11 +216,14 @@ func (s *Store) GetEntity(ctx context.Context, ns, id string) (model.Entity, err
 }
 
 // DeleteEntity implements store.Entities.
-func (s *Store) DeleteEntity(ctx context.Context, ns, id string, ev model.AuditEvent) error {
+func (s *Store) DeleteEntity(ctx context.Context, ns, id string, ev model.AuditEvent, pre ...store.Precondition) error {
 	return s.update(ctx, ns, func(n *namespace) error {
 		e, ok := n.entities[id]
 		if !ok {
 			return model.ErrEntityNotFound
+		}
+		if err := store.CheckVersion(e.Version, pre); err != nil {
+			return err
 		}
 		delete(n.entities, id)
 		n.unlinkChild(e.ParentID, id)

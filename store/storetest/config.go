@@ -15,6 +15,7 @@ func configCases() []testCase {
 		{"EntityScopeNeedsEntity", testConfigEntityScopeNeedsEntity},
 		{"Copies", testConfigCopies},
 	}
+	cases = append(cases, configVersionCases()...)
 	return append(cases, configListCases()...)
 }
 

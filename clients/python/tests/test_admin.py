@@ -3,6 +3,7 @@ capacity and the namespace registry."""
 
 from __future__ import annotations
 
+import dataclasses
 import unittest
 from datetime import datetime, timedelta, timezone
 
@@ -75,7 +76,9 @@ class EntitiesTest(ServerTest):
         root = self.client.update_entity(key, parent_id="", metadata={})
         self.assertEqual((root.parent_id, root.cascade, root.metadata), ("", False, {}))
         self.assertEqual(self.client.get_entity(key), root)
-        self.assertEqual(self.client.update_entity(key), root)  # an empty patch changes nothing
+        # An empty patch changes no field, and is a new version (a write,
+        # with its audit event, as every update).
+        self.assertEqual(self.client.update_entity(key), dataclasses.replace(root, version=root.version + 1))
 
         with self.assertRaises(tollgate.EntityNotFound):
             self.client.update_entity(uid("ghost"), name="x")
@@ -105,7 +108,7 @@ class LimitsTest(ServerTest):
     def test_levels_and_resources_with_slash(self):
         resource = "openai/" + uid("gpt")  # '/' must be escaped in the path
         stored = self.client.set_limits(["rpm:3", "tpm:10000/min:15000"], resource=resource)
-        self.assertEqual(stored, tollgate.LimitsConfig(["rpm:3/min", "tpm:10000/min:15000"]))
+        self.assertEqual(stored, tollgate.LimitsConfig(["rpm:3/min", "tpm:10000/min:15000"], version=1))
         self.assertEqual(self.client.get_limits(resource=resource).limits, ["rpm:3/min", "tpm:10000/min:15000"])
 
         org = uid("org")
@@ -161,16 +164,16 @@ class LimitsTest(ServerTest):
         c.set_limits(["tpm:200000/hour"], entity=org)
         c.set_limits(["rpm:7"], entity=org, resource=resource)
         want = [
-            tollgate.ScopedLimits(limits=["rpm:100/min"], on_unavailable="allow"),
-            tollgate.ScopedLimits(resource=resource, limits=["rpm:3/min", "tpm:10000/min:15000"]),
-            tollgate.ScopedLimits(entity=org, resource="_default_", limits=["tpm:200000/hour"]),
-            tollgate.ScopedLimits(entity=org, resource=resource, limits=["rpm:7/min"]),
+            tollgate.ScopedLimits(limits=["rpm:100/min"], on_unavailable="allow", version=1),
+            tollgate.ScopedLimits(resource=resource, limits=["rpm:3/min", "tpm:10000/min:15000"], version=1),
+            tollgate.ScopedLimits(entity=org, resource="_default_", limits=["tpm:200000/hour"], version=1),
+            tollgate.ScopedLimits(entity=org, resource=resource, limits=["rpm:7/min"], version=1),
         ]
 
         page, nxt = c.list_limits(limit=2)
         self.assertEqual(page, want[:2])
         self.assertIsNotNone(nxt)
-        self.assertEqual(page[0].config, tollgate.LimitsConfig(["rpm:100/min"], "allow"))
+        self.assertEqual(page[0].config, tollgate.LimitsConfig(["rpm:100/min"], "allow", version=1))
         page2, nxt = c.list_limits(after=nxt, limit=2)
         self.assertEqual(page2, want[2:])
         self.assertIsNotNone(nxt)  # a full page: the next one is empty
@@ -328,6 +331,45 @@ class HealthTest(ServerTest):
         self.assertEqual(self.client.health(), "ok")
         self.assertEqual(self.client.ready(), "ready")
 
+
+
+class VersionsTest(ServerTest):
+    """Optimistic locking: versions read back, a change on a stale version
+    raises PreconditionFailed and changes nothing."""
+
+    def test_entity_versions(self):
+        org = uid("org")
+        created = self.client.create_entity(org)
+        self.assertEqual(created.version, 1)
+        updated = self.client.update_entity(org, name="one", if_match=1)
+        self.assertEqual((updated.name, updated.version), ("one", 2))
+        with self.assertRaises(tollgate.PreconditionFailed) as cm:
+            self.client.update_entity(org, name="stale", if_match=1)
+        self.assertEqual((cm.exception.status, cm.exception.code), (412, "precondition_failed"))
+        with self.assertRaises(tollgate.PreconditionFailed):
+            self.client.delete_entity(org, if_match=1)
+        got = self.client.get_entity(org)
+        self.assertEqual((got.name, got.version), ("one", 2))
+        with self.assertRaises(tollgate.ValidationError) as cm:
+            self.client.update_entity(org, name="x", if_match=0)
+        self.assertEqual(cm.exception.field, "if_match")
+        self.client.delete_entity(org, if_match=2)
+
+    def test_limits_versions(self):
+        res = uid("res")
+        stored = self.client.set_limits(["rpm:10"], resource=res, if_absent=True)
+        self.assertEqual(stored.version, 1)
+        with self.assertRaises(tollgate.PreconditionFailed):
+            self.client.set_limits(["rpm:10"], resource=res, if_absent=True)
+        self.assertEqual(self.client.set_limits(["rpm:20"], resource=res, if_match=1).version, 2)
+        with self.assertRaises(tollgate.PreconditionFailed):
+            self.client.set_limits(["rpm:5"], resource=res, if_match=1)
+        with self.assertRaises(tollgate.PreconditionFailed):
+            self.client.delete_limits(resource=res, if_match=1)
+        got = self.client.get_limits(resource=res)
+        self.assertEqual((got.limits, got.version), (["rpm:20/min"], 2))
+        self.assertIn(2, [c.version for c in self.client.iter_limits() if c.resource == res])
+        self.client.delete_limits(resource=res, if_match=2)
 
 if __name__ == "__main__":
     unittest.main()

@@ -37,6 +37,7 @@ from .errors import (
     NamespaceExists,
     NamespaceNotFound,
     NotFound,
+    PreconditionFailed,
     RateLimitExceeded,
     ReservationConflict,
     ReservationNotFound,

@@ -30,6 +30,7 @@ export {
   NamespaceExistsError,
   NamespaceNotFoundError,
   NotFoundError,
+  PreconditionFailedError,
   RateLimitExceeded,
   ReservationConflictError,
   ReservationNotFoundError,
