@@ -24,12 +24,13 @@ type limitJSON struct {
 type configJSON struct {
 	Limits        []limitJSON `json:"limits"`
 	Shadow        []string    `json:"shadow,omitempty"`
+	AlertAt       []float64   `json:"alert_at,omitempty"`
 	OnUnavailable string      `json:"on_unavailable,omitempty"`
 }
 
 // EncodeConfig returns the stored form of c.
 func EncodeConfig(c model.Config) ([]byte, error) {
-	out := configJSON{Limits: make([]limitJSON, len(c.Limits)), Shadow: c.Shadow, OnUnavailable: string(c.OnUnavailable)}
+	out := configJSON{Limits: make([]limitJSON, len(c.Limits)), Shadow: c.Shadow, AlertAt: c.AlertAt, OnUnavailable: string(c.OnUnavailable)}
 	for i, l := range c.Limits {
 		out.Limits[i] = limitJSON{Name: l.Name, Kind: uint8(l.Kind), Capacity: l.Capacity, Amount: l.RefillAmount, Period: l.RefillPeriod}
 	}
@@ -37,13 +38,14 @@ func EncodeConfig(c model.Config) ([]byte, error) {
 }
 
 // DecodeConfig reads what EncodeConfig wrote. A configuration without
-// limits has nil Limits, one without shadow limits nil Shadow.
+// limits has nil Limits, one without shadow limits nil Shadow, one
+// without alert thresholds nil AlertAt.
 func DecodeConfig(b []byte) (model.Config, error) {
 	var in configJSON
 	if err := json.Unmarshal(b, &in); err != nil {
 		return model.Config{}, fmt.Errorf("config: %w", err)
 	}
-	c := model.Config{Shadow: in.Shadow, OnUnavailable: model.OnUnavailable(in.OnUnavailable)}
+	c := model.Config{Shadow: in.Shadow, AlertAt: in.AlertAt, OnUnavailable: model.OnUnavailable(in.OnUnavailable)}
 	if len(in.Limits) > 0 {
 		c.Limits = make([]model.Limit, len(in.Limits))
 	}
