@@ -34,6 +34,7 @@ func limiterCases() []testCase {
 		{"Saturation", testLimiterSaturation},
 		{"SlotRetryAfter", testLimiterSlotRetryAfter},
 		{"ShadowLimits", testLimiterShadow},
+		{"DecisionsAndAlerts", testLimiterDecisionsAndAlerts},
 	}
 }
 
