@@ -149,6 +149,21 @@ class LimitsTest(ServerTest):
             self.client.set_limits(["rpm:1"], resource=resource, shadow=["tpm"])
         self.assertEqual(cm.exception.field, "shadow")
 
+    def test_alert_at(self):
+        # Alert thresholds are stored and read back, at one level and in
+        # the listing; bad ones are refused naming alert_at.
+        resource = uid("alerts")
+        stored = self.client.set_limits(["rpm:100"], resource=resource, alert_at=[0.8, 1])
+        self.assertEqual(stored.alert_at, [0.8, 1.0])
+        self.assertEqual(self.client.get_limits(resource=resource).alert_at, [0.8, 1.0])
+        self.assertEqual(self.client.set_limits(["rpm:100"], resource=resource).alert_at, [])
+        for bad in ([0.9, 0.8], [1.5], [0]):
+            with self.assertRaises(tollgate.ValidationError) as cm:
+                self.client.set_limits(["rpm:1"], resource=resource, alert_at=bad)
+            self.assertEqual(cm.exception.field, "alert_at")
+        with self.assertRaises(tollgate.ValidationError):
+            self.client.set_limits(["rpm:1"], resource=resource, alert_at=0.8)
+
     def test_list_limits_every_level_paged(self):
         name = uid("lims")
         self.client.register_namespace(name)

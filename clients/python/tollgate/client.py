@@ -602,18 +602,26 @@ class Client:
         on_unavailable: Optional[str] = None,
         principal: Optional[str] = None,
         shadow: Sequence[str] = (),
+        alert_at: Sequence[float] = (),
     ) -> LimitsConfig:
         """Replace the limits at one level (see get_limits), e.g.
         ``set_limits(["rpm:3", "tpm:10000/min:15000"], resource="openai/gpt-4o")``.
         on_unavailable ("block" or "allow") is for the system level only.
         shadow names limits enforced in shadow: debited, never denying, their
         statuses ``shadow`` (and ``exceeded`` when they would have denied).
+        alert_at are fractions of capacity (ascending, each in (0, 1], at
+        most 4): a server with --alert-webhook alerts when an entity's use of
+        a limit crosses one upward.
         Returns the stored configuration in canonical form."""
         body: Dict[str, Any] = {"limits": limits_list(limits) or []}
         if isinstance(shadow, str):
             raise E.ValidationError("shadow: want a list of limit names, not a string", field="shadow", value=shadow[:80])
         if shadow:
             body["shadow"] = list(shadow)
+        if isinstance(alert_at, (int, float, str)):
+            raise E.ValidationError("alert_at: want a list of fractions of capacity", field="alert_at", value=str(alert_at)[:80])
+        if alert_at:
+            body["alert_at"] = [float(x) for x in alert_at]
         m = _mode(on_unavailable)
         if m:
             body["on_unavailable"] = m

@@ -320,6 +320,8 @@ class LimitsConfig:
     on_unavailable: Optional[str] = None
     #: The limits enforced in shadow: debited, never denying.
     shadow: List[str] = field(default_factory=list)
+    #: The alert thresholds: fractions of capacity, ascending.
+    alert_at: List[float] = field(default_factory=list)
 
     @classmethod
     def from_json(cls, v: Any) -> "LimitsConfig":
@@ -328,7 +330,11 @@ class LimitsConfig:
         shadow = _list(d, "shadow") if d.get("shadow") is not None else []
         if not all(isinstance(x, str) for x in limits + shadow):
             raise BadResponse("malformed answer from the server: limits holds a value that is not a string")
-        return cls(limits=list(limits), on_unavailable=_str(d, "on_unavailable") or None, shadow=list(shadow))
+        alert_at = _list(d, "alert_at") if d.get("alert_at") is not None else []
+        if not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in alert_at):
+            raise BadResponse("malformed answer from the server: alert_at holds a value that is not a number")
+        return cls(limits=list(limits), on_unavailable=_str(d, "on_unavailable") or None, shadow=list(shadow),
+                   alert_at=[float(x) for x in alert_at])
 
 
 @dataclass(frozen=True)
@@ -343,18 +349,20 @@ class ScopedLimits:
     limits: List[str] = field(default_factory=list)
     on_unavailable: Optional[str] = None
     shadow: List[str] = field(default_factory=list)
+    alert_at: List[float] = field(default_factory=list)
 
     @property
     def config(self) -> LimitsConfig:
         """The limits alone, as get_limits returns them."""
-        return LimitsConfig(limits=list(self.limits), on_unavailable=self.on_unavailable, shadow=list(self.shadow))
+        return LimitsConfig(limits=list(self.limits), on_unavailable=self.on_unavailable, shadow=list(self.shadow),
+                            alert_at=list(self.alert_at))
 
     @classmethod
     def from_json(cls, v: Any) -> "ScopedLimits":
         d = _obj(v, "limits config")
         cfg = LimitsConfig.from_json(d)
         return cls(entity=_str(d, "entity"), resource=_str(d, "resource"), limits=cfg.limits,
-                   on_unavailable=cfg.on_unavailable, shadow=cfg.shadow)
+                   on_unavailable=cfg.on_unavailable, shadow=cfg.shadow, alert_at=cfg.alert_at)
 
 
 @dataclass(frozen=True)

@@ -794,6 +794,7 @@ export class Client implements LeaseHost {
   async setLimits(scope: Scope, config: LimitsConfig, opts: CallOptions = {}): Promise<LimitsConfig> {
     const body: Record<string, unknown> = { limits: config.limits };
     if (config.shadow !== undefined && config.shadow.length > 0) body["shadow"] = config.shadow;
+    if (config.alertAt !== undefined && config.alertAt.length > 0) body["alert_at"] = config.alertAt;
     if (config.onUnavailable !== undefined) body["on_unavailable"] = config.onUnavailable;
     return Client.#toConfig(await this.#data({ method: "PUT", ...scopePath(scope), body, ...call(opts) }));
   }
@@ -838,10 +839,11 @@ export class Client implements LeaseHost {
   }
 
   static #toConfig(w: unknown): LimitsConfig {
-    const c = w as { limits?: string[]; shadow?: string[]; on_unavailable?: "block" | "allow" } | undefined;
+    const c = w as { limits?: string[]; shadow?: string[]; alert_at?: number[]; on_unavailable?: "block" | "allow" } | undefined;
     const out: LimitsConfig = { limits: [...(c?.limits ?? [])] };
     if (c?.on_unavailable) out.onUnavailable = c.on_unavailable;
     if (c?.shadow && c.shadow.length > 0) out.shadow = [...c.shadow];
+    if (c?.alert_at && c.alert_at.length > 0) out.alertAt = [...c.alert_at];
     return out;
   }
 

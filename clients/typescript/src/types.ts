@@ -215,6 +215,12 @@ export interface LimitsConfig {
   onUnavailable?: OnUnavailable;
   /** The limits enforced in shadow: debited, never denying. Absent when none. */
   shadow?: string[];
+  /**
+   * Alert thresholds: fractions of capacity, ascending, each in (0, 1], at
+   * most 4. A server with `--alert-webhook` alerts when an entity's use of
+   * a limit crosses one upward. Absent when none.
+   */
+  alertAt?: number[];
 }
 
 /**
