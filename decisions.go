@@ -117,7 +117,7 @@ func (l *Limiter) noteDecision(d *leaseData, granted bool) {
 			if !pl.checked {
 				continue // not asked for: no part in the decision
 			}
-			c := l.decisions.get(b.Key.Resource, lr.Name)
+			c := d.counter(k-1, b.Key.Resource, lr.Name)
 			exceeded := lr.Observed.Tokens < lr.Amount
 			switch {
 			case exceeded && pl.shadow:
@@ -137,6 +137,31 @@ func (l *Limiter) noteDecision(d *leaseData, granted bool) {
 			}
 		}
 	}
+}
+
+// counterRef is the decision counters of a resource and limit.
+type counterRef struct {
+	resource, limit string
+	c               *limitCounters
+}
+
+// counter returns the decision counters of resource and limit, the k-th
+// limit of d's request. The request of a recycled state usually names the
+// same resources and limits in the same order as the last one: comparing
+// the names remembered costs less than the limiter's lookup (a hash of
+// both), and nothing is stored unless they changed.
+func (d *leaseData) counter(k int, resource, limit string) *limitCounters {
+	if k < len(d.counters) {
+		if r := &d.counters[k]; r.resource == resource && r.limit == limit {
+			return r.c
+		}
+	}
+	c := d.lim.decisions.get(resource, limit)
+	for len(d.counters) <= k {
+		d.counters = append(d.counters, counterRef{})
+	}
+	d.counters[k] = counterRef{resource, limit, c}
+	return c
 }
 
 // noteDegraded counts a degraded lease for resource.

@@ -157,10 +157,16 @@ type Stats struct {
 	// Decisions counts, per resource and limit, the decisions it took
 	// part in, by outcome, and those near it.
 	Decisions []LimitDecisions
+	// TopDenied are the entities refused most, by resource and limit,
+	// most refused first: TopDeniedSize entity, resource and limit
+	// triples of all resources, followed since the limiter was made
+	// (DeniedEntity.Error says how far a count may be over). A limit in
+	// shadow refuses nobody. Filter them with the function TopDenied.
+	TopDenied []DeniedEntity
 }
 
 // Stats returns the limiter's counters.
 func (l *Limiter) Stats() Stats {
 	return Stats{Cache: l.cache.stats(), Degraded: l.fail.degraded.Load(), Shadow: l.shadow.snapshot(),
-		Decisions: l.decisions.snapshot()}
+		Decisions: l.decisions.snapshot(), TopDenied: l.topDenied.snapshot()}
 }

@@ -62,27 +62,29 @@ func (t *topDenied) add(entity, resource, limit string) {
 	t.idx[k] = m
 }
 
-// TopDenied returns at most n of the entities the limiter refused most,
-// by resource and limit, most refused first: of resource and limit only
-// when they are not empty. It follows TopDeniedSize triples of all
-// resources (DeniedEntity.Error says how far a count may be over), so the
-// entities of a resource refused rarely beside others may not be listed.
-// It counts this limiter's refusals since it was made.
-func (l *Limiter) TopDenied(n int, resource, limit string) []DeniedEntity {
-	l.topDenied.mu.Lock()
-	out := make([]DeniedEntity, 0, len(l.topDenied.items))
-	for _, it := range l.topDenied.items {
-		if (resource == "" || it.Resource == resource) && (limit == "" || it.Limit == limit) {
-			out = append(out, it)
-		}
-	}
-	l.topDenied.mu.Unlock()
+// snapshot returns the triples followed, most refused first.
+func (t *topDenied) snapshot() []DeniedEntity {
+	t.mu.Lock()
+	out := slices.Clone(t.items)
+	t.mu.Unlock()
 	slices.SortFunc(out, func(a, b DeniedEntity) int {
 		return cmp.Or(cmp.Compare(b.Count, a.Count), cmp.Compare(a.Entity, b.Entity),
 			cmp.Compare(a.Resource, b.Resource), cmp.Compare(a.Limit, b.Limit))
 	})
-	if n >= 0 && len(out) > n {
-		out = out[:n]
+	return out
+}
+
+// TopDenied returns at most n of denied (Stats.TopDenied, most refused
+// first), of resource and limit only when they are not empty.
+func TopDenied(denied []DeniedEntity, n int, resource, limit string) []DeniedEntity {
+	var out []DeniedEntity
+	for _, d := range denied {
+		if len(out) == n {
+			break
+		}
+		if (resource == "" || d.Resource == resource) && (limit == "" || d.Limit == limit) {
+			out = append(out, d)
+		}
 	}
 	return out
 }

@@ -26,7 +26,7 @@ func TestTopDeniedSpaceSaving(t *testing.T) {
 	if n := len(l.topDenied.items); n != TopDeniedSize {
 		t.Fatalf("%d triples followed, want %d", n, TopDeniedSize)
 	}
-	top := l.TopDenied(3, "api", "")
+	top := TopDenied(l.topDenied.snapshot(), 3, "api", "")
 	for i, e := range []string{"a", "b", "c"} {
 		if i >= len(top) || top[i].Entity != e {
 			t.Fatalf("TopDenied = %+v, want a, b, c first", top)
@@ -35,7 +35,7 @@ func TestTopDeniedSpaceSaving(t *testing.T) {
 			t.Errorf("%s: count %d error %d, want a count of at least %d, at most error over it", e, c.Count, c.Error, heavy[e])
 		}
 	}
-	if got := l.TopDenied(5, "other", ""); len(got) != 0 {
+	if got := TopDenied(l.topDenied.snapshot(), 5, "other", ""); len(got) != 0 {
 		t.Errorf("TopDenied of another resource = %+v, want none", got)
 	}
 }

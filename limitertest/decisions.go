@@ -73,11 +73,11 @@ func testLimiterDecisionsAndAlerts(t *testing.T, e *env) {
 
 	wantDecisions(t, lim, tollgate.LimitDecisions{Resource: "api", Limit: "rpm", Granted: 6, Denied: 1, NearLimit: 3})
 	wantDecisions(t, lim, tollgate.LimitDecisions{Resource: "api", Limit: "tpm", ShadowDenied: 1, NearLimit: 1})
-	top := lim.TopDenied(10, "", "")
+	top := lim.Stats().TopDenied
 	if len(top) != 1 || top[0] != (tollgate.DeniedEntity{Entity: "k", Resource: "api", Limit: "rpm", Count: 1}) {
 		t.Errorf("TopDenied = %+v, want k's refusal by api.rpm alone", top)
 	}
-	if top := lim.TopDenied(10, "api", "tpm"); len(top) != 0 {
+	if top := tollgate.TopDenied(lim.Stats().TopDenied, 10, "api", "tpm"); len(top) != 0 {
 		t.Errorf("TopDenied of api.tpm = %+v, want none (shadow refusals are not refusals)", top)
 	}
 }

@@ -97,7 +97,7 @@ func (s *Server) topDenied(w http.ResponseWriter, r *http.Request, c *call) erro
 	if err != nil {
 		return err
 	}
-	top := p.lim.TopDenied(n, q.Get("resource"), q.Get("limit"))
+	top := tollgate.TopDenied(p.lim.Stats().TopDenied, n, q.Get("resource"), q.Get("limit"))
 	out := api.TopDeniedResponse{Entities: make([]api.DeniedEntity, len(top))}
 	for i, d := range top {
 		out.Entities[i] = api.DeniedEntity{Entity: d.Entity, Resource: d.Resource, Limit: d.Limit, Count: d.Count, Error: d.Error}
