@@ -22,12 +22,13 @@ import (
 type receiver struct {
 	ts     *httptest.Server
 	bodies chan api.Alert
+	raw    chan []byte // the same bodies, as sent
 	codes  chan int
 	hold   chan struct{} // when not nil, each answer waits for it to close
 }
 
 func newReceiver(t *testing.T, codes ...int) *receiver {
-	r := &receiver{bodies: make(chan api.Alert, 2*AlertQueueSize), codes: make(chan int, len(codes))}
+	r := &receiver{bodies: make(chan api.Alert, 2*AlertQueueSize), raw: make(chan []byte, 2*AlertQueueSize), codes: make(chan int, len(codes))}
 	for _, c := range codes {
 		r.codes <- c
 	}
@@ -37,6 +38,7 @@ func newReceiver(t *testing.T, codes ...int) *receiver {
 		if err := json.Unmarshal(data, &a); err != nil || req.Method != http.MethodPost || req.Header.Get("Content-Type") != "application/json" {
 			t.Errorf("webhook got %s %q (%s): %v", req.Method, data, req.Header.Get("Content-Type"), err)
 		}
+		r.raw <- data
 		r.bodies <- a
 		if r.hold != nil {
 			<-r.hold
@@ -102,6 +104,7 @@ func TestAlertWebhookOncePerCrossing(t *testing.T) {
 	if a != want {
 		t.Errorf("alert %+v, want %+v", a, want)
 	}
+	loadSpec(t).checkBody(t, "/components/schemas/Alert", <-r.raw) // the webhook's body, as the OpenAPI document describes it
 	wait(t, done)
 	e.acquireRPM("key-1", 1, http.StatusOK)              // 0.7: 0.5 fired already
 	e.acquireRPM("key-2", 4, http.StatusOK)              // another entity, 0.4: below
