@@ -121,7 +121,7 @@ func newFixture(t *testing.T) fixture {
 	call("POST", "/v1/entities", `{"id":"org-1","name":"Acme"}`)
 	call("POST", "/v1/entities", `{"id":"key-1","name":"checkout","parent_id":"org-1","cascade":true,"metadata":{"team":"checkout"}}`)
 	call("PUT", "/v1/limits/resources/openai%2Fgpt-4o", `{"limits":["rph:3/hour","tpm:10000/min"],"shadow":["tpm"]}`)
-	call("PUT", "/v1/limits/entities/org-1", `{"limits":["rph:100/hour","tpm:200000/hour"]}`)
+	call("PUT", "/v1/limits/entities/org-1", `{"limits":["rph:100/hour","tpm:200000/hour"],"alert_at":[0.8,1]}`)
 	call("PUT", "/v1/limits/resources/emr", `{"limits":["clusters:2/reserved"]}`)
 	acquire := `{"entity":"key-1","resource":"openai/gpt-4o","consume":{"rph":1,"tpm":1200}`
 	call("POST", "/v1/acquire", acquire+`,"commit":true}`)
@@ -251,6 +251,7 @@ func TestDashboardInBrowser(t *testing.T) {
 		t.Errorf("org-1 in the tree reads %q, want its name and limits", tree)
 	}
 	step("the limits table", until(rowsWith("#limits", "rph:3/hour, tpm:10000/min (shadow)")))
+	step("alert thresholds in the limits table", until(rowsWith("#limits", "rph:100/hour, tpm:200000/hour; alerts at 80%, 100%")))
 
 	// The child's buckets: its own and, by cascade, its parent's, with the
 	// fill and the retry-after of an exhausted limit (3 an hour: it stays

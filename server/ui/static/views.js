@@ -6,11 +6,13 @@ import { fillBar, usageChart } from "./chart.js";
 /** defaultResource is the resource of an entity's limits for any resource. */
 export const defaultResource = "_default_";
 
-/** limitsText is a config's limits (api Limits) as one line, those in shadow marked. */
+/** limitsText is a config's limits (api Limits) as one line, those in shadow marked, then its alert thresholds. */
 function limitsText(c) {
   const shadow = new Set(c.shadow || []);
   const name = (l) => l.slice(0, l.indexOf(":"));
-  return c.limits && c.limits.length ? c.limits.map((l) => (shadow.has(name(l)) ? `${l} (shadow)` : l)).join(", ") : "(none)";
+  const text = c.limits && c.limits.length ? c.limits.map((l) => (shadow.has(name(l)) ? `${l} (shadow)` : l)).join(", ") : "(none)";
+  const alerts = (c.alert_at || []).map((t) => `${Math.round(t * 1000) / 10}%`);
+  return alerts.length ? `${text}; alerts at ${alerts.join(", ")}` : text;
 }
 
 /**
