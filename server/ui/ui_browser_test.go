@@ -100,7 +100,7 @@ func newFixture(t *testing.T) fixture {
 	t.Cleanup(ts.Close)
 	f := fixture{url: ts.URL, admin: admin, reader: reader}
 
-	call := func(method, path, body string) string {
+	do := func(method, path, body string) (int, string) {
 		t.Helper()
 		req, err := http.NewRequest(method, ts.URL+path, strings.NewReader(body))
 		if err != nil {
@@ -113,10 +113,15 @@ func newFixture(t *testing.T) fixture {
 		}
 		defer resp.Body.Close()
 		answer, _ := io.ReadAll(resp.Body)
-		if resp.StatusCode/100 != 2 {
-			t.Fatalf("%s %s: %d %s", method, path, resp.StatusCode, answer)
+		return resp.StatusCode, string(answer)
+	}
+	call := func(method, path, body string) string {
+		t.Helper()
+		code, answer := do(method, path, body)
+		if code/100 != 2 {
+			t.Fatalf("%s %s: %d %s", method, path, code, answer)
 		}
-		return string(answer)
+		return answer
 	}
 	call("POST", "/v1/entities", `{"id":"org-1","name":"Acme"}`)
 	call("POST", "/v1/entities", `{"id":"key-1","name":"checkout","parent_id":"org-1","cascade":true,"metadata":{"team":"checkout"}}`)
@@ -127,6 +132,9 @@ func newFixture(t *testing.T) fixture {
 	call("POST", "/v1/acquire", acquire+`,"commit":true}`)
 	lease := call("POST", "/v1/acquire", acquire+`}`)
 	call("POST", "/v1/acquire", acquire+`,"commit":true}`)
+	if code, answer := do("POST", "/v1/acquire", acquire+`}`); code != http.StatusTooManyRequests { // rph:3/hour: refused
+		t.Fatalf("a fourth acquire: %d %s, want 429", code, answer)
+	}
 	_, after, _ := strings.Cut(lease, `"lease_id":"`)
 	f.leaseID, _, _ = strings.Cut(after, `"`)
 	call("POST", "/v1/reservations", `{"entity":"key-1","resource":"emr","id":"j-2AXXXXXXGAPLF","consume":{"clusters":1},"ttl_ms":3600000}`)
@@ -252,6 +260,8 @@ func TestDashboardInBrowser(t *testing.T) {
 	}
 	step("the limits table", until(rowsWith("#limits", "rph:3/hour, tpm:10000/min (shadow)")))
 	step("alert thresholds in the limits table", until(rowsWith("#limits", "rph:100/hour, tpm:200000/hour; alerts at 80%, 100%")))
+	step("the entities refused most", until(`[...document.querySelectorAll("#denied tbody tr")].some(r => `+
+		`[...r.cells].map(c => c.textContent).join(" ") === "key-1 openai/gpt-4o rph 1")`))
 
 	// The child's buckets: its own and, by cascade, its parent's, with the
 	// fill and the retry-after of an exhausted limit (3 an hour: it stays

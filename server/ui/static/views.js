@@ -145,6 +145,16 @@ export function limits(configs) {
   }));
 }
 
+/**
+ * denied draws the entities refused most (api DeniedEntity), most first: a
+ * count that may be over says so ("at most").
+ */
+export function denied(list) {
+  fillRows("denied", list.map((d) => row(d.entity, d.resource, d.limit,
+    d.error ? `${num(d.count - d.error)} to ${num(d.count)}` : num(d.count))));
+  show("denied-empty", list.length === 0);
+}
+
 /** audit draws audit events (api AuditEvent), newest first. */
 export function audit(events, of) {
   $("audit-of").textContent = of;
