@@ -82,6 +82,26 @@ func testLimiterDecisionsAndAlerts(t *testing.T, e *env) {
 	}
 }
 
+// A reservation is one decision: its limits, a shadow one's would-be
+// refusal included, count once (Reserve acquires through the durable
+// path, which must not count them again).
+func testLimiterReservationDecisions(t *testing.T, e *env) {
+	cfg := tollgate.Config{Limits: []tollgate.Limit{tollgate.ReservedLimit("clusters", 5), tollgate.PerMinute("launches", 1)},
+		Shadow: []string{"launches"}}
+	if err := e.admin().SetLimits(e.ctx, tollgate.ResourceScope("emr"), cfg); err != nil {
+		t.Fatalf("SetLimits: %v", err)
+	}
+	lim := e.limiter()
+	for _, id := range []string{"j-1", "j-2"} { // the second launch is one too many, in shadow
+		if _, err := lim.Reserve(e.ctx, "team", "emr", id, tollgate.Consume{"clusters": 1, "launches": 1}); err != nil {
+			t.Fatalf("Reserve %s: %v", id, err)
+		}
+	}
+	wantShadowCount(t, lim, "emr", "launches", 1)
+	wantDecisions(t, lim, tollgate.LimitDecisions{Resource: "emr", Limit: "clusters", Granted: 2})
+	wantDecisions(t, lim, tollgate.LimitDecisions{Resource: "emr", Limit: "launches", Granted: 1, ShadowDenied: 1, NearLimit: 2})
+}
+
 // wantDecisions requires lim's decision counts of want's resource and
 // limit to be want's.
 func wantDecisions(t *testing.T, lim *tollgate.Limiter, want tollgate.LimitDecisions) {

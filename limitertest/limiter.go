@@ -35,6 +35,7 @@ func limiterCases() []testCase {
 		{"SlotRetryAfter", testLimiterSlotRetryAfter},
 		{"ShadowLimits", testLimiterShadow},
 		{"DecisionsAndAlerts", testLimiterDecisionsAndAlerts},
+		{"ReservationDecisionsCountedOnce", testLimiterReservationDecisions},
 	}
 }
 
