@@ -278,6 +278,24 @@ class LimitsTest(ServerTest):
         except tollgate.Unimplemented:
             pass  # a store that keeps no usage
 
+    def test_top_denied(self):
+        # A namespace of its own: the server follows 128 triples per namespace.
+        name = uid("denied")
+        self.client.register_namespace(name)
+        c = support.client(namespace=name)
+        resource, key = uid("api"), uid("key")
+        c.set_limits(["rpm:1"], resource=resource)
+        c.acquire_and_commit(key, resource, {"rpm": 1})
+        for _ in range(2):
+            with self.assertRaises(tollgate.RateLimitExceeded):
+                c.acquire(key, resource, {"rpm": 1})
+        self.assertEqual(c.top_denied(resource=resource, n=5),
+                         [tollgate.DeniedEntity(entity=key, resource=resource, limit="rpm", count=2, error=0)])
+        self.assertEqual(c.top_denied(resource=resource, limit="tpm"), [])
+        with self.assertRaises(tollgate.ValidationError) as cm:
+            c.top_denied(n=0)
+        self.assertEqual(cm.exception.field, "n")
+
 
 class NamespacesTest(ServerTest):
     def test_registry_and_isolation(self):

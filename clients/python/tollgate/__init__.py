@@ -55,6 +55,7 @@ from .types import (
     AuditEvent,
     Capacity,
     CreatedKey,
+    DeniedEntity,
     Entity,
     Grant,
     KeyInfo,
@@ -103,6 +104,7 @@ __all__ = [
     "UsageSummary",
     "LimitCapacity",
     "Capacity",
+    "DeniedEntity",
     # errors: every name of tollgate.errors
     *_error_names,
 ]

@@ -21,6 +21,7 @@ from .lease import Lease
 from .types import (
     AuditEvent,
     Capacity,
+    DeniedEntity,
     CreatedKey,
     Entity,
     Grant,
@@ -718,6 +719,18 @@ class Client:
         bucket: for dashboards, not hot paths)."""
         _, answer = self._call("GET", V1 + "/capacity", query={"resource": resource})
         return Capacity.from_json(answer)
+
+    def top_denied(self, resource: Optional[str] = None, limit: Optional[str] = None, n: int = 128) -> List[DeniedEntity]:
+        """The entities the server refused most in the client's namespace, most
+        refused first, of resource and limit when given; n (1 to 128) bounds
+        the list. Each server answers for the decisions it took."""
+        query: Dict[str, Any] = {"n": str(n)}
+        if resource:
+            query["resource"] = resource
+        if limit:
+            query["limit"] = limit
+        _, answer = self._call("GET", V1 + "/metrics/top-denied", query=query)
+        return [DeniedEntity.from_json(e) for e in _list(_obj(answer, "top denied"), "entities")]
 
     # ------------------------------------------------------------------
     # API keys kept in the store (an admin key of the namespace)

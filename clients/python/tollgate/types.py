@@ -548,3 +548,21 @@ class Capacity:
                 )
             )
         return cls(resource=_str(d, "resource"), entities=_int(d, "entities"), limits=limits)
+
+
+@dataclass(frozen=True)
+class DeniedEntity:
+    """An entity a limit of a resource refused, with how often (top_denied):
+    ``count`` is at most ``error`` over the true number."""
+
+    entity: str
+    resource: str
+    limit: str
+    count: int
+    error: int = 0
+
+    @classmethod
+    def from_json(cls, v: Any) -> "DeniedEntity":
+        d = _obj(v, "denied entity")
+        return cls(entity=_str(d, "entity"), resource=_str(d, "resource"), limit=_str(d, "limit"),
+                   count=_int(d, "count"), error=_int(d, "error"))

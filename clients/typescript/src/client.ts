@@ -34,6 +34,7 @@ import type {
   Reserved,
   ResetArgs,
   ResourceCapacity,
+  DeniedEntity,
   Scope,
   ScopedLimits,
   Usage,
@@ -921,6 +922,20 @@ export class Client implements LeaseHost {
   async capacity(resource: string, opts: CallOptions = {}): Promise<ResourceCapacity> {
     const w = await this.#data<ResourceCapacity>({ method: "GET", path: "/v1/capacity", query: new URLSearchParams({ resource }), ...call(opts) });
     return { resource: w.resource, entities: w.entities, limits: (w.limits ?? []).map((l) => ({ ...l })) };
+  }
+
+  /**
+   * The entities the server refused most in the client's namespace, most
+   * refused first, of `resource` and `limit` when given; `n` (1 to 128,
+   * default 128) bounds the list. Each server answers for the decisions it took.
+   */
+  async topDenied(args: { resource?: string | undefined; limit?: string | undefined; n?: number | undefined } & CallOptions = {}): Promise<DeniedEntity[]> {
+    const query = new URLSearchParams();
+    if (args.resource) query.set("resource", args.resource);
+    if (args.limit) query.set("limit", args.limit);
+    if (args.n !== undefined) query.set("n", String(args.n));
+    const w = await this.#data<{ entities?: DeniedEntity[] }>({ method: "GET", path: "/v1/metrics/top-denied", query, ...call(args) });
+    return (w?.entities ?? []).map((e) => ({ entity: e.entity, resource: e.resource, limit: e.limit, count: e.count, error: e.error }));
   }
 
   // --- namespaces (admin key for "*" only) --------------------------------

@@ -421,3 +421,12 @@ export interface ResourceCapacity {
   entities: number;
   limits: { limit: string; kind: LimitKind; capacity: number; available: number; utilisation: number }[];
 }
+
+/** An entity a limit of a resource refused, with how often (`topDenied`): `count` is at most `error` over the true number. */
+export interface DeniedEntity {
+  entity: string;
+  resource: string;
+  limit: string;
+  count: number;
+  error: number;
+}
