@@ -109,15 +109,13 @@ func (l *Limiter) noteDecision(d *leaseData, granted bool) {
 		b := &d.req.Buckets[bi]
 		for li := range b.Limits {
 			lr := &b.Limits[li]
-			var pl planned
-			if k < len(d.kinds) {
-				pl = d.kinds[k]
-			}
-			k++
-			if !pl.checked {
+			if k >= len(d.kinds) || !d.kinds[k].checked {
+				k++
 				continue // not asked for: no part in the decision
 			}
-			c := d.counter(k-1, b.Key.Resource, lr.Name)
+			pl := &d.kinds[k]
+			c := d.counter(k, b.Key.Resource, lr.Name)
+			k++
 			exceeded := lr.Observed.Tokens < lr.Amount
 			switch {
 			case exceeded && pl.shadow:
