@@ -172,7 +172,7 @@ func (a *alerter) post(ctx context.Context, body []byte) (retry bool, err error)
 	return false, fmt.Errorf("webhook answered %s", resp.Status)
 }
 
-// alertCounters are the alert metrics, registered whether or not a
+// registerAlerts registers the alert metrics, whether or not a
 // webhook is set, so that dashboards and rules find them.
 func (m *metrics) registerAlerts() {
 	m.alertsSent = prometheus.NewCounter(prometheus.CounterOpts{Name: "tollgate_alerts_sent_total",
