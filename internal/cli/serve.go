@@ -18,6 +18,7 @@ import (
 
 	"github.com/tollgate-rl/tollgate"
 	"github.com/tollgate-rl/tollgate/aggregator"
+	"github.com/tollgate-rl/tollgate/model"
 	"github.com/tollgate-rl/tollgate/reconcile"
 	"github.com/tollgate-rl/tollgate/rls"
 	"github.com/tollgate-rl/tollgate/server"
@@ -230,6 +231,9 @@ func runServe(ctx context.Context, g *globals, f serveFlags) error {
 	st, stopRecording := recordUsage(st, log, f.retention)
 	defer stopRecording()
 	srv, err := server.New(st, opts...)
+	if errors.Is(err, model.ErrInvalid) {
+		return usageError{err} // an option from a flag: --alert-webhook
+	}
 	if err != nil {
 		return err
 	}
