@@ -33,10 +33,16 @@ const AlertRearm = 0.9
 
 // MaxAlertStates bounds the entity, resource and limit triples whose
 // alerts a limiter remembers as fired: those whose use is at or above a
-// threshold (less the band). Beyond it, one at random is forgotten to
-// make room; its thresholds then alert again if still crossed, so at
-// worst a triple alerts twice for one crossing.
+// threshold (less the band). They are kept in alertShards shards by
+// entity, each holding at most its share; beyond it, one of the shard's
+// at random is forgotten to make room, and its thresholds alert again if
+// still crossed, so at worst a triple alerts twice for one crossing.
 const MaxAlertStates = 10_000
+
+// alertShards splits the alert states, each shard with its own lock: a
+// decision of a limit with thresholds takes its entity's shard's lock
+// when the use is near a threshold or the shard holds fired states.
+const alertShards = 16
 
 // WithAlerts calls fn with an Alert whenever a decision of the limiter
 // takes an entity's use of a limit across one of its configuration's
@@ -53,24 +59,38 @@ type alertKey struct{ entity, resource, limit string }
 
 // alertTracker remembers the thresholds fired, and not re-armed, per
 // entity, resource and limit.
-type alertTracker struct {
+type alertTracker struct{ shards [alertShards]alertShard }
+
+type alertShard struct {
 	n     atomic.Int64 // entries of fired, read without the lock
 	mu    sync.Mutex
 	fired map[alertKey][model.MaxAlertAt]float64
+	_     [64]byte // a cache line apart from the next shard's lock
+}
+
+// shard returns entity's shard (FNV-1a of its id: no seed to make, and a
+// skewed spread only costs contention).
+func (t *alertTracker) shard(entity string) *alertShard {
+	h := uint32(2166136261)
+	for i := 0; i < len(entity); i++ {
+		h = (h ^ uint32(entity[i])) * 16777619
+	}
+	return &t.shards[h%alertShards]
 }
 
 // observe notes use of an entity's limit whose thresholds are at (ascending,
 // zero beyond the last), and sends the alerts of the thresholds crossed
 // upward, outside the lock.
 func (t *alertTracker) observe(l *Limiter, entity, resource, limit string, at *[model.MaxAlertAt]float64, use float64, now int64) {
-	if use < at[0]*AlertRearm && t.n.Load() == 0 {
-		return // below every threshold's band, and nothing fired anywhere
+	sh := t.shard(entity)
+	if use < at[0]*AlertRearm && sh.n.Load() == 0 {
+		return // below every threshold's band, and nothing fired in the shard
 	}
 	var send [model.MaxAlertAt]float64
 	sent := 0
 	k := alertKey{entity, resource, limit}
-	t.mu.Lock()
-	cur, had := t.fired[k]
+	sh.mu.Lock()
+	cur, had := sh.fired[k]
 	var next [model.MaxAlertAt]float64
 	kept := 0
 	for _, th := range at {
@@ -88,25 +108,25 @@ func (t *alertTracker) observe(l *Limiter, entity, resource, limit string, at *[
 	}
 	switch {
 	case kept == 0 && had:
-		delete(t.fired, k)
-		t.n.Add(-1)
+		delete(sh.fired, k)
+		sh.n.Add(-1)
 	case kept > 0:
 		if !had {
-			if t.fired == nil {
-				t.fired = make(map[alertKey][model.MaxAlertAt]float64)
+			if sh.fired == nil {
+				sh.fired = make(map[alertKey][model.MaxAlertAt]float64)
 			}
-			if len(t.fired) >= MaxAlertStates {
-				for other := range t.fired { // map order: one at random
-					delete(t.fired, other)
-					t.n.Add(-1)
+			if len(sh.fired) >= MaxAlertStates/alertShards {
+				for other := range sh.fired { // map order: one at random
+					delete(sh.fired, other)
+					sh.n.Add(-1)
 					break
 				}
 			}
-			t.n.Add(1)
+			sh.n.Add(1)
 		}
-		t.fired[k] = next
+		sh.fired[k] = next
 	}
-	t.mu.Unlock()
+	sh.mu.Unlock()
 	for _, th := range send[:sent] {
 		l.alertFn(Alert{Namespace: l.ns, Entity: entity, Resource: resource, Limit: limit,
 			Threshold: th, Use: use, At: time.UnixMilli(now).UTC()})

@@ -41,23 +41,36 @@ func TestTopDeniedSpaceSaving(t *testing.T) {
 }
 
 // Alert states are bounded: beyond MaxAlertStates one is forgotten, and
-// the tracker never holds more.
+// the tracker never holds more; a state falls out once its use drops
+// below the band.
 func TestAlertStatesBounded(t *testing.T) {
 	var sent int
 	l := &Limiter{alertFn: func(Alert) { sent++ }}
 	at := [4]float64{0.5}
-	for i := range MaxAlertStates + 10 {
+	const entities = 2 * MaxAlertStates
+	for i := range entities {
 		l.alerts.observe(l, "e"+strconv.Itoa(i), "api", "rpm", &at, 0.6, 0)
 	}
-	if n := len(l.alerts.fired); n != MaxAlertStates || l.alerts.n.Load() != MaxAlertStates {
-		t.Errorf("%d states (counted %d), want %d", n, l.alerts.n.Load(), MaxAlertStates)
+	total := 0
+	for i := range l.alerts.shards {
+		sh := &l.alerts.shards[i]
+		if n := len(sh.fired); n != MaxAlertStates/alertShards || sh.n.Load() != int64(n) {
+			t.Errorf("shard %d: %d states (counted %d), want it full, %d", i, n, sh.n.Load(), MaxAlertStates/alertShards)
+		}
+		total += len(sh.fired)
 	}
-	if sent != MaxAlertStates+10 {
-		t.Errorf("%d alerts, want one per entity, %d", sent, MaxAlertStates+10)
+	if total != MaxAlertStates {
+		t.Errorf("%d states, want %d", total, MaxAlertStates)
+	}
+	if sent != entities {
+		t.Errorf("%d alerts, want one per entity, %d", sent, entities)
 	}
 	// Falling below the band forgets an entity's state.
-	l.alerts.observe(l, "e"+strconv.Itoa(MaxAlertStates+9), "api", "rpm", &at, 0.1, 0)
-	if n := l.alerts.n.Load(); n != MaxAlertStates-1 {
-		t.Errorf("%d states after one re-armed, want %d", n, MaxAlertStates-1)
+	last := "e" + strconv.Itoa(entities-1)
+	sh := l.alerts.shard(last)
+	before := sh.n.Load()
+	l.alerts.observe(l, last, "api", "rpm", &at, 0.1, 0)
+	if n := sh.n.Load(); n != before-1 {
+		t.Errorf("%d states in the shard after one re-armed, want %d", n, before-1)
 	}
 }
