@@ -5,7 +5,7 @@ GO        ?= go
 BENCHTIME ?= 1s
 BENCHCOUNT ?= 5
 
-.PHONY: run demo test test-python test-typescript bench bench-dynamodb bench-redis bench-envoy-redis load lint deps build clean dynamodb-local lambda redis
+.PHONY: image release run demo test test-python test-typescript bench bench-dynamodb bench-redis bench-envoy-redis load lint deps build clean dynamodb-local lambda redis
 
 ## run: tollgate serve on http://127.0.0.1:8080, stored in ./tollgate.db.
 run:
@@ -120,6 +120,29 @@ deps:
 
 build:
 	$(GO) build ./...
+
+## VERSION stamps release builds (tollgate version): the git tag, or the
+## commit where there is none.
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS  = -s -w -X github.com/tollgate-rl/tollgate/internal/cli.version=$(VERSION)
+
+## release: static tollgate binaries for linux/amd64 and linux/arm64 in
+## dist/linux-ARCH/, stamped with $(VERSION).
+release: deps
+	for arch in amd64 arm64; do \
+		CGO_ENABLED=0 GOOS=linux GOARCH=$$arch $(GO) build -trimpath -ldflags='$(LDFLAGS)' \
+			-o dist/linux-$$arch/tollgate ./cmd/tollgate || exit 1; \
+	done
+
+## image: the container image, without a container daemon or a registry:
+## dist/tollgate-oci.tar, an OCI image layout archive for linux/amd64 and
+## linux/arm64 (docker load, podman load): the release binaries on
+## nothing, the CA certificates, a non-root user, tollgate serve as its
+## command (docs/operations.md, "Container image").
+image: release
+	$(GO) run ./internal/mkimage -o dist/tollgate-oci.tar -version $(VERSION) \
+		-revision "$$(git rev-parse HEAD 2>/dev/null)" -time "$$(git log -1 --format=%ct 2>/dev/null || echo 0)" \
+		linux/amd64=dist/linux-amd64/tollgate linux/arm64=dist/linux-arm64/tollgate
 
 ## lambda: the stream aggregator as an AWS Lambda function, for the
 ## provided.al2023 runtime on arm64: dist/tollgate-lambda.zip, holding the

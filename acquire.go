@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"time"
 
 	"github.com/tollgate-rl/tollgate/bucket"
 	"github.com/tollgate-rl/tollgate/model"
@@ -371,14 +372,15 @@ func (l *Limiter) statuses(d *leaseData, granted bool) []model.Status {
 			} else if !lr.Params.Refills() {
 				pl.kind = model.Concurrency // a request plan did not build: what its buckets tell
 			}
-			out = append(out, l.status(b.Key, lr, pl, granted))
+			out = append(out, l.status(b.Key, lr, pl, granted, d.req.Now))
 			k++
 		}
 	}
 	return out
 }
 
-func (l *Limiter) status(k store.BucketKey, lr store.LimitRequest, pl planned, granted bool) model.Status {
+// status is one limit's status at now (Unix ms), the request's time.
+func (l *Limiter) status(k store.BucketKey, lr store.LimitRequest, pl planned, granted bool, now int64) model.Status {
 	s := model.Status{
 		Entity:    k.Entity,
 		Resource:  k.Resource,
@@ -393,7 +395,10 @@ func (l *Limiter) status(k store.BucketKey, lr store.LimitRequest, pl planned, g
 	// A shadow limit says whether it would have denied, granted or not.
 	if (lr.Check || pl.shadow && pl.checked) && lr.Observed.Tokens < lr.Amount && (!granted || pl.shadow) {
 		s.Exceeded = true
-		l.setRetry(&s, &lr)
+		l.setRetry(&s, &lr, now)
+	}
+	if w := lr.Params.Window; !w.IsZero() {
+		s.ResetsAt = time.UnixMilli(w.Start(w.Index(now) + 1))
 	}
 	if granted {
 		s.Available = bucket.Available(bucket.ForceConsume(lr.Observed, lr.Amount))
@@ -416,7 +421,7 @@ type planned struct {
 // concurrency or reserved limit, which time does not refill, what it
 // waits for (a release) and the limiter's polling hint, or none for a
 // reserved limit, until slotRetry finds out more.
-func (l *Limiter) setRetry(s *model.Status, lr *store.LimitRequest) {
+func (l *Limiter) setRetry(s *model.Status, lr *store.LimitRequest, now int64) {
 	if !lr.Params.Refills() {
 		s.Waits = model.WaitsRelease
 		if s.Kind != model.Reserved {
@@ -426,7 +431,7 @@ func (l *Limiter) setRetry(s *model.Status, lr *store.LimitRequest) {
 	}
 	// bucket.Never here is a refill too long to count (plan refused
 	// amounts above the capacity): it saturates, as every wait does.
-	ms := bucket.RetryAfter(lr.Observed, lr.Params, lr.Amount)
+	ms := bucket.RetryAt(lr.Observed, lr.Params, lr.Amount, now)
 	if lr.Wait > 0 {
 		ms = lr.Wait
 	}

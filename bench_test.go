@@ -9,6 +9,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/tollgate-rl/tollgate"
+	"github.com/tollgate-rl/tollgate/calendar"
 	"github.com/tollgate-rl/tollgate/store/memory"
 )
 
@@ -22,6 +23,9 @@ func BenchmarkLimiter(b *testing.B) {
 	oneLimit := tollgate.WithLimits(tollgate.PerSecond("rps", huge))
 	threeLimits := tollgate.WithLimits(tollgate.PerSecond("rps", huge), tollgate.PerSecond("tps", huge),
 		tollgate.ConcurrencyLimit("inflight", huge))
+	// A calendar quota costs what a rate limit does, but for finding
+	// its window in the zone's calendar.
+	quota := tollgate.WithLimits(tollgate.CalendarQuota("rps", huge, calendar.Window{Unit: calendar.Month, Zone: "Europe/Berlin"}))
 	one := tollgate.Consume{"rps": 1}
 	three := tollgate.Consume{"rps": 1, "tps": 100, "inflight": 1}
 
@@ -45,6 +49,7 @@ func BenchmarkLimiter(b *testing.B) {
 		{name: "1limit-hotkey", consume: one, opt: oneLimit},
 		{name: "3limits-hotkey", consume: three, opt: threeLimits},
 		{name: "1limit-manykeys", consume: one, opt: oneLimit, manyKey: true},
+		{name: "1quota-hotkey", consume: one, opt: quota},
 		{name: "3limits-manykeys", consume: three, opt: threeLimits, manyKey: true},
 		{name: "1limit-stored-config", consume: one, setup: storedConfig},
 		{name: "1limit-stored-manykeys", consume: one, manyKey: true, setup: storedConfig},

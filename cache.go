@@ -178,8 +178,13 @@ func prepareInto(dst []prepared, limits []model.Limit) []prepared {
 }
 
 // paramsOf converts a valid limit to the bucket arithmetic's units
-// (millitokens and milliseconds), which its validation keeps in range.
+// (millitokens and milliseconds), which its validation keeps in range. A
+// calendar quota's period is one window.
 func paramsOf(l model.Limit) bucket.Params {
+	if !l.Window.IsZero() {
+		a := l.RefillAmount * bucket.MilliPerToken
+		return bucket.Params{Capacity: l.Capacity * bucket.MilliPerToken, Amount: a, Period: 1, Window: l.Window}
+	}
 	return bucket.Params{
 		Capacity: l.Capacity * bucket.MilliPerToken,
 		Amount:   l.RefillAmount * bucket.MilliPerToken,

@@ -41,7 +41,7 @@ func (a *Admin) Capacity(ctx context.Context, resource string) (ResourceCapacity
 		for _, b := range page {
 			out.Entities++
 			for _, ls := range b.Record.Limits {
-				st := bucket.Refill(ls.State, ls.Params, now-b.Record.Refilled)
+				st := bucket.RefillBetween(ls.State, ls.Params, b.Record.Refilled, now)
 				s := sums[ls.Name]
 				if s == nil {
 					s = &limitSum{}

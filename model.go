@@ -3,6 +3,7 @@ package tollgate
 import (
 	"time"
 
+	"github.com/tollgate-rl/tollgate/calendar"
 	"github.com/tollgate-rl/tollgate/model"
 )
 
@@ -291,3 +292,10 @@ const (
 	// limit, unless a holder's expiry comes sooner.
 	SlotPoll = model.SlotPoll
 )
+
+// CalendarQuota returns a quota of n tokens per window of a time zone's
+// calendar, refilled to n at each boundary: see model.CalendarQuota. Its
+// text form is "name:N/month@UTC" (ParseLimit).
+func CalendarQuota(name string, n int64, w calendar.Window) Limit {
+	return model.CalendarQuota(name, n, w)
+}

@@ -69,7 +69,7 @@ func (le *Lease) nextWait() time.Duration {
 				continue
 			}
 			after := bucket.State{Tokens: lr.Observed.Tokens - lr.Amount, Rem: lr.Observed.Rem}
-			ms = max(ms, bucket.RetryAfter(after, lr.Params, lr.Amount))
+			ms = max(ms, bucket.RetryAt(after, lr.Params, lr.Amount, d.req.Now))
 		}
 	}
 	return model.DurationMS(ms)

@@ -110,6 +110,9 @@ type LimitStatus struct {
 	// for: "expiry" (retry_after_ms is the earliest expiry among its
 	// holders) or "release" (no time is known); absent for a rate limit.
 	Waits string `json:"waits,omitempty"`
+	// ResetsAtMS is, for a calendar quota, when its current window ends
+	// and it refills (Unix ms); absent for other limits.
+	ResetsAtMS int64 `json:"resets_at_ms,omitempty"`
 }
 
 // AdjustRequest is the body of POST /v1/leases/{id}/adjust.
@@ -291,7 +294,24 @@ func FromStatus(s model.Status) LimitStatus {
 		Entity: s.Entity, Resource: s.Resource, Limit: s.Limit, Kind: s.Kind.String(),
 		Capacity: s.Capacity, Available: s.Available, Requested: s.Requested,
 		Exceeded: s.Exceeded, Shadow: s.Shadow, Source: s.Source, RetryAfterMS: max(s.RetryAfterMS, CeilMS(s.RetryAfter)), Waits: s.Waits,
+		ResetsAtMS: unixMS(s.ResetsAt),
 	}
+}
+
+// unixMS is t in Unix milliseconds, 0 for the zero time.
+func unixMS(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixMilli()
+}
+
+// timeMS is unixMS's inverse.
+func timeMS(ms int64) time.Time {
+	if ms == 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(ms)
 }
 
 // FromStatuses converts statuses; never nil.
@@ -310,7 +330,7 @@ func ToStatus(s LimitStatus) model.Status {
 		Entity: s.Entity, Resource: s.Resource, Limit: s.Limit, Kind: kind,
 		Capacity: s.Capacity, Available: s.Available, Requested: s.Requested,
 		Exceeded: s.Exceeded, Shadow: s.Shadow, Source: s.Source, RetryAfter: model.DurationMS(s.RetryAfterMS), RetryAfterMS: max(s.RetryAfterMS, 0),
-		Waits: s.Waits,
+		Waits: s.Waits, ResetsAt: timeMS(s.ResetsAtMS),
 	}
 }
 

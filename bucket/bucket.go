@@ -16,6 +16,8 @@ import (
 	"errors"
 	"math"
 	"math/bits"
+
+	"github.com/tollgate-rl/tollgate/calendar"
 )
 
 // Bounds on representable values. They keep every intermediate result of this
@@ -39,10 +41,38 @@ const (
 
 // Params describe one limit. A zero Amount means the bucket never refills
 // (a concurrency limit: tokens come back only through explicit returns).
+//
+// A limit with a Window is a calendar quota: its time is counted in that
+// window's units (Moment) rather than in milliseconds, and Period is 1, so
+// that Amount is credited at each of the window's boundaries, all at once:
+// every function of this package then works on it unchanged, given
+// instants in Unix milliseconds, because each converts them with Moment.
 type Params struct {
 	Capacity int64 // ceiling in millitokens, the burst; > 0
 	Amount   int64 // millitokens credited per Period; 0 for no refill
-	Period   int64 // milliseconds; > 0 when Amount > 0
+	Period   int64 // milliseconds (windows with a Window); > 0 when Amount > 0
+	// Window, if not zero, is the calendar window of a quota (Amount > 0,
+	// Period 1).
+	Window calendar.Window
+}
+
+// Moment returns the instant ms (Unix milliseconds) in p's time: ms
+// itself, or for a calendar quota the index of the window holding it.
+func (p Params) Moment(ms int64) int64 {
+	if p.Window.IsZero() {
+		return ms
+	}
+	return p.Window.Index(ms)
+}
+
+// Millis returns the first Unix millisecond of the moment m of p's time
+// (Moment's inverse): m itself, or the start of window m. The int64
+// range's ends stand for never and always, and are kept.
+func (p Params) Millis(m int64) int64 {
+	if p.Window.IsZero() || m == math.MaxInt64 || m == math.MinInt64 {
+		return m
+	}
+	return p.Window.Start(m)
 }
 
 // Refills reports whether the limit refills (Amount > 0); one that does
@@ -58,6 +88,10 @@ func (p Params) Validate() error {
 		return errors.New("refill amount out of range")
 	case p.Amount > 0 && (p.Period <= 0 || p.Period > MaxPeriod):
 		return errors.New("refill period out of range")
+	case !p.Window.IsZero() && (p.Amount == 0 || p.Period != 1):
+		return errors.New("a calendar quota refills Amount once per window (Period 1)")
+	case !p.Window.IsZero():
+		return p.Window.Validate()
 	}
 	return nil
 }
@@ -99,6 +133,13 @@ func Refill(s State, p Params, elapsed int64) State {
 		return State{Tokens: p.Capacity}
 	}
 	return State{Tokens: s.Tokens + int64(add), Rem: int64(rem)}
+}
+
+// RefillBetween credits what p's time earns from the instant from to the
+// instant to (Unix milliseconds): Refill over their distance in p's time.
+// For a calendar quota that is Amount per boundary crossed.
+func RefillBetween(s State, p Params, from, to int64) State {
+	return Refill(s, p, p.Moment(to)-p.Moment(from))
 }
 
 // Consume debits amount millitokens if the balance covers it. It does not
@@ -145,6 +186,23 @@ func RetryAfter(s State, p Params, amount int64) int64 {
 		return Never
 	}
 	return int64(t)
+}
+
+// RetryAt returns the milliseconds from now (Unix milliseconds) until
+// refill alone brings s, observed at now, to at least amount: RetryAfter
+// in milliseconds, or for a calendar quota the time to the boundary of the
+// window that credits enough, exactly. It is 0 if s covers amount and
+// Never if refill never will or the wait does not fit in an int64.
+func RetryAt(s State, p Params, amount, now int64) int64 {
+	wait := RetryAfter(s, p, amount)
+	if p.Window.IsZero() || wait == 0 || wait == Never {
+		return wait
+	}
+	m := p.Moment(now)
+	if wait > math.MaxInt64-m {
+		return Never
+	}
+	return p.Millis(m+wait) - now
 }
 
 // CanSatisfy reports whether, after elapsed milliseconds of refill, the balance

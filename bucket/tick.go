@@ -225,9 +225,10 @@ func parseDigits(s string) (Tick, bool) {
 	return t, true
 }
 
-// TickAt returns the instant now (Unix ms) in ticks of p: now·Amount. A
-// limit whose full tick is at most TickAt(now, p) is full at now.
-func TickAt(now int64, p Params) Tick { return mulTick(now, p.Amount) }
+// TickAt returns the instant now (Unix ms) in ticks of p: now·Amount, with
+// now in p's time (Params.Moment). A limit whose full tick is at most
+// TickAt(now, p) is full at now.
+func TickAt(now int64, p Params) Tick { return mulTick(p.Moment(now), p.Amount) }
 
 // DebitTicks returns amount·Period: how far a debit (or, negated, a
 // refund) of amount millitokens moves a limit's full tick.
@@ -278,9 +279,12 @@ func AtTick(ft Tick, p Params, now int64) State {
 }
 
 // FullAt returns the first millisecond at which a limit of parameters p
-// (Amount > 0) whose full tick is ft is full: ceil(ft / Amount), saturated
-// to the int64 range.
-func FullAt(ft Tick, p Params) int64 {
+// (Amount > 0) whose full tick is ft is full: ceil(ft / Amount) in p's time
+// (Params.Millis), saturated to the int64 range.
+func FullAt(ft Tick, p Params) int64 { return p.Millis(fullMoment(ft, p)) }
+
+// fullMoment is FullAt in p's time.
+func fullMoment(ft Tick, p Params) int64 {
 	q, r, ok := ft.divFloor(p.Amount)
 	switch {
 	case !ok && ft.Sign() < 0:

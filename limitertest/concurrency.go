@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/tollgate-rl/tollgate"
 	"github.com/tollgate-rl/tollgate/bucket"
@@ -19,6 +20,40 @@ func concurrencyCases() []testCase {
 		{"LimiterOneBucketAdvancingClock", testConcLimiterAdvancing},
 		{"CascadeAtomicity", testConcCascade},
 		{"ConcurrencyLimitChurn", testConcChurn},
+		{"QuotaAcrossBoundary", testConcQuota},
+	}
+}
+
+// Many goroutines on one calendar quota admit exactly its amount in a
+// window, and exactly its amount again in the next.
+func testConcQuota(t *testing.T, e *env) {
+	lim := e.limiter()
+	quota, err := tollgate.ParseLimit("q:300/hour@UTC")
+	if err != nil {
+		t.Fatal(err)
+	}
+	opt := tollgate.WithLimits(quota)
+	for window := range 2 {
+		var grants atomic.Int64
+		storetest.Parallel(storetest.Workers, func(int) {
+			for range 40 {
+				le, err := lim.Acquire(e.ctx, "hot", "api", tollgate.Consume{"q": 1}, opt)
+				if err != nil {
+					if !errors.Is(err, tollgate.ErrRateLimited) {
+						t.Errorf("Acquire: %v", err)
+					}
+					continue
+				}
+				grants.Add(1)
+				if err := le.Commit(e.ctx); err != nil {
+					t.Errorf("Commit: %v", err)
+				}
+			}
+		})
+		if g := grants.Load(); g != 300 {
+			t.Errorf("window %d: %d grants, want exactly 300", window, g)
+		}
+		e.clk.Set(e.clk.Now().Truncate(time.Hour).Add(time.Hour)) // the next hour
 	}
 }
 

@@ -36,6 +36,8 @@ func limiterCases() []testCase {
 		{"ShadowLimits", testLimiterShadow},
 		{"DecisionsAndAlerts", testLimiterDecisionsAndAlerts},
 		{"ReservationDecisionsCountedOnce", testLimiterReservationDecisions},
+		{"CalendarQuota", testLimiterCalendar},
+		{"CalendarQuotaPerCall", testLimiterCalendarPerCall},
 	}
 }
 

@@ -94,6 +94,9 @@ type Status struct {
 	// WaitsRelease (no time is known). "" for a rate limit, whose
 	// RetryAfter is exact, and when not exceeded.
 	Waits string
+	// ResetsAt is, for a calendar quota (Limit.Window), when its current
+	// window ends and it refills; zero for every other limit.
+	ResetsAt time.Time
 }
 
 // RateLimitExceeded is returned when an acquire is denied. Nothing was

@@ -14,6 +14,7 @@ func FuzzParseLimit(f *testing.F) {
 		"rpm:100", "tpm:10000:15000", "rps:50/sec", "rpm:100/5min",
 		"tph:100000/hour:150000", "tpd:1/day", "x:5/250ms", "inflight:10/concurrent", "gpus:2/reserved",
 		"r:1/106751day", "r:4611686018427387", "a.b-c_D9:10/2day:1",
+		"tok:1000000/month@UTC", "d:3/day@Europe/Berlin", "w:1/week@America/Argentina/Buenos_Aires", "h:5/hour@Etc/GMT+5",
 		// invalid
 		"", "rpm", "rpm:", ":100", "1rpm:100", "rpm:abc", "rpm:-5", "rpm:0",
 		"rpm:100/mins", "rpm:100/0min", "rpm:100/min:0", "rpm:100/min:x",
@@ -21,6 +22,8 @@ func FuzzParseLimit(f *testing.F) {
 		"a" + strings.Repeat("b", 64) + ":100", "my rpm:100", "_rpm:100",
 		"rpm:100/", "rpm:100:", "rpm:1/106752day", "x:1/35184372088832ms",
 		"r\xff:1", strings.Repeat("9", 200),
+		"t:1/month@", "t:1/month@Local", "t:1/month@UTC:5", "t:1/fortnight@UTC", "t:1/month", "t:1/month@" + strings.Repeat("A/", 100),
+		"t:1/day@../zoneinfo/UTC", "t:1/day@utc",
 	} {
 		f.Add(s)
 	}

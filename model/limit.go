@@ -1,11 +1,14 @@
 package model
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/tollgate-rl/tollgate/calendar"
 )
 
 // Kind distinguishes limits that refill over time from limits on work in
@@ -78,8 +81,22 @@ type Limit struct {
 	// concurrency and reserved limits.
 	RefillAmount int64
 	// RefillPeriod is a positive whole number of milliseconds. Zero for
-	// concurrency and reserved limits.
+	// concurrency and reserved limits, and for calendar quotas.
 	RefillPeriod time.Duration
+	// Window, if not zero, makes the limit a calendar quota: a fixed
+	// window of a time zone's calendar (month@UTC, day@Europe/Berlin),
+	// refilled by RefillAmount (its capacity) at each of its boundaries,
+	// debt carried over. See CalendarQuota.
+	Window calendar.Window
+}
+
+// CalendarQuota returns a quota of n tokens per window of a time zone's
+// calendar (e.g. calendar.Window{Unit: calendar.Month, Zone: "UTC"}): it
+// refills to n at each boundary of the window, DST-correct, and what a
+// window ends in debt is owed by the next. Its text form is
+// "name:N/month@UTC".
+func CalendarQuota(name string, n int64, w calendar.Window) Limit {
+	return Limit{Name: name, Capacity: n, RefillAmount: n, Window: w}
 }
 
 // RateLimit returns a limit of amount tokens per period with capacity amount.
@@ -136,10 +153,13 @@ func (l Limit) Validate() error {
 		return invalid(field+".capacity", strconv.FormatInt(l.Capacity, 10), "exceeds "+strconv.FormatInt(MaxTokens, 10))
 	}
 	if l.Kind.holds() {
-		if l.RefillAmount != 0 || l.RefillPeriod != 0 {
+		if l.RefillAmount != 0 || l.RefillPeriod != 0 || !l.Window.IsZero() {
 			return invalid(field, l.String(), "a "+l.Kind.String()+" limit has no refill")
 		}
 		return nil
+	}
+	if !l.Window.IsZero() {
+		return l.validateQuota(field)
 	}
 	switch {
 	case l.RefillAmount <= 0:
@@ -152,6 +172,22 @@ func (l Limit) Validate() error {
 		return invalid(field+".refill_period", l.RefillPeriod.String(), "must be a whole number of milliseconds")
 	case l.RefillPeriod.Milliseconds() > MaxPeriodMillis:
 		return invalid(field+".refill_period", l.RefillPeriod.String(), "is too long")
+	}
+	return nil
+}
+
+// validateQuota validates a calendar quota: a known window, its refill
+// its capacity, no period.
+func (l Limit) validateQuota(field string) error {
+	switch err := l.Window.Validate(); {
+	case errors.Is(err, calendar.ErrUnknownZone):
+		return invalid(field+".window", l.Window.String(), fmt.Sprintf("unknown time zone %q", truncate(l.Window.Zone)))
+	case err != nil:
+		return invalid(field+".window", l.Window.String(), err.Error())
+	case l.RefillAmount != l.Capacity:
+		return invalid(field+".refill_amount", strconv.FormatInt(l.RefillAmount, 10), "a calendar quota refills to its capacity")
+	case l.RefillPeriod != 0:
+		return invalid(field+".refill_period", l.RefillPeriod.String(), "a calendar quota has its window, not a period")
 	}
 	return nil
 }
@@ -169,6 +205,10 @@ func (l Limit) String() string {
 	}
 	b.WriteString(strconv.FormatInt(l.RefillAmount, 10))
 	b.WriteByte('/')
+	if !l.Window.IsZero() {
+		b.WriteString(l.Window.String())
+		return b.String()
+	}
 	b.WriteString(formatPeriod(l.RefillPeriod))
 	if l.Capacity != l.RefillAmount {
 		b.WriteByte(':')
@@ -201,11 +241,13 @@ func formatPeriod(d time.Duration) string {
 // ParseLimit reads the text syntax
 //
 //	name:rate[/[N]unit][:burst]    unit is ms, sec, min, hour or day; default /min
+//	name:N/unit@zone               a calendar quota: unit is hour, day, week or month of an IANA time zone
 //	name:N/concurrent              at most N in flight
 //	name:N/reserved                at most N resources reserved by id
 //
 // for example "rpm:100", "tpm:10000:15000", "rps:50/sec", "rpm:100/5min",
-// "tph:100000/hour:150000", "inflight:10/concurrent" or "clusters:3/reserved". Errors are
+// "tph:100000/hour:150000", "tok:1000000/month@UTC", "d:3/day@Europe/Berlin",
+// "inflight:10/concurrent" or "clusters:3/reserved". Errors are
 // *ValidationError values that name the part of the text that is wrong.
 func ParseLimit(s string) (Limit, error) {
 	name, rest, ok := strings.Cut(s, ":")
@@ -231,6 +273,9 @@ func ParseLimit(s string) (Limit, error) {
 		}
 		return l, l.Validate()
 	}
+	if hasPeriod && strings.Contains(periodText, "@") {
+		return parseQuota(s, name, rate, periodText, hasBurst)
+	}
 	period := time.Minute
 	if hasPeriod {
 		if period, err = parsePeriod(s, periodText); err != nil {
@@ -242,6 +287,23 @@ func ParseLimit(s string) (Limit, error) {
 		if l.Capacity, err = parseCount(s, "burst", burstText); err != nil {
 			return Limit{}, err
 		}
+	}
+	return l, l.Validate()
+}
+
+// parseQuota reads the window of a calendar quota, "unit@zone".
+func parseQuota(input, name string, n int64, text string, hasBurst bool) (Limit, error) {
+	if hasBurst {
+		return Limit{}, invalid("limit", input, "a calendar quota takes no burst (it refills to its amount)")
+	}
+	unit, zone, _ := strings.Cut(text, "@")
+	u, ok := calendar.ParseUnit(unit)
+	if !ok {
+		return Limit{}, invalid("limit", input, fmt.Sprintf("unknown calendar unit %q (want hour, day, week or month)", truncate(unit)))
+	}
+	l := CalendarQuota(name, n, calendar.Window{Unit: u, Zone: zone})
+	if err := l.Window.Validate(); err != nil {
+		return Limit{}, invalid("limit."+truncate(name)+".window", input, fmt.Sprintf("unknown time zone %q", truncate(zone)))
 	}
 	return l, l.Validate()
 }
@@ -301,6 +363,9 @@ func parsePeriod(input, text string) (time.Duration, error) {
 			}
 			return time.Duration(mult) * u.d, nil
 		}
+	}
+	if _, ok := calendar.ParseUnit(unit); ok {
+		return 0, invalid("limit", input, fmt.Sprintf("a calendar %s needs its time zone: /%s@UTC, /%s@Europe/Berlin", unit, unit, unit))
 	}
 	return 0, invalid("limit", input, fmt.Sprintf("unknown period unit %q (want sec, min, hour, day, ms, concurrent or reserved)", truncate(unit)))
 }

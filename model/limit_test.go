@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tollgate-rl/tollgate/calendar"
+
 	"github.com/tollgate-rl/tollgate/bucket"
 	"github.com/tollgate-rl/tollgate/model"
 )
@@ -28,6 +30,10 @@ func TestParseLimitValid(t *testing.T) {
 		{"tpd:1/day", model.Limit{Name: "tpd", Capacity: 1, RefillAmount: 1, RefillPeriod: day}, "tpd:1/day"},
 		{"x:5/250ms", model.Limit{Name: "x", Capacity: 5, RefillAmount: 5, RefillPeriod: 250 * time.Millisecond}, "x:5/250ms"},
 		{"inflight:10/concurrent", model.Limit{Name: "inflight", Kind: model.Concurrency, Capacity: 10}, "inflight:10/concurrent"},
+		{"tok:1000000/month@UTC", model.CalendarQuota("tok", 1000000, calendar.Window{Unit: calendar.Month, Zone: "UTC"}), "tok:1000000/month@UTC"},
+		{"d:3/day@Europe/Berlin", model.CalendarQuota("d", 3, calendar.Window{Unit: calendar.Day, Zone: "Europe/Berlin"}), "d:3/day@Europe/Berlin"},
+		{"w:7/week@America/New_York", model.CalendarQuota("w", 7, calendar.Window{Unit: calendar.Week, Zone: "America/New_York"}), "w:7/week@America/New_York"},
+		{"h:60/hour@Asia/Kolkata", model.CalendarQuota("h", 60, calendar.Window{Unit: calendar.Hour, Zone: "Asia/Kolkata"}), "h:60/hour@Asia/Kolkata"},
 		{"clusters:3/reserved", model.Limit{Name: "clusters", Kind: model.Reserved, Capacity: 3}, "clusters:3/reserved"},
 		{"gpus:04/reserved", model.Limit{Name: "gpus", Kind: model.Reserved, Capacity: 4}, "gpus:4/reserved"},
 		// Equivalent spellings normalise to the largest unit.
@@ -121,6 +127,15 @@ func TestParseLimitInvalid(t *testing.T) {
 		{"g:/reserved", "limit", "missing rate"},
 		{"g:2/5reserved", "limit", `unknown period unit "reserved"`},
 		{"g:2/reserve", "limit", `unknown period unit "reserve" (want sec, min, hour, day, ms, concurrent or reserved)`},
+		{"tok:5/month@Mars/Base", "limit.tok.window", `unknown time zone "Mars/Base"`},
+		{"tok:5/month@Local", "limit.tok.window", `unknown time zone "Local"`},
+		{"tok:5/month@", "limit.tok.window", `unknown time zone ""`},
+		{"tok:5/month@UTC:10", "limit", "a calendar quota takes no burst"},
+		{"tok:5/fortnight@UTC", "limit", `unknown calendar unit "fortnight"`},
+		{"tok:5/2month@UTC", "limit", `unknown calendar unit "2month"`},
+		{"tok:5/month", "limit", "a calendar month needs its time zone: /month@UTC"},
+		{"tok:5/week", "limit", "a calendar week needs its time zone"},
+		{"in:5/concurrent@UTC", "limit", `unknown calendar unit "concurrent"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.in, func(t *testing.T) {

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/tollgate-rl/tollgate"
+	"github.com/tollgate-rl/tollgate/calendar"
 )
 
 type descriptorStatus = pb.RateLimitResponse_DescriptorStatus
@@ -155,6 +156,10 @@ func (r *rule) envoyLimit(name string, capacity int64) *pb.RateLimitResponse_Rat
 // no Envoy field. Figures beyond uint32 saturate.
 func envoyLimit(l tollgate.Limit) *pb.RateLimitResponse_RateLimit {
 	out := &pb.RateLimitResponse_RateLimit{Name: l.Name}
+	if u, ok := calendarUnits[l.Window.Unit]; ok {
+		out.RequestsPerUnit, out.Unit = clamp32(l.RefillAmount), u
+		return out
+	}
 	ms := l.RefillPeriod.Milliseconds()
 	if l.Kind != tollgate.Rate || ms <= 0 {
 		out.RequestsPerUnit = clamp32(l.Capacity)
@@ -182,6 +187,15 @@ var envoyUnits = []struct {
 	{3600, pb.RateLimitResponse_RateLimit_HOUR},
 	{60, pb.RateLimitResponse_RateLimit_MINUTE},
 	{1, pb.RateLimitResponse_RateLimit_SECOND},
+}
+
+// calendarUnits are Envoy's units of a calendar quota's windows (the
+// zone has no field).
+var calendarUnits = map[calendar.Unit]pb.RateLimitResponse_RateLimit_Unit{
+	calendar.Hour:  pb.RateLimitResponse_RateLimit_HOUR,
+	calendar.Day:   pb.RateLimitResponse_RateLimit_DAY,
+	calendar.Week:  pb.RateLimitResponse_RateLimit_WEEK,
+	calendar.Month: pb.RateLimitResponse_RateLimit_MONTH,
 }
 
 // envoyUnit returns the largest unit that divides a period of secs seconds

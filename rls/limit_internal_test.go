@@ -34,6 +34,10 @@ func TestEnvoyLimit(t *testing.T) {
 		{"r:3/7ms", 3000, sec, 7},
 		{"r:4000000000/ms", 4294967295, sec, 0}, // saturates
 		{"c:5/concurrent", 5, unk, 0},
+		{"tok:1000000/month@UTC", 1000000, pb.RateLimitResponse_RateLimit_MONTH, 0},
+		{"w:7/week@Europe/Berlin", 7, pb.RateLimitResponse_RateLimit_WEEK, 0},
+		{"d:3/day@Europe/Berlin", 3, day, 0},
+		{"h:60/hour@Asia/Kolkata", 60, hour, 0},
 	}
 	for _, c := range cases {
 		l, err := tollgate.ParseLimit(c.text)

@@ -439,6 +439,10 @@ func appendLimitStatus(b []byte, s *api.LimitStatus) []byte {
 		b = append(b, `,"waits":`...)
 		b = appendJSONString(b, s.Waits)
 	}
+	if s.ResetsAtMS != 0 {
+		b = append(b, `,"resets_at_ms":`...)
+		b = strconv.AppendInt(b, s.ResetsAtMS, 10)
+	}
 	return append(b, '}')
 }
 

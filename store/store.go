@@ -288,10 +288,9 @@ func (r *Record) Find(name string) int {
 //
 // Time never runs backwards: if now is before r.Refilled, nothing refills.
 func Prepare(r *Record, br *BucketRequest, now int64) bool {
-	elapsed := now - r.Refilled
 	for i := range r.Limits {
 		l := &r.Limits[i]
-		l.State = bucket.Refill(l.State, l.Params, elapsed)
+		l.State = bucket.RefillBetween(l.State, l.Params, r.Refilled, now)
 	}
 	if now > r.Refilled {
 		r.Refilled = now
@@ -347,7 +346,7 @@ func NewRecord(now int64) *Record { return &Record{Refilled: now} }
 // full), so backends may forget full buckets.
 func IsFull(r *Record, now int64) bool {
 	for _, l := range r.Limits {
-		if bucket.Refill(l.State, l.Params, now-r.Refilled).Tokens < l.Params.Capacity {
+		if bucket.RefillBetween(l.State, l.Params, r.Refilled, now).Tokens < l.Params.Capacity {
 			return false
 		}
 	}

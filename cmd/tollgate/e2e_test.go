@@ -48,7 +48,11 @@ func tollgateBinary(t *testing.T) string {
 			return
 		}
 		binary = filepath.Join(dir, "tollgate")
-		out, err := exec.Command("go", "build", "-o", binary, ".").CombinedOutput()
+		// Static, as make image builds it: internal/mkimage's test builds
+		// the same way and shares the compiled packages.
+		build := exec.Command("go", "build", "-o", binary, ".")
+		build.Env = append(os.Environ(), "CGO_ENABLED=0")
+		out, err := build.CombinedOutput()
 		if err != nil {
 			buildErr = err
 			binary = string(out)

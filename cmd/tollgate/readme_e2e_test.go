@@ -56,7 +56,8 @@ func TestReadmeCLITour(t *testing.T) {
 	for _, want := range []string{
 		`key-1\s+api\s+rpm\s+rate\s+resource\s+99\s+100\s+1\s+false`,    // the acquire, for the key
 		`org-acme\s+api\s+rpm\s+rate\s+entity\s+999\s+1000\s+1\s+false`, // and its organisation
-		`update\s+resource api`, // plan and apply
+		`resource llm\s+rpm:60/min tok:1000000/month@UTC`,               // a calendar quota, stored as written
+		`update\s+resource api`,                                         // plan and apply
 		`tenant-b`,
 	} {
 		if !regexp.MustCompile(want).MatchString(out) {

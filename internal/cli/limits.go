@@ -54,7 +54,9 @@ func newLimitsCmd(g *globals) *cobra.Command {
 entity+resource. An acquire uses the most specific level that has limits.
 Limits use the syntax name:rate[/[N]unit][:burst], name:N/concurrent or
 name:N/reserved, e.g. rpm:100/min, tpm:10000/min:15000, inflight:10/concurrent,
-clusters:3/reserved.`,
+clusters:3/reserved; a calendar quota is name:N/unit@zone (hour, day, week or
+month of an IANA time zone), e.g. tok:1000000/month@UTC, refilled to N at
+each boundary of that calendar.`,
 		Example: `  tollgate limits set --resource api rpm:100/min
   tollgate limits get --entity org-1 --for-resource api -o json
   tollgate limits plan -f limits.yaml && tollgate limits apply -f limits.yaml
@@ -77,7 +79,8 @@ func newLimitsSetCmd(g *globals) *cobra.Command {
   tollgate limits set --resource openai/gpt-4o tpm:100000/min rpm:500/min
   tollgate limits set --resource openai/gpt-4o tpm:100000/min rpm:500/min --shadow tpm
   tollgate limits set --resource openai/gpt-4o tpm:100000/min --alert-at 0.8,1.0
-  tollgate limits set --entity org-1 --for-resource api rpm:100/min inflight:10/concurrent`,
+  tollgate limits set --entity org-1 --for-resource api rpm:100/min inflight:10/concurrent
+  tollgate limits set --entity org-1 --for-resource llm tok:1000000/month@UTC`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			scope, err := f.scope()

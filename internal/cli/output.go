@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/user"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -35,9 +36,18 @@ func row(w *tabwriter.Writer, cols ...any) {
 	fmt.Fprintln(w, strings.Join(parts, "\t"))
 }
 
+// printStatuses prints statuses as a table (or JSON). The RESETS column,
+// the end of a calendar quota's window (RFC 3339, UTC; "-" for other
+// limits), is there only when some status is a quota's, so that the usual
+// table of rates and slots stays as narrow as it was.
 func (g *globals) printStatuses(sts []tollgate.Status) error {
+	quotas := slices.ContainsFunc(sts, func(s tollgate.Status) bool { return !s.ResetsAt.IsZero() })
 	return g.printOut(api.AvailableResponse{Limits: api.FromStatuses(sts)}, func(w *tabwriter.Writer) {
-		row(w, "ENTITY", "RESOURCE", "LIMIT", "KIND", "SOURCE", "AVAILABLE", "CAPACITY", "REQUESTED", "EXCEEDED", "RETRY AFTER")
+		head := []any{"ENTITY", "RESOURCE", "LIMIT", "KIND", "SOURCE", "AVAILABLE", "CAPACITY", "REQUESTED", "EXCEEDED", "RETRY AFTER"}
+		if quotas {
+			head = append(head, "RESETS")
+		}
+		row(w, head...)
 		for _, s := range sts {
 			retry := "-"
 			if s.Exceeded {
@@ -47,7 +57,11 @@ func (g *globals) printStatuses(sts []tollgate.Status) error {
 			if s.Shadow {
 				exceeded += " (shadow)" // would have denied, did not
 			}
-			row(w, s.Entity, s.Resource, s.Limit, s.Kind, dash(s.Source), s.Available, s.Capacity, s.Requested, exceeded, retry)
+			cols := []any{s.Entity, s.Resource, s.Limit, s.Kind, dash(s.Source), s.Available, s.Capacity, s.Requested, exceeded, retry}
+			if quotas {
+				cols = append(cols, stamp(s.ResetsAt))
+			}
+			row(w, cols...)
 		}
 	})
 }

@@ -8,6 +8,11 @@ import (
 	"github.com/spf13/cobra"
 )
 
+// version, when set at link time (-ldflags "-X
+// github.com/tollgate-rl/tollgate/internal/cli.version=v1.2.3", as make
+// image does), is the version reported instead of the module's.
+var version string
+
 // buildInfo is what tollgate version reports.
 type buildInfo struct {
 	Version  string `json:"version"`            // the module version, "(devel)" for a build from a checkout
@@ -25,6 +30,9 @@ func readBuildInfo() buildInfo {
 		return b
 	}
 	b.Version = info.Main.Version
+	if version != "" {
+		b.Version = version
+	}
 	dirty := false
 	for _, s := range info.Settings {
 		switch s.Key {

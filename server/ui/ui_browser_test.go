@@ -125,7 +125,7 @@ func newFixture(t *testing.T) fixture {
 	}
 	call("POST", "/v1/entities", `{"id":"org-1","name":"Acme"}`)
 	call("POST", "/v1/entities", `{"id":"key-1","name":"checkout","parent_id":"org-1","cascade":true,"metadata":{"team":"checkout"}}`)
-	call("PUT", "/v1/limits/resources/openai%2Fgpt-4o", `{"limits":["rph:3/hour","tpm:10000/min"],"shadow":["tpm"]}`)
+	call("PUT", "/v1/limits/resources/openai%2Fgpt-4o", `{"limits":["rph:3/hour","tpm:10000/min","tok:1000000/month@UTC"],"shadow":["tpm"]}`)
 	call("PUT", "/v1/limits/entities/org-1", `{"limits":["rph:100/hour","tpm:200000/hour"],"alert_at":[0.8,1]}`)
 	call("PUT", "/v1/limits/resources/emr", `{"limits":["clusters:2/reserved"]}`)
 	acquire := `{"entity":"key-1","resource":"openai/gpt-4o","consume":{"rph":1,"tpm":1200}`
@@ -150,6 +150,7 @@ func TestDashboardInBrowser(t *testing.T) {
 		t.Skip("a real browser: not in -short")
 	}
 	browser := browserPath(t)
+	start := time.Now()
 	f := newFixture(t)
 	shot := screenshotPath(t)
 
@@ -283,6 +284,27 @@ func TestDashboardInBrowser(t *testing.T) {
 		t.Errorf("key-1's tpm bucket reads %q, want its capacity of 10,000", row)
 	}
 
+	// A calendar quota's bucket says when it resets: next month's start
+	// (UTC in the tooltip; the server runs on the wall clock, so a month
+	// may have ended since the fixture: either start will do); other
+	// limits say nothing of it.
+	quota := `#buckets tr[data-bucket="key-1/openai/gpt-4o"][data-limit="tok"]`
+	if row := text(quota); !strings.Contains(row, "1,000,000 / 1,000,000") || !strings.Contains(row, "resets ") {
+		t.Errorf("key-1's tok quota reads %q, want it full and when it resets", row)
+	}
+	ctx, cancel := context.WithTimeout(tab, 10*time.Second)
+	title, err := chromedp.Run(ctx, chromedp.AttributeValue(chromedp.CSS(quota+" .resets"), "title"))
+	cancel()
+	if err != nil {
+		t.Fatalf("the quota's reset time: %v", err)
+	}
+	if title.Value != nextMonth(start) && title.Value != nextMonth(time.Now()) {
+		t.Errorf("the quota resets at %q, want %q", title.Value, nextMonth(time.Now()))
+	}
+	if row := text(bucket); strings.Contains(row, "resets") {
+		t.Errorf("key-1's rph bucket reads %q: a rate limit does not reset", row)
+	}
+
 	// Usage as bars, reservations, open leases, the audit log and a lease.
 	step("usage, reservations, leases, audit",
 		until(`document.querySelectorAll("#usage-chart svg.usage rect.bar").length >= 24`),
@@ -317,6 +339,13 @@ func TestDashboardInBrowser(t *testing.T) {
 	for _, p := range problems {
 		t.Errorf("the page reported %s", p)
 	}
+}
+
+// nextMonth is the start of the month after t's, UTC, as JavaScript's
+// Date.toISOString writes it.
+func nextMonth(t time.Time) string {
+	t = t.UTC()
+	return time.Date(t.Year(), t.Month()+1, 1, 0, 0, 0, 0, time.UTC).Format("2006-01-02T15:04:05.000Z")
 }
 
 func saveScreenshot(t *testing.T, tab context.Context, path string) {

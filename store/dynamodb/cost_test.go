@@ -31,6 +31,7 @@ import (
 
 	"github.com/tollgate-rl/tollgate"
 	"github.com/tollgate-rl/tollgate/bucket"
+	"github.com/tollgate-rl/tollgate/calendar"
 	"github.com/tollgate-rl/tollgate/clock"
 	"github.com/tollgate-rl/tollgate/limitertest"
 	"github.com/tollgate-rl/tollgate/store"
@@ -376,6 +377,41 @@ func TestCostSingleBucket(t *testing.T) {
 			t.Errorf("balance = %d, want 96000", got)
 		}
 	})
+}
+
+// TestCostCalendarQuota: a calendar quota costs what a rate limit does:
+// one UpdateItem per warm acquire, in its window and across a boundary,
+// and a refusal one GetItem.
+func TestCostCalendarQuota(t *testing.T) {
+	tt := newTestTable(t)
+	const ns = "costq"
+	daily := bucket.Params{Capacity: 3_000, Amount: 3_000, Period: 1, Window: calendar.Window{Unit: calendar.Day, Zone: "Europe/Berlin"}}
+	t0 := instrEpoch.UnixMilli() // 13:00 in Berlin
+	a := store.BucketKey{Entity: "a", Resource: "r"}
+	c1 := tt.client(t, 5*time.Second)
+	if !mustConsume(t, c1, ns, consumeReq(t0, daily, 1_000, a)) {
+		t.Fatal("a new quota refused 1 of 3")
+	}
+	c1.calls.take()
+	for i, at := range []int64{t0 + 1_000, t0 + 11*3_600_000 - 1} {
+		if !mustConsume(t, c1, ns, consumeReq(at, daily, 1_000, a)) {
+			t.Fatalf("acquire %d refused", i)
+		}
+		expectCalls(t, "warm quota acquire", c1.calls.take(), map[string]int{"UpdateItem": 1})
+	}
+	if mustConsume(t, c1, ns, consumeReq(t0+11*3_600_000-1, daily, 1_000, a)) {
+		t.Fatal("granted a fourth token in one day")
+	}
+	expectCalls(t, "quota refusal", c1.calls.take(), map[string]int{"GetItem": 1})
+	midnight := t0 + 11*3_600_000 // 00:00 in Berlin
+	req := consumeReq(midnight, daily, 3_000, a)
+	if !mustConsume(t, c1, ns, req) {
+		t.Fatal("refused the next day's whole quota")
+	}
+	expectCalls(t, "quota acquire across a boundary", c1.calls.take(), map[string]int{"UpdateItem": 1})
+	if got := req.Buckets[0].Limits[0].Observed.Tokens; got != 3_000 {
+		t.Errorf("Observed at midnight = %d, want 3000", got)
+	}
 }
 
 // TestCostCascade counts the calls of two-bucket (cascade) requests.

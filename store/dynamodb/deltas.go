@@ -224,7 +224,7 @@ func (f deltaForm) express(e *expr, d store.Delta) {
 		ft := limitAttr(d.Limit, fieldFullTick)
 		e.where("attribute_exists(%s)", ft, nil)
 		e.where("%s = %v", limitAttr(d.Limit, fieldAmount), num(f.params.Amount))
-		e.where("%s = %v", limitAttr(d.Limit, fieldPeriod), num(f.params.Period))
+		e.where("%s = %v", limitAttr(d.Limit, fieldPeriod), num(storedPeriod(f.params)))
 		e.add = append(e.add, e.name(ft)+" "+e.value(tickValue(bucket.DebitTicks(d.Amount, f.params))))
 	default:
 		e.where("%s = %v", limitAttr(d.Limit, fieldAmount), num(0))

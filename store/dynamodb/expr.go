@@ -238,16 +238,38 @@ func (en *engine) pathExpr(e *expr, p *path, first int64, update bool) bool {
 	return pinned
 }
 
+// whereParams conditions e on the stored parameters of limit name being
+// p. A calendar quota's period is stored as 0, which no other refilling
+// limit has: a rate limit's condition never matches a quota's item, and
+// a quota's names its window too.
 func whereParams(e *expr, name string, p bucket.Params) {
 	e.where("%s = %v", limitAttr(name, fieldCapacity), num(p.Capacity))
 	e.where("%s = %v", limitAttr(name, fieldAmount), num(p.Amount))
-	e.where("%s = %v", limitAttr(name, fieldPeriod), num(p.Period))
+	e.where("%s = %v", limitAttr(name, fieldPeriod), num(storedPeriod(p)))
+	if !p.Window.IsZero() {
+		e.where("%s = %v", limitAttr(name, fieldWindow), str(p.Window.String()))
+	}
 }
 
+// setParams stores p as limit name's parameters, its window (or none).
 func setParams(e *expr, name string, p bucket.Params) {
 	e.setN(limitAttr(name, fieldCapacity), p.Capacity)
 	e.setN(limitAttr(name, fieldAmount), p.Amount)
-	e.setN(limitAttr(name, fieldPeriod), p.Period)
+	e.setN(limitAttr(name, fieldPeriod), storedPeriod(p))
+	if p.Window.IsZero() {
+		e.remove = append(e.remove, e.name(limitAttr(name, fieldWindow)))
+	} else {
+		e.setV(limitAttr(name, fieldWindow), str(p.Window.String()))
+	}
+}
+
+// storedPeriod is the refill period stored for p: 0 for a calendar quota
+// (whose period is one window of its fieldWindow).
+func storedPeriod(p bucket.Params) int64 {
+	if !p.Window.IsZero() {
+		return 0
+	}
+	return p.Period
 }
 
 // whereLegacy pins a schema 1 limit to its stored balance and remainder.

@@ -8,6 +8,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/tollgate-rl/tollgate/bucket"
+	"github.com/tollgate-rl/tollgate/calendar"
 	"github.com/tollgate-rl/tollgate/model"
 	"github.com/tollgate-rl/tollgate/store"
 )
@@ -66,7 +67,7 @@ func (img *image) stateAt(l *imageLimit, now int64) bucket.State {
 	case !l.refills():
 		return bucket.Refill(bucket.State{Tokens: l.tk}, l.params, 0)
 	case l.legacy:
-		return bucket.Refill(bucket.State{Tokens: l.tk, Rem: l.rm}, l.params, now-img.rf)
+		return bucket.RefillBetween(bucket.State{Tokens: l.tk, Rem: l.rm}, l.params, img.rf, now)
 	}
 	return bucket.AtTick(l.ft, l.params, now)
 }
@@ -198,6 +199,14 @@ func decodeLimit(a Image, name string) (imageLimit, error) {
 			return l, err
 		}
 	}
+	if l.params.Period == 0 && l.params.Amount > 0 { // a calendar quota (storedPeriod)
+		attr := limitAttr(name, fieldWindow)
+		w, err := calendar.Parse(a.S(attr))
+		if err != nil {
+			return l, fmt.Errorf("dynamodb: attribute %s: %q: %w", attr, a.S(attr), err)
+		}
+		l.params.Period, l.params.Window = 1, w
+	}
 	if err := l.params.Validate(); err != nil {
 		return l, fmt.Errorf("dynamodb: limit %s: %w", name, err)
 	}
@@ -266,7 +275,10 @@ func encodeItem(id itemID, img *image, sim *simulation) item {
 	for _, l := range img.limits {
 		it[limitAttr(l.name, fieldCapacity)] = num(l.params.Capacity)
 		it[limitAttr(l.name, fieldAmount)] = num(l.params.Amount)
-		it[limitAttr(l.name, fieldPeriod)] = num(l.params.Period)
+		it[limitAttr(l.name, fieldPeriod)] = num(storedPeriod(l.params))
+		if !l.params.Window.IsZero() {
+			it[limitAttr(l.name, fieldWindow)] = str(l.params.Window.String())
+		}
 		if l.refills() {
 			it[limitAttr(l.name, fieldFullTick)] = tickValue(l.ft)
 		} else {

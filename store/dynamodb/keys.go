@@ -36,6 +36,7 @@ const (
 	fieldCapacity = schema.FieldCapacity
 	fieldAmount   = schema.FieldAmount
 	fieldPeriod   = schema.FieldPeriod
+	fieldWindow   = schema.FieldWindow
 	fieldConsumed = schema.FieldConsumed
 	fieldRem      = schema.FieldRem
 	fieldFullAt   = schema.FieldFullAt

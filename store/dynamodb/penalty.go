@@ -113,9 +113,7 @@ func (en *engine) penaltyExpr(img *image, req *store.PenaltyRequest) (*expr, boo
 		} else {
 			e.where("%s < %v", ft, tickValue(empty))
 		}
-		e.where("%s = %v", limitAttr(l.name, fieldCapacity), num(l.params.Capacity))
-		e.where("%s = %v", limitAttr(l.name, fieldAmount), num(l.params.Amount))
-		e.where("%s = %v", limitAttr(l.name, fieldPeriod), num(l.params.Period))
+		whereParams(e, l.name, l.params)
 		e.setV(ft, tickValue(empty))
 		full = max(full, bucket.FullAt(empty, l.params))
 	}

@@ -111,8 +111,9 @@ func (en *engine) readBucket(ctx context.Context, ns string, k store.BucketKey, 
 // another form: 2 per 2 s rather than 1 per s).
 func bucketParams(p bucket.Params, n int) bucket.Params {
 	m := int64(n)
-	q := bucket.Params{Capacity: p.Capacity * m, Amount: p.Amount * m, Period: p.Period}
-	if p.Amount > bucket.MaxTokens/m && p.Period%m == 0 {
+	q := p
+	q.Capacity, q.Amount = p.Capacity*m, p.Amount*m
+	if p.Window.IsZero() && p.Amount > bucket.MaxTokens/m && p.Period%m == 0 {
 		q.Amount, q.Period = p.Amount, p.Period/m
 	}
 	return q

@@ -127,14 +127,9 @@ func (en *engine) resetExpr(img *image, req *store.ResetRequest, n int) (*expr, 
 			e.where("attribute_not_exists(%s)", ft, nil) // a schema 1 limit: convert it here
 			removeLegacy(e, l.name)
 		}
-		for _, f := range []struct {
-			field      string
-			stored, to int64
-		}{{fieldCapacity, l.params.Capacity, p.Capacity}, {fieldAmount, l.params.Amount, p.Amount}, {fieldPeriod, l.params.Period, p.Period}} {
-			e.where("%s = %v", limitAttr(l.name, f.field), num(f.stored))
-			if f.to != f.stored {
-				e.setN(limitAttr(l.name, f.field), f.to)
-			}
+		whereParams(e, l.name, l.params)
+		if p != l.params {
+			setParams(e, l.name, p)
 		}
 		at := bucket.TickAt(req.Now, p)
 		e.setV(ft, tickValue(at))

@@ -42,8 +42,13 @@ func shardParams(p bucket.Params, n int) bucket.Params {
 		return p
 	}
 	m := int64(n)
-	q := bucket.Params{Capacity: p.Capacity / m, Amount: p.Amount, Period: p.Period}
+	q := p
+	q.Capacity = p.Capacity / m
 	switch {
+	case !p.Window.IsZero():
+		// A quota's period is one window: its amount is divided, as its
+		// capacity is.
+		q.Amount = p.Amount / m
 	case p.Amount%m == 0:
 		q.Amount = p.Amount / m
 	case p.Period <= bucket.MaxPeriod/m:

@@ -156,6 +156,14 @@ func ceilSeconds(ms int64) int64 {
 // rate limit's full time: the time refill takes to earn amount, in whole
 // seconds rounded up; ttlNever when that is beyond any clock.
 func refillTime(amount int64, p bucket.Params) int64 {
+	if !p.Window.IsZero() {
+		// Windows to earn amount, each at most MaxMillis long.
+		windows := (amount + p.Amount - 1) / p.Amount
+		if windows > ttlNever*1000/p.Window.MaxMillis() {
+			return ttlNever
+		}
+		return min(ceilSeconds(windows*p.Window.MaxMillis()), ttlNever)
+	}
 	d := bucket.RetryAfter(bucket.State{}, bucket.Params{Capacity: amount, Amount: p.Amount, Period: p.Period}, amount)
 	if d == bucket.Never {
 		return ttlNever

@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"github.com/tollgate-rl/tollgate/bucket"
+	"github.com/tollgate-rl/tollgate/calendar"
 	"github.com/tollgate-rl/tollgate/store"
 )
 
@@ -13,15 +14,28 @@ import (
 //	version byte (1), varint Refilled, uvarint count, then per limit
 //	lp(name), varint Capacity, Amount, Period, Tokens, Rem
 //
+// or, when a limit is a calendar quota, version 2, whose limits end with
+// lp(window) ("" for none, else as calendar.Window.String writes it).
+// Records without quotas stay version 1, which every release reads.
+//
 // Everything else is JSON (package codec), so that renaming a field in
 // package model never changes the file format.
-const recordVersion = 1
+const (
+	recordVersion        = 1
+	recordVersionWindows = 2
+)
 
 var errCorrupt = errors.New("corrupt bucket record")
 
 // appendRecord appends the encoding of r to dst.
 func appendRecord(dst []byte, r *store.Record) []byte {
-	dst = append(dst, recordVersion)
+	version := byte(recordVersion)
+	for i := range r.Limits {
+		if !r.Limits[i].Params.Window.IsZero() {
+			version = recordVersionWindows
+		}
+	}
+	dst = append(dst, version)
 	dst = binary.AppendVarint(dst, r.Refilled)
 	dst = binary.AppendUvarint(dst, uint64(len(r.Limits)))
 	for i := range r.Limits {
@@ -30,6 +44,9 @@ func appendRecord(dst []byte, r *store.Record) []byte {
 		for _, v := range [...]int64{l.Params.Capacity, l.Params.Amount, l.Params.Period, l.State.Tokens, l.State.Rem} {
 			dst = binary.AppendVarint(dst, v)
 		}
+		if version == recordVersionWindows {
+			dst = appendLP(dst, l.Params.Window.String())
+		}
 	}
 	return dst
 }
@@ -37,7 +54,8 @@ func appendRecord(dst []byte, r *store.Record) []byte {
 // decodeRecord decodes what appendRecord wrote.
 func decodeRecord(b []byte) (*store.Record, error) {
 	d := decoder{b: b}
-	if d.byte() != recordVersion {
+	version := d.byte()
+	if version != recordVersion && version != recordVersionWindows {
 		return nil, errCorrupt
 	}
 	r := &store.Record{Refilled: d.varint()}
@@ -51,6 +69,14 @@ func decodeRecord(b []byte) (*store.Record, error) {
 		l.Name = d.string()
 		l.Params = bucket.Params{Capacity: d.varint(), Amount: d.varint(), Period: d.varint()}
 		l.State = bucket.State{Tokens: d.varint(), Rem: d.varint()}
+		if version == recordVersionWindows {
+			if w := d.string(); w != "" {
+				var err error
+				if l.Params.Window, err = calendar.Parse(w); err != nil {
+					return nil, errCorrupt
+				}
+			}
+		}
 	}
 	if d.bad || len(d.b) != 0 {
 		return nil, errCorrupt

@@ -1,6 +1,7 @@
 package embedded
 
 import (
+	"bytes"
 	"errors"
 	"path/filepath"
 	"reflect"
@@ -9,6 +10,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/tollgate-rl/tollgate/calendar"
 
 	bolt "go.etcd.io/bbolt"
 
@@ -230,7 +233,31 @@ func TestRecordCodec(t *testing.T) {
 	if _, err := decodeRecord(append(b, 0)); err == nil {
 		t.Error("a record with a trailing byte decoded")
 	}
+	if b[0] != recordVersion {
+		t.Errorf("a record without quotas is version %d, want %d (what every release reads)", b[0], recordVersion)
+	}
 	if _, err := decodeRecord(append([]byte{2}, b[1:]...)); err == nil {
-		t.Error("a record of version 2 decoded")
+		t.Error("a record of version 1 decoded as version 2")
+	}
+	if _, err := decodeRecord(append([]byte{3}, b[1:]...)); err == nil {
+		t.Error("a record of version 3 decoded")
+	}
+
+	// A calendar quota's window is kept (version 2); an unknown one is
+	// corrupt.
+	quota := bucket.Params{Capacity: 3000, Amount: 3000, Period: 1, Window: calendar.Window{Unit: calendar.Month, Zone: "Europe/Berlin"}}
+	r.Limits = append(r.Limits, store.LimitState{Name: "tok", Params: quota, State: bucket.State{Tokens: -7}})
+	b = appendRecord(nil, r)
+	if got, err := decodeRecord(b); err != nil || !reflect.DeepEqual(got, r) || b[0] != recordVersionWindows {
+		t.Fatalf("with a quota: decode(encode(r)) = %+v, %v (version %d); want %+v", got, err, b[0], r)
+	}
+	for n := range len(b) {
+		if got, err := decodeRecord(b[:n]); err == nil {
+			t.Errorf("the first %d of %d bytes of a record with a quota decoded to %+v", n, len(b), got)
+		}
+	}
+	bad := bytes.Replace(b, []byte("Europe/Berlin"), []byte("Europe/Bxrlin"), 1)
+	if _, err := decodeRecord(bad); err == nil {
+		t.Error("a record naming an unknown zone decoded")
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/tollgate-rl/tollgate/bucket"
+	"github.com/tollgate-rl/tollgate/calendar"
 	"github.com/tollgate-rl/tollgate/model"
 	"github.com/tollgate-rl/tollgate/store"
 )
@@ -109,16 +110,17 @@ func (s *Store) appendRequest(keys, args []string, ns string, req *store.Consume
 		keys = append(keys, s.keys.bucket(ns, br.Key.Entity, br.Key.Resource))
 		args = append(args, strconv.Itoa(len(keys)), indexMember(br.Key), strconv.FormatInt(req.Now, 10), strconv.Itoa(len(br.Limits)))
 		for j := range br.Limits {
-			args = appendLimit(args, &br.Limits[j])
+			args = appendLimit(args, &br.Limits[j], req.Now)
 		}
 	}
 	return keys, args
 }
 
-// appendLimit appends a limit's six arguments of luaConsume: its name,
+// appendLimit appends a limit's seven arguments of luaConsume: its name,
 // parameters, debit, cover (how far its excess may be for it to cover its
-// amount; empty: never), check and refill amount.
-func appendLimit(args []string, lr *store.LimitRequest) []string {
+// amount; empty: never), check, refill amount and, for a calendar quota,
+// its moment at now (the index of now's window; empty for other limits).
+func appendLimit(args []string, lr *store.LimitRequest, now int64) []string {
 	p := lr.Params
 	check := "0"
 	if lr.Check {
@@ -127,19 +129,24 @@ func appendLimit(args []string, lr *store.LimitRequest) []string {
 	if !p.Refills() {
 		// The stored number is the millitokens in use.
 		cover := strconv.FormatInt(p.Capacity-lr.Amount, 10)
-		return append(args, lr.Name, paramsSig(p), strconv.FormatInt(lr.Amount, 10), cover, check, "0")
+		return append(args, lr.Name, paramsSig(p), strconv.FormatInt(lr.Amount, 10), cover, check, "0", "")
 	}
 	cover := "" // an amount above the capacity is never covered
 	if lr.Amount <= p.Capacity {
 		cover = bucket.DebitTicks(p.Capacity-lr.Amount, p).String()
 	}
+	moment := ""
+	if !p.Window.IsZero() {
+		moment = strconv.FormatInt(p.Moment(now), 10)
+	}
 	return append(args, lr.Name, paramsSig(p), bucket.DebitTicks(lr.Amount, p).String(), cover, check,
-		strconv.FormatInt(p.Amount, 10))
+		strconv.FormatInt(p.Amount, 10), moment)
 }
 
 // setObserved sets the observed state of each limit of req from the
 // answer of luaConsume: for each bucket, the time it was decided at, then
-// the excess of its limits in order.
+// the excess of its limits in order, each calendar quota's followed by
+// the moment it was decided at.
 func setObserved(answer []rueidis.RedisMessage, req *store.ConsumeRequest) error {
 	k := 0
 	for i := range req.Buckets {
@@ -150,10 +157,21 @@ func setObserved(answer []rueidis.RedisMessage, req *store.ConsumeRequest) error
 		k++
 		for j := range req.Buckets[i].Limits {
 			lr := &req.Buckets[i].Limits[j]
-			if lr.Observed, err = observedState(&answer[k], lr.Params, at); err != nil {
+			t := at
+			if !lr.Params.Window.IsZero() {
+				m, err := answer[k+1].AsInt64()
+				if err != nil {
+					return fmt.Errorf("redis: consume: %w", err)
+				}
+				t = lr.Params.Millis(m)
+			}
+			if lr.Observed, err = observedState(&answer[k], lr.Params, t); err != nil {
 				return err
 			}
 			k++
+			if !lr.Params.Window.IsZero() {
+				k++
+			}
 		}
 	}
 	return nil
@@ -177,9 +195,13 @@ func observedState(m *rueidis.RedisMessage, p bucket.Params, t int64) (bucket.St
 	return bucket.AtTick(bucket.TickAt(t, p).Add(bucket.TickOf(x)), p, t), nil
 }
 
+// anchorTick is the tick of an anchor a, which is in p's time (a Unix ms,
+// or a calendar quota's window index: Params.Moment).
+func anchorTick(a int64, p bucket.Params) bucket.Tick { return bucket.TickAt(p.Millis(a), p) }
+
 // A refilling limit is stored as its excess x (field "v|name") at its
-// anchor a ("a|name", a Unix ms): its full tick (package bucket) is
-// a·Amount + x. Anchored at its latest write's time, x stays small
+// anchor a ("a|name", a Unix ms; for a calendar quota, the index of a
+// window): its full tick (package bucket) is a·Amount + x. Anchored at its latest write's time, x stays small
 // ((Capacity − Tokens)·Period − Rem: at most the capacity's worth of
 // ticks while the limit is not in debt), so the scripts' arithmetic stays
 // in doubles (docs/redis.md, "Stored numbers"). A limit without an anchor
@@ -201,7 +223,7 @@ func stateOf(x string, a int64, p bucket.Params, now int64) (bucket.State, error
 	if err != nil {
 		return bucket.State{}, fmt.Errorf("redis: a limit's excess %q: %w", x, err)
 	}
-	return bucket.AtTick(bucket.TickAt(a, p).Add(ex), p, now), nil
+	return bucket.AtTick(anchorTick(a, p).Add(ex), p, now), nil
 }
 
 // storedFields appends the fields and values that store state st of
@@ -210,30 +232,47 @@ func storedFields(set []string, name string, st bucket.State, p bucket.Params, a
 	if !p.Refills() {
 		return append(set, "v|"+name, strconv.FormatInt(p.Capacity-st.Tokens, 10))
 	}
-	x := bucket.FullTick(st, p, at).Sub(bucket.TickAt(at, p))
-	return append(set, "v|"+name, x.String(), "a|"+name, strconv.FormatInt(at, 10))
+	a := p.Moment(at)
+	x := bucket.FullTick(st, p, at).Sub(anchorTick(a, p))
+	return append(set, "v|"+name, x.String(), "a|"+name, strconv.FormatInt(a, 10))
 }
 
-// paramsSig is how a limit's parameters are stored: "capacity/amount/period".
+// paramsSig is how a limit's parameters are stored:
+// "capacity/amount/period", and for a calendar quota "/window" after
+// them ("3000/3000/1/day@Europe/Berlin"), so that a quota never reads as
+// a rate of the same numbers. The scripts read a window's unit from it
+// (b_span).
 func paramsSig(p bucket.Params) string {
-	return strconv.FormatInt(p.Capacity, 10) + "/" + strconv.FormatInt(p.Amount, 10) + "/" + strconv.FormatInt(p.Period, 10)
+	sig := strconv.FormatInt(p.Capacity, 10) + "/" + strconv.FormatInt(p.Amount, 10) + "/" + strconv.FormatInt(p.Period, 10)
+	if !p.Window.IsZero() {
+		sig += "/" + p.Window.String()
+	}
+	return sig
 }
 
 // parseSig reads paramsSig.
 func parseSig(sig string) (bucket.Params, error) {
-	parts := strings.Split(sig, "/")
-	if len(parts) != 3 {
+	parts := strings.SplitN(sig, "/", 4)
+	if len(parts) < 3 {
 		return bucket.Params{}, fmt.Errorf("redis: limit parameters %q", sig)
 	}
 	var n [3]int64
-	for i, p := range parts {
+	for i, p := range parts[:3] {
 		v, err := strconv.ParseInt(p, 10, 64)
 		if err != nil {
 			return bucket.Params{}, fmt.Errorf("redis: limit parameters %q", sig)
 		}
 		n[i] = v
 	}
-	return bucket.Params{Capacity: n[0], Amount: n[1], Period: n[2]}, nil
+	p := bucket.Params{Capacity: n[0], Amount: n[1], Period: n[2]}
+	if len(parts) == 4 {
+		w, err := calendar.Parse(parts[3])
+		if err != nil {
+			return bucket.Params{}, fmt.Errorf("redis: limit parameters %q: %w", sig, err)
+		}
+		p.Window = w
+	}
+	return p, nil
 }
 
 // indexMember is a bucket's member of the namespace's bucket index:

@@ -10,20 +10,23 @@ package redis
 // (reused id, now, the record's JSON, version, ended, keep-until, expiry,
 // id, and the event's id and JSON), its number of buckets, and
 // for each bucket its key's index in KEYS, its index member, its time and
-// its number of limits, and for each limit six values: name, parameters
-// ("capacity/amount/period"), debit, cover, check ("1" or "0") and refill
-// amount ("0" for a concurrency limit).
+// its number of limits, and for each limit seven values: name, parameters
+// ("capacity/amount/period[/window]"), debit, cover, check ("1" or "0"),
+// refill amount ("0" for a concurrency limit) and, for a calendar quota,
+// the request's moment (its window's index; empty for other limits).
 //
 // A bucket is decided at its time t: the request's, or its latest write's
-// if later (time never runs backwards for a bucket). Each limit's state
-// at t is its excess e >= 0: for a refilling limit, how far its full tick
+// if later (time never runs backwards for a bucket). A calendar quota's
+// time is counted in windows: it is decided at its moment lt, the
+// request's, or its anchor's if later. Each limit's state
+// at t (lt) is its excess e >= 0: for a refilling limit, how far its full tick
 // is above t·amount, the stored excess x minus (t − anchor)·amount (the
 // refill since the anchor); for a concurrency limit the millitokens in
 // use; either way raised to 0 (full, or nothing in use). A checked limit
 // covers its debit if e <= cover ((capacity − debit amount)·period, or
 // capacity − amount; an empty cover is never covered: an amount above the
 // capacity). If every checked limit of every bucket covers, each limit is
-// written e + debit, anchored at t (a missing limit is full: e = 0, and
+// written e + debit, anchored at t or lt (a missing limit is full: e = 0, and
 // is written with its parameters). A limit stored with other parameters
 // answers "reconfigure" and the request writes nothing: Go adopts the new
 // parameters first.
@@ -34,7 +37,8 @@ package redis
 // kept, answers {4} and the request writes nothing.
 //
 // Each request's answer is {1 (granted) or 0 (refused), then for each
-// bucket its time t and the e of each of its limits}, {2, the ordinal of
+// bucket its time t and the e of each of its limits, a quota's followed
+// by its lt}, {2, the ordinal of
 // the bucket to reconfigure} or {4}.
 const luaConsume = `
 b_reset()
@@ -53,7 +57,7 @@ for q = 1, nreq do
   local nb = tonumber(ARGV[a]); a = a + 1
   -- for each bucket: its state (b_load), its time t and where its limits'
   -- arguments start; es: each limit's excess, in order
-  local sts, ts, ats, es = {}, {}, {}, {}
+  local sts, ts, ats, es, lts = {}, {}, {}, {}, {}
   local ok = true
   local status = nil
   local observed = {0}
@@ -64,7 +68,7 @@ for q = 1, nreq do
   for b = 1, nb do
     local nl = tonumber(ARGV[a + 3])
     local names = {}
-    for l = 1, nl do names[l] = ARGV[a + 4 + 6 * (l - 1)] end
+    for l = 1, nl do names[l] = ARGV[a + 4 + 7 * (l - 1)] end
     local st = b_load(KEYS[tonumber(ARGV[a])], names)
     local vals = st.vals
     st.member = ARGV[a + 1]
@@ -81,11 +85,17 @@ for q = 1, nreq do
         if sig and sig ~= ARGV[a + 1] then
           status = {2, b}
         else
-          -- the excess at t: x − (t − anchor)·amount, at least 0
-          local e = 0
+          -- the excess at t: x − (t − anchor)·amount, at least 0; a
+          -- quota's at its moment lt, never before its anchor
+          local e, lt, m = 0, t, ARGV[a + 6]
+          local anchor = tonumber(vals[3 * l + 3] or 0)
+          if m ~= '' then
+            lt = tonumber(m)
+            if anchor > lt then lt = anchor end
+          end
           if v then
             local x, amount = n_parse(v), n_parse(ARGV[a + 5])
-            local d = t - tonumber(vals[3 * l + 3] or 0)
+            local d = lt - anchor
             local p = type(x) == 'number' and type(amount) == 'number' and d * amount
             if p and p >= N_MAX then
               -- a refill of 2^53 or more leaves no plain excess (below 2^53)
@@ -97,14 +107,15 @@ for q = 1, nreq do
               if n_sign(e) < 0 then e = 0 end
             end
           end
-          es[#es + 1] = e
+          es[#es + 1], lts[#es + 1] = e, lt
           local cover = ARGV[a + 3]
           if ARGV[a + 4] == '1' and (cover == '' or n_cmp(e, n_parse(cover)) > 0) then ok = false end
           -- a plain number is an integer reply, exact below 2^53
           if type(e) == 'number' then observed[#observed + 1] = e else observed[#observed + 1] = n_format(e) end
+          if m ~= '' then observed[#observed + 1] = lt end
         end
       end
-      a = a + 6
+      a = a + 7
     end
   end
   if status ~= nil then
@@ -120,9 +131,9 @@ for q = 1, nreq do
         local debit = ARGV[c + 2]
         local missing = not st.vals[3 * l + 1]
         if missing or debit ~= '0' then
-          b_write(st, l, missing and ARGV[c + 1], n_add(es[k], n_parse(debit)), tonumber(ARGV[c + 5]), ts[b])
+          b_write(st, l, missing and ARGV[c + 1], n_add(es[k], n_parse(debit)), tonumber(ARGV[c + 5]), lts[k], ts[b])
         end
-        c = c + 6
+        c = c + 7
       end
       b_touch(st, ts[b])
     end

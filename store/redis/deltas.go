@@ -53,7 +53,7 @@ end
 local function d_apply(ds)
   for _, d in ipairs(ds) do
     local st = b_load(d.key, {d.name})
-    b_write(st, 1, nil, n_add(n_parse(st.vals[5]), n_parse(d.add)), d.amount, tonumber(st.vals[6] or 0))
+    b_write(st, 1, nil, n_add(n_parse(st.vals[5]), n_parse(d.add)), d.amount, tonumber(st.vals[6] or 0), st.r)
   end
 end
 `

@@ -2,8 +2,9 @@ package redis
 
 // LuaWide and LuaNum are the scripts' integer libraries, for their tests.
 const (
-	LuaWide = luaWide
-	LuaNum  = luaNum
+	LuaWide   = luaWide
+	LuaNum    = luaNum
+	LuaLimits = luaLimits
 )
 
 // LibraryName is the name of the data plane's function library.

@@ -67,8 +67,20 @@ end
 -- anchor for a refilling limit (refill amount amount, a double: 0 for a
 -- concurrency limit), with its parameters sig when the limit is new: a
 -- concurrency limit changes the count of those holding tokens, a
--- refilling one the instant the bucket is full again.
-local function b_write(st, i, sig, x, amount, anchor)
+-- refilling one the instant the bucket is full again. A calendar quota's
+-- anchor is a window's index, and base a Unix ms in that window or later:
+-- it is full again at most k windows of at most its span after base, k
+-- the windows its excess needs.
+-- B_SPANS bounds the length of a calendar window in ms, by unit
+-- (calendar.Window.MaxMillis).
+local B_SPANS = {hour = 5400000, day = 93600000, week = 612000000, month = 2685600000}
+-- b_span returns the bound of a window's length of a calendar quota's
+-- parameters sig ("3000/3000/1/day@Europe/Berlin"), nil for other limits.
+local function b_span(sig)
+  if not sig or not string.find(sig, '@', 1, true) then return nil end
+  return B_SPANS[string.match(sig, '^[^/]*/[^/]*/[^/]*/(%a+)@')]
+end
+local function b_write(st, i, sig, x, amount, anchor, base)
   local vals = st.vals
   if type(x) ~= 'number' then x = n_format(x) end
   if amount == 0 then
@@ -78,7 +90,15 @@ local function b_write(st, i, sig, x, amount, anchor)
     if was and not is then st.cu = st.cu - 1 elseif is and not was then st.cu = st.cu + 1 end
   else
     local q = tonumber(x) / amount
-    local full = anchor + math.ceil(q + math.abs(q) * 1e-12) + 1
+    local k = math.ceil(q + math.abs(q) * 1e-12)
+    local full
+    local span = b_span(sig or vals[3 * i + 1])
+    if span then
+      if k < 0 then k = 0 end
+      full = base + k * span + 1
+    else
+      full = anchor + k + 1
+    end
     if full > st.dl then st.dl = full end
     vals[3 * i + 3] = anchor
   end

@@ -64,6 +64,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store, opts ...Option) 
 		cases []testCase
 	}{
 		{"Buckets", bucketCases()},
+		{"Calendar", calendarCases()},
 		{"Configs", configCases()},
 		{"Entities", entityCases()},
 		{"EntityUpdates", entityUpdateCases()},
@@ -319,7 +320,7 @@ func (e *Env) WantStored(k store.BucketKey, name string, want bucket.State) {
 	l, rec := e.Limit(k, name)
 	got := l.State
 	if at := e.latest.Load(); at > rec.Refilled && got.Tokens < l.Params.Capacity {
-		got = bucket.Refill(got, l.Params, at-rec.Refilled)
+		got = bucket.RefillBetween(got, l.Params, rec.Refilled, at)
 	}
 	if got != want {
 		e.t.Errorf("stored %s/%s.%s = %s, want %s", k.Entity, k.Resource, name, stateString(got), stateString(want))
@@ -348,7 +349,7 @@ func (e *Env) anyLimit(k store.BucketKey) string {
 func (e *Env) WantTokensAt(k store.BucketKey, name string, now, want int64) {
 	e.t.Helper()
 	l, rec := e.Limit(k, name)
-	got := bucket.Refill(l.State, l.Params, now-rec.Refilled)
+	got := bucket.RefillBetween(l.State, l.Params, rec.Refilled, now)
 	if got.Tokens != want {
 		e.t.Errorf("%s/%s.%s at %+d ms = %d millitokens, want %d", k.Entity, k.Resource, name, now-T0, got.Tokens, want)
 	}

@@ -141,6 +141,9 @@ class LimitStatus:
     #: "resource", "system", or "call" (the request's own limits); "" when
     #: the server does not say.
     source: str = ""
+    #: For a calendar quota (``tok:1000000/month@UTC``): when its current
+    #: window ends and it refills, in Unix milliseconds; 0 for other limits.
+    resets_at_ms: int = 0
 
     @property
     def denies(self) -> bool:
@@ -158,6 +161,12 @@ class LimitStatus:
         """retry_after as a timedelta, saturated at timedelta.max."""
         return saturated_timedelta(self.retry_after_ms)
 
+    @property
+    def resets_at(self) -> Optional[datetime]:
+        """For a calendar quota, when its current window ends (an aware UTC
+        datetime); None for other limits."""
+        return from_ms(self.resets_at_ms)
+
     @classmethod
     def from_json(cls, v: Any) -> "LimitStatus":
         d = _obj(v, "limit status")
@@ -174,6 +183,7 @@ class LimitStatus:
             waits=_str(d, "waits"),
             shadow=_bool(d, "shadow"),
             source=_str(d, "source"),
+            resets_at_ms=max(0, _int(d, "resets_at_ms")),
         )
 
 

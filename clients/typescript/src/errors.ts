@@ -32,6 +32,7 @@ export interface WireLimitStatus {
   source?: string;
   retry_after_ms: number;
   waits?: string;
+  resets_at_ms?: number;
 }
 
 export function toStatus(s: WireLimitStatus): LimitStatus {
@@ -56,6 +57,10 @@ export function toStatus(s: WireLimitStatus): LimitStatus {
   const source = toSource(s.source);
   if (source !== undefined) {
     st.source = source;
+  }
+  // A calendar quota's window end; absent (or nonsense) for other limits.
+  if (typeof s.resets_at_ms === "number" && Number.isSafeInteger(s.resets_at_ms) && s.resets_at_ms > 0) {
+    st.resetsAtMs = s.resets_at_ms;
   }
   return st;
 }

@@ -49,6 +49,12 @@ export interface LimitStatus {
    * `release` (no time is known).
    */
   waits?: Waits;
+  /**
+   * Only for a calendar quota (`tok:1000000/month@UTC`): when its current
+   * window ends and it refills, in Unix milliseconds. An exceeded quota's
+   * `retryAfterMs` is the time to the boundary that brings enough.
+   */
+  resetsAtMs?: number;
 }
 
 /** The level that supplied a limit (LimitStatus.source). */
@@ -82,7 +88,7 @@ export interface AcquireArgs extends CallOptions {
   resource: string;
   /** Tokens to take per limit name, e.g. `{ rpm: 1, tpm: 500 }`. */
   consume: Consume;
-  /** Limits in the limit syntax (`rpm:100`, `rps:5/sec`, `inflight:4/concurrent`) replacing the stored ones for this call. */
+  /** Limits in the limit syntax (`rpm:100`, `rps:5/sec`, `tok:1000/month@UTC`, `inflight:4/concurrent`) replacing the stored ones for this call. */
   limits?: string[] | undefined;
   /** What the server does for this call if its store cannot answer; overrides the stored system setting. */
   onUnavailable?: OnUnavailable | undefined;

@@ -72,6 +72,16 @@ export function entityInfo(e, configs) {
     : [row("—", "none set on it: the resource's limits apply")]);
 }
 
+/**
+ * resets says when a calendar quota's window ends and it refills (its
+ * status's resets_at_ms), in local time, UTC in the tooltip; nothing for
+ * other limits.
+ */
+function resets(ms) {
+  if (!ms) return null;
+  return el("span", { class: "resets muted", title: new Date(ms).toISOString() }, `resets ${time(ms)}`);
+}
+
 /** buckets draws live bucket statuses (api LimitStatus). */
 export function buckets(statuses, note) {
   $("buckets-note").textContent = note || "";
@@ -83,7 +93,8 @@ export function buckets(statuses, note) {
       s.kind,
       fillBar(s.available, s.capacity),
       `${num(s.available)} / ${num(s.capacity)}`,
-      el("span", { class: "retry" + (s.retry_after_ms > 0 ? " waiting" : "") }, s.retry_after_ms > 0 ? duration(s.retry_after_ms) : "now"));
+      [el("span", { class: "retry" + (s.retry_after_ms > 0 ? " waiting" : "") }, s.retry_after_ms > 0 ? duration(s.retry_after_ms) : "now"),
+        resets(s.resets_at_ms)]);
     r.setAttribute("data-limit", s.limit);
     r.setAttribute("data-bucket", `${s.entity}/${s.resource}`);
     return r;

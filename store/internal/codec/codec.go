@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/tollgate-rl/tollgate/calendar"
 	"github.com/tollgate-rl/tollgate/model"
 )
 
@@ -19,6 +20,8 @@ type limitJSON struct {
 	Capacity int64         `json:"capacity"`
 	Amount   int64         `json:"refill_amount,omitempty"`
 	Period   time.Duration `json:"refill_period_ns,omitempty"`
+	// Window is a calendar quota's window, "month@UTC".
+	Window string `json:"window,omitempty"`
 }
 
 type configJSON struct {
@@ -32,7 +35,8 @@ type configJSON struct {
 func EncodeConfig(c model.Config) ([]byte, error) {
 	out := configJSON{Limits: make([]limitJSON, len(c.Limits)), Shadow: c.Shadow, AlertAt: c.AlertAt, OnUnavailable: string(c.OnUnavailable)}
 	for i, l := range c.Limits {
-		out.Limits[i] = limitJSON{Name: l.Name, Kind: uint8(l.Kind), Capacity: l.Capacity, Amount: l.RefillAmount, Period: l.RefillPeriod}
+		out.Limits[i] = limitJSON{Name: l.Name, Kind: uint8(l.Kind), Capacity: l.Capacity, Amount: l.RefillAmount, Period: l.RefillPeriod,
+			Window: l.Window.String()}
 	}
 	return json.Marshal(out)
 }
@@ -51,6 +55,13 @@ func DecodeConfig(b []byte) (model.Config, error) {
 	}
 	for i, l := range in.Limits {
 		c.Limits[i] = model.Limit{Name: l.Name, Kind: model.Kind(l.Kind), Capacity: l.Capacity, RefillAmount: l.Amount, RefillPeriod: l.Period}
+		if l.Window != "" {
+			w, err := calendar.Parse(l.Window)
+			if err != nil {
+				return model.Config{}, fmt.Errorf("config: limit %s: window %q: %w", l.Name, l.Window, err)
+			}
+			c.Limits[i].Window = w
+		}
 	}
 	return c, nil
 }

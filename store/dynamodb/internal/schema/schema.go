@@ -219,7 +219,8 @@ const (
 	FieldTokens   = "tk" // concurrency limits: balance, millitokens
 	FieldCapacity = "cp"
 	FieldAmount   = "ra" // refill amount, millitokens
-	FieldPeriod   = "rp" // refill period, ms
+	FieldPeriod   = "rp" // refill period, ms; 0 for a calendar quota (one window)
+	FieldWindow   = "cw" // a calendar quota's window, "month@UTC" (a string)
 	FieldConsumed = "tc" // net consumed counter, millitokens (for usage)
 
 	// Schema 1 refilling limits held their balance (tk) and refill
