@@ -225,6 +225,10 @@ type Limits struct {
 	// Shadow names the limits of Limits enforced in shadow: debited, never
 	// denying (model.Config.Shadow).
 	Shadow []string `json:"shadow,omitempty"`
+	// AlertAt are the fractions of capacity (ascending, each in (0, 1])
+	// whose upward crossing by an entity's use of a limit raises an alert
+	// (model.Config.AlertAt).
+	AlertAt []float64 `json:"alert_at,omitempty"`
 	// OnUnavailable ("block" or "allow") is meaningful at system level only.
 	OnUnavailable string `json:"on_unavailable,omitempty"`
 	// Version counts the puts of the config (model.Config.Version); the
@@ -369,7 +373,7 @@ func ToEntity(e Entity) model.Entity {
 
 // FromConfig converts a config.
 func FromConfig(c model.Config) Limits {
-	out := Limits{Limits: make([]string, len(c.Limits)), Shadow: c.Shadow, OnUnavailable: string(c.OnUnavailable), Version: c.Version}
+	out := Limits{Limits: make([]string, len(c.Limits)), Shadow: c.Shadow, AlertAt: c.AlertAt, OnUnavailable: string(c.OnUnavailable), Version: c.Version}
 	for i, l := range c.Limits {
 		out.Limits[i] = l.String()
 	}
@@ -388,7 +392,10 @@ func ToConfig(b Limits) (model.Config, error) {
 	if len(b.Shadow) > len(ls) {
 		return model.Config{}, model.Invalid("shadow", "", "names more limits than the configuration has")
 	}
-	return model.Config{Limits: ls, Shadow: b.Shadow, OnUnavailable: model.OnUnavailable(b.OnUnavailable), Version: b.Version}, nil
+	if len(b.AlertAt) > model.MaxAlertAt {
+		return model.Config{}, model.ValidateAlertAt(b.AlertAt)
+	}
+	return model.Config{Limits: ls, Shadow: b.Shadow, AlertAt: b.AlertAt, OnUnavailable: model.OnUnavailable(b.OnUnavailable), Version: b.Version}, nil
 }
 
 // FromAuditEvent converts an audit event.

@@ -35,6 +35,8 @@ func limiterCases() []testCase {
 		{"SlotRetryAfter", testLimiterSlotRetryAfter},
 		{"ShadowLimits", testLimiterShadow},
 		{"Versions", testLimiterVersions},
+		{"DecisionsAndAlerts", testLimiterDecisionsAndAlerts},
+		{"ReservationDecisionsCountedOnce", testLimiterReservationDecisions},
 		{"CalendarQuota", testLimiterCalendar},
 		{"CalendarQuotaPerCall", testLimiterCalendarPerCall},
 	}

@@ -91,6 +91,11 @@ type Config struct {
 	// would have (docs/semantics.md, "Shadow limits"). It is how a new
 	// limit is rolled out: shadow, watch, enforce.
 	Shadow []string
+	// AlertAt are the fractions of a limit's capacity (each in (0, 1],
+	// ascending, at most MaxAlertAt) at which an entity's use of any limit
+	// of Limits raises an alert, once per upward crossing
+	// (docs/operations.md, "Alerts").
+	AlertAt []float64
 	// OnUnavailable is meaningful at the system level only.
 	OnUnavailable OnUnavailable
 	// Version counts the puts of the config at its scope: 1 when stored
@@ -105,6 +110,7 @@ type Config struct {
 func (c Config) Clone() Config {
 	c.Limits = slices.Clone(c.Limits)
 	c.Shadow = slices.Clone(c.Shadow)
+	c.AlertAt = slices.Clone(c.AlertAt)
 	return c
 }
 
@@ -197,6 +203,9 @@ func (c Config) Validate(s Scope) error {
 		if slices.Contains(c.Shadow[:i], name) {
 			return invalid("shadow", name, "is listed twice")
 		}
+	}
+	if err := ValidateAlertAt(c.AlertAt); err != nil {
+		return err
 	}
 	if err := c.OnUnavailable.Validate(); err != nil {
 		return err

@@ -65,6 +65,7 @@ func (s *Server) routes() {
 	s.handle("GET "+v+"/usage/summary", forReadScope, s.usageSummary, usage...)
 	s.handle("GET "+v+"/capacity", forRead, s.capacity, one("resource"))
 	s.handle("POST "+v+"/reset", forReset, s.reset)
+	s.handle("GET "+api.TopDeniedPath, forRead, s.topDenied, params("resource", "limit", "n")...)
 
 	s.handle("POST "+v+"/keys", forAdmin, s.createKey)
 	s.handle("GET "+v+"/keys", forAdmin, s.listKeys, params("after", "limit")...)

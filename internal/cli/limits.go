@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 
@@ -70,12 +71,14 @@ func newLimitsSetCmd(g *globals) *cobra.Command {
 	var f scopeFlags
 	var mode string
 	var shadow []string
+	var alertAt []float64
 	cmd := &cobra.Command{
 		Use:   "set LIMIT...",
 		Short: "Replace the limits at one level",
 		Example: `  tollgate limits set --system rpm:1000/min --on-unavailable allow
   tollgate limits set --resource openai/gpt-4o tpm:100000/min rpm:500/min
   tollgate limits set --resource openai/gpt-4o tpm:100000/min rpm:500/min --shadow tpm
+  tollgate limits set --resource openai/gpt-4o tpm:100000/min --alert-at 0.8,1.0
   tollgate limits set --entity org-1 --for-resource api rpm:100/min inflight:10/concurrent
   tollgate limits set --entity org-1 --for-resource llm tok:1000000/month@UTC`,
 		Args: cobra.MinimumNArgs(1),
@@ -87,7 +90,7 @@ func newLimitsSetCmd(g *globals) *cobra.Command {
 			if mode != "" && !f.system {
 				return usagef("--on-unavailable applies to the system level only (--system)")
 			}
-			cfg, err := api.ToConfig(api.Limits{Limits: args, Shadow: shadow, OnUnavailable: mode})
+			cfg, err := api.ToConfig(api.Limits{Limits: args, Shadow: shadow, AlertAt: alertAt, OnUnavailable: mode})
 			if err == nil {
 				err = cfg.Validate(scope)
 			}
@@ -105,6 +108,7 @@ func newLimitsSetCmd(g *globals) *cobra.Command {
 	f.add(cmd)
 	cmd.Flags().StringVar(&mode, "on-unavailable", "", "with --system: block or allow when the store does not answer")
 	cmd.Flags().StringSliceVar(&shadow, "shadow", nil, "enforce these of the limits in shadow: debited, never denying (repeat, or comma-separate)")
+	cmd.Flags().Float64SliceVar(&alertAt, "alert-at", nil, "alert (serve --alert-webhook) when an entity's use of a limit crosses these fractions of capacity upward, ascending (e.g. 0.8,1.0)")
 	return cmd
 }
 
@@ -155,8 +159,8 @@ func newLimitsDeleteCmd(g *globals) *cobra.Command {
 func (g *globals) printConfig(scope tollgate.Scope, cfg tollgate.Config) error {
 	body := api.FromConfig(cfg)
 	return g.printOut(body, func(w *tabwriter.Writer) {
-		row(w, "SCOPE", "LIMITS", "SHADOW", "ON UNAVAILABLE")
-		row(w, scopeName(scope), strings.Join(body.Limits, " "), dash(strings.Join(body.Shadow, " ")), dash(body.OnUnavailable))
+		row(w, "SCOPE", "LIMITS", "SHADOW", "ALERT AT", "ON UNAVAILABLE")
+		row(w, scopeName(scope), strings.Join(body.Limits, " "), dash(strings.Join(body.Shadow, " ")), dash(alertText(body.AlertAt, " ")), dash(body.OnUnavailable))
 	})
 }
 
@@ -336,10 +340,22 @@ func configText(c tollgate.Config, none bool) []string {
 	if len(c.Shadow) > 0 {
 		out = append(out, "shadow="+strings.Join(slices.Sorted(slices.Values(c.Shadow)), ","))
 	}
+	if len(c.AlertAt) > 0 {
+		out = append(out, "alert_at="+alertText(c.AlertAt, ","))
+	}
 	if c.OnUnavailable != "" {
 		out = append(out, "on_unavailable="+string(c.OnUnavailable))
 	}
 	return out
+}
+
+// alertText is alert thresholds as text, joined by sep.
+func alertText(at []float64, sep string) string {
+	s := make([]string, len(at))
+	for i, t := range at {
+		s[i] = strconv.FormatFloat(t, 'g', -1, 64)
+	}
+	return strings.Join(s, sep)
 }
 
 // MissingEntitiesError reports entities a limits file gives limits to

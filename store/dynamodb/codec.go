@@ -3,6 +3,7 @@ package dynamodb
 import (
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -93,6 +94,14 @@ func encodeConfig(ns string, s model.Scope, c model.Config) item {
 	if len(c.Shadow) > 0 {
 		it["shadow"] = &types.AttributeValueMemberSS{Value: c.Shadow}
 	}
+	if len(c.AlertAt) > 0 {
+		// A list, not a number set: it keeps the thresholds' order.
+		at := make([]types.AttributeValue, len(c.AlertAt))
+		for i, t := range c.AlertAt {
+			at[i] = &types.AttributeValueMemberN{Value: strconv.FormatFloat(t, 'g', -1, 64)}
+		}
+		it["alert_at"] = &types.AttributeValueMemberL{Value: at}
+	}
 	it["level"] = str(s.Level())
 	setVersion(it, c.Version)
 	if c.OnUnavailable != "" {
@@ -112,6 +121,19 @@ func decodeConfig(it item) (*model.Config, error) {
 	c := &model.Config{OnUnavailable: model.OnUnavailable(getS(it, "on_unavailable")), Version: versionOf(it)}
 	if ss, ok := it["shadow"].(*types.AttributeValueMemberSS); ok {
 		c.Shadow = ss.Value
+	}
+	if at, ok := it["alert_at"].(*types.AttributeValueMemberL); ok {
+		for _, v := range at.Value {
+			n, ok := v.(*types.AttributeValueMemberN)
+			if !ok {
+				return nil, fmt.Errorf("dynamodb: config alert threshold is not a number")
+			}
+			t, err := strconv.ParseFloat(n.Value, 64)
+			if err != nil {
+				return nil, fmt.Errorf("dynamodb: stored alert threshold %q: %w", n.Value, err)
+			}
+			c.AlertAt = append(c.AlertAt, t)
+		}
 	}
 	list, _ := it["limits"].(*types.AttributeValueMemberL)
 	if list == nil {

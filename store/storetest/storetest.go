@@ -438,7 +438,8 @@ func sameEvent(a, b model.AuditEvent) bool {
 }
 
 func sameConfig(a, b model.Config) bool {
-	return slices.Equal(a.Limits, b.Limits) && a.OnUnavailable == b.OnUnavailable && sameSet(a.Shadow, b.Shadow)
+	return slices.Equal(a.Limits, b.Limits) && a.OnUnavailable == b.OnUnavailable && sameSet(a.Shadow, b.Shadow) &&
+		slices.Equal(a.AlertAt, b.AlertAt)
 }
 
 // sameSet reports whether a and b hold the same strings, in any order

@@ -153,6 +153,21 @@ class LimitsTest(ServerTest):
             self.client.set_limits(["rpm:1"], resource=resource, shadow=["tpm"])
         self.assertEqual(cm.exception.field, "shadow")
 
+    def test_alert_at(self):
+        # Alert thresholds are stored and read back, at one level and in
+        # the listing; bad ones are refused naming alert_at.
+        resource = uid("alerts")
+        stored = self.client.set_limits(["rpm:100"], resource=resource, alert_at=[0.8, 1])
+        self.assertEqual(stored.alert_at, [0.8, 1.0])
+        self.assertEqual(self.client.get_limits(resource=resource).alert_at, [0.8, 1.0])
+        self.assertEqual(self.client.set_limits(["rpm:100"], resource=resource).alert_at, [])
+        for bad in ([0.9, 0.8], [1.5], [0]):
+            with self.assertRaises(tollgate.ValidationError) as cm:
+                self.client.set_limits(["rpm:1"], resource=resource, alert_at=bad)
+            self.assertEqual(cm.exception.field, "alert_at")
+        with self.assertRaises(tollgate.ValidationError):
+            self.client.set_limits(["rpm:1"], resource=resource, alert_at=0.8)
+
     def test_list_limits_every_level_paged(self):
         name = uid("lims")
         self.client.register_namespace(name)
@@ -285,6 +300,24 @@ class LimitsTest(ServerTest):
             self.assertGreater(summary.windows, 0)
         except tollgate.Unimplemented:
             pass  # a store that keeps no usage
+
+    def test_top_denied(self):
+        # A namespace of its own: the server follows 128 triples per namespace.
+        name = uid("denied")
+        self.client.register_namespace(name)
+        c = support.client(namespace=name)
+        resource, key = uid("api"), uid("key")
+        c.set_limits(["rpm:1"], resource=resource)
+        c.acquire_and_commit(key, resource, {"rpm": 1})
+        for _ in range(2):
+            with self.assertRaises(tollgate.RateLimitExceeded):
+                c.acquire(key, resource, {"rpm": 1})
+        self.assertEqual(c.top_denied(resource=resource, n=5),
+                         [tollgate.DeniedEntity(entity=key, resource=resource, limit="rpm", count=2, error=0)])
+        self.assertEqual(c.top_denied(resource=resource, limit="tpm"), [])
+        with self.assertRaises(tollgate.ValidationError) as cm:
+            c.top_denied(n=0)
+        self.assertEqual(cm.exception.field, "n")
 
 
 class NamespacesTest(ServerTest):

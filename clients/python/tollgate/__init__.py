@@ -56,6 +56,7 @@ from .types import (
     AuditEvent,
     Capacity,
     CreatedKey,
+    DeniedEntity,
     Entity,
     Grant,
     KeyInfo,
@@ -104,6 +105,7 @@ __all__ = [
     "UsageSummary",
     "LimitCapacity",
     "Capacity",
+    "DeniedEntity",
     # errors: every name of tollgate.errors
     *_error_names,
 ]

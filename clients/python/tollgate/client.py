@@ -21,6 +21,7 @@ from .lease import Lease
 from .types import (
     AuditEvent,
     Capacity,
+    DeniedEntity,
     CreatedKey,
     Entity,
     Grant,
@@ -614,6 +615,7 @@ class Client:
         on_unavailable: Optional[str] = None,
         principal: Optional[str] = None,
         shadow: Sequence[str] = (),
+        alert_at: Sequence[float] = (),
         if_match: Optional[int] = None,
         if_absent: bool = False,
     ) -> LimitsConfig:
@@ -622,6 +624,9 @@ class Client:
         on_unavailable ("block" or "allow") is for the system level only.
         shadow names limits enforced in shadow: debited, never denying, their
         statuses ``shadow`` (and ``exceeded`` when they would have denied).
+        alert_at are fractions of capacity (ascending, each in (0, 1], at
+        most 4): a server with --alert-webhook alerts when an entity's use of
+        a limit crosses one upward.
         Returns the stored configuration in canonical form, with its
         ``version``. if_match (the ``version`` read) stores it only if the
         stored one is still at that version, if_absent only if none is
@@ -631,6 +636,10 @@ class Client:
             raise E.ValidationError("shadow: want a list of limit names, not a string", field="shadow", value=shadow[:80])
         if shadow:
             body["shadow"] = list(shadow)
+        if isinstance(alert_at, (int, float, str)):
+            raise E.ValidationError("alert_at: want a list of fractions of capacity", field="alert_at", value=str(alert_at)[:80])
+        if alert_at:
+            body["alert_at"] = [float(x) for x in alert_at]
         m = _mode(on_unavailable)
         if m:
             body["on_unavailable"] = m
@@ -751,6 +760,18 @@ class Client:
         bucket: for dashboards, not hot paths)."""
         _, answer = self._call("GET", V1 + "/capacity", query={"resource": resource})
         return Capacity.from_json(answer)
+
+    def top_denied(self, resource: Optional[str] = None, limit: Optional[str] = None, n: int = 128) -> List[DeniedEntity]:
+        """The entities the server refused most in the client's namespace, most
+        refused first, of resource and limit when given; n (1 to 128) bounds
+        the list. Each server answers for the decisions it took."""
+        query: Dict[str, Any] = {"n": str(n)}
+        if resource:
+            query["resource"] = resource
+        if limit:
+            query["limit"] = limit
+        _, answer = self._call("GET", V1 + "/metrics/top-denied", query=query)
+        return [DeniedEntity.from_json(e) for e in _list(_obj(answer, "top denied"), "entities")]
 
     # ------------------------------------------------------------------
     # API keys kept in the store (an admin key of the namespace)

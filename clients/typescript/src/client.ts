@@ -34,6 +34,7 @@ import type {
   Reserved,
   ResetArgs,
   ResourceCapacity,
+  DeniedEntity,
   Scope,
   ScopedLimits,
   Usage,
@@ -825,6 +826,7 @@ export class Client implements LeaseHost {
   async setLimits(scope: Scope, config: LimitsConfig, opts: VersionOptions = {}): Promise<LimitsConfig> {
     const body: Record<string, unknown> = { limits: config.limits };
     if (config.shadow !== undefined && config.shadow.length > 0) body["shadow"] = config.shadow;
+    if (config.alertAt !== undefined && config.alertAt.length > 0) body["alert_at"] = config.alertAt;
     if (config.onUnavailable !== undefined) body["on_unavailable"] = config.onUnavailable;
     return Client.#toConfig(await this.#data({ method: "PUT", ...scopePath(scope), body, ...versioned(opts) }));
   }
@@ -873,10 +875,11 @@ export class Client implements LeaseHost {
   }
 
   static #toConfig(w: unknown): LimitsConfig {
-    const c = w as { limits?: string[]; shadow?: string[]; on_unavailable?: "block" | "allow"; version?: number } | undefined;
+    const c = w as { limits?: string[]; shadow?: string[]; alert_at?: number[]; on_unavailable?: "block" | "allow"; version?: number } | undefined;
     const out: LimitsConfig = { limits: [...(c?.limits ?? [])] };
     if (c?.on_unavailable) out.onUnavailable = c.on_unavailable;
     if (c?.shadow && c.shadow.length > 0) out.shadow = [...c.shadow];
+    if (c?.alert_at && c.alert_at.length > 0) out.alertAt = [...c.alert_at];
     if (c?.version !== undefined) out.version = c.version;
     return out;
   }
@@ -975,6 +978,20 @@ export class Client implements LeaseHost {
   async capacity(resource: string, opts: CallOptions = {}): Promise<ResourceCapacity> {
     const w = await this.#data<ResourceCapacity>({ method: "GET", path: "/v1/capacity", query: new URLSearchParams({ resource }), ...call(opts) });
     return { resource: w.resource, entities: w.entities, limits: (w.limits ?? []).map((l) => ({ ...l })) };
+  }
+
+  /**
+   * The entities the server refused most in the client's namespace, most
+   * refused first, of `resource` and `limit` when given; `n` (1 to 128,
+   * default 128) bounds the list. Each server answers for the decisions it took.
+   */
+  async topDenied(args: { resource?: string | undefined; limit?: string | undefined; n?: number | undefined } & CallOptions = {}): Promise<DeniedEntity[]> {
+    const query = new URLSearchParams();
+    if (args.resource) query.set("resource", args.resource);
+    if (args.limit) query.set("limit", args.limit);
+    if (args.n !== undefined) query.set("n", String(args.n));
+    const w = await this.#data<{ entities?: DeniedEntity[] }>({ method: "GET", path: "/v1/metrics/top-denied", query, ...call(args) });
+    return (w?.entities ?? []).map((e) => ({ entity: e.entity, resource: e.resource, limit: e.limit, count: e.count, error: e.error }));
   }
 
   // --- namespaces (admin key for "*" only) --------------------------------

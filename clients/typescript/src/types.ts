@@ -236,6 +236,12 @@ export interface LimitsConfig {
   onUnavailable?: OnUnavailable;
   /** The limits enforced in shadow: debited, never denying. Absent when none. */
   shadow?: string[];
+  /**
+   * Alert thresholds: fractions of capacity, ascending, each in (0, 1], at
+   * most 4. A server with `--alert-webhook` alerts when an entity's use of
+   * a limit crosses one upward. Absent when none.
+   */
+  alertAt?: number[];
   /** Counts the puts at this scope (1 when stored where none was), set by the server (ignored by `setLimits`): what `ifMatch` takes. */
   version?: number;
 }
@@ -437,4 +443,13 @@ export interface ResourceCapacity {
   resource: string;
   entities: number;
   limits: { limit: string; kind: LimitKind; capacity: number; available: number; utilisation: number }[];
+}
+
+/** An entity a limit of a resource refused, with how often (`topDenied`): `count` is at most `error` over the true number. */
+export interface DeniedEntity {
+  entity: string;
+  resource: string;
+  limit: string;
+  count: number;
+  error: number;
 }

@@ -387,6 +387,25 @@ describe("entities and limits", () => {
     await assert.rejects(client.getEntity(bad), EntityNotFoundError);
   });
 
+  test("topDenied names the entities refused most", async () => {
+    // A namespace of its own: the server follows 128 triples per namespace.
+    const name = unique("denied");
+    await client.registerNamespace(name);
+    const ns = new Client({ baseUrl: server.url, namespace: name });
+    const resource = unique("api");
+    const entity = unique("key");
+    await ns.setLimits({ resource }, { limits: ["rpm:1"] });
+    await (await ns.acquire({ entity, resource, consume: { rpm: 1 } })).commit();
+    for (let i = 0; i < 2; i++) await assert.rejects(ns.acquire({ entity, resource, consume: { rpm: 1 } }), RateLimitExceeded);
+    assert.deepEqual(await ns.topDenied({ resource, n: 5 }), [{ entity, resource, limit: "rpm", count: 2, error: 0 }]);
+    assert.deepEqual(await ns.topDenied({ resource, limit: "tpm" }), []);
+    await assert.rejects(ns.topDenied({ n: 0 }), (e: unknown) => {
+      assert.ok(e instanceof ValidationError);
+      assert.equal(e.field, "n");
+      return true;
+    });
+  });
+
   test("listEntities pages through a namespace's entities", async () => {
     // A namespace of its own, so that the listing holds only these.
     const name = unique("ents");

@@ -31,12 +31,13 @@ type configJSON struct {
 	Version       int64       `json:"version,omitempty"`
 	Limits        []limitJSON `json:"limits"`
 	Shadow        []string    `json:"shadow,omitempty"`
+	AlertAt       []float64   `json:"alert_at,omitempty"`
 	OnUnavailable string      `json:"on_unavailable,omitempty"`
 }
 
 // EncodeConfig returns the stored form of c.
 func EncodeConfig(c model.Config) ([]byte, error) {
-	out := configJSON{Version: c.Version, Limits: make([]limitJSON, len(c.Limits)), Shadow: c.Shadow, OnUnavailable: string(c.OnUnavailable)}
+	out := configJSON{Version: c.Version, Limits: make([]limitJSON, len(c.Limits)), Shadow: c.Shadow, AlertAt: c.AlertAt, OnUnavailable: string(c.OnUnavailable)}
 	for i, l := range c.Limits {
 		out.Limits[i] = limitJSON{Name: l.Name, Kind: uint8(l.Kind), Capacity: l.Capacity, Amount: l.RefillAmount, Period: l.RefillPeriod,
 			Window: l.Window.String()}
@@ -45,14 +46,15 @@ func EncodeConfig(c model.Config) ([]byte, error) {
 }
 
 // DecodeConfig reads what EncodeConfig wrote. A configuration without
-// limits has nil Limits, one without shadow limits nil Shadow; one stored
-// without a version (before versions were kept) is at version 1.
+// limits has nil Limits, one without shadow limits nil Shadow, one
+// without alert thresholds nil AlertAt; one stored without a version
+// (before versions were kept) is at version 1.
 func DecodeConfig(b []byte) (model.Config, error) {
 	var in configJSON
 	if err := json.Unmarshal(b, &in); err != nil {
 		return model.Config{}, fmt.Errorf("config: %w", err)
 	}
-	c := model.Config{Shadow: in.Shadow, OnUnavailable: model.OnUnavailable(in.OnUnavailable), Version: max(in.Version, 1)}
+	c := model.Config{Shadow: in.Shadow, AlertAt: in.AlertAt, OnUnavailable: model.OnUnavailable(in.OnUnavailable), Version: max(in.Version, 1)}
 	if len(in.Limits) > 0 {
 		c.Limits = make([]model.Limit, len(in.Limits))
 	}

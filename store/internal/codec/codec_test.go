@@ -15,7 +15,7 @@ import (
 // model's).
 func TestRoundTrip(t *testing.T) {
 	at := time.UnixMilli(1_700_000_000_123).UTC()
-	cfg := model.Config{Version: 7, OnUnavailable: model.OnUnavailable("allow"), Shadow: []string{"slots"}, Limits: []model.Limit{
+	cfg := model.Config{Version: 7, OnUnavailable: model.OnUnavailable("allow"), Shadow: []string{"slots"}, AlertAt: []float64{0.8, 1}, Limits: []model.Limit{
 		{Name: "rpm", Capacity: 100_000, RefillAmount: 100_000, RefillPeriod: time.Minute},
 		{Name: "slots", Kind: model.Kind(1), Capacity: 5_000},
 	}}
@@ -31,7 +31,7 @@ func TestRoundTrip(t *testing.T) {
 		fields []string
 	}{
 		{"config", func() ([]byte, error) { return codec.EncodeConfig(cfg) },
-			func(b []byte) (any, error) { return codec.DecodeConfig(b) }, cfg, []string{`{"version":7,`, `"refill_period_ns"`, `"on_unavailable"`, `"shadow":["slots"]`}},
+			func(b []byte) (any, error) { return codec.DecodeConfig(b) }, cfg, []string{`{"version":7,`, `"refill_period_ns"`, `"on_unavailable"`, `"shadow":["slots"]`, `"alert_at":[0.8,1]`}},
 		// Version 0 (what the Redis backend encodes and its script fills
 		// in) is left out, and reads as 1, as a config stored before
 		// versions were kept does.
