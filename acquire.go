@@ -46,9 +46,12 @@ func (l *Limiter) acquire(ctx context.Context, entity, resource string, consume 
 	ns, err := l.plan(ctx, d, entity, resource, consume, now)
 	if err == nil {
 		var granted bool
-		if d.holds || d.opts.Durable || d.opts.IdempotencyKey != "" {
+		remembered := l.refusesFromMemory(d)
+		switch {
+		case remembered: // refused as the store would have: see denycache.go
+		case d.holds || d.opts.Durable || d.opts.IdempotencyKey != "":
 			granted, err = l.consumeDurable(ctx, d, now)
-		} else {
+		default:
 			granted, err = l.store.Consume(ctx, d.ns, &d.req)
 		}
 		if err == nil && d.shadow {
@@ -61,6 +64,9 @@ func (l *Limiter) acquire(ctx context.Context, entity, resource string, consume 
 		case err == nil && granted:
 			return d.newLease(entity, resource), nil
 		case err == nil:
+			if !remembered {
+				l.remember(d)
+			}
 			err = l.denial(ctx, d)
 		case d.opts.IdempotencyKey != "" && errors.Is(err, model.ErrLeaseExists):
 			le, rerr := l.replay(ctx, d, entity, resource, consume)

@@ -438,6 +438,7 @@ func (l *Limiter) invalidate() {
 func (l *Limiter) forgetConfig() {
 	g := l.changes.known(context.Background())
 	l.cache.clear()
+	l.forgetDenials()
 	l.fail.expire()
 	l.seenGen.Store(g)
 }

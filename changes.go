@@ -64,6 +64,11 @@ type ChangeWatch struct {
 	noteSeq atomic.Uint64
 
 	eventIDs eventIDs
+
+	// resets counts the buckets Admins of this process reset: the deny
+	// caches of the limiters following the watch forget what they
+	// remember when it moves (see refusesFromMemory).
+	resets atomic.Uint64
 }
 
 // modeNote is an unavailable mode an Admin stored at a namespace's system

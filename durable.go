@@ -274,7 +274,9 @@ func (le *Lease) endDurable(ctx context.Context, d *leaseData, c endCall) error 
 		if !isReservation(rec.ID) { // a reservation's id may be reserved again at once
 			e.KeepUntil = max(rec.Expires, d.now().add(model.TombstoneKeep).milli())
 		}
-		return d.lim.store.EndLease(ctx, d.ns, e)
+		err := d.lim.store.EndLease(ctx, d.ns, e)
+		d.lim.refunded(d.ns, e.Deltas)
+		return err
 	}
 	err = write()
 	if errors.Is(err, model.ErrLeaseConflict) {

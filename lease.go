@@ -81,6 +81,11 @@ type leaseData struct {
 	// state made for that lease, which is never recycled, so the handle
 	// reports it for good.
 	cause error
+	// denyHashes and denyEpochs are, for each bucket of req, its hash in
+	// the deny cache and its shard's epoch before the store was asked;
+	// denyNoted says they are set (see refusesFromMemory).
+	denyHashes, denyEpochs [model.MaxCascadeDepth]uint64
+	denyNoted              bool
 }
 
 type adjustment struct {
@@ -472,7 +477,9 @@ func (le *Lease) write(ctx context.Context, d *leaseData, rollback bool) error {
 		if len(deltas) == 0 {
 			continue
 		}
-		if err := d.lim.store.ApplyDeltas(ctx, d.ns, deltas); err != nil {
+		err := d.lim.store.ApplyDeltas(ctx, d.ns, deltas)
+		d.lim.refunded(d.ns, deltas)
+		if err != nil {
 			op := "commit"
 			if rollback {
 				op = "rollback"

@@ -60,10 +60,12 @@ import (
 
 // A Limiter enforces limits against a store. It is safe for concurrent use.
 type Limiter struct {
-	store            store.Store
-	ns               string
-	clock            clock.Clock
-	cache            *cache
+	store store.Store
+	ns    string
+	clock clock.Clock
+	cache *cache
+	// deny remembers refusals (nil: WithDenyCache was not given).
+	deny             *denyCache
 	concurrencyRetry time.Duration
 	// realClock is set when clock is clock.Real: acquires then read the
 	// wall clock the cheap way (see leaseData.now).
@@ -119,6 +121,9 @@ func New(s store.Store, opts ...Option) (*Limiter, error) {
 		changes:          o.changes,
 		alertFn:          o.alertFn,
 	}
+	if o.denyMaxAge > 0 {
+		l.deny = newDenyCache(o.denyMaxAge, o.denySize)
+	}
 	l.leases.New = func() any { return newLeaseData(l) }
 	// A grant whose waiting caller left meanwhile is given back.
 	l.waiting = waitq.New(l.clock, func(le *Lease) { _ = le.Rollback(context.Background()) })
@@ -163,10 +168,14 @@ type Stats struct {
 	// (DeniedEntity.Error says how far a count may be over). A limit in
 	// shadow refuses nobody. Filter them with the function TopDenied.
 	TopDenied []DeniedEntity
+	// Deny counts the refusals the deny cache served (WithDenyCache;
+	// zero without it).
+	Deny DenyCacheStats
 }
 
 // Stats returns the limiter's counters.
 func (l *Limiter) Stats() Stats {
 	return Stats{Cache: l.cache.stats(), Degraded: l.fail.degraded.Load(), Shadow: l.shadow.snapshot(),
-		Decisions: l.decisions.snapshot(), TopDenied: l.topDenied.snapshot()}
+		Decisions: l.decisions.snapshot(), TopDenied: l.topDenied.snapshot(),
+		Deny: l.deny.stats()}
 }

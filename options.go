@@ -41,6 +41,8 @@ type options struct {
 	holder           string
 	leaseTTL         time.Duration
 	alertFn          func(Alert)
+	denyMaxAge       time.Duration
+	denySize         int
 }
 
 // WithNamespace makes the limiter or admin work in namespace ns (default
@@ -104,6 +106,41 @@ func WithDefaultLeaseTTL(d time.Duration) Option {
 	return func(o *options) { o.leaseTTL = d }
 }
 
+// WithDenyCache makes the limiter answer from memory the acquires that a
+// refusal of the store, at most maxAge ago, shows cannot be granted yet
+// (docs/semantics.md, "Refusals from memory"). It is off unless this
+// option is given with a positive maxAge; DefaultDenyCacheMaxAge (1s) is
+// the usual choice.
+//
+// A refused acquire tells the limiter the state of its buckets; until
+// refill alone could cover an amount, an acquire of it is refused without
+// asking the store, with the statuses and retry-after the store would have
+// given, and counted (Stats().Deny.Served). Only refusals come from
+// memory, and only while time cannot have refilled enough: debits made
+// elsewhere only delay a grant, so no acquire is refused that the store
+// would grant, except after tokens were given back. Tokens given back
+// through this limiter (a rollback, an adjustment down, a lease's end)
+// and a reset by an Admin sharing its ChangeWatch are seen at once; a
+// refund or reset made by another process or limiter can delay an
+// admission here by at most maxAge (and never beyond the retry-after of
+// the refusal remembered). Concurrency and reserved limits, whose tokens
+// come back when a holder ends its lease, anywhere, at any moment, never
+// refuse from memory, nor do limits in shadow; acquires with an
+// idempotency key or a reservation always go to the store.
+//
+// It is off by default because it trades that bound for fewer store
+// calls, which matters on DynamoDB, where each refusal of an exhausted
+// bucket costs a consistent read (500 refusals, 500 calls; with the cache
+// at most a few): turn it on for a limiter that faces clients who may
+// keep asking once refused. A memory or embedded store answers a refusal
+// from memory already, and gains little.
+func WithDenyCache(maxAge time.Duration) Option { return func(o *options) { o.denyMaxAge = maxAge } }
+
+// WithDenyCacheSize bounds how many buckets the deny cache (WithDenyCache)
+// remembers (default DefaultDenyCacheSize, 10 000): beyond it, expired
+// entries go first, then entries at random.
+func WithDenyCacheSize(n int) Option { return func(o *options) { o.denySize = n } }
+
 // newOptions applies opts over the defaults and checks what both a
 // Limiter and an Admin use; it makes the change watch unless one was
 // given.
@@ -120,6 +157,7 @@ func newOptions(s store.Store, opts []Option) (*options, error) {
 		concurrencyRetry: DefaultConcurrencyRetryAfter,
 		holder:           defaultHolder(),
 		leaseTTL:         DefaultLeaseTTL,
+		denySize:         DefaultDenyCacheSize,
 	}
 	for _, opt := range opts {
 		opt(o)
@@ -149,6 +187,10 @@ func (o *options) checkAcquire() error {
 		return model.Invalid("cache_size", strconv.Itoa(o.cacheSize), "must be positive")
 	case o.concurrencyRetry <= 0:
 		return model.Invalid("concurrency_retry_after", o.concurrencyRetry.String(), "must be positive")
+	case o.denyMaxAge < 0:
+		return model.Invalid("deny_cache_max_age", o.denyMaxAge.String(), "must not be negative")
+	case o.denySize <= 0:
+		return model.Invalid("deny_cache_size", strconv.Itoa(o.denySize), "must be positive")
 	case len(o.holder) > model.MaxHolderLen:
 		return model.Invalid("holder", o.holder, "longer than "+strconv.Itoa(model.MaxHolderLen)+" bytes")
 	}

@@ -56,6 +56,7 @@ func (a *Admin) Reset(ctx context.Context, entity, resource, reason string, limi
 		return err
 	}
 	err = a.store.Reset(ctx, ns, &store.ResetRequest{Now: now.milli(), Bucket: b, Event: &ev})
+	a.changes.resets.Add(1) // after an error too: the reset may have been written
 	return storeErr(ctx, "reset", entity+"/"+resource, err)
 }
 

@@ -1,0 +1,398 @@
+package tollgate
+
+import (
+	"hash/maphash"
+	"math"
+	"math/bits"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"github.com/tollgate-rl/tollgate/bucket"
+	"github.com/tollgate-rl/tollgate/model"
+	"github.com/tollgate-rl/tollgate/store"
+)
+
+// The deny cache (WithDenyCache, docs/semantics.md "Refusals from
+// memory"): a refusal of the store tells this process each bucket's state
+// at the request's instant, and time alone refills a rate limit at a known
+// rate, so until that state refilled covers an amount no acquire of that
+// amount can be granted, whatever happens meanwhile, except a refund, a
+// reset or a change of limits. The cache remembers the states of the
+// buckets of refused requests and refuses from memory the acquires they
+// cannot cover, with the statuses the store would have given.
+//
+// It is exact: it only refuses, and a state it remembers bounds from above
+// what the store holds (other processes' debits only lower it) as long as
+// nothing gives tokens back. What gives tokens back through this limiter
+// (a lease's rollback, adjustment or ending, which refund) forgets that
+// bucket at once, and a reset by an Admin sharing the limiter's
+// ChangeWatch, or a change of limits this limiter sees, forgets every
+// bucket; a refund or reset made elsewhere is seen when the entry ages
+// out, at most maxAge after the refusal it remembers.
+
+// DefaultDenyCacheSize is how many buckets the deny cache remembers at
+// most, unless WithDenyCacheSize says otherwise.
+const DefaultDenyCacheSize = 10_000
+
+// DefaultDenyCacheMaxAge is the max age to pass to WithDenyCache unless
+// there is a reason to choose another: a refund or reset made by another
+// process is then seen within a second, as a change of limits made there
+// is (DefaultRefreshInterval).
+const DefaultDenyCacheMaxAge = time.Second
+
+// denyShards is how many independently locked parts the deny cache has.
+const denyShards = 64
+
+// DenyCacheStats reports how the deny cache (WithDenyCache) has served
+// acquires.
+type DenyCacheStats struct {
+	// Served counts the refusals answered from memory, without the store.
+	Served uint64
+	// Remembered counts the refusals of the store whose buckets it
+	// remembered.
+	Remembered uint64
+	// Entries is how many buckets it remembers now.
+	Entries int
+}
+
+// denyCache remembers the state of buckets of refused requests, by
+// namespace id and bucket key, each until maxAge after the refusal or
+// until no amount within its limits' capacities would be refused, and at
+// most size of them.
+type denyCache struct {
+	maxAge   int64 // milliseconds
+	perShard int
+	seed     maphash.Seed
+	shards   [denyShards]denyShard
+	// n is how many entries the shards hold, so that a cache holding none
+	// costs an acquire no lookup.
+	n                  atomic.Int64
+	served, remembered atomic.Uint64
+	// resetsSeen is the ChangeWatch's count of resets when this cache was
+	// last cleared for them.
+	resetsSeen atomic.Uint64
+}
+
+// denyShard is one lock's share of the deny cache, padded to whole cache
+// lines.
+type denyShard struct {
+	denyShardState
+	_ [128 - unsafe.Sizeof(denyShardState{})%128]byte
+}
+
+type denyShardState struct {
+	mu sync.RWMutex
+	// m holds entries by the hash of their namespace and key; an entry
+	// holds its key, and one whose key differs is a miss (64-bit hashes
+	// of two keys in use never meet in practice; if they did, the two
+	// would take turns).
+	m       map[uint64]*denial
+	sweepAt int64 // before it makeRoom does not sweep
+	// epoch moves whenever entries are forgotten (a refund, a reset). A
+	// refusal read from the store is remembered only if the epoch of its
+	// shard did not move since before the store was asked: what it read
+	// may predate the refund.
+	epoch atomic.Uint64
+}
+
+// denial is what a refusal of the store showed of one bucket. It never
+// changes once stored.
+type denial struct {
+	ns      string
+	key     store.BucketKey
+	at      int64 // the request's instant, Unix ms
+	expires int64 // Unix ms: maxAge after at, or sooner if nothing is refused by then
+	limits  []deniedLimit
+}
+
+// deniedLimit is one limit of a remembered bucket: its parameters and its
+// state at the refusal's instant. A refusal of a split DynamoDB bucket
+// comes with the backend's own wait (LimitRequest.Wait), for the amount
+// refused: the entry then refuses that amount or more until the wait
+// ends, and nothing less, rather than trust the estimated state.
+type deniedLimit struct {
+	name   string
+	params bucket.Params
+	state  bucket.State
+	wait   int64 // milliseconds after at; 0: refill state
+	amount int64 // the amount refused, with wait
+}
+
+// newDenyCache returns a deny cache of entries living at most maxAge
+// (positive), at most size (positive) of them.
+func newDenyCache(maxAge time.Duration, size int) *denyCache {
+	c := &denyCache{maxAge: max(maxAge.Milliseconds(), 1), perShard: max(size/denyShards, 1), seed: maphash.MakeSeed()}
+	for i := range c.shards {
+		c.shards[i].m = make(map[uint64]*denial)
+	}
+	return c
+}
+
+func (c *denyCache) hash(ns string, k store.BucketKey) uint64 {
+	return maphash.String(c.seed, ns) ^ bits.RotateLeft64(maphash.String(c.seed, k.Entity), 21) ^
+		bits.RotateLeft64(maphash.String(c.seed, k.Resource), 42)
+}
+
+func (c *denyCache) shard(h uint64) *denyShardState { return &c.shards[h%denyShards].denyShardState }
+
+// refusesFromMemory reports whether the deny cache refuses d's request,
+// planned at d.req.Now; if it does, each limit's Observed (and Wait) is
+// set as the store would have set them, had nothing but time passed since
+// the remembered refusals. Otherwise it notes, for remember, the epoch of
+// each bucket's shard. Acquires with an idempotency key or a reservation
+// are never refused from memory: a refusal of theirs may be an earlier
+// grant to replay, or a reservation already held.
+func (l *Limiter) refusesFromMemory(d *leaseData) bool {
+	c := l.deny
+	d.denyNoted = false
+	if c == nil || d.opts.IdempotencyKey != "" || d.opts.Reservation != "" {
+		return false
+	}
+	if r := l.changes.resets.Load(); r != c.resetsSeen.Load() {
+		// An Admin sharing the watch reset a bucket: forget them all
+		// (resets are rare), before noting the epochs, so that what a
+		// refusal read before the reset is not remembered after it.
+		c.resetsSeen.Store(r)
+		c.clear()
+	}
+	bs := d.req.Buckets
+	if len(bs) > len(d.denyEpochs) {
+		return false
+	}
+	for i := range bs {
+		h := c.hash(d.ns, bs[i].Key)
+		d.denyHashes[i], d.denyEpochs[i] = h, c.shard(h).epoch.Load()
+	}
+	d.denyNoted = true
+	if c.n.Load() == 0 {
+		return false
+	}
+	now := d.req.Now
+	var found [model.MaxCascadeDepth]*denial
+	refused := false
+	for i := range bs {
+		s := c.shard(d.denyHashes[i])
+		s.mu.RLock()
+		e := s.m[d.denyHashes[i]]
+		s.mu.RUnlock()
+		if e == nil || e.expires <= now || e.ns != d.ns || e.key != bs[i].Key {
+			return false // every bucket must be known, for the statuses
+		}
+		found[i] = e
+		for j := range bs[i].Limits {
+			lr := &bs[i].Limits[j]
+			dl := e.find(lr.Name, lr.Params)
+			if dl == nil {
+				return false
+			}
+			refused = refused || lr.Check && dl.refuses(lr.Amount, now-e.at)
+		}
+	}
+	if !refused {
+		return false
+	}
+	for i := range bs {
+		e := found[i]
+		for j := range bs[i].Limits {
+			lr := &bs[i].Limits[j]
+			lr.Observed, lr.Wait = e.find(lr.Name, lr.Params).observed(lr.Amount, now-e.at)
+		}
+	}
+	c.served.Add(1)
+	return true
+}
+
+// find returns the limit of e named name with parameters p, or nil.
+func (e *denial) find(name string, p bucket.Params) *deniedLimit {
+	for i := range e.limits {
+		if dl := &e.limits[i]; dl.name == name && dl.params == p {
+			return dl
+		}
+	}
+	return nil
+}
+
+// refuses reports whether the limit certainly refuses amount elapsed
+// milliseconds after the refusal remembered. A limit that time does not
+// refill (concurrency, reserved) never does: its tokens come back when any
+// holder ends its lease, in any process, at any moment.
+func (dl *deniedLimit) refuses(amount, elapsed int64) bool {
+	switch {
+	case !dl.params.Refills():
+		return false
+	case dl.wait > 0:
+		return amount >= dl.amount && elapsed < dl.wait
+	}
+	return refilled(dl.state, dl.params, elapsed).Tokens < amount
+}
+
+// observed is what the store would report of the limit elapsed
+// milliseconds after the refusal remembered, had nothing but time passed:
+// its state refilled, or, with a backend's wait, the state it reported
+// and what remains of the wait.
+func (dl *deniedLimit) observed(amount, elapsed int64) (bucket.State, int64) {
+	switch {
+	case !dl.params.Refills():
+		return dl.state, 0
+	case dl.wait > 0:
+		if amount >= dl.amount && elapsed < dl.wait {
+			return dl.state, dl.wait - elapsed
+		}
+		return refilled(dl.state, dl.params, elapsed), 0
+	}
+	return refilled(dl.state, dl.params, elapsed), 0
+}
+
+// refilled is s refilled for elapsed milliseconds under p, and fullAfter
+// the milliseconds until s is full: the two places the deny cache does
+// bucket arithmetic.
+func refilled(s bucket.State, p bucket.Params, elapsed int64) bucket.State {
+	return bucket.Refill(s, p, elapsed)
+}
+
+func fullAfter(s bucket.State, p bucket.Params) int64 {
+	return bucket.RetryAfter(s, p, p.Capacity)
+}
+
+// remember keeps what the store's refusal of d's request observed of its
+// buckets, unless a shard's epoch moved since refusesFromMemory noted it.
+func (l *Limiter) remember(d *leaseData) {
+	c := l.deny
+	if c == nil || !d.denyNoted {
+		return
+	}
+	d.denyNoted = false
+	now := d.req.Now
+	// Every bucket is remembered until the same instant, so that the
+	// request is known whole (statuses name every bucket): until maxAge
+	// has passed, or the last of its limits that could refuse anything
+	// is full again.
+	useful := int64(0)
+	for i := range d.req.Buckets {
+		for _, lr := range d.req.Buckets[i].Limits {
+			switch {
+			case !lr.Params.Refills():
+			case lr.Wait > 0 && lr.Check && lr.Observed.Tokens < lr.Amount:
+				useful = max(useful, lr.Wait)
+			default:
+				useful = max(useful, fullAfter(lr.Observed, lr.Params))
+			}
+		}
+	}
+	if useful == 0 {
+		return // every limit that time refills is full: nothing to refuse
+	}
+	expires := now + min(c.maxAge, useful)
+	for i := range d.req.Buckets {
+		b := &d.req.Buckets[i]
+		e := &denial{ns: d.ns, key: b.Key, at: now, expires: expires, limits: make([]deniedLimit, len(b.Limits))}
+		for j, lr := range b.Limits {
+			e.limits[j] = deniedLimit{name: lr.Name, params: lr.Params, state: lr.Observed}
+			if lr.Params.Refills() && lr.Wait > 0 && lr.Check && lr.Observed.Tokens < lr.Amount {
+				e.limits[j].wait, e.limits[j].amount = lr.Wait, lr.Amount
+			}
+		}
+		c.put(d.denyHashes[i], d.denyEpochs[i], e, now)
+	}
+	c.remembered.Add(1)
+}
+
+// put stores e under hash h unless its shard's epoch moved from epoch.
+func (c *denyCache) put(h, epoch uint64, e *denial, now int64) {
+	s := c.shard(h)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.epoch.Load() != epoch {
+		return
+	}
+	if _, ok := s.m[h]; !ok {
+		if len(s.m) >= c.perShard {
+			c.makeRoom(s, now)
+		}
+		c.n.Add(1)
+	}
+	s.m[h] = e
+}
+
+// makeRoom frees one entry of s, which is full: the expired ones, unless
+// it swept less than maxAge/16 ago, and if that freed none, one at random.
+// The caller holds s.mu for writing.
+func (c *denyCache) makeRoom(s *denyShardState, now int64) {
+	if now >= s.sweepAt {
+		next := int64(math.MaxInt64)
+		for h, e := range s.m {
+			if e.expires <= now {
+				delete(s.m, h)
+				c.n.Add(-1)
+			} else {
+				next = min(next, e.expires)
+			}
+		}
+		s.sweepAt = max(next, now+c.maxAge/16)
+		if len(s.m) < c.perShard {
+			return
+		}
+	}
+	for h := range s.m {
+		delete(s.m, h)
+		c.n.Add(-1)
+		return
+	}
+}
+
+// forget drops what the cache remembers of bucket k of namespace ns, after
+// tokens were given back to it.
+func (c *denyCache) forget(ns string, k store.BucketKey) {
+	h := c.hash(ns, k)
+	s := c.shard(h)
+	s.mu.Lock()
+	s.epoch.Add(1)
+	if _, ok := s.m[h]; ok {
+		delete(s.m, h)
+		c.n.Add(-1)
+	}
+	s.mu.Unlock()
+}
+
+// clear drops every entry.
+func (c *denyCache) clear() {
+	for i := range c.shards {
+		s := &c.shards[i]
+		s.mu.Lock()
+		s.epoch.Add(1)
+		c.n.Add(-int64(len(s.m)))
+		clear(s.m)
+		s.sweepAt = 0
+		s.mu.Unlock()
+	}
+}
+
+func (c *denyCache) stats() DenyCacheStats {
+	if c == nil {
+		return DenyCacheStats{}
+	}
+	return DenyCacheStats{Served: c.served.Load(), Remembered: c.remembered.Load(), Entries: int(c.n.Load())}
+}
+
+// refunded tells the deny cache that deltas were written (or may have
+// been: after an error too): the buckets that any of them gives tokens
+// back to are forgotten.
+func (l *Limiter) refunded(ns string, deltas []store.Delta) {
+	if l.deny == nil {
+		return
+	}
+	for i := range deltas {
+		if deltas[i].Amount < 0 {
+			l.deny.forget(ns, deltas[i].Key)
+		}
+	}
+}
+
+// forgetDenials drops every remembered refusal (a change of limits seen).
+func (l *Limiter) forgetDenials() {
+	if l.deny != nil {
+		l.deny.clear()
+	}
+}
