@@ -17,6 +17,7 @@ func cascadeCases() []testCase {
 		{"ViolationNamesBlocker", testCascadeViolation},
 		{"UnknownEntity", testCascadeUnknownEntity},
 		{"StopsAtDeletedParent", testCascadeDeletedParent},
+		{"DenyCacheExact", testCascadeDenyCacheExact},
 	}
 }
 

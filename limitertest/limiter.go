@@ -39,6 +39,7 @@ func limiterCases() []testCase {
 		{"ReservationDecisionsCountedOnce", testLimiterReservationDecisions},
 		{"CalendarQuota", testLimiterCalendar},
 		{"CalendarQuotaPerCall", testLimiterCalendarPerCall},
+		{"DenyCacheExact", testLimiterDenyCacheExact},
 	}
 }
 
