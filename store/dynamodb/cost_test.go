@@ -13,6 +13,7 @@ package dynamodb
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"net/http"
@@ -837,4 +838,63 @@ func TestCostTombstones(t *testing.T) {
 		o.APIOptions = append(o.APIOptions, calls.apiOption, capture.apiOption)
 	})
 	step("end, keeping a tombstone, of a record never seen", map[string]int{"GetItem": 1, "TransactWriteItems": 1}, 3, end(other, unseen.Lease, 600_000, true))
+}
+
+// TestCostRefusalFlood: 500 refused acquires of one exhausted key cost one
+// call each without the deny cache (each refusal of the image confirmed by
+// a consistent read), and with it (tollgate.WithDenyCache, the default max
+// age of 1 s) one call per second of the flood: 500 in 0.5 s cost one, 500
+// in 5 s cost five.
+func TestCostRefusalFlood(t *testing.T) {
+	tt := newTestTable(t)
+	ctx := context.Background()
+	limits := tollgate.WithLimits(tollgate.RateLimit("rph", 10, time.Hour)) // a token every 6 minutes
+	one := tollgate.Consume{"rph": 1}
+	cases := []struct {
+		name  string
+		opts  []tollgate.Option
+		step  time.Duration // the clock's move after each acquire
+		calls int
+	}{
+		{"without the cache", nil, time.Millisecond, 500},
+		{"deny cache, 500 in 0.5 s", []tollgate.Option{tollgate.WithDenyCache(tollgate.DefaultDenyCacheMaxAge)}, time.Millisecond, 1},
+		{"deny cache, 500 in 5 s", []tollgate.Option{tollgate.WithDenyCache(tollgate.DefaultDenyCacheMaxAge)}, 10 * time.Millisecond, 5},
+	}
+	for i, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			cl := tt.client(t, 5*time.Second)
+			clk := clock.NewFake(instrEpoch)
+			lim, _ := limitertest.Planes(t, cl.Store, time.Hour, append([]tollgate.Option{tollgate.WithClock(clk),
+				tollgate.WithRefreshInterval(time.Hour)}, c.opts...)...)
+			key := fmt.Sprintf("abuser-%d", i)
+			for range 10 {
+				le, err := lim.Acquire(ctx, key, "api", one, limits)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := le.Commit(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+			cl.calls.take()
+			for n := range 500 {
+				if _, err := lim.Acquire(ctx, key, "api", one, limits); !errors.Is(err, tollgate.ErrRateLimited) {
+					t.Fatalf("acquire %d of an exhausted key: %v, want a refusal", n, err)
+				}
+				clk.Advance(c.step)
+			}
+			got := cl.calls.take()
+			n := 0
+			for _, v := range got {
+				n += v
+			}
+			t.Logf("500 refusals: %s", formatCalls(got))
+			if n != c.calls {
+				t.Errorf("500 refused acquires made %d DynamoDB calls %s, want %d", n, formatCalls(got), c.calls)
+			}
+			if c.opts != nil && lim.Stats().Deny.Served != uint64(500-c.calls) {
+				t.Errorf("served from memory %d, want %d", lim.Stats().Deny.Served, 500-c.calls)
+			}
+		})
+	}
 }
