@@ -2,9 +2,11 @@ package tollgate_test
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"golang.org/x/time/rate"
 
@@ -45,11 +47,26 @@ func BenchmarkLimiter(b *testing.B) {
 		opt     tollgate.AcquireOption
 		manyKey bool
 		setup   func(*tollgate.Admin)
+		lim     []tollgate.Option
+		// refused, if set, is an acquire refused before the run (a key
+		// the deny cache then remembers).
+		refused func(*tollgate.Limiter)
 	}{
 		{name: "1limit-hotkey", consume: one, opt: oneLimit},
 		{name: "3limits-hotkey", consume: three, opt: threeLimits},
 		{name: "1limit-manykeys", consume: one, opt: oneLimit, manyKey: true},
 		{name: "1quota-hotkey", consume: one, opt: quota},
+		// The deny cache on, and nothing refused: what it costs a grant.
+		{name: "1limit-hotkey-denycache", consume: one, opt: oneLimit, lim: []tollgate.Option{tollgate.WithDenyCache(tollgate.DefaultDenyCacheMaxAge)}},
+		// ... and remembering another key's refusal: every grant looks.
+		{name: "1limit-hotkey-denycache-busy", consume: one, opt: oneLimit, lim: []tollgate.Option{tollgate.WithDenyCache(time.Hour)},
+			refused: func(lim *tollgate.Limiter) {
+				spent := tollgate.WithLimits(tollgate.RateLimit("rph", 1, time.Hour))
+				_, _ = lim.AcquireAndCommit(ctx, "abuser", "llm", tollgate.Consume{"rph": 1}, spent)
+				if _, err := lim.Acquire(ctx, "abuser", "llm", tollgate.Consume{"rph": 1}, spent); !errors.Is(err, tollgate.ErrRateLimited) {
+					b.Fatalf("Acquire: %v, want a refusal", err)
+				}
+			}},
 		{name: "3limits-manykeys", consume: three, opt: threeLimits, manyKey: true},
 		{name: "1limit-stored-config", consume: one, setup: storedConfig},
 		{name: "1limit-stored-manykeys", consume: one, manyKey: true, setup: storedConfig},
@@ -79,9 +96,12 @@ func BenchmarkLimiter(b *testing.B) {
 			for _, c := range cases {
 				b.Run(c.name, func(b *testing.B) {
 					st := memory.New()
-					lim, err := tollgate.New(st)
+					lim, err := tollgate.New(st, c.lim...)
 					if err != nil {
 						b.Fatal(err)
+					}
+					if c.refused != nil {
+						c.refused(lim)
 					}
 					if c.setup != nil {
 						adm, err := tollgate.NewAdmin(st) // the memory store's changes are seen at once
@@ -105,6 +125,52 @@ func BenchmarkLimiter(b *testing.B) {
 						}
 						if err := lease.Commit(ctx); err != nil {
 							b.Fatal(err)
+						}
+					})
+				})
+			}
+		})
+	}
+}
+
+// BenchmarkRefusalFlood measures refused acquires of one exhausted key on
+// the memory backend (a limit of one token an hour, spent): the store's
+// refusal, and the deny cache's (WithDenyCache, max age 1 s, on the wall
+// clock: the store is asked again once a second). The baseline is a
+// refused rate.Allow.
+func BenchmarkRefusalFlood(b *testing.B) {
+	ctx := context.Background()
+	limits := tollgate.WithLimits(tollgate.RateLimit("rph", 1, time.Hour))
+	one := tollgate.Consume{"rph": 1}
+	for _, mode := range []string{"serial", "parallel"} {
+		b.Run(mode, func(b *testing.B) {
+			b.Run("rate.Allow", func(b *testing.B) {
+				rl := rate.NewLimiter(rate.Every(time.Hour), 1)
+				rl.Allow()
+				run(b, mode, func(int) {
+					if rl.Allow() {
+						b.Fatal("x/time/rate granted")
+					}
+				})
+			})
+			for _, c := range []struct {
+				name string
+				opts []tollgate.Option
+			}{
+				{"store", nil},
+				{"denycache", []tollgate.Option{tollgate.WithDenyCache(tollgate.DefaultDenyCacheMaxAge)}},
+			} {
+				b.Run(c.name, func(b *testing.B) {
+					lim, err := tollgate.New(memory.New(), c.opts...)
+					if err != nil {
+						b.Fatal(err)
+					}
+					if _, err := lim.AcquireAndCommit(ctx, "abuser", "llm", one, limits); err != nil {
+						b.Fatal(err)
+					}
+					run(b, mode, func(int) {
+						if _, err := lim.Acquire(ctx, "abuser", "llm", one, limits); !errors.Is(err, tollgate.ErrRateLimited) {
+							b.Fatalf("Acquire: %v, want a refusal", err)
 						}
 					})
 				})

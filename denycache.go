@@ -68,7 +68,10 @@ type denyCache struct {
 	shards   [denyShards]denyShard
 	// n is how many entries the shards hold, so that a cache holding none
 	// costs an acquire no lookup.
-	n                  atomic.Int64
+	n atomic.Int64
+	// forgets numbers the forgetting of entries (a refund, a reset): a
+	// shard keeps the number of the last that touched it (see put).
+	forgets            atomic.Uint64
 	served, remembered atomic.Uint64
 	// resetsSeen is the ChangeWatch's count of resets when this cache was
 	// last cleared for them.
@@ -90,11 +93,11 @@ type denyShardState struct {
 	// would take turns).
 	m       map[uint64]*denial
 	sweepAt int64 // before it makeRoom does not sweep
-	// epoch moves whenever entries are forgotten (a refund, a reset). A
-	// refusal read from the store is remembered only if the epoch of its
-	// shard did not move since before the store was asked: what it read
-	// may predate the refund.
-	epoch atomic.Uint64
+	// forgot is the number (denyCache.forgets) of the last forgetting of
+	// entries of this shard. A refusal read from the store is remembered
+	// only if no forgetting touched its shard since before the store was
+	// asked: what it read may predate the refund.
+	forgot uint64
 }
 
 // denial is what a refusal of the store showed of one bucket. It never
@@ -130,9 +133,11 @@ func newDenyCache(maxAge time.Duration, size int) *denyCache {
 	return c
 }
 
-func (c *denyCache) hash(ns string, k store.BucketKey) uint64 {
-	return maphash.String(c.seed, ns) ^ bits.RotateLeft64(maphash.String(c.seed, k.Entity), 21) ^
-		bits.RotateLeft64(maphash.String(c.seed, k.Resource), 42)
+// hash is the hash of bucket k, whatever its namespace: a limiter works in
+// one, and an entry of another namespace (or of a key of the same hash) is
+// told apart by the key it holds.
+func (c *denyCache) hash(k store.BucketKey) uint64 {
+	return maphash.String(c.seed, k.Entity) ^ bits.RotateLeft64(maphash.String(c.seed, k.Resource), 32)
 }
 
 func (c *denyCache) shard(h uint64) *denyShardState { return &c.shards[h%denyShards].denyShardState }
@@ -140,8 +145,8 @@ func (c *denyCache) shard(h uint64) *denyShardState { return &c.shards[h%denySha
 // refusesFromMemory reports whether the deny cache refuses d's request,
 // planned at d.req.Now; if it does, each limit's Observed (and Wait) is
 // set as the store would have set them, had nothing but time passed since
-// the remembered refusals. Otherwise it notes, for remember, the epoch of
-// each bucket's shard. Acquires with an idempotency key or a reservation
+// the remembered refusals. Otherwise it notes, for remember, how many
+// forgettings there were before the store is asked. Acquires with an idempotency key or a reservation
 // are never refused from memory: a refusal of theirs may be an earlier
 // grant to replay, or a reservation already held.
 func (l *Limiter) refusesFromMemory(d *leaseData) bool {
@@ -158,24 +163,18 @@ func (l *Limiter) refusesFromMemory(d *leaseData) bool {
 		c.clear()
 	}
 	bs := d.req.Buckets
-	if len(bs) > len(d.denyEpochs) {
-		return false
-	}
-	for i := range bs {
-		h := c.hash(d.ns, bs[i].Key)
-		d.denyHashes[i], d.denyEpochs[i] = h, c.shard(h).epoch.Load()
-	}
-	d.denyNoted = true
-	if c.n.Load() == 0 {
+	d.denyStamp, d.denyNoted = c.forgets.Load(), true
+	if c.n.Load() == 0 || len(bs) > model.MaxCascadeDepth {
 		return false
 	}
 	now := d.req.Now
 	var found [model.MaxCascadeDepth]*denial
 	refused := false
 	for i := range bs {
-		s := c.shard(d.denyHashes[i])
+		h := c.hash(bs[i].Key)
+		s := c.shard(h)
 		s.mu.RLock()
-		e := s.m[d.denyHashes[i]]
+		e := s.m[h]
 		s.mu.RUnlock()
 		if e == nil || e.expires <= now || e.ns != d.ns || e.key != bs[i].Key {
 			return false // every bucket must be known, for the statuses
@@ -257,7 +256,8 @@ func fullAfter(s bucket.State, p bucket.Params) int64 {
 }
 
 // remember keeps what the store's refusal of d's request observed of its
-// buckets, unless a shard's epoch moved since refusesFromMemory noted it.
+// buckets, each unless entries of its shard were forgotten since
+// refusesFromMemory looked.
 func (l *Limiter) remember(d *leaseData) {
 	c := l.deny
 	if c == nil || !d.denyNoted {
@@ -294,17 +294,18 @@ func (l *Limiter) remember(d *leaseData) {
 				e.limits[j].wait, e.limits[j].amount = lr.Wait, lr.Amount
 			}
 		}
-		c.put(d.denyHashes[i], d.denyEpochs[i], e, now)
+		c.put(c.hash(b.Key), d.denyStamp, e, now)
 	}
 	c.remembered.Add(1)
 }
 
-// put stores e under hash h unless its shard's epoch moved from epoch.
-func (c *denyCache) put(h, epoch uint64, e *denial, now int64) {
+// put stores e under hash h unless entries of its shard were forgotten
+// after the stamp (the count of forgettings) was taken.
+func (c *denyCache) put(h, stamp uint64, e *denial, now int64) {
 	s := c.shard(h)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.epoch.Load() != epoch {
+	if s.forgot > stamp {
 		return
 	}
 	if _, ok := s.m[h]; !ok {
@@ -345,10 +346,10 @@ func (c *denyCache) makeRoom(s *denyShardState, now int64) {
 // forget drops what the cache remembers of bucket k of namespace ns, after
 // tokens were given back to it.
 func (c *denyCache) forget(ns string, k store.BucketKey) {
-	h := c.hash(ns, k)
+	h := c.hash(k)
 	s := c.shard(h)
 	s.mu.Lock()
-	s.epoch.Add(1)
+	s.forgot = c.forgets.Add(1)
 	if _, ok := s.m[h]; ok {
 		delete(s.m, h)
 		c.n.Add(-1)
@@ -361,7 +362,7 @@ func (c *denyCache) clear() {
 	for i := range c.shards {
 		s := &c.shards[i]
 		s.mu.Lock()
-		s.epoch.Add(1)
+		s.forgot = c.forgets.Add(1)
 		c.n.Add(-int64(len(s.m)))
 		clear(s.m)
 		s.sweepAt = 0

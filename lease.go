@@ -81,11 +81,10 @@ type leaseData struct {
 	// state made for that lease, which is never recycled, so the handle
 	// reports it for good.
 	cause error
-	// denyHashes and denyEpochs are, for each bucket of req, its hash in
-	// the deny cache and its shard's epoch before the store was asked;
-	// denyNoted says they are set (see refusesFromMemory).
-	denyHashes, denyEpochs [model.MaxCascadeDepth]uint64
-	denyNoted              bool
+	// denyStamp is the deny cache's count of forgettings before the store
+	// was asked; denyNoted says it is set (see refusesFromMemory).
+	denyStamp uint64
+	denyNoted bool
 }
 
 type adjustment struct {
