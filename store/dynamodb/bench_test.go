@@ -527,3 +527,57 @@ func concurrently(g, n int, f func(w int)) time.Duration {
 	wg.Wait()
 	return time.Since(start)
 }
+
+// BenchmarkDynamoDBRefusalFlood measures refused acquires of one exhausted
+// key (one token an hour, spent) through a Limiter on DynamoDB Local, on
+// the wall clock, from 1 and 8 goroutines: the store's refusal (the image
+// refuses, one consistent GetItem confirms) and the deny cache's
+// (WithDenyCache, max age 1 s: one refusal a second goes to the store).
+// It reports the DynamoDB calls each refusal made (calls/acquire, counted
+// per API call) besides the time.
+func BenchmarkDynamoDBRefusalFlood(b *testing.B) {
+	ctx := context.Background()
+	tt := newTestTable(b)
+	limits := tollgate.WithLimits(tollgate.RateLimit("rph", 1, time.Hour))
+	one := tollgate.Consume{"rph": 1}
+	runs := 0 // each run of a case (the calibrating ones too) floods a key of its own
+	for _, g := range []int{1, 8} {
+		for _, c := range []struct {
+			name string
+			opts []tollgate.Option
+		}{
+			{"store", nil},
+			{"denycache", []tollgate.Option{tollgate.WithDenyCache(tollgate.DefaultDenyCacheMaxAge)}},
+		} {
+			b.Run(fmt.Sprintf("%s/goroutines-%d", c.name, g), func(b *testing.B) {
+				cl := tt.client(b, 5*time.Second)
+				lim, _ := limitertest.Planes(b, cl.Store, time.Hour, c.opts...)
+				runs++
+				key := fmt.Sprintf("abuser-%d", runs)
+				if _, err := lim.AcquireAndCommit(ctx, key, "api", one, limits); err != nil {
+					b.Fatal(err)
+				}
+				if _, err := lim.Acquire(ctx, key, "api", one, limits); !errors.Is(err, tollgate.ErrRateLimited) {
+					b.Fatalf("Acquire: %v, want a refusal", err)
+				}
+				cl.calls.take()
+				var n atomic.Int64
+				b.SetParallelism(g) // GOMAXPROCS (2 here) times g goroutines
+				b.RunParallel(func(pb *testing.PB) {
+					for pb.Next() {
+						if _, err := lim.Acquire(ctx, key, "api", one, limits); !errors.Is(err, tollgate.ErrRateLimited) {
+							b.Errorf("Acquire: %v, want a refusal", err)
+							return
+						}
+						n.Add(1)
+					}
+				})
+				calls := 0
+				for _, v := range cl.calls.take() {
+					calls += v
+				}
+				b.ReportMetric(float64(calls)/float64(n.Load()), "calls/acquire")
+			})
+		}
+	}
+}
