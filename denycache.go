@@ -71,8 +71,8 @@ type denyCache struct {
 	n atomic.Int64
 	// forgets numbers the forgetting of entries (a refund, a reset): a
 	// shard keeps the number of the last that touched it (see put).
-	forgets            atomic.Uint64
-	served, remembered atomic.Uint64
+	forgets    atomic.Uint64
+	remembered atomic.Uint64
 	// resetsSeen is the ChangeWatch's count of resets when this cache was
 	// last cleared for them.
 	resetsSeen atomic.Uint64
@@ -86,18 +86,26 @@ type denyShard struct {
 }
 
 type denyShardState struct {
-	mu sync.RWMutex
-	// m holds entries by the hash of their namespace and key; an entry
-	// holds its key, and one whose key differs is a miss (64-bit hashes
-	// of two keys in use never meet in practice; if they did, the two
-	// would take turns).
-	m       map[uint64]*denial
+	// mu orders the writers of the shard; readers take no lock.
+	mu sync.Mutex
+	// m holds *denial entries by the hash of their key (uint64): a
+	// sync.Map, since an entry is written once per refusal of the store
+	// and read by every acquire that the flood sends, from any number of
+	// goroutines. An entry holds its key, and one whose key differs is a
+	// miss (64-bit hashes of two keys in use never meet in practice; if
+	// they did, the two would take turns).
+	m       sync.Map
+	size    int   // entries in m, under mu
 	sweepAt int64 // before it makeRoom does not sweep
 	// forgot is the number (denyCache.forgets) of the last forgetting of
 	// entries of this shard. A refusal read from the store is remembered
 	// only if no forgetting touched its shard since before the store was
 	// asked: what it read may predate the refund.
 	forgot uint64
+	// served counts the refusals served from memory whose first bucket
+	// is in this shard: one counter per shard, so that floods of keys in
+	// different shards do not write one cache line.
+	served atomic.Uint64
 }
 
 // denial is what a refusal of the store showed of one bucket. It never
@@ -126,11 +134,7 @@ type deniedLimit struct {
 // newDenyCache returns a deny cache of entries living at most maxAge
 // (positive), at most size (positive) of them.
 func newDenyCache(maxAge time.Duration, size int) *denyCache {
-	c := &denyCache{maxAge: max(maxAge.Milliseconds(), 1), perShard: max(size/denyShards, 1), seed: maphash.MakeSeed()}
-	for i := range c.shards {
-		c.shards[i].m = make(map[uint64]*denial)
-	}
-	return c
+	return &denyCache{maxAge: max(maxAge.Milliseconds(), 1), perShard: max(size/denyShards, 1), seed: maphash.MakeSeed()}
 }
 
 // hash is the hash of bucket k, whatever its namespace: a limiter works in
@@ -169,13 +173,16 @@ func (l *Limiter) refusesFromMemory(d *leaseData) bool {
 	}
 	now := d.req.Now
 	var found [model.MaxCascadeDepth]*denial
+	var first *denyShardState
 	refused := false
 	for i := range bs {
 		h := c.hash(bs[i].Key)
 		s := c.shard(h)
-		s.mu.RLock()
-		e := s.m[h]
-		s.mu.RUnlock()
+		if i == 0 {
+			first = s
+		}
+		v, _ := s.m.Load(h)
+		e, _ := v.(*denial)
 		if e == nil || e.expires <= now || e.ns != d.ns || e.key != bs[i].Key {
 			return false // every bucket must be known, for the statuses
 		}
@@ -199,7 +206,7 @@ func (l *Limiter) refusesFromMemory(d *leaseData) bool {
 			lr.Observed, lr.Wait = e.find(lr.Name, lr.Params).observed(lr.Amount, now-e.at)
 		}
 	}
-	c.served.Add(1)
+	first.served.Add(1)
 	return true
 }
 
@@ -308,38 +315,48 @@ func (c *denyCache) put(h, stamp uint64, e *denial, now int64) {
 	if s.forgot > stamp {
 		return
 	}
-	if _, ok := s.m[h]; !ok {
-		if len(s.m) >= c.perShard {
-			c.makeRoom(s, now)
-		}
+	if _, loaded := s.m.Swap(h, e); !loaded {
+		s.size++
 		c.n.Add(1)
+		if s.size > c.perShard {
+			c.makeRoom(s, h, now)
+		}
 	}
-	s.m[h] = e
 }
 
-// makeRoom frees one entry of s, which is full: the expired ones, unless
-// it swept less than maxAge/16 ago, and if that freed none, one at random.
-// The caller holds s.mu for writing.
-func (c *denyCache) makeRoom(s *denyShardState, now int64) {
+// makeRoom brings s, one entry over its bound, back within it: it drops
+// the expired entries, unless it swept less than maxAge/16 ago, and if
+// that freed none, one other than kept (the entry just put), the first
+// that ranging over the map finds. The caller holds s.mu.
+func (c *denyCache) makeRoom(s *denyShardState, kept uint64, now int64) {
 	if now >= s.sweepAt {
 		next := int64(math.MaxInt64)
-		for h, e := range s.m {
-			if e.expires <= now {
-				delete(s.m, h)
-				c.n.Add(-1)
+		s.m.Range(func(k, v any) bool {
+			if e := v.(*denial); e.expires <= now && k.(uint64) != kept {
+				c.drop(s, k.(uint64))
 			} else {
 				next = min(next, e.expires)
 			}
-		}
+			return true
+		})
 		s.sweepAt = max(next, now+c.maxAge/16)
-		if len(s.m) < c.perShard {
-			return
-		}
 	}
-	for h := range s.m {
-		delete(s.m, h)
+	s.m.Range(func(k, _ any) bool {
+		if s.size <= c.perShard {
+			return false
+		}
+		if k.(uint64) != kept {
+			c.drop(s, k.(uint64))
+		}
+		return true
+	})
+}
+
+// drop forgets the entry of hash h of s. The caller holds s.mu.
+func (c *denyCache) drop(s *denyShardState, h uint64) {
+	if _, loaded := s.m.LoadAndDelete(h); loaded {
+		s.size--
 		c.n.Add(-1)
-		return
 	}
 }
 
@@ -350,10 +367,7 @@ func (c *denyCache) forget(ns string, k store.BucketKey) {
 	s := c.shard(h)
 	s.mu.Lock()
 	s.forgot = c.forgets.Add(1)
-	if _, ok := s.m[h]; ok {
-		delete(s.m, h)
-		c.n.Add(-1)
-	}
+	c.drop(s, h)
 	s.mu.Unlock()
 }
 
@@ -363,9 +377,9 @@ func (c *denyCache) clear() {
 		s := &c.shards[i]
 		s.mu.Lock()
 		s.forgot = c.forgets.Add(1)
-		c.n.Add(-int64(len(s.m)))
-		clear(s.m)
-		s.sweepAt = 0
+		c.n.Add(-int64(s.size))
+		s.m.Clear()
+		s.size, s.sweepAt = 0, 0
 		s.mu.Unlock()
 	}
 }
@@ -374,7 +388,11 @@ func (c *denyCache) stats() DenyCacheStats {
 	if c == nil {
 		return DenyCacheStats{}
 	}
-	return DenyCacheStats{Served: c.served.Load(), Remembered: c.remembered.Load(), Entries: int(c.n.Load())}
+	st := DenyCacheStats{Remembered: c.remembered.Load(), Entries: int(c.n.Load())}
+	for i := range c.shards {
+		st.Served += c.shards[i].served.Load()
+	}
+	return st
 }
 
 // refunded tells the deny cache that deltas were written (or may have
