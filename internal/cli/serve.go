@@ -39,6 +39,7 @@ type serveFlags struct {
 	shutdownTimeout           time.Duration
 	retention                 time.Duration
 	cacheTTL, refresh         time.Duration
+	denyCache                 time.Duration
 	grpc                      grpcFlags
 }
 
@@ -70,6 +71,12 @@ A change made through another process over the store (a limit, an
 entity, a namespace, a key's revocation) is in force here within
 --refresh-interval, for one small read of the store per interval;
 --cache-ttl bounds how long what was read stands should that read fail.
+
+With --deny-cache (off by default; 1s suits DynamoDB, where each refusal
+costs a read), a client that keeps asking once refused is refused from
+memory until refill could cover it, or until --deny-cache has passed,
+without a call to the store (docs/semantics.md 17): a refund or reset made
+through another replica is then seen here up to that much later.
 
 Leases live in the store, not in the server: any serve over the same
 store serves any lease of the namespace, and a restarted one loses none.
@@ -125,6 +132,7 @@ leases stay in the store.`,
 	fl.StringVar(&f.keysFile, "keys", "", "API keys file (docs/security.md); without it, and without keys in the store, requests are not authenticated")
 	fl.DurationVar(&f.refresh, "refresh-interval", tollgate.DefaultRefreshInterval, "how often to look for changes made by other processes over the store")
 	fl.DurationVar(&f.cacheTTL, "cache-ttl", tollgate.DefaultCacheTTL, "how long stored limits and entities are cached (changes are seen sooner: --refresh-interval)")
+	fl.DurationVar(&f.denyCache, "deny-cache", 0, "answer from memory, for up to this long after a refusal of the store, the acquires it shows time cannot cover yet (docs/semantics.md 17; 1s suits DynamoDB); 0: off")
 	defaults := rls.DefaultLimits()
 	fl.IntVar(&f.grpc.maxConns, "grpc-max-conns", defaults.MaxConnections, "most gRPC connections open at once; more wait to be accepted")
 	fl.IntVar(&f.grpc.maxStreams, "grpc-max-streams", int(defaults.MaxConcurrentStreams), "most calls in flight on one gRPC connection; Envoy opens another")
@@ -195,6 +203,9 @@ func runServe(ctx context.Context, g *globals, f serveFlags) error {
 	if f.refresh <= 0 || f.cacheTTL < 0 {
 		return usagef("--refresh-interval %v, --cache-ttl %v: want a positive interval and a TTL of 0 or more", f.refresh, f.cacheTTL)
 	}
+	if f.denyCache < 0 {
+		return usagef("--deny-cache %v: want a duration of 0 (off) or more", f.denyCache)
+	}
 	if _, err := f.grpc.limits(); err != nil {
 		return err
 	}
@@ -203,7 +214,7 @@ func runServe(ctx context.Context, g *globals, f serveFlags) error {
 			g.storeTimeout, maxServeStoreTimeout)
 	}
 	opts := []server.Option{server.WithLogger(log), server.WithLeaseTTL(f.leaseTTL), server.WithRefreshInterval(f.refresh),
-		server.WithLimiterOptions(tollgate.WithCacheTTL(f.cacheTTL))}
+		server.WithLimiterOptions(tollgate.WithCacheTTL(f.cacheTTL), tollgate.WithDenyCache(f.denyCache))}
 	if f.keysFile != "" {
 		keys, err := loadKeys(f.keysFile)
 		if err != nil {
