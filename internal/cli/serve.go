@@ -76,7 +76,9 @@ With --deny-cache (off by default; 1s suits DynamoDB, where each refusal
 costs a read), a client that keeps asking once refused is refused from
 memory until refill could cover it, or until --deny-cache has passed,
 without a call to the store (docs/semantics.md 17): a refund or reset made
-through another replica is then seen here up to that much later.
+through another replica is then seen here up to that much later. An
+acquire with an Idempotency-Key (the clients send one by default) always
+goes to the store; the Envoy service's carry none.
 
 Leases live in the store, not in the server: any serve over the same
 store serves any lease of the namespace, and a restarted one loses none.

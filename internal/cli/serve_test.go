@@ -357,3 +357,38 @@ func TestServeReconciles(t *testing.T) {
 		t.Errorf("--reconcile-interval -1s: exit %d, want %d", code, ExitUsage)
 	}
 }
+
+// serve --deny-cache answers refusals from memory (semantics.md 17) of
+// acquires without an idempotency key (a keyed one may be the retry of a
+// grant, and goes to the store); a reset through the server, whose admin
+// shares its limiters' change watch, is in force at the next acquire all
+// the same. A negative value is a usage error.
+func TestServeDenyCache(t *testing.T) {
+	ctx := context.Background()
+	s := startServe(t, "--store", "memory:", "--deny-cache", "1h")
+	cl, err := client.New(s.url, client.WithoutIdempotencyKeys())
+	if err != nil {
+		t.Fatal(err)
+	}
+	limits := client.WithLimits(tollgate.RateLimit("rph", 2, time.Hour))
+	one := tollgate.Consume{"rph": 1}
+	for i := range 2 {
+		if _, err := cl.AcquireAndCommit(ctx, "k", "api", one, limits); err != nil {
+			t.Fatalf("acquire %d: %v", i, err)
+		}
+	}
+	for i := range 3 {
+		if _, err := cl.AcquireAndCommit(ctx, "k", "api", one, limits); !errors.Is(err, tollgate.ErrRateLimited) {
+			t.Fatalf("refusal %d: %v, want ErrRateLimited", i, err)
+		}
+	}
+	if err := cl.Reset(ctx, "k", "api", "test", nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cl.AcquireAndCommit(ctx, "k", "api", one, limits); err != nil {
+		t.Errorf("after the reset: %v, want a grant", err)
+	}
+	if code, _, stderr := run(t, "", "serve", "--store", "memory:", "--deny-cache", "-1s"); code != ExitUsage || !strings.Contains(stderr, "--deny-cache -1s") {
+		t.Errorf("--deny-cache -1s: exit %d (%s), want %d", code, strings.TrimSpace(stderr), ExitUsage)
+	}
+}
