@@ -276,9 +276,10 @@ func (l *Limiter) remember(d *leaseData) {
 	// request is known whole (statuses name every bucket): until maxAge
 	// has passed, or the last of its limits that could refuse anything
 	// is full again.
-	useful := int64(0)
+	useful, byRate := int64(0), false
 	for i := range d.req.Buckets {
 		for _, lr := range d.req.Buckets[i].Limits {
+			byRate = byRate || lr.Check && lr.Params.Refills() && lr.Observed.Tokens < lr.Amount
 			switch {
 			case !lr.Params.Refills():
 			case lr.Wait > 0 && lr.Check && lr.Observed.Tokens < lr.Amount:
@@ -288,8 +289,10 @@ func (l *Limiter) remember(d *leaseData) {
 			}
 		}
 	}
-	if useful == 0 {
-		return // every limit that time refills is full: nothing to refuse
+	if !byRate || useful == 0 {
+		// Refused by concurrency or reserved limits alone, which the
+		// cache never refuses by: nothing to remember that would serve.
+		return
 	}
 	expires := now + min(c.maxAge, useful)
 	for i := range d.req.Buckets {
