@@ -211,7 +211,7 @@ func (l *Limiter) plan(ctx context.Context, d *leaseData, entity, resource strin
 			br.Limits = lim
 		}
 		setIfChanged(&br.Entity, e)
-		br.Placement = 0
+		br.Placement, br.Estimated = 0, false
 	}
 	// Keep the buffers for the next request. They came from d's by extend,
 	// which moves to a new array only to grow it: an unchanged capacity

@@ -119,16 +119,11 @@ type denial struct {
 }
 
 // deniedLimit is one limit of a remembered bucket: its parameters and its
-// state at the refusal's instant. A refusal of a split DynamoDB bucket
-// comes with the backend's own wait (LimitRequest.Wait), for the amount
-// refused: the entry then refuses that amount or more until the wait
-// ends, and nothing less, rather than trust the estimated state.
+// state at the refusal's instant.
 type deniedLimit struct {
 	name   string
 	params bucket.Params
 	state  bucket.State
-	wait   int64 // milliseconds after at; 0: refill state
-	amount int64 // the amount refused, with wait
 }
 
 // newDenyCache returns a deny cache of entries living at most maxAge
@@ -203,7 +198,7 @@ func (l *Limiter) refusesFromMemory(d *leaseData) bool {
 		e := found[i]
 		for j := range bs[i].Limits {
 			lr := &bs[i].Limits[j]
-			lr.Observed, lr.Wait = e.find(lr.Name, lr.Params).observed(lr.Amount, now-e.at)
+			lr.Observed, lr.Wait = e.find(lr.Name, lr.Params).observed(now-e.at), 0
 		}
 	}
 	first.served.Add(1)
@@ -225,30 +220,14 @@ func (e *denial) find(name string, p bucket.Params) *deniedLimit {
 // refill (concurrency, reserved) never does: its tokens come back when any
 // holder ends its lease, in any process, at any moment.
 func (dl *deniedLimit) refuses(amount, elapsed int64) bool {
-	switch {
-	case !dl.params.Refills():
-		return false
-	case dl.wait > 0:
-		return amount >= dl.amount && elapsed < dl.wait
-	}
-	return refilled(dl.state, dl.params, elapsed).Tokens < amount
+	return dl.params.Refills() && dl.observed(elapsed).Tokens < amount
 }
 
 // observed is what the store would report of the limit elapsed
 // milliseconds after the refusal remembered, had nothing but time passed:
-// its state refilled, or, with a backend's wait, the state it reported
-// and what remains of the wait.
-func (dl *deniedLimit) observed(amount, elapsed int64) (bucket.State, int64) {
-	switch {
-	case !dl.params.Refills():
-		return dl.state, 0
-	case dl.wait > 0:
-		if amount >= dl.amount && elapsed < dl.wait {
-			return dl.state, dl.wait - elapsed
-		}
-		return refilled(dl.state, dl.params, elapsed), 0
-	}
-	return refilled(dl.state, dl.params, elapsed), 0
+// its state refilled (a concurrency or reserved limit's as it was).
+func (dl *deniedLimit) observed(elapsed int64) bucket.State {
+	return refilled(dl.state, dl.params, elapsed)
 }
 
 // refilled is s refilled for elapsed milliseconds under p, and fullAfter
@@ -278,13 +257,18 @@ func (l *Limiter) remember(d *leaseData) {
 	// is full again.
 	useful, byRate := int64(0), false
 	for i := range d.req.Buckets {
-		for _, lr := range d.req.Buckets[i].Limits {
+		b := &d.req.Buckets[i]
+		if b.Estimated {
+			// A split bucket's refusal is decided by the parts tried;
+			// another may hold more: nothing it shows is a bound.
+			return
+		}
+		for _, lr := range b.Limits {
+			if lr.Wait > 0 {
+				return // the backend predicts better than Observed: no bound either
+			}
 			byRate = byRate || lr.Check && lr.Params.Refills() && lr.Observed.Tokens < lr.Amount
-			switch {
-			case !lr.Params.Refills():
-			case lr.Wait > 0 && lr.Check && lr.Observed.Tokens < lr.Amount:
-				useful = max(useful, lr.Wait)
-			default:
+			if lr.Params.Refills() {
 				useful = max(useful, fullAfter(lr.Observed, lr.Params))
 			}
 		}
@@ -300,9 +284,6 @@ func (l *Limiter) remember(d *leaseData) {
 		e := &denial{ns: d.ns, key: b.Key, at: now, expires: expires, limits: make([]deniedLimit, len(b.Limits))}
 		for j, lr := range b.Limits {
 			e.limits[j] = deniedLimit{name: lr.Name, params: lr.Params, state: lr.Observed}
-			if lr.Params.Refills() && lr.Wait > 0 && lr.Check && lr.Observed.Tokens < lr.Amount {
-				e.limits[j].wait, e.limits[j].amount = lr.Wait, lr.Amount
-			}
 		}
 		c.put(c.hash(b.Key), d.denyStamp, e, now)
 	}

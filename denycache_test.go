@@ -13,6 +13,7 @@ import (
 	"github.com/tollgate-rl/tollgate"
 	"github.com/tollgate-rl/tollgate/clock"
 	"github.com/tollgate-rl/tollgate/model"
+	"github.com/tollgate-rl/tollgate/store"
 )
 
 // denyEnv is a fake clock, a counting store and the planes over it: a
@@ -439,5 +440,42 @@ func TestDenyCacheOptions(t *testing.T) {
 		}
 	}); calls != 3 {
 		t.Errorf("without the cache 3 refusals made %d Consume calls, want 3", calls)
+	}
+}
+
+// estimating is a store whose every observation is an estimate, as a split
+// DynamoDB bucket's is.
+type estimating struct{ *faultStore }
+
+func (s estimating) Consume(ctx context.Context, ns string, req *store.ConsumeRequest) (bool, error) {
+	ok, err := s.faultStore.Consume(ctx, ns, req)
+	for i := range req.Buckets {
+		req.Buckets[i].Estimated = true
+	}
+	return ok, err
+}
+
+// TestDenyCacheSkipsEstimates: a refusal whose buckets the store only
+// estimated (BucketRequest.Estimated) bounds nothing, and is not
+// remembered: every refusal goes to the store.
+func TestDenyCacheSkipsEstimates(t *testing.T) {
+	st := estimating{newFaultStore()}
+	lim, err := tollgate.New(st, tollgate.WithClock(clock.NewFake(tgEpoch)), tollgate.WithDenyCache(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	limits := tollgate.WithLimits(tollgate.PerMinute("rpm", 1))
+	ctx := context.Background()
+	if _, err := lim.AcquireAndCommit(ctx, "k", "api", tollgate.Consume{"rpm": 1}, limits); err != nil {
+		t.Fatal(err)
+	}
+	st.resetCounts()
+	for range 5 {
+		if _, err := lim.Acquire(ctx, "k", "api", tollgate.Consume{"rpm": 1}, limits); !errors.Is(err, tollgate.ErrRateLimited) {
+			t.Fatalf("Acquire: %v, want a refusal", err)
+		}
+	}
+	if n, d := st.count(mConsume), lim.Stats().Deny; n != 5 || d.Remembered != 0 {
+		t.Errorf("5 refusals of estimated buckets: %d Consume calls (want 5), %+v (want nothing remembered)", n, d)
 	}
 }

@@ -243,6 +243,16 @@ type BucketRequest struct {
 	// known), for backends that keep its parent and cascade flag with the
 	// bucket (DynamoDB does, docs/dynamodb.md 4.6). It never affects the verdict.
 	Entity *model.Entity
+	// Estimated is set by Consume when the Observed states of this
+	// bucket's limits are an estimate rather than its state at Now: a
+	// bucket kept in several parts (a split DynamoDB bucket) reports the
+	// parts it tried, scaled, and a part not tried may hold more. Left
+	// false, Observed is the bucket's exact state, remainder included, at
+	// Now (or at a later instant, when a writer's clock ran ahead), which
+	// only refill raises until tokens are given back: the limiter's deny
+	// cache relies on it.
+	// Others leave it false; the caller resets it.
+	Estimated bool
 }
 
 // LimitRequest is one limit of a BucketRequest: its current parameters (which

@@ -125,7 +125,7 @@ func (t *target) wait() int64 {
 // the shard's balance (an estimate; shards are used evenly). A refused limit
 // shows less than it asked for, and the wait of this shard.
 func (t *target) report(user *store.BucketRequest) {
-	user.Placement = t.shard
+	user.Placement, user.Estimated = t.shard, t.shards > 1
 	n := int64(t.shards)
 	for i := range user.Limits {
 		ul, tl := &user.Limits[i], &t.req.Limits[i]

@@ -167,7 +167,9 @@ func (en *engine) gather(ctx context.Context, b *budget, ns string, user *store.
 			sums[j] = bucket.ForceConsume(bucket.State{Tokens: sums[j]}, -obs[j].Tokens).Tokens
 		}
 	}
-	user.Placement = -1
+	// Exact in tokens, but each shard's remainder is dropped from the
+	// sum: an estimate all the same.
+	user.Placement, user.Estimated = -1, true
 	ok := true
 	for j := range user.Limits {
 		user.Limits[j].Observed, user.Limits[j].Wait = bucket.State{Tokens: sums[j]}, 0

@@ -489,3 +489,55 @@ func TestShardRetriesOtherShards(t *testing.T) {
 		t.Errorf("refusal carries wait %d ms, want a positive hint", w)
 	}
 }
+
+// A split bucket's refusal is an estimate (the shards tried): the store
+// says so (BucketRequest.Estimated), and a limiter with the deny cache
+// never answers its refusals from memory, each goes to the store.
+func TestShardedBucketNotRememberedByDenyCache(t *testing.T) {
+	s := newTable(t, WithWritePressureLimit(2), WithMaxShards(4))
+	clk := clock.NewFake(time.UnixMilli(hotEpoch))
+	lim, err := tollgate.New(s, tollgate.WithClock(clk), tollgate.WithDenyCache(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	limits := tollgate.WithLimits(tollgate.Limit{Name: "rpm", Capacity: 40, RefillAmount: 40, RefillPeriod: time.Minute})
+	refused := 0
+	for range 60 {
+		le, err := lim.Acquire(ctx, "hot", "api", tollgate.Consume{"rpm": 1}, limits)
+		if errors.Is(err, tollgate.ErrRateLimited) {
+			refused++
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := le.Commit(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if s.eng().splits.Load() == 0 {
+		t.Fatal("the bucket never split")
+	}
+	if refused == 0 {
+		t.Fatal("60 acquires of a 40-token bucket all granted")
+	}
+	if st := lim.Stats().Deny; st.Served != 0 || st.Remembered != 0 {
+		t.Errorf("deny cache %+v after %d refusals of a split bucket, want none remembered or served", st, refused)
+	}
+	// The store's own answer, on a bucket split to 4 shards and drained.
+	k := store.BucketKey{Entity: "hot2", Resource: "api"}
+	p := bucket.Params{Capacity: 40_000, Amount: 40_000, Period: 60_000}
+	splitTo(t, s, k, p, hotEpoch, 4)
+	for range 100 {
+		req := consumeReq(hotEpoch, p, 1_000, k)
+		if mustConsume(t, s, "ns", req) {
+			continue
+		}
+		if !req.Buckets[0].Estimated {
+			t.Error("a split bucket's refusal: Estimated false, want true")
+		}
+		return
+	}
+	t.Fatal("100 acquires of a 40-token bucket all granted")
+}
