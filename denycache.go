@@ -188,7 +188,7 @@ func (l *Limiter) refusesFromMemory(d *leaseData) bool {
 			if dl == nil {
 				return false
 			}
-			refused = refused || lr.Check && dl.refuses(lr.Amount, now-e.at)
+			refused = refused || lr.Check && dl.refuses(lr.Amount, e.at, now)
 		}
 	}
 	if !refused {
@@ -198,7 +198,7 @@ func (l *Limiter) refusesFromMemory(d *leaseData) bool {
 		e := found[i]
 		for j := range bs[i].Limits {
 			lr := &bs[i].Limits[j]
-			lr.Observed, lr.Wait = e.find(lr.Name, lr.Params).observed(now-e.at), 0
+			lr.Observed, lr.Wait = e.find(lr.Name, lr.Params).observed(e.at, now), 0
 		}
 	}
 	first.served.Add(1)
@@ -215,30 +215,31 @@ func (e *denial) find(name string, p bucket.Params) *deniedLimit {
 	return nil
 }
 
-// refuses reports whether the limit certainly refuses amount elapsed
-// milliseconds after the refusal remembered. A limit that time does not
+// refuses reports whether the limit, remembered at the instant at,
+// certainly refuses amount at now (Unix ms). A limit that time does not
 // refill (concurrency, reserved) never does: its tokens come back when any
 // holder ends its lease, in any process, at any moment.
-func (dl *deniedLimit) refuses(amount, elapsed int64) bool {
-	return dl.params.Refills() && dl.observed(elapsed).Tokens < amount
+func (dl *deniedLimit) refuses(amount, at, now int64) bool {
+	return dl.params.Refills() && dl.observed(at, now).Tokens < amount
 }
 
-// observed is what the store would report of the limit elapsed
-// milliseconds after the refusal remembered, had nothing but time passed:
-// its state refilled (a concurrency or reserved limit's as it was).
-func (dl *deniedLimit) observed(elapsed int64) bucket.State {
-	return refilled(dl.state, dl.params, elapsed)
+// observed is what the store would report at now of the limit remembered
+// at the instant at, had nothing but time passed: its state refilled (a
+// concurrency or reserved limit's as it was).
+func (dl *deniedLimit) observed(at, now int64) bucket.State {
+	return refilled(dl.state, dl.params, at, now)
 }
 
-// refilled is s refilled for elapsed milliseconds under p, and fullAfter
-// the milliseconds until s is full: the two places the deny cache does
-// bucket arithmetic.
-func refilled(s bucket.State, p bucket.Params, elapsed int64) bucket.State {
-	return bucket.Refill(s, p, elapsed)
+// refilled is s, observed at the instant from, refilled until the instant
+// to, and fullAfter the milliseconds from at until s, observed then, is
+// full: the two places the deny cache does bucket arithmetic, in instants
+// (Unix ms), so that a calendar quota's windows count as its refill does.
+func refilled(s bucket.State, p bucket.Params, from, to int64) bucket.State {
+	return bucket.RefillBetween(s, p, from, to)
 }
 
-func fullAfter(s bucket.State, p bucket.Params) int64 {
-	return bucket.RetryAfter(s, p, p.Capacity)
+func fullAfter(s bucket.State, p bucket.Params, at int64) int64 {
+	return bucket.RetryAt(s, p, p.Capacity, at)
 }
 
 // remember keeps what the store's refusal of d's request observed of its
@@ -269,7 +270,7 @@ func (l *Limiter) remember(d *leaseData) {
 			}
 			byRate = byRate || lr.Check && lr.Params.Refills() && lr.Observed.Tokens < lr.Amount
 			if lr.Params.Refills() {
-				useful = max(useful, fullAfter(lr.Observed, lr.Params))
+				useful = max(useful, fullAfter(lr.Observed, lr.Params, now))
 			}
 		}
 	}

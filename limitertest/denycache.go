@@ -19,7 +19,22 @@ import (
 // refused too, with the same statuses and retry-after, so that no acquire
 // was refused from memory that the store would have granted.
 func testLimiterDenyCacheExact(t *testing.T, e *env) {
-	denyCacheExact(t, e, "k", tollgate.Consume{"rpm": 1, "tpm": 10})
+	denyCacheExact(t, e, "k", tollgate.Consume{"rpm": 1, "tpm": 10}, rpm7, 137*time.Millisecond, 20*time.Second, 2)
+}
+
+// rpm7 is 7 a minute (8571.4 ms a token) and a generous tpm.
+var rpm7 = tollgate.WithLimits(tollgate.PerMinute("rpm", 7), tollgate.PerMinute("tpm", 1000))
+
+// The same for a calendar quota (2 an hour of UTC): refused from memory
+// until the boundary, granted by the store there, in 7-minute steps over
+// two and a half hours from 10 past an hour: two boundaries, 4 grants.
+func testLimiterDenyCacheQuota(t *testing.T, e *env) {
+	q, err := tollgate.ParseLimit("q:2/hour@UTC")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.clk.Set(e.clk.Now().UTC().Truncate(time.Hour).Add(time.Hour + 10*time.Minute))
+	denyCacheExact(t, e, "k", tollgate.Consume{"q": 1}, tollgate.WithLimits(q), 7*time.Minute, 150*time.Minute, 4)
 }
 
 // The same through a cascade: the parent's bucket refuses, the child's
@@ -35,11 +50,14 @@ func testCascadeDenyCacheExact(t *testing.T, e *env) {
 		tollgate.WithLimits(tollgate.PerMinute("rpm", 7), tollgate.PerMinute("tpm", 1000))); err != nil {
 		t.Fatalf("draining the parent: %v", err)
 	}
-	denyCacheExact(t, e, "k", tollgate.Consume{"rpm": 1, "tpm": 10})
+	denyCacheExact(t, e, "k", tollgate.Consume{"rpm": 1, "tpm": 10}, rpm7, 137*time.Millisecond, 20*time.Second, 2)
 }
 
-func denyCacheExact(t *testing.T, e *env, entity string, one tollgate.Consume) {
-	limits := tollgate.WithLimits(tollgate.PerMinute("rpm", 7), tollgate.PerMinute("tpm", 1000))
+// denyCacheExact drains entity's bucket under limits, then acquires one
+// through a limiter with the deny cache every step for span, and after
+// each refusal through a limiter without it: that one must be refused
+// too, alike. The limiter with the cache must be granted want times.
+func denyCacheExact(t *testing.T, e *env, entity string, one tollgate.Consume, limits tollgate.AcquireOption, step, span time.Duration, want int) {
 	cached, plain := e.limiter(tollgate.WithDenyCache(time.Hour)), e.limiter()
 	try := func(lim *tollgate.Limiter) *tollgate.RateLimitExceeded {
 		le, err := lim.Acquire(e.ctx, entity, "api", one, limits)
@@ -57,7 +75,7 @@ func denyCacheExact(t *testing.T, e *env, entity string, one tollgate.Consume) {
 	}
 	start := e.clk.Now()
 	granted := 0
-	for e.clk.Now().Sub(start) < 20*time.Second {
+	for e.clk.Now().Sub(start) < span {
 		if got := try(cached); got == nil {
 			granted++
 		} else if want := try(plain); want == nil {
@@ -65,11 +83,11 @@ func denyCacheExact(t *testing.T, e *env, entity string, one tollgate.Consume) {
 		} else if !reflect.DeepEqual(got, want) {
 			t.Fatalf("at %v: refusal\n%+v\nwant the store's\n%+v", e.clk.Now().Sub(start), got, want)
 		}
-		e.clk.Advance(137 * time.Millisecond)
+		e.clk.Advance(step)
 	}
-	// 20 s refill 2 tokens (7 a minute); every one was granted.
-	if granted != 2 {
-		t.Errorf("%d granted in 20 s, want 2", granted)
+	// Every token refill brought was granted.
+	if granted != want {
+		t.Errorf("%d granted in %v, want %d", granted, span, want)
 	}
 	if cached.Stats().Deny.Served == 0 {
 		t.Error("no refusal served from memory")

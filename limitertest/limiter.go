@@ -40,6 +40,7 @@ func limiterCases() []testCase {
 		{"CalendarQuota", testLimiterCalendar},
 		{"CalendarQuotaPerCall", testLimiterCalendarPerCall},
 		{"DenyCacheExact", testLimiterDenyCacheExact},
+		{"DenyCacheQuota", testLimiterDenyCacheQuota},
 	}
 }
 
