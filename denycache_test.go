@@ -479,3 +479,44 @@ func TestDenyCacheSkipsEstimates(t *testing.T) {
 		t.Errorf("5 refusals of estimated buckets: %d Consume calls (want 5), %+v (want nothing remembered)", n, d)
 	}
 }
+
+// TestDenyCacheRefundRaces: goroutines take the one token of a bucket and
+// give it back (a rollback refunds), while the others are refused, from
+// the store or from memory, for an hour of max age. Once all are done the
+// bucket is full again, so the next acquire must be granted: a refusal
+// read before a refund and remembered after it would refuse it.
+func TestDenyCacheRefundRaces(t *testing.T) {
+	e := newDenyEnv(t, time.Hour)
+	limits := tollgate.WithLimits(tollgate.RateLimit("rph", 1, time.Hour))
+	one := tollgate.Consume{"rph": 1}
+	for round := range 20 {
+		key := fmt.Sprintf("k%d", round)
+		var wg sync.WaitGroup
+		for range 8 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for range 50 {
+					le, err := e.lim.Acquire(e.ctx, key, "api", one, limits)
+					switch {
+					case err == nil:
+						if err := le.Rollback(e.ctx); err != nil {
+							t.Error(err)
+						}
+					case !errors.Is(err, tollgate.ErrRateLimited):
+						t.Error(err)
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		le, err := e.lim.Acquire(e.ctx, key, "api", one, limits)
+		if err != nil {
+			t.Fatalf("round %d: every lease rolled back, acquire: %v (deny cache %+v)", round, err, e.lim.Stats().Deny)
+		}
+		_ = le.Rollback(e.ctx)
+	}
+	if e.served() == 0 {
+		t.Error("no refusal was served from memory")
+	}
+}
