@@ -42,7 +42,8 @@ const DefaultDenyCacheSize = 10_000
 // is (DefaultRefreshInterval).
 const DefaultDenyCacheMaxAge = time.Second
 
-// denyShards is how many independently locked parts the deny cache has.
+// denyShards is how many independently locked parts the deny cache has
+// at most (fewer when its size is smaller, so that each may hold one).
 const denyShards = 64
 
 // DenyCacheStats reports how the deny cache (WithDenyCache) has served
@@ -66,6 +67,7 @@ type denyCache struct {
 	perShard int
 	seed     maphash.Seed
 	shards   [denyShards]denyShard
+	mask     uint64 // the shards in use are the first mask+1
 	// n is how many entries the shards hold, so that a cache holding none
 	// costs an acquire no lookup.
 	n atomic.Int64
@@ -129,7 +131,8 @@ type deniedLimit struct {
 // newDenyCache returns a deny cache of entries living at most maxAge
 // (positive), at most size (positive) of them.
 func newDenyCache(maxAge time.Duration, size int) *denyCache {
-	return &denyCache{maxAge: max(maxAge.Milliseconds(), 1), perShard: max(size/denyShards, 1), seed: maphash.MakeSeed()}
+	n := min(denyShards, 1<<(bits.Len(uint(size))-1))
+	return &denyCache{maxAge: max(maxAge.Milliseconds(), 1), perShard: size / n, mask: uint64(n - 1), seed: maphash.MakeSeed()}
 }
 
 // hash is the hash of bucket k, whatever its namespace: a limiter works in
@@ -139,7 +142,9 @@ func (c *denyCache) hash(k store.BucketKey) uint64 {
 	return maphash.String(c.seed, k.Entity) ^ bits.RotateLeft64(maphash.String(c.seed, k.Resource), 32)
 }
 
-func (c *denyCache) shard(h uint64) *denyShardState { return &c.shards[h%denyShards].denyShardState }
+func (c *denyCache) shard(h uint64) *denyShardState {
+	return &c.shards[h&c.mask%denyShards].denyShardState // no bounds check
+}
 
 // refusesFromMemory reports whether the deny cache refuses d's request,
 // planned at d.req.Now; if it does, each limit's Observed (and Wait) is

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -400,20 +401,26 @@ func TestDenyCacheExactUnderConcurrency(t *testing.T) {
 }
 
 // TestDenyCacheBounded: the cache holds at most its size, however many
-// buckets are refused.
+// buckets are refused, also a size smaller than its count of shards.
 func TestDenyCacheBounded(t *testing.T) {
-	e := newDenyEnv(t, time.Hour, tollgate.WithDenyCacheSize(64))
-	limits := tollgate.WithLimits(tollgate.PerMinute("rpm", 1))
-	for i := range 500 {
-		id := fmt.Sprintf("k%d", i)
-		e.drain(id, limits)
-		if e.try(e.lim, id, limits) == nil {
-			t.Fatal("granted from a drained bucket")
-		}
-	}
-	st := e.lim.Stats().Deny
-	if st.Entries > 64 || st.Remembered != 500 {
-		t.Errorf("Stats().Deny = %+v, want at most 64 entries and 500 remembered", st)
+	for _, size := range []int{10, 64, 100} {
+		t.Run(strconv.Itoa(size), func(t *testing.T) {
+			e := newDenyEnv(t, time.Hour, tollgate.WithDenyCacheSize(size))
+			limits := tollgate.WithLimits(tollgate.PerMinute("rpm", 1))
+			for i := range 500 {
+				id := fmt.Sprintf("k%d", i)
+				e.drain(id, limits)
+				if e.try(e.lim, id, limits) == nil {
+					t.Fatal("granted from a drained bucket")
+				}
+				if n := e.lim.Stats().Deny.Entries; n > size {
+					t.Fatalf("%d entries after %d refused buckets, want at most %d", n, i+1, size)
+				}
+			}
+			if st := e.lim.Stats().Deny; st.Remembered != 500 || st.Entries == 0 {
+				t.Errorf("Stats().Deny = %+v, want 500 remembered and some entries", st)
+			}
+		})
 	}
 }
 

@@ -137,8 +137,8 @@ func WithDefaultLeaseTTL(d time.Duration) Option {
 func WithDenyCache(maxAge time.Duration) Option { return func(o *options) { o.denyMaxAge = maxAge } }
 
 // WithDenyCacheSize bounds how many buckets the deny cache (WithDenyCache)
-// remembers (default DefaultDenyCacheSize, 10 000): beyond it, expired
-// entries go first, then entries at random.
+// remembers (default DefaultDenyCacheSize, 10 000; positive): beyond it,
+// expired entries go first, then entries at random.
 func WithDenyCacheSize(n int) Option { return func(o *options) { o.denySize = n } }
 
 // newOptions applies opts over the defaults and checks what both a
