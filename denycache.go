@@ -150,9 +150,10 @@ func (c *denyCache) shard(h uint64) *denyShardState {
 // planned at d.req.Now; if it does, each limit's Observed (and Wait) is
 // set as the store would have set them, had nothing but time passed since
 // the remembered refusals. Otherwise it notes, for remember, how many
-// forgettings there were before the store is asked. Acquires with an idempotency key or a reservation
-// are never refused from memory: a refusal of theirs may be an earlier
-// grant to replay, or a reservation already held.
+// forgettings there were before the store is asked. Acquires with an
+// idempotency key or a reservation are never refused from memory: a
+// refusal of theirs may be an earlier grant to replay, or a reservation
+// already held.
 func (l *Limiter) refusesFromMemory(d *leaseData) bool {
 	c := l.deny
 	d.denyNoted = false
@@ -161,8 +162,9 @@ func (l *Limiter) refusesFromMemory(d *leaseData) bool {
 	}
 	if r := l.changes.resets.Load(); r != c.resetsSeen.Load() {
 		// An Admin sharing the watch reset a bucket: forget them all
-		// (resets are rare), before noting the epochs, so that what a
-		// refusal read before the reset is not remembered after it.
+		// (resets are rare), before the count of forgettings is noted,
+		// so that what a refusal read before the reset is not
+		// remembered after it.
 		c.resetsSeen.Store(r)
 		c.clear()
 	}
