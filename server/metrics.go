@@ -112,6 +112,9 @@ func (m *metrics) watch(s *Server) {
 			cache(func(c tollgate.CacheStats) uint64 { return c.Hits })),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "tollgate_config_cache_misses_total", Help: "Limit and entity lookups that read the store."},
 			cache(func(c tollgate.CacheStats) uint64 { return c.Misses })),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "tollgate_deny_cache_served_total",
+			Help: "Refused acquires answered from the deny cache, without the store (zero unless it is on)."},
+			func() float64 { return float64(s.denyServed()) }),
 	)
 }
 

@@ -145,6 +145,7 @@ func (s *Server) retireLocked(ns string) {
 			s.retiredDecisions = make(map[shadowKey]tollgate.LimitDecisions)
 		}
 		addDecisions(s.retiredDecisions, ns, st.Decisions)
+		s.retiredDeny += st.Deny.Served
 		delete(s.namespaces, ns)
 	}
 }
@@ -159,6 +160,19 @@ func (s *Server) cacheStats() tollgate.CacheStats {
 		sum.Hits += st.Hits
 		sum.Misses += st.Misses
 		sum.Entries += st.Entries
+	}
+	return sum
+}
+
+// denyServed sums the refusals the limiters' deny caches served, past and
+// present limiters' (WithLimiterOptions(tollgate.WithDenyCache(...)),
+// tollgate serve --deny-cache).
+func (s *Server) denyServed() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sum := s.retiredDeny
+	for _, p := range s.namespaces {
+		sum += p.lim.Stats().Deny.Served
 	}
 	return sum
 }

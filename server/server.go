@@ -80,6 +80,8 @@ type Server struct {
 	retiredShadow map[shadowKey]uint64
 	// retiredDecisions are the decision counts of limiters forgotten.
 	retiredDecisions map[shadowKey]tollgate.LimitDecisions
+	// retiredDeny counts the refusals from memory of limiters forgotten.
+	retiredDeny uint64
 
 	// alertURL is WithAlertWebhook's; alerts delivers to it.
 	alertURL string

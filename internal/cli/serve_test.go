@@ -382,6 +382,15 @@ func TestServeDenyCache(t *testing.T) {
 			t.Fatalf("refusal %d: %v, want ErrRateLimited", i, err)
 		}
 	}
+	resp, err := http.Get(s.url + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(data), "\ntollgate_deny_cache_served_total 2\n") {
+		t.Errorf("metrics lack tollgate_deny_cache_served_total 2 (3 refusals, the first the store's)")
+	}
 	if err := cl.Reset(ctx, "k", "api", "test", nil); err != nil {
 		t.Fatal(err)
 	}
