@@ -38,6 +38,7 @@ func limiterCases() []testCase {
 		{"DecisionsAndAlerts", testLimiterDecisionsAndAlerts},
 		{"ReservationDecisionsCountedOnce", testLimiterReservationDecisions},
 		{"CalendarQuota", testLimiterCalendar},
+		{"IdempotentRetryOfTheLastToken", testLimiterIdempotentLastToken},
 		{"CalendarQuotaPerCall", testLimiterCalendarPerCall},
 		{"DenyCacheExact", testLimiterDenyCacheExact},
 		{"DenyCacheQuota", testLimiterDenyCacheQuota},

@@ -74,7 +74,7 @@ func (en *engine) transactLeased(ctx context.Context, ns string, req *store.Cons
 		if fromCache {
 			return false, errReplan // a refusal counts only on what the table holds
 		}
-		return false, nil
+		return false, en.reusedIDTaken(ctx, ns, req)
 	}
 	creation, err := en.leaseCreation(ns, req)
 	if err != nil {
@@ -109,6 +109,34 @@ func (en *engine) transactLeased(ctx context.Context, ns string, req *store.Cons
 		en.lanes.remember(itemID{ns, ts[i].key, ts[i].shard}, en.afterWrite(w, imgs[i], ts[i].shards))
 	}
 	return true, nil
+}
+
+// reusedIDTaken is the error of a refused request whose lease id is
+// reused (an idempotency key's) and taken, by an open record or a kept
+// tombstone: ErrLeaseExists, as the transaction would have answered had
+// the buckets covered it, so that the caller replays the first request
+// (which may be what emptied them) rather than report a refusal. nil for
+// an id made at random, which no earlier request can hold. It costs the
+// refusal one or two consistent reads.
+func (en *engine) reusedIDTaken(ctx context.Context, ns string, req *store.ConsumeRequest) error {
+	if !req.ReusedID {
+		return nil
+	}
+	out, err := en.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: &en.table, Key: leaseKey(ns, req.Lease.ID), ConsistentRead: aws.Bool(true)})
+	if err != nil {
+		return fmt.Errorf("dynamodb: read lease: %w", err)
+	}
+	if out.Item == nil {
+		it, err := en.getTombstone(ctx, ns, req.Lease.ID)
+		if err != nil || it == nil {
+			return err
+		}
+		rec, err := decodeLease(it)
+		if err != nil || rec.KeepUntil <= req.Now {
+			return err // a tombstone past KeepUntil frees its id
+		}
+	}
+	return fmt.Errorf("lease %q: %w", req.Lease.ID, model.ErrLeaseExists)
 }
 
 // failedIn reports whether the condition of any of the transaction's

@@ -44,6 +44,7 @@ func leaseCases() []testCase {
 		{"TombstoneSaysHowItEnded", testLeaseTombstone},
 		{"EndingWithoutKeepDeletes", testLeaseEndingDeletes},
 		{"TombstoneRefusesAReusedID", testLeaseTombstoneReusedID},
+		{"ReusedIDBeforeRefusal", testLeaseReusedIDBeforeRefusal},
 		{"BornEnded", testLeaseBornEnded},
 		{"ReconcilerLeavesTombstone", testLeaseExpiredTombstone},
 	}

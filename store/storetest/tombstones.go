@@ -136,3 +136,30 @@ func testLeaseExpiredTombstone(t *testing.T, e *Env) {
 		t.Errorf("expired leases listed = %+v, %v; want none: the tombstone is no lease to reclaim", recs, err)
 	}
 }
+
+// A retry of a reused id whose first request emptied the bucket finds the
+// id taken (open or kept as a tombstone) rather than the bucket empty:
+// ErrLeaseExists comes before the refusal, so an idempotent acquire is
+// replayed, not refused.
+func testLeaseReusedIDBeforeRefusal(t *testing.T, e *Env) {
+	k := Key("k", "api")
+	hourly := rate(1_000, 1_000, 3_600_000)
+	for i, bornEnded := range []bool{false, true} {
+		k.Entity = "k" + itoa(int64(i))
+		req := request(T0, breq(k, checked("rph", hourly, 1_000)))
+		rec := store.NewLeaseRecord(leaseID(i), "storetest", req, T0+60_000)
+		if bornEnded {
+			rec.EndedAt, rec.EndedAs, rec.KeepUntil = T0, store.Commit, T0+600_000
+		}
+		req.Lease, req.ReusedID = rec, true
+		if ok, err := e.s.Consume(e.ctx, e.ns, req); !ok || err != nil {
+			t.Fatalf("first Consume = %v, %v", ok, err)
+		}
+		retry := request(T0+1000, breq(k, checked("rph", hourly, 1_000)))
+		retry.Lease, retry.ReusedID = store.NewLeaseRecord(rec.ID, "storetest", retry, T0+61_000), true
+		if ok, err := e.s.Consume(e.ctx, e.ns, retry); ok || !errors.Is(err, model.ErrLeaseExists) {
+			t.Errorf("retry of an id that emptied its bucket (born ended %v) = %v, %v; want ErrLeaseExists", bornEnded, ok, err)
+		}
+		e.WantStored(k, "rph", bucket.State{})
+	}
+}
