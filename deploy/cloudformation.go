@@ -11,6 +11,7 @@ import (
 	"strings"
 	"unicode"
 
+	"github.com/tollgate-rl/tollgate/events"
 	"github.com/tollgate-rl/tollgate/store/dynamodb"
 )
 
@@ -41,6 +42,13 @@ type TemplateOptions struct {
 	// acquire and the admin persona confined to it (PolicyDocument), with
 	// their ARNs as outputs.
 	NamespaceIDs []string
+	// EventRules, if set, add the events function with these rules
+	// (package events) and an EventBridge rule per source and detail-type
+	// they match (EventPatterns), targeting it.
+	EventRules *events.Config
+	// EventsNamespace is the namespace whose reservations the events
+	// function releases; "" is the default namespace.
+	EventsNamespace string
 }
 
 // TemplateParameter describes one parameter of the template.
@@ -102,10 +110,21 @@ func Template(opts TemplateOptions) ([]byte, error) {
 		}
 		p["Default"] = v
 	}
+	if err := checkServer(opts.Parameters); err != nil {
+		return nil, err
+	}
 	resources := t["Resources"].(map[string]any)
 	outputs := t["Outputs"].(map[string]any)
 	if err := addTenants(resources, outputs, opts.NamespaceIDs); err != nil {
 		return nil, err
+	}
+	if opts.EventsNamespace != "" && opts.EventRules == nil {
+		return nil, invalid("events-namespace", opts.EventsNamespace, "applies to --events-rules only")
+	}
+	if opts.EventRules != nil {
+		if err := addEvents(t, opts.EventRules, opts.EventsNamespace); err != nil {
+			return nil, err
+		}
 	}
 	t["Description"] = generatedDescription
 	if err := fillPolicies(t); err != nil {
@@ -117,6 +136,34 @@ func Template(opts TemplateOptions) ([]byte, error) {
 	}
 	return append(b, '\n'), nil
 }
+
+// checkServer checks that a server (ServerImage) has its network: the
+// stack could not create it without.
+func checkServer(params map[string]string) error {
+	if params["ServerImage"] == "" {
+		for _, name := range []string{"ServerVpcId", "ServerSubnetIds", "LoadBalancerSubnetIds", "LoadBalancerCertificateArn"} {
+			if params[name] != "" {
+				return invalid(flagName(name), params[name], "applies to a server: set --server-image too")
+			}
+		}
+		return nil
+	}
+	for _, name := range []string{"ServerVpcId", "ServerSubnetIds"} {
+		if params[name] == "" {
+			return invalid(flagName(name), "", "required with --server-image")
+		}
+	}
+	for _, name := range []string{"ServerSubnetIds", "LoadBalancerSubnetIds"} {
+		for _, id := range strings.Split(params[name], ",") {
+			if params[name] != "" && !subnetID.MatchString(id) {
+				return invalid(flagName(name), params[name], "want subnet ids separated by commas: subnet-0123abcd,subnet-4567ef01")
+			}
+		}
+	}
+	return nil
+}
+
+var subnetID = regexp.MustCompile(`^subnet-[0-9a-f]+$`)
 
 // stackTable is how the template's policies name the table.
 var stackTable = []tableRef{func(suffix string) any {
