@@ -140,23 +140,11 @@ func addEvents(t map[string]any, cfg *events.Config, ns string) error {
 		},
 	}
 	topic := map[string]any{"Fn::If": []any{"HasAlarmEmail", []any{map[string]any{"Ref": "AlarmTopic"}}, map[string]any{"Ref": "AWS::NoValue"}}}
-	resources["EventsErrorsAlarm"] = map[string]any{
-		"Type": "AWS::CloudWatch::Alarm",
-		"Properties": map[string]any{
-			"AlarmDescription":   "Tollgate: events function invocations fail (EventBridge retries; reservations it did not release stay held; docs/operations.md, Alarms).",
-			"Namespace":          "AWS/Lambda",
-			"MetricName":         "Errors",
-			"Dimensions":         []any{map[string]any{"Name": "FunctionName", "Value": map[string]any{"Ref": "EventsFunction"}}},
-			"Statistic":          "Sum",
-			"Period":             60,
-			"EvaluationPeriods":  5,
-			"DatapointsToAlarm":  3,
-			"Threshold":          0,
-			"ComparisonOperator": "GreaterThanThreshold",
-			"TreatMissingData":   "notBreaching",
-			"AlarmActions":       topic,
-			"OKActions":          topic,
-		},
+	for _, a := range []struct{ name, metric, desc string }{
+		{"EventsErrorsAlarm", "Errors", "Tollgate: events function invocations fail (EventBridge retries; reservations it did not release stay held; docs/operations.md, Alarms)."},
+		{"EventsThrottlesAlarm", "Throttles", "Tollgate: events function invocations are throttled (the account's concurrency; EventBridge retries for 24 hours)."},
+	} {
+		resources[a.name] = eventsAlarm(a.metric, a.desc, topic)
 	}
 	for i, p := range patterns {
 		rule := fmt.Sprintf("EventsRule%d", i+1)
@@ -184,6 +172,29 @@ func addEvents(t map[string]any, cfg *events.Config, ns string) error {
 		"Value":       map[string]any{"Ref": "EventsFunction"},
 	}
 	return addWorkerLogGroup(resources, "EventsLogGroup")
+}
+
+// eventsAlarm is an alarm on a metric of the events function, as the
+// other functions' are.
+func eventsAlarm(metric, desc string, topic any) map[string]any {
+	return map[string]any{
+		"Type": "AWS::CloudWatch::Alarm",
+		"Properties": map[string]any{
+			"AlarmDescription":   desc,
+			"Namespace":          "AWS/Lambda",
+			"MetricName":         metric,
+			"Dimensions":         []any{map[string]any{"Name": "FunctionName", "Value": map[string]any{"Ref": "EventsFunction"}}},
+			"Statistic":          "Sum",
+			"Period":             60,
+			"EvaluationPeriods":  5,
+			"DatapointsToAlarm":  3,
+			"Threshold":          0,
+			"ComparisonOperator": "GreaterThanThreshold",
+			"TreatMissingData":   "notBreaching",
+			"AlarmActions":       topic,
+			"OKActions":          topic,
+		},
+	}
 }
 
 // describePattern names a pattern in its rule's description.

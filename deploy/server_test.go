@@ -41,7 +41,7 @@ var serverResources = []string{"ServerLogGroup", "ServerCluster", "ServerExecuti
 
 // TestTemplateServer checks the server's resources: all of them on
 // HasServer (the ServerImage parameter), valid against the pinned
-// schemas, the task role the acquire and admin personas, the task's
+// schemas, the task role the admin persona, the task's
 // store the stack's table, the load balancer's health check /readyz.
 func TestTemplateServer(t *testing.T) {
 	b, err := Template(TemplateOptions{Parameters: serverParams})
@@ -64,9 +64,12 @@ func TestTemplateServer(t *testing.T) {
 		}
 	}
 	role := props(tpl, "ServerTaskRole")
-	want := []any{map[string]any{"Ref": "RuntimePolicy"}, map[string]any{"Ref": "OperatorPolicy"}}
+	// The admin persona unconfined holds the acquire persona's actions
+	// and the stored keys' records the server writes (tollgate keys
+	// create through it).
+	want := []any{map[string]any{"Ref": "OperatorPolicy"}}
 	if !reflect.DeepEqual(role["ManagedPolicyArns"], want) || role["Policies"] != nil {
-		t.Errorf("task role policies %v %v, want the acquire and admin personas' (RuntimePolicy, OperatorPolicy) alone", role["ManagedPolicyArns"], role["Policies"])
+		t.Errorf("task role policies %v %v, want the admin persona's (OperatorPolicy) alone", role["ManagedPolicyArns"], role["Policies"])
 	}
 	td := props(tpl, "ServerTaskDefinition")
 	c := td["ContainerDefinitions"].([]any)[0].(map[string]any)
