@@ -262,3 +262,36 @@ func TestTemplateEventsInvalid(t *testing.T) {
 		})
 	}
 }
+
+// TestServerPersona: the server's task role has the admin persona alone,
+// which must allow every action the acquire persona allows, on the same
+// resources, and more (the stored keys' records): the server answers
+// acquire keys with it.
+func TestServerPersona(t *testing.T) {
+	refs := []tableRef{func(suffix string) any { return "arn:aws:dynamodb:eu-west-1:123456789012:table/tollgate" + suffix }}
+	acquire, err := document(PersonaAcquire, nil, refs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin, err := document(PersonaAdmin, nil, refs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	allows := func(action string, res any) bool {
+		for _, s := range admin.Statement {
+			if s.Effect == "Allow" && s.Condition == nil && slices.Contains(s.Action, action) && slices.Contains(s.Resource, res) {
+				return true
+			}
+		}
+		return false
+	}
+	for _, s := range acquire.Statement {
+		for _, a := range s.Action {
+			for _, r := range s.Resource {
+				if !allows(a, r) {
+					t.Errorf("the acquire persona allows %s on %v (statement %s), the admin persona does not: the server's task role needs RuntimePolicy too", a, r, s.Sid)
+				}
+			}
+		}
+	}
+}

@@ -189,8 +189,8 @@ func (f *stackFlags) deployStack(ctx context.Context, g *globals, tpl []byte) er
 		return err
 	}
 	if body.Len() > maxTemplateBody {
-		return usagef("--namespace-id: the template (%d bytes) is over CloudFormation's inline limit of %d; "+
-			"use --emit cloudformation and aws cloudformation deploy --s3-bucket, or attach fewer tenant policies per stack", body.Len(), maxTemplateBody)
+		return usagef("--namespace-id, --events-rules: the template (%d bytes) is over CloudFormation's inline limit of %d; "+
+			"use --emit cloudformation and aws cloudformation deploy --s3-bucket, or attach fewer tenant policies or events rules per stack", body.Len(), maxTemplateBody)
 	}
 	cfg, err := config.LoadDefaultConfig(ctx, config.WithRegion(f.region))
 	if err != nil {
