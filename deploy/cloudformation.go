@@ -56,7 +56,7 @@ type TemplateOptions struct {
 type TemplateParameter struct {
 	Name        string // as in the template, e.g. "BillingMode"
 	Flag        string // the CLI flag and InvalidOptionError.Option: "billing-mode"
-	Type        string // "String" or "Number"
+	Type        string // "String", "Number" or "CommaDelimitedList" (a string of values separated by commas)
 	Default     string // "" when there is none (or it is empty)
 	Required    bool   // no default: Template's output needs it at stack creation
 	Description string

@@ -39,7 +39,9 @@ func TestTemplateLambda(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := Template(TemplateOptions{})
+	// With the events function, so that its mode and variables are
+	// checked too.
+	b, err := Template(TemplateOptions{EventRules: testEventRules(t), EventsNamespace: "billing"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,7 +71,7 @@ func TestTemplateLambda(t *testing.T) {
 		}
 		modes[mode] = name
 	}
-	if modes["aggregate"] == "" || modes["reconcile"] == "" {
+	if modes["aggregate"] == "" || modes["reconcile"] == "" || modes["events"] == "" {
 		t.Fatalf("functions by mode: %v", modes)
 	}
 	var esm map[string]any
@@ -97,10 +99,18 @@ func TestTemplateLambda(t *testing.T) {
 			noRetries = noRetries || reflect.DeepEqual(p["FunctionName"], map[string]any{"Ref": modes["reconcile"]}) &&
 				p["Qualifier"] == "$LATEST" && p["MaximumRetryAttempts"] == 0.0
 		case "AWS::Events::Rule":
-			for _, tg := range p["Targets"].([]any) {
-				scheduled = scheduled || reflect.DeepEqual(tg.(map[string]any)["Arn"], map[string]any{"Fn::GetAtt": []any{modes["reconcile"], "Arn"}})
+			// A schedule invokes the reconciler; an event pattern, the
+			// events function.
+			want := modes["reconcile"]
+			if p["EventPattern"] != nil {
+				want = modes["events"]
 			}
-			scheduled = scheduled && p["ScheduleExpression"] != nil
+			for _, tg := range p["Targets"].([]any) {
+				if arn := tg.(map[string]any)["Arn"]; !reflect.DeepEqual(arn, map[string]any{"Fn::GetAtt": []any{want, "Arn"}}) {
+					t.Errorf("%s targets %v, want %s", name, arn, want)
+				}
+			}
+			scheduled = scheduled || p["ScheduleExpression"] != nil
 		case "AWS::Lambda::Permission":
 			permitted = permitted || reflect.DeepEqual(p["FunctionName"], map[string]any{"Ref": modes["reconcile"]}) && p["Principal"] == "events.amazonaws.com"
 		}
