@@ -39,7 +39,9 @@ func TestTemplateLambda(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := Template(TemplateOptions{})
+	// With the events function, so that its mode and variables are
+	// checked too.
+	b, err := Template(TemplateOptions{EventRules: testEventRules(t), EventsNamespace: "billing"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,7 +71,7 @@ func TestTemplateLambda(t *testing.T) {
 		}
 		modes[mode] = name
 	}
-	if modes["aggregate"] == "" || modes["reconcile"] == "" {
+	if modes["aggregate"] == "" || modes["reconcile"] == "" || modes["events"] == "" {
 		t.Fatalf("functions by mode: %v", modes)
 	}
 	var esm map[string]any
@@ -97,10 +99,18 @@ func TestTemplateLambda(t *testing.T) {
 			noRetries = noRetries || reflect.DeepEqual(p["FunctionName"], map[string]any{"Ref": modes["reconcile"]}) &&
 				p["Qualifier"] == "$LATEST" && p["MaximumRetryAttempts"] == 0.0
 		case "AWS::Events::Rule":
-			for _, tg := range p["Targets"].([]any) {
-				scheduled = scheduled || reflect.DeepEqual(tg.(map[string]any)["Arn"], map[string]any{"Fn::GetAtt": []any{modes["reconcile"], "Arn"}})
+			// A schedule invokes the reconciler; an event pattern, the
+			// events function.
+			want := modes["reconcile"]
+			if p["EventPattern"] != nil {
+				want = modes["events"]
 			}
-			scheduled = scheduled && p["ScheduleExpression"] != nil
+			for _, tg := range p["Targets"].([]any) {
+				if arn := tg.(map[string]any)["Arn"]; !reflect.DeepEqual(arn, map[string]any{"Fn::GetAtt": []any{want, "Arn"}}) {
+					t.Errorf("%s targets %v, want %s", name, arn, want)
+				}
+			}
+			scheduled = scheduled || p["ScheduleExpression"] != nil
 		case "AWS::Lambda::Permission":
 			permitted = permitted || reflect.DeepEqual(p["FunctionName"], map[string]any{"Ref": modes["reconcile"]}) && p["Principal"] == "events.amazonaws.com"
 		}
@@ -128,11 +138,13 @@ func TestTemplateAlarms(t *testing.T) {
 	if err := json.Unmarshal(raw, &known); err != nil {
 		t.Fatal(err)
 	}
-	b, err := Template(TemplateOptions{})
+	// Every alarm: the server's and the events function's too.
+	b, err := Template(TemplateOptions{EventRules: testEventRules(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	tpl := parseTemplate(t, b)
+	percentile := regexp.MustCompile(`^p(100|[1-9]?[0-9])(\.[0-9]+)?$`)
 	check := func(alarm string, metric map[string]any, stat string) {
 		ns, name := str(metric["Namespace"]), str(metric["MetricName"])
 		sets, ok := known.Metrics[ns][name]
@@ -153,7 +165,7 @@ func TestTemplateAlarms(t *testing.T) {
 		}) {
 			t.Errorf("%s: %s %s has no dimension set %v (known: %v)", alarm, ns, name, dims, sets)
 		}
-		if !slices.Contains(known.Statistics, stat) {
+		if !slices.Contains(known.Statistics, stat) && !percentile.MatchString(stat) {
 			t.Errorf("%s: statistic %q", alarm, stat)
 		}
 	}
@@ -188,10 +200,15 @@ func TestTemplateAlarms(t *testing.T) {
 			}
 			continue
 		}
-		check(name, p, str(p["Statistic"]))
+		if p["ExtendedStatistic"] != nil {
+			check(name, p, str(p["ExtendedStatistic"]))
+		} else {
+			check(name, p, str(p["Statistic"]))
+		}
 		seen[str(p["MetricName"])] = true
 	}
-	for _, m := range []string{"ThrottledRequests", "SystemErrors", "IteratorAge", "Errors", "Throttles", "ApproximateNumberOfMessagesVisible"} {
+	for _, m := range []string{"ThrottledRequests", "SystemErrors", "IteratorAge", "Errors", "Throttles", "ApproximateNumberOfMessagesVisible",
+		"HTTPCode_Target_5XX_Count", "HTTPCode_ELB_5XX_Count", "TargetResponseTime"} {
 		if !seen[m] {
 			t.Errorf("no alarm on %s", m)
 		}
@@ -232,7 +249,8 @@ func TestTemplatePolicies(t *testing.T) {
 		case "AWS::IAM::ManagedPolicy":
 			got[name] = p["PolicyDocument"]
 		case "AWS::IAM::Role":
-			for _, pol := range p["Policies"].([]any) {
+			pols, _ := p["Policies"].([]any) // the server's roles have managed policies only
+			for _, pol := range pols {
 				pm := pol.(map[string]any)
 				if strings.Contains(mustJSON(pm["PolicyDocument"]), "dynamodb:") {
 					got[name+"/"+str(pm["PolicyName"])] = pm["PolicyDocument"]

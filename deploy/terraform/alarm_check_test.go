@@ -37,6 +37,9 @@ func alarmProblems(m *module, vars map[string]cty.Value, cat metricCatalog) ([]s
 		ns, _ := in.str("namespace")
 		name, _ := in.str("metric_name")
 		stat, _ := in.str(statAttr)
+		if ext, _ := in.str("extended_statistic"); stat == "" && statAttr == "statistic" {
+			stat = ext // a percentile
+		}
 		n, ok := cat.Namespaces[ns]
 		if !ok {
 			p.addf("%s: namespace %q is not in testdata/cloudwatch_metrics.json", where, ns)

@@ -36,6 +36,7 @@ locals {
   functions = merge(
     { aggregator = aws_lambda_function.aggregator.function_name },
     var.reconciler_enabled ? { reconciler = one(aws_lambda_function.reconciler[*].function_name) } : {},
+    local.events == 1 ? { events = one(aws_lambda_function.events[*].function_name) } : {},
   )
 }
 

@@ -3,6 +3,7 @@ package terraform_test
 import (
 	"encoding/json"
 	"fmt"
+	"os"
 	"reflect"
 	"slices"
 	"sort"
@@ -18,6 +19,18 @@ import (
 
 // A zip path for the module's only variable without a default.
 var zipVars = map[string]cty.Value{"lambda_zip_path": cty.StringVal("dist/tollgate-lambda.zip")}
+
+// eventsVars add the events function, with package events' example rules
+// (events/testdata/emr-rules.yaml: two sources).
+var eventsVars = map[string]cty.Value{"events_rules": cty.StringVal(mustRead("../../events/testdata/emr-rules.yaml")), "events_namespace": cty.StringVal("billing")}
+
+func mustRead(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		panic(err)
+	}
+	return string(b)
+}
 
 func withVars(extra map[string]cty.Value) map[string]cty.Value {
 	out := map[string]cty.Value{}
@@ -342,7 +355,7 @@ type lambdaBuild struct {
 // (the reconciler).
 func lambdaProblems(m *module, want lambdaBuild) []string {
 	var p problems
-	e := newEvaluator(m, zipVars, nil)
+	e := newEvaluator(m, withVars(eventsVars), nil)
 	modeOf := map[string]string{} // function resource name -> TOLLGATE_MODE
 	for _, key := range keys(m.resources) {
 		if !strings.HasPrefix(key, "aws_lambda_function.") {
@@ -468,8 +481,17 @@ func lambdaProblems(m *module, want lambdaBuild) []string {
 				p.addf("%s: no on-failure destination", key)
 			}
 		case strings.HasPrefix(key, "aws_cloudwatch_event_target."):
-			if fn, mode := target(b, "arn"); mode != "reconcile" {
-				p.addf("%s: targets %q in mode %q; the schedule is for the reconcile mode", key, fn, mode)
+			// A schedule invokes the reconciler; an event pattern, the
+			// events function.
+			want, what := "reconcile", "the schedule"
+			for _, tr := range hclsyntax.Variables(b.Body.Attributes["rule"].Expr) {
+				if rule := m.resources["aws_cloudwatch_event_rule."+step(tr, 1)]; tr.RootName() == "aws_cloudwatch_event_rule" && rule != nil &&
+					rule.Body.Attributes["event_pattern"] != nil {
+					want, what = "events", "an event pattern"
+				}
+			}
+			if fn, mode := target(b, "arn"); mode != want {
+				p.addf("%s: targets %q in mode %q; %s is for the %s mode", key, fn, mode, what, want)
 			}
 		}
 	}

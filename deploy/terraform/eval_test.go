@@ -1,6 +1,7 @@
 package terraform_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 
@@ -10,6 +11,8 @@ import (
 	"github.com/zclconf/go-cty/cty/convert"
 	"github.com/zclconf/go-cty/cty/function"
 	"github.com/zclconf/go-cty/cty/function/stdlib"
+	ctyjson "github.com/zclconf/go-cty/cty/json"
+	"gopkg.in/yaml.v3"
 )
 
 // An evaluator computes what Terraform would for the parts of a module
@@ -270,6 +273,8 @@ func functions() map[string]function.Function {
 	})
 	return map[string]function.Function{
 		"concat":     stdlib.ConcatFunc,
+		"distinct":   stdlib.DistinctFunc,
+		"yamldecode": yamlDecode,
 		"contains":   stdlib.ContainsFunc,
 		"format":     stdlib.FormatFunc,
 		"join":       stdlib.JoinFunc,
@@ -309,4 +314,35 @@ func functions() map[string]function.Function {
 		}),
 		"filebase64sha256": unknownString,
 	}
+}
+
+// yamlDecode is Terraform's yamldecode for the documents the module
+// decodes (the events rules file): YAML read as JSON values.
+var yamlDecode = function.New(&function.Spec{
+	Params: []function.Parameter{{Name: "src", Type: cty.String}},
+	Type: func(args []cty.Value) (cty.Type, error) {
+		if !args[0].IsKnown() {
+			return cty.DynamicPseudoType, nil
+		}
+		b, err := yamlToJSON(args[0].AsString())
+		if err != nil {
+			return cty.NilType, err
+		}
+		return ctyjson.ImpliedType(b)
+	},
+	Impl: func(args []cty.Value, ty cty.Type) (cty.Value, error) {
+		b, err := yamlToJSON(args[0].AsString())
+		if err != nil {
+			return cty.NilVal, err
+		}
+		return ctyjson.Unmarshal(b, ty)
+	},
+})
+
+func yamlToJSON(src string) ([]byte, error) {
+	var v any
+	if err := yaml.Unmarshal([]byte(src), &v); err != nil {
+		return nil, err
+	}
+	return json.Marshal(v)
 }

@@ -112,6 +112,7 @@ data "aws_iam_policy_document" "functions" {
     resources = concat(
       ["${aws_cloudwatch_log_group.aggregator.arn}:*"],
       [for g in aws_cloudwatch_log_group.reconciler : "${g.arn}:*"],
+      [for g in aws_cloudwatch_log_group.events : "${g.arn}:*"],
     )
   }
 }

@@ -65,6 +65,7 @@ func policyKnown() map[string]cty.Value {
 		"aws_cloudwatch_log_group": cty.ObjectVal(map[string]cty.Value{
 			"aggregator": arn(testLogGroup + "aggregator"),
 			"reconciler": cty.TupleVal([]cty.Value{arn(testLogGroup + "reconciler")}),
+			"events":     cty.EmptyTupleVal, // no events_rules
 		}),
 	}
 }

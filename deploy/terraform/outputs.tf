@@ -72,3 +72,23 @@ output "tenant_policy_json" {
   description = "Each tenant's policy document, by tenant key (check it with the IAM policy simulator: docs/dynamodb.md 7)."
   value       = { for k, d in data.aws_iam_policy_document.tenant : k => d.json }
 }
+
+output "server_url" {
+  description = "The server's address, for the clients (TOLLGATE_SERVER); null without server_image."
+  value       = one([for lb in aws_lb.server : "${local.server_https ? "https" : "http"}://${lb.dns_name}"])
+}
+
+output "server_cluster_name" {
+  description = "The server's ECS cluster (null without server_image)."
+  value       = one(aws_ecs_cluster.server[*].name)
+}
+
+output "server_service_name" {
+  description = "The server's ECS service (null without server_image): aws ecs update-service --desired-count N scales it."
+  value       = one(aws_ecs_service.server[*].name)
+}
+
+output "events_function_name" {
+  description = "The events function (null without events_rules)."
+  value       = one(aws_lambda_function.events[*].function_name)
+}

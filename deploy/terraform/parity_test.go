@@ -32,22 +32,36 @@ const (
 	latest               = "$LATEST"
 )
 
-// templateSettings reads the template's settings.
-func templateSettings(t *testing.T) map[string]string {
+// templateSettings reads the settings of the template of opts (the
+// parameters at their defaults, LambdaCodeS3Bucket given).
+func templateSettings(t *testing.T, opts deploy.TemplateOptions) map[string]string {
 	t.Helper()
-	b, err := deploy.Template(deploy.TemplateOptions{Parameters: map[string]string{"LambdaCodeS3Bucket": "artifacts"}})
+	params := map[string]string{"LambdaCodeS3Bucket": "artifacts"}
+	for k, v := range opts.Parameters {
+		params[k] = v
+	}
+	opts.Parameters = params
+	b, err := deploy.Template(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var tpl struct {
 		Parameters map[string]struct{ Default any }
-		Resources  map[string]struct {
-			Type       string
-			Properties map[string]any
-		}
+		Resources  map[string]cfnResource
 	}
 	if err := json.Unmarshal(b, &tpl); err != nil {
 		t.Fatal(err)
+	}
+	// The conditions the settings depend on, at the parameters' defaults.
+	conds := map[string]bool{
+		"HasServer":              params["ServerImage"] != "",
+		"HasServerCertificate":   params["ServerImage"] != "" && params["LoadBalancerCertificateArn"] != "",
+		"HasLoadBalancerSubnets": params["LoadBalancerSubnetIds"] != "",
+	}
+	for name, r := range tpl.Resources {
+		if on, known := conds[r.Condition]; r.Condition != "" && (!known || !on) {
+			delete(tpl.Resources, name) // off at these defaults
+		}
 	}
 	// val renders a property: a parameter at its default, the table as TABLE.
 	var val func(v any) string
@@ -58,12 +72,21 @@ func templateSettings(t *testing.T) map[string]string {
 				if ref == "Table" {
 					return "TABLE"
 				}
+				if ref == "AWS::NoValue" {
+					return ""
+				}
 				if p, ok := tpl.Parameters[ref]; ok {
 					return val(p.Default)
 				}
 			}
 			if sub, ok := v["Fn::Sub"].(string); ok {
-				return sub
+				return strings.NewReplacer("${Table}", "TABLE", "${AWS::Region}", "REGION").Replace(sub)
+			}
+			if c, ok := v["Fn::If"].([]any); ok && len(c) == 3 {
+				if conds[fmt.Sprint(c[0])] {
+					return val(c[1])
+				}
+				return val(c[2])
 			}
 			j, _ := json.Marshal(v)
 			return string(j)
@@ -92,6 +115,9 @@ func templateSettings(t *testing.T) map[string]string {
 		fnMode[name] = mode
 		for k, v := range env {
 			out[mode+" env "+k] = val(v)
+			if k == "TOLLGATE_EVENT_RULES" {
+				out[mode+" env "+k] = canonicalRules(t, val(v))
+			}
 		}
 		out[mode+" runtime"], out[mode+" architectures"], out[mode+" handler"] = val(p["Runtime"]), val(p["Architectures"]), val(p["Handler"])
 		out[mode+" memory"], out[mode+" timeout"] = val(p["MemorySize"]), val(p["Timeout"])
@@ -125,6 +151,11 @@ func templateSettings(t *testing.T) map[string]string {
 				out["stream parallelization"] = "1" // Lambda's default
 			}
 		case "AWS::Events::Rule":
+			if p["EventPattern"] != nil {
+				j, _ := json.Marshal(p["EventPattern"])
+				out["events pattern "+canonicalJSON(t, string(j))] = "on"
+				continue
+			}
 			out["reconcile schedule"] = val(p["ScheduleExpression"])
 		case "AWS::Logs::LogGroup":
 			out["log retention "+val(p["LogGroupName"])[strings.LastIndex(val(p["LogGroupName"]), "/")+1:]] = val(p["RetentionInDays"])
@@ -135,6 +166,9 @@ func templateSettings(t *testing.T) map[string]string {
 		"AggregatorIteratorAgeAlarm": "iterator_age", "FailureQueueAlarm": "discarded_batches",
 		"AggregatorErrorsAlarm": "function_errors aggregate", "ReconcilerErrorsAlarm": "function_errors reconcile",
 		"AggregatorThrottlesAlarm": "function_throttles aggregate", "ReconcilerThrottlesAlarm": "function_throttles reconcile",
+		"EventsErrorsAlarm": "function_errors events", "EventsThrottlesAlarm": "function_throttles events",
+		"ServerErrorsAlarm": "server server-errors", "LoadBalancerErrorsAlarm": "server load-balancer-errors",
+		"ServerLatencyAlarm": "server server-latency",
 	}
 	for name, r := range tpl.Resources {
 		if r.Type != "AWS::CloudWatch::Alarm" {
@@ -147,6 +181,9 @@ func templateSettings(t *testing.T) map[string]string {
 		}
 		out["alarm "+key] = fmt.Sprintf("%s %s, %s of %s", val(p["ComparisonOperator"]), val(p["Threshold"]),
 			val(p["DatapointsToAlarm"]), val(p["EvaluationPeriods"]))
+		if p["MetricName"] != nil {
+			out["alarm "+key+" metric"] = fmt.Sprintf("%s %s %s%s", val(p["Namespace"]), val(p["MetricName"]), val(p["Statistic"]), val(p["ExtendedStatistic"]))
+		}
 		period := val(p["Period"])
 		if ms, ok := p["Metrics"].([]any); ok {
 			var ops []string
@@ -166,15 +203,17 @@ func templateSettings(t *testing.T) map[string]string {
 		}
 		out["alarm "+key] += " every " + period
 	}
+	templateServerSettings(tpl.Resources, val, out)
 	return out
 }
 
-// moduleSettings evaluates the module's settings with its defaults.
-func moduleSettings(m *module) (map[string]string, error) {
+// moduleSettings evaluates the module's settings with its defaults and
+// vars.
+func moduleSettings(m *module, vars map[string]cty.Value) (map[string]string, error) {
 	known := map[string]cty.Value{"aws_dynamodb_table": cty.ObjectVal(map[string]cty.Value{"tollgate": cty.ObjectVal(map[string]cty.Value{
 		"name": cty.StringVal("TABLE"), "arn": cty.StringVal(testTableARN), "stream_arn": cty.StringVal(testStreamARN),
-	})})}
-	e := newEvaluator(m, zipVars, known)
+	})}), "data": dataKnown(m), "aws_cloudwatch_log_group": logGroupsKnown(m)}
+	e := newEvaluator(m, withVars(vars), known)
 	out := map[string]string{}
 	one := func(key string) (instance, error) {
 		b := m.resources[key]
@@ -195,7 +234,12 @@ func moduleSettings(m *module) (map[string]string, error) {
 		return s
 	}
 	fnMode := map[string]string{}
-	for _, fn := range []string{"aggregator", "reconciler"} {
+	for _, fn := range []string{"aggregator", "reconciler", "events"} {
+		if fn == "events" {
+			if n, err := e.instances(m.resources["aws_lambda_function.events"]); err != nil || len(n) == 0 {
+				continue // no events_rules
+			}
+		}
 		in, err := one("aws_lambda_function." + fn)
 		if err != nil {
 			return nil, err
@@ -213,6 +257,13 @@ func moduleSettings(m *module) (map[string]string, error) {
 		for it := vars.ElementIterator(); it.Next(); {
 			k, v := it.Element()
 			out[mode+" env "+k.AsString()] = v.AsString()
+			if k.AsString() == "TOLLGATE_EVENT_RULES" {
+				s, err := canonicalRulesErr(v.AsString())
+				if err != nil {
+					return nil, fmt.Errorf("aws_lambda_function.%s: TOLLGATE_EVENT_RULES: %w", fn, err)
+				}
+				out[mode+" env "+k.AsString()] = s
+			}
 		}
 		archs, _ := in.strs("architectures")
 		out[mode+" runtime"], out[mode+" architectures"], out[mode+" handler"] = str(in, "runtime"), strings.Join(archs, ","), str(in, "handler")
@@ -240,6 +291,9 @@ func moduleSettings(m *module) (map[string]string, error) {
 		return nil, err
 	}
 	out["reconcile schedule"] = str(rule, "schedule_expression")
+	if err := moduleServerSettings(m, e, out); err != nil {
+		return nil, err
+	}
 	for _, key := range keys(m.resources) {
 		if !strings.HasPrefix(key, "aws_lambda_function_event_invoke_config.") {
 			continue
@@ -293,7 +347,7 @@ func moduleSettings(m *module) (map[string]string, error) {
 					suffix = each.GetAttr("value").GetAttr("metric").AsString()
 				}
 				if name == "function_errors" || name == "function_throttles" {
-					suffix = map[string]string{"aggregator": "aggregate", "reconciler": "reconcile"}[suffix]
+					suffix = map[string]string{"aggregator": "aggregate", "reconciler": "reconcile", "events": "events"}[suffix]
 				}
 				k += " " + suffix
 			}
@@ -318,14 +372,18 @@ func moduleSettings(m *module) (map[string]string, error) {
 			}
 			out["alarm "+k] = fmt.Sprintf("%s %s, %s of %s every %s", str(in, "comparison_operator"), str(in, "threshold"),
 				dp, str(in, "evaluation_periods"), period)
+			if len(qs) == 0 {
+				out["alarm "+k+" metric"] = fmt.Sprintf("%s %s %s%s", str(in, "namespace"), str(in, "metric_name"), str(in, "statistic"), str(in, "extended_statistic"))
+			}
 		}
 	}
 	return out, nil
 }
 
-// settingsProblems compares the module's settings with the template's.
-func settingsProblems(m *module, tpl map[string]string) []string {
-	mod, err := moduleSettings(m)
+// settingsProblems compares the module's settings (its defaults and
+// vars) with the template's.
+func settingsProblems(m *module, vars map[string]cty.Value, tpl map[string]string) []string {
+	mod, err := moduleSettings(m, vars)
 	if err != nil {
 		return []string{err.Error()}
 	}
@@ -361,16 +419,16 @@ func settingsProblems(m *module, tpl map[string]string) []string {
 // The template and the module deploy the same functions, stream mapping,
 // schedule, log retention and alarms, with the same defaults.
 func TestSettingsMatchTemplate(t *testing.T) {
-	tpl := templateSettings(t)
+	tpl := templateSettings(t, deploy.TemplateOptions{})
 	if len(tpl) < 30 {
 		t.Fatalf("read only %d settings from the template: %v", len(tpl), tpl)
 	}
-	report(t, "settings", settingsProblems(loadModule(t, moduleDir), tpl))
+	report(t, "settings", settingsProblems(loadModule(t, moduleDir), nil, tpl))
 }
 
 // A drift of either side's settings is caught.
 func TestSettingsMutationsAreCaught(t *testing.T) {
-	tpl := templateSettings(t)
+	tpl := templateSettings(t, deploy.TemplateOptions{})
 	for _, tc := range []struct {
 		name, file, old, new, want string
 	}{
@@ -391,7 +449,7 @@ func TestSettingsMutationsAreCaught(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m := parseModule(moduleDir, mutate(t, readModule(t, moduleDir), tc.file, tc.old, tc.new))
-			for _, p := range append(m.problems, settingsProblems(m, tpl)...) {
+			for _, p := range append(m.problems, settingsProblems(m, nil, tpl)...) {
 				if strings.Contains(p, tc.want) {
 					return
 				}
@@ -407,7 +465,7 @@ func TestSettingsMutationsAreCaught(t *testing.T) {
 	changed["stream tumbling window"] = "60"
 	changed["reconcile async retries"] = defaultAsyncRetries // the template without its event invoke configuration
 	delete(changed, "alarm function_throttles reconcile")    // the template without the alarm
-	problems := settingsProblems(loadModule(t, moduleDir), changed)
+	problems := settingsProblems(loadModule(t, moduleDir), nil, changed)
 	for _, k := range []string{"stream tumbling window", "reconcile async retries", "alarm function_throttles reconcile"} {
 		if !slices.ContainsFunc(problems, func(p string) bool { return strings.Contains(p, k) }) {
 			t.Errorf("a template setting that differs is not caught: %s", k)

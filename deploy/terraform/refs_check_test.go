@@ -19,7 +19,7 @@ var knownFunctions = map[string]bool{
 	"length": true, "lookup": true, "lower": true, "max": true, "merge": true, "min": true, "one": true,
 	"regex": true, "replace": true, "sort": true, "split": true, "startswith": true, "substr": true,
 	"templatefile": true, "tolist": true, "tomap": true, "tonumber": true, "toset": true, "tostring": true,
-	"trimprefix": true, "trimsuffix": true, "try": true, "upper": true, "values": true, "zipmap": true,
+	"trimprefix": true, "trimsuffix": true, "try": true, "upper": true, "values": true, "yamldecode": true, "zipmap": true,
 }
 
 // Module block arguments that are not the called module's variables.

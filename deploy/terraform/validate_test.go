@@ -345,6 +345,17 @@ func TestAlarms(t *testing.T) {
 		{"without reconciler, with topic", map[string]cty.Value{
 			"reconciler_enabled": cty.False, "create_alarm_topic": cty.True,
 		}, []string{"AWS/DynamoDB ThrottledRequests", "AWS/Lambda Errors"}},
+		{"with server and events", func() map[string]cty.Value {
+			v := map[string]cty.Value{}
+			for k, x := range serverModuleVars {
+				v[k] = x
+			}
+			for k, x := range eventsVars {
+				v[k] = x
+			}
+			return v
+		}(), []string{"AWS/ApplicationELB HTTPCode_Target_5XX_Count", "AWS/ApplicationELB HTTPCode_ELB_5XX_Count",
+			"AWS/ApplicationELB TargetResponseTime", "AWS/Lambda Errors", "AWS/Lambda Throttles"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			probs, covered := alarmProblems(m, tc.vars, cat)

@@ -283,3 +283,102 @@ variable "alarm_lambda_throttles_threshold" {
   type        = number
   default     = 0
 }
+
+# ---------------------------------------------------------------- server (optional)
+
+variable "server_image" {
+  description = "Optional: the container image of `tollgate serve` (make image, pushed to a registry the tasks can pull from, e.g. ECR). Set, the module adds the server: an ECS Fargate service behind an Application Load Balancer (docs/operations.md, 1.6). Needs server_vpc_id and server_subnet_ids, and an API key in the table before the tasks start."
+  type        = string
+  default     = ""
+}
+
+variable "server_vpc_id" {
+  description = "server_image only: the VPC of the server's tasks and load balancer."
+  type        = string
+  default     = ""
+}
+
+variable "server_subnet_ids" {
+  description = "server_image only: the subnets of the server's tasks (two or more, in different availability zones)."
+  type        = list(string)
+  default     = []
+}
+
+variable "load_balancer_subnet_ids" {
+  description = "server_image only: the subnets of the load balancer (public ones when internet-facing); empty: server_subnet_ids."
+  type        = list(string)
+  default     = []
+}
+
+variable "load_balancer_scheme" {
+  description = "server_image only: internet-facing, or internal (reachable from the VPC only)."
+  type        = string
+  default     = "internet-facing"
+
+  validation {
+    condition     = contains(["internet-facing", "internal"], var.load_balancer_scheme)
+    error_message = "load_balancer_scheme must be internet-facing or internal."
+  }
+}
+
+variable "load_balancer_ingress_cidr" {
+  description = "server_image only: the addresses allowed to reach the load balancer's listener."
+  type        = string
+  default     = "0.0.0.0/0"
+}
+
+variable "load_balancer_certificate_arn" {
+  description = "server_image only: an ACM certificate; set, the listener is HTTPS on 443, otherwise HTTP on 80 (API keys then cross the network in clear)."
+  type        = string
+  default     = ""
+}
+
+variable "server_assign_public_ip" {
+  description = "server_image only: true when the tasks' subnets are public and have no NAT gateway (to pull the image and reach DynamoDB)."
+  type        = bool
+  default     = false
+}
+
+variable "server_cpu" {
+  description = "server_image only: CPU units of each task (1024 = one vCPU): 256, 512, 1024, 2048 or 4096."
+  type        = number
+  default     = 512
+}
+
+variable "server_memory" {
+  description = "server_image only: memory of each task, MiB (a size Fargate allows with server_cpu)."
+  type        = number
+  default     = 1024
+}
+
+variable "server_desired_count" {
+  description = "server_image only: how many tasks run (0 stops them, e.g. until an API key exists)."
+  type        = number
+  default     = 2
+}
+
+variable "alarm_server_errors_threshold" {
+  description = "server_image only: alarm when the server or the load balancer answer more 5xx than this per period."
+  type        = number
+  default     = 5
+}
+
+variable "alarm_server_latency_seconds" {
+  description = "server_image only: alarm when the p99 of the server's response time is above this, seconds."
+  type        = number
+  default     = 0.25
+}
+
+# ---------------------------------------------------------------- events function (optional)
+
+variable "events_rules" {
+  description = "Optional: the events function's rules file (package events) as text, e.g. file(\"rules.yaml\"). Set, the module adds the events function and an EventBridge rule per source and detail-type the rules match."
+  type        = string
+  default     = ""
+}
+
+variable "events_namespace" {
+  description = "events_rules only: the namespace whose reservations the events function releases (\"\": the default namespace)."
+  type        = string
+  default     = ""
+}

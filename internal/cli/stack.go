@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -17,6 +18,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/tollgate-rl/tollgate/deploy"
+	"github.com/tollgate-rl/tollgate/events"
 	"github.com/tollgate-rl/tollgate/store/dynamodb"
 )
 
@@ -28,6 +30,8 @@ type stackFlags struct {
 	region, endpoint string
 	wait             time.Duration
 	namespaceIDs     []string
+	eventsRules      string // the rules file of the events function
+	eventsNamespace  string
 	params           []deploy.TemplateParameter
 	values           map[string]*string // by flag
 	paramsErr        error              // why the template's parameters could not be read
@@ -44,6 +48,8 @@ func addStackFlags(cmd *cobra.Command, f *stackFlags) {
 	fl.StringVar(&f.endpoint, "cloudformation-endpoint", "", "--stack: a CloudFormation endpoint URL other than AWS's")
 	fl.DurationVar(&f.wait, "stack-timeout", 45*time.Minute, "--stack: how long to wait for the stack")
 	fl.StringArrayVar(&f.namespaceIDs, "namespace-id", nil, "--emit/--stack: add the acquire and admin managed policies confined to this namespace id (repeat)")
+	fl.StringVar(&f.eventsRules, "events-rules", "", "--emit/--stack: add the events function with this rules file (package events; docs/operations.md) and an EventBridge rule per source and detail-type it matches")
+	fl.StringVar(&f.eventsNamespace, "events-namespace", "", "--events-rules: the namespace whose reservations the events function releases (default: the default namespace)")
 	params, err := deploy.TemplateParameters()
 	// The embedded template is checked by package deploy's tests; should it
 	// be unreadable all the same, --emit and --stack say so (cloudFormation).
@@ -90,7 +96,7 @@ func (f *stackFlags) cloudFormation(cmd *cobra.Command) (bool, error) {
 		}
 	}
 	if !on {
-		for _, name := range append(f.flagNames(), "namespace-id") {
+		for _, name := range append(f.flagNames(), "namespace-id", "events-rules", "events-namespace") {
 			if changed(name) {
 				return false, usagef("--%s applies to --emit cloudformation and --stack", name)
 			}
@@ -121,7 +127,14 @@ func validStackName(s string) bool {
 
 // template makes the template of the flags given.
 func (f *stackFlags) template(cmd *cobra.Command) ([]byte, error) {
-	opts := deploy.TemplateOptions{Parameters: map[string]string{}, NamespaceIDs: f.namespaceIDs}
+	opts := deploy.TemplateOptions{Parameters: map[string]string{}, NamespaceIDs: f.namespaceIDs, EventsNamespace: f.eventsNamespace}
+	if f.eventsRules != "" {
+		cfg, err := loadEventRules(f.eventsRules)
+		if err != nil {
+			return nil, err
+		}
+		opts.EventRules = cfg
+	}
 	for _, p := range f.params {
 		if cmd.Flags().Changed(p.Flag) {
 			opts.Parameters[p.Name] = *f.values[p.Flag]
@@ -135,6 +148,21 @@ func (f *stackFlags) template(cmd *cobra.Command) ([]byte, error) {
 		return nil, usageError{err}
 	}
 	return b, err
+}
+
+// loadEventRules reads the events function's rules file: a bad one is a
+// usage error naming the flag.
+func loadEventRules(path string) (*events.Config, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, usagef("--events-rules: %v", err)
+	}
+	defer f.Close()
+	cfg, err := events.LoadConfig(f)
+	if err != nil {
+		return nil, usagef("--events-rules %s: %v", path, err)
+	}
+	return cfg, nil
 }
 
 // runCloudFormation runs --emit or --stack.
@@ -161,8 +189,8 @@ func (f *stackFlags) deployStack(ctx context.Context, g *globals, tpl []byte) er
 		return err
 	}
 	if body.Len() > maxTemplateBody {
-		return usagef("--namespace-id: the template (%d bytes) is over CloudFormation's inline limit of %d; "+
-			"use --emit cloudformation and aws cloudformation deploy --s3-bucket, or attach fewer tenant policies per stack", body.Len(), maxTemplateBody)
+		return usagef("--namespace-id, --events-rules: the template (%d bytes) is over CloudFormation's inline limit of %d; "+
+			"use --emit cloudformation and aws cloudformation deploy --s3-bucket, or attach fewer tenant policies or events rules per stack", body.Len(), maxTemplateBody)
 	}
 	cfg, err := config.LoadDefaultConfig(ctx, config.WithRegion(f.region))
 	if err != nil {

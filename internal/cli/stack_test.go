@@ -40,6 +40,47 @@ func TestDeployEmit(t *testing.T) {
 	}
 }
 
+// TestDeployEmitServerEvents checks that --server-image and
+// --events-rules add the server and the events function to the template
+// printed: deploy.Template's output for the same choices.
+func TestDeployEmitServerEvents(t *testing.T) {
+	const rules = "../../events/testdata/emr-rules.yaml"
+	code, out, errOut := run(t, "", "deploy", "--emit", "cloudformation", "--server-image", "tollgate:v1",
+		"--server-vpc-id", "vpc-0a1b", "--server-subnet-ids", "subnet-01,subnet-02", "--load-balancer-scheme", "internal",
+		"--server-desired-count", "3", "--events-rules", rules, "--events-namespace", "billing")
+	if code != ExitOK {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var tpl struct {
+		Parameters map[string]map[string]any
+		Resources  map[string]map[string]any
+	}
+	if err := json.Unmarshal([]byte(out), &tpl); err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]any{"ServerImage": "tollgate:v1", "ServerVpcId": "vpc-0a1b", "ServerSubnetIds": "subnet-01,subnet-02",
+		"LoadBalancerScheme": "internal", "ServerDesiredCount": 3.0} {
+		if got := tpl.Parameters[name]["Default"]; got != want {
+			t.Errorf("%s default = %v, want %v", name, got, want)
+		}
+	}
+	for _, r := range []string{"ServerService", "ServerLoadBalancer", "EventsFunction", "EventsRule1", "EventsRule1Permission", "EventsRule2"} {
+		if tpl.Resources[r] == nil {
+			t.Errorf("no %s", r)
+		}
+	}
+	cfg, err := loadEventRules(rules)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := deploy.Template(deploy.TemplateOptions{Parameters: map[string]string{"ServerImage": "tollgate:v1", "ServerVpcId": "vpc-0a1b",
+		"ServerSubnetIds": "subnet-01,subnet-02", "LoadBalancerScheme": "internal", "ServerDesiredCount": "3"},
+		EventRules: cfg, EventsNamespace: "billing"})
+	if err != nil || string(want) != out {
+		t.Errorf("output differs from deploy.Template (%v)", err)
+	}
+}
+
 // TestDeployFlagsInvalid checks that bad CloudFormation and IAM flags
 // are usage errors (exit 2) naming the flag, and that nothing is printed.
 func TestDeployFlagsInvalid(t *testing.T) {
@@ -71,6 +112,12 @@ func TestDeployFlagsInvalid(t *testing.T) {
 		{[]string{"iam", "policy", "--persona", "worker", "--table", testTableARN, "--namespace-id", "3f9a0c1d2e4b5a67"}, "--namespace-id"},
 		{[]string{"iam", "boundary", "--table", testTableARN}, "--namespace-id"},
 		{[]string{"iam", "rolez"}, "rolez"},
+		{[]string{"deploy", "--emit", "cloudformation", "--server-image", "tollgate:v1"}, "--server-vpc-id"},
+		{[]string{"deploy", "--emit", "cloudformation", "--server-vpc-id", "vpc-0a1b"}, "--server-vpc-id"},
+		{[]string{"deploy", "--emit", "cloudformation", "--events-rules", "testdata/no-such-rules.yaml"}, "--events-rules"},
+		{[]string{"deploy", "--emit", "cloudformation", "--events-rules", "../../events/testdata/emr-events.jsonl"}, "--events-rules"},
+		{[]string{"deploy", "--emit", "cloudformation", "--events-namespace", "billing"}, "--events-namespace"},
+		{[]string{"deploy", "--store", "dynamodb://t", "--events-rules", "../../events/testdata/emr-rules.yaml"}, "--events-rules"},
 	}
 	for _, c := range cases {
 		code, out, errOut := run(t, "", c.args...)
