@@ -213,6 +213,25 @@ class AsyncLeaseTest(AsyncServerTest):
             await self.client.get_entity(uid("nobody"))
 
 
+class AsyncClientAcrossLoopsTest(unittest.TestCase):
+    def test_one_client_in_successive_event_loops(self):
+        # Connections belong to the loop that opened them: a client used by
+        # successive asyncio.run calls opens new ones in each.
+        client = tollgate.AsyncClient(support.server().url)
+        for _ in range(3):
+            self.assertEqual(asyncio.run(client.health()), "ok")
+        self.assertEqual(len(client._http._idle), 1)
+
+        async def twice():
+            await client.health()
+            first = client._http._idle[0]
+            await client.health()
+            self.assertIs(client._http._idle[0], first)  # kept alive and reused
+            await client.close()
+
+        asyncio.run(twice())
+
+
 class _Stub(http.server.BaseHTTPRequestHandler):
     """Answers `answer` (status, headers, body); chunked when the test asks."""
 

@@ -26,15 +26,11 @@ from ._decorator import _resolver, arg
 from ._http import Answer, seg
 from ._slot import ended_here, slot_ttl
 from ._util import Duration, consume_body, penalty_body, seconds, ttl_ms
-from .client import (
-    DEFAULT_TIMEOUT,
-    DEFAULT_USER_AGENT,
+from ._calls import (
     V1,
-    Client,
     _available_query,
     _leases_page,
     _page_query,
-    _principal_header,
     _reservations_page,
     _reserve_body,
     _reset_body,
@@ -42,6 +38,7 @@ from .client import (
     _until_query,
     lease_path,
 )
+from .client import DEFAULT_TIMEOUT, DEFAULT_USER_AGENT, Client, _principal_header
 from .lease import COMMITTED, ROLLED_BACK, _LeaseState
 from .types import Grant, LeaseInfo, LimitStatus, Reservation, Reserved, _counts, _obj, _str, statuses
 
@@ -107,9 +104,10 @@ class AsyncLease(_LeaseState):
             return
         if exc_type is not None:
             try:
-                # Shielded: a second cancellation must not lose the rollback.
+                # Shielded: a second cancellation goes on at once, but the
+                # rollback is still sent.
                 await asyncio.shield(self.rollback())
-            except (E.TollgateError, asyncio.CancelledError) as rb:
+            except E.TollgateError as rb:
                 if hasattr(exc, "add_note"):
                     exc.add_note(f"tollgate: rolling back lease {self.id} failed: {rb!r}")  # type: ignore[union-attr]
             return
