@@ -319,6 +319,13 @@ class AsyncStubTest(unittest.IsolatedAsyncioTestCase):
             self.assertIn("timed out", str(cm.exception))
             await client.close()
 
+    async def test_control_characters_never_reach_the_wire(self):
+        client = tollgate.AsyncClient(f"http://127.0.0.1:{self.httpd.server_address[1]}", api_key="k\r\nX-Evil: 1")
+        with self.assertRaises(tollgate.ValidationError) as cm:
+            await client.health()
+        self.assertEqual(cm.exception.field, "headers")
+        await client.close()
+
     async def test_closed_port_is_server_unreachable(self):
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))

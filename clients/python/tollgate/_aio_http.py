@@ -72,10 +72,11 @@ class AsyncTransport:
         """As Transport.send: the Answer of a 2xx status, else the typed
         error; a repeatable call is sent again when no whole answer came."""
         req = prepare(self.base_url, self.headers, self.timeout, method, path, query, body, timeout, headers, retry)
+        wire = self._head(req) + (req.data or b"")  # checked before any connection
         attempt = 1
         while True:
             try:
-                status, hdrs, raw = await self._send_once(req)
+                status, hdrs, raw = await self._send_once(req, wire)
                 break
             except E.ServerUnreachable:
                 pause = req.pause(attempt)
@@ -95,12 +96,14 @@ class AsyncTransport:
             except Exception:
                 pass
 
-    async def _send_once(self, req: Prepared) -> Tuple[int, http.client.HTTPMessage, bytes]:
+    async def _send_once(self, req: Prepared, wire: bytes) -> Tuple[int, http.client.HTTPMessage, bytes]:
         left = req.left()
         if left is not None and left <= 0:
             raise E.ServerUnreachable(f"server unreachable: {req.op}: timed out")
         try:
-            return await asyncio.wait_for(self._exchange(req), left)
+            return await asyncio.wait_for(self._exchange(req, wire), left)
+        except E.TollgateError:
+            raise
         except asyncio.TimeoutError:
             raise E.ServerUnreachable(f"server unreachable: {req.op}: timed out") from None
         except (OSError, EOFError, ValueError, asyncio.IncompleteReadError, asyncio.LimitOverrunError,
@@ -108,23 +111,23 @@ class AsyncTransport:
             msg = "connection closed" if isinstance(err, (_Closed, asyncio.IncompleteReadError)) else _describe(err)
             raise E.ServerUnreachable(f"server unreachable: {req.op}: {msg}") from err
 
-    async def _exchange(self, req: Prepared) -> Tuple[int, http.client.HTTPMessage, bytes]:
+    async def _exchange(self, req: Prepared, wire: bytes) -> Tuple[int, http.client.HTTPMessage, bytes]:
         conn = self._take()
         if conn is not None:
             try:
-                return await self._on(conn, req)
+                return await self._on(conn, req, wire)
             except _Closed:
                 # The server closed the idle connection as we reused it: it
                 # read nothing of this request (as Go's transport, send it
                 # again once on a new connection, whatever the method).
                 pass
         reader, writer = await asyncio.open_connection(self._host, self._port, ssl=self._ssl, limit=MAX_LINE)
-        return await self._on(_Conn(reader, writer), req)
+        return await self._on(_Conn(reader, writer), req, wire)
 
-    async def _on(self, conn: _Conn, req: Prepared) -> Tuple[int, http.client.HTTPMessage, bytes]:
+    async def _on(self, conn: _Conn, req: Prepared, wire: bytes) -> Tuple[int, http.client.HTTPMessage, bytes]:
         done = False
         try:
-            conn.writer.write(self._head(req) + (req.data or b""))
+            conn.writer.write(wire)
             await conn.writer.drain()
             status, hdrs, raw, keep = await _read_answer(conn.reader, req.method, req.op)
             done = True
@@ -143,6 +146,14 @@ class AsyncTransport:
         lines = [f"{req.method} {target} HTTP/1.1", f"Host: {self._host_header}"]
         for k, v in req.headers.items():
             lines.append(f"{k}: {v}")
+        for line in lines:
+            # As http.client refuses them: a CR or LF would split the head.
+            if any(c in line for c in "\r\n\0") or line.startswith((" ", "\t")):
+                raise E.ValidationError("invalid header or URL: no control characters allowed", field="headers",
+                                        value=repr(line.split(":", 1)[0])[:80])
+        if any(c.isspace() for c in target):
+            raise E.ValidationError("invalid URL: no whitespace allowed in the path", field="base_url",
+                                    value=target[:80])
         if req.data is not None or req.method in ("POST", "PUT", "PATCH"):
             lines.append(f"Content-Length: {len(req.data or b'')}")
         # Header values were made Latin-1-safe by the client, as http.client sends them.
