@@ -54,6 +54,9 @@ func (l *Limiter) acquire(ctx context.Context, entity, resource string, consume 
 		if err == nil && d.shadow {
 			l.noteShadow(d)
 		}
+		if err == nil {
+			l.noteDecision(d, granted)
+		}
 		switch {
 		case err == nil && granted:
 			return d.newLease(entity, resource), nil
@@ -179,7 +182,7 @@ func (l *Limiter) plan(ctx context.Context, d *leaseData, entity, resource strin
 				}
 				reserved++
 			}
-			kinds = append(kinds, planned{kind: p.limit.Kind, shadow: p.shadow, checked: check, source: p.source})
+			kinds = append(kinds, planned{kind: p.limit.Kind, shadow: p.shadow, checked: check, source: p.source, alertAt: p.alertAt})
 			d.shadow = d.shadow || p.shadow && check
 			if p.params.Amount == 0 && amount > 0 {
 				d.holds = true // a concurrency token taken: the lease is durable
@@ -410,6 +413,7 @@ type planned struct {
 	kind            model.Kind
 	shadow, checked bool
 	source          source
+	alertAt         [model.MaxAlertAt]float64 // its alert thresholds (decisions.go)
 }
 
 // setRetry sets the wait of s, exceeded: for a rate limit the refill it

@@ -65,20 +65,30 @@ func (a *Admin) changed(mode *model.OnUnavailable) { a.changes.changed(a.ns, mod
 // prefixes its data, as Limiter.namespaceID does; the id is reused while
 // no change is seen, for at most the cache TTL.
 func (a *Admin) namespaceID(ctx context.Context) (string, error) {
+	e, err := a.namespace(ctx)
+	if err != nil {
+		return "", err
+	}
+	return e.id, e.err
+}
+
+// namespace is namespaceID's entry, with the namespace's audit retention
+// (the entry's err is the caller's to check).
+func (a *Admin) namespace(ctx context.Context) (*nsEntry, error) {
 	now := nanoOf(a.clock.Now())
 	gen := a.changes.Generation(ctx)
 	if e := a.nsCache.Load(); e != nil && e.gen == gen && e.expires > now {
-		return e.id, e.err
+		return e, nil
 	}
 	e, err := resolveNamespace(ctx, a.store, a.ns, a.clock.Now())
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	e.gen, e.expires = gen, now.add(a.ttl)
 	if a.ttl > 0 {
 		a.nsCache.Store(e)
 	}
-	return e.id, e.err
+	return e, nil
 }
 
 // nsEntry is a namespace resolved to its id, or to the error that it does
@@ -91,6 +101,8 @@ type nsEntry struct {
 	expires unixNano
 	gen     uint64
 	created bool
+	// retention is the namespace's AuditRetention (0: forever).
+	retention time.Duration
 }
 
 // resolveNamespace resolves namespace name of s to its id, registering
@@ -107,7 +119,7 @@ func resolveNamespace(ctx context.Context, s store.Store, name string, now time.
 		}
 		e.created = true
 	}
-	e.id = n.ID
+	e.id, e.retention = n.ID, n.AuditRetention
 	switch {
 	case errors.Is(err, model.ErrNamespaceNotFound):
 		e.err = fmt.Errorf("namespace %q: %w", name, model.ErrNamespaceNotFound)

@@ -48,7 +48,9 @@ func pageSize(limit, max int) (int, error) {
 // SetLimits stores cfg at scope, replacing what was there. Limits at an
 // entity scope need the entity to exist. OnUnavailable may be set at the
 // system scope only. Existing buckets adopt changed limits at their next
-// acquire.
+// acquire. The config stored is at the next version (cfg.Version is
+// ignored); with IfVersion (or IfAbsent) a config changed since it was
+// read is an error matching ErrPreconditionFailed, and nothing changes.
 func (a *Admin) SetLimits(ctx context.Context, scope Scope, cfg Config, opts ...WriteOption) error {
 	if err := scope.Validate(); err != nil {
 		return err
@@ -68,7 +70,7 @@ func (a *Admin) SetLimits(ctx context.Context, scope Scope, cfg Config, opts ...
 	if err != nil {
 		return err
 	}
-	if err := a.store.PutConfig(ctx, ns, scope, cfg, ev); err != nil {
+	if err := a.store.PutConfig(ctx, ns, scope, cfg, ev, precondition(opts)...); err != nil {
 		return storeErr(ctx, "set config", describeScope(scope), err)
 	}
 	if scope == model.SystemScope() {
@@ -100,7 +102,7 @@ func (a *Admin) GetLimits(ctx context.Context, scope Scope) (Config, error) {
 }
 
 // DeleteLimits removes the config at scope, or returns an error matching
-// ErrNotFound.
+// ErrNotFound (or, with IfVersion, ErrPreconditionFailed).
 func (a *Admin) DeleteLimits(ctx context.Context, scope Scope, opts ...WriteOption) error {
 	if err := scope.Validate(); err != nil {
 		return err
@@ -113,13 +115,22 @@ func (a *Admin) DeleteLimits(ctx context.Context, scope Scope, opts ...WriteOpti
 	if err != nil {
 		return err
 	}
-	if err := a.store.DeleteConfig(ctx, ns, scope, ev); err != nil {
+	if err := a.store.DeleteConfig(ctx, ns, scope, ev, precondition(opts)...); err != nil {
 		return storeErr(ctx, "delete config", describeScope(scope), err)
 	}
 	if scope == model.SystemScope() {
 		a.changed(new(model.OnUnavailable))
 	} else {
 		a.changed(nil)
+	}
+	return nil
+}
+
+// precondition is the store's form of what opts say of the version of
+// the record changed (IfVersion, IfAbsent): none, or one.
+func precondition(opts []WriteOption) []store.Precondition {
+	if o := model.WriteSettingsOf(opts...); o.Expect != nil {
+		return []store.Precondition{store.IfVersion(*o.Expect)}
 	}
 	return nil
 }

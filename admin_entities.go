@@ -33,6 +33,7 @@ func (a *Admin) CreateEntity(ctx context.Context, e Entity, opts ...WriteOption)
 		return Entity{}, storeErr(ctx, "create entity", e.ID, err)
 	}
 	a.changed(nil)
+	e.Version = 1
 	return e, nil
 }
 
@@ -50,7 +51,9 @@ func (a *Admin) GetEntity(ctx context.Context, id string) (Entity, error) {
 }
 
 // DeleteEntity removes the entity, its stored limits and its buckets. Its
-// children keep their parent id; their cascade stops here.
+// children keep their parent id; their cascade stops here. With IfVersion
+// an entity changed since it was read is an error matching
+// ErrPreconditionFailed, and nothing changes.
 func (a *Admin) DeleteEntity(ctx context.Context, id string, opts ...WriteOption) error {
 	if err := model.ValidateEntityID(id); err != nil {
 		return err
@@ -63,7 +66,7 @@ func (a *Admin) DeleteEntity(ctx context.Context, id string, opts ...WriteOption
 	if err != nil {
 		return err
 	}
-	if err := a.store.DeleteEntity(ctx, ns, id, ev); err != nil {
+	if err := a.store.DeleteEntity(ctx, ns, id, ev, precondition(opts)...); err != nil {
 		return storeErr(ctx, "delete entity", id, err)
 	}
 	a.changed(nil)
@@ -104,7 +107,10 @@ func (a *Admin) ListEntities(ctx context.Context, after string, limit int) ([]En
 // entity e.ID with e's (CreatedAt stays as stored) and returns the entity
 // as stored. It fails with ErrEntityNotFound if the entity or a new parent
 // does not exist, and with a *ValidationError of parent_id if the new
-// parent is the entity or one of its descendants. Acquires see the change
+// parent is the entity or one of its descendants. The entity stored is at
+// the next version (e.Version is ignored); with IfVersion an entity
+// changed since it was read is an error matching ErrPreconditionFailed,
+// and nothing changes. Acquires see the change
 // at once in this process; other processes see it when their caches
 // expire (WithCacheTTL).
 func (a *Admin) UpdateEntity(ctx context.Context, e Entity, opts ...WriteOption) (Entity, error) {
@@ -119,7 +125,7 @@ func (a *Admin) UpdateEntity(ctx context.Context, e Entity, opts ...WriteOption)
 	if err != nil {
 		return Entity{}, err
 	}
-	err = a.store.UpdateEntity(ctx, ns, e, ev)
+	err = a.store.UpdateEntity(ctx, ns, e, ev, precondition(opts)...)
 	a.changed(nil) // whatever happened: a cache may hold the old entity
 	if err != nil {
 		return Entity{}, storeErr(ctx, "update entity", e.ID, err)

@@ -70,6 +70,30 @@ func (a *Admin) setDeleted(ctx context.Context, name string, at time.Time) error
 	return nil
 }
 
+// SetAuditRetention sets how long the named namespace keeps its audit
+// events: d is 0 (forever, the default) or from model.MinAuditRetention
+// to model.MaxAuditRetention in whole seconds. An event older than the
+// retention is hidden at once from AuditEvents and AuditLog (a longer
+// retention shows again what a shorter one hid but nothing swept), and
+// deleted by the next sweep of a reconciler (reconcile.WithAuditSweep).
+func (a *Admin) SetAuditRetention(ctx context.Context, name string, d time.Duration) error {
+	if err := model.ValidateNamespace(name); err != nil {
+		return err
+	}
+	if err := model.ValidateAuditRetention(d); err != nil {
+		return err
+	}
+	log, ok := a.store.(store.AuditLog)
+	if !ok {
+		return errAuditLogUnsupported
+	}
+	if err := log.SetAuditRetention(ctx, name, d); err != nil {
+		return storeErr(ctx, "update namespace", name, err)
+	}
+	a.changes.changed(name, nil)
+	return nil
+}
+
 // PurgeNamespace deletes every item of a soft-deleted namespace, then the
 // namespace itself; a namespace not deleted first is refused with an error
 // matching ErrInvalid. progress, if not nil, is told how many items are

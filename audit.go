@@ -3,6 +3,7 @@ package tollgate
 import (
 	"context"
 	"crypto/rand"
+	"errors"
 	"io"
 	"sync"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"github.com/oklog/ulid/v2"
 
 	"github.com/tollgate-rl/tollgate/model"
+	"github.com/tollgate-rl/tollgate/store"
 )
 
 // Who made a change and why, recorded in its audit event.
@@ -28,6 +30,19 @@ func WithPrincipal(principal string) WriteOption { return model.WithPrincipal(pr
 // WithTrigger records, in the change's audit event, the external event it
 // was made on (package events releases reservations with it).
 func WithTrigger(t EventTrigger) WriteOption { return model.WithTrigger(t) }
+
+// IfVersion makes a change of an entity or a stored config (UpdateEntity,
+// DeleteEntity, SetLimits, DeleteLimits) conditional on its version
+// (Entity.Version, Config.Version) being v, the one read: a change made
+// since in between is an error matching ErrPreconditionFailed instead of
+// lost, and nothing is written (optimistic locking; HTTP If-Match).
+// IfVersion(0) is IfAbsent.
+func IfVersion(v int64) WriteOption { return model.IfVersion(v) }
+
+// IfAbsent makes SetLimits conditional on no config being stored at its
+// scope (HTTP If-None-Match: *): one stored since it was found missing
+// is an error matching ErrPreconditionFailed instead of overwritten.
+func IfAbsent() WriteOption { return model.IfAbsent() }
 
 // WithAudit applies write options (WithPrincipal) to the audit event of a
 // reservation (WithReservation), which its grant appends; other acquires
@@ -87,12 +102,72 @@ func (a *Admin) AuditEvents(ctx context.Context, entity, after string, limit int
 	if err != nil {
 		return nil, err
 	}
-	ns, err := a.namespaceID(ctx)
+	ns, err := a.namespace(ctx)
 	if err != nil {
 		return nil, err
 	}
-	evs, err := a.store.ListAudit(ctx, ns, entity, after, limit)
+	if ns.err != nil {
+		return nil, ns.err
+	}
+	// Events older than the retention are hidden, swept or not: ids sort
+	// by time, so they are the ids up to the cutoff's.
+	if cut := a.auditCutoff(ns); !cut.IsZero() {
+		after = max(after, store.AuditIDBefore(cut))
+	}
+	evs, err := a.store.ListAudit(ctx, ns.id, entity, after, limit)
 	return evs, storeErr(ctx, "list audit", entity, err)
+}
+
+// auditCutoff is the time before which the namespace's events are past
+// its retention, or zero if it keeps them forever.
+func (a *Admin) auditCutoff(ns *nsEntry) time.Time {
+	if ns.retention <= 0 {
+		return time.Time{}
+	}
+	return a.clock.Now().Add(-ns.retention)
+}
+
+// errAuditLogUnsupported is AuditLog's error over a store that does not
+// implement store.AuditLog (every backend of the module does; a wrapper
+// may not forward it).
+var errAuditLogUnsupported = errors.New("tollgate: this store cannot list its audit log by time")
+
+// AuditLog returns a page of the namespace's whole audit log (every
+// entity's events and the system's) in time order, for export: up to
+// q.Limit events (0 means 100) from q.Since (inclusive) to q.Until
+// (exclusive) with ids after the cursor q.After. Pass the last id of a
+// page as the next page's After; an empty page is the end. Events older
+// than the namespace's AuditRetention are not listed, swept or not. A
+// store whose indexes are eventually consistent (DynamoDB) may miss an
+// event written a moment ago: an export ends a little in the past.
+func (a *Admin) AuditLog(ctx context.Context, q model.AuditQuery) ([]AuditEvent, error) {
+	if err := q.Validate(); err != nil {
+		return nil, err
+	}
+	limit, err := pageSize(q.Limit, MaxAuditPage)
+	if err != nil {
+		return nil, err
+	}
+	log, ok := a.store.(store.AuditLog)
+	if !ok {
+		return nil, errAuditLogUnsupported
+	}
+	ns, err := a.namespace(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if ns.err != nil {
+		return nil, ns.err
+	}
+	r := store.AuditRange{Since: q.Since, Until: q.Until, After: q.After, Limit: limit}
+	if cut := a.auditCutoff(ns); !cut.IsZero() && cut.After(r.Since) {
+		r.Since = cut
+		if !r.Until.IsZero() && r.Until.UnixMilli() <= r.Since.UnixMilli() {
+			return nil, nil // the whole range is past the retention
+		}
+	}
+	evs, err := log.ListAuditRange(ctx, ns.id, r)
+	return evs, storeErr(ctx, "list audit log", "", err)
 }
 
 // eventIDs makes the sortable ids (ULIDs) of audit events. The zero value

@@ -104,6 +104,8 @@ type prepared struct {
 	params bucket.Params
 	shadow bool
 	source source // the level that supplied it
+	// alertAt are its configuration's alert thresholds (Config.AlertAt).
+	alertAt [model.MaxAlertAt]float64
 }
 
 // source is a limit's Status.Source, as a small number: plan keeps one
@@ -162,6 +164,7 @@ func prepare(cfg *model.Config, scope model.Scope) []prepared {
 	for i := range out {
 		out[i].shadow = cfg.InShadow(out[i].limit.Name)
 		out[i].source = sourceOf(scope)
+		out[i].alertAt = alertThresholds(cfg)
 	}
 	return out
 }

@@ -120,18 +120,18 @@ func (f *faultStore) GetConfigs(ctx context.Context, ns string, scopes []model.S
 	return f.inner.GetConfigs(ctx, ns, scopes)
 }
 
-func (f *faultStore) PutConfig(ctx context.Context, ns string, scope model.Scope, cfg model.Config, ev model.AuditEvent) error {
+func (f *faultStore) PutConfig(ctx context.Context, ns string, scope model.Scope, cfg model.Config, ev model.AuditEvent, pre ...store.Precondition) error {
 	if err := f.enter(mPutConfig); err != nil {
 		return err
 	}
-	return f.inner.PutConfig(ctx, ns, scope, cfg, ev)
+	return f.inner.PutConfig(ctx, ns, scope, cfg, ev, pre...)
 }
 
-func (f *faultStore) DeleteConfig(ctx context.Context, ns string, scope model.Scope, ev model.AuditEvent) error {
+func (f *faultStore) DeleteConfig(ctx context.Context, ns string, scope model.Scope, ev model.AuditEvent, pre ...store.Precondition) error {
 	if err := f.enter(mDeleteConfig); err != nil {
 		return err
 	}
-	return f.inner.DeleteConfig(ctx, ns, scope, ev)
+	return f.inner.DeleteConfig(ctx, ns, scope, ev, pre...)
 }
 
 func (f *faultStore) CreateEntity(ctx context.Context, ns string, e model.Entity, ev model.AuditEvent) error {
@@ -148,11 +148,11 @@ func (f *faultStore) GetEntity(ctx context.Context, ns, id string) (model.Entity
 	return f.inner.GetEntity(ctx, ns, id)
 }
 
-func (f *faultStore) DeleteEntity(ctx context.Context, ns, id string, ev model.AuditEvent) error {
+func (f *faultStore) DeleteEntity(ctx context.Context, ns, id string, ev model.AuditEvent, pre ...store.Precondition) error {
 	if err := f.enter(mDeleteEntity); err != nil {
 		return err
 	}
-	return f.inner.DeleteEntity(ctx, ns, id, ev)
+	return f.inner.DeleteEntity(ctx, ns, id, ev, pre...)
 }
 
 func (f *faultStore) ListChildren(ctx context.Context, ns, id string) ([]model.Entity, error) {
@@ -169,11 +169,11 @@ func (f *faultStore) ListEntities(ctx context.Context, ns, after string, limit i
 	return f.inner.ListEntities(ctx, ns, after, limit)
 }
 
-func (f *faultStore) UpdateEntity(ctx context.Context, ns string, e model.Entity, ev model.AuditEvent) error {
+func (f *faultStore) UpdateEntity(ctx context.Context, ns string, e model.Entity, ev model.AuditEvent, pre ...store.Precondition) error {
 	if err := f.enter("UpdateEntity"); err != nil {
 		return err
 	}
-	return f.inner.UpdateEntity(ctx, ns, e, ev)
+	return f.inner.UpdateEntity(ctx, ns, e, ev, pre...)
 }
 
 func (f *faultStore) ListConfigs(ctx context.Context, ns string, after *model.Scope, limit int) ([]model.ScopedConfig, error) {

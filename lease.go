@@ -54,10 +54,14 @@ type leaseData struct {
 	resumed, replayed, committing bool
 	// shadow is set when plan found a limit in shadow that the request
 	// names (noteShadow).
-	shadow  bool
-	limits  []store.LimitRequest // the array of req's limits
-	kinds   []planned            // the kind of each limit of req, in order, and its shadow (plan)
-	amounts []int64              // scratch: the entity's amounts per limit, millitokens
+	shadow bool
+	limits []store.LimitRequest // the array of req's limits
+	kinds  []planned            // the kind of each limit of req, in order, and its shadow (plan)
+	// counters remembers the decision counters of each limit of the last
+	// requests (noteDecision), kept across recycling: they are the
+	// limiter's for good.
+	counters []counterRef
+	amounts  []int64 // scratch: the entity's amounts per limit, millitokens
 	// explicit is WithLimits' limits prepared, for the option slice
 	// explicitOf (explicitLimits).
 	explicit   []prepared

@@ -81,6 +81,12 @@ type Limiter struct {
 	fail failMode
 	// shadow counts the decisions shadow limits would have denied.
 	shadow shadowCounts
+	// decisions counts decisions per resource and limit, topDenied the
+	// entities refused most, alerts the thresholds crossed (alertFn).
+	decisions decisionCounts
+	topDenied topDenied
+	alerts    alertTracker
+	alertFn   func(Alert)
 
 	leases sync.Pool // of *leaseData
 	// waiting serves the callers of Wait in deadline order, one line per
@@ -111,6 +117,7 @@ func New(s store.Store, opts ...Option) (*Limiter, error) {
 		holder:           o.holder,
 		leaseTTL:         o.leaseTTL,
 		changes:          o.changes,
+		alertFn:          o.alertFn,
 	}
 	l.leases.New = func() any { return newLeaseData(l) }
 	// A grant whose waiting caller left meanwhile is given back.
@@ -147,9 +154,19 @@ type Stats struct {
 	// Shadow counts, per resource and limit enforced in shadow, the
 	// decisions it would have denied.
 	Shadow []ShadowDenials
+	// Decisions counts, per resource and limit, the decisions it took
+	// part in, by outcome, and those near it.
+	Decisions []LimitDecisions
+	// TopDenied are the entities refused most, by resource and limit,
+	// most refused first: TopDeniedSize entity, resource and limit
+	// triples of all resources, followed since the limiter was made
+	// (DeniedEntity.Error says how far a count may be over). A limit in
+	// shadow refuses nobody. Filter them with the function TopDenied.
+	TopDenied []DeniedEntity
 }
 
 // Stats returns the limiter's counters.
 func (l *Limiter) Stats() Stats {
-	return Stats{Cache: l.cache.stats(), Degraded: l.fail.degraded.Load(), Shadow: l.shadow.snapshot()}
+	return Stats{Cache: l.cache.stats(), Degraded: l.fail.degraded.Load(), Shadow: l.shadow.snapshot(),
+		Decisions: l.decisions.snapshot(), TopDenied: l.topDenied.snapshot()}
 }

@@ -51,6 +51,10 @@ type Status = model.Status
 // AuditEvent records one change of configuration or entities.
 type AuditEvent = model.AuditEvent
 
+// AuditQuery selects a page of a namespace's whole audit log by time
+// (Admin.AuditLog). See model.AuditQuery.
+type AuditQuery = model.AuditQuery
+
 // RateLimitExceeded is the error of a denied acquire. See
 // model.RateLimitExceeded.
 type RateLimitExceeded = model.RateLimitExceeded
@@ -73,7 +77,10 @@ var (
 	ErrEntityNotFound = model.ErrEntityNotFound
 	ErrEntityExists   = model.ErrEntityExists
 	ErrNotFound       = model.ErrNotFound
-	ErrLeaseClosed    = model.ErrLeaseClosed
+	// ErrPreconditionFailed reports a change conditional on a version
+	// (IfVersion, IfAbsent) that no longer holds; nothing was written.
+	ErrPreconditionFailed = model.ErrPreconditionFailed
+	ErrLeaseClosed        = model.ErrLeaseClosed
 	// ErrLeaseExpired matches ErrLeaseClosed: a durable lease that a
 	// reconciler ended after its expiry, or that another process ended.
 	ErrLeaseExpired = model.ErrLeaseExpired
@@ -221,6 +228,10 @@ const (
 	MaxEntityPage = model.MaxEntityPage
 	// MaxAuditPage is the most audit events one AuditEvents call returns.
 	MaxAuditPage = model.MaxAuditPage
+	// MinAuditRetention and MaxAuditRetention bound a namespace's audit
+	// retention (Admin.SetAuditRetention; 0 is forever).
+	MinAuditRetention = model.MinAuditRetention
+	MaxAuditRetention = model.MaxAuditRetention
 	// MaxPenalty bounds how far ahead a penalty may end.
 	MaxPenalty = model.MaxPenalty
 	// MinLeaseTTL and MaxLeaseTTL bound a durable lease's expiry.

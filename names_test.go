@@ -22,13 +22,13 @@ var belowTheRoot = []string{
 	"MaxCascadeDepth", "MaxDisplayNameLen", "MaxEntityIDLen", "MaxHolderLen", "MaxIdempotencyKeyLen",
 	"MaxKeyNameLen", "MaxLeaseIDLen", "MaxLimitNameLen", "MaxMetadataEntries", "MaxMetadataKeyLen",
 	"MaxMetadataValLen", "MaxNamespaceLen", "MaxPeriodMillis", "MaxPrincipalLen", "MaxReasonLen",
-	"MaxReservationIDLen", "MaxResourceLen", "MaxTriggerFieldLen", "MaxUsagePage", "LeaseIDLen",
+	"MaxReservationIDLen", "MaxResourceLen", "MaxTriggerFieldLen", "MaxUsagePage", "LeaseIDLen", "MaxAlertAt",
 	// Validators and the typed error they return.
 	"Invalid", "CheckLeaseTTL", "ValidateEntityID", "ValidateIdempotencyKey", "ValidateKey",
 	"ValidateKeyHash", "ValidateKeyName", "ValidateLeaseID", "ValidateLimitName", "ValidateLimits",
-	"ValidateNamespace", "ValidateReservationID", "ValidateResource", "ParseKind",
+	"ValidateNamespace", "ValidateReservationID", "ValidateResource", "ParseKind", "ValidateAuditRetention", "ValidateAlertAt",
 	// The store contract's errors, and the class of domain errors.
-	"ErrDomain", "NewDomainError", "ErrLeaseConflict", "ErrLeaseExists",
+	"ErrDomain", "NewDomainError", "ErrLeaseConflict", "ErrLeaseExists", "VersionMismatch",
 	// Ids and keys as stored and sent.
 	"IdempotentLeaseID", "ReservationLeaseID", "ReservationOf", "ReservationPrefix", "KeyPrefix",
 	"GenerateKey", "HashKey", "CompareScopes",

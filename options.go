@@ -40,6 +40,7 @@ type options struct {
 	concurrencyRetry time.Duration
 	holder           string
 	leaseTTL         time.Duration
+	alertFn          func(Alert)
 }
 
 // WithNamespace makes the limiter or admin work in namespace ns (default

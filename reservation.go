@@ -61,9 +61,6 @@ func (l *Limiter) consumeReservation(ctx context.Context, d *leaseData, now unix
 		d.req.Lease, d.req.Event = rec, &ev
 		granted, err := l.store.Consume(ctx, d.ns, &d.req)
 		d.req.Lease, d.req.Event = nil, nil
-		if err == nil && d.shadow {
-			l.noteShadow(d)
-		}
 		switch {
 		case err == nil && granted:
 			d.rec = rec

@@ -102,6 +102,7 @@ func (l *Limiter) failed(ctx context.Context, ns, entity, resource string, mode 
 		return nil, err
 	}
 	l.fail.degraded.Add(1)
+	l.noteDegraded(resource)
 	// State of its own, never recycled, so that the handle keeps its cause.
 	d := &leaseData{lim: l, cause: err}
 	return &Lease{d: d, entity: entity, resource: resource}, nil

@@ -244,3 +244,35 @@ func (r *Recorder) ListBuckets(ctx context.Context, ns, resource, after string, 
 	}
 	return bl.ListBuckets(ctx, ns, resource, after, limit)
 }
+
+// errNoAuditLog answers the store.AuditLog methods of a recorder over a
+// store that does not implement it.
+var errNoAuditLog = errors.New("aggregator: the recorded store cannot list its audit log by time")
+
+// ListAuditRange implements store.AuditLog for stores that do, so that
+// audit export and retention work through the recorder.
+func (r *Recorder) ListAuditRange(ctx context.Context, ns string, q store.AuditRange) ([]model.AuditEvent, error) {
+	l, ok := r.Store.(store.AuditLog)
+	if !ok {
+		return nil, errNoAuditLog
+	}
+	return l.ListAuditRange(ctx, ns, q)
+}
+
+// SweepAudit implements store.AuditLog for stores that do.
+func (r *Recorder) SweepAudit(ctx context.Context, ns string, before time.Time, limit int) (int, error) {
+	l, ok := r.Store.(store.AuditLog)
+	if !ok {
+		return 0, errNoAuditLog
+	}
+	return l.SweepAudit(ctx, ns, before, limit)
+}
+
+// SetAuditRetention implements store.AuditLog for stores that do.
+func (r *Recorder) SetAuditRetention(ctx context.Context, name string, d time.Duration) error {
+	l, ok := r.Store.(store.AuditLog)
+	if !ok {
+		return errNoAuditLog
+	}
+	return l.SetAuditRetention(ctx, name, d)
+}

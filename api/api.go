@@ -163,6 +163,9 @@ type Entity struct {
 	Cascade     bool              `json:"cascade,omitempty"`
 	Metadata    map[string]string `json:"metadata,omitempty"`
 	CreatedAtMS int64             `json:"created_at_ms,omitempty"`
+	// Version counts the entity's changes (model.Entity.Version); the
+	// server ignores it in a request (If-Match is the condition on it).
+	Version int64 `json:"version,omitempty"`
 }
 
 // EntitiesResponse answers GET /v1/entities and GET
@@ -222,8 +225,15 @@ type Limits struct {
 	// Shadow names the limits of Limits enforced in shadow: debited, never
 	// denying (model.Config.Shadow).
 	Shadow []string `json:"shadow,omitempty"`
+	// AlertAt are the fractions of capacity (ascending, each in (0, 1])
+	// whose upward crossing by an entity's use of a limit raises an alert
+	// (model.Config.AlertAt).
+	AlertAt []float64 `json:"alert_at,omitempty"`
 	// OnUnavailable ("block" or "allow") is meaningful at system level only.
 	OnUnavailable string `json:"on_unavailable,omitempty"`
+	// Version counts the puts of the config (model.Config.Version); the
+	// server ignores it in a request (If-Match is the condition on it).
+	Version int64 `json:"version,omitempty"`
 }
 
 // AuditEvent is an audit event on the wire.
@@ -250,6 +260,15 @@ type Namespace struct {
 	ID          string `json:"id,omitempty"`
 	CreatedAtMS int64  `json:"created_at_ms,omitempty"`
 	DeletedAtMS int64  `json:"deleted_at_ms,omitempty"` // set while soft-deleted
+	// AuditRetentionS is how long its audit events are kept, in seconds
+	// (absent: forever).
+	AuditRetentionS int64 `json:"audit_retention_s,omitempty"`
+}
+
+// AuditRetention is the body of PUT /v1/namespaces/{name}/audit-retention:
+// seconds, 0 for forever.
+type AuditRetention struct {
+	AuditRetentionS int64 `json:"audit_retention_s"`
 }
 
 // NamespacesResponse answers GET /v1/namespaces.
@@ -344,17 +363,17 @@ func CeilMS(d time.Duration) int64 { return model.CeilMS(d) }
 
 // FromEntity converts an entity.
 func FromEntity(e model.Entity) Entity {
-	return Entity{ID: e.ID, Name: e.Name, ParentID: e.ParentID, Cascade: e.Cascade, Metadata: e.Metadata, CreatedAtMS: model.UnixMilli(e.CreatedAt)}
+	return Entity{ID: e.ID, Name: e.Name, ParentID: e.ParentID, Cascade: e.Cascade, Metadata: e.Metadata, CreatedAtMS: model.UnixMilli(e.CreatedAt), Version: e.Version}
 }
 
 // ToEntity converts an entity back.
 func ToEntity(e Entity) model.Entity {
-	return model.Entity{ID: e.ID, Name: e.Name, ParentID: e.ParentID, Cascade: e.Cascade, Metadata: e.Metadata, CreatedAt: model.FromUnixMilli(e.CreatedAtMS)}
+	return model.Entity{ID: e.ID, Name: e.Name, ParentID: e.ParentID, Cascade: e.Cascade, Metadata: e.Metadata, CreatedAt: model.FromUnixMilli(e.CreatedAtMS), Version: e.Version}
 }
 
 // FromConfig converts a config.
 func FromConfig(c model.Config) Limits {
-	out := Limits{Limits: make([]string, len(c.Limits)), Shadow: c.Shadow, OnUnavailable: string(c.OnUnavailable)}
+	out := Limits{Limits: make([]string, len(c.Limits)), Shadow: c.Shadow, AlertAt: c.AlertAt, OnUnavailable: string(c.OnUnavailable), Version: c.Version}
 	for i, l := range c.Limits {
 		out.Limits[i] = l.String()
 	}
@@ -373,7 +392,10 @@ func ToConfig(b Limits) (model.Config, error) {
 	if len(b.Shadow) > len(ls) {
 		return model.Config{}, model.Invalid("shadow", "", "names more limits than the configuration has")
 	}
-	return model.Config{Limits: ls, Shadow: b.Shadow, OnUnavailable: model.OnUnavailable(b.OnUnavailable)}, nil
+	if len(b.AlertAt) > model.MaxAlertAt {
+		return model.Config{}, model.ValidateAlertAt(b.AlertAt)
+	}
+	return model.Config{Limits: ls, Shadow: b.Shadow, AlertAt: b.AlertAt, OnUnavailable: model.OnUnavailable(b.OnUnavailable), Version: b.Version}, nil
 }
 
 // FromAuditEvent converts an audit event.
@@ -388,12 +410,14 @@ func ToAuditEvent(e AuditEvent) model.AuditEvent {
 
 // FromNamespace converts a namespace.
 func FromNamespace(n model.Namespace) Namespace {
-	return Namespace{Name: n.Name, ID: n.ID, CreatedAtMS: model.UnixMilli(n.CreatedAt), DeletedAtMS: model.UnixMilli(n.DeletedAt)}
+	return Namespace{Name: n.Name, ID: n.ID, CreatedAtMS: model.UnixMilli(n.CreatedAt), DeletedAtMS: model.UnixMilli(n.DeletedAt),
+		AuditRetentionS: int64(n.AuditRetention / time.Second)}
 }
 
 // ToNamespace converts a namespace back.
 func ToNamespace(n Namespace) model.Namespace {
-	return model.Namespace{Name: n.Name, ID: n.ID, CreatedAt: model.FromUnixMilli(n.CreatedAtMS), DeletedAt: model.FromUnixMilli(n.DeletedAtMS)}
+	return model.Namespace{Name: n.Name, ID: n.ID, CreatedAt: model.FromUnixMilli(n.CreatedAtMS), DeletedAt: model.FromUnixMilli(n.DeletedAtMS),
+		AuditRetention: time.Duration(n.AuditRetentionS) * time.Second}
 }
 
 // Sentinel errors of the API that the library has no equivalent for.

@@ -34,6 +34,7 @@ var kinds = []struct {
 	{model.ErrReservationConflict, http.StatusConflict, CodeConflict, "reservation_conflict"},
 	{model.ErrIdempotencyConflict, http.StatusConflict, CodeConflict, "idempotency_key_reused"},
 	{ErrConflict, http.StatusConflict, CodeConflict, "conflict"},
+	{model.ErrPreconditionFailed, http.StatusPreconditionFailed, CodePreconditionFailed, ""},
 	{ErrNoRoute, http.StatusNotFound, CodeNotFound, "no_route"},
 	{ErrMethodNotAllowed, http.StatusMethodNotAllowed, CodeMethodNotAllowed, "method_not_allowed"},
 	{model.ErrUsageUnsupported, http.StatusNotImplemented, CodeUnimplemented, "usage_unsupported"},

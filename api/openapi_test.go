@@ -91,6 +91,7 @@ func TestOpenAPISchemasHaveTheWireFields(t *testing.T) {
 		{"AuditEvent", AuditEvent{}},
 		{"AuditPage", AuditResponse{}},
 		{"Namespace", Namespace{}},
+		{"AuditRetention", AuditRetention{}},
 		{"NamespaceList", NamespacesResponse{}},
 		{"PurgeResponse", PurgeResponse{}},
 		{"Error", Error{}},
@@ -106,6 +107,9 @@ func TestOpenAPISchemasHaveTheWireFields(t *testing.T) {
 		{"ReservationPage", ReservationsResponse{}},
 		{"Penalty", Penalty{}},
 		{"PenalizeRequest", PenalizeRequest{}},
+		{"TopDenied", TopDeniedResponse{}},
+		{"DeniedEntity", DeniedEntity{}},
+		{"Alert", Alert{}},
 	} {
 		t.Run(tc.schema, func(t *testing.T) {
 			got, want := properties(t, schemas, tc.schema), jsonFields(reflect.TypeOf(tc.value))

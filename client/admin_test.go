@@ -87,12 +87,13 @@ func TestConfigRoundTrip(t *testing.T) {
 		cfg   tollgate.Config
 	}{
 		{"system", tollgate.SystemScope(), tollgate.Config{Limits: limits("rpm:1000"), OnUnavailable: tollgate.Allow}},
-		{"resource with a slash", tollgate.ResourceScope("openai/gpt-4o"), tollgate.Config{Limits: limits("rpm:100", "tpm:10000:15000")}},
+		{"resource with a slash", tollgate.ResourceScope("openai/gpt-4o"), tollgate.Config{Limits: limits("rpm:100", "tpm:10000:15000"), AlertAt: []float64{0.8, 1}}},
 		{"entity default", tollgate.EntityScope("org-1", ""), tollgate.Config{Limits: limits("tpm:50000/hour")}},
 		{"entity and resource", tollgate.EntityScope("org-1", "openai/gpt-4o"), tollgate.Config{Limits: limits("rps:5/sec", "inflight:3/concurrent")}},
 	}
-	for _, tt := range tests {
+	for i, tt := range tests {
 		must(t, "SetLimits "+tt.name, c.SetLimits(ctx, tt.scope, tt.cfg))
+		tests[i].cfg.Version = 1 // each is read back at its first version
 	}
 	// Read back after every write, so that scopes that collided would show.
 	for _, tt := range tests {

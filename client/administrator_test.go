@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/tollgate-rl/tollgate"
 	"github.com/tollgate-rl/tollgate/client"
@@ -102,6 +104,34 @@ func administer(t *testing.T, a tollgate.Administrator, principal string) {
 	if len(evs) < 3 || evs[0].Action != model.ActionEntityCreate || evs[0].Principal != principal {
 		t.Errorf("AuditEvents = %+v, want org-1's creation first, by %s", evs, principal)
 	}
+	// The whole log by time, every entity's and the system's, paged.
+	all, err := a.AuditLog(ctx, tollgate.AuditQuery{Limit: 1000})
+	must(t, "AuditLog", err)
+	if len(all) <= len(evs) || !slices.IsSortedFunc(all, func(x, y tollgate.AuditEvent) int { return strings.Compare(x.ID, y.ID) }) {
+		t.Errorf("AuditLog = %d events, want more than org-1's %d, in id order", len(all), len(evs))
+	}
+	var paged []tollgate.AuditEvent
+	for q := (tollgate.AuditQuery{Limit: 2}); len(paged) <= len(all); {
+		page, err := a.AuditLog(ctx, q)
+		must(t, "AuditLog page", err)
+		if len(page) == 0 {
+			break
+		}
+		paged = append(paged, page...)
+		q.After = page[len(page)-1].ID
+	}
+	if len(paged) != len(all) || paged[len(paged)-1].ID != all[len(all)-1].ID {
+		t.Errorf("AuditLog paged by 2 = %d events, want %d", len(paged), len(all))
+	}
+	_, err = a.AuditLog(ctx, tollgate.AuditQuery{After: "not-an-id"})
+	wantErr(t, "AuditLog with a bad cursor", err, tollgate.ErrInvalid)
+	wantErr(t, "SetAuditRetention of 1m", a.SetAuditRetention(ctx, "default", time.Minute), tollgate.ErrInvalid)
+	wantErr(t, "SetAuditRetention of a missing namespace", a.SetAuditRetention(ctx, "nope", time.Hour), tollgate.ErrNamespaceNotFound)
+	must(t, "SetAuditRetention", a.SetAuditRetention(ctx, "default", 48*time.Hour))
+	if n, err := a.GetNamespace(ctx, "default"); err != nil || n.AuditRetention != 48*time.Hour {
+		t.Errorf("GetNamespace after SetAuditRetention = %+v, %v", n, err)
+	}
+	must(t, "SetAuditRetention forever", a.SetAuditRetention(ctx, "default", 0))
 
 	// Keys of the namespace.
 	secret, k, err := a.CreateKey(ctx, tollgate.KeySpec{Name: "svc", Role: model.RoleAcquire}, who)

@@ -190,6 +190,10 @@ type request struct {
 	principal string
 	// idempotencyKey, unless empty, is sent as api.IdempotencyKeyHeader.
 	idempotencyKey string
+	// condition and conditionValue, unless empty, are the If-Match or
+	// If-None-Match header of a change conditional on a version
+	// (model.IfVersion, model.IfAbsent; api.PreconditionHeaders).
+	condition, conditionValue string
 	// retry says the call may be sent again after a transport error (the
 	// answer was lost, or the connection failed): an acquire with an
 	// idempotency key, a lease's commit, rollback or extend, a read.
@@ -210,6 +214,7 @@ func changing(req request, opts []model.WriteOption) (request, error) {
 		return req, model.Invalid("trigger", o.Trigger.Rule, "the HTTP API records the event a change was made on for releases only")
 	}
 	req.principal = o.Principal
+	req.condition, req.conditionValue = api.PreconditionHeaders(opts...)
 	return req, nil
 }
 
@@ -294,6 +299,9 @@ func (c *Client) newRequest(ctx context.Context, req request) (*http.Request, er
 	}
 	if req.idempotencyKey != "" {
 		hreq.Header.Set(api.IdempotencyKeyHeader, req.idempotencyKey)
+	}
+	if req.condition != "" {
+		hreq.Header.Set(req.condition, req.conditionValue)
 	}
 	if body != nil {
 		hreq.Header.Set("Content-Type", "application/json")

@@ -74,3 +74,23 @@ func (c *Client) Capacity(ctx context.Context, resource string) (model.ResourceC
 	}
 	return api.ToCapacity(out), nil
 }
+
+// TopDenied returns at most n (1 to api.MaxTopDenied) of the entities the
+// server refused most in the client's namespace, most refused first, of
+// resource and limit when they are not empty (GET /v1/metrics/top-denied).
+// Each server answers for the decisions it took: behind a load balancer,
+// this is one replica's view.
+func (c *Client) TopDenied(ctx context.Context, resource, limit string, n int) ([]api.DeniedEntity, error) {
+	q := url.Values{"n": {strconv.Itoa(n)}}
+	if resource != "" {
+		q.Set("resource", resource)
+	}
+	if limit != "" {
+		q.Set("limit", limit)
+	}
+	var out api.TopDeniedResponse
+	if err := c.do(ctx, request{method: http.MethodGet, path: api.TopDeniedPath, query: q}, &out); err != nil {
+		return nil, err
+	}
+	return out.Entities, nil
+}

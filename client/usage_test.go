@@ -98,3 +98,33 @@ func TestUsageAndCapacityMatchTheLibrary(t *testing.T) {
 		t.Errorf("a query without entity or resource: %v, want a *ValidationError naming the field", err)
 	}
 }
+
+// TopDenied reads the server's entities refused most, filtered as asked.
+func TestTopDenied(t *testing.T) {
+	ctx := context.Background()
+	srv, err := server.New(memory.New(), server.WithLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(srv)
+	t.Cleanup(func() { ts.Close(); _ = srv.Close(ctx) })
+	c := newClient(t, ts.URL)
+	limits := client.WithLimits(tollgate.PerMinute("rpm", 1))
+	for _, e := range []string{"a", "a", "a", "b", "b"} { // a refused twice, b once
+		if le, err := c.Acquire(ctx, e, "api", tollgate.Consume{"rpm": 1}, limits); err == nil {
+			must(t, "Commit", le.Commit(ctx))
+		}
+	}
+	got, err := c.TopDenied(ctx, "api", "rpm", 5)
+	must(t, "TopDenied", err)
+	if len(got) != 2 || got[0].Entity != "a" || got[0].Count != 2 || got[1].Entity != "b" || got[1].Count != 1 {
+		t.Errorf("TopDenied = %+v, want a twice then b once", got)
+	}
+	if got, err := c.TopDenied(ctx, "other", "", 5); err != nil || len(got) != 0 {
+		t.Errorf("TopDenied of another resource = %+v, %v; want none", got, err)
+	}
+	var ve *tollgate.ValidationError
+	if _, err := c.TopDenied(ctx, "", "", 0); !errors.As(err, &ve) || ve.Field != "n" {
+		t.Errorf("n = 0: %v, want a *ValidationError naming n", err)
+	}
+}

@@ -34,6 +34,9 @@ func limiterCases() []testCase {
 		{"Saturation", testLimiterSaturation},
 		{"SlotRetryAfter", testLimiterSlotRetryAfter},
 		{"ShadowLimits", testLimiterShadow},
+		{"Versions", testLimiterVersions},
+		{"DecisionsAndAlerts", testLimiterDecisionsAndAlerts},
+		{"ReservationDecisionsCountedOnce", testLimiterReservationDecisions},
 		{"CalendarQuota", testLimiterCalendar},
 		{"CalendarQuotaPerCall", testLimiterCalendarPerCall},
 	}

@@ -11,6 +11,7 @@ func namespaceCases() []testCase {
 	return []testCase{
 		{"LimiterIsolation", testNamespaceLimiterIsolation},
 		{"LimiterLifecycle", testNamespaceLimiterLifecycle},
+		{"AuditRetention", testNamespaceAuditRetention},
 	}
 }
 

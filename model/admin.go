@@ -2,6 +2,7 @@ package model
 
 import (
 	"context"
+	"time"
 )
 
 // Administrator is the control plane, as Acquirer is the data plane: what
@@ -41,9 +42,14 @@ type Administrator interface {
 	DeleteNamespace(ctx context.Context, name string) error
 	RecoverNamespace(ctx context.Context, name string) error
 	PurgeNamespace(ctx context.Context, name string, progress func(deleted int)) error
+	// SetAuditRetention sets how long a namespace keeps its audit events
+	// (0: forever; else ValidateAuditRetention).
+	SetAuditRetention(ctx context.Context, name string, d time.Duration) error
 
 	// What limits did and hold.
 	AuditEvents(ctx context.Context, entity, after string, limit int) ([]AuditEvent, error)
+	// AuditLog lists the namespace's whole audit log by time, for export.
+	AuditLog(ctx context.Context, q AuditQuery) ([]AuditEvent, error)
 	Usage(ctx context.Context, q UsageQuery) (usage []Usage, next string, err error)
 	UsageSummary(ctx context.Context, q UsageQuery) (UsageSummary, error)
 	Capacity(ctx context.Context, resource string) (ResourceCapacity, error)

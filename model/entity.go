@@ -19,6 +19,11 @@ type Entity struct {
 	Cascade   bool
 	Metadata  map[string]string
 	CreatedAt time.Time
+	// Version counts the entity's changes: 1 when created, one more at
+	// each update. A store sets it; a write ignores it (the condition on
+	// it is the write option IfVersion). An entity stored before versions
+	// were kept reads as 1.
+	Version int64
 }
 
 // MaxCascadeDepth is the most entities one acquire debits: the entity and up
@@ -86,14 +91,26 @@ type Config struct {
 	// would have (docs/semantics.md, "Shadow limits"). It is how a new
 	// limit is rolled out: shadow, watch, enforce.
 	Shadow []string
+	// AlertAt are the fractions of a limit's capacity (each in (0, 1],
+	// ascending, at most MaxAlertAt) at which an entity's use of any limit
+	// of Limits raises an alert, once per upward crossing
+	// (docs/operations.md, "Alerts").
+	AlertAt []float64
 	// OnUnavailable is meaningful at the system level only.
 	OnUnavailable OnUnavailable
+	// Version counts the puts of the config at its scope: 1 when stored
+	// where none was (also after a delete), one more at each put that
+	// replaces it. A store sets it; a put ignores it (the condition on it
+	// is the write option IfVersion). A config stored before versions
+	// were kept reads as 1.
+	Version int64
 }
 
 // Clone returns a copy of c that shares no slice with it.
 func (c Config) Clone() Config {
 	c.Limits = slices.Clone(c.Limits)
 	c.Shadow = slices.Clone(c.Shadow)
+	c.AlertAt = slices.Clone(c.AlertAt)
 	return c
 }
 
@@ -186,6 +203,9 @@ func (c Config) Validate(s Scope) error {
 		if slices.Contains(c.Shadow[:i], name) {
 			return invalid("shadow", name, "is listed twice")
 		}
+	}
+	if err := ValidateAlertAt(c.AlertAt); err != nil {
+		return err
 	}
 	if err := c.OnUnavailable.Validate(); err != nil {
 		return err

@@ -1,6 +1,7 @@
 package model_test
 
 import (
+	"math"
 	"strconv"
 	"strings"
 	"testing"
@@ -163,6 +164,7 @@ func TestConfigValidate(t *testing.T) {
 		{"block at system", model.Config{OnUnavailable: model.Block}, system, "", ""},
 		{"allow at system with limits", model.Config{Limits: limits, OnUnavailable: model.Allow}, system, "", ""},
 		{"shadow limits", model.Config{Limits: limits, Shadow: []string{"tpm", "inflight"}}, entity, "", ""},
+		{"alert thresholds", model.Config{Limits: limits, AlertAt: []float64{0.5, 0.8, 0.95, 1}}, resource, "", ""},
 
 		{"allow at resource", model.Config{OnUnavailable: model.Allow}, resource, "on_unavailable", "system level"},
 		{"block at entity default", model.Config{Limits: limits, OnUnavailable: model.Block}, entityDefault, "on_unavailable", "system level"},
@@ -173,6 +175,12 @@ func TestConfigValidate(t *testing.T) {
 		{"duplicate limits", model.Config{Limits: []model.Limit{model.PerMinute("rpm", 1), model.PerSecond("rpm", 1)}}, resource, "limits", "duplicate"},
 		{"shadow of no limit", model.Config{Limits: limits, Shadow: []string{"rpd"}}, resource, "shadow", "names no limit"},
 		{"shadow twice", model.Config{Limits: limits, Shadow: []string{"rpm", "rpm"}}, resource, "shadow", "listed twice"},
+		{"alert at zero", model.Config{Limits: limits, AlertAt: []float64{0}}, resource, "alert_at", "(0, 1]"},
+		{"alert above one", model.Config{Limits: limits, AlertAt: []float64{1.5}}, resource, "alert_at", "(0, 1]"},
+		{"alert at NaN", model.Config{Limits: limits, AlertAt: []float64{math.NaN()}}, resource, "alert_at", "(0, 1]"},
+		{"alert descending", model.Config{Limits: limits, AlertAt: []float64{0.9, 0.8}}, resource, "alert_at", "ascending"},
+		{"alert twice", model.Config{Limits: limits, AlertAt: []float64{0.8, 0.8}}, resource, "alert_at", "ascending"},
+		{"too many alerts", model.Config{Limits: limits, AlertAt: []float64{0.1, 0.2, 0.3, 0.4, 0.5}}, resource, "alert_at", "at most 4"},
 		{"shadow without limits", model.Config{Shadow: []string{"rpm"}}, system, "shadow", "names no limit"},
 	}
 	for _, tt := range tests {

@@ -32,7 +32,41 @@ var (
 	// ErrCapacityUnsupported reports a capacity query to a store that
 	// cannot list buckets.
 	ErrCapacityUnsupported = NewDomainError("this store cannot list buckets")
+	// ErrPreconditionFailed reports a change made on a condition on the
+	// version of what it changes (IfVersion, IfAbsent; HTTP If-Match) that
+	// no longer holds: someone else changed it since it was read. Nothing
+	// was written.
+	ErrPreconditionFailed = NewDomainError("precondition failed")
 )
+
+// VersionMismatch returns an error matching ErrPreconditionFailed that
+// says which version a change expected (0: none stored) and which is
+// stored (have; 0: none).
+func VersionMismatch(expected, have int64) error {
+	var want, is string
+	if expected == 0 {
+		want = "not to exist"
+	} else {
+		want = "version " + strconv.FormatInt(expected, 10)
+	}
+	if have == 0 {
+		is = "it does not exist"
+	} else {
+		is = "it is at version " + strconv.FormatInt(have, 10)
+	}
+	return &preconditionError{msg: "expected " + want + ", " + is}
+}
+
+// preconditionError is VersionMismatch's error.
+type preconditionError struct{ msg string }
+
+// Error says what was expected and what is.
+func (e *preconditionError) Error() string { return "precondition failed: " + e.msg }
+
+// Is reports whether target is ErrPreconditionFailed or ErrDomain.
+func (e *preconditionError) Is(target error) bool {
+	return target == ErrPreconditionFailed || target == ErrDomain
+}
 
 // ErrDomain is matched by every domain error: an answer about the data
 // (not found, already exists, invalid, rate limited, ...), which the store

@@ -19,6 +19,11 @@ type WriteSettings struct {
 	// Trigger is the external event the change was made on (WithTrigger);
 	// the zero value: none.
 	Trigger EventTrigger
+	// Expect, if not nil (IfVersion, IfAbsent), is the version the
+	// entity or config a change replaces or deletes must have, 0 for
+	// none to exist: else the change fails with an error matching
+	// ErrPreconditionFailed and writes nothing (optimistic locking).
+	Expect *int64
 }
 
 // WriteSettingsOf returns what opts say.
@@ -36,8 +41,28 @@ func (s *WriteSettings) Validate() error {
 	if len(s.Principal) > MaxPrincipalLen {
 		return Invalid("principal", s.Principal, "longer than "+strconv.Itoa(MaxPrincipalLen)+" bytes")
 	}
+	if s.Expect != nil && *s.Expect < 0 {
+		return Invalid("if_version", strconv.FormatInt(*s.Expect, 10), "must be a version, 1 or more")
+	}
 	return s.Trigger.Validate()
 }
+
+// IfVersion makes a change of an entity or a stored config (an update, a
+// put, a delete) conditional on its version (Entity.Version,
+// Config.Version) being v: read, change, write back with IfVersion of
+// the version read, and a concurrent change is an error matching
+// ErrPreconditionFailed instead of lost. Over HTTP it is the If-Match
+// header. Other calls ignore it. IfVersion(0) is IfAbsent; a negative v
+// is a *ValidationError of the call.
+func IfVersion(v int64) WriteOption {
+	return func(s *WriteSettings) { s.Expect = &v }
+}
+
+// IfAbsent makes a config's put conditional on no config being stored at
+// its scope (HTTP If-None-Match: *), as IfVersion makes it conditional on
+// the one read: a config stored concurrently is an error matching
+// ErrPreconditionFailed instead of overwritten.
+func IfAbsent() WriteOption { return IfVersion(0) }
 
 // WithPrincipal records who made a change in its audit event.
 func WithPrincipal(principal string) WriteOption {

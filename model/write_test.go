@@ -73,3 +73,39 @@ func TestWithAuditCopies(t *testing.T) {
 		t.Errorf("a second use of the option holds %d options, want 1", len(again.Audit))
 	}
 }
+
+// IfVersion and IfAbsent read back as the version expected (0: none
+// stored), a negative one is refused naming if_version, and a mismatch
+// matches ErrPreconditionFailed and ErrDomain and says both versions.
+func TestIfVersion(t *testing.T) {
+	for _, c := range []struct {
+		opt  model.WriteOption
+		want int64
+	}{{model.IfVersion(3), 3}, {model.IfAbsent(), 0}} {
+		s := model.WriteSettingsOf(c.opt)
+		if s.Expect == nil || *s.Expect != c.want || s.Validate() != nil {
+			t.Errorf("expects %v (%v), want %d", s.Expect, s.Validate(), c.want)
+		}
+	}
+	if s := model.WriteSettingsOf(model.WithPrincipal("p")); s.Expect != nil {
+		t.Errorf("without IfVersion: expects %d", *s.Expect)
+	}
+	s := model.WriteSettingsOf(model.IfVersion(-1))
+	var ve *model.ValidationError
+	if err := s.Validate(); !errors.As(err, &ve) || ve.Field != "if_version" {
+		t.Errorf("IfVersion(-1): %v, want a ValidationError of if_version", err)
+	}
+	for _, c := range []struct {
+		expected, have int64
+		msg            string
+	}{
+		{3, 4, "precondition failed: expected version 3, it is at version 4"},
+		{0, 2, "precondition failed: expected not to exist, it is at version 2"},
+		{5, 0, "precondition failed: expected version 5, it does not exist"},
+	} {
+		err := model.VersionMismatch(c.expected, c.have)
+		if !errors.Is(err, model.ErrPreconditionFailed) || !errors.Is(err, model.ErrDomain) || err.Error() != c.msg {
+			t.Errorf("VersionMismatch(%d, %d) = %q, want %q matching ErrPreconditionFailed and ErrDomain", c.expected, c.have, err, c.msg)
+		}
+	}
+}

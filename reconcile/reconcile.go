@@ -10,6 +10,9 @@
 // reclaimed once however many reconcilers run (one per server replica, a
 // Lambda, the library's goroutine) and whatever its holder does meanwhile.
 //
+// A pass also sweeps the audit log of each namespace with an audit
+// retention (WithAuditSweep): the events older than it are deleted.
+//
 // tollgate serve, tollgate reconcile, tollgate aggregator and the Lambda run
 // one; a program using the library without a server starts its own:
 //
@@ -49,6 +52,14 @@ const (
 	DefaultPrincipal = "reconciler"
 	// pageSize is how many expired records one ListLeases returns.
 	pageSize = 100
+	// DefaultAuditSweep is how often a Reconciler sweeps a namespace's
+	// audit events past its retention (WithAuditSweep).
+	DefaultAuditSweep = time.Minute
+	// sweepBatch is how many events one SweepAudit deletes, and
+	// maxSweepBatches how many a pass runs per namespace at most (the
+	// rest waits for the next sweep).
+	sweepBatch      = 500
+	maxSweepBatches = 20
 )
 
 // A Reconciler ends expired leases. It is safe for concurrent use; several
@@ -61,8 +72,13 @@ type Reconciler struct {
 	principal  string
 	log        *slog.Logger
 	onReclaim  func(Reclaimed)
+	sweepEvery time.Duration
 
-	reclaimed, skipped, failed atomic.Uint64
+	// swept is when each namespace (by id) was last swept.
+	sweptMu sync.Mutex
+	swept   map[string]time.Time
+
+	reclaimed, skipped, failed, sweptEvents atomic.Uint64
 
 	// unsure holds the endings whose outcome is not known yet (see
 	// settle), at most maxUnsure.
@@ -120,12 +136,20 @@ func WithLogger(l *slog.Logger) Option { return func(r *Reconciler) { r.log = l 
 // log line); f must not block.
 func WithOnReclaim(f func(Reclaimed)) Option { return func(r *Reconciler) { r.onReclaim = f } }
 
+// WithAuditSweep sets how often a pass sweeps a namespace whose audit
+// retention is set (model.Namespace.AuditRetention): it deletes, in
+// batches, the events older than the retention (the library already hides
+// them), through store.AuditLog where the store implements it. Default
+// DefaultAuditSweep; a negative d never sweeps, 0 sweeps at every pass.
+func WithAuditSweep(d time.Duration) Option { return func(r *Reconciler) { r.sweepEvery = d } }
+
 // New returns a Reconciler over s.
 func New(s Store, opts ...Option) (*Reconciler, error) {
 	if s == nil {
 		return nil, model.Invalid("store", "nil", "a store is required")
 	}
-	r := &Reconciler{store: s, clock: clock.Real{}, interval: DefaultInterval, principal: DefaultPrincipal, log: slog.Default()}
+	r := &Reconciler{store: s, clock: clock.Real{}, interval: DefaultInterval, principal: DefaultPrincipal, log: slog.Default(),
+		sweepEvery: DefaultAuditSweep, swept: map[string]time.Time{}}
 	for _, o := range opts {
 		o(r)
 	}
@@ -152,11 +176,13 @@ type Stats struct {
 	Skipped uint64
 	// Failed counts endings and listings the store failed.
 	Failed uint64
+	// Swept counts audit events deleted past their namespace's retention.
+	Swept uint64
 }
 
 // Stats returns the counts so far.
 func (r *Reconciler) Stats() Stats {
-	return Stats{Reclaimed: r.reclaimed.Load(), Skipped: r.skipped.Load(), Failed: r.failed.Load()}
+	return Stats{Reclaimed: r.reclaimed.Load(), Skipped: r.skipped.Load(), Failed: r.failed.Load(), Swept: r.sweptEvents.Load()}
 }
 
 // Run makes a pass every interval until ctx ends, and returns ctx's error.
@@ -189,6 +215,9 @@ func (r *Reconciler) Once(ctx context.Context) (int, error) {
 		k, err := r.namespace(ctx, ns)
 		n += k
 		if err != nil {
+			errs = append(errs, err)
+		}
+		if err := r.sweep(ctx, ns); err != nil {
 			errs = append(errs, err)
 		}
 		if ctx.Err() != nil {

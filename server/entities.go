@@ -32,6 +32,7 @@ func (s *Server) getEntity(w http.ResponseWriter, r *http.Request, c *call) erro
 		return err
 	}
 	e, err := adm.GetEntity(r.Context(), r.PathValue("id"))
+	setETag(w, e.Version, err)
 	return answer(w, http.StatusOK, e, err, api.FromEntity)
 }
 
@@ -58,9 +59,14 @@ func (s *Server) listEntities(w http.ResponseWriter, r *http.Request, c *call) e
 }
 
 // updateEntity applies a PATCH to the entity as stored: a read, then the
-// update. Two patches of one entity at once may each keep a field the
-// other changed (the last write wins whole).
+// update on the version read (patchEntity), so that two patches of one
+// entity at once each keep the field the other changed. With If-Match the
+// entity must be at its version.
 func (s *Server) updateEntity(w http.ResponseWriter, r *http.Request, c *call) error {
+	pre, err := precondition(r)
+	if err != nil {
+		return err
+	}
 	var p api.EntityPatch
 	if err := decode(w, r, &p); err != nil {
 		return err
@@ -69,20 +75,21 @@ func (s *Server) updateEntity(w http.ResponseWriter, r *http.Request, c *call) e
 	if err != nil {
 		return err
 	}
-	cur, err := adm.GetEntity(r.Context(), r.PathValue("id"))
-	if err != nil {
-		return err
-	}
-	updated, err := adm.UpdateEntity(r.Context(), p.Apply(cur), c.writeOpts()...)
+	updated, err := patchEntity(r.Context(), adm, r.PathValue("id"), p, pre, c.writeOpts())
+	setETag(w, updated.Version, err)
 	return answer(w, http.StatusOK, updated, err, api.FromEntity)
 }
 
 func (s *Server) deleteEntity(w http.ResponseWriter, r *http.Request, c *call) error {
+	pre, err := precondition(r)
+	if err != nil {
+		return err
+	}
 	adm, err := c.admin(r.Context())
 	if err != nil {
 		return err
 	}
-	return noContent(w, adm.DeleteEntity(r.Context(), r.PathValue("id"), c.writeOpts()...))
+	return noContent(w, adm.DeleteEntity(r.Context(), r.PathValue("id"), append(c.writeOpts(), pre...)...))
 }
 
 func (s *Server) children(w http.ResponseWriter, r *http.Request, c *call) error {

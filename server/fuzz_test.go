@@ -49,20 +49,20 @@ func (c *countingStore) EndLease(ctx context.Context, ns string, e store.LeaseEn
 	return c.count(c.Store.EndLease(ctx, ns, e))
 }
 
-func (c *countingStore) PutConfig(ctx context.Context, ns string, scope model.Scope, cfg model.Config, ev model.AuditEvent) error {
-	return c.count(c.Store.PutConfig(ctx, ns, scope, cfg, ev))
+func (c *countingStore) PutConfig(ctx context.Context, ns string, scope model.Scope, cfg model.Config, ev model.AuditEvent, pre ...store.Precondition) error {
+	return c.count(c.Store.PutConfig(ctx, ns, scope, cfg, ev, pre...))
 }
 
-func (c *countingStore) DeleteConfig(ctx context.Context, ns string, scope model.Scope, ev model.AuditEvent) error {
-	return c.count(c.Store.DeleteConfig(ctx, ns, scope, ev))
+func (c *countingStore) DeleteConfig(ctx context.Context, ns string, scope model.Scope, ev model.AuditEvent, pre ...store.Precondition) error {
+	return c.count(c.Store.DeleteConfig(ctx, ns, scope, ev, pre...))
 }
 
 func (c *countingStore) CreateEntity(ctx context.Context, ns string, e model.Entity, ev model.AuditEvent) error {
 	return c.count(c.Store.CreateEntity(ctx, ns, e, ev))
 }
 
-func (c *countingStore) DeleteEntity(ctx context.Context, ns, id string, ev model.AuditEvent) error {
-	return c.count(c.Store.DeleteEntity(ctx, ns, id, ev))
+func (c *countingStore) DeleteEntity(ctx context.Context, ns, id string, ev model.AuditEvent, pre ...store.Precondition) error {
+	return c.count(c.Store.DeleteEntity(ctx, ns, id, ev, pre...))
 }
 
 func (c *countingStore) CreateNamespace(ctx context.Context, n model.Namespace) error {
@@ -71,6 +71,21 @@ func (c *countingStore) CreateNamespace(ctx context.Context, n model.Namespace) 
 
 func (c *countingStore) SetNamespaceDeleted(ctx context.Context, name string, at time.Time) error {
 	return c.count(c.Store.SetNamespaceDeleted(ctx, name, at))
+}
+
+// The store.AuditLog of the wrapped store (memory), its one write
+// counted.
+func (c *countingStore) SetAuditRetention(ctx context.Context, name string, d time.Duration) error {
+	return c.count(c.Store.(store.AuditLog).SetAuditRetention(ctx, name, d))
+}
+
+func (c *countingStore) ListAuditRange(ctx context.Context, ns string, q store.AuditRange) ([]model.AuditEvent, error) {
+	return c.Store.(store.AuditLog).ListAuditRange(ctx, ns, q)
+}
+
+func (c *countingStore) SweepAudit(ctx context.Context, ns string, before time.Time, limit int) (int, error) {
+	n, err := c.Store.(store.AuditLog).SweepAudit(ctx, ns, before, limit)
+	return n, c.count(err)
 }
 
 // fuzzBodies sends each fuzzed body to method path and checks that the
@@ -148,6 +163,14 @@ func FuzzSystemLimitsBody(f *testing.F) {
 		`{"on_unavailable":"maybe"}`, `{"limits":["rpm:1/0min"]}`,
 		`{"limits":[],"on_unavailable":null}`, `{"limits":[],"on_unavailable":"block","on_unavailable":"allow"}`,
 		`{"limits":[],"ON_UNAVAILABLE":"allow"}`,
+	})
+}
+
+func FuzzAuditRetentionBody(f *testing.F) {
+	fuzzBodies(f, "PUT", "/v1/namespaces/default/audit-retention", []string{
+		`{"audit_retention_s":7776000}`, `{"audit_retention_s":0}`, `{"audit_retention_s":59}`,
+		`{"audit_retention_s":-1}`, `{"audit_retention_s":9223372036854775807}`, `{"audit_retention_s":1e9}`,
+		`{"audit_retention_s":null}`, `{}`, `{"audit_retention_s":1,"audit_retention_s":2}`,
 	})
 }
 

@@ -60,10 +60,12 @@ func (s *Server) routes() {
 		s.handle("DELETE "+v+path, forAdmin, s.deleteLimits, q...)
 	}
 	s.handle("GET "+v+"/audit", forReadScope, s.audit, params("entity", "after", "limit")...)
+	s.handle("GET "+v+"/audit/log", forAdmin, s.auditLog, params("since", "until", "after", "limit")...)
 	s.handle("GET "+v+"/usage", forReadScope, s.usage, usage...)
 	s.handle("GET "+v+"/usage/summary", forReadScope, s.usageSummary, usage...)
 	s.handle("GET "+v+"/capacity", forRead, s.capacity, one("resource"))
 	s.handle("POST "+v+"/reset", forReset, s.reset)
+	s.handle("GET "+api.TopDeniedPath, forRead, s.topDenied, params("resource", "limit", "n")...)
 
 	s.handle("POST "+v+"/keys", forAdmin, s.createKey)
 	s.handle("GET "+v+"/keys", forAdmin, s.listKeys, params("after", "limit")...)
@@ -75,6 +77,7 @@ func (s *Server) routes() {
 	s.handle("DELETE "+v+"/namespaces/{name}", forRegistry, s.deleteNamespace)
 	s.handle("POST "+v+"/namespaces/{name}/recover", forRegistry, s.recoverNamespace)
 	s.handle("POST "+v+"/namespaces/{name}/purge", forRegistry, s.purgeNamespace)
+	s.handle("PUT "+v+"/namespaces/{name}/audit-retention", forRegistry, s.setAuditRetention)
 
 	s.handle("GET /healthz", forEveryone, func(w http.ResponseWriter, _ *http.Request, _ *call) error {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})

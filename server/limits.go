@@ -22,6 +22,10 @@ func scopeOf(r *http.Request) model.Scope {
 }
 
 func (s *Server) putLimits(w http.ResponseWriter, r *http.Request, c *call) error {
+	pre, err := precondition(r)
+	if err != nil {
+		return err
+	}
 	var body api.Limits
 	if err := decode(w, r, &body); err != nil {
 		return err
@@ -34,7 +38,8 @@ func (s *Server) putLimits(w http.ResponseWriter, r *http.Request, c *call) erro
 	if err != nil {
 		return err
 	}
-	err = adm.SetLimits(r.Context(), scopeOf(r), cfg, c.writeOpts()...)
+	cfg.Version, err = putConfig(r.Context(), adm, scopeOf(r), cfg, pre, c.writeOpts())
+	setETag(w, cfg.Version, err)
 	return answer(w, http.StatusOK, cfg, err, api.FromConfig)
 }
 
@@ -49,6 +54,7 @@ func (s *Server) getLimits(w http.ResponseWriter, r *http.Request, c *call) erro
 		return err
 	}
 	cfg, err := adm.GetLimits(r.Context(), scopeOf(r))
+	setETag(w, cfg.Version, err)
 	return answer(w, http.StatusOK, cfg, err, api.FromConfig)
 }
 
@@ -88,9 +94,13 @@ func (s *Server) listLimits(w http.ResponseWriter, r *http.Request, c *call) err
 }
 
 func (s *Server) deleteLimits(w http.ResponseWriter, r *http.Request, c *call) error {
+	pre, err := precondition(r)
+	if err != nil {
+		return err
+	}
 	adm, err := c.admin(r.Context())
 	if err != nil {
 		return err
 	}
-	return noContent(w, adm.DeleteLimits(r.Context(), scopeOf(r), c.writeOpts()...))
+	return noContent(w, adm.DeleteLimits(r.Context(), scopeOf(r), append(c.writeOpts(), pre...)...))
 }

@@ -33,6 +33,9 @@ type metrics struct {
 	latency       *prometheus.HistogramVec
 	storeErrors   prometheus.Counter
 	leasesExpired prometheus.Counter
+	alertsSent    prometheus.Counter
+	alertsFailed  prometheus.Counter
+	alertsDropped prometheus.Counter
 
 	outcomes [len(outcomes)]lazy[prometheus.Counter] // of acquires, by outcome
 }
@@ -94,12 +97,13 @@ func newMetrics(r prometheus.Registerer) *metrics {
 		Help: "Leases the reconciler of this process committed because their expiry passed.",
 	})
 	m.reg.MustRegister(m.acquires, m.requests, m.latency, m.storeErrors, m.leasesExpired)
+	m.registerAlerts()
 	return m
 }
 
 // watch registers the gauges that read s's state at scrape time.
 func (m *metrics) watch(s *Server) {
-	m.reg.MustRegister(shadowCollector{s})
+	m.reg.MustRegister(shadowCollector{s}, decisionsCollector{s})
 	cache := func(pick func(tollgate.CacheStats) uint64) func() float64 {
 		return func() float64 { return float64(pick(s.cacheStats())) }
 	}

@@ -129,7 +129,7 @@ func (s *Server) forget(ns string) {
 }
 
 // retireLocked drops the planes of ns, keeping the limiter's cache
-// statistics and shadow denials; the caller holds s.mu.
+// statistics, shadow denials and decision counts; the caller holds s.mu.
 func (s *Server) retireLocked(ns string) {
 	if p, ok := s.namespaces[ns]; ok {
 		st := p.lim.Stats()
@@ -141,6 +141,10 @@ func (s *Server) retireLocked(ns string) {
 			}
 			s.retiredShadow[shadowKey{ns, c.Resource, c.Limit}] += c.Count
 		}
+		if s.retiredDecisions == nil {
+			s.retiredDecisions = make(map[shadowKey]tollgate.LimitDecisions)
+		}
+		addDecisions(s.retiredDecisions, ns, st.Decisions)
 		delete(s.namespaces, ns)
 	}
 }

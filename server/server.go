@@ -78,6 +78,12 @@ type Server struct {
 	retired    tollgate.CacheStats // of limiters forgotten, so the metrics never go down
 	// retiredShadow are the shadow denials of limiters forgotten.
 	retiredShadow map[shadowKey]uint64
+	// retiredDecisions are the decision counts of limiters forgotten.
+	retiredDecisions map[shadowKey]tollgate.LimitDecisions
+
+	// alertURL is WithAlertWebhook's; alerts delivers to it.
+	alertURL string
+	alerts   *alerter
 
 	mux *http.ServeMux
 	// registered is every route routes() registers on mux, in order, so
@@ -120,10 +126,11 @@ func WithLimiterOptions(opts ...tollgate.Option) Option {
 	return func(s *Server) { s.limOpts = append(s.limOpts, opts...) }
 }
 
-// New returns a Server over st. It starts no goroutine: leases live in
-// the store, and their expiry is a reconciler's business (see OnReclaim).
-// An invalid option (a refresh interval that is not positive) is an
-// error.
+// New returns a Server over st. It starts no goroutine but the alert
+// webhook's worker (WithAlertWebhook): leases live in the store, and
+// their expiry is a reconciler's business (see OnReclaim). An invalid
+// option (a refresh interval that is not positive, a webhook URL that is
+// not an absolute http or https URL) is an error.
 func New(st store.Store, opts ...Option) (*Server, error) {
 	s := &Server{
 		store: st, clock: clock.Real{}, log: slog.Default(),
@@ -140,6 +147,14 @@ func New(st store.Store, opts ...Option) (*Server, error) {
 	s.watch = w
 	if s.metrics == nil {
 		s.metrics = newMetrics(nil)
+	}
+	if s.alertURL != "" {
+		a, err := newAlerter(s.alertURL, s.clock, s.log, s.metrics)
+		if err != nil {
+			return nil, err
+		}
+		s.alerts = a
+		s.limOpts = append(s.limOpts, tollgate.WithAlerts(a.enqueue))
 	}
 	s.expiryOpt = tollgate.WithLeaseTTL(recordExpiry(s.leaseTTL))
 	adm, err := tollgate.NewAdmin(st, tollgate.WithClock(s.clock), tollgate.WithChangeWatch(w))
@@ -170,12 +185,18 @@ func (s *Server) HTTPServer(addr string) *http.Server {
 	}
 }
 
-// Close ends the server's use of its store. It has nothing to stop or
-// commit: open leases are records in the store, which outlive the server
-// and stay usable through any server over the store (a restarted one
-// included), or are committed by a reconciler once they expire. It
-// returns nil; it stays so that callers stop a Server as before.
-func (s *Server) Close(context.Context) error { return nil }
+// Close ends the server's use of its store. It has nothing to commit:
+// open leases are records in the store, which outlive the server and stay
+// usable through any server over the store (a restarted one included), or
+// are committed by a reconciler once they expire. It stops the alert
+// webhook's worker (WithAlertWebhook), waiting for it until ctx ends;
+// alerts still queued are not delivered.
+func (s *Server) Close(ctx context.Context) error {
+	if s.alerts != nil {
+		return s.alerts.close(ctx)
+	}
+	return nil
+}
 
 // OnReclaim counts a lease that a reconciler of this process ended after
 // its expiry (tollgate_leases_expired_total). Pass it to

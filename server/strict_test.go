@@ -86,7 +86,7 @@ func (e *strictEnv) state() string {
 	for _, path := range []string{
 		"/v1/available?entity=k&resource=api", "/v1/leases/" + e.lease, "/v1/entities/org", "/v1/entities/new-1",
 		"/v1/limits/system", "/v1/limits/resources/api2", "/v1/limits/entities/org?resource=api", "/v1/reservations/job-1",
-		"/v1/namespaces/team-x", "/v1/keys",
+		"/v1/namespaces/team-x", "/v1/keys", "/v1/namespaces/default",
 	} {
 		var raw json.RawMessage
 		status, _ := e.do("GET", path, nil, &raw)
@@ -191,6 +191,11 @@ var jsonRoutes = []struct {
 	{
 		pattern: "POST /v1/namespaces", path: "/v1/namespaces", status: http.StatusCreated,
 		body: []member{{"name", `"team-x"`}},
+	},
+	{
+		pattern: "PUT /v1/namespaces/{name}/audit-retention", path: "/v1/namespaces/default/audit-retention", status: http.StatusNoContent,
+		body:   []member{{"audit_retention_s", "7776000"}},
+		nested: []badBody{{`{"audit_retention_s":1.5}`, "audit_retention_s"}},
 	},
 	{
 		pattern: "POST /v1/reset", path: "/v1/reset", status: http.StatusNoContent,

@@ -63,17 +63,54 @@ type Buckets interface {
 	Reset(ctx context.Context, ns string, req *ResetRequest) error
 }
 
+// A Precondition is what a change of a config or an entity requires of
+// the one stored (optimistic locking): the backend checks it inside the
+// atomic step of the change, and on a mismatch fails with an error
+// matching model.ErrPreconditionFailed (model.VersionMismatch) and writes
+// nothing, audit event included. A change without one is unconditional.
+//
+// Versions (model.Config.Version, model.Entity.Version) are kept by the
+// backends: a record is created at version 1 and each change writes the
+// next; a record stored before versions were kept reads as version 1.
+type Precondition struct {
+	// Version is the version the stored record must have; 0: no record
+	// may be stored (a config's put that must create).
+	Version int64
+}
+
+// IfVersion is the precondition that the stored record is at version v
+// (0: that there is none).
+func IfVersion(v int64) Precondition { return Precondition{Version: v} }
+
+// CheckVersion returns model.VersionMismatch if pre (the first one, if
+// any) requires another version than have, the stored record's (0: none
+// is stored), and nil otherwise.
+func CheckVersion(have int64, pre []Precondition) error {
+	if len(pre) > 0 && pre[0].Version != have {
+		return model.VersionMismatch(pre[0].Version, have)
+	}
+	return nil
+}
+
+// Expects reports whether pre holds a precondition.
+func Expects(pre []Precondition) bool { return len(pre) > 0 }
+
 // Configs holds stored limits at the four levels named by model.Scope.
 type Configs interface {
 	// GetConfigs returns the config stored at each scope, nil where none is.
 	GetConfigs(ctx context.Context, ns string, scopes []model.Scope) ([]*model.Config, error)
 	// PutConfig replaces the config at scope and appends ev to the audit log,
 	// atomically. An entity scope needs the entity to exist, else it fails
-	// with model.ErrEntityNotFound.
-	PutConfig(ctx context.Context, ns string, scope model.Scope, cfg model.Config, ev model.AuditEvent) error
+	// with model.ErrEntityNotFound. The config stored is at the version
+	// after the one it replaces (1 where none was); cfg.Version is
+	// ignored. pre, if given, is checked against the config replaced
+	// (Precondition).
+	PutConfig(ctx context.Context, ns string, scope model.Scope, cfg model.Config, ev model.AuditEvent, pre ...Precondition) error
 	// DeleteConfig removes the config at scope and appends ev, atomically. It
-	// returns an error matching model.ErrNotFound if there is none.
-	DeleteConfig(ctx context.Context, ns string, scope model.Scope, ev model.AuditEvent) error
+	// returns an error matching model.ErrNotFound if there is none, and
+	// one matching model.ErrPreconditionFailed if pre (Precondition)
+	// does not hold.
+	DeleteConfig(ctx context.Context, ns string, scope model.Scope, ev model.AuditEvent, pre ...Precondition) error
 	// ListConfigs returns up to limit (1 to MaxConfigPage) stored configs
 	// whose scopes sort after *after (nil: from the first), in
 	// model.CompareScopes order: the system config, the resources' by
@@ -85,16 +122,17 @@ type Configs interface {
 
 // Entities holds the entity tree.
 type Entities interface {
-	// CreateEntity stores e and appends ev, atomically. It fails with
+	// CreateEntity stores e, at version 1, and appends ev, atomically. It fails with
 	// model.ErrEntityExists if the id is taken and model.ErrEntityNotFound if
 	// e.ParentID is set and does not exist.
 	CreateEntity(ctx context.Context, ns string, e model.Entity, ev model.AuditEvent) error
 	// GetEntity returns the entity or an error matching model.ErrEntityNotFound.
 	GetEntity(ctx context.Context, ns, id string) (model.Entity, error)
 	// DeleteEntity removes the entity with its configs and buckets and appends
-	// ev. It fails with model.ErrEntityNotFound if there is no such entity.
-	// Children keep their ParentID; cascade stops at a missing parent.
-	DeleteEntity(ctx context.Context, ns, id string, ev model.AuditEvent) error
+	// ev. It fails with model.ErrEntityNotFound if there is no such entity,
+	// and with model.ErrPreconditionFailed if pre (Precondition) does not
+	// hold. Children keep their ParentID; cascade stops at a missing parent.
+	DeleteEntity(ctx context.Context, ns, id string, ev model.AuditEvent, pre ...Precondition) error
 	// ListChildren returns the entities whose parent is id, sorted by id.
 	ListChildren(ctx context.Context, ns, id string) ([]model.Entity, error)
 	// ListEntities returns up to limit (1 to MaxEntityPage) entities with
@@ -108,8 +146,11 @@ type Entities interface {
 	// exist, and with a *model.ValidationError (field parent_id) if the
 	// new parent is the entity or one of its descendants (CheckAncestry).
 	// A parent left as it was is not checked: it may be one deleted since
-	// (DeleteEntity leaves children their ParentID).
-	UpdateEntity(ctx context.Context, ns string, e model.Entity, ev model.AuditEvent) error
+	// (DeleteEntity leaves children their ParentID). The entity stored is
+	// at the version after the one it replaces (e.Version is ignored);
+	// pre, if given, is checked against the one replaced (Precondition),
+	// before the parent: a mismatch is model.ErrPreconditionFailed.
+	UpdateEntity(ctx context.Context, ns string, e model.Entity, ev model.AuditEvent, pre ...Precondition) error
 }
 
 // Audit reads the audit log written by the mutating calls above.

@@ -115,6 +115,31 @@ func newNamespaceCmd(g *globals) *cobra.Command {
 			return err
 		})
 	purge.Annotations = map[string]string{annotationLong: "true"}
+	retention := &cobra.Command{Use: "set-retention NAME DURATION",
+		Short: "Set how long a namespace keeps its audit events (0: forever)",
+		Long: `Set how long the namespace keeps its audit events: 0 keeps them forever (the
+default), else 1h to 100 years (7d, 90d, 365d). Older events are hidden
+from every audit listing at once and deleted by the reconciler's next sweep
+(tollgate serve, reconcile and aggregator run one). Export them first:
+tollgate audit export.`,
+		Example: "  tollgate namespace set-retention tenant-a 90d\n  tollgate namespace set-retention tenant-a 0",
+		Args:    cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			d, err := parseDuration(args[1])
+			if err != nil {
+				return usageError{err}
+			}
+			return g.withPlanes(cmd, func(ctx context.Context, pl *planes) error {
+				if err := pl.adm.SetAuditRetention(ctx, args[0], d); err != nil {
+					return err
+				}
+				n, err := pl.adm.GetNamespace(ctx, args[0])
+				if err != nil {
+					return err
+				}
+				return g.printNamespaces([]tollgate.Namespace{n})
+			})
+		}}
 	list := &cobra.Command{Use: "list", Short: "List namespaces, deleted ones included", Args: cobra.NoArgs,
 		Example: "  tollgate namespace list -o json",
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -126,7 +151,7 @@ func newNamespaceCmd(g *globals) *cobra.Command {
 				return g.printNamespaces(ns)
 			})
 		}}
-	cmd.AddCommand(register, list, show, del, recov, purge)
+	cmd.AddCommand(register, list, show, del, recov, purge, retention)
 	return cmd
 }
 
@@ -160,7 +185,7 @@ func newAuditCmd(g *globals) *cobra.Command {
 	list.Flags().StringVarP(&entity, "entity", "e", "", "entity whose changes to list")
 	list.Flags().StringVar(&after, "after", "", "list events after this id (paging)")
 	list.Flags().IntVar(&limit, "limit", 100, "most events to list")
-	cmd.AddCommand(list)
+	cmd.AddCommand(list, newAuditExportCmd(g))
 	return cmd
 }
 

@@ -3,11 +3,13 @@ package cli
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/spf13/cobra"
 
 	"github.com/tollgate-rl/tollgate"
 	"github.com/tollgate-rl/tollgate/api"
+	"github.com/tollgate-rl/tollgate/model"
 )
 
 // newEntityListCmd is `tollgate entity list`.
@@ -105,6 +107,7 @@ var errNothingToUpdate = errors.New("nothing to change: give --name, --parent, -
 // newEntityUpdateCmd is `tollgate entity update`.
 func newEntityUpdateCmd(g *globals) *cobra.Command {
 	var u entityUpdate
+	var ifVersion int64
 	cmd := &cobra.Command{
 		Use:   "update ID",
 		Short: "Change an entity's name, parent, cascade or metadata",
@@ -112,21 +115,36 @@ func newEntityUpdateCmd(g *globals) *cobra.Command {
 names stays as it is. --parent "" makes the entity a root (and stops its
 cascade unless --cascade is given); --meta replaces the metadata whole.
 The new parent must exist and must not be the entity or one of its
-descendants.`,
+descendants.
+
+The change is applied to the entity as read and written on its version,
+so that a change someone else makes at the same time is reported (exit
+1), not overwritten: run the update again. --if-version N also requires
+the entity to be at version N (the "version" of entity get -o json).`,
 		Example: `  tollgate entity update key-1 --parent org-2 --cascade
   tollgate entity update org-1 --name "Acme Ltd"
-  tollgate entity update key-1 --no-cascade`,
+  tollgate entity update key-1 --no-cascade --if-version 3`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if !anyChanged(cmd, "name", "parent", "cascade", "no-cascade", "meta") {
 				return usageError{errNothingToUpdate}
+			}
+			if cmd.Flags().Changed("if-version") && ifVersion < 1 {
+				return usagef("--if-version %d: a version is 1 or more", ifVersion)
 			}
 			return g.withPlanes(cmd, func(ctx context.Context, pl *planes) error {
 				cur, err := pl.adm.GetEntity(ctx, args[0])
 				if err != nil {
 					return err
 				}
-				updated, err := pl.adm.UpdateEntity(ctx, u.apply(cmd, cur), pl.who...)
+				if cmd.Flags().Changed("if-version") && cur.Version != ifVersion {
+					return fmt.Errorf("entity %s: %w; nothing was written", args[0], model.VersionMismatch(ifVersion, cur.Version))
+				}
+				opts := append(pl.who[:len(pl.who):len(pl.who)], tollgate.IfVersion(cur.Version))
+				updated, err := pl.adm.UpdateEntity(ctx, u.apply(cmd, cur), opts...)
+				if errors.Is(err, model.ErrPreconditionFailed) {
+					return fmt.Errorf("entity %s was changed by someone else while it was updated, not overwritten (%w); run the update again", args[0], err)
+				}
 				if err != nil {
 					return err
 				}
@@ -139,6 +157,7 @@ descendants.`,
 	cmd.Flags().BoolVar(&u.cascade, "cascade", false, "acquires also debit the parent's buckets")
 	cmd.Flags().BoolVar(&u.noCascade, "no-cascade", false, "acquires no longer debit the parent's buckets")
 	cmd.Flags().StringToStringVar(&u.meta, "meta", nil, "metadata key=value (repeatable; replaces the metadata)")
+	cmd.Flags().Int64Var(&ifVersion, "if-version", 0, "update only if the entity is at this version")
 	cmd.MarkFlagsMutuallyExclusive("cascade", "no-cascade")
 	return cmd
 }

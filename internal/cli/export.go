@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strconv"
 
 	"github.com/spf13/cobra"
 	"gopkg.in/yaml.v3"
@@ -21,9 +22,10 @@ type exportFile struct {
 }
 
 type exportLevel struct {
-	Limits        flowList `yaml:"limits"`
-	Shadow        flowList `yaml:"shadow,omitempty"`
-	OnUnavailable string   `yaml:"on_unavailable,omitempty"`
+	Limits        flowList    `yaml:"limits"`
+	Shadow        flowList    `yaml:"shadow,omitempty"`
+	AlertAt       flowNumbers `yaml:"alert_at,omitempty"`
+	OnUnavailable string      `yaml:"on_unavailable,omitempty"`
 }
 
 type exportEntity struct {
@@ -32,18 +34,35 @@ type exportEntity struct {
 }
 
 // exportEntityLevel is an entity's level as limitsfile.go reads it: its
-// limits on one line, or a mapping of them and its shadow limits.
-type exportEntityLevel struct{ limits, shadow flowList }
+// limits on one line, or a mapping of them, its shadow limits and its
+// alert thresholds.
+type exportEntityLevel struct {
+	limits, shadow flowList
+	alertAt        flowNumbers
+}
 
 // MarshalYAML implements yaml.Marshaler.
 func (l exportEntityLevel) MarshalYAML() (any, error) {
-	if len(l.shadow) == 0 {
+	if len(l.shadow) == 0 && len(l.alertAt) == 0 {
 		return l.limits.MarshalYAML()
 	}
 	return struct {
-		Limits flowList `yaml:"limits"`
-		Shadow flowList `yaml:"shadow"`
-	}{l.limits, l.shadow}, nil
+		Limits  flowList    `yaml:"limits"`
+		Shadow  flowList    `yaml:"shadow,omitempty"`
+		AlertAt flowNumbers `yaml:"alert_at,omitempty"`
+	}{l.limits, l.shadow, l.alertAt}, nil
+}
+
+// flowNumbers is a list of numbers written on one line: [0.8, 1].
+type flowNumbers []float64
+
+// MarshalYAML implements yaml.Marshaler.
+func (l flowNumbers) MarshalYAML() (any, error) {
+	n := &yaml.Node{Kind: yaml.SequenceNode, Style: yaml.FlowStyle}
+	for _, v := range l {
+		n.Content = append(n.Content, &yaml.Node{Kind: yaml.ScalarNode, Value: strconv.FormatFloat(v, 'g', -1, 64)})
+	}
+	return n, nil
 }
 
 // flowList is a list of limits written on one line, each quoted:
@@ -116,12 +135,13 @@ func exportOf(cfgs []tollgate.ScopedConfig) (exportFile, []tollgate.Scope) {
 		}
 		switch sc := c.Scope; sc.Level() {
 		case "system":
-			f.System = &exportLevel{Limits: limits, Shadow: c.Config.Shadow, OnUnavailable: string(c.Config.OnUnavailable)}
+			f.System = &exportLevel{Limits: limits, Shadow: c.Config.Shadow, AlertAt: c.Config.AlertAt,
+				OnUnavailable: string(c.Config.OnUnavailable)}
 		case "resource":
-			f.Resources = putLevel(f.Resources, sc.Resource, exportLevel{Limits: limits, Shadow: c.Config.Shadow})
+			f.Resources = putLevel(f.Resources, sc.Resource, exportLevel{Limits: limits, Shadow: c.Config.Shadow, AlertAt: c.Config.AlertAt})
 		default:
 			e := entityOf(&f, sc.Entity)
-			level := exportEntityLevel{limits: limits, shadow: c.Config.Shadow}
+			level := exportEntityLevel{limits: limits, shadow: c.Config.Shadow, alertAt: c.Config.AlertAt}
 			if sc.Resource == tollgate.DefaultResource {
 				e.Limits = &level
 			} else {

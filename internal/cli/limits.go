@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 
@@ -70,12 +71,14 @@ func newLimitsSetCmd(g *globals) *cobra.Command {
 	var f scopeFlags
 	var mode string
 	var shadow []string
+	var alertAt []float64
 	cmd := &cobra.Command{
 		Use:   "set LIMIT...",
 		Short: "Replace the limits at one level",
 		Example: `  tollgate limits set --system rpm:1000/min --on-unavailable allow
   tollgate limits set --resource openai/gpt-4o tpm:100000/min rpm:500/min
   tollgate limits set --resource openai/gpt-4o tpm:100000/min rpm:500/min --shadow tpm
+  tollgate limits set --resource openai/gpt-4o tpm:100000/min --alert-at 0.8,1.0
   tollgate limits set --entity org-1 --for-resource api rpm:100/min inflight:10/concurrent
   tollgate limits set --entity org-1 --for-resource llm tok:1000000/month@UTC`,
 		Args: cobra.MinimumNArgs(1),
@@ -87,7 +90,7 @@ func newLimitsSetCmd(g *globals) *cobra.Command {
 			if mode != "" && !f.system {
 				return usagef("--on-unavailable applies to the system level only (--system)")
 			}
-			cfg, err := api.ToConfig(api.Limits{Limits: args, Shadow: shadow, OnUnavailable: mode})
+			cfg, err := api.ToConfig(api.Limits{Limits: args, Shadow: shadow, AlertAt: alertAt, OnUnavailable: mode})
 			if err == nil {
 				err = cfg.Validate(scope)
 			}
@@ -105,6 +108,7 @@ func newLimitsSetCmd(g *globals) *cobra.Command {
 	f.add(cmd)
 	cmd.Flags().StringVar(&mode, "on-unavailable", "", "with --system: block or allow when the store does not answer")
 	cmd.Flags().StringSliceVar(&shadow, "shadow", nil, "enforce these of the limits in shadow: debited, never denying (repeat, or comma-separate)")
+	cmd.Flags().Float64SliceVar(&alertAt, "alert-at", nil, "alert (serve --alert-webhook) when an entity's use of a limit crosses these fractions of capacity upward, ascending (e.g. 0.8,1.0)")
 	return cmd
 }
 
@@ -155,8 +159,8 @@ func newLimitsDeleteCmd(g *globals) *cobra.Command {
 func (g *globals) printConfig(scope tollgate.Scope, cfg tollgate.Config) error {
 	body := api.FromConfig(cfg)
 	return g.printOut(body, func(w *tabwriter.Writer) {
-		row(w, "SCOPE", "LIMITS", "SHADOW", "ON UNAVAILABLE")
-		row(w, scopeName(scope), strings.Join(body.Limits, " "), dash(strings.Join(body.Shadow, " ")), dash(body.OnUnavailable))
+		row(w, "SCOPE", "LIMITS", "SHADOW", "ALERT AT", "ON UNAVAILABLE")
+		row(w, scopeName(scope), strings.Join(body.Limits, " "), dash(strings.Join(body.Shadow, " ")), dash(alertText(body.AlertAt, " ")), dash(body.OnUnavailable))
 	})
 }
 
@@ -173,7 +177,7 @@ func scopeName(s tollgate.Scope) string {
 }
 
 func newLimitsFileCmd(g *globals, verb string) *cobra.Command {
-	var file string
+	var file, out, saved string
 	short := map[string]string{
 		"plan":  "Show what applying a limits file would change",
 		"apply": "Make the stored limits match a limits file",
@@ -190,7 +194,18 @@ A level listed with an empty list ("limits: []") is deleted. Entities
 named with limits must exist: plan, apply and diff fail, naming every one
 missing, before anything is written. Apply then writes the changes one by
 one; if one fails, it says which were applied, and running apply again
-resumes (the plan lists only what still differs):
+resumes (the plan lists only what still differs).
+
+Each change is written on the version of the level that was planned (its
+"version" in -o json): a level someone else changed since is not
+overwritten; apply stops there, naming it, and exits non-zero. "plan
+--out PLAN" saves the plan, and "apply --plan PLAN" applies exactly that
+plan, refusing every level changed between the two commands:
+
+  tollgate limits plan -f limits.yaml --out limits.plan
+  tollgate limits apply --plan limits.plan
+
+A limits file:
 
   system:
     limits: ["rpm:10000/min"]
@@ -207,6 +222,12 @@ resumes (the plan lists only what still differs):
 		Example: "  tollgate limits " + verb + " -f limits.yaml",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if saved != "" {
+				return g.applySavedPlan(cmd, saved)
+			}
+			if file == "" {
+				return usagef("give a limits file (-f FILE) or, to apply, a saved plan (--plan PLAN)")
+			}
 			desired, err := g.readLimitsFile(file)
 			if err != nil {
 				return err
@@ -215,6 +236,11 @@ resumes (the plan lists only what still differs):
 				changes, err := plan(ctx, pl, desired)
 				if err != nil {
 					return err
+				}
+				if out != "" {
+					if err := g.savePlan(out, changes); err != nil {
+						return err
+					}
 				}
 				if verb == "apply" {
 					if err := g.apply(ctx, pl, changes); err != nil {
@@ -232,7 +258,16 @@ resumes (the plan lists only what still differs):
 		},
 	}
 	cmd.Flags().StringVarP(&file, "file", "f", "", "limits file (YAML; - for standard input)")
-	_ = cmd.MarkFlagRequired("file")
+	switch verb {
+	case "plan":
+		cmd.Flags().StringVar(&out, "out", "", "also save the plan to this file, for apply --plan")
+	case "apply":
+		cmd.Flags().StringVar(&saved, "plan", "", "apply this saved plan (plan --out) instead of a limits file")
+		cmd.MarkFlagsMutuallyExclusive("file", "plan")
+	}
+	if verb != "apply" {
+		_ = cmd.MarkFlagRequired("file")
+	}
 	return cmd
 }
 
@@ -244,6 +279,9 @@ type change struct {
 	Action string   `json:"action"` // create, update, delete or unchanged
 	Old    []string `json:"old,omitempty"`
 	New    []string `json:"new,omitempty"`
+	// Version is the version of the stored level that was planned (0:
+	// none was stored): apply writes on it (precondition).
+	Version int64 `json:"version,omitempty"`
 
 	scope tollgate.Scope
 	cfg   tollgate.Config
@@ -275,7 +313,7 @@ func plan(ctx context.Context, pl *planes, desired []desiredScope) ([]change, er
 		}
 		c := change{Scope: scopeName(d.scope), scope: d.scope, cfg: d.cfg, New: configText(d.cfg, d.delete)}
 		if exists {
-			c.Old = configText(cur, false)
+			c.Old, c.Version = configText(cur, false), cur.Version
 		}
 		switch {
 		case d.delete && exists:
@@ -302,10 +340,22 @@ func configText(c tollgate.Config, none bool) []string {
 	if len(c.Shadow) > 0 {
 		out = append(out, "shadow="+strings.Join(slices.Sorted(slices.Values(c.Shadow)), ","))
 	}
+	if len(c.AlertAt) > 0 {
+		out = append(out, "alert_at="+alertText(c.AlertAt, ","))
+	}
 	if c.OnUnavailable != "" {
 		out = append(out, "on_unavailable="+string(c.OnUnavailable))
 	}
 	return out
+}
+
+// alertText is alert thresholds as text, joined by sep.
+func alertText(at []float64, sep string) string {
+	s := make([]string, len(at))
+	for i, t := range at {
+		s[i] = strconv.FormatFloat(t, 'g', -1, 64)
+	}
+	return strings.Join(s, sep)
 }
 
 // MissingEntitiesError reports entities a limits file gives limits to
@@ -361,11 +411,15 @@ type ApplyError struct {
 }
 
 // Error names the failed write, what was applied before it and how to
-// resume.
+// resume: for a level changed since it was planned, by planning again.
 func (e *ApplyError) Error() string {
 	done := "none"
 	if len(e.Applied) > 0 {
 		done = strings.Join(e.Applied, "; ")
+	}
+	if errors.Is(e.Err, model.ErrPreconditionFailed) {
+		return fmt.Sprintf("%s: changed by someone else since it was planned, not overwritten (%v); applied before it (%d): %s; nothing after it was written: plan again to see the change, then apply",
+			e.Failed, e.Err, len(e.Applied), done)
 	}
 	return fmt.Sprintf("%s: %v; applied before it (%d): %s; nothing after it was written: run apply again to resume (the plan lists only what still differs)",
 		e.Failed, e.Err, len(e.Applied), done)
@@ -375,8 +429,10 @@ func (e *ApplyError) Error() string {
 func (e *ApplyError) Unwrap() error { return e.Err }
 
 // apply writes the changes one after another (the store has no
-// transaction across levels). The plan was checked first (plan); if a
-// write fails anyway, the error says which were applied.
+// transaction across levels), each on the version of the level that was
+// planned (precondition), so that a level someone else changed since is
+// refused, not overwritten. The plan was checked first (plan); if a write
+// fails anyway, the error says which were applied.
 func (g *globals) apply(ctx context.Context, pl *planes, changes []change) error {
 	p := newProgress(g.stderr, "applying", countChanges(changes))
 	defer p.done()
@@ -385,9 +441,9 @@ func (g *globals) apply(ctx context.Context, pl *planes, changes []change) error
 		var err error
 		switch c.Action {
 		case "create", "update":
-			err = pl.adm.SetLimits(ctx, c.scope, c.cfg, pl.who...)
+			err = pl.adm.SetLimits(ctx, c.scope, c.cfg, c.precondition(pl.who)...)
 		case "delete":
-			err = pl.adm.DeleteLimits(ctx, c.scope, pl.who...)
+			err = pl.adm.DeleteLimits(ctx, c.scope, c.precondition(pl.who)...)
 		default:
 			continue
 		}

@@ -25,8 +25,10 @@ type limitsFile struct {
 type levelLimits struct {
 	Limits []string `yaml:"limits"`
 	// Shadow names limits of Limits enforced in shadow.
-	Shadow        []string `yaml:"shadow"`
-	OnUnavailable string   `yaml:"on_unavailable"`
+	Shadow []string `yaml:"shadow"`
+	// AlertAt are the alert thresholds (fractions of capacity).
+	AlertAt       []float64 `yaml:"alert_at"`
+	OnUnavailable string    `yaml:"on_unavailable"`
 }
 
 type entityLimits struct {
@@ -36,11 +38,12 @@ type entityLimits struct {
 }
 
 // entityLevel is one of an entity's levels in a limits file: a list of
-// limits, or, to enforce some in shadow, a mapping of "limits" and
-// "shadow".
+// limits, or, to enforce some in shadow or set alert thresholds, a mapping
+// of "limits", "shadow" and "alert_at".
 type entityLevel struct {
 	set            bool // present in the file
 	limits, shadow []string
+	alertAt        []float64
 }
 
 // UnmarshalYAML implements yaml.Unmarshaler.
@@ -51,14 +54,16 @@ func (l *entityLevel) UnmarshalYAML(n *yaml.Node) error {
 	}
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k := n.Content[i]
-		var dst *[]string
+		var dst any
 		switch k.Value {
 		case "limits":
 			dst = &l.limits
 		case "shadow":
 			dst = &l.shadow
+		case "alert_at":
+			dst = &l.alertAt
 		default:
-			return fmt.Errorf("line %d: field %s not found: an entity's level has limits and shadow", k.Line, k.Value)
+			return fmt.Errorf("line %d: field %s not found: an entity's level has limits, shadow and alert_at", k.Line, k.Value)
 		}
 		if err := n.Content[i+1].Decode(dst); err != nil {
 			return err
@@ -108,10 +113,10 @@ func parseLimitsFile(data []byte) ([]desiredScope, error) {
 		return nil, err
 	}
 	var out []desiredScope
-	add := func(where string, scope tollgate.Scope, limits, shadow []string, mode string) error {
+	add := func(where string, scope tollgate.Scope, limits, shadow []string, alertAt []float64, mode string) error {
 		d := desiredScope{scope: scope, delete: limits != nil && len(limits) == 0}
 		if !d.delete {
-			cfg, err := api.ToConfig(api.Limits{Limits: limits, Shadow: shadow, OnUnavailable: mode})
+			cfg, err := api.ToConfig(api.Limits{Limits: limits, Shadow: shadow, AlertAt: alertAt, OnUnavailable: mode})
 			if err != nil {
 				return fmt.Errorf("%s: %w", where, err)
 			}
@@ -124,7 +129,7 @@ func parseLimitsFile(data []byte) ([]desiredScope, error) {
 		return nil
 	}
 	if f.System != nil {
-		if err := add("system", tollgate.SystemScope(), orEmpty(f.System.Limits), f.System.Shadow, f.System.OnUnavailable); err != nil {
+		if err := add("system", tollgate.SystemScope(), orEmpty(f.System.Limits), f.System.Shadow, f.System.AlertAt, f.System.OnUnavailable); err != nil {
 			return nil, err
 		}
 	}
@@ -136,7 +141,7 @@ func parseLimitsFile(data []byte) ([]desiredScope, error) {
 		if l.OnUnavailable != "" {
 			return nil, fmt.Errorf("resources.%s: on_unavailable is meaningful at system level only", r)
 		}
-		if err := add("resources."+r, tollgate.ResourceScope(r), orEmpty(l.Limits), l.Shadow, ""); err != nil {
+		if err := add("resources."+r, tollgate.ResourceScope(r), orEmpty(l.Limits), l.Shadow, l.AlertAt, ""); err != nil {
 			return nil, err
 		}
 	}
@@ -146,13 +151,13 @@ func parseLimitsFile(data []byte) ([]desiredScope, error) {
 			continue
 		}
 		if e.Limits.set {
-			if err := add("entities."+id, tollgate.EntityScope(id, ""), orEmpty(e.Limits.limits), e.Limits.shadow, ""); err != nil {
+			if err := add("entities."+id, tollgate.EntityScope(id, ""), orEmpty(e.Limits.limits), e.Limits.shadow, e.Limits.alertAt, ""); err != nil {
 				return nil, err
 			}
 		}
 		for _, r := range sortedKeys(e.Resources) {
 			l := e.Resources[r]
-			if err := add("entities."+id+".resources."+r, tollgate.EntityScope(id, r), orEmpty(l.limits), l.shadow, ""); err != nil {
+			if err := add("entities."+id+".resources."+r, tollgate.EntityScope(id, r), orEmpty(l.limits), l.shadow, l.alertAt, ""); err != nil {
 				return nil, err
 			}
 		}

@@ -90,9 +90,13 @@ func (g *globals) printNamespaces(ns []tollgate.Namespace) error {
 		out.Namespaces[i] = api.FromNamespace(n)
 	}
 	return g.printOut(out, func(w *tabwriter.Writer) {
-		row(w, "NAME", "ID", "CREATED", "DELETED")
+		row(w, "NAME", "ID", "CREATED", "DELETED", "AUDIT RETENTION")
 		for _, n := range ns {
-			row(w, n.Name, n.ID, stamp(n.CreatedAt), stamp(n.DeletedAt))
+			keep := "forever"
+			if n.AuditRetention > 0 {
+				keep = formatDuration(n.AuditRetention)
+			}
+			row(w, n.Name, n.ID, stamp(n.CreatedAt), stamp(n.DeletedAt), keep)
 		}
 	})
 }

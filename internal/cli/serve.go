@@ -18,6 +18,7 @@ import (
 
 	"github.com/tollgate-rl/tollgate"
 	"github.com/tollgate-rl/tollgate/aggregator"
+	"github.com/tollgate-rl/tollgate/model"
 	"github.com/tollgate-rl/tollgate/reconcile"
 	"github.com/tollgate-rl/tollgate/rls"
 	"github.com/tollgate-rl/tollgate/server"
@@ -28,6 +29,7 @@ import (
 type serveFlags struct {
 	addr, grpcAddr, rlsConfig string
 	keysFile                  string
+	alertWebhook              string // --alert-webhook: where alerts are posted
 	tlsCert, tlsKey           string
 	leaseTTL                  time.Duration
 	maxLeases                 int // deprecated: accepted, unused
@@ -85,6 +87,12 @@ With --grpc-addr and --rls-config it also serves Envoy's rate-limit
 service (docs/envoy.md) over gRPC, with limits on its connections: the
 --grpc-* flags, where 0 means no limit (but for the message size).
 
+With --alert-webhook URL, a configuration's alert_at thresholds (tollgate
+limits set --alert-at 0.8,1.0) raise alerts: when an entity's use of a
+limit crosses one upward, one JSON POST goes to URL (tried again with
+backoff; never holding up an acquire). Each replica alerts for the
+crossings it sees (docs/operations.md, "Alerts").
+
 SIGINT or SIGTERM stops it gracefully: requests in flight finish. Open
 leases stay in the store.`,
 		Example: `  tollgate serve
@@ -113,6 +121,7 @@ leases stay in the store.`,
 	fl.StringVar(&f.addr, "addr", "127.0.0.1:8080", "HTTP listen address")
 	fl.StringVar(&f.grpcAddr, "grpc-addr", "", "also serve Envoy's rate-limit service (gRPC) here")
 	fl.StringVar(&f.rlsConfig, "rls-config", "", "descriptor mapping of the Envoy rate-limit service (docs/envoy.md)")
+	fl.StringVar(&f.alertWebhook, "alert-webhook", "", "POST an alert (JSON) here when an entity's use of a limit crosses one of its configuration's alert_at thresholds upward (docs/operations.md)")
 	fl.StringVar(&f.keysFile, "keys", "", "API keys file (docs/security.md); without it, and without keys in the store, requests are not authenticated")
 	fl.DurationVar(&f.refresh, "refresh-interval", tollgate.DefaultRefreshInterval, "how often to look for changes made by other processes over the store")
 	fl.DurationVar(&f.cacheTTL, "cache-ttl", tollgate.DefaultCacheTTL, "how long stored limits and entities are cached (changes are seen sooner: --refresh-interval)")
@@ -202,6 +211,9 @@ func runServe(ctx context.Context, g *globals, f serveFlags) error {
 		}
 		opts = append(opts, server.WithKeys(keys))
 	}
+	if f.alertWebhook != "" {
+		opts = append(opts, server.WithAlertWebhook(f.alertWebhook))
+	}
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	st, closeStore, err := g.openStore(ctx, true)
@@ -219,6 +231,9 @@ func runServe(ctx context.Context, g *globals, f serveFlags) error {
 	st, stopRecording := recordUsage(st, log, f.retention)
 	defer stopRecording()
 	srv, err := server.New(st, opts...)
+	if errors.Is(err, model.ErrInvalid) {
+		return usageError{err} // an option from a flag: --alert-webhook
+	}
 	if err != nil {
 		return err
 	}

@@ -100,7 +100,7 @@ func newFixture(t *testing.T) fixture {
 	t.Cleanup(ts.Close)
 	f := fixture{url: ts.URL, admin: admin, reader: reader}
 
-	call := func(method, path, body string) string {
+	do := func(method, path, body string) (int, string) {
 		t.Helper()
 		req, err := http.NewRequest(method, ts.URL+path, strings.NewReader(body))
 		if err != nil {
@@ -113,20 +113,28 @@ func newFixture(t *testing.T) fixture {
 		}
 		defer resp.Body.Close()
 		answer, _ := io.ReadAll(resp.Body)
-		if resp.StatusCode/100 != 2 {
-			t.Fatalf("%s %s: %d %s", method, path, resp.StatusCode, answer)
+		return resp.StatusCode, string(answer)
+	}
+	call := func(method, path, body string) string {
+		t.Helper()
+		code, answer := do(method, path, body)
+		if code/100 != 2 {
+			t.Fatalf("%s %s: %d %s", method, path, code, answer)
 		}
-		return string(answer)
+		return answer
 	}
 	call("POST", "/v1/entities", `{"id":"org-1","name":"Acme"}`)
 	call("POST", "/v1/entities", `{"id":"key-1","name":"checkout","parent_id":"org-1","cascade":true,"metadata":{"team":"checkout"}}`)
 	call("PUT", "/v1/limits/resources/openai%2Fgpt-4o", `{"limits":["rph:3/hour","tpm:10000/min","tok:1000000/month@UTC"],"shadow":["tpm"]}`)
-	call("PUT", "/v1/limits/entities/org-1", `{"limits":["rph:100/hour","tpm:200000/hour"]}`)
+	call("PUT", "/v1/limits/entities/org-1", `{"limits":["rph:100/hour","tpm:200000/hour"],"alert_at":[0.8,1]}`)
 	call("PUT", "/v1/limits/resources/emr", `{"limits":["clusters:2/reserved"]}`)
 	acquire := `{"entity":"key-1","resource":"openai/gpt-4o","consume":{"rph":1,"tpm":1200}`
 	call("POST", "/v1/acquire", acquire+`,"commit":true}`)
 	lease := call("POST", "/v1/acquire", acquire+`}`)
 	call("POST", "/v1/acquire", acquire+`,"commit":true}`)
+	if code, answer := do("POST", "/v1/acquire", acquire+`}`); code != http.StatusTooManyRequests { // rph:3/hour: refused
+		t.Fatalf("a fourth acquire: %d %s, want 429", code, answer)
+	}
 	_, after, _ := strings.Cut(lease, `"lease_id":"`)
 	f.leaseID, _, _ = strings.Cut(after, `"`)
 	call("POST", "/v1/reservations", `{"entity":"key-1","resource":"emr","id":"j-2AXXXXXXGAPLF","consume":{"clusters":1},"ttl_ms":3600000}`)
@@ -252,6 +260,9 @@ func TestDashboardInBrowser(t *testing.T) {
 		t.Errorf("org-1 in the tree reads %q, want its name and limits", tree)
 	}
 	step("the limits table", until(rowsWith("#limits", "rph:3/hour, tpm:10000/min (shadow)")))
+	step("alert thresholds in the limits table", until(rowsWith("#limits", "rph:100/hour, tpm:200000/hour; alerts at 80%, 100%")))
+	step("the entities refused most", until(`[...document.querySelectorAll("#denied tbody tr")].some(r => `+
+		`[...r.cells].map(c => c.textContent).join(" ") === "key-1 openai/gpt-4o rph 1")`))
 
 	// The child's buckets: its own and, by cascade, its parent's, with the
 	// fill and the retry-after of an exhausted limit (3 an hour: it stays

@@ -45,7 +45,9 @@ func TestGenerationItem(t *testing.T) {
 	if err := c.PutConfig(ctx, "ns", model.ResourceScope("api"), oneLimit, configEvent("01A")); err != nil {
 		t.Fatal(err)
 	}
-	expectCalls(t, "PutConfig", c.calls.take(), map[string]int{"TransactWriteItems": 1})
+	// A put reads the version it replaces (store.Precondition), unless
+	// the caller names it.
+	expectCalls(t, "PutConfig", c.calls.take(), map[string]int{"GetItem": 1, "TransactWriteItems": 1})
 	if g := generation(t, c.Store); g != 1 {
 		t.Errorf("Generation after one change = %d, want 1", g)
 	}
@@ -85,6 +87,13 @@ func TestGenerationItem(t *testing.T) {
 	if g := generation(t, c.Store); g != 4 {
 		t.Errorf("Generation after create, delete and purge = %d, want 4", g)
 	}
+
+	// A put on a version reads nothing first.
+	c.calls.take()
+	if err := c.PutConfig(ctx, "ns", model.ResourceScope("api"), oneLimit, configEvent("01B"), store.IfVersion(1)); err != nil {
+		t.Fatal(err)
+	}
+	expectCalls(t, "PutConfig on a version", c.calls.take(), map[string]int{"TransactWriteItems": 1})
 }
 
 // A control-plane transaction cancelled for a conflict (two changes

@@ -3,6 +3,7 @@ package dynamodb
 import (
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -43,6 +44,7 @@ func encodeEntity(ns string, e model.Entity) (item, error) {
 		attrGSI4PK:   str(ns),
 		attrGSI4SK:   str(entityPK(ns, e.ID)),
 	}
+	setVersion(it, e.Version)
 	if e.ParentID != "" {
 		it[attrGSI1PK] = str(parentGSI1PK(ns, e.ParentID))
 		it[attrGSI1SK] = str(e.ID)
@@ -56,6 +58,7 @@ func decodeEntity(it item) (model.Entity, error) {
 		Name:     getS(it, "name"),
 		ParentID: getS(it, "parent_id"),
 		Cascade:  getBool(it, "cascade"),
+		Version:  versionOf(it),
 	}
 	created, err := getN(it, "created_at")
 	if err != nil {
@@ -91,7 +94,16 @@ func encodeConfig(ns string, s model.Scope, c model.Config) item {
 	if len(c.Shadow) > 0 {
 		it["shadow"] = &types.AttributeValueMemberSS{Value: c.Shadow}
 	}
+	if len(c.AlertAt) > 0 {
+		// A list, not a number set: it keeps the thresholds' order.
+		at := make([]types.AttributeValue, len(c.AlertAt))
+		for i, t := range c.AlertAt {
+			at[i] = &types.AttributeValueMemberN{Value: strconv.FormatFloat(t, 'g', -1, 64)}
+		}
+		it["alert_at"] = &types.AttributeValueMemberL{Value: at}
+	}
 	it["level"] = str(s.Level())
+	setVersion(it, c.Version)
 	if c.OnUnavailable != "" {
 		it["on_unavailable"] = str(string(c.OnUnavailable))
 	}
@@ -106,9 +118,22 @@ func encodeConfig(ns string, s model.Scope, c model.Config) item {
 }
 
 func decodeConfig(it item) (*model.Config, error) {
-	c := &model.Config{OnUnavailable: model.OnUnavailable(getS(it, "on_unavailable"))}
+	c := &model.Config{OnUnavailable: model.OnUnavailable(getS(it, "on_unavailable")), Version: versionOf(it)}
 	if ss, ok := it["shadow"].(*types.AttributeValueMemberSS); ok {
 		c.Shadow = ss.Value
+	}
+	if at, ok := it["alert_at"].(*types.AttributeValueMemberL); ok {
+		for _, v := range at.Value {
+			n, ok := v.(*types.AttributeValueMemberN)
+			if !ok {
+				return nil, fmt.Errorf("dynamodb: config alert threshold is not a number")
+			}
+			t, err := strconv.ParseFloat(n.Value, 64)
+			if err != nil {
+				return nil, fmt.Errorf("dynamodb: stored alert threshold %q: %w", n.Value, err)
+			}
+			c.AlertAt = append(c.AlertAt, t)
+		}
 	}
 	list, _ := it["limits"].(*types.AttributeValueMemberL)
 	if list == nil {
@@ -139,7 +164,7 @@ func encodeAudit(ns string, ev model.AuditEvent) (item, error) {
 		"resource":  str(ev.Resource),
 		"principal": str(ev.Principal),
 		attrGSI4PK:  str(ns),
-		attrGSI4SK:  str(auditPK(ns, ev.Entity)),
+		attrGSI4SK:  str(schema.AuditLogGSI4SK(ns, ev.ID)),
 	}
 	if len(ev.Details) > 0 {
 		b, err := json.Marshal(ev.Details)

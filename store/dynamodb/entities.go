@@ -58,34 +58,45 @@ func (s *Store) ListEntities(ctx context.Context, ns, after string, limit int) (
 	return out, nil
 }
 
-// UpdateEntity implements store.Entities: the entity is read, a new
-// parent's chain walked (store.CheckAncestry, one GetItem per ancestor),
-// then one transaction puts the entity (conditioned on it existing; the
-// new item's GSI1 keys move it under its new parent, or out of GSI1), puts
-// the audit event and checks that a new parent exists. The walk is not
-// part of the transaction: two concurrent moves can still make a cycle,
-// which cascades survive (they stop at model.MaxCascadeDepth).
-func (s *Store) UpdateEntity(ctx context.Context, ns string, e model.Entity, ev model.AuditEvent) error {
-	old, err := s.GetEntity(ctx, ns, e.ID)
-	if err != nil {
-		return err
-	}
-	moved := old.ParentID != e.ParentID
-	if moved {
-		if err := store.CheckAncestry(e.ID, e.ParentID, s.parentOf(ctx, ns)); err != nil {
+// UpdateEntity implements store.Entities: the entity is read (and pre
+// checked against it), a new parent's chain walked (store.CheckAncestry,
+// one GetItem per ancestor), then one transaction puts the entity at the
+// next version (conditioned on it being still at the version read: else
+// it is read again; the new item's GSI1 keys move it under its new
+// parent, or out of GSI1), puts the audit event and checks that a new
+// parent exists. The walk is not part of the transaction: two concurrent
+// moves can still make a cycle, which cascades survive (they stop at
+// model.MaxCascadeDepth).
+func (s *Store) UpdateEntity(ctx context.Context, ns string, e model.Entity, ev model.AuditEvent, pre ...store.Precondition) error {
+	for range maxVersionRetries {
+		old, err := s.GetEntity(ctx, ns, e.ID)
+		if err != nil {
 			return err
 		}
-	}
-	e.CreatedAt = old.CreatedAt
-	items, err := s.entityWrite(ns, e, ev, "attribute_exists(PK)", moved && e.ParentID != "")
-	if err != nil {
+		if err := store.CheckVersion(old.Version, pre); err != nil {
+			return err
+		}
+		moved := old.ParentID != e.ParentID
+		if moved {
+			if err := store.CheckAncestry(e.ID, e.ParentID, s.parentOf(ctx, ns)); err != nil {
+				return err
+			}
+		}
+		e.CreatedAt, e.Version = old.CreatedAt, old.Version+1
+		items, err := s.entityWrite(ns, e, ev, versionIs(old.Version), moved && e.ParentID != "")
+		if err != nil {
+			return err
+		}
+		reasons, err := s.transactMeta(ctx, items)
+		switch {
+		case failed(reasons, 2):
+			return model.ErrEntityNotFound
+		case failed(reasons, 0):
+			continue // changed or deleted since read
+		}
 		return err
 	}
-	reasons, err := s.transactMeta(ctx, items)
-	if failed(reasons, 0) || failed(reasons, 2) {
-		return model.ErrEntityNotFound
-	}
-	return err
+	return errKeptChanging
 }
 
 // parentOf reads entities' parents, for store.CheckAncestry.

@@ -34,42 +34,61 @@ func (s *Store) GetConfigs(ctx context.Context, ns string, scopes []model.Scope)
 	return out, nil
 }
 
-// PutConfig implements store.Configs: the config, the audit event and (for
-// an entity scope) a check that the entity exists, in one transaction.
-func (s *Store) PutConfig(ctx context.Context, ns string, scope model.Scope, cfg model.Config, ev model.AuditEvent) error {
+// PutConfig implements store.Configs: the config at the next version (on
+// the condition that the stored one is at the version it replaces), the
+// audit event and (for an entity scope) a check that the entity exists, in
+// one transaction. With a precondition the version replaced is the one
+// expected, and nothing is read first (the version is read only to say
+// what it is when the condition fails); without, it is read, and read
+// again if another change wins the item in between.
+func (s *Store) PutConfig(ctx context.Context, ns string, scope model.Scope, cfg model.Config, ev model.AuditEvent, pre ...store.Precondition) error {
 	audit, err := s.auditPut(ns, ev)
 	if err != nil {
 		return err
 	}
-	items := []types.TransactWriteItem{{Put: &types.Put{TableName: &s.table, Item: encodeConfig(ns, scope, cfg)}}, audit}
-	if scope.Entity != "" {
-		items = append(items, s.entityMustExist(ns, scope.Entity))
+	for range maxVersionRetries {
+		var have int64
+		if store.Expects(pre) {
+			have = pre[0].Version
+		} else if have, err = s.readVersion(ctx, configKey(ns, scope)); err != nil {
+			return err
+		}
+		cfg.Version = have + 1
+		items := []types.TransactWriteItem{s.conditionalPut(encodeConfig(ns, scope, cfg), versionIs(have)), audit}
+		if scope.Entity != "" {
+			items = append(items, s.entityMustExist(ns, scope.Entity))
+		}
+		reasons, err := s.transactMeta(ctx, items)
+		switch {
+		case failed(reasons, 2):
+			return model.ErrEntityNotFound
+		case failed(reasons, 0) && store.Expects(pre):
+			return s.versionRefused(ctx, configKey(ns, scope), pre)
+		case failed(reasons, 0):
+			continue // changed since read
+		}
+		return err
 	}
-	reasons, err := s.transactMeta(ctx, items)
-	if failed(reasons, 2) {
-		return model.ErrEntityNotFound
-	}
-	return err
+	return errKeptChanging
 }
 
 // DeleteConfig implements store.Configs.
-func (s *Store) DeleteConfig(ctx context.Context, ns string, scope model.Scope, ev model.AuditEvent) error {
+func (s *Store) DeleteConfig(ctx context.Context, ns string, scope model.Scope, ev model.AuditEvent, pre ...store.Precondition) error {
 	audit, err := s.auditPut(ns, ev)
 	if err != nil {
 		return err
 	}
-	reasons, err := s.transactMeta(ctx, []types.TransactWriteItem{{Delete: &types.Delete{
-		TableName: &s.table, Key: configKey(ns, scope), ConditionExpression: aws.String("attribute_exists(PK)"),
-	}}, audit})
+	reasons, err := s.transactMeta(ctx, []types.TransactWriteItem{s.conditionalDelete(configKey(ns, scope), deleteCondition(pre)), audit})
 	if failed(reasons, 0) {
-		return model.ErrNotFound
+		return s.deleteRefused(ctx, configKey(ns, scope), pre, model.ErrNotFound)
 	}
 	return err
 }
 
 // CreateEntity implements store.Entities.
 func (s *Store) CreateEntity(ctx context.Context, ns string, e model.Entity, ev model.AuditEvent) error {
-	items, err := s.entityWrite(ns, e, ev, "attribute_not_exists(PK)", e.ParentID != "")
+	e.Version = 1
+	items, err := s.entityWrite(ns, e, ev, versionIs(0), e.ParentID != "")
 	if err != nil {
 		return err
 	}
@@ -104,7 +123,7 @@ func (s *Store) GetEntity(ctx context.Context, ns, id string) (model.Entity, err
 // deleted after. (GSI3 is eventually consistent: a bucket created a moment
 // before the delete may survive it. It is harmless: a bucket of an unknown
 // entity behaves as a new one once refilled, and is recreated on use.)
-func (s *Store) DeleteEntity(ctx context.Context, ns, id string, ev model.AuditEvent) error {
+func (s *Store) DeleteEntity(ctx context.Context, ns, id string, ev model.AuditEvent, pre ...store.Precondition) error {
 	own, err := s.query(ctx, &dynamodb.QueryInput{
 		TableName:                 &s.table,
 		KeyConditionExpression:    aws.String("PK = :pk"),
@@ -119,11 +138,8 @@ func (s *Store) DeleteEntity(ctx context.Context, ns, id string, ev model.AuditE
 	if err != nil {
 		return err
 	}
-	items := []types.TransactWriteItem{{Delete: &types.Delete{
-		TableName:           &s.table,
-		Key:                 item{attrPK: str(entityPK(ns, id)), attrSK: str(skMeta)},
-		ConditionExpression: aws.String("attribute_exists(PK)"),
-	}}, audit}
+	key := item{attrPK: str(entityPK(ns, id)), attrSK: str(skMeta)}
+	items := []types.TransactWriteItem{s.conditionalDelete(key, deleteCondition(pre)), audit}
 	var rest []item
 	for _, it := range own {
 		if getS(it, attrSK) == skMeta {
@@ -137,7 +153,7 @@ func (s *Store) DeleteEntity(ctx context.Context, ns, id string, ev model.AuditE
 	}
 	reasons, err := s.transactMeta(ctx, items)
 	if failed(reasons, 0) {
-		return model.ErrEntityNotFound
+		return s.deleteRefused(ctx, key, pre, model.ErrEntityNotFound)
 	}
 	if err != nil {
 		return err
@@ -286,7 +302,7 @@ func (s *Store) query(ctx context.Context, in *dynamodb.QueryInput) ([]item, err
 // entityWrite is the transaction that writes entity e on condition cond,
 // with its audit event, and, when checkParent, the check that its parent
 // exists.
-func (s *Store) entityWrite(ns string, e model.Entity, ev model.AuditEvent, cond string, checkParent bool) ([]types.TransactWriteItem, error) {
+func (s *Store) entityWrite(ns string, e model.Entity, ev model.AuditEvent, cond condition, checkParent bool) ([]types.TransactWriteItem, error) {
 	it, err := encodeEntity(ns, e)
 	if err != nil {
 		return nil, err
@@ -295,7 +311,7 @@ func (s *Store) entityWrite(ns string, e model.Entity, ev model.AuditEvent, cond
 	if err != nil {
 		return nil, err
 	}
-	items := []types.TransactWriteItem{{Put: &types.Put{TableName: &s.table, Item: it, ConditionExpression: aws.String(cond)}}, audit}
+	items := []types.TransactWriteItem{s.conditionalPut(it, cond), audit}
 	if checkParent {
 		items = append(items, s.entityMustExist(ns, e.ParentID))
 	}

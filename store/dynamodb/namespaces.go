@@ -30,6 +30,9 @@ func (s *Store) CreateNamespace(ctx context.Context, n model.Namespace) error {
 	fwd := namespaceKey(n.Name)
 	fwd["name"], fwd["id"], fwd["created_at"] = str(n.Name), str(n.ID), num(n.CreatedAt.UnixMilli())
 	fwd["deleted_at"] = num(0)
+	if n.AuditRetention != 0 {
+		fwd[attrAuditRetention] = num(int64(n.AuditRetention))
+	}
 	rev := item{attrPK: str(registryPK()), attrSK: str(skNamespaceID + n.ID), "name": str(n.Name)}
 	notExists := aws.String("attribute_not_exists(PK)")
 	reasons, err := s.transactMeta(ctx, []types.TransactWriteItem{
@@ -65,6 +68,9 @@ func decodeNamespace(it item) (model.Namespace, error) {
 	n.CreatedAt = time.UnixMilli(created).UTC()
 	if deleted, _ := getN(it, "deleted_at"); deleted != 0 {
 		n.DeletedAt = time.UnixMilli(deleted).UTC()
+	}
+	if d, _ := getN(it, attrAuditRetention); d != 0 {
+		n.AuditRetention = time.Duration(d)
 	}
 	return n, nil
 }

@@ -7,6 +7,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/tollgate-rl/tollgate/model"
+	"github.com/tollgate-rl/tollgate/store"
 	"github.com/tollgate-rl/tollgate/store/internal/buckettable"
 	"github.com/tollgate-rl/tollgate/store/internal/codec"
 )
@@ -77,32 +78,61 @@ func (s *Store) GetConfigs(ctx context.Context, ns string, scopes []model.Scope)
 	return out, nil
 }
 
-// PutConfig implements store.Configs.
-func (s *Store) PutConfig(ctx context.Context, ns string, scope model.Scope, cfg model.Config, ev model.AuditEvent) error {
+// PutConfig implements store.Configs: the config replaced is read, its
+// version checked and the next one written, in one transaction.
+func (s *Store) PutConfig(ctx context.Context, ns string, scope model.Scope, cfg model.Config, ev model.AuditEvent, pre ...store.Precondition) error {
 	if err := checkPair("scope", scope.Entity, scope.Resource); err != nil {
-		return err
-	}
-	v, err := codec.EncodeConfig(cfg)
-	if err != nil {
 		return err
 	}
 	return s.update(ctx, ns, func(nsb *bolt.Bucket) error {
 		if scope.Entity != "" && nsb.Bucket(bktEntities).Get([]byte(scope.Entity)) == nil {
 			return model.ErrEntityNotFound
 		}
-		if err := nsb.Bucket(bktConfigs).Put(pairKey(scope.Entity, scope.Resource), v); err != nil {
+		b, k := nsb.Bucket(bktConfigs), pairKey(scope.Entity, scope.Resource)
+		have, err := configVersion(b.Get(k))
+		if err != nil {
+			return err
+		}
+		if err := store.CheckVersion(have, pre); err != nil {
+			return err
+		}
+		cfg.Version = have + 1
+		v, err := codec.EncodeConfig(cfg)
+		if err != nil {
+			return err
+		}
+		if err := b.Put(k, v); err != nil {
 			return err
 		}
 		return appendAudit(nsb, ev)
 	})
 }
 
+// configVersion is the version of a stored config, 0 for none (nil).
+func configVersion(v []byte) (int64, error) {
+	if v == nil {
+		return 0, nil
+	}
+	c, err := codec.DecodeConfig(v)
+	return c.Version, err
+}
+
 // DeleteConfig implements store.Configs.
-func (s *Store) DeleteConfig(ctx context.Context, ns string, scope model.Scope, ev model.AuditEvent) error {
+func (s *Store) DeleteConfig(ctx context.Context, ns string, scope model.Scope, ev model.AuditEvent, pre ...store.Precondition) error {
 	return s.update(ctx, ns, func(nsb *bolt.Bucket) error {
 		b, k := nsb.Bucket(bktConfigs), pairKey(scope.Entity, scope.Resource)
-		if b.Get(k) == nil {
+		v := b.Get(k)
+		if v == nil {
 			return model.ErrNotFound
+		}
+		if store.Expects(pre) {
+			have, err := configVersion(v)
+			if err != nil {
+				return err
+			}
+			if err := store.CheckVersion(have, pre); err != nil {
+				return err
+			}
 		}
 		if err := b.Delete(k); err != nil {
 			return err
@@ -116,6 +146,7 @@ func (s *Store) CreateEntity(ctx context.Context, ns string, e model.Entity, ev 
 	if e.ID == "" || len(e.ID) > maxKey/2 || len(e.ParentID) > maxKey/2 {
 		return model.Invalid("entity", e.ID, fmt.Sprintf("ids must be 1 to %d bytes", maxKey/2))
 	}
+	e.Version = 1
 	v, err := codec.EncodeEntity(e)
 	if err != nil {
 		return err
@@ -164,7 +195,7 @@ func (s *Store) GetEntity(ctx context.Context, ns, id string) (model.Entity, err
 // transaction; its buckets then leave memory. flushMu keeps a flush from
 // writing a bucket back in between. Usage goes with the entity as in the
 // DynamoDB backend, which keeps it under the entity's partition.
-func (s *Store) DeleteEntity(ctx context.Context, ns, id string, ev model.AuditEvent) error {
+func (s *Store) DeleteEntity(ctx context.Context, ns, id string, ev model.AuditEvent, pre ...store.Precondition) error {
 	if id == "" {
 		return model.ErrEntityNotFound
 	}
@@ -178,6 +209,9 @@ func (s *Store) DeleteEntity(ctx context.Context, ns, id string, ev model.AuditE
 		}
 		e, err := codec.DecodeEntity(v)
 		if err != nil {
+			return err
+		}
+		if err := store.CheckVersion(e.Version, pre); err != nil {
 			return err
 		}
 		if err := ents.Delete([]byte(id)); err != nil {
@@ -274,6 +308,13 @@ func appendAudit(nsb *bolt.Bucket, ev model.AuditEvent) error {
 	}
 	v, err := codec.EncodeEvent(ev)
 	if err != nil {
+		return err
+	}
+	idx, err := indexAudit(nsb)
+	if err != nil {
+		return err
+	}
+	if err := idx.Put([]byte(ev.ID), []byte(ev.Entity)); err != nil {
 		return err
 	}
 	return nsb.Bucket(bktAudit).Put(pairKey(ev.Entity, ev.ID), v)

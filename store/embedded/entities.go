@@ -45,7 +45,7 @@ func (s *Store) ListEntities(ctx context.Context, ns, after string, limit int) (
 
 // UpdateEntity implements store.Entities: the entity, its children-index
 // entries and the audit event in one transaction.
-func (s *Store) UpdateEntity(ctx context.Context, ns string, e model.Entity, ev model.AuditEvent) error {
+func (s *Store) UpdateEntity(ctx context.Context, ns string, e model.Entity, ev model.AuditEvent, pre ...store.Precondition) error {
 	if e.ID == "" || len(e.ID) > maxKey/2 || len(e.ParentID) > maxKey/2 {
 		return model.Invalid("entity", e.ID, fmt.Sprintf("ids must be 1 to %d bytes", maxKey/2))
 	}
@@ -59,6 +59,9 @@ func (s *Store) UpdateEntity(ctx context.Context, ns string, e model.Entity, ev 
 		if err != nil {
 			return err
 		}
+		if err := store.CheckVersion(old.Version, pre); err != nil {
+			return err
+		}
 		if old.ParentID != e.ParentID {
 			if err := store.CheckAncestry(e.ID, e.ParentID, parentIn(ents)); err != nil {
 				return err
@@ -67,7 +70,7 @@ func (s *Store) UpdateEntity(ctx context.Context, ns string, e model.Entity, ev 
 				return err
 			}
 		}
-		e.CreatedAt = old.CreatedAt
+		e.CreatedAt, e.Version = old.CreatedAt, old.Version+1
 		nv, err := codec.EncodeEntity(e)
 		if err != nil {
 			return err

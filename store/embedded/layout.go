@@ -21,6 +21,9 @@ import (
 //	            children  lp(parent) + child id -> empty
 //	            configs   lp(entity) + resource -> config (JSON)
 //	            audit     lp(entity) + event id -> event (JSON)
+//	            audit-by-id  event id -> entity: the namespace's events in
+//	              time order (auditlog.go; created by the first write or
+//	              range read since it came)
 //	            buckets   lp(entity) + resource -> bucket record (binary)
 //	            leases    lease id -> durable lease record (JSON; created
 //	              by the first write to the namespace since leases came)

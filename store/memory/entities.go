@@ -36,11 +36,14 @@ func (s *Store) ListEntities(ctx context.Context, ns, after string, limit int) (
 }
 
 // UpdateEntity implements store.Entities.
-func (s *Store) UpdateEntity(ctx context.Context, ns string, e model.Entity, ev model.AuditEvent) error {
+func (s *Store) UpdateEntity(ctx context.Context, ns string, e model.Entity, ev model.AuditEvent, pre ...store.Precondition) error {
 	return s.update(ctx, ns, func(n *namespace) error {
 		old, ok := n.entities[e.ID]
 		if !ok {
 			return model.ErrEntityNotFound
+		}
+		if err := store.CheckVersion(old.Version, pre); err != nil {
+			return err
 		}
 		if old.ParentID != e.ParentID {
 			err := store.CheckAncestry(e.ID, e.ParentID, func(id string) (string, bool, error) {
@@ -53,7 +56,7 @@ func (s *Store) UpdateEntity(ctx context.Context, ns string, e model.Entity, ev 
 			n.unlinkChild(old.ParentID, e.ID)
 			n.linkChild(e.ParentID, e.ID)
 		}
-		e.CreatedAt = old.CreatedAt
+		e.CreatedAt, e.Version = old.CreatedAt, old.Version+1
 		e.Metadata = cloneMap(e.Metadata)
 		n.entities[e.ID] = e
 		n.appendAudit(ev)

@@ -51,7 +51,10 @@ type namespace struct {
 	entities map[string]model.Entity
 	children map[string]map[string]struct{}
 	audit    map[string][]model.AuditEvent // by entity, sorted by id
-	keys     map[string]string             // key name -> hash
+	// auditIDs is every event's id and entity, sorted by id: the
+	// namespace's log by time (store.AuditLog, auditlog.go).
+	auditIDs []auditRef
+	keys     map[string]string // key name -> hash
 }
 
 var _ store.Store = (*Store)(nil)
@@ -146,22 +149,32 @@ func (s *Store) GetConfigs(ctx context.Context, ns string, scopes []model.Scope)
 }
 
 // PutConfig implements store.Configs.
-func (s *Store) PutConfig(ctx context.Context, ns string, scope model.Scope, cfg model.Config, ev model.AuditEvent) error {
+func (s *Store) PutConfig(ctx context.Context, ns string, scope model.Scope, cfg model.Config, ev model.AuditEvent, pre ...store.Precondition) error {
 	return s.update(ctx, ns, func(n *namespace) error {
 		if _, ok := n.entities[scope.Entity]; scope.Entity != "" && !ok {
 			return model.ErrEntityNotFound
 		}
-		n.configs[scope] = cfg.Clone()
+		old := n.configs[scope] // version 0 where none is
+		if err := store.CheckVersion(old.Version, pre); err != nil {
+			return err
+		}
+		cfg = cfg.Clone()
+		cfg.Version = old.Version + 1
+		n.configs[scope] = cfg
 		n.appendAudit(ev)
 		return nil
 	})
 }
 
 // DeleteConfig implements store.Configs.
-func (s *Store) DeleteConfig(ctx context.Context, ns string, scope model.Scope, ev model.AuditEvent) error {
+func (s *Store) DeleteConfig(ctx context.Context, ns string, scope model.Scope, ev model.AuditEvent, pre ...store.Precondition) error {
 	return s.update(ctx, ns, func(n *namespace) error {
-		if _, ok := n.configs[scope]; !ok {
+		old, ok := n.configs[scope]
+		if !ok {
 			return model.ErrNotFound
+		}
+		if err := store.CheckVersion(old.Version, pre); err != nil {
+			return err
 		}
 		delete(n.configs, scope)
 		n.appendAudit(ev)
@@ -182,6 +195,7 @@ func (s *Store) CreateEntity(ctx context.Context, ns string, e model.Entity, ev 
 			n.linkChild(e.ParentID, e.ID)
 		}
 		e.Metadata = cloneMap(e.Metadata)
+		e.Version = 1
 		n.entities[e.ID] = e
 		n.appendAudit(ev)
 		return nil
@@ -202,11 +216,14 @@ func (s *Store) GetEntity(ctx context.Context, ns, id string) (model.Entity, err
 }
 
 // DeleteEntity implements store.Entities.
-func (s *Store) DeleteEntity(ctx context.Context, ns, id string, ev model.AuditEvent) error {
+func (s *Store) DeleteEntity(ctx context.Context, ns, id string, ev model.AuditEvent, pre ...store.Precondition) error {
 	return s.update(ctx, ns, func(n *namespace) error {
 		e, ok := n.entities[id]
 		if !ok {
 			return model.ErrEntityNotFound
+		}
+		if err := store.CheckVersion(e.Version, pre); err != nil {
+			return err
 		}
 		delete(n.entities, id)
 		n.unlinkChild(e.ParentID, id)
@@ -401,6 +418,8 @@ func (n *namespace) appendAudit(ev model.AuditEvent) {
 	evs := n.audit[ev.Entity]
 	i := sort.Search(len(evs), func(i int) bool { return strings.Compare(evs[i].ID, ev.ID) > 0 })
 	n.audit[ev.Entity] = slices.Insert(evs, i, ev)
+	j := sort.Search(len(n.auditIDs), func(j int) bool { return n.auditIDs[j].id > ev.ID })
+	n.auditIDs = slices.Insert(n.auditIDs, j, auditRef{id: ev.ID, entity: ev.Entity})
 }
 
 func cloneMap(m map[string]string) map[string]string {

@@ -2,8 +2,6 @@ package redis
 
 import (
 	"context"
-	"fmt"
-	"strconv"
 
 	"github.com/redis/rueidis"
 
@@ -81,18 +79,5 @@ func (s *Store) ListAudit(ctx context.Context, ns, entity, after string, limit i
 	if limit <= 0 {
 		limit = -1
 	}
-	ctx, cancel := s.callContext(ctx)
-	defer cancel()
-	vals, err := rangeEventsScript.Exec(ctx, s.c, []string{s.keys.auditOf(ns, entity), s.keys.audit(ns)},
-		[]string{lexAfter(after), "+", strconv.Itoa(limit)}).AsStrSlice()
-	if err != nil {
-		return nil, fmt.Errorf("redis: list audit: %w", err)
-	}
-	out := make([]model.AuditEvent, len(vals))
-	for i, v := range vals {
-		if out[i], err = decoded(codec.DecodeEvent([]byte(v))); err != nil {
-			return nil, err
-		}
-	}
-	return out, nil
+	return s.rangeEvents(ctx, s.keys.auditOf(ns, entity), s.keys.audit(ns), lexAfter(after), "+", limit)
 }

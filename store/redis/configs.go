@@ -67,30 +67,38 @@ func (s *Store) GetConfigs(ctx context.Context, ns string, scopes []model.Scope)
 	return out, nil
 }
 
-// luaPutConfig stores a scope's config, indexes the scope and appends the
-// event, raising the generation. It refuses an entity scope whose entity
-// does not exist (ENTITY_NOT_FOUND), before writing anything.
-// KEYS: 1 the config, 2 the config index, 3 the scope's entity (checked
-// when ARGV[1] is '1'), 4-6 the event's (auditWrite). ARGV: 1 check the
-// entity, 2 the scope's member, 3 the config (JSON), 4-5 the event's.
+// luaPutConfig stores a scope's config at the version after the one it
+// replaces, indexes the scope and appends the event, raising the
+// generation. It refuses an entity scope whose entity does not exist
+// (ENTITY_NOT_FOUND), then a precondition that does not hold
+// (VERSION_MISMATCH), before writing anything. The config comes without
+// a version: the script writes it in front (codec's configJSON begins
+// with it). KEYS: 1 the config, 2 the config index, 3 the scope's entity
+// (checked when ARGV[1] is '1'), 4-6 the event's (auditWrite). ARGV: 1
+// check the entity, 2 the scope's member, 3 the config (JSON, a version
+// of 0), 4-5 the event's, 6 the precondition (preconditionArg).
 const luaPutConfig = `
 if ARGV[1] == '1' and redis.call('EXISTS', KEYS[3]) == 0 then return ENTITY_NOT_FOUND end
-redis.call('SET', KEYS[1], ARGV[3])
+local have = version_of(redis.call('GET', KEYS[1]))
+local refused = version_refusal(ARGV[6], have)
+if refused then return refused end
+redis.call('SET', KEYS[1], '{"version":' .. string.format('%d', have + 1) .. ',' .. string.sub(ARGV[3], 2))
 redis.call('ZADD', KEYS[2], 0, ARGV[2])
 append_event(KEYS[4], KEYS[5], KEYS[6], ARGV[4], ARGV[5])
 raise_generation(6)
 return OK
 `
 
-var putConfigScript = rueidis.NewLuaScript(luaControl + luaAppendEvent + luaPutConfig)
+var putConfigScript = rueidis.NewLuaScript(luaControl + luaVersion + luaAppendEvent + luaPutConfig)
 
 // PutConfig implements store.Configs in one script.
-func (s *Store) PutConfig(ctx context.Context, ns string, scope model.Scope, cfg model.Config, ev model.AuditEvent) error {
+func (s *Store) PutConfig(ctx context.Context, ns string, scope model.Scope, cfg model.Config, ev model.AuditEvent, pre ...store.Precondition) error {
 	if strings.Contains(scope.Entity, scopeSep) {
 		// The limiter never sends one (model.ValidateEntityID); the
 		// config index could not tell its entity from its resource.
 		return model.Invalid("entity", scope.Entity, "must not contain "+scopeSep)
 	}
+	cfg.Version = 0 // the script writes it
 	js, err := encoded(codec.EncodeConfig(cfg))
 	if err != nil {
 		return err
@@ -102,29 +110,37 @@ func (s *Store) PutConfig(ctx context.Context, ns string, scope model.Scope, cfg
 	member := scopeMember(scope)
 	keys := append([]string{s.keys.config(ns, member), s.keys.configs(ns), s.keys.entity(ns, scope.Entity)}, evKeys...)
 	args := append([]string{boolArg(scope.Entity != ""), member, js}, evArgs...)
+	args = append(args, preconditionArg(pre))
 	code, err := s.change(ctx, putConfigScript, keys, args)
 	if err != nil {
 		return fmt.Errorf("redis: put config: %w", err)
 	}
-	return refusal(code)
+	return versionRefusal(code, pre)
 }
 
 // luaDeleteConfig deletes a scope's config and its index member and
 // appends the event, raising the generation; a missing config is refused
-// (NOT_FOUND). KEYS: 1 the config, 2 the config index, 3-5 the event's.
-// ARGV: 1 the scope's member, 2-3 the event's.
+// (NOT_FOUND), then a precondition that does not hold (VERSION_MISMATCH).
+// KEYS: 1 the config, 2 the config index, 3-5 the event's. ARGV: 1 the
+// scope's member, 2-3 the event's, 4 the precondition (preconditionArg).
 const luaDeleteConfig = `
-if redis.call('DEL', KEYS[1]) == 0 then return NOT_FOUND end
+local cur = redis.call('GET', KEYS[1])
+if not cur then return NOT_FOUND end
+if ARGV[4] ~= '' then
+  local refused = version_refusal(ARGV[4], version_of(cur))
+  if refused then return refused end
+end
+redis.call('DEL', KEYS[1])
 redis.call('ZREM', KEYS[2], ARGV[1])
 append_event(KEYS[3], KEYS[4], KEYS[5], ARGV[2], ARGV[3])
 raise_generation(5)
 return OK
 `
 
-var deleteConfigScript = rueidis.NewLuaScript(luaControl + luaAppendEvent + luaDeleteConfig)
+var deleteConfigScript = rueidis.NewLuaScript(luaControl + luaVersion + luaAppendEvent + luaDeleteConfig)
 
 // DeleteConfig implements store.Configs in one script.
-func (s *Store) DeleteConfig(ctx context.Context, ns string, scope model.Scope, ev model.AuditEvent) error {
+func (s *Store) DeleteConfig(ctx context.Context, ns string, scope model.Scope, ev model.AuditEvent, pre ...store.Precondition) error {
 	evKeys, evArgs, err := s.auditWrite(ns, ev)
 	if err != nil {
 		return err
@@ -132,11 +148,12 @@ func (s *Store) DeleteConfig(ctx context.Context, ns string, scope model.Scope, 
 	member := scopeMember(scope)
 	keys := append([]string{s.keys.config(ns, member), s.keys.configs(ns)}, evKeys...)
 	args := append([]string{member}, evArgs...)
+	args = append(args, preconditionArg(pre))
 	code, err := s.change(ctx, deleteConfigScript, keys, args)
 	if err != nil {
 		return fmt.Errorf("redis: delete config: %w", err)
 	}
-	return refusal(code)
+	return versionRefusal(code, pre)
 }
 
 // ListConfigs implements store.Configs: one page of the config index,

@@ -15,6 +15,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/tollgate-rl/tollgate/model"
+	"github.com/tollgate-rl/tollgate/store"
 )
 
 // A control-plane script answers codeOK when it made its change, or the
@@ -39,6 +40,11 @@ const (
 	codeChanged
 )
 
+// codeVersionMismatch plus the stored record's version (0: none) is the
+// answer of a script whose precondition (store.Precondition) does not
+// hold; it lies above every other code.
+const codeVersionMismatch = 1 << 20
+
 // luaCodeNames are the codes' names in the scripts.
 var luaCodeNames = [...]string{
 	codeOK:                "OK",
@@ -52,6 +58,43 @@ var luaCodeNames = [...]string{
 	codeCycle:             "CYCLE",
 	codeTooDeep:           "TOO_DEEP",
 	codeChanged:           "CHANGED",
+}
+
+// luaVersion is what the scripts that check a store.Precondition share:
+// VERSION_MISMATCH (codeVersionMismatch), version_of, the version of a
+// stored config or entity (JSON; one stored before versions were kept is
+// at 1), and version_refusal, which returns the code refusing a
+// precondition expect (” none, else the version) for a record at version
+// have, or nil where it holds.
+var luaVersion = "local VERSION_MISMATCH = " + strconv.Itoa(codeVersionMismatch) + `
+local function version_of(js)
+  if not js then return 0 end
+  local v = cjson.decode(js).version
+  if type(v) ~= 'number' or v < 1 then return 1 end
+  return v
+end
+local function version_refusal(expect, have)
+  if expect ~= '' and tonumber(expect) ~= have then return VERSION_MISMATCH + have end
+  return nil
+end
+`
+
+// preconditionArg is a script's argument carrying pre: ” for none, else
+// the version expected.
+func preconditionArg(pre []store.Precondition) string {
+	if len(pre) == 0 {
+		return ""
+	}
+	return strconv.FormatInt(pre[0].Version, 10)
+}
+
+// versionRefusal returns the error of a script's code refusing the
+// precondition pre (codeVersionMismatch and up), or refusal(code).
+func versionRefusal(code int64, pre []store.Precondition) error {
+	if code >= codeVersionMismatch && len(pre) > 0 {
+		return model.VersionMismatch(pre[0].Version, code-codeVersionMismatch)
+	}
+	return refusal(code)
 }
 
 // luaControl begins every control-plane script: the codes by name (made

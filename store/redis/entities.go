@@ -52,6 +52,7 @@ var createEntityScript = rueidis.NewLuaScript(luaControl + luaAppendEvent + luaC
 
 // CreateEntity implements store.Entities in one script.
 func (s *Store) CreateEntity(ctx context.Context, ns string, e model.Entity, ev model.AuditEvent) error {
+	e.Version = 1
 	js, err := encoded(codec.EncodeEntity(e))
 	if err != nil {
 		return err
@@ -73,8 +74,9 @@ func (s *Store) CreateEntity(ctx context.Context, ns string, e model.Entity, ev 
 // luaDeleteEntity deletes an entity with its configs, buckets and usage
 // snapshots, takes it out of the entity index and its parent's children,
 // and appends the event, raising the generation; a missing entity is
-// refused (ENTITY_NOT_FOUND). Its own children index stays: children
-// keep their ParentID (store.Entities).
+// refused (ENTITY_NOT_FOUND), then a precondition that does not hold
+// (VERSION_MISMATCH). Its own children index stays: children keep their
+// ParentID (store.Entities).
 //
 // The keys it derives from prefixes (the parent's children, the configs,
 // the buckets, the usage snapshots) are the namespace's, in the hash slot
@@ -91,11 +93,14 @@ func (s *Store) CreateEntity(ctx context.Context, ns string, e model.Entity, ev 
 // bucket index, 5-7 the event's. ARGV: 1 the id, 2 the children indexes'
 // prefix, 3 the configs' prefix, 4 and 5 the bounds of the entity's
 // scopes in the config index, 6 the entity's buckets' prefix
-// (layout.bucket(ns, id, "")), 7-8 the event's, 9-14 usageDropArgs.
+// (layout.bucket(ns, id, "")), 7-8 the event's, 9-14 usageDropArgs, 15
+// the precondition (preconditionArg).
 const luaDeleteEntity = `
 local id = ARGV[1]
 local js = redis.call('GET', KEYS[1])
 if not js then return ENTITY_NOT_FOUND end
+local refused = version_refusal(ARGV[15], version_of(js))
+if refused then return refused end
 local parent = cjson.decode(js).parent_id
 redis.call('DEL', KEYS[1])
 redis.call('ZREM', KEYS[2], id)
@@ -122,10 +127,10 @@ raise_generation(7)
 return OK
 `
 
-var deleteEntityScript = rueidis.NewLuaScript(luaControl + luaAppendEvent + luaUsage + luaDeleteEntity)
+var deleteEntityScript = rueidis.NewLuaScript(luaControl + luaVersion + luaAppendEvent + luaUsage + luaDeleteEntity)
 
 // DeleteEntity implements store.Entities in one script.
-func (s *Store) DeleteEntity(ctx context.Context, ns, id string, ev model.AuditEvent) error {
+func (s *Store) DeleteEntity(ctx context.Context, ns, id string, ev model.AuditEvent, pre ...store.Precondition) error {
 	evKeys, evArgs, err := s.auditWrite(ns, ev)
 	if err != nil {
 		return err
@@ -135,11 +140,12 @@ func (s *Store) DeleteEntity(ctx context.Context, ns, id string, ev model.AuditE
 	args := append([]string{id, s.keys.children(ns, ""), s.keys.config(ns, ""), scopesMin, scopesMax,
 		s.keys.bucket(ns, id, "")}, evArgs...)
 	args = append(args, s.usageDropArgs(ns)...)
+	args = append(args, preconditionArg(pre))
 	code, err := s.change(ctx, deleteEntityScript, keys, args)
 	if err != nil {
 		return fmt.Errorf("redis: delete entity %s: %w", id, err)
 	}
-	return refusal(code)
+	return versionRefusal(code, pre)
 }
 
 // ListChildren implements store.Entities: the parent's children index with
@@ -219,10 +225,11 @@ return OK
 
 var updateEntityScript = rueidis.NewLuaScript(luaControl + luaAppendEvent + luaUpdateEntity)
 
-// UpdateEntity implements store.Entities: it reads the entity, then one
-// script compares it and writes the new one (reading again if another
-// process changed it in between).
-func (s *Store) UpdateEntity(ctx context.Context, ns string, e model.Entity, ev model.AuditEvent) error {
+// UpdateEntity implements store.Entities: it reads the entity (and checks
+// pre against it), then one script compares it and writes the new one,
+// at the next version (reading again if another process changed it in
+// between).
+func (s *Store) UpdateEntity(ctx context.Context, ns string, e model.Entity, ev model.AuditEvent, pre ...store.Precondition) error {
 	evKeys, evArgs, err := s.auditWrite(ns, ev)
 	if err != nil {
 		return err
@@ -239,7 +246,10 @@ func (s *Store) UpdateEntity(ctx context.Context, ns string, e model.Entity, ev 
 		if err != nil {
 			return err
 		}
-		e.CreatedAt = old.CreatedAt
+		if err := store.CheckVersion(old.Version, pre); err != nil {
+			return err
+		}
+		e.CreatedAt, e.Version = old.CreatedAt, old.Version+1
 		js, err := encoded(codec.EncodeEntity(e))
 		if err != nil {
 			return err

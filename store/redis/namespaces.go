@@ -99,6 +99,13 @@ var replaceScript = rueidis.NewLuaScript(luaControl + luaReplace)
 // SetNamespaceDeleted implements store.Namespaces: it reads the
 // registration and replaces it with one script.
 func (s *Store) SetNamespaceDeleted(ctx context.Context, name string, at time.Time) error {
+	return s.updateNamespace(ctx, name, func(n *model.Namespace) { n.DeletedAt = at })
+}
+
+// updateNamespace applies f to the registration of name: it reads it and
+// replaces it with one script, conditioned on what it read (retried while
+// another writer changes it in between).
+func (s *Store) updateNamespace(ctx context.Context, name string, f func(n *model.Namespace)) error {
 	key := s.keys.namespace(name)
 	for range maxChangedRetries {
 		cur, err := s.getValue(ctx, key)
@@ -112,7 +119,7 @@ func (s *Store) SetNamespaceDeleted(ctx context.Context, name string, at time.Ti
 		if err != nil {
 			return err
 		}
-		n.DeletedAt = at
+		f(&n)
 		js, err := encoded(codec.EncodeNamespace(n))
 		if err != nil {
 			return err

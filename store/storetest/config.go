@@ -15,6 +15,7 @@ func configCases() []testCase {
 		{"EntityScopeNeedsEntity", testConfigEntityScopeNeedsEntity},
 		{"Copies", testConfigCopies},
 	}
+	cases = append(cases, configVersionCases()...)
 	return append(cases, configListCases()...)
 }
 
@@ -36,9 +37,9 @@ func testConfigGetPutReplace(t *testing.T, e *Env) {
 	e.createEntity(model.Entity{ID: "org-1"})
 	want := map[model.Scope]model.Config{
 		sys: {Limits: []model.Limit{model.PerMinute("rpm", 10)}, OnUnavailable: model.Allow},
-		res: {Limits: []model.Limit{model.PerMinute("rpm", 20), model.PerMinute("tpm", 20_000).WithBurst(30_000)}, Shadow: []string{"tpm"}},
+		res: {Limits: []model.Limit{model.PerMinute("rpm", 20), model.PerMinute("tpm", 20_000).WithBurst(30_000)}, Shadow: []string{"tpm"}, AlertAt: []float64{0.8, 1}},
 		ent: {Limits: []model.Limit{model.ConcurrencyLimit("inflight", 3), model.PerSecond("rps", 40), model.ReservedLimit("clusters", 2)},
-			Shadow: []string{"rps", "inflight"}},
+			Shadow: []string{"rps", "inflight"}, AlertAt: []float64{0.125, 0.5, 0.9, 0.999}},
 		entDef: {Limits: []model.Limit{model.PerDay("rpd", 50), model.PerHour("rph", 5), model.RateLimit("odd", 7, 1500*time.Millisecond)}},
 	}
 	for sc, cfg := range want {
@@ -144,14 +145,15 @@ func testConfigEntityScopeNeedsEntity(t *testing.T, e *Env) {
 
 func testConfigCopies(t *testing.T, e *Env) {
 	sc := model.ResourceScope("api")
-	in := model.Config{Limits: []model.Limit{model.PerMinute("rpm", 100), model.PerMinute("tpm", 1000)}, Shadow: []string{"tpm"}}
+	in := model.Config{Limits: []model.Limit{model.PerMinute("rpm", 100), model.PerMinute("tpm", 1000)}, Shadow: []string{"tpm"}, AlertAt: []float64{0.8}}
 	e.putConfig(sc, in)
 	// Mutating the config passed to PutConfig does not change the stored one.
 	in.Limits[0].Capacity = 1
 	in.Limits[1].Name = "changed"
 	in.Shadow[0] = "rpm"
+	in.AlertAt[0] = 0.5
 
-	want := model.Config{Limits: []model.Limit{model.PerMinute("rpm", 100), model.PerMinute("tpm", 1000)}, Shadow: []string{"tpm"}}
+	want := model.Config{Limits: []model.Limit{model.PerMinute("rpm", 100), model.PerMinute("tpm", 1000)}, Shadow: []string{"tpm"}, AlertAt: []float64{0.8}}
 	got := e.getConfigs(sc)[0]
 	if got == nil || !sameConfig(*got, want) {
 		t.Fatalf("stored config = %+v, want %+v", got, want)
@@ -161,6 +163,7 @@ func testConfigCopies(t *testing.T, e *Env) {
 	got.Limits[1] = model.PerSecond("x", 1)
 	got.Limits = append(got.Limits, model.PerSecond("y", 1))
 	got.Shadow[0] = "rpm"
+	got.AlertAt[0] = 0.25
 	got.OnUnavailable = model.Allow
 	if again := e.getConfigs(sc)[0]; again == nil || !sameConfig(*again, want) {
 		t.Fatalf("stored config after mutating a returned copy = %+v, want %+v", again, want)

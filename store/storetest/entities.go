@@ -11,14 +11,14 @@ import (
 )
 
 func entityCases() []testCase {
-	return []testCase{
+	return append([]testCase{
 		{"CreateGet", testEntityCreateGet},
 		{"Exists", testEntityExists},
 		{"ParentMissing", testEntityParentMissing},
 		{"ListChildren", testEntityListChildren},
 		{"Delete", testEntityDelete},
 		{"MetadataCopied", testEntityMetadataCopied},
-	}
+	}, entityVersionCases()...)
 }
 
 func (e *Env) getEntity(id string) model.Entity {

@@ -17,7 +17,7 @@ const module = "github.com/tollgate-rl/tollgate"
 // compile: the contract and what it is built on. Anything else of the
 // module (the root package, reconcile, server, client, limitertest, ...)
 // is above the contract, and would make every backend's tests depend on it.
-var belowTheContract = []string{module + "/bucket", module + "/clock", module + "/model", module + "/store"}
+var belowTheContract = []string{module + "/bucket", module + "/calendar", module + "/clock", module + "/model", module + "/store"}
 
 // The contract's suite imports nothing above the contract: the cases that
 // drive a limiter are limitertest's. Every file of the package counts, its

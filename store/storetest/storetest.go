@@ -69,6 +69,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store, opts ...Option) 
 		{"Entities", entityCases()},
 		{"EntityUpdates", entityUpdateCases()},
 		{"Audit", auditCases()},
+		{"AuditLog", auditLogCases()},
 		{"Namespaces", namespaceCases()},
 		{"Cascade", cascadeCases()},
 		{"Concurrency", concurrencyCases()},
@@ -104,7 +105,7 @@ type Option func(*options)
 type options struct{ groups map[string]bool }
 
 // Groups runs only the named groups of cases ("Buckets", "Configs",
-// "Entities", "EntityUpdates", "Audit", "Namespaces", "Cascade",
+// "Entities", "EntityUpdates", "Audit", "AuditLog", "Namespaces", "Cascade",
 // "Concurrency", "Leases", "Penalties", "Resets", "Keys", "Changes"):
 // for running a second configuration of a backend without repeating its
 // slowest cases. A backend's main run must run them all.
@@ -437,7 +438,8 @@ func sameEvent(a, b model.AuditEvent) bool {
 }
 
 func sameConfig(a, b model.Config) bool {
-	return slices.Equal(a.Limits, b.Limits) && a.OnUnavailable == b.OnUnavailable && sameSet(a.Shadow, b.Shadow)
+	return slices.Equal(a.Limits, b.Limits) && a.OnUnavailable == b.OnUnavailable && sameSet(a.Shadow, b.Shadow) &&
+		slices.Equal(a.AlertAt, b.AlertAt)
 }
 
 // sameSet reports whether a and b hold the same strings, in any order

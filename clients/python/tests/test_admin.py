@@ -3,7 +3,9 @@ capacity and the namespace registry."""
 
 from __future__ import annotations
 
+import dataclasses
 import unittest
+from datetime import datetime, timedelta, timezone
 
 import support
 from support import ServerTest, uid
@@ -74,7 +76,9 @@ class EntitiesTest(ServerTest):
         root = self.client.update_entity(key, parent_id="", metadata={})
         self.assertEqual((root.parent_id, root.cascade, root.metadata), ("", False, {}))
         self.assertEqual(self.client.get_entity(key), root)
-        self.assertEqual(self.client.update_entity(key), root)  # an empty patch changes nothing
+        # An empty patch changes no field, and is a new version (a write,
+        # with its audit event, as every update).
+        self.assertEqual(self.client.update_entity(key), dataclasses.replace(root, version=root.version + 1))
 
         with self.assertRaises(tollgate.EntityNotFound):
             self.client.update_entity(uid("ghost"), name="x")
@@ -104,7 +108,7 @@ class LimitsTest(ServerTest):
     def test_levels_and_resources_with_slash(self):
         resource = "openai/" + uid("gpt")  # '/' must be escaped in the path
         stored = self.client.set_limits(["rpm:3", "tpm:10000/min:15000"], resource=resource)
-        self.assertEqual(stored, tollgate.LimitsConfig(["rpm:3/min", "tpm:10000/min:15000"]))
+        self.assertEqual(stored, tollgate.LimitsConfig(["rpm:3/min", "tpm:10000/min:15000"], version=1))
         self.assertEqual(self.client.get_limits(resource=resource).limits, ["rpm:3/min", "tpm:10000/min:15000"])
 
         org = uid("org")
@@ -149,6 +153,21 @@ class LimitsTest(ServerTest):
             self.client.set_limits(["rpm:1"], resource=resource, shadow=["tpm"])
         self.assertEqual(cm.exception.field, "shadow")
 
+    def test_alert_at(self):
+        # Alert thresholds are stored and read back, at one level and in
+        # the listing; bad ones are refused naming alert_at.
+        resource = uid("alerts")
+        stored = self.client.set_limits(["rpm:100"], resource=resource, alert_at=[0.8, 1])
+        self.assertEqual(stored.alert_at, [0.8, 1.0])
+        self.assertEqual(self.client.get_limits(resource=resource).alert_at, [0.8, 1.0])
+        self.assertEqual(self.client.set_limits(["rpm:100"], resource=resource).alert_at, [])
+        for bad in ([0.9, 0.8], [1.5], [0]):
+            with self.assertRaises(tollgate.ValidationError) as cm:
+                self.client.set_limits(["rpm:1"], resource=resource, alert_at=bad)
+            self.assertEqual(cm.exception.field, "alert_at")
+        with self.assertRaises(tollgate.ValidationError):
+            self.client.set_limits(["rpm:1"], resource=resource, alert_at=0.8)
+
     def test_list_limits_every_level_paged(self):
         name = uid("lims")
         self.client.register_namespace(name)
@@ -160,16 +179,16 @@ class LimitsTest(ServerTest):
         c.set_limits(["tpm:200000/hour"], entity=org)
         c.set_limits(["rpm:7"], entity=org, resource=resource)
         want = [
-            tollgate.ScopedLimits(limits=["rpm:100/min"], on_unavailable="allow"),
-            tollgate.ScopedLimits(resource=resource, limits=["rpm:3/min", "tpm:10000/min:15000"]),
-            tollgate.ScopedLimits(entity=org, resource="_default_", limits=["tpm:200000/hour"]),
-            tollgate.ScopedLimits(entity=org, resource=resource, limits=["rpm:7/min"]),
+            tollgate.ScopedLimits(limits=["rpm:100/min"], on_unavailable="allow", version=1),
+            tollgate.ScopedLimits(resource=resource, limits=["rpm:3/min", "tpm:10000/min:15000"], version=1),
+            tollgate.ScopedLimits(entity=org, resource="_default_", limits=["tpm:200000/hour"], version=1),
+            tollgate.ScopedLimits(entity=org, resource=resource, limits=["rpm:7/min"], version=1),
         ]
 
         page, nxt = c.list_limits(limit=2)
         self.assertEqual(page, want[:2])
         self.assertIsNotNone(nxt)
-        self.assertEqual(page[0].config, tollgate.LimitsConfig(["rpm:100/min"], "allow"))
+        self.assertEqual(page[0].config, tollgate.LimitsConfig(["rpm:100/min"], "allow", version=1))
         page2, nxt = c.list_limits(after=nxt, limit=2)
         self.assertEqual(page2, want[2:])
         self.assertIsNotNone(nxt)  # a full page: the next one is empty
@@ -190,6 +209,25 @@ class LimitsTest(ServerTest):
         more, _ = self.client.audit_events(entity, after=nxt)
         self.assertEqual([e.action for e in more], ["config.set"])
         self.assertEqual(more[0].details.get("limits"), "rpm:5/min")
+
+    def test_audit_log_pages_the_namespace_by_time(self):
+        name = uid("team")
+        self.client.register_namespace(name)
+        team = support.client(namespace=name)
+        for e in ("org-1", "org-2", "org-3"):
+            team.create_entity(e)
+        events, nxt = team.audit_log(limit=2)
+        self.assertEqual([e.entity for e in events], ["org-1", "org-2"])
+        self.assertEqual(nxt, events[1].id)
+        more, nxt = team.audit_log(after=nxt)
+        self.assertEqual([e.entity for e in more], ["org-3"])
+        self.assertIsNone(nxt)
+        later = datetime.now(timezone.utc) + timedelta(hours=1)
+        self.assertEqual(team.audit_log(since=later)[0], [])
+        self.assertEqual(len(team.audit_log(until=later)[0]), 3)
+        with self.assertRaises(tollgate.ValidationError) as cm:
+            team.audit_log(after="not-an-id")
+        self.assertEqual(cm.exception.field, "after")
 
     def test_per_call_principal_replaces_the_clients(self):
         c = support.client(principal="ops-team")
@@ -263,6 +301,24 @@ class LimitsTest(ServerTest):
         except tollgate.Unimplemented:
             pass  # a store that keeps no usage
 
+    def test_top_denied(self):
+        # A namespace of its own: the server follows 128 triples per namespace.
+        name = uid("denied")
+        self.client.register_namespace(name)
+        c = support.client(namespace=name)
+        resource, key = uid("api"), uid("key")
+        c.set_limits(["rpm:1"], resource=resource)
+        c.acquire_and_commit(key, resource, {"rpm": 1})
+        for _ in range(2):
+            with self.assertRaises(tollgate.RateLimitExceeded):
+                c.acquire(key, resource, {"rpm": 1})
+        self.assertEqual(c.top_denied(resource=resource, n=5),
+                         [tollgate.DeniedEntity(entity=key, resource=resource, limit="rpm", count=2, error=0)])
+        self.assertEqual(c.top_denied(resource=resource, limit="tpm"), [])
+        with self.assertRaises(tollgate.ValidationError) as cm:
+            c.top_denied(n=0)
+        self.assertEqual(cm.exception.field, "n")
+
 
 class NamespacesTest(ServerTest):
     def test_registry_and_isolation(self):
@@ -308,6 +364,45 @@ class HealthTest(ServerTest):
         self.assertEqual(self.client.health(), "ok")
         self.assertEqual(self.client.ready(), "ready")
 
+
+
+class VersionsTest(ServerTest):
+    """Optimistic locking: versions read back, a change on a stale version
+    raises PreconditionFailed and changes nothing."""
+
+    def test_entity_versions(self):
+        org = uid("org")
+        created = self.client.create_entity(org)
+        self.assertEqual(created.version, 1)
+        updated = self.client.update_entity(org, name="one", if_match=1)
+        self.assertEqual((updated.name, updated.version), ("one", 2))
+        with self.assertRaises(tollgate.PreconditionFailed) as cm:
+            self.client.update_entity(org, name="stale", if_match=1)
+        self.assertEqual((cm.exception.status, cm.exception.code), (412, "precondition_failed"))
+        with self.assertRaises(tollgate.PreconditionFailed):
+            self.client.delete_entity(org, if_match=1)
+        got = self.client.get_entity(org)
+        self.assertEqual((got.name, got.version), ("one", 2))
+        with self.assertRaises(tollgate.ValidationError) as cm:
+            self.client.update_entity(org, name="x", if_match=0)
+        self.assertEqual(cm.exception.field, "if_match")
+        self.client.delete_entity(org, if_match=2)
+
+    def test_limits_versions(self):
+        res = uid("res")
+        stored = self.client.set_limits(["rpm:10"], resource=res, if_absent=True)
+        self.assertEqual(stored.version, 1)
+        with self.assertRaises(tollgate.PreconditionFailed):
+            self.client.set_limits(["rpm:10"], resource=res, if_absent=True)
+        self.assertEqual(self.client.set_limits(["rpm:20"], resource=res, if_match=1).version, 2)
+        with self.assertRaises(tollgate.PreconditionFailed):
+            self.client.set_limits(["rpm:5"], resource=res, if_match=1)
+        with self.assertRaises(tollgate.PreconditionFailed):
+            self.client.delete_limits(resource=res, if_match=1)
+        got = self.client.get_limits(resource=res)
+        self.assertEqual((got.limits, got.version), (["rpm:20/min"], 2))
+        self.assertIn(2, [c.version for c in self.client.iter_limits() if c.resource == res])
+        self.client.delete_limits(resource=res, if_match=2)
 
 if __name__ == "__main__":
     unittest.main()

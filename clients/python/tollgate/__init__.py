@@ -41,6 +41,7 @@ from .errors import (
     NamespaceExists,
     NamespaceNotFound,
     NotFound,
+    PreconditionFailed,
     RateLimitExceeded,
     ReservationConflict,
     ReservationNotFound,
@@ -62,6 +63,7 @@ from .types import (
     AuditEvent,
     Capacity,
     CreatedKey,
+    DeniedEntity,
     Entity,
     Grant,
     KeyInfo,
@@ -115,6 +117,7 @@ __all__ = [
     "UsageSummary",
     "LimitCapacity",
     "Capacity",
+    "DeniedEntity",
     # errors: every name of tollgate.errors
     *_error_names,
 ]

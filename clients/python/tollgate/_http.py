@@ -315,6 +315,8 @@ def decode_error(status: int, headers: Any, raw: bytes, route: str = "") -> E.To
                                        retry_after=ms / 1000.0, statuses=[], retry_after_ms=ms)
         if status in (502, 503, 504):
             return E.Unavailable(msg, status=status)
+        if status == 412:
+            return E.PreconditionFailed(msg, status=status)
         return E.ServerError(msg, status=status)
 
     code = body["error"]
@@ -351,6 +353,8 @@ def decode_error(status: int, headers: Any, raw: bytes, route: str = "") -> E.To
         if reason == "lease_closed" and ended:
             return E.LeaseEnded(message, ended=ended, **kw)
         return _CONFLICT.get(reason, E.Conflict)(message, **kw)
+    if code == "precondition_failed":
+        return E.PreconditionFailed(message, **kw)
     if code == "unavailable":
         return E.Unavailable(message, **kw)
     if code == "unimplemented":

@@ -112,6 +112,14 @@ def unix_ms_ceil(t: datetime) -> int:
     return -((-us) // 1000)
 
 
+def unix_ms_floor(t: datetime) -> int:
+    """A datetime as Unix milliseconds, rounded down (as the server
+    truncates a time bound). A naive datetime is taken as UTC."""
+    if t.tzinfo is None:
+        t = t.replace(tzinfo=timezone.utc)
+    return ((t - datetime(1970, 1, 1, tzinfo=timezone.utc)) // timedelta(microseconds=1)) // 1000
+
+
 def penalty_body(limits: Sequence[str], retry_after: Optional[Duration], until: Optional[datetime], reason: str) -> Dict[str, Any]:
     lim = limits_list(limits)
     if not lim:

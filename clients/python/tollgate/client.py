@@ -12,7 +12,7 @@ from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Seque
 
 from . import errors as E
 from ._http import Answer, Query, Transport, seg
-from ._util import Duration, consume_body, limits_list, namespace, new_idempotency_key, penalty_body, seconds, ttl_ms, unix_ms_ceil
+from ._util import Duration, consume_body, limits_list, namespace, new_idempotency_key, penalty_body, seconds, ttl_ms, unix_ms_ceil, unix_ms_floor
 from ._util import idempotency_key as _idempotency_key
 from ._util import on_unavailable as _mode
 from ._decorator import arg, rate_limit
@@ -34,6 +34,7 @@ from ._calls import (
 from .types import (
     AuditEvent,
     Capacity,
+    DeniedEntity,
     CreatedKey,
     Entity,
     Grant,
@@ -152,11 +153,17 @@ class Client:
 
     def _call(self, method: str, path: str, *, query: Query = None, body: Any = None,
               timeout: Optional[float] = None, route: str = "", retry: Optional[bool] = None,
-              principal: Optional[str] = None) -> Tuple[int, Any]:
+              principal: Optional[str] = None, if_match: Optional[int] = None,
+              if_absent: bool = False) -> Tuple[int, Any]:
         """Send a request; principal, unless None or empty, replaces the
-        client's X-Tollgate-Principal for this call."""
+        client's X-Tollgate-Principal for this call; if_match (a version)
+        and if_absent send If-Match and If-None-Match: *."""
+        headers = _principal_header(principal)
+        pre = _precondition_headers(if_match, if_absent)
+        if pre:
+            headers = {**(headers or {}), **pre}
         a = self._http.send(method, path, query=query, body=body, timeout=timeout, route=route, retry=retry,
-                            headers=_principal_header(principal))
+                            headers=headers)
         return a.status, a.data
 
     # ------------------------------------------------------------------
@@ -500,10 +507,12 @@ class Client:
         _, answer = self._call("GET", V1 + "/entities/" + seg(id))
         return Entity.from_json(answer)
 
-    def delete_entity(self, id: str, *, principal: Optional[str] = None) -> None:
+    def delete_entity(self, id: str, *, principal: Optional[str] = None, if_match: Optional[int] = None) -> None:
         """Remove the entity, its stored limits and its buckets; EntityNotFound
-        if there is none."""
-        self._call("DELETE", V1 + "/entities/" + seg(id), principal=principal)
+        if there is none. if_match (the entity's ``version``, as read)
+        deletes it only if it is still at that version, else raises
+        PreconditionFailed."""
+        self._call("DELETE", V1 + "/entities/" + seg(id), principal=principal, if_match=if_match)
 
     def list_entities(self, after: str = "", limit: int = 100) -> Tuple[List[Entity], Optional[str]]:
         """One page of the namespace's entities, sorted by id: (entities,
@@ -539,6 +548,7 @@ class Client:
         cascade: Optional[bool] = None,
         metadata: Optional[Mapping[str, str]] = None,
         principal: Optional[str] = None,
+        if_match: Optional[int] = None,
     ) -> Entity:
         """Change an entity (PATCH /v1/entities/{id}); returns it as stored.
         Only the arguments given are sent; None keeps the stored value.
@@ -548,8 +558,11 @@ class Client:
 
         Raises EntityNotFound if the entity or the new parent does not
         exist, and ValidationError (field "parent_id") if the new parent is
-        the entity or one of its descendants. Two updates of one entity at
-        once may each keep a field the other changed (the last write wins)."""
+        the entity or one of its descendants. The server applies the change
+        to the entity as stored, so two updates at once each keep the field
+        the other changed; with if_match (the ``version`` read) the entity
+        must still be at that version, else PreconditionFailed and nothing
+        changes."""
         if not isinstance(id, str) or not id:
             raise E.ValidationError("invalid id: the entity id must be a non-empty string", field="id", value=repr(id)[:80])
         body: Dict[str, Any] = {}
@@ -570,7 +583,7 @@ class Client:
                 raise E.ValidationError("invalid metadata: want a mapping of strings to strings, or None to keep it",
                                         field="metadata", value=repr(metadata)[:80])
             body["metadata"] = dict(metadata)
-        _, answer = self._call("PATCH", V1 + "/entities/" + seg(id), body=body, principal=principal)
+        _, answer = self._call("PATCH", V1 + "/entities/" + seg(id), body=body, principal=principal, if_match=if_match)
         return Entity.from_json(answer)
 
     def children(self, id: str) -> List[Entity]:
@@ -609,30 +622,46 @@ class Client:
         on_unavailable: Optional[str] = None,
         principal: Optional[str] = None,
         shadow: Sequence[str] = (),
+        alert_at: Sequence[float] = (),
+        if_match: Optional[int] = None,
+        if_absent: bool = False,
     ) -> LimitsConfig:
         """Replace the limits at one level (see get_limits), e.g.
         ``set_limits(["rpm:3", "tpm:10000/min:15000"], resource="openai/gpt-4o")``.
         on_unavailable ("block" or "allow") is for the system level only.
         shadow names limits enforced in shadow: debited, never denying, their
         statuses ``shadow`` (and ``exceeded`` when they would have denied).
-        Returns the stored configuration in canonical form."""
+        alert_at are fractions of capacity (ascending, each in (0, 1], at
+        most 4): a server with --alert-webhook alerts when an entity's use of
+        a limit crosses one upward.
+        Returns the stored configuration in canonical form, with its
+        ``version``. if_match (the ``version`` read) stores it only if the
+        stored one is still at that version, if_absent only if none is
+        stored; else PreconditionFailed and nothing changes."""
         body: Dict[str, Any] = {"limits": limits_list(limits) or []}
         if isinstance(shadow, str):
             raise E.ValidationError("shadow: want a list of limit names, not a string", field="shadow", value=shadow[:80])
         if shadow:
             body["shadow"] = list(shadow)
+        if isinstance(alert_at, (int, float, str)):
+            raise E.ValidationError("alert_at: want a list of fractions of capacity", field="alert_at", value=str(alert_at)[:80])
+        if alert_at:
+            body["alert_at"] = [float(x) for x in alert_at]
         m = _mode(on_unavailable)
         if m:
             body["on_unavailable"] = m
         path, q = self._scope(entity, resource)
-        _, answer = self._call("PUT", path, query=q, body=body, principal=principal)
+        _, answer = self._call("PUT", path, query=q, body=body, principal=principal, if_match=if_match,
+                               if_absent=if_absent)
         return LimitsConfig.from_json(answer)
 
     def delete_limits(self, *, entity: Optional[str] = None, resource: Optional[str] = None,
-                      principal: Optional[str] = None) -> None:
-        """Remove the limits at one level; NotFound if none were stored."""
+                      principal: Optional[str] = None, if_match: Optional[int] = None) -> None:
+        """Remove the limits at one level; NotFound if none were stored;
+        with if_match (the ``version`` read), PreconditionFailed if they
+        are no longer at that version."""
         path, q = self._scope(entity, resource)
-        self._call("DELETE", path, query=q, principal=principal)
+        self._call("DELETE", path, query=q, principal=principal, if_match=if_match)
 
     def list_limits(self, after: str = "", limit: int = 100) -> Tuple[List[ScopedLimits], Optional[str]]:
         """One page of every configuration stored in the namespace, in order:
@@ -673,6 +702,27 @@ class Client:
         if limit:
             q["limit"] = limit
         _, answer = self._call("GET", V1 + "/audit", query=q)
+        d = _obj(answer, "audit answer")
+        return [AuditEvent.from_json(e) for e in _list(d, "events")], (_str(d, "next") or None)
+
+    def audit_log(self, *, since: Optional[datetime] = None, until: Optional[datetime] = None,
+                  after: str = "", limit: int = 0) -> Tuple[List[AuditEvent], Optional[str]]:
+        """A page of the namespace's whole audit log (every entity's events
+        and the system's), in time order, from since (inclusive) to until
+        (exclusive): (events, next); pass next as after for the following
+        page (an admin key's call: GET /v1/audit/log). A naive datetime is
+        taken as UTC; limit 0 is the server's default (100)."""
+        q: Dict[str, Any] = {}
+        # The server truncates both bounds to the millisecond: so does this.
+        if since is not None:
+            q["since"] = unix_ms_floor(since)
+        if until is not None:
+            q["until"] = unix_ms_floor(until)
+        if after:
+            q["after"] = after
+        if limit:
+            q["limit"] = limit
+        _, answer = self._call("GET", V1 + "/audit/log", query=q)
         d = _obj(answer, "audit answer")
         return [AuditEvent.from_json(e) for e in _list(d, "events")], (_str(d, "next") or None)
 
@@ -717,6 +767,18 @@ class Client:
         bucket: for dashboards, not hot paths)."""
         _, answer = self._call("GET", V1 + "/capacity", query={"resource": resource})
         return Capacity.from_json(answer)
+
+    def top_denied(self, resource: Optional[str] = None, limit: Optional[str] = None, n: int = 128) -> List[DeniedEntity]:
+        """The entities the server refused most in the client's namespace, most
+        refused first, of resource and limit when given; n (1 to 128) bounds
+        the list. Each server answers for the decisions it took."""
+        query: Dict[str, Any] = {"n": str(n)}
+        if resource:
+            query["resource"] = resource
+        if limit:
+            query["limit"] = limit
+        _, answer = self._call("GET", V1 + "/metrics/top-denied", query=query)
+        return [DeniedEntity.from_json(e) for e in _list(_obj(answer, "top denied"), "entities")]
 
     # ------------------------------------------------------------------
     # API keys kept in the store (an admin key of the namespace)
@@ -872,6 +934,21 @@ class Client:
         naming one of them. See :func:`tollgate.rate_limit`."""
         return rate_limit(self, entity=entity, resource=resource, consume=consume, wait=wait,
                           limits=limits, on_unavailable=on_unavailable, lease_ttl=lease_ttl)
+
+
+def _precondition_headers(if_match: Optional[int], if_absent: bool) -> Optional[Dict[str, str]]:
+    """If-Match of a version (its ETag, the version in double quotes) or
+    If-None-Match: * (if_absent); None for neither."""
+    if if_match is not None and if_absent:
+        raise E.ValidationError("give if_match or if_absent, not both", field="if_match", value=repr(if_match)[:80])
+    if if_absent:
+        return {"If-None-Match": "*"}
+    if if_match is None:
+        return None
+    if isinstance(if_match, bool) or not isinstance(if_match, int) or if_match < 1:
+        raise E.ValidationError("invalid if_match: want a version (an int, 1 or more)", field="if_match",
+                                value=repr(if_match)[:80])
+    return {"If-Match": f'"{if_match}"'}
 
 
 def _principal_header(principal: Optional[str]) -> Optional[Dict[str, str]]:

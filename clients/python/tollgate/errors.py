@@ -29,6 +29,9 @@ docs/http-api.md section 4) decides the class::
     │       │                      or 409 lease_closed without ``ended``)
     │       └── LeaseEnded         409 lease_closed: the lease has ended, and
     │                              ``ended`` says how
+    ├── PreconditionFailed         412 precondition_failed: the entity or
+    │                              limits changed since the version named
+    │                              (if_match), or exist (if_absent)
     ├── Unavailable                503 unavailable: the server's *store* did not answer
     ├── Unimplemented              501 unimplemented (usage or capacity unsupported)
     ├── ServerError                500 internal, or any other unexpected status
@@ -87,6 +90,7 @@ __all__ = [
     "IdempotencyConflict",
     "LeaseClosed",
     "LeaseEnded",
+    "PreconditionFailed",
     "SlotLost",
     "Unavailable",
     "Unimplemented",
@@ -341,6 +345,13 @@ class SlotLost(LeaseClosed):
 class _LeaseGone(LeaseNotFound, LeaseClosed):
     """A lease handle's call answered 404 lease_not_found: both a
     LeaseNotFound and a LeaseClosed."""
+
+
+class PreconditionFailed(TollgateError):
+    """412 precondition_failed: a change made on a version (``if_match``,
+    the ``version`` read) found the entity or limits at another one, as
+    someone else changed them since; or, with ``if_absent``, limits were
+    stored. Nothing was written: read again and decide."""
 
 
 class Unavailable(TollgateError):

@@ -295,6 +295,9 @@ class Entity:
     cascade: bool = False  # acquires also debit the parent's buckets
     metadata: Dict[str, str] = field(default_factory=dict)
     created_at: Optional[datetime] = None  # set by the server
+    #: Counts the entity's changes (1 when created), set by the server:
+    #: what ``update_entity(if_match=...)`` and ``delete_entity`` take.
+    version: int = 0
 
     def to_json(self) -> Dict[str, Any]:
         d: Dict[str, Any] = {"id": self.id}
@@ -318,6 +321,7 @@ class Entity:
             cascade=_bool(d, "cascade"),
             metadata=_strmap(d, "metadata"),
             created_at=from_ms(_int(d, "created_at_ms")),
+            version=_int(d, "version"),
         )
 
 
@@ -330,6 +334,11 @@ class LimitsConfig:
     on_unavailable: Optional[str] = None
     #: The limits enforced in shadow: debited, never denying.
     shadow: List[str] = field(default_factory=list)
+    #: Counts the puts of the level's limits (1 when stored where none
+    #: were), set by the server: what ``set_limits(if_match=...)`` takes.
+    version: int = 0
+    #: The alert thresholds: fractions of capacity, ascending.
+    alert_at: List[float] = field(default_factory=list)
 
     @classmethod
     def from_json(cls, v: Any) -> "LimitsConfig":
@@ -338,7 +347,11 @@ class LimitsConfig:
         shadow = _list(d, "shadow") if d.get("shadow") is not None else []
         if not all(isinstance(x, str) for x in limits + shadow):
             raise BadResponse("malformed answer from the server: limits holds a value that is not a string")
-        return cls(limits=list(limits), on_unavailable=_str(d, "on_unavailable") or None, shadow=list(shadow))
+        alert_at = _list(d, "alert_at") if d.get("alert_at") is not None else []
+        if not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in alert_at):
+            raise BadResponse("malformed answer from the server: alert_at holds a value that is not a number")
+        return cls(limits=list(limits), on_unavailable=_str(d, "on_unavailable") or None, shadow=list(shadow),
+                   alert_at=[float(x) for x in alert_at], version=_int(d, "version"))
 
 
 @dataclass(frozen=True)
@@ -353,18 +366,21 @@ class ScopedLimits:
     limits: List[str] = field(default_factory=list)
     on_unavailable: Optional[str] = None
     shadow: List[str] = field(default_factory=list)
+    version: int = 0
+    alert_at: List[float] = field(default_factory=list)
 
     @property
     def config(self) -> LimitsConfig:
         """The limits alone, as get_limits returns them."""
-        return LimitsConfig(limits=list(self.limits), on_unavailable=self.on_unavailable, shadow=list(self.shadow))
+        return LimitsConfig(limits=list(self.limits), on_unavailable=self.on_unavailable, shadow=list(self.shadow),
+                            alert_at=list(self.alert_at), version=self.version)
 
     @classmethod
     def from_json(cls, v: Any) -> "ScopedLimits":
         d = _obj(v, "limits config")
         cfg = LimitsConfig.from_json(d)
         return cls(entity=_str(d, "entity"), resource=_str(d, "resource"), limits=cfg.limits,
-                   on_unavailable=cfg.on_unavailable, shadow=cfg.shadow)
+                   on_unavailable=cfg.on_unavailable, shadow=cfg.shadow, alert_at=cfg.alert_at, version=cfg.version)
 
 
 @dataclass(frozen=True)
@@ -550,3 +566,21 @@ class Capacity:
                 )
             )
         return cls(resource=_str(d, "resource"), entities=_int(d, "entities"), limits=limits)
+
+
+@dataclass(frozen=True)
+class DeniedEntity:
+    """An entity a limit of a resource refused, with how often (top_denied):
+    ``count`` is at most ``error`` over the true number."""
+
+    entity: str
+    resource: str
+    limit: str
+    count: int
+    error: int = 0
+
+    @classmethod
+    def from_json(cls, v: Any) -> "DeniedEntity":
+        d = _obj(v, "denied entity")
+        return cls(entity=_str(d, "entity"), resource=_str(d, "resource"), limit=_str(d, "limit"),
+                   count=_int(d, "count"), error=_int(d, "error"))

@@ -34,12 +34,14 @@ import type {
   Reserved,
   ResetArgs,
   ResourceCapacity,
+  DeniedEntity,
   Scope,
   ScopedLimits,
   Usage,
   UsagePage,
   UsageQuery,
   UsageSummary,
+  VersionOptions,
   WaitArgs,
 } from "./types.js";
 
@@ -182,6 +184,23 @@ function call(opts: CallOptions): Pick<ApiRequest, "signal" | "timeoutMs" | "pri
   return { signal: opts.signal, timeoutMs: opts.timeoutMs, principal: opts.principal };
 }
 
+/** `call` of a change made on a version: with its `If-Match` or `If-None-Match` (a ValidationError for a bad one, before any call). */
+function versioned(opts: VersionOptions): Pick<ApiRequest, "signal" | "timeoutMs" | "principal" | "headers"> {
+  const out: Pick<ApiRequest, "signal" | "timeoutMs" | "principal" | "headers"> = call(opts);
+  if (opts.ifMatch !== undefined && opts.ifAbsent) {
+    throw new ValidationError("give ifMatch or ifAbsent, not both", "ifMatch", String(opts.ifMatch));
+  }
+  if (opts.ifAbsent) {
+    out.headers = { "If-None-Match": "*" };
+  } else if (opts.ifMatch !== undefined) {
+    if (typeof opts.ifMatch !== "number" || !Number.isSafeInteger(opts.ifMatch) || opts.ifMatch < 1) {
+      throw new ValidationError("invalid ifMatch: want a version (an integer, 1 or more)", "ifMatch", String(opts.ifMatch));
+    }
+    out.headers = { "If-Match": `"${opts.ifMatch}"` };
+  }
+  return out;
+}
+
 interface WireEntity {
   id: string;
   name?: string;
@@ -189,6 +208,7 @@ interface WireEntity {
   cascade?: boolean;
   metadata?: Record<string, string>;
   created_at_ms?: number;
+  version?: number;
 }
 
 function toEntity(w: WireEntity): Entity {
@@ -198,6 +218,7 @@ function toEntity(w: WireEntity): Entity {
   if (w.cascade !== undefined) e.cascade = w.cascade;
   if (w.metadata !== undefined) e.metadata = { ...w.metadata };
   if (w.created_at_ms !== undefined) e.createdAtMs = w.created_at_ms;
+  if (w.version !== undefined) e.version = w.version;
   return e;
 }
 
@@ -834,9 +855,13 @@ export class Client implements LeaseHost {
     return toEntity(await this.#data<WireEntity>({ method: "GET", path: `/v1/entities/${seg(id)}`, ...call(opts) }));
   }
 
-  /** Removes the entity, its stored limits and its buckets; its children keep their parent id. */
-  async deleteEntity(id: string, opts: CallOptions = {}): Promise<void> {
-    await this.send({ method: "DELETE", path: `/v1/entities/${seg(id)}`, ...call(opts) });
+  /**
+   * Removes the entity, its stored limits and its buckets; its children
+   * keep their parent id. With `ifMatch` (the `version` read), a
+   * PreconditionFailedError if it is no longer at that version.
+   */
+  async deleteEntity(id: string, opts: VersionOptions = {}): Promise<void> {
+    await this.send({ method: "DELETE", path: `/v1/entities/${seg(id)}`, ...versioned(opts) });
   }
 
   /**
@@ -860,17 +885,19 @@ export class Client implements LeaseHost {
    * Answers the entity as stored. An EntityNotFoundError if the entity or
    * the new parent does not exist; a ValidationError with field
    * `parent_id` if the new parent is the entity or one of its descendants.
-   * Two updates of one entity at once may each keep a field the other
-   * changed (the last write wins).
+   * The server applies the patch to the entity as stored, so two updates
+   * at once each keep the field the other changed; with `ifMatch` (the
+   * `version` read) the entity must still be at that version, else a
+   * PreconditionFailedError and nothing changes.
    */
-  async updateEntity(id: string, patch: EntityPatch, opts: CallOptions = {}): Promise<Entity> {
+  async updateEntity(id: string, patch: EntityPatch, opts: VersionOptions = {}): Promise<Entity> {
     if (typeof id !== "string" || id === "") throw new ValidationError("invalid id: the entity id must be a non-empty string", "id", String(id));
     const body: Record<string, unknown> = {};
     if (patch.name !== undefined) body["name"] = patch.name;
     if (patch.parentId !== undefined) body["parent_id"] = patch.parentId;
     if (patch.cascade !== undefined) body["cascade"] = patch.cascade;
     if (patch.metadata !== undefined) body["metadata"] = patch.metadata;
-    return toEntity(await this.#data<WireEntity>({ method: "PATCH", path: `/v1/entities/${seg(id)}`, body, ...call(opts) }));
+    return toEntity(await this.#data<WireEntity>({ method: "PATCH", path: `/v1/entities/${seg(id)}`, body, ...versioned(opts) }));
   }
 
   /** The entities whose parent is `id`, sorted by id. */
@@ -881,12 +908,18 @@ export class Client implements LeaseHost {
 
   // --- limits ------------------------------------------------------------
 
-  /** Replaces the limits stored at `scope` (`{}` is the system); answers them in canonical form. */
-  async setLimits(scope: Scope, config: LimitsConfig, opts: CallOptions = {}): Promise<LimitsConfig> {
+  /**
+   * Replaces the limits stored at `scope` (`{}` is the system); answers
+   * them in canonical form, with their `version`. `ifMatch` (the `version`
+   * read) stores them only if the stored ones are still at that version,
+   * `ifAbsent` only if none are stored; else a PreconditionFailedError.
+   */
+  async setLimits(scope: Scope, config: LimitsConfig, opts: VersionOptions = {}): Promise<LimitsConfig> {
     const body: Record<string, unknown> = { limits: config.limits };
     if (config.shadow !== undefined && config.shadow.length > 0) body["shadow"] = config.shadow;
+    if (config.alertAt !== undefined && config.alertAt.length > 0) body["alert_at"] = config.alertAt;
     if (config.onUnavailable !== undefined) body["on_unavailable"] = config.onUnavailable;
-    return Client.#toConfig(await this.#data({ method: "PUT", ...scopePath(scope), body, ...call(opts) }));
+    return Client.#toConfig(await this.#data({ method: "PUT", ...scopePath(scope), body, ...versioned(opts) }));
   }
 
   /** The limits stored at `scope` (that level only; nothing is inherited), or a NotFoundError. */
@@ -894,9 +927,13 @@ export class Client implements LeaseHost {
     return Client.#toConfig(await this.#data({ method: "GET", ...scopePath(scope), ...call(opts) }));
   }
 
-  /** Removes the limits stored at `scope`, or throws a NotFoundError when there were none. */
-  async deleteLimits(scope: Scope, opts: CallOptions = {}): Promise<void> {
-    await this.send({ method: "DELETE", ...scopePath(scope), ...call(opts) });
+  /**
+   * Removes the limits stored at `scope`, or throws a NotFoundError when
+   * there were none (with `ifMatch`, a PreconditionFailedError when they
+   * are no longer at that version).
+   */
+  async deleteLimits(scope: Scope, opts: VersionOptions = {}): Promise<void> {
+    await this.send({ method: "DELETE", ...scopePath(scope), ...versioned(opts) });
   }
 
   /**
@@ -929,10 +966,12 @@ export class Client implements LeaseHost {
   }
 
   static #toConfig(w: unknown): LimitsConfig {
-    const c = w as { limits?: string[]; shadow?: string[]; on_unavailable?: "block" | "allow" } | undefined;
+    const c = w as { limits?: string[]; shadow?: string[]; alert_at?: number[]; on_unavailable?: "block" | "allow"; version?: number } | undefined;
     const out: LimitsConfig = { limits: [...(c?.limits ?? [])] };
     if (c?.on_unavailable) out.onUnavailable = c.on_unavailable;
     if (c?.shadow && c.shadow.length > 0) out.shadow = [...c.shadow];
+    if (c?.alert_at && c.alert_at.length > 0) out.alertAt = [...c.alert_at];
+    if (c?.version !== undefined) out.version = c.version;
     return out;
   }
 
@@ -942,10 +981,30 @@ export class Client implements LeaseHost {
     if (args.entity) query.set("entity", args.entity);
     if (args.after) query.set("after", args.after);
     if (args.limit !== undefined) query.set("limit", String(args.limit));
+    return this.#auditPage("/v1/audit", query, args);
+  }
+
+  /**
+   * The namespace's whole audit log (every entity's events and the system's) in time order, from `sinceMs`
+   * (inclusive) to `untilMs` (exclusive), Unix milliseconds: pass `next` as `after` for the following page.
+   * An admin key's call (`GET /v1/audit/log`).
+   */
+  async auditLog(
+    args: { sinceMs?: number | undefined; untilMs?: number | undefined; after?: string | undefined; limit?: number | undefined } & CallOptions = {},
+  ): Promise<AuditPage> {
+    const query = new URLSearchParams();
+    if (args.sinceMs !== undefined) query.set("since", String(Math.floor(args.sinceMs)));
+    if (args.untilMs !== undefined) query.set("until", String(Math.floor(args.untilMs)));
+    if (args.after) query.set("after", args.after);
+    if (args.limit !== undefined) query.set("limit", String(args.limit));
+    return this.#auditPage("/v1/audit/log", query, args);
+  }
+
+  async #auditPage(path: string, query: URLSearchParams, args: CallOptions): Promise<AuditPage> {
     const w = await this.#data<{
       events?: { id: string; time_ms: number; action: string; entity?: string; resource?: string; principal?: string; details?: Record<string, string> }[];
       next?: string;
-    }>({ method: "GET", path: "/v1/audit", query, ...call(args) });
+    }>({ method: "GET", path, query, ...call(args) });
     const events = (w?.events ?? []).map((e) => {
       const ev: AuditEvent = { id: e.id, timeMs: e.time_ms, action: e.action };
       if (e.entity !== undefined) ev.entity = e.entity;
@@ -1010,6 +1069,20 @@ export class Client implements LeaseHost {
   async capacity(resource: string, opts: CallOptions = {}): Promise<ResourceCapacity> {
     const w = await this.#data<ResourceCapacity>({ method: "GET", path: "/v1/capacity", query: new URLSearchParams({ resource }), ...call(opts) });
     return { resource: w.resource, entities: w.entities, limits: (w.limits ?? []).map((l) => ({ ...l })) };
+  }
+
+  /**
+   * The entities the server refused most in the client's namespace, most
+   * refused first, of `resource` and `limit` when given; `n` (1 to 128,
+   * default 128) bounds the list. Each server answers for the decisions it took.
+   */
+  async topDenied(args: { resource?: string | undefined; limit?: string | undefined; n?: number | undefined } & CallOptions = {}): Promise<DeniedEntity[]> {
+    const query = new URLSearchParams();
+    if (args.resource) query.set("resource", args.resource);
+    if (args.limit) query.set("limit", args.limit);
+    if (args.n !== undefined) query.set("n", String(args.n));
+    const w = await this.#data<{ entities?: DeniedEntity[] }>({ method: "GET", path: "/v1/metrics/top-denied", query, ...call(args) });
+    return (w?.entities ?? []).map((e) => ({ entity: e.entity, resource: e.resource, limit: e.limit, count: e.count, error: e.error }));
   }
 
   // --- namespaces (admin key for "*" only) --------------------------------

@@ -338,6 +338,16 @@ export class NamespaceDeletedError extends ConflictError {
 }
 
 /**
+ * `412 precondition_failed`: a change made on a version (`ifMatch`, the
+ * `version` read) found the entity or limits at another one, as someone
+ * else changed them since; or, with `ifAbsent`, limits were stored.
+ * Nothing was written: read again and decide.
+ */
+export class PreconditionFailedError extends TollgateError {
+  override name = "PreconditionFailedError";
+}
+
+/**
  * `503 unavailable`: the server answered, but its store did not (or a
  * gateway in front of it answered 502, 503 or 504). With mode `"block"`
  * nothing was done; the call can be retried.
@@ -481,6 +491,8 @@ export function errorFromResponse(status: number, headers: Headers, text: string
         default:
           return new ConflictError(message, d);
       }
+    case "precondition_failed":
+      return new PreconditionFailedError(message, d);
     case "unavailable":
       return new UnavailableError(message, d);
     case "unimplemented":
@@ -501,6 +513,8 @@ function inferError(status: number, headers: Headers, text: string, op: string):
       return new UnauthorizedError(message, d);
     case 403:
       return new ForbiddenError(message, d);
+    case 412:
+      return new PreconditionFailedError(message, d);
     case 429:
       return new RateLimitExceeded(message, retryAfterHeaderMs(headers.get("retry-after")), [], d);
     case 502:

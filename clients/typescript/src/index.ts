@@ -31,6 +31,7 @@ export {
   NamespaceExistsError,
   NamespaceNotFoundError,
   NotFoundError,
+  PreconditionFailedError,
   RateLimitExceeded,
   ReservationConflictError,
   ReservationNotFoundError,

@@ -82,6 +82,19 @@ export interface CallOptions {
   principal?: string | undefined;
 }
 
+/**
+ * Optimistic locking of a change of an entity or of stored limits
+ * (`updateEntity`, `deleteEntity`, `setLimits`, `deleteLimits`): the change
+ * is made only if the record is still at the version read, else a
+ * PreconditionFailedError (412) and nothing changes.
+ */
+export interface VersionOptions extends CallOptions {
+  /** The `version` read: sent as `If-Match`. */
+  ifMatch?: number | undefined;
+  /** `setLimits` only: store only if no limits are stored at the scope (`If-None-Match: *`). */
+  ifAbsent?: boolean | undefined;
+}
+
 /** What `acquire`, `acquireAndCommit`, `wait` and `withLease` take. */
 export interface AcquireArgs extends CallOptions {
   entity: string;
@@ -181,6 +194,8 @@ export interface Entity {
   metadata?: Record<string, string>;
   /** Set by the server. */
   createdAtMs?: number;
+  /** Counts the entity's changes (1 when created), set by the server: what `ifMatch` takes. */
+  version?: number;
 }
 
 /** A page of entities (`listEntities`). */
@@ -221,6 +236,14 @@ export interface LimitsConfig {
   onUnavailable?: OnUnavailable;
   /** The limits enforced in shadow: debited, never denying. Absent when none. */
   shadow?: string[];
+  /**
+   * Alert thresholds: fractions of capacity, ascending, each in (0, 1], at
+   * most 4. A server with `--alert-webhook` alerts when an entity's use of
+   * a limit crosses one upward. Absent when none.
+   */
+  alertAt?: number[];
+  /** Counts the puts at this scope (1 when stored where none was), set by the server (ignored by `setLimits`): what `ifMatch` takes. */
+  version?: number;
 }
 
 /**
@@ -420,4 +443,13 @@ export interface ResourceCapacity {
   resource: string;
   entities: number;
   limits: { limit: string; kind: LimitKind; capacity: number; available: number; utilisation: number }[];
+}
+
+/** An entity a limit of a resource refused, with how often (`topDenied`): `count` is at most `error` over the true number. */
+export interface DeniedEntity {
+  entity: string;
+  resource: string;
+  limit: string;
+  count: number;
+  error: number;
 }

@@ -54,6 +54,19 @@ describe("acquire and leases", () => {
     });
   });
 
+  test("alert thresholds are stored and read back", async () => {
+    const resource = unique("alerts");
+    const stored = await client.setLimits({ resource }, { limits: ["rpm:100"], alertAt: [0.8, 1] });
+    assert.deepEqual(stored.alertAt, [0.8, 1]);
+    assert.deepEqual((await client.getLimits({ resource })).alertAt, [0.8, 1]);
+    assert.equal((await client.setLimits({ resource }, { limits: ["rpm:100"] })).alertAt, undefined);
+    await assert.rejects(client.setLimits({ resource }, { limits: ["rpm:1"], alertAt: [0.9, 0.8] }), (e: unknown) => {
+      assert.ok(e instanceof ValidationError);
+      assert.equal(e.field, "alert_at");
+      return true;
+    });
+  });
+
   test("acquire, adjust, commit", async () => {
     const entity = unique("key");
     await client.setLimits({ resource: "gpt" }, { limits: ["rpm:10", "tpm:10000"] });

@@ -13,6 +13,7 @@ import {
   NamespaceExistsError,
   NamespaceNotFoundError,
   NotFoundError,
+  PreconditionFailedError,
   RateLimitExceeded,
   ReservationConflictError,
   ReservationNotFoundError,
@@ -248,12 +249,13 @@ describe("entities and limits", () => {
     const res = `vendor/${unique("model")}`;
     assert.deepEqual(await client.setLimits({ resource: res }, { limits: ["rpm:3", "tpm:10000:15000"] }), {
       limits: ["rpm:3/min", "tpm:10000/min:15000"],
+      version: 1,
     });
-    assert.deepEqual(await client.getLimits({ resource: res }), { limits: ["rpm:3/min", "tpm:10000/min:15000"] });
+    assert.deepEqual(await client.getLimits({ resource: res }), { limits: ["rpm:3/min", "tpm:10000/min:15000"], version: 1 });
     await client.setLimits({ entity: org }, { limits: ["rpm:100"] });
     await client.setLimits({ entity: org, resource: res }, { limits: ["rpm:10"] });
-    assert.deepEqual(await client.getLimits({ entity: org }), { limits: ["rpm:100/min"] });
-    assert.deepEqual(await client.getLimits({ entity: org, resource: res }), { limits: ["rpm:10/min"] });
+    assert.deepEqual(await client.getLimits({ entity: org }), { limits: ["rpm:100/min"], version: 1 });
+    assert.deepEqual(await client.getLimits({ entity: org, resource: res }), { limits: ["rpm:10/min"], version: 1 });
     await client.deleteLimits({ entity: org, resource: res });
     await assert.rejects(client.getLimits({ entity: org, resource: res }), (e: unknown) => e instanceof NotFoundError && e.reason === "not_found");
     await assert.rejects(client.deleteLimits({ resource: unique("none") }), NotFoundError);
@@ -261,7 +263,8 @@ describe("entities and limits", () => {
     await assert.rejects(client.setLimits({ entity: "ghost" }, { limits: ["rpm:1"] }), EntityNotFoundError);
 
     const sys = await client.setLimits({}, { limits: [], onUnavailable: "block" });
-    assert.deepEqual(sys, { limits: [], onUnavailable: "block" });
+    assert.deepEqual([sys.limits, sys.onUnavailable], [[], "block"]);
+    assert.ok((sys.version ?? 0) >= 1, `system limits at version ${sys.version}`); // other tests put them too
     await client.deleteLimits({});
 
     const audit = await client.auditEvents({ entity: org });
@@ -273,6 +276,50 @@ describe("entities and limits", () => {
     const firstPage = await client.auditEvents({ entity: org, limit: 1 });
     assert.equal(firstPage.events.length, 1);
     assert.equal(firstPage.next, firstPage.events[0]?.id);
+  });
+
+  test("the namespace's audit log pages every entity's events by time", async () => {
+    const name = unique("team");
+    await client.registerNamespace(name);
+    const ns = new Client({ baseUrl: server.url, namespace: name });
+    for (const id of ["org-1", "org-2", "org-3"]) await ns.createEntity({ id });
+    const first = await ns.auditLog({ limit: 2 });
+    assert.deepEqual(first.events.map((e) => e.entity), ["org-1", "org-2"]);
+    assert.equal(first.next, first.events[1]?.id);
+    const rest = await ns.auditLog({ after: first.next });
+    assert.deepEqual(rest.events.map((e) => e.entity), ["org-3"]);
+    assert.equal(rest.next, undefined);
+    const later = Date.now() + 3_600_000;
+    assert.equal((await ns.auditLog({ sinceMs: later })).events.length, 0);
+    assert.equal((await ns.auditLog({ untilMs: later })).events.length, 3);
+    await assert.rejects(ns.auditLog({ after: "not-an-id" }), (e: unknown) => e instanceof ValidationError && e.field === "after");
+  });
+
+  test("versions: read back, a change on a stale one refused (412) and nothing changed", async () => {
+    const org = unique("org");
+    assert.equal((await client.createEntity({ id: org })).version, 1);
+    const updated = await client.updateEntity(org, { name: "one" }, { ifMatch: 1 });
+    assert.equal(updated.version, 2);
+    await assert.rejects(
+      client.updateEntity(org, { name: "stale" }, { ifMatch: 1 }),
+      (e: unknown) => e instanceof PreconditionFailedError && e.status === 412 && e.code === "precondition_failed",
+    );
+    await assert.rejects(client.deleteEntity(org, { ifMatch: 1 }), PreconditionFailedError);
+    const got = await client.getEntity(org);
+    assert.deepEqual([got.name, got.version], ["one", 2]);
+    await assert.rejects(client.updateEntity(org, { name: "x" }, { ifMatch: 0 }), (e: unknown) => e instanceof ValidationError && e.field === "ifMatch");
+
+    const res = unique("res");
+    assert.equal((await client.setLimits({ resource: res }, { limits: ["rpm:10"] }, { ifAbsent: true })).version, 1);
+    await assert.rejects(client.setLimits({ resource: res }, { limits: ["rpm:10"] }, { ifAbsent: true }), PreconditionFailedError);
+    assert.equal((await client.setLimits({ resource: res }, { limits: ["rpm:20"] }, { ifMatch: 1 })).version, 2);
+    await assert.rejects(client.setLimits({ resource: res }, { limits: ["rpm:5"] }, { ifMatch: 1 }), PreconditionFailedError);
+    await assert.rejects(client.deleteLimits({ resource: res }, { ifMatch: 1 }), PreconditionFailedError);
+    assert.deepEqual(await client.getLimits({ resource: res }), { limits: ["rpm:20/min"], version: 2 });
+    const listed = (await client.listLimits({ limit: 1000 })).configs.find((c) => c.resource === res);
+    assert.equal(listed?.version, 2);
+    await client.deleteLimits({ resource: res }, { ifMatch: 2 });
+    await client.deleteEntity(org, { ifMatch: 2 });
   });
 
   test("a call's own principal replaces the client's in the audit event", async () => {
@@ -340,6 +387,25 @@ describe("entities and limits", () => {
     await assert.rejects(client.getEntity(bad), EntityNotFoundError);
   });
 
+  test("topDenied names the entities refused most", async () => {
+    // A namespace of its own: the server follows 128 triples per namespace.
+    const name = unique("denied");
+    await client.registerNamespace(name);
+    const ns = new Client({ baseUrl: server.url, namespace: name });
+    const resource = unique("api");
+    const entity = unique("key");
+    await ns.setLimits({ resource }, { limits: ["rpm:1"] });
+    await (await ns.acquire({ entity, resource, consume: { rpm: 1 } })).commit();
+    for (let i = 0; i < 2; i++) await assert.rejects(ns.acquire({ entity, resource, consume: { rpm: 1 } }), RateLimitExceeded);
+    assert.deepEqual(await ns.topDenied({ resource, n: 5 }), [{ entity, resource, limit: "rpm", count: 2, error: 0 }]);
+    assert.deepEqual(await ns.topDenied({ resource, limit: "tpm" }), []);
+    await assert.rejects(ns.topDenied({ n: 0 }), (e: unknown) => {
+      assert.ok(e instanceof ValidationError);
+      assert.equal(e.field, "n");
+      return true;
+    });
+  });
+
   test("listEntities pages through a namespace's entities", async () => {
     // A namespace of its own, so that the listing holds only these.
     const name = unique("ents");
@@ -377,7 +443,7 @@ describe("entities and limits", () => {
     const created = await client.createEntity({ id: key, name: "old", metadata: { team: "a" } });
 
     const renamed = await client.updateEntity(key, { name: "new" });
-    assert.deepEqual(renamed, { ...created, name: "new" });
+    assert.deepEqual(renamed, { ...created, name: "new", version: 2 });
     const moved = await client.updateEntity(key, { parentId: org, cascade: true });
     assert.equal(moved.parentId, org);
     assert.equal(moved.cascade, true);
@@ -393,7 +459,8 @@ describe("entities and limits", () => {
     assert.equal(root.cascade, undefined); // an empty parent stops the cascade
     assert.equal(root.metadata, undefined);
     assert.deepEqual(await client.getEntity(key), root);
-    assert.deepEqual(await client.updateEntity(key, {}), root);
+    // An empty patch changes no field, and is a new version (a write, with its audit event).
+    assert.deepEqual(await client.updateEntity(key, {}), { ...root, version: (root.version ?? 0) + 1 });
 
     await assert.rejects(client.updateEntity(unique("ghost"), { name: "x" }), (e: unknown) => e instanceof EntityNotFoundError && e.status === 404);
     await assert.rejects(client.updateEntity(key, { parentId: unique("ghost") }), EntityNotFoundError);
@@ -428,10 +495,10 @@ describe("entities and limits", () => {
     await ns.setLimits({ entity: org }, { limits: ["tpm:200000/hour"] });
     await ns.setLimits({ entity: org, resource: res }, { limits: ["rpm:7"] });
     const want = [
-      { limits: ["rpm:100/min"], onUnavailable: "allow" },
-      { resource: res, limits: ["rpm:3/min", "tpm:10000/min:15000"] },
-      { entity: org, resource: "_default_", limits: ["tpm:200000/hour"] },
-      { entity: org, resource: res, limits: ["rpm:7/min"] },
+      { limits: ["rpm:100/min"], onUnavailable: "allow", version: 1 },
+      { resource: res, limits: ["rpm:3/min", "tpm:10000/min:15000"], version: 1 },
+      { entity: org, resource: "_default_", limits: ["tpm:200000/hour"], version: 1 },
+      { entity: org, resource: res, limits: ["rpm:7/min"], version: 1 },
     ];
 
     const p1 = await ns.listLimits({ limit: 2 });

@@ -104,6 +104,7 @@ async function loadAll() {
     return;
   }
   view.limits(state.configs);
+  await deniedMost();
   if (!state.entities.some((e) => e.id === state.selected)) {
     const root = state.entities.find((e) => !e.parent_id) || state.entities[0];
     state.selected = root ? root.id : "";
@@ -111,6 +112,17 @@ async function loadAll() {
   }
   drawTree();
   await select(state.selected);
+}
+
+/** deniedMost shows the entities refused most, or hides the panel from a key that may not read them. */
+async function deniedMost() {
+  try {
+    const r = await get("/v1/metrics/top-denied", { n: 20 });
+    view.denied(r.entities || []);
+    show("denied-panel", true);
+  } catch {
+    show("denied-panel", false);
+  }
 }
 
 function drawTree() {

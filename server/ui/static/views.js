@@ -6,11 +6,13 @@ import { fillBar, usageChart } from "./chart.js";
 /** defaultResource is the resource of an entity's limits for any resource. */
 export const defaultResource = "_default_";
 
-/** limitsText is a config's limits (api Limits) as one line, those in shadow marked. */
+/** limitsText is a config's limits (api Limits) as one line, those in shadow marked, then its alert thresholds. */
 function limitsText(c) {
   const shadow = new Set(c.shadow || []);
   const name = (l) => l.slice(0, l.indexOf(":"));
-  return c.limits && c.limits.length ? c.limits.map((l) => (shadow.has(name(l)) ? `${l} (shadow)` : l)).join(", ") : "(none)";
+  const text = c.limits && c.limits.length ? c.limits.map((l) => (shadow.has(name(l)) ? `${l} (shadow)` : l)).join(", ") : "(none)";
+  const alerts = (c.alert_at || []).map((t) => `${Math.round(t * 1000) / 10}%`);
+  return alerts.length ? `${text}; alerts at ${alerts.join(", ")}` : text;
 }
 
 /**
@@ -152,6 +154,16 @@ export function limits(configs) {
     const res = c.entity && c.resource === defaultResource ? "any" : c.resource || "—";
     return row(scope, c.entity || "—", res, el("span", { class: "mono" }, limitsText(c)), c.on_unavailable || "—");
   }));
+}
+
+/**
+ * denied draws the entities refused most (api DeniedEntity), most first: a
+ * count that may be over says so ("at most").
+ */
+export function denied(list) {
+  fillRows("denied", list.map((d) => row(d.entity, d.resource, d.limit,
+    d.error ? `${num(d.count - d.error)} to ${num(d.count)}` : num(d.count))));
+  show("denied-empty", list.length === 0);
 }
 
 /** audit draws audit events (api AuditEvent), newest first. */

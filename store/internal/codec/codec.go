@@ -24,15 +24,20 @@ type limitJSON struct {
 	Window string `json:"window,omitempty"`
 }
 
+// configJSON is a config's stored form. Its "version" comes first: the
+// Redis backend's put script writes it in front of the rest (which
+// EncodeConfig leaves without one when the version is 0).
 type configJSON struct {
+	Version       int64       `json:"version,omitempty"`
 	Limits        []limitJSON `json:"limits"`
 	Shadow        []string    `json:"shadow,omitempty"`
+	AlertAt       []float64   `json:"alert_at,omitempty"`
 	OnUnavailable string      `json:"on_unavailable,omitempty"`
 }
 
 // EncodeConfig returns the stored form of c.
 func EncodeConfig(c model.Config) ([]byte, error) {
-	out := configJSON{Limits: make([]limitJSON, len(c.Limits)), Shadow: c.Shadow, OnUnavailable: string(c.OnUnavailable)}
+	out := configJSON{Version: c.Version, Limits: make([]limitJSON, len(c.Limits)), Shadow: c.Shadow, AlertAt: c.AlertAt, OnUnavailable: string(c.OnUnavailable)}
 	for i, l := range c.Limits {
 		out.Limits[i] = limitJSON{Name: l.Name, Kind: uint8(l.Kind), Capacity: l.Capacity, Amount: l.RefillAmount, Period: l.RefillPeriod,
 			Window: l.Window.String()}
@@ -41,13 +46,15 @@ func EncodeConfig(c model.Config) ([]byte, error) {
 }
 
 // DecodeConfig reads what EncodeConfig wrote. A configuration without
-// limits has nil Limits, one without shadow limits nil Shadow.
+// limits has nil Limits, one without shadow limits nil Shadow, one
+// without alert thresholds nil AlertAt; one stored without a version
+// (before versions were kept) is at version 1.
 func DecodeConfig(b []byte) (model.Config, error) {
 	var in configJSON
 	if err := json.Unmarshal(b, &in); err != nil {
 		return model.Config{}, fmt.Errorf("config: %w", err)
 	}
-	c := model.Config{Shadow: in.Shadow, OnUnavailable: model.OnUnavailable(in.OnUnavailable)}
+	c := model.Config{Shadow: in.Shadow, AlertAt: in.AlertAt, OnUnavailable: model.OnUnavailable(in.OnUnavailable), Version: max(in.Version, 1)}
 	if len(in.Limits) > 0 {
 		c.Limits = make([]model.Limit, len(in.Limits))
 	}
@@ -73,17 +80,20 @@ type entityJSON struct {
 	Cascade   bool              `json:"cascade,omitempty"`
 	Metadata  map[string]string `json:"metadata,omitempty"`
 	CreatedAt time.Time         `json:"created_at"`
+	Version   int64             `json:"version,omitempty"`
 }
 
 // EncodeEntity returns the stored form of e.
 func EncodeEntity(e model.Entity) ([]byte, error) { return json.Marshal(entityJSON(e)) }
 
-// DecodeEntity reads what EncodeEntity wrote.
+// DecodeEntity reads what EncodeEntity wrote. An entity stored without a
+// version (before versions were kept) is at version 1.
 func DecodeEntity(b []byte) (model.Entity, error) {
 	var in entityJSON
 	if err := json.Unmarshal(b, &in); err != nil {
 		return model.Entity{}, fmt.Errorf("entity: %w", err)
 	}
+	in.Version = max(in.Version, 1)
 	return model.Entity(in), nil
 }
 
@@ -114,6 +124,8 @@ type namespaceJSON struct {
 	ID        string    `json:"id"`
 	CreatedAt time.Time `json:"created_at"`
 	DeletedAt time.Time `json:"deleted_at"`
+	// AuditRetention is nanoseconds; absent (older records): forever.
+	AuditRetention time.Duration `json:"audit_retention,omitempty"`
 }
 
 // EncodeNamespace returns the stored form of n.

@@ -15,11 +15,11 @@ import (
 // model's).
 func TestRoundTrip(t *testing.T) {
 	at := time.UnixMilli(1_700_000_000_123).UTC()
-	cfg := model.Config{OnUnavailable: model.OnUnavailable("allow"), Shadow: []string{"slots"}, Limits: []model.Limit{
+	cfg := model.Config{Version: 7, OnUnavailable: model.OnUnavailable("allow"), Shadow: []string{"slots"}, AlertAt: []float64{0.8, 1}, Limits: []model.Limit{
 		{Name: "rpm", Capacity: 100_000, RefillAmount: 100_000, RefillPeriod: time.Minute},
 		{Name: "slots", Kind: model.Kind(1), Capacity: 5_000},
 	}}
-	ent := model.Entity{ID: "k1", Name: "key one", ParentID: "org", Cascade: true, Metadata: map[string]string{"tier": "pro"}, CreatedAt: at}
+	ent := model.Entity{ID: "k1", Name: "key one", ParentID: "org", Cascade: true, Metadata: map[string]string{"tier": "pro"}, CreatedAt: at, Version: 3}
 	ev := model.AuditEvent{ID: "01J", Time: at, Action: "config.set", Entity: "k1", Resource: "api", Principal: "ops", Details: map[string]string{"a": "b"}}
 	ns := model.Namespace{Name: "team", ID: "a1b2", CreatedAt: at}
 	key := model.Key{Name: "svc", Namespace: "team", Role: model.Role("acquire"), Entity: "k1", AllowLimits: true, Hash: "h", CreatedAt: at, ExpiresAt: at.Add(time.Hour)}
@@ -31,11 +31,16 @@ func TestRoundTrip(t *testing.T) {
 		fields []string
 	}{
 		{"config", func() ([]byte, error) { return codec.EncodeConfig(cfg) },
-			func(b []byte) (any, error) { return codec.DecodeConfig(b) }, cfg, []string{`"refill_period_ns"`, `"on_unavailable"`, `"shadow":["slots"]`}},
+			func(b []byte) (any, error) { return codec.DecodeConfig(b) }, cfg, []string{`{"version":7,`, `"refill_period_ns"`, `"on_unavailable"`, `"shadow":["slots"]`, `"alert_at":[0.8,1]`}},
+		// Version 0 (what the Redis backend encodes and its script fills
+		// in) is left out, and reads as 1, as a config stored before
+		// versions were kept does.
 		{"config without limits", func() ([]byte, error) { return codec.EncodeConfig(model.Config{}) },
-			func(b []byte) (any, error) { return codec.DecodeConfig(b) }, model.Config{}, []string{`"limits":[]`}},
+			func(b []byte) (any, error) { return codec.DecodeConfig(b) }, model.Config{Version: 1}, []string{`{"limits":[]`}},
 		{"entity", func() ([]byte, error) { return codec.EncodeEntity(ent) },
-			func(b []byte) (any, error) { return codec.DecodeEntity(b) }, ent, []string{`"parent_id":"org"`}},
+			func(b []byte) (any, error) { return codec.DecodeEntity(b) }, ent, []string{`"parent_id":"org"`, `"version":3`}},
+		{"entity stored before versions", func() ([]byte, error) { return []byte(`{"id":"k1","created_at":"2023-11-14T22:13:20.123Z"}`), nil },
+			func(b []byte) (any, error) { return codec.DecodeEntity(b) }, model.Entity{ID: "k1", CreatedAt: at, Version: 1}, nil},
 		{"event", func() ([]byte, error) { return codec.EncodeEvent(ev) },
 			func(b []byte) (any, error) { return codec.DecodeEvent(b) }, ev, []string{`"action":"config.set"`}},
 		{"namespace", func() ([]byte, error) { return codec.EncodeNamespace(ns) },

@@ -91,6 +91,16 @@ func SystemPK(ns string) string { return ns + "/SYSTEM#" }
 // resource config events).
 func AuditPK(ns, entity string) string { return ns + "/AUDIT#" + entity }
 
+// AuditLogPrefix starts the GSI4 sort key of every audit event of
+// namespace ns, and AuditLogGSI4SK is the whole key of event id: GSI4's
+// partition {ns} holds the namespace's events in id order, which is time
+// order (ids are ULIDs), for the namespace-wide listing and the sweep
+// (docs/dynamodb.md 2.3).
+func AuditLogPrefix(ns string) string { return ns + "/AUDITLOG#" }
+
+// AuditLogGSI4SK is the GSI4 sort key of the audit event id of ns.
+func AuditLogGSI4SK(ns, id string) string { return AuditLogPrefix(ns) + id }
+
 // EntityConfigSK is the sort key of an entity's config of resource.
 func EntityConfigSK(resource string) string { return SKConfig + "#" + resource }
 

@@ -1,0 +1,185 @@
+package tollgate
+
+import (
+	"cmp"
+	"slices"
+	"sync"
+	"sync/atomic"
+
+	"github.com/tollgate-rl/tollgate/store"
+)
+
+// NearLimit is the use of a limit (the share of its capacity taken,
+// LimitDecisions.NearLimit) at and above which a decision counts as near
+// the limit.
+const NearLimit = 0.8
+
+// OtherSeries is the resource and limit under which a limiter counts the
+// decisions of pairs beyond MaxDecisionSeries: resource names come from
+// callers wherever a system-level configuration applies, and limit names
+// from callers that pass their own limits (WithLimits), so the pairs a
+// limiter counts separately are capped. No resource or limit takes this
+// name (neither may start with an underscore).
+const OtherSeries = "_other"
+
+// DegradedLimit is the limit a degraded decision is counted under
+// (LimitDecisions.Degraded): the store did not answer, so no limit
+// decided.
+const DegradedLimit = "_any"
+
+// MaxDecisionSeries bounds the resource and limit pairs whose decisions a
+// limiter counts apart (Stats.Decisions); decisions of further pairs are
+// counted under OtherSeries.
+const MaxDecisionSeries = 512
+
+// LimitDecisions counts the decisions one limit of one resource took part
+// in: those it was asked for (the call's consume named it), at every level
+// of the entity's cascade. A decision counts once per limit, under one
+// outcome: Denied when the limit refused it, ShadowDenied when the limit,
+// enforced in shadow, would have, Granted when the decision was granted
+// otherwise; a limit that did not refuse a decision other limits refused
+// counts in none of these. NearLimit counts, among all of them, those
+// that left the limit's use (the share of capacity taken, after the debit
+// of a grant, with the amount asked for added when the limit refused) at
+// NearLimit or above. Degraded counts the leases granted without the
+// store (DegradedLimit).
+//
+// Entities are never part of the key: the counts are as many as the
+// resource and limit pairs in use, at most MaxDecisionSeries and the
+// OtherSeries pair. The entities denied most are TopDenied's.
+type LimitDecisions struct {
+	Resource, Limit                                    string
+	Granted, Denied, ShadowDenied, Degraded, NearLimit uint64
+}
+
+// decisionCounts are a limiter's LimitDecisions.
+type decisionCounts struct {
+	m sync.Map     // shadowKey -> *limitCounters
+	n atomic.Int64 // entries of m
+}
+
+type limitCounters struct {
+	granted, denied, shadowDenied, degraded, near atomic.Uint64
+}
+
+// get returns the counters of resource and limit, those of OtherSeries
+// once MaxDecisionSeries pairs are counted. Racing first uses may store a
+// few more pairs than the cap, never many.
+func (c *decisionCounts) get(resource, limit string) *limitCounters {
+	k := shadowKey{resource, limit}
+	if v, ok := c.m.Load(k); ok {
+		return v.(*limitCounters)
+	}
+	if c.n.Load() >= MaxDecisionSeries {
+		k = shadowKey{OtherSeries, OtherSeries}
+		if v, ok := c.m.Load(k); ok {
+			return v.(*limitCounters)
+		}
+	}
+	v, loaded := c.m.LoadOrStore(k, new(limitCounters))
+	if !loaded {
+		c.n.Add(1)
+	}
+	return v.(*limitCounters)
+}
+
+// snapshot returns the counts, by resource and limit.
+func (c *decisionCounts) snapshot() []LimitDecisions {
+	var out []LimitDecisions
+	c.m.Range(func(k, v any) bool {
+		key, lc := k.(shadowKey), v.(*limitCounters)
+		out = append(out, LimitDecisions{Resource: key.resource, Limit: key.limit,
+			Granted: lc.granted.Load(), Denied: lc.denied.Load(), ShadowDenied: lc.shadowDenied.Load(),
+			Degraded: lc.degraded.Load(), NearLimit: lc.near.Load()})
+		return true
+	})
+	slices.SortFunc(out, func(a, b LimitDecisions) int {
+		return cmp.Or(cmp.Compare(a.Resource, b.Resource), cmp.Compare(a.Limit, b.Limit))
+	})
+	return out
+}
+
+// noteDecision counts the decision the store took on d's request (granted
+// or not) for each limit the request named, feeds the entities denied to
+// TopDenied, and the uses of limits with alert thresholds to the alerts
+// (alerts.go). It reads only d's request: no status is built.
+func (l *Limiter) noteDecision(d *leaseData, granted bool) {
+	k := 0
+	for bi := range d.req.Buckets {
+		b := &d.req.Buckets[bi]
+		for li := range b.Limits {
+			lr := &b.Limits[li]
+			if k >= len(d.kinds) || !d.kinds[k].checked {
+				k++
+				continue // not asked for: no part in the decision
+			}
+			pl := &d.kinds[k]
+			c := d.counter(k, b.Key.Resource, lr.Name)
+			k++
+			exceeded := lr.Observed.Tokens < lr.Amount
+			switch {
+			case exceeded && pl.shadow:
+				c.shadowDenied.Add(1)
+			case granted:
+				c.granted.Add(1)
+			case exceeded:
+				c.denied.Add(1)
+				l.topDenied.add(b.Key.Entity, b.Key.Resource, lr.Name)
+			}
+			use := useOf(lr, granted, exceeded)
+			if use >= NearLimit {
+				c.near.Add(1)
+			}
+			if pl.alertAt[0] != 0 && l.alertFn != nil {
+				l.alerts.observe(l, b.Key.Entity, b.Key.Resource, lr.Name, &pl.alertAt, use, d.req.Now)
+			}
+		}
+	}
+}
+
+// counterRef is the decision counters of a resource and limit.
+type counterRef struct {
+	resource, limit string
+	c               *limitCounters
+}
+
+// counter returns the decision counters of resource and limit, the k-th
+// limit of d's request. The request of a recycled state usually names the
+// same resources and limits in the same order as the last one: comparing
+// the names remembered costs less than the limiter's lookup (a hash of
+// both), and nothing is stored unless they changed.
+func (d *leaseData) counter(k int, resource, limit string) *limitCounters {
+	if k < len(d.counters) {
+		if r := &d.counters[k]; r.resource == resource && r.limit == limit {
+			return r.c
+		}
+	}
+	c := d.lim.decisions.get(resource, limit)
+	for len(d.counters) <= k {
+		d.counters = append(d.counters, counterRef{})
+	}
+	d.counters[k] = counterRef{resource, limit, c}
+	return c
+}
+
+// noteDegraded counts a degraded lease for resource.
+func (l *Limiter) noteDegraded(resource string) {
+	l.decisions.get(resource, DegradedLimit).degraded.Add(1)
+}
+
+// useOf is the share of lr's capacity taken after the decision: after the
+// debit when granted; with the amount asked for added when the limit
+// refused it (or would have, in shadow), so that a refusal is a use above
+// 1 whatever the balance left. A balance above capacity (refunds not yet
+// capped by a refill) counts as full.
+func useOf(lr *store.LimitRequest, granted, exceeded bool) float64 {
+	capacity := lr.Params.Capacity
+	if capacity <= 0 {
+		return 0
+	}
+	tokens := lr.Observed.Tokens
+	if granted || exceeded {
+		tokens -= lr.Amount
+	}
+	return float64(capacity-min(tokens, capacity)) / float64(capacity)
+}
