@@ -977,4 +977,3 @@ def _namespace_opt(ns: Optional[str]) -> Optional[str]:
     if ns is None or ns == "":
         return None
     return namespace(ns)
-
