@@ -110,14 +110,38 @@ class AsyncLeaseTest(AsyncServerTest):
             await self.client.wait(entity, resource, {"rps": 1}, 0.1, limits=["rps:1/sec"])  # too short: at once
 
     async def test_concurrent_calls_share_the_pool(self):
-        resource = self.limits_resource(["rpm:20"])
+        resource = self.limits_resource(["calls:20/day"])
         entity = uid("key")
-        grants = await asyncio.gather(*(self.client.acquire_and_commit(entity, resource, {"rpm": 1}) for _ in range(20)))
+        grants = await asyncio.gather(*(self.client.acquire_and_commit(entity, resource, {"calls": 1}) for _ in range(20)))
         self.assertEqual(len(grants), 20)
         with self.assertRaises(tollgate.RateLimitExceeded):
-            await self.client.acquire_and_commit(entity, resource, {"rpm": 1})
+            await self.client.acquire_and_commit(entity, resource, {"calls": 1})
         self.assertLessEqual(len(self.client._http._idle), 16)
         self.assertGreater(len(self.client._http._idle), 0)  # kept alive for the next calls
+
+    async def test_connections_are_bounded(self):
+        from tollgate import _aio_http
+
+        resource = self.limits_resource(["calls:1000/day"])  # /day: no refill within the test
+        entity = uid("key")
+        writers, most = [], [0]
+        real = asyncio.open_connection
+
+        async def counting(*a, **kw):
+            reader, writer = await real(*a, **kw)
+            writers.append(writer)
+            most[0] = max(most[0], sum(1 for w in writers if not w.is_closing()))
+            return reader, writer
+
+        n = _aio_http.MAX_CONNECTIONS + 36
+        _aio_http.asyncio.open_connection = counting
+        try:
+            await asyncio.gather(*(self.client.acquire_and_commit(entity, resource, {"calls": 1}) for _ in range(n)))
+        finally:
+            _aio_http.asyncio.open_connection = real
+        self.assertGreater(most[0], 16)  # more at once than are kept idle: the bound below is reached
+        self.assertLessEqual(most[0], _aio_http.MAX_CONNECTIONS)  # never more open at once
+        self.assertEqual(await self.available(entity, resource), {"calls": 1000 - n})
 
     async def test_lost_answer_is_sent_again_with_the_same_key(self):
         proxy = support.LossyProxy(support.server().url)

@@ -22,6 +22,9 @@ from ._http import MAX_RESPONSE_BYTES, Answer, Prepared, Query, _describe, decod
 
 #: Idle connections kept per client; more are closed when handed back.
 MAX_IDLE = 16
+#: Connections open at once per client (per event loop); a call beyond
+#: them waits for one, within its timeout.
+MAX_CONNECTIONS = 64
 #: An idle connection older than this is closed rather than reused (the
 #: server closes idle connections after 120 s).
 IDLE_TIMEOUT = 30.0
@@ -49,8 +52,8 @@ class _Closed(Exception):
 class AsyncTransport:
     """Sends requests to one server from one event loop at a time (a pool of
     keep-alive connections; a call takes one, or opens one, and hands it
-    back when it read the whole answer). Connects directly: HTTP proxies
-    are not supported."""
+    back when it read the whole answer; at most MAX_CONNECTIONS at once).
+    Connects directly: HTTP proxies are not supported."""
 
     def __init__(self, base_url: str, headers: Mapping[str, str], timeout: Optional[float],
                  ssl_context: Optional[ssl.SSLContext]) -> None:
@@ -65,6 +68,7 @@ class AsyncTransport:
         self._ssl: Any = (ssl_context or ssl.create_default_context()) if self._tls else None
         self._idle: Deque[_Conn] = collections.deque()
         self._loop: Optional[asyncio.AbstractEventLoop] = None
+        self._slots: Optional[asyncio.Semaphore] = None
 
     async def send(self, method: str, path: str, *, query: Query = None, body: Any = None,
                    timeout: Optional[float] = None, route: str = "", headers: Optional[Mapping[str, str]] = None,
@@ -112,6 +116,12 @@ class AsyncTransport:
             raise E.ServerUnreachable(f"server unreachable: {req.op}: {msg}") from err
 
     async def _exchange(self, req: Prepared, wire: bytes) -> Tuple[int, http.client.HTTPMessage, bytes]:
+        self._bind()
+        assert self._slots is not None
+        async with self._slots:
+            return await self._exchange_holding(req, wire)
+
+    async def _exchange_holding(self, req: Prepared, wire: bytes) -> Tuple[int, http.client.HTTPMessage, bytes]:
         conn = self._take()
         if conn is not None:
             try:
@@ -159,7 +169,7 @@ class AsyncTransport:
         # Header values were made Latin-1-safe by the client, as http.client sends them.
         return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
 
-    def _take(self) -> Optional[_Conn]:
+    def _bind(self) -> None:
         loop = asyncio.get_running_loop()
         if loop is not self._loop:
             # Connections belong to the loop that opened them (a client used
@@ -167,6 +177,9 @@ class AsyncTransport:
             while self._idle:
                 self._idle.pop().close()
             self._loop = loop
+            self._slots = asyncio.Semaphore(MAX_CONNECTIONS)
+
+    def _take(self) -> Optional[_Conn]:
         now = time.monotonic()
         while self._idle:
             c = self._idle.pop()
