@@ -25,9 +25,11 @@ MAX_IDLE = 16
 #: Connections open at once per client (per event loop); a call beyond
 #: them waits for one, within its timeout.
 MAX_CONNECTIONS = 64
-#: An idle connection older than this is closed rather than reused (the
-#: server closes idle connections after 120 s).
-IDLE_TIMEOUT = 30.0
+#: An idle connection older than this is closed rather than reused: well
+#: within the idle timeouts of the server (120 s) and of the proxies found
+#: in front of one (nginx 75 s, an AWS ALB 60 s, Node's 5 s), so that a
+#: reused connection is rarely one the other side is closing.
+IDLE_TIMEOUT = 4.0
 #: Bounds on an answer's head.
 MAX_HEADERS = 100
 MAX_LINE = 8 << 10
@@ -126,11 +128,13 @@ class AsyncTransport:
         if conn is not None:
             try:
                 return await self._on(conn, req, wire)
-            except _Closed:
-                # The server closed the idle connection as we reused it: it
-                # read nothing of this request (as Go's transport, send it
-                # again once on a new connection, whatever the method).
-                pass
+            except (_Closed, ConnectionResetError, BrokenPipeError):
+                # The other side closed the idle connection as we reused it.
+                # As Go's transport: a call that may be repeated is sent
+                # again at once on a new connection; any other raises
+                # (ServerUnreachable), as the server may have read it.
+                if not req.retry:
+                    raise
         reader, writer = await asyncio.open_connection(self._host, self._port, ssl=self._ssl, limit=MAX_LINE)
         return await self._on(_Conn(reader, writer), req, wire)
 
