@@ -1,6 +1,6 @@
 """Python client of Tollgate, the distributed rate limiter and quota broker.
 
-Standard library only (urllib.request, json); Python 3.9+. The operations
+Standard library only (urllib.request, asyncio, json); Python 3.9+. The operations
 and errors are the Go client's (package client), over the HTTP API of
 ``tollgate serve`` (docs/http-api.md)::
 
@@ -14,6 +14,10 @@ and errors are the Go client's (package client), over the HTTP API of
             lease.adjust({"tpm": used - 500})
     except tollgate.RateLimitExceeded as denied:
         print("retry in", denied.retry_after, "s")
+
+From asyncio code, :class:`AsyncClient` has the same methods as coroutines
+(``async with await client.acquire(...) as lease``), and ``slot()`` (of
+either client) keeps a lease alive while long work runs, as Go's WithSlot.
 """
 
 from ._decorator import arg, rate_limit
@@ -43,6 +47,7 @@ from .errors import (
     ReservationNotFound,
     ServerError,
     ServerUnreachable,
+    SlotLost,
     TollgateError,
     Unauthorized,
     Unavailable,
@@ -50,6 +55,8 @@ from .errors import (
     ValidationError,
 )
 from .lease import Lease
+from ._slot import MIN_SLOT_TTL, Slot
+from .aio import AsyncClient, AsyncLease, AsyncSlot
 from .types import (
     ALLOW,
     BLOCK,
@@ -78,6 +85,11 @@ __version__ = "0.1.0"
 __all__ = [
     "Client",
     "Lease",
+    "Slot",
+    "MIN_SLOT_TTL",
+    "AsyncClient",
+    "AsyncLease",
+    "AsyncSlot",
     "LeaseInfo",
     "rate_limit",
     "arg",

@@ -133,34 +133,18 @@ class Transport:
         timeout: the server may have acted on it, and the caller makes the
         repeat harmless (an idempotency key, an ending the server
         remembers)."""
-        url = self.base_url + path
-        if query:
-            url += "?" + urllib.parse.urlencode(query, doseq=True)
-        op = f"{method} {url}"
-        data = None
-        hdrs = dict(self.headers)
-        if headers:
-            hdrs.update(headers)
-        if body is not None:
-            data = json.dumps(body, separators=(",", ":")).encode("utf-8")
-            hdrs["Content-Type"] = "application/json"
-        if retry is None:
-            retry = method == "GET"
-        limit = self.timeout if timeout is None else timeout
-        deadline = None if limit is None else time.monotonic() + limit
+        req = prepare(self.base_url, self.headers, self.timeout, method, path, query, body, timeout, headers, retry)
         attempt = 1
         while True:
-            left = None if deadline is None else deadline - time.monotonic()
+            left = req.left()
             try:
                 if left is not None and left <= 0:
-                    raise E.ServerUnreachable(f"server unreachable: {op}: timed out")
-                req = urllib.request.Request(url, data=data, headers=hdrs, method=method)
-                return self._send_once(req, left, deadline, op, route)
+                    raise E.ServerUnreachable(f"server unreachable: {req.op}: timed out")
+                r = urllib.request.Request(req.url, data=req.data, headers=req.headers, method=method)
+                return self._send_once(r, left, req.deadline, req.op, route)
             except E.ServerUnreachable:
-                if not retry or attempt >= MAX_ATTEMPTS:
-                    raise
-                pause = RETRY_BACKOFF[attempt - 1]
-                if deadline is not None and time.monotonic() + pause >= deadline:
+                pause = req.pause(attempt)
+                if pause is None:
                     raise
             time.sleep(pause)
             attempt += 1
@@ -184,14 +168,68 @@ class Transport:
             raise E.ServerUnreachable(f"server unreachable: {op}: {_describe(ue.reason)}") from ue
         except (OSError, http.client.HTTPException) as oe:
             raise E.ServerUnreachable(f"server unreachable: {op}: {_describe(oe)}") from oe
-        if 200 <= status <= 299:
-            if status == 204 or not raw.strip():
-                return Answer(status, None, resp_headers)
-            try:
-                return Answer(status, json.loads(raw), resp_headers)
-            except ValueError as ve:
-                raise E.BadResponse(f"malformed answer from the server: {op}: {ve}", status=status) from None
-        raise decode_error(status, resp_headers, raw, route)
+        return decode_answer(status, resp_headers, raw, op, route)
+
+
+class Prepared(NamedTuple):
+    """One call, ready to send by either transport (sync or asyncio)."""
+
+    method: str
+    url: str
+    data: Optional[bytes]
+    headers: Dict[str, str]
+    op: str  # "METHOD URL", for error messages
+    retry: bool  # whether a send that got no whole answer may be repeated
+    deadline: Optional[float]  # time.monotonic() bound of the whole call
+
+    def left(self) -> Optional[float]:
+        """Seconds left before the call's deadline (None: unbounded)."""
+        return None if self.deadline is None else self.deadline - time.monotonic()
+
+    def pause(self, attempt: int) -> Optional[float]:
+        """How long to pause before sending again after send number attempt
+        got no answer, or None when the call must not be sent again (not
+        repeatable, out of attempts, or the pause would pass the deadline)."""
+        if not self.retry or attempt >= MAX_ATTEMPTS:
+            return None
+        pause = RETRY_BACKOFF[attempt - 1]
+        if self.deadline is not None and time.monotonic() + pause >= self.deadline:
+            return None
+        return pause
+
+
+def prepare(base_url: str, client_headers: Mapping[str, str], client_timeout: Optional[float], method: str, path: str,
+            query: Query = None, body: Any = None, timeout: Optional[float] = None,
+            headers: Optional[Mapping[str, str]] = None, retry: Optional[bool] = None) -> Prepared:
+    """Build a call as Transport.send describes it; shared by both
+    transports so that they send the same bytes and repeat the same calls."""
+    url = base_url + path
+    if query:
+        url += "?" + urllib.parse.urlencode(query, doseq=True)
+    data = None
+    hdrs = dict(client_headers)
+    if headers:
+        hdrs.update(headers)
+    if body is not None:
+        data = json.dumps(body, separators=(",", ":")).encode("utf-8")
+        hdrs["Content-Type"] = "application/json"
+    if retry is None:
+        retry = method == "GET"
+    limit = client_timeout if timeout is None else timeout
+    deadline = None if limit is None else time.monotonic() + limit
+    return Prepared(method, url, data, hdrs, f"{method} {url}", retry, deadline)
+
+
+def decode_answer(status: int, headers: Any, raw: bytes, op: str, route: str) -> Answer:
+    """The Answer of a 2xx status; raise the typed error of any other."""
+    if 200 <= status <= 299:
+        if status == 204 or not raw.strip():
+            return Answer(status, None, headers)
+        try:
+            return Answer(status, json.loads(raw), headers)
+        except ValueError as ve:
+            raise E.BadResponse(f"malformed answer from the server: {op}: {ve}", status=status) from None
+    raise decode_error(status, headers, raw, route)
 
 
 def _describe(err: Any) -> str:

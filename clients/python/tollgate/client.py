@@ -11,12 +11,25 @@ from datetime import datetime
 from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, TypeVar, Union
 
 from . import errors as E
-from ._http import Query, Transport, seg
+from ._http import Answer, Query, Transport, seg
 from ._util import Duration, consume_body, limits_list, namespace, new_idempotency_key, penalty_body, seconds, ttl_ms, unix_ms_ceil, unix_ms_floor
 from ._util import idempotency_key as _idempotency_key
 from ._util import on_unavailable as _mode
 from ._decorator import arg, rate_limit
 from .lease import Lease
+from ._slot import Slot, sync_slot
+from ._calls import (
+    V1,
+    _available_query,
+    _leases_page,
+    _page_query,
+    _reservations_page,
+    _reserve_body,
+    _reset_body,
+    _until_answer,
+    _until_query,
+    lease_path,
+)
 
 from .types import (
     AuditEvent,
@@ -50,8 +63,6 @@ DEFAULT_TIMEOUT = 10.0
 #: 10 minutes.
 PURGE_TIMEOUT = 660.0
 DEFAULT_USER_AGENT = "tollgate-python-client/1"
-
-V1 = "/v1"
 
 #: The roles of an API key, for create_key.
 _ROLES = ("acquire", "read", "admin")
@@ -158,11 +169,11 @@ class Client:
     # ------------------------------------------------------------------
     # Acquire and leases
 
-    def _acquire(self, entity: str, resource: str, consume: Mapping[str, int], commit: bool,
-                 limits: Optional[Sequence[str]], mode: Optional[str], lease_ttl: Optional[Duration],
-                 key: Optional[str]) -> Tuple[Dict[str, Any], bool]:
-        """POST /v1/acquire: (the answer, whether it replays an earlier
-        grant of the same idempotency key)."""
+    def _acquire_call(self, entity: str, resource: str, consume: Mapping[str, int], commit: bool,
+                      limits: Optional[Sequence[str]], mode: Optional[str], lease_ttl: Optional[Duration],
+                      key: Optional[str]) -> Dict[str, Any]:
+        """The arguments of Transport.send for POST /v1/acquire (shared with
+        AsyncClient): validated, with the idempotency key to send."""
         if key is not None:
             key = _idempotency_key(key)
         elif self._keys:
@@ -181,9 +192,22 @@ class Client:
         ms = ttl_ms(lease_ttl, "lease_ttl_ms")
         if ms is not None and not commit:
             body["lease_ttl_ms"] = ms
-        a = self._http.send("POST", V1 + "/acquire", body=body, headers={"Idempotency-Key": key} if key else None,
-                            retry=key is not None)
+        return dict(method="POST", path=V1 + "/acquire", body=body,
+                    headers={"Idempotency-Key": key} if key else None, retry=key is not None)
+
+    @staticmethod
+    def _acquired(a: Answer) -> Tuple[Dict[str, Any], bool]:
+        """An acquire's answer: (its body, whether it replays an earlier
+        grant of the same idempotency key)."""
         return _obj(a.data, "acquire answer"), a.headers.get("Idempotent-Replayed", "") == "true"
+
+    def _acquire(self, entity: str, resource: str, consume: Mapping[str, int], commit: bool,
+                 limits: Optional[Sequence[str]], mode: Optional[str], lease_ttl: Optional[Duration],
+                 key: Optional[str]) -> Tuple[Dict[str, Any], bool]:
+        """POST /v1/acquire: (the answer, whether it replays an earlier
+        grant of the same idempotency key)."""
+        call = self._acquire_call(entity, resource, consume, commit, limits, mode, lease_ttl, key)
+        return self._acquired(self._http.send(call.pop("method"), call.pop("path"), **call))
 
     def acquire(
         self,
@@ -283,13 +307,37 @@ class Client:
                     raise
                 time.sleep(min(sleep, left))
 
+    def slot(
+        self,
+        entity: str,
+        resource: str,
+        consume: Mapping[str, int],
+        *,
+        wait: Optional[Duration] = None,
+        limits: Optional[Sequence[str]] = None,
+        on_unavailable: Optional[str] = None,
+        lease_ttl: Optional[Duration] = None,
+    ) -> "Slot":
+        """Hold a slot (a lease: typically one of a concurrency limit, and
+        the call's rate limits) while a block runs, keeping it alive, as Go's
+        WithSlot::
+
+            with client.slot("key-1", "batch", {"jobs": 1}, wait=60) as lease:
+                run_a_long_job()   # may outlast the lease's expiry
+
+        Acquire (or, with wait, wait up to that long), extend the lease by its
+        expiry (lease_ttl, or the server's) every half expiry from a
+        background thread while the block runs, then commit, or roll back if
+        the block raises. If an extension finds the lease gone,
+        ``lease.closed`` turns True and leaving the block raises SlotLost.
+        See :class:`tollgate.Slot`."""
+        return sync_slot(self, entity, resource, consume, wait=wait, limits=limits, on_unavailable=on_unavailable,
+                         lease_ttl=lease_ttl)
+
     def available(self, entity: str, resource: str, *, limits: Optional[Sequence[str]] = None) -> List[LimitStatus]:
         """The current state of every limit in effect for entity and resource
         and their cascade ancestors, after refill; writes nothing."""
-        q: List[Tuple[str, str]] = [("entity", entity), ("resource", resource)]
-        for lim in limits_list(limits) or []:
-            q.append(("limits", lim))
-        _, answer = self._call("GET", V1 + "/available", query=q)
+        _, answer = self._call("GET", V1 + "/available", query=_available_query(entity, resource, limits))
         return statuses(_obj(answer, "available answer"))
 
     def time_until_available(
@@ -298,18 +346,8 @@ class Client:
         """How long, in seconds, refill alone needs before acquire with the
         same arguments could succeed (0 if it could now); writes nothing.
         As the Go library's TimeUntilAvailable."""
-        if not consume:
-            raise E.ValidationError("consume: must name at least one limit", field="consume")
-        q: List[Tuple[str, str]] = [("entity", entity), ("resource", resource)]
-        for lim in limits_list(limits) or []:
-            q.append(("limits", lim))
-        for name, amount in consume.items():
-            q.append(("consume", f"{name}:{int(amount)}"))
-        _, answer = self._call("GET", V1 + "/available", query=q)
-        ms = _obj(answer, "available answer").get("retry_after_ms")
-        if not isinstance(ms, int):
-            raise E.BadResponse("no retry_after_ms in the answer: a server older than this client")
-        return ms / 1000.0
+        _, answer = self._call("GET", V1 + "/available", query=_until_query(entity, resource, consume, limits))
+        return _until_answer(answer)
 
     def resume_lease(self, lease_id: str) -> Lease:
         """A handle on an open lease by its id, e.g. one another process
@@ -318,8 +356,7 @@ class Client:
         what the lease consumed). Raises LeaseEnded (ended says how) if the
         lease has ended, LeaseNotFound if the server never granted it here,
         has forgotten it, or its expiry has passed."""
-        answer = self._lease_call("GET", lease_id, None)
-        d = _obj(answer, "lease")
+        d = _obj(self._lease_call("GET", lease_id, None), "lease")
         return Lease(self, _str(d, "entity"), _str(d, "resource"), d)
 
     def get_lease(self, lease_id: str) -> Lease:
@@ -330,9 +367,8 @@ class Client:
 
     def _lease_call(self, method: str, lease_id: str, action: Optional[str], body: Any = None,
                     principal: Optional[str] = None) -> Any:
-        path = V1 + "/leases/" + seg(lease_id) + ("/" + action if action else "")
-        # Every lease call but an adjust (which adds up) may be sent again.
-        _, answer = self._call(method, path, body=body, route="lease", retry=action != "adjust", principal=principal)
+        _, answer = self._call(method, lease_path(lease_id, action), body=body, route="lease",
+                               retry=action != "adjust", principal=principal)  # an adjust adds up
         return answer
 
     # ------------------------------------------------------------------
@@ -361,19 +397,7 @@ class Client:
         by another it raises ReservationConflict. A full reserved limit
         raises RateLimitExceeded. principal, if given, is recorded in the
         reservation.reserve audit event instead of the client's."""
-        body: Dict[str, Any] = {"entity": entity, "resource": resource, "id": id}
-        c = consume_body(consume)
-        if c:
-            body["consume"] = c
-        lim = limits_list(limits)
-        if lim:
-            body["limits"] = lim
-        m = _mode(on_unavailable)
-        if m:
-            body["on_unavailable"] = m
-        ms = ttl_ms(ttl, "ttl_ms")
-        if ms is not None:
-            body["ttl_ms"] = ms
+        body = _reserve_body(entity, resource, id, consume, limits, on_unavailable, ttl)
         status, answer = self._call("POST", V1 + "/reservations", body=body, route="reservation", principal=principal)
         return Reserved.from_answer(answer, new=(status == 201))
 
@@ -396,14 +420,9 @@ class Client:
         """One page of entity's reservations (of one resource if given),
         sorted by id: (reservations, next), where next is the ``after`` of
         the following page, or None on the last page. limit: 1 to 1000."""
-        q: Dict[str, Any] = {"entity": entity, "limit": limit}
-        if resource:
-            q["resource"] = resource
-        if after:
-            q["after"] = after
+        q = _page_query(entity=entity, resource=resource, after=after, limit=limit)
         _, answer = self._call("GET", V1 + "/reservations", query=q, route="reservation")
-        d = _obj(answer, "reservations answer")
-        return [Reservation.from_json(r) for r in _list(d, "reservations")], (_str(d, "next") or None)
+        return _reservations_page(answer)
 
     def list_leases(self, entity: Optional[str] = None, resource: Optional[str] = None, *, after: Optional[str] = None,
                     limit: int = 100) -> Tuple[List[LeaseInfo], Optional[str]]:
@@ -412,13 +431,9 @@ class Client:
         resources if given, sorted by id: (leases, next), where next is the
         ``after`` of the following page, or None on the last page. limit: 1
         to 1000. Reservations are listed by list_reservations."""
-        q: Dict[str, Any] = {"limit": limit}
-        for k, v in (("entity", entity), ("resource", resource), ("after", after)):
-            if v:
-                q[k] = v
-        _, answer = self._call("GET", V1 + "/leases", query=q)
-        d = _obj(answer, "leases answer")
-        return [LeaseInfo.from_json(x) for x in _list(d, "leases")], (_str(d, "next") or None)
+        _, answer = self._call("GET", V1 + "/leases", query=_page_query(entity=entity, resource=resource, after=after,
+                                                                         limit=limit))
+        return _leases_page(answer)
 
     def iter_reservations(self, entity: str, resource: Optional[str] = None, *, page_size: int = 100) -> Iterator[Reservation]:
         """Every reservation of entity (of one resource if given), a page at a time."""
@@ -463,15 +478,7 @@ class Client:
         ancestors'. Recorded in the audit log (``limit.reset``) with reason
         and principal (if given, instead of the client's). With API keys: an admin key's call (one confined to an entity resets
         its entities only: else Forbidden, field "entity")."""
-        body: Dict[str, Any] = {"entity": entity, "resource": resource}
-        lim = limits_list(limits)
-        if lim is not None:
-            if not lim:
-                raise E.ValidationError("invalid limits: name at least one limit, or None for every refilling one",
-                                        field="limits")
-            body["limits"] = lim
-        if reason:
-            body["reason"] = reason
+        body = _reset_body(entity, resource, limits, reason)
         self._call("POST", V1 + "/reset", body=body, principal=principal)
 
     # ------------------------------------------------------------------
@@ -970,4 +977,3 @@ def _namespace_opt(ns: Optional[str]) -> Optional[str]:
     if ns is None or ns == "":
         return None
     return namespace(ns)
-

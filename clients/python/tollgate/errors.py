@@ -91,6 +91,7 @@ __all__ = [
     "LeaseClosed",
     "LeaseEnded",
     "PreconditionFailed",
+    "SlotLost",
     "Unavailable",
     "Unimplemented",
     "ServerError",
@@ -331,6 +332,14 @@ class LeaseEnded(LeaseClosed):
     def __init__(self, message: str, *, ended: str = "", **kw: Any) -> None:
         super().__init__(message, **kw)
         self.ended = ended
+
+
+class SlotLost(LeaseClosed):
+    """A slot's lease was found gone while its work ran (an extension was
+    answered that the lease has ended, or that the server no longer has
+    it: a reconciler took it at its expiry, another handle ended it), as Go's
+    ErrSlotLost. The slot is no longer held: others may have it. The cause
+    (``__cause__``) is the extension's error."""
 
 
 class _LeaseGone(LeaseNotFound, LeaseClosed):

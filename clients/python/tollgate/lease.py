@@ -22,33 +22,11 @@ ROLLED_BACK = "rolled_back"
 CLOSED = "closed"
 
 
-class Lease:
-    """A granted acquire. Any server over the same store serves it by its id.
+class _LeaseState:
+    """What Lease and AsyncLease share: the server's last word on the lease,
+    and how a call's failure changes it (no I/O here)."""
 
-    Adjust it when the real cost is known, extend it if the work outlasts
-    its TTL, then end it with commit() or rollback(); if neither is called,
-    the server's reconciler commits it as it stands when its TTL ends.
-
-    As a context manager it commits on normal exit and rolls back when the
-    block raises (the exception propagates)::
-
-        with client.acquire("key-1", "openai/gpt-4o", {"rpm": 1, "tpm": 500}) as lease:
-            used = call_the_model()
-            lease.adjust({"tpm": used - 500})
-
-    Once the lease has ended (here or, as the server reports, anywhere
-    else), adjust/extend/commit/rollback/penalize raise
-    :class:`~tollgate.LeaseClosed` without a call; the server's answer that
-    it has ended is a :class:`~tollgate.LeaseEnded` saying how. Safe for
-    use from several threads.
-
-    ``replayed`` is True when the acquire's answer was the grant of an
-    earlier call with the same idempotency key (a retry after a lost
-    answer), handed out again: that call debited nothing, and ``statuses``
-    is empty.
-    """
-
-    def __init__(self, client: "Client", entity: str, resource: str, answer: Mapping[str, Any]) -> None:
+    def __init__(self, client: Any, entity: str, resource: str, answer: Mapping[str, Any]) -> None:
         d = _obj(answer, "lease")
         lease_id = _str(d, "lease_id")
         if not lease_id:
@@ -66,7 +44,7 @@ class Lease:
         self._state = OPEN
 
     def __repr__(self) -> str:
-        return f"Lease(id={self.id!r}, entity={self.entity!r}, resource={self.resource!r}, state={self.state!r})"
+        return f"{type(self).__name__}(id={self.id!r}, entity={self.entity!r}, resource={self.resource!r}, state={self.state!r})"
 
     # --- what the server last reported
 
@@ -104,6 +82,70 @@ class Lease:
         for a degraded lease, which never expires."""
         with self._lock:
             return self._expires_at
+
+    def _check_open(self) -> None:
+        if self.closed:
+            raise E.LeaseClosed(f"lease {self.id}: lease closed", code="lease_closed")
+
+    def _failed(self, action: Optional[str], err: E.TollgateError) -> Dict[str, Any]:
+        """What a lease call's error means for the handle: raises the error
+        to give the caller (the handle closed if the lease is over), or
+        returns the answer to use (a rollback that found the lease rolled
+        back already is done)."""
+        if isinstance(err, E.LeaseNotFound):
+            # The lease is over for this handle, whoever ended it.
+            self._end(None)
+            raise E._LeaseGone(f"lease {self.id}: lease closed ({err.message})", status=err.status,
+                               code=err.code, reason=err.reason, body=err.body) from None
+        if isinstance(err, E.LeaseEnded) and action == "rollback" and err.ended == ROLLED_BACK:
+            return {}
+        if isinstance(err, E.LeaseClosed):
+            self._end(None)
+        raise err
+
+    def _update(self, answer: Mapping[str, Any]) -> None:
+        d = _obj(answer, "lease")
+        consumed = _counts(d, "consumed")
+        expires = from_ms(_int(d, "expires_at_ms"))
+        with self._lock:
+            if self._state != OPEN:
+                return
+            self._consumed = consumed
+            if expires is not None:
+                self._expires_at = expires
+
+    def _end(self, state: Optional[str]) -> None:
+        with self._lock:
+            if self._state == OPEN:
+                self._state = state or CLOSED
+            self._consumed, self._statuses = {}, []
+
+
+class Lease(_LeaseState):
+    """A granted acquire. Any server over the same store serves it by its id.
+
+    Adjust it when the real cost is known, extend it if the work outlasts
+    its TTL, then end it with commit() or rollback(); if neither is called,
+    the server's reconciler commits it as it stands when its TTL ends.
+
+    As a context manager it commits on normal exit and rolls back when the
+    block raises (the exception propagates)::
+
+        with client.acquire("key-1", "openai/gpt-4o", {"rpm": 1, "tpm": 500}) as lease:
+            used = call_the_model()
+            lease.adjust({"tpm": used - 500})
+
+    Once the lease has ended (here or, as the server reports, anywhere
+    else), adjust/extend/commit/rollback/penalize raise
+    :class:`~tollgate.LeaseClosed` without a call; the server's answer that
+    it has ended is a :class:`~tollgate.LeaseEnded` saying how. Safe for
+    use from several threads.
+
+    ``replayed`` is True when the acquire's answer was the grant of an
+    earlier call with the same idempotency key (a retry after a lost
+    answer), handed out again: that call debited nothing, and ``statuses``
+    is empty.
+    """
 
     # --- calls
 
@@ -206,43 +248,11 @@ class Lease:
 
     # --- internals
 
-    def _check_open(self) -> None:
-        if self.closed:
-            raise E.LeaseClosed(f"lease {self.id}: lease closed", code="lease_closed")
-
     def _call(self, action: Optional[str], body: Any, method: str = "POST",
               principal: Optional[str] = None) -> Dict[str, Any]:
         self._check_open()
         try:
             answer = self._client._lease_call(method, self.id, action, body, principal)
-        except E.LeaseNotFound as nf:
-            # The lease is over for this handle, whoever ended it.
-            self._end(None)
-            raise E._LeaseGone(f"lease {self.id}: lease closed ({nf.message})", status=nf.status,
-                               code=nf.code, reason=nf.reason, body=nf.body) from None
-        except E.LeaseEnded as ended:
-            if action == "rollback" and ended.ended == ROLLED_BACK:
-                return {}  # rolled back already: what the caller wants
-            self._end(None)
-            raise
-        except E.LeaseClosed:
-            self._end(None)
-            raise
+        except E.TollgateError as err:
+            return self._failed(action, err)
         return answer if isinstance(answer, dict) else {}
-
-    def _update(self, answer: Mapping[str, Any]) -> None:
-        d = _obj(answer, "lease")
-        consumed = _counts(d, "consumed")
-        expires = from_ms(_int(d, "expires_at_ms"))
-        with self._lock:
-            if self._state != OPEN:
-                return
-            self._consumed = consumed
-            if expires is not None:
-                self._expires_at = expires
-
-    def _end(self, state: Optional[str]) -> None:
-        with self._lock:
-            if self._state == OPEN:
-                self._state = state or CLOSED
-            self._consumed, self._statuses = {}, []

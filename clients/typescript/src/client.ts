@@ -2,7 +2,7 @@
 // API (docs/http-api.md), with the operations and errors of the Go client
 // (package client).
 
-import { BadResponseError, clampMs, LeaseNotFoundError, RateLimitExceeded, ReservationNotFoundError, ValidationError, type WireLimitStatus, toStatus } from "./errors.js";
+import { BadResponseError, clampMs, LeaseClosedError, LeaseNotFoundError, RateLimitExceeded, ReservationNotFoundError, SlotLostError, ValidationError, type WireLimitStatus, toStatus } from "./errors.js";
 import { type ApiAnswer, type ApiRequest, type Transport, principalHeader, principalValue, seg, send } from "./http.js";
 import { Lease, type LeaseHost, type WireAcquire, type WireLease, penaltyBody, toLeaseInfo } from "./lease.js";
 import type {
@@ -51,6 +51,9 @@ export const defaultTimeoutMs = 10_000;
 export const purgeTimeoutMs = 10 * 60_000;
 /** Sent as User-Agent unless `userAgent` says otherwise (browsers ignore it). */
 export const defaultUserAgent = "tollgate-ts-client/0.1";
+
+/** The shortest TTL `slot` extends a lease by (the server's least lease TTL), as the Go client's. */
+export const minSlotTtlMs = 1_000;
 /** Selects the namespace of a call. */
 export const namespaceHeader = "X-Tollgate-Namespace";
 export { principalHeader };
@@ -485,6 +488,94 @@ export class Client implements LeaseHost {
         await lease.rollback().catch(() => undefined);
       }
       throw err;
+    }
+    if (lease.open) {
+      try {
+        await lease.commit();
+      } catch (err) {
+        if (lease.open) {
+          await lease.rollback().catch(() => undefined);
+        }
+        throw err;
+      }
+    }
+    return result;
+  }
+
+  /**
+   * Holds a slot while `fn` runs, keeping its lease alive, as Go's
+   * `WithSlot`: acquires (waiting up to `waitMs` if given, as `wait` does;
+   * else trying once), runs `fn`, and ends the lease as `withLease` does
+   * (commit when `fn` resolves, rollback when it throws). While `fn` runs,
+   * the lease is extended by its TTL every half TTL, so that work longer
+   * than the TTL keeps its slot, and a crashed process's slot still comes
+   * back within one TTL. The TTL is `leaseTtlMs` or, without it, the one the
+   * server granted, measured on this machine's clock at the grant; at least
+   * `minSlotTtlMs`. An extension that fails otherwise (the network, the
+   * store) is tried again at the next half.
+   *
+   * If an extension finds the lease gone, the `signal` given to `fn` aborts
+   * with a SlotLostError (pass it on to the work's own calls), and `slot`
+   * rejects with that SlotLostError however `fn` then ends (an abort makes
+   * most calls throw an AbortError, which would hide why). The caller's
+   * `signal`, if any, aborts `fn`'s too.
+   */
+  async slot<T>(args: WaitArgs, fn: (lease: Lease, signal: AbortSignal) => Promise<T> | T): Promise<T> {
+    const lease = args.waitMs === undefined ? await this.acquire(args) : await this.wait(args);
+    const work = new AbortController();
+    const stop = new AbortController();
+    const onCallerAbort = () => work.abort(args.signal?.reason);
+    args.signal?.addEventListener("abort", onCallerAbort, { once: true });
+    let lost: SlotLostError | undefined;
+    let ttl = 0;
+    if (!lease.degraded && lease.expiresAtMs !== undefined) {
+      ttl = Math.max(args.leaseTtlMs ?? lease.expiresAtMs - Date.now(), minSlotTtlMs);
+    }
+    const keeper = (async () => {
+      while (ttl > 0) {
+        try {
+          await sleep(ttl / 2, stop.signal);
+        } catch {
+          return; // the work is over
+        }
+        try {
+          await lease.extend(ttl, { signal: stop.signal });
+        } catch (err) {
+          if (stop.signal.aborted) return;
+          if (err instanceof LeaseClosedError) {
+            if (lease.state === "committed" || lease.state === "rolled_back") return; // fn ended it
+            lost = new SlotLostError(`lease ${lease.id}: slot lost while its work ran: ${(err as Error).message}`, {
+              status: err.status,
+              code: err.code,
+              reason: err.reason,
+              op: err.op,
+              cause: err,
+            });
+            work.abort(lost);
+            return;
+          }
+          // Tried again at the next half.
+        }
+      }
+    })();
+    const halt = async () => {
+      stop.abort();
+      await keeper;
+      args.signal?.removeEventListener("abort", onCallerAbort);
+    };
+    let result: T;
+    try {
+      result = await fn(lease, work.signal);
+    } catch (err) {
+      await halt();
+      if (lease.open) {
+        await lease.rollback().catch(() => undefined);
+      }
+      throw lost ?? err;
+    }
+    await halt();
+    if (lost !== undefined) {
+      throw lost;
     }
     if (lease.open) {
       try {

@@ -287,6 +287,17 @@ export class LeaseEndedError extends LeaseClosedError {
   }
 }
 
+/**
+ * A slot's lease was found gone while its work ran (`Client.slot`): an
+ * extension was answered that the lease has ended or that the server no
+ * longer has it (a reconciler took it at its expiry, another handle ended
+ * it), as Go's ErrSlotLost. The slot is no longer held. `cause` is the
+ * extension's error; the work's `AbortSignal` aborts with this error.
+ */
+export class SlotLostError extends LeaseClosedError {
+  override name = "SlotLostError";
+}
+
 /** `409 conflict`; `reason` says which. */
 export class ConflictError extends TollgateError {
   override name = "ConflictError";
