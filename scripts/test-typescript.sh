@@ -54,9 +54,9 @@ fi
 
 rm -rf dist "$root/.cache/typescript-dist"
 mkdir -p "$root/.cache/typescript-dist"
-tarball=$(npm pack --silent --pack-destination "$root/.cache/typescript-dist" | tail -1)
-tarball="$root/.cache/typescript-dist/$tarball"
-[ -f "$tarball" ] || { echo "test-typescript: npm pack wrote no tarball" >&2; exit 1; }
+npm pack --loglevel=error --pack-destination "$root/.cache/typescript-dist" >&2
+tarball=$(echo "$root"/.cache/typescript-dist/tollgate-rl-client-*.tgz)
+[ -f "$tarball" ] || { echo "test-typescript: npm pack wrote no tollgate-rl-client-*.tgz" >&2; exit 1; }
 node_modules/.bin/tsc -p tsconfig.test.json
 
 export TOLLGATE_BIN="$root/.cache/bin/tollgate"
