@@ -20,8 +20,9 @@ demo:
 ## test drives Debian's chromium, installed with apt-get on first use where
 ## that works, else skipped unless CI is set), the Redis backend's again
 ## against Valkey (scripts/redis.sh install-valkey), then the Python and
-## TypeScript clients' tests against a real tollgate serve (skipped without
-## python3 / node and npm, unless CI is set).
+## TypeScript clients' tests against a real tollgate serve, their wheel and
+## npm tarball built, installed offline and running the README examples
+## (skipped without python3 / node and npm, unless CI is set).
 test: deps
 	$(GO) vet ./...
 	scripts/install-chromium.sh >/dev/null

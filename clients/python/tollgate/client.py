@@ -11,6 +11,7 @@ from datetime import datetime
 from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, TypeVar, Union
 
 from . import errors as E
+from ._version import __version__
 from ._http import Answer, Query, Transport, seg
 from ._util import Duration, consume_body, limits_list, namespace, new_idempotency_key, penalty_body, seconds, ttl_ms, unix_ms_ceil, unix_ms_floor
 from ._util import idempotency_key as _idempotency_key
@@ -62,7 +63,7 @@ DEFAULT_TIMEOUT = 10.0
 #: How long purge_namespace waits by default: the server gives a purge up to
 #: 10 minutes.
 PURGE_TIMEOUT = 660.0
-DEFAULT_USER_AGENT = "tollgate-python-client/1"
+DEFAULT_USER_AGENT = "tollgate-python-client/" + __version__
 
 #: The roles of an API key, for create_key.
 _ROLES = ("acquire", "read", "admin")

@@ -2,6 +2,7 @@
 // API (docs/http-api.md), with the operations and errors of the Go client
 // (package client).
 
+import { version } from "./version.js";
 import { BadResponseError, clampMs, LeaseClosedError, LeaseNotFoundError, RateLimitExceeded, ReservationNotFoundError, SlotLostError, ValidationError, type WireLimitStatus, toStatus } from "./errors.js";
 import { type ApiAnswer, type ApiRequest, type Transport, principalHeader, principalValue, seg, send } from "./http.js";
 import { Lease, type LeaseHost, type WireAcquire, type WireLease, penaltyBody, toLeaseInfo } from "./lease.js";
@@ -50,7 +51,7 @@ export const defaultTimeoutMs = 10_000;
 /** How long `purgeNamespace` waits by default: the server gives a purge up to 10 minutes. */
 export const purgeTimeoutMs = 10 * 60_000;
 /** Sent as User-Agent unless `userAgent` says otherwise (browsers ignore it). */
-export const defaultUserAgent = "tollgate-ts-client/0.1";
+export const defaultUserAgent = `tollgate-ts-client/${version}`;
 
 /** The shortest TTL `slot` extends a lease by (the server's least lease TTL), as the Go client's. */
 export const minSlotTtlMs = 1_000;

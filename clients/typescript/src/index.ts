@@ -13,6 +13,7 @@ export {
   replayedHeader,
 } from "./client.js";
 export type { ClientOptions } from "./client.js";
+export { version } from "./version.js";
 export { Lease } from "./lease.js";
 export type { LeaseState } from "./lease.js";
 export {
