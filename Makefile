@@ -54,10 +54,11 @@ redis:
 ## bench: benchmarks, $(BENCHCOUNT) runs each, with medians and ratios
 ## against golang.org/x/time/rate measured in the same run (one package at a
 ## time: -p 1, so that the bucket benchmarks do not share the cores with the
-## limiter's).
+## limiter's), of wall time and of the process's CPU time per operation.
 bench: deps
 	$(GO) test -p 1 -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) -count $(BENCHCOUNT) \
 		./bucket/ . | tee bench.out | $(GO) run ./internal/benchratio
+	$(GO) run ./internal/benchratio -metric cpu-ns/op < bench.out
 
 ## bench-dynamodb: the DynamoDB backend through the limiter (Acquire +
 ## Commit) against a fresh DynamoDB Local, each case in alternation with a
@@ -72,6 +73,8 @@ bench-dynamodb: deps
 	$(GO) run ./internal/benchratio -metric p50-us < bench-dynamodb.out
 	$(GO) run ./internal/benchratio -metric acquires/s < bench-dynamodb.out
 	$(GO) run ./internal/benchratio -metric base-writes/s < bench-dynamodb.out
+	$(GO) run ./internal/benchratio -metric cpu-us < bench-dynamodb.out
+	$(GO) run ./internal/benchratio -metric cpu-x < bench-dynamodb.out
 
 ## bench-redis: the Redis backend through the limiter (Acquire + Commit)
 ## against a fresh redis-server, each case in alternation with a raw
@@ -86,6 +89,8 @@ bench-redis: deps
 	$(GO) run ./internal/benchratio -metric p50-us < bench-redis.out
 	$(GO) run ./internal/benchratio -metric acquires/s < bench-redis.out
 	$(GO) run ./internal/benchratio -metric x-raw < bench-redis.out
+	$(GO) run ./internal/benchratio -metric cpu-us < bench-redis.out
+	$(GO) run ./internal/benchratio -metric cpu-x < bench-redis.out
 
 ## bench-envoy-redis: Tollgate's Envoy rate-limit service (tollgate serve
 ## --grpc-addr) on Redis against envoyproxy/ratelimit on the same

@@ -12,6 +12,7 @@ import (
 
 	"github.com/tollgate-rl/tollgate"
 	"github.com/tollgate-rl/tollgate/calendar"
+	"github.com/tollgate-rl/tollgate/internal/cputime"
 	"github.com/tollgate-rl/tollgate/store/memory"
 )
 
@@ -180,9 +181,11 @@ func BenchmarkRefusalFlood(b *testing.B) {
 }
 
 // run calls op b.N times, serially or from GOMAXPROCS goroutines, passing a
-// per-call index.
+// per-call index, and reports the process's CPU time per call (cpu-ns/op)
+// beside the wall time.
 func run(b *testing.B, mode string, op func(i int)) {
 	b.ReportAllocs()
+	defer cputime.ReportPerOp(b, cputime.Process())
 	if mode == "serial" {
 		i := 0
 		for b.Loop() {

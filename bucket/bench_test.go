@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/tollgate-rl/tollgate/bucket"
+	"github.com/tollgate-rl/tollgate/internal/cputime"
 )
 
 var (
@@ -25,6 +26,7 @@ func BenchmarkRefill(b *testing.B) {
 	for _, bc := range benchCases {
 		b.Run(bc.name, func(b *testing.B) {
 			b.ReportAllocs()
+			defer cputime.ReportPerOp(b, cputime.Process())
 			s := bc.s
 			for b.Loop() {
 				s = bucket.Refill(s, bc.p, 1)
@@ -39,6 +41,7 @@ func BenchmarkRefill(b *testing.B) {
 
 func BenchmarkConsume(b *testing.B) {
 	b.ReportAllocs()
+	defer cputime.ReportPerOp(b, cputime.Process())
 	s := bucket.State{Tokens: maxTok}
 	var ok bool
 	for b.Loop() {
@@ -53,6 +56,7 @@ func BenchmarkRetryAfter(b *testing.B) {
 	for _, bc := range benchCases {
 		b.Run(bc.name, func(b *testing.B) {
 			b.ReportAllocs()
+			defer cputime.ReportPerOp(b, cputime.Process())
 			var w int64
 			for b.Loop() {
 				w += bucket.RetryAfter(bc.s, bc.p, bc.p.Capacity-w&1)

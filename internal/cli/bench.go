@@ -20,6 +20,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/tollgate-rl/tollgate"
+	"github.com/tollgate-rl/tollgate/internal/cputime"
 	"github.com/tollgate-rl/tollgate/server"
 )
 
@@ -33,6 +34,10 @@ type benchResult struct {
 	P50        int64   `json:"p50_ns"`
 	P99        int64   `json:"p99_ns"`
 	DurationMS int64   `json:"duration_ms"`
+	// CPUPerRequest is this process's CPU time (user and system) per
+	// request, in microseconds: over HTTP on the loopback server, the
+	// server's and the load's together (with --server, the load's alone).
+	CPUPerRequest float64 `json:"cpu_us_per_request"`
 }
 
 func newBenchCmd(g *globals) *cobra.Command {
@@ -46,7 +51,9 @@ acquire+commit (one call with commit: true, keep-alive connections) from
 each number of concurrent clients for --duration; then run the same
 acquires in-process on the same store, as the baseline. Each client uses
 its own entity, so the figures measure the path, not contention on one
-bucket. It prints throughput and p50/p99 latencies.`,
+bucket. It prints throughput, p50/p99 latencies and the CPU time this
+process used per request (user and system: over HTTP, the server's and the
+load's together, since both run here; with --server, the load's alone).`,
 		Example: `  tollgate bench --store memory: --clients 1,8,32 --duration 3s
   tollgate bench --store embedded:/tmp/bench.db -o json`,
 		Args: cobra.NoArgs,
@@ -60,10 +67,10 @@ bucket. It prints throughput and p50/p99 latencies.`,
 				return err
 			}
 			return g.printOut(results, func(w *tabwriter.Writer) {
-				row(w, "MODE", "CLIENTS", "REQUESTS", "ERRORS", "PER SECOND", "P50", "P99")
+				row(w, "MODE", "CLIENTS", "REQUESTS", "ERRORS", "PER SECOND", "P50", "P99", "CPU/REQUEST")
 				for _, r := range results {
 					row(w, r.Mode, r.Clients, r.Requests, r.Errors, fmt.Sprintf("%.0f", r.PerSecond),
-						time.Duration(r.P50), time.Duration(r.P99))
+						time.Duration(r.P50), time.Duration(r.P99), fmt.Sprintf("%.1fµs", r.CPUPerRequest))
 				}
 			})
 		},
@@ -131,6 +138,7 @@ func load(mode string, n int, d time.Duration, op func(i int) error) benchResult
 	var requests, errs atomic.Int64
 	lat := make([][]time.Duration, n)
 	var wg sync.WaitGroup
+	cpu := cputime.Process()
 	start := time.Now()
 	stop := start.Add(d)
 	for i := range n {
@@ -147,13 +155,16 @@ func load(mode string, n int, d time.Duration, op func(i int) error) benchResult
 		})
 	}
 	wg.Wait()
-	elapsed := time.Since(start)
+	elapsed, cpu := time.Since(start), cputime.Process()-cpu
 	all := slices.Concat(lat...)
 	slices.Sort(all)
 	r := benchResult{Mode: mode, Clients: n, Requests: requests.Load(), Errors: errs.Load(),
 		PerSecond: float64(requests.Load()) / elapsed.Seconds(), DurationMS: elapsed.Milliseconds()}
 	if len(all) > 0 {
 		r.P50, r.P99 = int64(all[len(all)/2]), int64(all[len(all)*99/100])
+	}
+	if n := requests.Load() + errs.Load(); n > 0 {
+		r.CPUPerRequest = float64(cpu.Nanoseconds()) / 1000 / float64(n)
 	}
 	return r
 }

@@ -93,6 +93,10 @@ func TestRunBench(t *testing.T) {
 		if r.Requests == 0 || r.Errors != 0 || r.P50 <= 0 || r.P99 < r.P50 {
 			t.Errorf("%+v", r)
 		}
+		// Every request costs some CPU, and none a whole millisecond.
+		if r.CPUPerRequest <= 0 || r.CPUPerRequest > 1000 {
+			t.Errorf("%s with %d clients: %.2f µs of CPU per request", r.Mode, r.Clients, r.CPUPerRequest)
+		}
 	}
 	if strings.Join(got, ",") != "http,in-process,http,in-process" {
 		t.Errorf("modes %v", got)

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tollgate-rl/tollgate/internal/cputime"
 	"github.com/tollgate-rl/tollgate/model"
 )
 
@@ -19,13 +20,22 @@ import (
 // (base-p50-us) and the ratio of the medians (x-paired). A store's speed
 // drifts during a run (a JVM, the machine's other load), so a baseline
 // measured seconds apart from its case is not a fair one: measured in
-// alternation, both see the same moments. ns/op counts both.
+// alternation, both see the same moments. ns/op counts both. It also
+// reports the process's CPU time per call of each (cpu-us, base-cpu-us,
+// read around each call: Linux accounts CPU time to the nanosecond) and
+// their ratio (cpu-x): the client's cost, which the store's processes
+// (children, not counted) do not share.
 func Paired(b *testing.B, base, op func()) {
 	bd := make([]time.Duration, 0, 1024)
 	d := make([]time.Duration, 0, 1024)
+	var baseCPU, opCPU time.Duration
 	for b.Loop() {
+		c0 := cputime.Process()
 		bd = append(bd, Timed(base))
+		c1 := cputime.Process()
 		d = append(d, Timed(op))
+		c2 := cputime.Process()
+		baseCPU, opCPU = baseCPU+c1-c0, opCPU+c2-c1
 	}
 	p50, p99 := Percentiles(d)
 	base50, _ := Percentiles(bd)
@@ -33,6 +43,12 @@ func Paired(b *testing.B, base, op func()) {
 	b.ReportMetric(p99, "p99-us")
 	b.ReportMetric(base50, "base-p50-us")
 	b.ReportMetric(p50/base50, "x-paired")
+	n := float64(b.N)
+	b.ReportMetric(float64(opCPU.Microseconds())/n, "cpu-us")
+	b.ReportMetric(float64(baseCPU.Microseconds())/n, "base-cpu-us")
+	if baseCPU > 0 {
+		b.ReportMetric(float64(opCPU)/float64(baseCPU), "cpu-x")
+	}
 }
 
 // Timed returns how long op took.

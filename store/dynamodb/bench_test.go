@@ -18,6 +18,7 @@ import (
 	"github.com/tollgate-rl/tollgate"
 	"github.com/tollgate-rl/tollgate/bucket"
 	"github.com/tollgate-rl/tollgate/clock"
+	"github.com/tollgate-rl/tollgate/internal/cputime"
 	"github.com/tollgate-rl/tollgate/internal/measure"
 	"github.com/tollgate-rl/tollgate/limitertest"
 	"github.com/tollgate-rl/tollgate/store"
@@ -489,23 +490,33 @@ func (env *benchEnv) reportCalls(b *testing.B) {
 // b.N calls of each, in 8 rounds of base then op, so that both see the same
 // moments of DynamoDB Local's drift. It reports op's rate (acquires/s),
 // base's (base-writes/s) and base's rate over op's (x-paired: like the
-// latency ratios, how many base calls' time one op call costs).
+// latency ratios, how many base calls' time one op call costs), and the
+// process's CPU time per call of each (cpu-us, base-cpu-us) and their
+// ratio (cpu-x): the client's, DynamoDB Local being another process.
 func pairedThroughput(b *testing.B, g int, base, op func(w int)) {
 	const rounds = 8
-	var baseTime, opTime time.Duration
+	var baseTime, opTime, baseCPU, opCPU time.Duration
 	for r := range rounds {
 		n := b.N / rounds
 		if r == rounds-1 {
 			n = b.N - n*(rounds-1)
 		}
+		c0 := cputime.Process()
 		baseTime += concurrently(g, n, base)
+		c1 := cputime.Process()
 		opTime += concurrently(g, n, op)
+		baseCPU, opCPU = baseCPU+c1-c0, opCPU+cputime.Process()-c1
 	}
 	opRate := float64(b.N) / opTime.Seconds()
 	baseRate := float64(b.N) / baseTime.Seconds()
 	b.ReportMetric(opRate, "acquires/s")
 	b.ReportMetric(baseRate, "base-writes/s")
 	b.ReportMetric(baseRate/opRate, "x-paired")
+	b.ReportMetric(float64(opCPU.Microseconds())/float64(b.N), "cpu-us")
+	b.ReportMetric(float64(baseCPU.Microseconds())/float64(b.N), "base-cpu-us")
+	if baseCPU > 0 {
+		b.ReportMetric(float64(opCPU)/float64(baseCPU), "cpu-x")
+	}
 }
 
 // concurrently makes n calls of f from g goroutines (f(w) for goroutine w)
