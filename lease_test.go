@@ -164,12 +164,12 @@ func TestLeaseCascadeConsumedAndAdjust(t *testing.T) {
 	mustCreate(t, adm, tollgate.Entity{ID: "org"})
 	mustCreate(t, adm, tollgate.Entity{ID: "key", ParentID: "org", Cascade: true})
 	le := mustAcquire(t, lim, "key", "llm", tollgate.Consume{"rpm": 1, "tpm": 100}, llmLimits)
-	if got := le.Consumed(); got["rpm"] != 2 || got["tpm"] != 200 {
-		t.Errorf("cascade Consumed = %v, want rpm 2, tpm 200", got)
+	if got := le.Consumed(); got["rpm"] != 1 || got["tpm"] != 100 {
+		t.Errorf("cascade Consumed = %v, want rpm 1, tpm 100 (what was asked, once)", got)
 	}
 	_ = le.Adjust(ctx, tollgate.Consume{"tpm": 50})
-	if got := le.Consumed()["tpm"]; got != 300 {
-		t.Errorf("cascade Consumed tpm after +50 = %d, want 300", got)
+	if got := le.Consumed()["tpm"]; got != 150 {
+		t.Errorf("cascade Consumed tpm after +50 = %d, want 150", got)
 	}
 	if err := le.Commit(ctx); err != nil {
 		t.Fatal(err)

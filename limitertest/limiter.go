@@ -159,7 +159,7 @@ func testLimiterCapacityThenRefill(t *testing.T, e *env) {
 	}
 	p := ex.Primary()
 	want := model.Status{Entity: "key-1", Resource: "api", Limit: "rpm", Kind: model.Rate, Capacity: 100,
-		Available: 0, Requested: 1, Exceeded: true, RetryAfter: 600 * time.Millisecond, RetryAfterMS: 600, Source: model.SourceCall}
+		Available: 0, Requested: 1, Exceeded: true, RetryAfter: 600 * time.Millisecond, RetryAfterMS: 600, Source: model.SourceCall, Window: time.Minute}
 	if p != want {
 		t.Errorf("Primary = %+v, want %+v", p, want)
 	}

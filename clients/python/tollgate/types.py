@@ -193,8 +193,9 @@ def statuses(d: Dict[str, Any], key: str = "limits") -> List[LimitStatus]:
 
 @dataclass(frozen=True)
 class Grant:
-    """The outcome of acquire_and_commit: what was consumed (summed over the
-    cascade) and every limit just after.
+    """The outcome of acquire_and_commit: what was consumed (what was asked,
+    once per limit; each cascade level's debit is in ``statuses``) and every
+    limit just after.
 
     ``replayed`` is True when the answer was the grant of an earlier call
     with the same idempotency key (a retry after a lost answer), given
@@ -243,7 +244,7 @@ class LeaseInfo:
     holder: str = ""  # the process that acquired it (host/pid)
     created_at: Optional[datetime] = None
     expires_at: Optional[datetime] = None  # None: never
-    consumed: Dict[str, int] = field(default_factory=dict)  # summed over the cascade, pending adjustments included
+    consumed: Dict[str, int] = field(default_factory=dict)  # what was asked, once per limit, pending adjustments included
 
     @classmethod
     def from_json(cls, v: Any) -> "LeaseInfo":

@@ -137,7 +137,7 @@ export interface WaitArgs extends AcquireArgs {
 
 /** The outcome of `acquireAndCommit`. */
 export interface Grant {
-  /** Tokens consumed per limit, summed over every bucket of the cascade. */
+  /** Tokens consumed per limit: what was asked, once however many cascade levels it debited (each level's debit is in `limits`). */
   consumed: Consume;
   /** Every limit checked, with balances just after the debit. */
   statuses: LimitStatus[];
@@ -173,7 +173,7 @@ export interface OpenLease {
   createdAtMs?: number;
   /** When a reconciler ends it unless extended; absent: never. */
   expiresAtMs?: number;
-  /** What it holds, summed over its cascade, pending adjustments included. */
+  /** What it holds per limit (what was asked, once however many cascade levels it debited), pending adjustments included. */
   consumed: Consume;
 }
 
