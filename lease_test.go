@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/tollgate-rl/tollgate"
 	"github.com/tollgate-rl/tollgate/model"
@@ -140,9 +141,9 @@ func TestLeaseStatusesAfterGrant(t *testing.T) {
 	mustAcquire(t, lim, "k", "llm", tollgate.Consume{"tpm": 1_000}, llmLimits).Commit(context.Background())
 	le := mustAcquire(t, lim, "k", "llm", tollgate.Consume{"rpm": 1, "tpm": 2_500}, llmLimits)
 	want := []tollgate.Status{
-		{Entity: "k", Resource: "llm", Limit: "rpm", Kind: tollgate.Rate, Capacity: 100, Available: 99, Requested: 1, Source: tollgate.SourceCall},
-		{Entity: "k", Resource: "llm", Limit: "tpm", Kind: tollgate.Rate, Capacity: 10_000, Available: 6_500, Requested: 2_500, Source: tollgate.SourceCall},
-		{Entity: "k", Resource: "llm", Limit: "tph", Kind: tollgate.Rate, Capacity: 100_000, Available: 100_000, Source: tollgate.SourceCall},
+		{Entity: "k", Resource: "llm", Limit: "rpm", Kind: tollgate.Rate, Capacity: 100, Available: 99, Requested: 1, Source: tollgate.SourceCall, Window: time.Minute},
+		{Entity: "k", Resource: "llm", Limit: "tpm", Kind: tollgate.Rate, Capacity: 10_000, Available: 6_500, Requested: 2_500, Source: tollgate.SourceCall, Window: time.Minute},
+		{Entity: "k", Resource: "llm", Limit: "tph", Kind: tollgate.Rate, Capacity: 100_000, Available: 100_000, Source: tollgate.SourceCall, Window: time.Hour},
 	}
 	got := le.Statuses()
 	if len(got) != len(want) {

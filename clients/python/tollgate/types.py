@@ -144,6 +144,11 @@ class LimitStatus:
     #: For a calendar quota (``tok:1000000/month@UTC``): when its current
     #: window ends and it refills, in Unix milliseconds; 0 for other limits.
     resets_at_ms: int = 0
+    #: The span ``capacity`` is granted over, in milliseconds: for a rate
+    #: limit the time its refill takes to fill it from empty (60000 for
+    #: ``rpm:100/min``), for a calendar quota its current window's length;
+    #: 0 for concurrency and reserved limits.
+    window_ms: int = 0
 
     @property
     def denies(self) -> bool:
@@ -184,6 +189,7 @@ class LimitStatus:
             shadow=_bool(d, "shadow"),
             source=_str(d, "source"),
             resets_at_ms=max(0, _int(d, "resets_at_ms")),
+            window_ms=max(0, _int(d, "window_ms")),
         )
 
 

@@ -55,6 +55,13 @@ export interface LimitStatus {
    * `retryAfterMs` is the time to the boundary that brings enough.
    */
   resetsAtMs?: number;
+  /**
+   * The span `capacity` is granted over, in milliseconds: for a rate limit
+   * the time its refill takes to fill it from empty (60000 for
+   * `rpm:100/min`), for a calendar quota its current window's length.
+   * Absent for concurrency and reserved limits.
+   */
+  windowMs?: number;
 }
 
 /** The level that supplied a limit (LimitStatus.source). */
