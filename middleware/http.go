@@ -114,11 +114,12 @@ func WithGRPCSkip(skip func(ctx context.Context, fullMethod string) bool) Option
 // one budget), where they would otherwise answer 400 (InvalidArgument).
 func WithDefaultEntity(entity string) Option { return func(o *options) { o.entity = entity } }
 
-// WithPolicyName names each limit in the RateLimit header fields: name
-// gets its status and its cascade level (0 for the request's own entity,
-// 1 for its parent, ...). The default is the limit's name at level 0 and
-// NAME.LEVEL above, never the entity: the header goes to the client, and
-// an entity is often a secret (an API key) or an internal id.
+// WithPolicyName names each limit in the RateLimit header fields and in
+// the limits of a 429's body: name gets its status and its cascade level
+// (0 for the request's own entity, 1 for its parent, ...). The default is
+// the limit's name at level 0 and NAME.LEVEL above, never the entity: the
+// answer goes to the client, and an entity is often a secret (an API key)
+// or an internal id.
 func WithPolicyName(name func(s model.Status, level int) string) Option {
 	return func(o *options) { o.policy = name }
 }
