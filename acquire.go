@@ -3,6 +3,8 @@ package tollgate
 import (
 	"context"
 	"errors"
+	"math"
+	"math/bits"
 	"strconv"
 	"time"
 
@@ -404,7 +406,12 @@ func (l *Limiter) status(k store.BucketKey, lr store.LimitRequest, pl planned, g
 		l.setRetry(&s, &lr, now)
 	}
 	if w := lr.Params.Window; !w.IsZero() {
-		s.ResetsAt = time.UnixMilli(w.Start(w.Index(now) + 1))
+		i := w.Index(now)
+		end := w.Start(i + 1)
+		s.ResetsAt = time.UnixMilli(end)
+		s.Window = model.DurationMS(end - w.Start(i))
+	} else if lr.Params.Refills() {
+		s.Window = model.DurationMS(fillMS(lr.Params))
 	}
 	if granted {
 		s.Available = bucket.Available(bucket.ForceConsume(lr.Observed, lr.Amount))
@@ -447,4 +454,23 @@ func (l *Limiter) setRetry(s *model.Status, lr *store.LimitRequest, now int64) {
 // setWait sets s's wait to ms milliseconds, in both of its fields.
 func setWait(s *model.Status, ms int64) {
 	s.RetryAfterMS, s.RetryAfter = ms, model.DurationMS(ms)
+}
+
+// fillMS is how long p's refill takes to fill its capacity from empty,
+// in milliseconds rounded up (p refills: Amount and Period are positive);
+// the 128-bit product keeps the largest capacities exact, and a result
+// past the int64 range saturates.
+func fillMS(p bucket.Params) int64 {
+	hi, lo := bits.Mul64(uint64(p.Capacity), uint64(p.Period))
+	if hi >= uint64(p.Amount) {
+		return math.MaxInt64
+	}
+	q, r := bits.Div64(hi, lo, uint64(p.Amount))
+	if q >= math.MaxInt64 {
+		return math.MaxInt64
+	}
+	if r != 0 {
+		q++
+	}
+	return int64(q)
 }

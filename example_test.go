@@ -125,13 +125,19 @@ func Example_cascade() {
 		case err != nil:
 			fmt.Println(err)
 		default:
-			fmt.Printf("call %d: granted, consumed %v across the chain\n", i, lease.Consumed()["rpm"])
+			levels := 0
+			for _, s := range lease.Statuses() {
+				if s.Limit == "rpm" && s.Requested > 0 {
+					levels++
+				}
+			}
+			fmt.Printf("call %d: granted, consumed %v, debited at %d levels\n", i, lease.Consumed()["rpm"], levels)
 			lease.Commit(ctx)
 		}
 	}
 	// Output:
-	// call 1: granted, consumed 3 across the chain
-	// call 2: granted, consumed 3 across the chain
+	// call 1: granted, consumed 1, debited at 3 levels
+	// call 2: granted, consumed 1, debited at 3 levels
 	// call 3: denied by org-1 (0 of 2 left), retry after 30s
 }
 

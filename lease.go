@@ -350,9 +350,10 @@ func (d *leaseData) checkAdjust(name string, n int64) error {
 }
 
 // Consumed returns what the lease has consumed so far, initial amounts plus
-// adjustments, per limit and summed over every bucket of the cascade (an
-// acquire of 1 request that cascades to a parent consumed 2). Amounts are
-// whole tokens, rounded down. It returns nil once the lease has ended.
+// adjustments, per limit: what the caller asked, once, however many levels
+// of the cascade it debited (an acquire of 1 request that cascades to a
+// parent consumed 1; Statuses show each level's debit, Requested). Amounts
+// are whole tokens, rounded down. It returns nil once the lease has ended.
 func (le *Lease) Consumed() Consume {
 	d, ok := le.open()
 	if !ok {
@@ -363,13 +364,18 @@ func (le *Lease) Consumed() Consume {
 }
 
 // consumed is what d's lease holds, whole tokens per limit, pending
-// adjustments included.
+// adjustments included: the caller's amount, once per limit. Every level
+// of the cascade that names a limit is debited the same amount, so the
+// largest level's is it (the levels differ only where a level does not
+// hold the limit at all).
 func (d *leaseData) consumed() Consume {
 	out := make(Consume)
 	for _, b := range d.req.Buckets {
 		for _, lr := range b.Limits {
 			if p := d.pendingOf(lr.Name); lr.Check || p != 0 {
-				out[lr.Name] = saturatingAdd(out[lr.Name], lr.Amount+p)
+				if n, seen := out[lr.Name]; !seen || lr.Amount+p > n {
+					out[lr.Name] = lr.Amount + p
+				}
 			}
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/tollgate-rl/tollgate"
 	"github.com/tollgate-rl/tollgate/model"
@@ -140,9 +141,9 @@ func TestLeaseStatusesAfterGrant(t *testing.T) {
 	mustAcquire(t, lim, "k", "llm", tollgate.Consume{"tpm": 1_000}, llmLimits).Commit(context.Background())
 	le := mustAcquire(t, lim, "k", "llm", tollgate.Consume{"rpm": 1, "tpm": 2_500}, llmLimits)
 	want := []tollgate.Status{
-		{Entity: "k", Resource: "llm", Limit: "rpm", Kind: tollgate.Rate, Capacity: 100, Available: 99, Requested: 1, Source: tollgate.SourceCall},
-		{Entity: "k", Resource: "llm", Limit: "tpm", Kind: tollgate.Rate, Capacity: 10_000, Available: 6_500, Requested: 2_500, Source: tollgate.SourceCall},
-		{Entity: "k", Resource: "llm", Limit: "tph", Kind: tollgate.Rate, Capacity: 100_000, Available: 100_000, Source: tollgate.SourceCall},
+		{Entity: "k", Resource: "llm", Limit: "rpm", Kind: tollgate.Rate, Capacity: 100, Available: 99, Requested: 1, Source: tollgate.SourceCall, Window: time.Minute},
+		{Entity: "k", Resource: "llm", Limit: "tpm", Kind: tollgate.Rate, Capacity: 10_000, Available: 6_500, Requested: 2_500, Source: tollgate.SourceCall, Window: time.Minute},
+		{Entity: "k", Resource: "llm", Limit: "tph", Kind: tollgate.Rate, Capacity: 100_000, Available: 100_000, Source: tollgate.SourceCall, Window: time.Hour},
 	}
 	got := le.Statuses()
 	if len(got) != len(want) {
@@ -164,12 +165,12 @@ func TestLeaseCascadeConsumedAndAdjust(t *testing.T) {
 	mustCreate(t, adm, tollgate.Entity{ID: "org"})
 	mustCreate(t, adm, tollgate.Entity{ID: "key", ParentID: "org", Cascade: true})
 	le := mustAcquire(t, lim, "key", "llm", tollgate.Consume{"rpm": 1, "tpm": 100}, llmLimits)
-	if got := le.Consumed(); got["rpm"] != 2 || got["tpm"] != 200 {
-		t.Errorf("cascade Consumed = %v, want rpm 2, tpm 200", got)
+	if got := le.Consumed(); got["rpm"] != 1 || got["tpm"] != 100 {
+		t.Errorf("cascade Consumed = %v, want rpm 1, tpm 100 (what was asked, once)", got)
 	}
 	_ = le.Adjust(ctx, tollgate.Consume{"tpm": 50})
-	if got := le.Consumed()["tpm"]; got != 300 {
-		t.Errorf("cascade Consumed tpm after +50 = %d, want 300", got)
+	if got := le.Consumed()["tpm"]; got != 150 {
+		t.Errorf("cascade Consumed tpm after +50 = %d, want 150", got)
 	}
 	if err := le.Commit(ctx); err != nil {
 		t.Fatal(err)

@@ -113,6 +113,10 @@ type LimitStatus struct {
 	// ResetsAtMS is, for a calendar quota, when its current window ends
 	// and it refills (Unix ms); absent for other limits.
 	ResetsAtMS int64 `json:"resets_at_ms,omitempty"`
+	// WindowMS is the span capacity is granted over (model.Status.Window):
+	// a rate limit's refill from empty to full, a calendar quota's current
+	// window; absent for concurrency and reserved limits.
+	WindowMS int64 `json:"window_ms,omitempty"`
 }
 
 // AdjustRequest is the body of POST /v1/leases/{id}/adjust.
@@ -309,7 +313,7 @@ func FromStatus(s model.Status) LimitStatus {
 		Entity: s.Entity, Resource: s.Resource, Limit: s.Limit, Kind: s.Kind.String(),
 		Capacity: s.Capacity, Available: s.Available, Requested: s.Requested,
 		Exceeded: s.Exceeded, Shadow: s.Shadow, Source: s.Source, RetryAfterMS: max(s.RetryAfterMS, CeilMS(s.RetryAfter)), Waits: s.Waits,
-		ResetsAtMS: unixMS(s.ResetsAt),
+		ResetsAtMS: unixMS(s.ResetsAt), WindowMS: CeilMS(s.Window),
 	}
 }
 
@@ -345,7 +349,7 @@ func ToStatus(s LimitStatus) model.Status {
 		Entity: s.Entity, Resource: s.Resource, Limit: s.Limit, Kind: kind,
 		Capacity: s.Capacity, Available: s.Available, Requested: s.Requested,
 		Exceeded: s.Exceeded, Shadow: s.Shadow, Source: s.Source, RetryAfter: model.DurationMS(s.RetryAfterMS), RetryAfterMS: max(s.RetryAfterMS, 0),
-		Waits: s.Waits, ResetsAt: timeMS(s.ResetsAtMS),
+		Waits: s.Waits, ResetsAt: timeMS(s.ResetsAtMS), Window: model.DurationMS(s.WindowMS),
 	}
 }
 

@@ -195,7 +195,7 @@ func TestRateLimitedThenRefilled(t *testing.T) {
 		t.Errorf("RetryAfter = %v, want 30s", ex.RetryAfter)
 	}
 	want := []tollgate.Status{{Entity: "key-1", Resource: "gpt", Limit: "rpm", Kind: tollgate.Rate,
-		Capacity: 2, Available: 0, Requested: 1, Exceeded: true, RetryAfter: 30 * time.Second, RetryAfterMS: 30_000, Source: tollgate.SourceCall}}
+		Capacity: 2, Available: 0, Requested: 1, Exceeded: true, RetryAfter: 30 * time.Second, RetryAfterMS: 30_000, Source: tollgate.SourceCall, Window: time.Minute}}
 	if !reflect.DeepEqual(ex.Statuses, want) {
 		t.Errorf("Statuses:\n got %+v\nwant %+v", ex.Statuses, want)
 	}

@@ -84,16 +84,24 @@ func testCascadeDebitsChain(t *testing.T, e *env) {
 	if want := map[string]int64{"key": 100, "proj": 50, "org": 10}; !maps.Equal(caps, want) {
 		t.Errorf("rpm capacities along the chain = %v, want %v (each entity's own limits)", caps, want)
 	}
-	if got := le.Consumed(); !maps.Equal(got, tollgate.Consume{"rpm": 3, "tpm": 200}) {
-		t.Errorf("Consumed = %v, want rpm 3 (3 levels) tpm 200 (2 levels)", got)
+	// Consumed is what the caller asked; each level's debit is in its status.
+	if got := le.Consumed(); !maps.Equal(got, tollgate.Consume{"rpm": 1, "tpm": 100}) {
+		t.Errorf("Consumed = %v, want rpm 1 tpm 100 (what was asked, not the 3 levels' sum)", got)
+	}
+	debits := map[string]int64{}
+	for _, s := range le.Statuses() {
+		debits[s.Entity+"/"+s.Limit] = s.Requested
+	}
+	if want := map[string]int64{"key/rpm": 1, "proj/rpm": 1, "org/rpm": 1, "key/tpm": 100, "proj/tpm": 100}; !maps.Equal(debits, want) {
+		t.Errorf("each level's debit in the statuses = %v, want %v", debits, want)
 	}
 	// Written on enter, at every level.
 	e.wantChain(lim, "key", map[string][2]int64{"key": {99, 9_900}, "proj": {49, 4_900}, "org": {9, -1}})
 	if err := le.Adjust(e.ctx, tollgate.Consume{"tpm": 50}); err != nil {
 		t.Fatal(err)
 	}
-	if got := le.Consumed(); !maps.Equal(got, tollgate.Consume{"rpm": 3, "tpm": 300}) {
-		t.Errorf("Consumed after Adjust = %v, want rpm 3 tpm 300", got)
+	if got := le.Consumed(); !maps.Equal(got, tollgate.Consume{"rpm": 1, "tpm": 150}) {
+		t.Errorf("Consumed after Adjust = %v, want rpm 1 tpm 150", got)
 	}
 	e.commit(le)
 	e.wantChain(lim, "key", map[string][2]int64{"key": {99, 9_850}, "proj": {49, 4_850}, "org": {9, -1}})

@@ -3,7 +3,6 @@ package middleware
 import (
 	"context"
 	"errors"
-	"log/slog"
 	"strings"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -18,7 +17,8 @@ import (
 
 // GRPCKeyFunc returns what a call to fullMethod charges (its metadata is in
 // ctx: metadata.FromIncomingContext). An error fails the call with
-// InvalidArgument, and the handler does not run; so does a zero Entity.
+// InvalidArgument, and the handler does not run; so does a zero Entity
+// unless WithDefaultEntity names one.
 type GRPCKeyFunc func(ctx context.Context, fullMethod string) (Key, error)
 
 // UnaryServerInterceptor runs each unary call holding a lease of a,
@@ -26,11 +26,16 @@ type GRPCKeyFunc func(ctx context.Context, fullMethod string) (Key, error)
 // it panics or fails with a server-side code (Internal, Unknown,
 // Unavailable, DataLoss, Unimplemented, DeadlineExceeded). A denied call
 // fails with ResourceExhausted and a RetryInfo detail. The RateLimit header
-// fields go out as response header metadata (ratelimit-policy, ratelimit).
+// fields go out as response header metadata (ratelimit-policy, ratelimit),
+// on a denial too. WithGRPCSkip runs calls without limits, and
+// WithGRPCDenyHandler fails denied calls otherwise.
 func UnaryServerInterceptor[L model.Held](a model.Acquirer[L], key GRPCKeyFunc, opts ...Option) grpc.UnaryServerInterceptor {
 	o := newOptions(opts)
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-		le, err := acquireCall(ctx, a, key, info.FullMethod, o.log)
+		if o.grpcSkip != nil && o.grpcSkip(ctx, info.FullMethod) {
+			return handler(ctx, req)
+		}
+		le, err := acquireCall(ctx, a, key, info.FullMethod, &o)
 		if err != nil {
 			return nil, err
 		}
@@ -49,7 +54,10 @@ func UnaryServerInterceptor[L model.Held](a model.Acquirer[L], key GRPCKeyFunc, 
 func StreamServerInterceptor[L model.Held](a model.Acquirer[L], key GRPCKeyFunc, opts ...Option) grpc.StreamServerInterceptor {
 	o := newOptions(opts)
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-		le, err := acquireCall(ss.Context(), a, key, info.FullMethod, o.log)
+		if o.grpcSkip != nil && o.grpcSkip(ss.Context(), info.FullMethod) {
+			return handler(srv, ss)
+		}
+		le, err := acquireCall(ss.Context(), a, key, info.FullMethod, &o)
 		if err != nil {
 			return err
 		}
@@ -64,28 +72,30 @@ func StreamServerInterceptor[L model.Held](a model.Acquirer[L], key GRPCKeyFunc,
 
 // acquireCall acquires for a call, setting its RateLimit metadata, or
 // returns the call's status error.
-func acquireCall[L model.Held](ctx context.Context, a model.Acquirer[L], key GRPCKeyFunc, method string, log *slog.Logger) (L, error) {
+func acquireCall[L model.Held](ctx context.Context, a model.Acquirer[L], key GRPCKeyFunc, method string, o *options) (L, error) {
 	var zero L
 	k, err := key(ctx, method)
-	if err == nil && k.Entity == "" {
-		err = errors.New("the call names no entity")
-	}
+	k, err = o.key(k, err, "the call")
 	if err != nil {
 		return zero, status.Error(codes.InvalidArgument, err.Error())
 	}
 	le, err := a.Acquire(ctx, k.Entity, k.Resource, k.Consume, k.Options...)
 	if err != nil {
-		return zero, refusal(err, log)
+		return zero, o.refusal(ctx, method, k.Entity, err)
 	}
-	_ = grpc.SetHeader(ctx, rateLimitMD(le.Statuses()))
+	_ = grpc.SetHeader(ctx, o.rateLimitMD(k.Entity, le.Statuses()))
 	return le, nil
 }
 
 // refusal is the status of a call that was not granted.
-func refusal(err error, log *slog.Logger) error {
+func (o *options) refusal(ctx context.Context, method, entity string, err error) error {
 	var ex *model.RateLimitExceeded
 	switch {
 	case errors.As(err, &ex):
+		_ = grpc.SetHeader(ctx, o.rateLimitMD(entity, ex.Statuses))
+		if o.grpcDeny != nil {
+			return o.grpcDeny(ctx, method, ex)
+		}
 		st := status.New(codes.ResourceExhausted, ex.Error())
 		if d, derr := st.WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(ex.RetryAfter)}); derr == nil {
 			st = d
@@ -94,10 +104,10 @@ func refusal(err error, log *slog.Logger) error {
 	case errors.Is(err, model.ErrInvalid):
 		return status.Error(codes.InvalidArgument, err.Error())
 	case errors.Is(err, model.ErrUnavailable):
-		log.Warn("tollgate middleware: the limiter could not decide; refused (fail closed)", "err", err)
+		o.log.Warn("tollgate middleware: the limiter could not decide; refused (fail closed)", "err", err)
 		return status.Error(codes.Unavailable, "rate limiter unavailable")
 	}
-	log.Error("tollgate middleware: acquire", "err", err)
+	o.log.Error("tollgate middleware: acquire", "err", err)
 	return status.Error(codes.Internal, "rate limiter error")
 }
 
@@ -115,10 +125,10 @@ func serverSide(err error) bool {
 }
 
 // rateLimitMD is the RateLimit header fields as gRPC metadata.
-func rateLimitMD(sts []model.Status) metadata.MD {
+func (o *options) rateLimitMD(entity string, sts []model.Status) metadata.MD {
 	h := make(map[string][]string)
 	hdr := headerMap(h)
-	setRateLimitHeaders(hdr, sts)
+	o.setRateLimitHeaders(hdr, entity, sts)
 	md := metadata.MD{}
 	for k, v := range h {
 		md[strings.ToLower(k)] = v

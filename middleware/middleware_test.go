@@ -2,11 +2,11 @@ package middleware_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"strings"
 	"testing"
 	"time"
 
@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/tollgate-rl/tollgate"
+	"github.com/tollgate-rl/tollgate/api"
 	"github.com/tollgate-rl/tollgate/client"
 	"github.com/tollgate-rl/tollgate/clock"
 	"github.com/tollgate-rl/tollgate/middleware"
@@ -85,7 +86,7 @@ func httpCases[L tollgate.Held](t *testing.T, a tollgate.Acquirer[L]) {
 	if rec.Code != http.StatusNoContent {
 		t.Fatalf("granted: %d %s", rec.Code, rec.Body)
 	}
-	if p, rl := rec.Header().Get("RateLimit-Policy"), rec.Header().Get("RateLimit"); !strings.Contains(p, `"a/rpm";q=3`) || !strings.Contains(rl, `"a/rpm";r=2`) {
+	if p, rl := rec.Header().Get("RateLimit-Policy"), rec.Header().Get("RateLimit"); p != `"rpm";q=3;w=60, "inflight";q=2` || rl != `"rpm";r=2, "inflight";r=1` {
 		t.Errorf("RateLimit-Policy %q, RateLimit %q", p, rl)
 	}
 	free := func(limit string) int64 {
@@ -131,9 +132,31 @@ func httpCases[L tollgate.Held](t *testing.T, a tollgate.Acquirer[L]) {
 	if rec.Code != http.StatusTooManyRequests || rec.Header().Get("Retry-After") != "20" {
 		t.Errorf("denied: %d, Retry-After %q; want 429 and 20", rec.Code, rec.Header().Get("Retry-After"))
 	}
-	if rec := call(ok, ""); rec.Code != http.StatusBadRequest {
-		t.Errorf("no caller: %d, want 400", rec.Code)
+	// The server's error body: a client parses it as it parses tollgate serve's.
+	er := errorBody(t, rec)
+	if er.Code != api.CodeRateLimited || er.RetryAfterMS != 20_000 || len(er.Limits) != 2 || er.Limits[0].Limit != "rpm" || !er.Limits[0].Exceeded {
+		t.Errorf("429 body %+v, want rate_limited, 20000 ms, the limits", er)
 	}
+	if err := api.AsError(rec.Code, er); !errors.Is(err, tollgate.ErrRateLimited) {
+		t.Errorf("the 429 body read back: %v, want a rate limit error", err)
+	}
+	rec = call(ok, "")
+	if er := errorBody(t, rec); rec.Code != http.StatusBadRequest || er.Code != api.CodeInvalidArgument || er.Message != "the request names no entity" {
+		t.Errorf("no caller: %d %+v, want 400 invalid_argument", rec.Code, er)
+	}
+}
+
+// errorBody reads rec's JSON error body.
+func errorBody(t *testing.T, rec *httptest.ResponseRecorder) api.Error {
+	t.Helper()
+	if ct := rec.Header().Get("Content-Type"); ct != "application/json" {
+		t.Errorf("Content-Type %q, want application/json", ct)
+	}
+	var er api.Error
+	if err := json.Unmarshal(rec.Body.Bytes(), &er); err != nil {
+		t.Fatalf("error body %q: %v", rec.Body, err)
+	}
+	return er
 }
 
 func TestHTTP(t *testing.T) {

@@ -131,6 +131,14 @@ type Status struct {
 	// ResetsAt is, for a calendar quota (Limit.Window), when its current
 	// window ends and it refills; zero for every other limit.
 	ResetsAt time.Time
+	// Window is the span Capacity is granted over: for a rate limit the
+	// time its refill takes to fill it from empty (Capacity /
+	// RefillAmount × RefillPeriod: a minute for PerMinute), for a calendar
+	// quota the length of its current window (a day of 23 hours across a
+	// DST change); zero for concurrency and reserved limits, which time
+	// does not refill. It saturates at MaxWait. The RateLimit-Policy
+	// header field's w parameter is it, in seconds.
+	Window time.Duration
 }
 
 // RateLimitExceeded is returned when an acquire is denied. Nothing was

@@ -443,6 +443,10 @@ func appendLimitStatus(b []byte, s *api.LimitStatus) []byte {
 		b = append(b, `,"resets_at_ms":`...)
 		b = strconv.AppendInt(b, s.ResetsAtMS, 10)
 	}
+	if s.WindowMS != 0 {
+		b = append(b, `,"window_ms":`...)
+		b = strconv.AppendInt(b, s.WindowMS, 10)
+	}
 	return append(b, '}')
 }
 

@@ -14,10 +14,16 @@ import (
 // key, and where it reaches.
 const sessionPath = ui.Prefix + "session"
 
-// dashboardRoutes registers the dashboard's files and its sign-in check.
+// rootPattern is the server's root, which sends a browser to the dashboard.
+const rootPattern = "GET /{$}"
+
+// dashboardRoutes registers the dashboard's files, its sign-in check, and
+// the root's redirect to it (302: where the root leads may change).
 func (s *Server) dashboardRoutes() {
 	s.register("GET "+ui.Prefix, forEveryone)
 	s.mux.Handle("GET "+ui.Prefix, ui.Handler())
+	s.register(rootPattern, forEveryone)
+	s.mux.Handle(rootPattern, http.RedirectHandler(ui.Prefix, http.StatusFound))
 	s.handle("GET "+sessionPath, forAdmin, s.session)
 }
 

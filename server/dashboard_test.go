@@ -30,13 +30,31 @@ func TestDashboardRoutes(t *testing.T) {
 	}
 	noRedirect := *e.ts.Client()
 	noRedirect.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
-	resp, err := noRedirect.Get(e.ts.URL + "/ui")
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode/100 != 3 || resp.Header.Get("Location") != "/ui/" {
-		t.Errorf("GET /ui: %d to %q, want a redirect to /ui/", resp.StatusCode, resp.Header.Get("Location"))
+	// The root and /ui lead a browser to the dashboard, without a key;
+	// other paths and methods are still the API's 404 and 405.
+	for _, c := range []struct {
+		method, path string
+		status       int
+		location     string
+	}{
+		{"GET", "/ui", http.StatusTemporaryRedirect, "/ui/"},
+		{"GET", "/", http.StatusFound, "/ui/"},
+		{"HEAD", "/", http.StatusFound, "/ui/"},
+		{"POST", "/", http.StatusMethodNotAllowed, ""},
+		{"GET", "/nowhere", http.StatusNotFound, ""},
+	} {
+		req, err := http.NewRequest(c.method, e.ts.URL+c.path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := noRedirect.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != c.status || resp.Header.Get("Location") != c.location {
+			t.Errorf("%s %s: %d to %q, want %d to %q", c.method, c.path, resp.StatusCode, resp.Header.Get("Location"), c.status, c.location)
+		}
 	}
 
 	cases := []struct {

@@ -236,10 +236,11 @@ func (s *Server) available(w http.ResponseWriter, r *http.Request, c *call) erro
 	if err := c.checkEntity(r.Context(), q.Get("entity")); err != nil {
 		return err
 	}
-	if err := c.checkOverrides(r.Context(), q["limits"], ""); err != nil {
+	limits := commaList(q["limits"])
+	if err := c.checkOverrides(r.Context(), limits, ""); err != nil {
 		return err
 	}
-	opts, err := s.acquireOptions(nil, q["limits"], "")
+	opts, err := s.acquireOptions(nil, limits, "")
 	if err != nil {
 		return err
 	}
@@ -247,7 +248,7 @@ func (s *Server) available(w http.ResponseWriter, r *http.Request, c *call) erro
 	if err != nil {
 		return err
 	}
-	consume, err := parseConsumeQuery(q["consume"])
+	consume, err := parseConsumeQuery(commaList(q["consume"]))
 	if err != nil {
 		return err
 	}
@@ -282,6 +283,18 @@ const maxConsumeQuery = 16
 // parseConsumeQuery reads consume=LIMIT:AMOUNT parameters (nil: none),
 // AMOUNT a whole number of tokens from 0 to model.MaxTokens, each limit
 // named once: what an acquire's consume may hold.
+// commaList is the items of a list parameter, given once per value or
+// comma-separated in one (limits=rpm:60,inflight:5/concurrent), as the
+// CLI takes its lists: neither a limit's text nor LIMIT:AMOUNT holds a
+// comma (limit names, amounts and time zones have none).
+func commaList(vals []string) []string {
+	var out []string
+	for _, v := range vals {
+		out = append(out, strings.Split(v, ",")...)
+	}
+	return out
+}
+
 func parseConsumeQuery(vals []string) (tollgate.Consume, error) {
 	if len(vals) == 0 {
 		return nil, nil

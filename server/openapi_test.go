@@ -154,15 +154,15 @@ func (s *spec) operations() []operation {
 // wildcards as OpenAPI writes them ("{id...}" is "{id}"). The catch-all "/"
 // is left out: it answers 404 no_route, which the description's Error
 // schema covers, and OpenAPI has no path for it. So is the dashboard
-// (/ui/...): its HTML, scripts and sign-in check are what its own page
-// reads, not part of API v1, and change with the page; they are tested in
-// dashboard_test.go and server/ui.
+// (/ui/..., and the root's redirect to it): its HTML, scripts and sign-in
+// check are what its own page reads, not part of API v1, and change with
+// the page; they are tested in dashboard_test.go and server/ui.
 func servedRoutes(t *testing.T) map[string]route {
 	t.Helper()
 	srv := mustServer(New(memory.New(), WithLogger(slog.New(slog.DiscardHandler))))
 	out := map[string]route{}
 	for _, r := range srv.registered {
-		if r.pattern == "/" || strings.HasPrefix(r.pattern, "GET "+ui.Prefix) {
+		if r.pattern == "/" || r.pattern == rootPattern || strings.HasPrefix(r.pattern, "GET "+ui.Prefix) {
 			continue
 		}
 		method, path, ok := strings.Cut(r.pattern, " ")

@@ -184,7 +184,7 @@ func TestRateLimitedResponse(t *testing.T) {
 		t.Errorf("Retry-After %q, want 60", got)
 	}
 	want := api.LimitStatus{Entity: "key-1", Resource: "api", Limit: "rpm", Kind: "rate", Capacity: 1, Available: 0, Requested: 1, Exceeded: true, RetryAfterMS: 60_000,
-		Source: "call"}
+		Source: "call", WindowMS: 60_000}
 	if er.Code != api.CodeRateLimited || er.RetryAfterMS != 60_000 || len(er.Limits) != 1 || er.Limits[0] != want {
 		t.Errorf("429 body %+v, want rate_limited, 60000 ms, limits [%+v]", er, want)
 	}

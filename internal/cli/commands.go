@@ -199,11 +199,12 @@ type requestFlags struct {
 func (f *requestFlags) add(cmd *cobra.Command, withConsume bool) {
 	cmd.Flags().StringVarP(&f.entity, "entity", "e", "", "entity id (required)")
 	cmd.Flags().StringVarP(&f.resource, "resource", "r", "", "resource (required)")
-	cmd.Flags().StringArrayVarP(&f.limits, "limit", "l", nil, "limit to apply instead of the stored ones, e.g. rpm:100/min (repeatable)")
+	// A slice: repeated or comma-separated (a limit's text holds no comma).
+	cmd.Flags().StringSliceVarP(&f.limits, "limit", "l", nil, "limits to apply instead of the stored ones, e.g. rpm:100/min (repeat, or comma-separate)")
 	_ = cmd.MarkFlagRequired("entity")
 	_ = cmd.MarkFlagRequired("resource")
 	if withConsume {
-		cmd.Flags().StringToInt64VarP(&f.consume, "consume", "c", nil, "limit=amount to consume (repeatable; required)")
+		cmd.Flags().StringToInt64VarP(&f.consume, "consume", "c", nil, "limit=amount to consume (repeat, or comma-separate: rpm=1,tpm=500; required)")
 		_ = cmd.MarkFlagRequired("consume")
 	}
 }

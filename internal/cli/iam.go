@@ -65,8 +65,8 @@ team may create.`,
 	policy.Flags().StringVar(&persona, "persona", "", "acquire, admin or worker")
 	_ = policy.MarkFlagRequired("persona")
 	for _, c := range []*cobra.Command{policy, boundary} {
-		c.Flags().StringArrayVar(&opts.Tables, "table", nil, "a table's ARN, arn:aws:dynamodb:REGION:ACCOUNT:table/NAME (repeat for several; the stack's TableArn output)")
-		c.Flags().StringArrayVar(&opts.NamespaceIDs, "namespace-id", nil, "confine to this namespace id (repeat for several)")
+		c.Flags().StringSliceVar(&opts.Tables, "table", nil, "a table's ARN, arn:aws:dynamodb:REGION:ACCOUNT:table/NAME (repeat or comma-separate for several; the stack's TableArn output)")
+		c.Flags().StringSliceVar(&opts.NamespaceIDs, "namespace-id", nil, "confine to this namespace id (repeat or comma-separate for several)")
 		_ = c.MarkFlagRequired("table")
 		cmd.AddCommand(c)
 	}

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -100,28 +101,41 @@ func (g *globals) readLimitsFile(path string) ([]desiredScope, error) {
 	}
 	ds, err := parseLimitsFile(data)
 	if err != nil {
-		return nil, usagef("%s: %v", path, err)
+		name := path
+		if path == "-" {
+			name = "<stdin>"
+		}
+		var fe *fileError
+		if errors.As(err, &fe) && fe.line > 0 {
+			return nil, usagef("%s:%d: %s", name, fe.line, fe.msg)
+		}
+		return nil, usagef("%s: %v", name, err)
 	}
 	return ds, nil
 }
 
 func parseLimitsFile(data []byte) ([]desiredScope, error) {
 	var f limitsFile
+	var root yaml.Node
+	if err := yaml.Unmarshal(data, &root); err != nil {
+		return nil, yamlError(err, nil)
+	}
+	lines := findKeyLines(&root)
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	if err := dec.Decode(&f); err != nil && err != io.EOF {
-		return nil, err
+		return nil, yamlError(err, lines)
 	}
 	var out []desiredScope
 	add := func(where string, scope tollgate.Scope, limits, shadow []string, alertAt []float64, mode string) error {
 		d := desiredScope{scope: scope, delete: limits != nil && len(limits) == 0}
 		if !d.delete {
 			cfg, err := api.ToConfig(api.Limits{Limits: limits, Shadow: shadow, AlertAt: alertAt, OnUnavailable: mode})
-			if err != nil {
-				return fmt.Errorf("%s: %w", where, err)
+			if err == nil {
+				err = cfg.Validate(scope)
 			}
-			if err := cfg.Validate(scope); err != nil {
-				return fmt.Errorf("%s: %w", where, err)
+			if err != nil {
+				return &fileError{line: lines.lineOf(where, err), msg: where + ": " + err.Error(), err: err}
 			}
 			d.cfg = cfg
 		}
@@ -139,7 +153,8 @@ func parseLimitsFile(data []byte) ([]desiredScope, error) {
 			l = &levelLimits{}
 		}
 		if l.OnUnavailable != "" {
-			return nil, fmt.Errorf("resources.%s: on_unavailable is meaningful at system level only", r)
+			where := "resources." + r + ".on_unavailable"
+			return nil, &fileError{line: lines.byPath[where], msg: where + ": meaningful at system level only"}
 		}
 		if err := add("resources."+r, tollgate.ResourceScope(r), orEmpty(l.Limits), l.Shadow, l.AlertAt, ""); err != nil {
 			return nil, err

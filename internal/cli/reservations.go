@@ -88,8 +88,9 @@ func newReservationsReserveCmd(g *globals) *cobra.Command {
 		Short: "Reserve a resource id by hand (exit code 3 when the reserved limit is full)",
 		Long: `Reserve ID for an entity and resource: consume names one token of a
 reserved limit (and any other limits to debit with it). Reserving an id
-the same entity and resource hold already changes nothing; an id another
-entity or resource holds is a conflict.`,
+the same entity and resource hold already changes nothing, and says it was
+already held (exit code 0); an id another entity or resource holds is a
+conflict.`,
 		Example: "  tollgate reservations reserve j-2AXXXXXXGAPLF -e team-a -r emr -c clusters=1\n" +
 			"  tollgate reservations reserve sbx-42 -e team-a -r sandbox -c sandboxes=1 --ttl 8h",
 		Args: cobra.ExactArgs(1),
@@ -111,7 +112,19 @@ entity or resource holds is a conflict.`,
 				if err != nil {
 					return err
 				}
-				return g.printReservations([]tollgate.Reservation{r.Reservation})
+				if err := g.printReservations([]tollgate.Reservation{r.Reservation}); err != nil {
+					return err
+				}
+				if !r.New {
+					// As HTTP's 200 rather than 201: nothing changed. On
+					// stderr beside JSON, which stays the reservation's.
+					w := g.stdout
+					if g.output == "json" {
+						w = g.stderr
+					}
+					fmt.Fprintf(w, "%s was already held by %s/%s: nothing debited again\n", r.ID, r.Entity, r.Resource)
+				}
+				return nil
 			})
 		},
 	}

@@ -96,9 +96,19 @@ func testReservationsCommands(t *testing.T, want target) {
 		run  func() string
 		want []string // team-a's reservations after the step
 	}{
-		{"reserve j-1", func() string { return reserve(ExitOK, "j-1") }, []string{"j-1"}},
+		{"reserve j-1", func() string {
+			if out := reserve(ExitOK, "j-1"); strings.Contains(out, "already held") {
+				t.Errorf("a new reservation says:\n%s", out)
+			}
+			return ""
+		}, []string{"j-1"}},
 		{"reserve j-2 with an expiry", func() string { return reserve(ExitOK, "j-2", "--ttl", "8h") }, []string{"j-1", "j-2"}},
-		{"j-1 again: the same", func() string { return reserve(ExitOK, "j-1") }, []string{"j-1", "j-2"}},
+		{"j-1 again: the same", func() string {
+			if out := reserve(ExitOK, "j-1"); !strings.Contains(out, "j-1 was already held by team-a/emr: nothing debited again") {
+				t.Errorf("reserve j-1 again says:\n%s", out)
+			}
+			return ""
+		}, []string{"j-1", "j-2"}},
 		{"j-3: full", func() string { return reserve(ExitRateLimited, "j-3") }, []string{"j-1", "j-2"}},
 		{"j-1 for another entity", func() string {
 			return want(ExitFailure, "reservations", "reserve", "j-1", "-e", "team-b", "-r", "emr", "-c", "clusters=1")
@@ -113,7 +123,7 @@ func testReservationsCommands(t *testing.T, want target) {
 			t.Errorf("%s: listed %v, want %v", s.name, got, s.want)
 		}
 	}
-	if out := reserve(ExitOK, "j-3", "-o", "json"); !strings.Contains(out, `"holder"`) || strings.Contains(out, `"expires"`) {
+	if out := reserve(ExitOK, "j-3", "-o", "json"); !strings.Contains(out, `"holder"`) || strings.Contains(out, `"expires"`) || strings.Contains(out, "already held") {
 		t.Errorf("reserve -o json:\n%s", out)
 	}
 	if out := want(ExitOK, "reservations", "list", "-e", "team-a", "-o", "json"); strings.Count(out, `"expires"`) != 1 {

@@ -47,7 +47,7 @@ func addStackFlags(cmd *cobra.Command, f *stackFlags) {
 	fl.StringVar(&f.region, "region", "", "--stack: the AWS region (default: AWS_REGION, the profile's)")
 	fl.StringVar(&f.endpoint, "cloudformation-endpoint", "", "--stack: a CloudFormation endpoint URL other than AWS's")
 	fl.DurationVar(&f.wait, "stack-timeout", 45*time.Minute, "--stack: how long to wait for the stack")
-	fl.StringArrayVar(&f.namespaceIDs, "namespace-id", nil, "--emit/--stack: add the acquire and admin managed policies confined to this namespace id (repeat)")
+	fl.StringSliceVar(&f.namespaceIDs, "namespace-id", nil, "--emit/--stack: add the acquire and admin managed policies confined to this namespace id (repeat, or comma-separate)")
 	fl.StringVar(&f.eventsRules, "events-rules", "", "--emit/--stack: add the events function with this rules file (package events; docs/operations.md) and an EventBridge rule per source and detail-type it matches")
 	fl.StringVar(&f.eventsNamespace, "events-namespace", "", "--events-rules: the namespace whose reservations the events function releases (default: the default namespace)")
 	params, err := deploy.TemplateParameters()

@@ -62,6 +62,9 @@ class CalendarQuotaTest(ServerTest):
         self.assertEqual(tok.resets_at.tzinfo, timezone.utc)
         # Not a quota: no reset time.
         self.assertEqual((rpm.resets_at_ms, rpm.resets_at), (0, None))
+        # The window each is granted over: a month of 28 to 31 days, a minute.
+        self.assertIn(tok.window_ms, [d * 86_400_000 for d in (28, 29, 30, 31)])
+        self.assertEqual(rpm.window_ms, 60_000)
 
         sts, nxt = self.boundary_ms(lambda: self.client.available(entity, resource))
         tok = next(s for s in sts if s.limit == "tok")

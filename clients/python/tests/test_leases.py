@@ -174,8 +174,9 @@ class AcquireTest(ServerTest):
         self.client.create_entity(key, parent_id=org, cascade=True)
         self.client.set_limits(["rpm:100"], resource=resource)
         grant = self.client.acquire_and_commit(key, resource, {"rpm": 1})
-        self.assertEqual(grant.consumed, {"rpm": 2})  # summed over the cascade
-        self.assertEqual({s.entity for s in grant.statuses}, {key, org})
+        self.assertEqual(grant.consumed, {"rpm": 1})  # what was asked, once
+        # Each level's debit is its own status.
+        self.assertEqual({(s.entity, s.requested) for s in grant.statuses}, {(key, 1), (org, 1)})
 
 
 class TimeUntilAvailableTest(ServerTest):

@@ -64,8 +64,10 @@ class _LeaseState:
 
     @property
     def consumed(self) -> Dict[str, int]:
-        """What the lease has consumed so far per limit, summed over the
-        cascade, as the server last reported it; {} once it has ended."""
+        """What the lease has consumed so far per limit: what was asked, once
+        however many cascade levels it debited (each level's debit is in
+        ``statuses``), as the server last reported it; {} once it has
+        ended."""
         with self._lock:
             return {} if self._state != OPEN else dict(self._consumed)
 

@@ -144,6 +144,11 @@ class LimitStatus:
     #: For a calendar quota (``tok:1000000/month@UTC``): when its current
     #: window ends and it refills, in Unix milliseconds; 0 for other limits.
     resets_at_ms: int = 0
+    #: The span ``capacity`` is granted over, in milliseconds: for a rate
+    #: limit the time its refill takes to fill it from empty (60000 for
+    #: ``rpm:100/min``), for a calendar quota its current window's length;
+    #: 0 for concurrency and reserved limits.
+    window_ms: int = 0
 
     @property
     def denies(self) -> bool:
@@ -184,6 +189,7 @@ class LimitStatus:
             shadow=_bool(d, "shadow"),
             source=_str(d, "source"),
             resets_at_ms=max(0, _int(d, "resets_at_ms")),
+            window_ms=max(0, _int(d, "window_ms")),
         )
 
 
@@ -193,8 +199,9 @@ def statuses(d: Dict[str, Any], key: str = "limits") -> List[LimitStatus]:
 
 @dataclass(frozen=True)
 class Grant:
-    """The outcome of acquire_and_commit: what was consumed (summed over the
-    cascade) and every limit just after.
+    """The outcome of acquire_and_commit: what was consumed (what was asked,
+    once per limit; each cascade level's debit is in ``statuses``) and every
+    limit just after.
 
     ``replayed`` is True when the answer was the grant of an earlier call
     with the same idempotency key (a retry after a lost answer), given
@@ -243,7 +250,7 @@ class LeaseInfo:
     holder: str = ""  # the process that acquired it (host/pid)
     created_at: Optional[datetime] = None
     expires_at: Optional[datetime] = None  # None: never
-    consumed: Dict[str, int] = field(default_factory=dict)  # summed over the cascade, pending adjustments included
+    consumed: Dict[str, int] = field(default_factory=dict)  # what was asked, once per limit, pending adjustments included
 
     @classmethod
     def from_json(cls, v: Any) -> "LeaseInfo":

@@ -33,6 +33,7 @@ export interface WireLimitStatus {
   retry_after_ms: number;
   waits?: string;
   resets_at_ms?: number;
+  window_ms?: number;
 }
 
 export function toStatus(s: WireLimitStatus): LimitStatus {
@@ -61,6 +62,10 @@ export function toStatus(s: WireLimitStatus): LimitStatus {
   // A calendar quota's window end; absent (or nonsense) for other limits.
   if (typeof s.resets_at_ms === "number" && Number.isSafeInteger(s.resets_at_ms) && s.resets_at_ms > 0) {
     st.resetsAtMs = s.resets_at_ms;
+  }
+  // The span capacity is granted over; absent for concurrency and reserved limits.
+  if (typeof s.window_ms === "number" && Number.isSafeInteger(s.window_ms) && s.window_ms > 0) {
+    st.windowMs = s.window_ms;
   }
   return st;
 }

@@ -112,8 +112,9 @@ export class Lease implements AsyncDisposable {
   }
 
   /**
-   * What the lease has consumed so far per limit, summed over the cascade,
-   * as the server last reported it: after acquire and adjust, the final
+   * What the lease has consumed so far per limit (what was asked, once
+   * however many cascade levels it debited; each level's debit is in
+   * `statuses`), as the server last reported it: after acquire and adjust, the final
    * figure after commit, `{}` after rollback.
    */
   get consumed(): Consume {

@@ -55,6 +55,13 @@ export interface LimitStatus {
    * `retryAfterMs` is the time to the boundary that brings enough.
    */
   resetsAtMs?: number;
+  /**
+   * The span `capacity` is granted over, in milliseconds: for a rate limit
+   * the time its refill takes to fill it from empty (60000 for
+   * `rpm:100/min`), for a calendar quota its current window's length.
+   * Absent for concurrency and reserved limits.
+   */
+  windowMs?: number;
 }
 
 /** The level that supplied a limit (LimitStatus.source). */
@@ -137,7 +144,7 @@ export interface WaitArgs extends AcquireArgs {
 
 /** The outcome of `acquireAndCommit`. */
 export interface Grant {
-  /** Tokens consumed per limit, summed over every bucket of the cascade. */
+  /** Tokens consumed per limit: what was asked, once however many cascade levels it debited (each level's debit is in `limits`). */
   consumed: Consume;
   /** Every limit checked, with balances just after the debit. */
   statuses: LimitStatus[];
@@ -173,7 +180,7 @@ export interface OpenLease {
   createdAtMs?: number;
   /** When a reconciler ends it unless extended; absent: never. */
   expiresAtMs?: number;
-  /** What it holds, summed over its cascade, pending adjustments included. */
+  /** What it holds per limit (what was asked, once however many cascade levels it debited), pending adjustments included. */
   consumed: Consume;
 }
 

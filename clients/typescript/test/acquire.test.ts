@@ -88,6 +88,7 @@ describe("acquire and leases", () => {
       exceeded: false,
       source: "resource",
       retryAfterMs: 0,
+      windowMs: 60000, // a minute's refill fills it
     });
     assert.ok(lease.expiresAtMs !== undefined && lease.expiresAtMs > Date.now());
 

@@ -64,6 +64,9 @@ describe("calendar quotas", () => {
     assert.equal(tok?.resetsAtMs, next);
     // Not a quota: no reset time.
     assert.equal(grant.statuses.find((s) => s.limit === "rpm")?.resetsAtMs, undefined);
+    // The window each is granted over: a month of 28 to 31 days, a minute.
+    assert.ok([28, 29, 30, 31].map((d) => d * 86_400_000).includes(tok?.windowMs ?? 0), `tok window ${tok?.windowMs}`);
+    assert.equal(grant.statuses.find((s) => s.limit === "rpm")?.windowMs, 60_000);
 
     const [sts, next2] = await atBoundary(nextMonthUTC, () => client.available({ entity, resource }));
     assert.equal(sts.find((s) => s.limit === "tok")?.resetsAtMs, next2);
