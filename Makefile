@@ -9,7 +9,7 @@ BENCHCOUNT ?= 5
 
 ## run: tollgate serve on http://127.0.0.1:8080, stored in ./tollgate.db.
 run:
-	$(GO) run ./cmd/tollgate serve
+	$(GO) run -ldflags='-X github.com/tollgate-rl/tollgate/internal/cli.version=$(VERSION)' ./cmd/tollgate serve
 
 ## demo: the LLM-gateway demo of the library, in memory (simulated time).
 demo:
