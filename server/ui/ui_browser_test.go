@@ -318,8 +318,9 @@ func TestDashboardInBrowser(t *testing.T) {
 		chromedp.Click(chromedp.CSS(`#lease-form button[type="submit"]`)),
 		until(fmt.Sprintf(`document.getElementById("lease").textContent.includes(%q)`, f.leaseID)),
 	)
-	if row := text("#leases"); strings.Count(row, "openai/gpt-4o") != 1 || !strings.Contains(row, "rph: 2") {
-		t.Errorf("the open leases read %q, want the one lease with its cascaded rph of 2", row)
+	// consumed is what the caller asked (rph 1), not its cascade's sum.
+	if row := text("#leases"); strings.Count(row, "openai/gpt-4o") != 1 || !strings.Contains(row, "rph: 1,") {
+		t.Errorf("the open leases read %q, want the one lease with the rph of 1 it asked for", row)
 	}
 	if l := text("#lease"); !strings.Contains(l, "open") || !strings.Contains(l, "rph: ") {
 		t.Errorf("the lease reads %q, want open and its consumption", l)
