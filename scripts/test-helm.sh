@@ -8,7 +8,8 @@
 # IRSA, Redis, embedded; HPA, PDB and ServiceMonitor on and off), decode
 # every object strictly into the pinned k8s.io/api types, check what the
 # types cannot say, run helm lint --strict, and check that mutated renders
-# and bad values fail.
+# and bad values fail, and run every container's command line through the
+# tollgate CLI (built into .cache/bin/tollgate) to check it parses.
 #
 # Environment: GO (default go), HELM_VERSION (see scripts/helm.sh).
 set -euo pipefail
@@ -18,6 +19,9 @@ cd "$(dirname "$0")/.."
 GO="${GO:-go}"
 HELM="$(GO="$GO" scripts/helm.sh install)"
 export HELM
+mkdir -p .cache/bin
+"$GO" build -o .cache/bin/tollgate ./cmd/tollgate
+export TOLLGATE_BIN="$PWD/.cache/bin/tollgate"
 cd deploy/helm/check
 "$GO" vet ./...
 exec "$GO" test -count=1 ./...
