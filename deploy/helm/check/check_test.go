@@ -14,6 +14,12 @@ import (
 // chartDir is the chart under test.
 const chartDir = "../tollgate"
 
+// kubeVersion is the Kubernetes version the chart is rendered for: the
+// one of the pinned k8s.io/api (v0.37), whose types the objects are
+// decoded into (helm built from source otherwise assumes v1.20, below the
+// chart's kubeVersion).
+const kubeVersion = "v1.37.0"
+
 // helm returns the pinned helm scripts/test-helm.sh installed (HELM). The
 // tests skip without it, unless CI is set.
 func helm(t *testing.T) string {
@@ -33,11 +39,19 @@ func helm(t *testing.T) string {
 // and --set values, and returns its output, or its error output.
 func render(t *testing.T, values string, sets ...string) ([]byte, error) {
 	t.Helper()
-	args := []string{"template", "tollgate", chartDir, "--namespace", "tollgate", "-f", filepath.Join("testdata", values)}
+	var args []string
 	for _, s := range sets {
 		args = append(args, "--set", s)
 	}
-	cmd := exec.Command(helm(t), args...)
+	return renderArgs(t, values, args...)
+}
+
+// renderArgs is render with helm template's own arguments; a later
+// --kube-version overrides kubeVersion.
+func renderArgs(t *testing.T, values string, extra ...string) ([]byte, error) {
+	t.Helper()
+	args := []string{"template", "tollgate", chartDir, "--kube-version", kubeVersion, "--namespace", "tollgate", "-f", filepath.Join("testdata", values)}
+	cmd := exec.Command(helm(t), append(args, extra...)...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
@@ -107,7 +121,7 @@ func TestHelmLint(t *testing.T) {
 		t.Fatalf("no values files: %v", err)
 	}
 	for _, f := range files {
-		out, err := exec.Command(helm(t), "lint", "--strict", chartDir, "-f", f).CombinedOutput()
+		out, err := exec.Command(helm(t), "lint", "--strict", "--kube-version", kubeVersion, chartDir, "-f", f).CombinedOutput()
 		if err != nil {
 			t.Errorf("helm lint -f %s: %v\n%s", f, err, out)
 		}
@@ -184,9 +198,19 @@ func TestBadValuesRefused(t *testing.T) {
 		{"two keys sources", "embedded.yaml", []string{"keys.existingSecret=mine"}, "keys.file and keys.existingSecret"},
 		{"rls without config", "redis.yaml", []string{"server.rls.enabled=true"}, "server.rls.config"},
 		{"unknown store", "redis.yaml", []string{"store.type=postgres"}, `store.type "postgres"`},
+		{"kubernetes too old", "redis.yaml", []string{"--kube-version", "v1.22.0"}, "chart requires kubeVersion"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			out, err := render(t, tc.values, tc.sets...)
+			var args []string
+			for i := 0; i < len(tc.sets); i++ {
+				if tc.sets[i] == "--kube-version" {
+					args = append(args, tc.sets[i], tc.sets[i+1])
+					i++
+					continue
+				}
+				args = append(args, "--set", tc.sets[i])
+			}
+			out, err := renderArgs(t, tc.values, args...)
 			if err == nil {
 				t.Fatalf("helm template succeeded; want a failure naming %q", tc.want)
 			}
