@@ -59,7 +59,9 @@ metadata:
   {{- end }}
 spec:
   serviceAccountName: {{ include "tollgate.serviceAccountName" . }}
-  automountServiceAccountToken: {{ eq .Values.store.type "dynamodb" }}
+  # Tollgate never calls the Kubernetes API; IRSA's web identity token is
+  # a volume of its own, which EKS's webhook adds.
+  automountServiceAccountToken: false
   {{- with .Values.imagePullSecrets }}
   imagePullSecrets:
     {{- toYaml . | nindent 4 }}
