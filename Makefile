@@ -33,6 +33,12 @@ test: deps
 		TOLLGATE_REDIS_DIR="$$d" $(GO) test -race -count=1 -timeout 10m ./store/redis/; fi
 	GO=$(GO) scripts/test-python.sh
 	GO=$(GO) scripts/test-typescript.sh
+	GO=$(GO) scripts/test-helm.sh
+
+## test-helm: the Helm chart's tests alone (renders it with a pinned helm).
+.PHONY: test-helm
+test-helm:
+	GO=$(GO) scripts/test-helm.sh
 
 ## test-python: the Python client's tests alone.
 test-python:
