@@ -1,14 +1,11 @@
 package cli
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
+	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
-	"net/http"
 	"slices"
 	"strconv"
 	"strings"
@@ -26,7 +23,8 @@ import (
 
 // benchResult is one load run.
 type benchResult struct {
-	Mode       string  `json:"mode"` // "http" or "in-process"
+	Mode       string  `json:"mode"`  // "http" or "in-process"
+	Route      string  `json:"route"` // see benchRoutes
 	Clients    int     `json:"clients"`
 	Requests   int64   `json:"requests"`
 	Errors     int64   `json:"errors"`
@@ -41,7 +39,7 @@ type benchResult struct {
 }
 
 func newBenchCmd(g *globals) *cobra.Command {
-	var clients string
+	var clients, routes string
 	var duration time.Duration
 	cmd := &cobra.Command{
 		Use:   "bench",
@@ -49,7 +47,10 @@ func newBenchCmd(g *globals) *cobra.Command {
 		Long: `Start a server on a loopback port over --store (or use --server), and run
 acquire+commit (one call with commit: true, keep-alive connections) from
 each number of concurrent clients for --duration; then run the same
-acquires in-process on the same store, as the baseline. Each client uses
+acquires in-process on the same store, as the baseline. --routes adds the
+other hot paths over HTTP: acquire (without commit: the leases stay open),
+commit (POST /v1/leases/{id}/commit of the leases the acquire route left
+open, until they run out) and available (GET /v1/available). Each client uses
 its own entity, so the figures measure the path, not contention on one
 bucket. It prints throughput, p50/p99 latencies and the CPU time this
 process used per request (user and system: over HTTP, the server's and the
@@ -62,14 +63,18 @@ load's together, since both run here; with --server, the load's alone).`,
 			if err != nil {
 				return err
 			}
-			results, err := runBench(cmd.Context(), g, ns, duration)
+			rs, err := parseRoutes(routes)
+			if err != nil {
+				return err
+			}
+			results, err := runBench(cmd.Context(), g, ns, rs, duration)
 			if err != nil {
 				return err
 			}
 			return g.printOut(results, func(w *tabwriter.Writer) {
-				row(w, "MODE", "CLIENTS", "REQUESTS", "ERRORS", "PER SECOND", "P50", "P99", "CPU/REQUEST")
+				row(w, "MODE", "ROUTE", "CLIENTS", "REQUESTS", "ERRORS", "PER SECOND", "P50", "P99", "CPU/REQUEST")
 				for _, r := range results {
-					row(w, r.Mode, r.Clients, r.Requests, r.Errors, fmt.Sprintf("%.0f", r.PerSecond),
+					row(w, r.Mode, r.Route, r.Clients, r.Requests, r.Errors, fmt.Sprintf("%.0f", r.PerSecond),
 						time.Duration(r.P50), time.Duration(r.P99), fmt.Sprintf("%.1fµs", r.CPUPerRequest))
 				}
 			})
@@ -77,6 +82,7 @@ load's together, since both run here; with --server, the load's alone).`,
 	}
 	cmd.Flags().StringVar(&clients, "clients", "1,8,32", "comma-separated numbers of concurrent clients")
 	cmd.Flags().DurationVar(&duration, "duration", 3*time.Second, "how long each run lasts")
+	cmd.Flags().StringVar(&routes, "routes", routeAcquireCommit, "comma-separated routes to load: "+strings.Join(benchRoutes, ", "))
 	return cmd
 }
 
@@ -92,7 +98,40 @@ func parseClients(s string) ([]int, error) {
 	return out, nil
 }
 
-func runBench(ctx context.Context, g *globals, clients []int, d time.Duration) ([]benchResult, error) {
+// The routes tollgate bench loads over HTTP, in the order it runs them:
+// commit ends the leases acquire left open.
+const (
+	routeAcquireCommit = "acquire+commit"
+	routeAcquire       = "acquire"
+	routeCommit        = "commit"
+	routeAvailable     = "available"
+)
+
+var benchRoutes = []string{routeAcquireCommit, routeAcquire, routeCommit, routeAvailable}
+
+// parseRoutes reads --routes, in benchRoutes' order; commit brings acquire.
+func parseRoutes(s string) ([]string, error) {
+	want := map[string]bool{}
+	for _, f := range strings.Split(s, ",") {
+		f = strings.TrimSpace(f)
+		if !slices.Contains(benchRoutes, f) {
+			return nil, usagef("--routes: unknown route %q (want %s)", f, strings.Join(benchRoutes, ", "))
+		}
+		want[f] = true
+	}
+	if want[routeCommit] {
+		want[routeAcquire] = true
+	}
+	var out []string
+	for _, r := range benchRoutes {
+		if want[r] {
+			out = append(out, r)
+		}
+	}
+	return out, nil
+}
+
+func runBench(ctx context.Context, g *globals, clients []int, routes []string, d time.Duration) ([]benchResult, error) {
 	st, closeStore, err := g.openStore(ctx, true)
 	if err != nil {
 		return nil, err
@@ -120,12 +159,16 @@ func runBench(ctx context.Context, g *globals, clients []int, d time.Duration) (
 	}
 	var out []benchResult
 	for _, n := range clients {
-		op, err := httpAcquirer(base, g.apiKey, g.namespace, n)
+		h, err := newHTTPBench(base, g.apiKey, g.namespace, n)
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, load("http", n, d, op))
-		out = append(out, load("in-process", n, d, libAcquirer(ctx, lim)))
+		for _, route := range routes {
+			out = append(out, load("http", route, n, d, h.op(route)))
+			if route == routeAcquireCommit {
+				out = append(out, load("in-process", route, n, d, libAcquirer(ctx, lim)))
+			}
+		}
 	}
 	return out, nil
 }
@@ -133,8 +176,12 @@ func runBench(ctx context.Context, g *globals, clients []int, d time.Duration) (
 // benchLimit is generous enough never to refuse.
 var benchLimit = tollgate.PerSecond("rps", 1_000_000_000)
 
-// load runs op from n goroutines for d; op(i) is one acquire by client i.
-func load(mode string, n int, d time.Duration, op func(i int) error) benchResult {
+// errRunOut stops a client of load before the run's end: it has nothing
+// left to do (the commit route, out of open leases).
+var errRunOut = errors.New("nothing left to do")
+
+// load runs op from n goroutines for d; op(i) is one request of client i.
+func load(mode, route string, n int, d time.Duration, op func(i int) error) benchResult {
 	var requests, errs atomic.Int64
 	lat := make([][]time.Duration, n)
 	var wg sync.WaitGroup
@@ -145,7 +192,9 @@ func load(mode string, n int, d time.Duration, op func(i int) error) benchResult
 		wg.Go(func() {
 			for time.Now().Before(stop) {
 				t := time.Now()
-				if err := op(i); err != nil {
+				if err := op(i); errors.Is(err, errRunOut) {
+					return
+				} else if err != nil {
 					errs.Add(1)
 					continue
 				}
@@ -158,7 +207,7 @@ func load(mode string, n int, d time.Duration, op func(i int) error) benchResult
 	elapsed, cpu := time.Since(start), cputime.Process()-cpu
 	all := slices.Concat(lat...)
 	slices.Sort(all)
-	r := benchResult{Mode: mode, Clients: n, Requests: requests.Load(), Errors: errs.Load(),
+	r := benchResult{Mode: mode, Route: route, Clients: n, Requests: requests.Load(), Errors: errs.Load(),
 		PerSecond: float64(requests.Load()) / elapsed.Seconds(), DurationMS: elapsed.Milliseconds()}
 	if len(all) > 0 {
 		r.P50, r.P99 = int64(all[len(all)/2]), int64(all[len(all)*99/100])
@@ -167,55 +216,6 @@ func load(mode string, n int, d time.Duration, op func(i int) error) benchResult
 		r.CPUPerRequest = float64(cpu.Nanoseconds()) / 1000 / float64(n)
 	}
 	return r
-}
-
-// httpAcquirer returns op for load: one POST /v1/acquire with commit by
-// client i, over keep-alive connections, its answer read whole and its
-// status checked. Each client's request is built once and sent again (as
-// net/http allows once the previous response's body is closed), so the
-// generator, which shares the machine with the server, spends its time on
-// HTTP rather than on building requests (URL parsing and header maps were
-// about 6% of its CPU time).
-func httpAcquirer(base, key, ns string, n int) (func(int) error, error) {
-	hc := &http.Client{Transport: &http.Transport{MaxIdleConns: n, MaxIdleConnsPerHost: n, IdleConnTimeout: time.Minute}, Timeout: 10 * time.Second}
-	reqs := make([]*http.Request, n)
-	for i := range reqs {
-		body, err := json.Marshal(map[string]any{"entity": "bench-" + strconv.Itoa(i), "resource": "bench",
-			"consume": map[string]int64{"rps": 1}, "limits": []string{benchLimit.String()}, "commit": true})
-		if err != nil {
-			return nil, err
-		}
-		// As http.NewRequest with a bytes.Reader: the length and GetBody
-		// (which lets the transport resend on a connection that died
-		// before the request went out) are set.
-		req, err := http.NewRequest("POST", base+"/v1/acquire", bytes.NewReader(body))
-		if err != nil {
-			return nil, err
-		}
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("X-Tollgate-Namespace", ns)
-		if key != "" {
-			req.Header.Set("Authorization", "Bearer "+key)
-		}
-		reqs[i] = req
-	}
-	return func(i int) error {
-		req := reqs[i]
-		// A new body each time: the transport may close the last one
-		// from another goroutine after the response came.
-		body, _ := req.GetBody()
-		req.Body = body
-		resp, err := hc.Do(req)
-		if err != nil {
-			return err
-		}
-		_, _ = io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("status %d", resp.StatusCode)
-		}
-		return nil
-	}, nil
 }
 
 func libAcquirer(ctx context.Context, lim *tollgate.Limiter) func(int) error {

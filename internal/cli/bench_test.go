@@ -9,6 +9,7 @@ import (
 	"maps"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -51,10 +52,11 @@ func TestHTTPAcquirer(t *testing.T) {
 	}))
 	defer ts.Close()
 
-	op, err := httpAcquirer(ts.URL, key, "default", 3)
+	h, err := newHTTPBench(ts.URL, key, "default", 3)
 	if err != nil {
 		t.Fatal(err)
 	}
+	op := h.op(routeAcquireCommit)
 	var wg sync.WaitGroup
 	for i := range 3 {
 		wg.Go(func() {
@@ -70,11 +72,11 @@ func TestHTTPAcquirer(t *testing.T) {
 		t.Errorf("requests by entity %v, want %v", perEntity, want)
 	}
 
-	op, err = httpAcquirer(ts.URL, "tg_wrong", "default", 1)
+	h, err = newHTTPBench(ts.URL, "tg_wrong", "default", 1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := op(0); err == nil || err.Error() != "status 401" {
+	if err := h.op(routeAcquireCommit)(0); err == nil || err.Error() != "status 401" {
 		t.Errorf("with an unknown key: %v, want status 401", err)
 	}
 }
@@ -83,7 +85,7 @@ func TestHTTPAcquirer(t *testing.T) {
 // without errors.
 func TestRunBench(t *testing.T) {
 	g := &globals{store: "memory:", namespace: "default"}
-	results, err := runBench(context.Background(), g, []int{1, 4}, 100*time.Millisecond)
+	results, err := runBench(context.Background(), g, []int{1, 4}, []string{routeAcquireCommit}, 100*time.Millisecond)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,5 +102,41 @@ func TestRunBench(t *testing.T) {
 	}
 	if strings.Join(got, ",") != "http,in-process,http,in-process" {
 		t.Errorf("modes %v", got)
+	}
+}
+
+// Every route runs over HTTP, commit ending the leases acquire left open
+// (no more commits than acquires, and every open lease committed when
+// there is time), and only acquire+commit has an in-process baseline.
+func TestBenchRoutes(t *testing.T) {
+	routes, err := parseRoutes("commit,available")
+	if err != nil || !slices.Equal(routes, []string{routeAcquire, routeCommit, routeAvailable}) {
+		t.Fatalf("parseRoutes(commit,available) = %v, %v; want acquire brought in, in order", routes, err)
+	}
+	if _, err := parseRoutes("acquire,delete"); err == nil {
+		t.Error("an unknown route was accepted")
+	}
+	g := &globals{store: "memory:", namespace: "default"}
+	results, err := runBench(context.Background(), g, []int{2}, benchRoutes, 150*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	byRoute := map[string]benchResult{}
+	var modes []string
+	for _, r := range results {
+		modes = append(modes, r.Mode+" "+r.Route)
+		if r.Mode == "http" {
+			byRoute[r.Route] = r
+		}
+		if r.Requests == 0 || r.Errors != 0 {
+			t.Errorf("%s %s: %+v", r.Mode, r.Route, r)
+		}
+	}
+	want := []string{"http acquire+commit", "in-process acquire+commit", "http acquire", "http commit", "http available"}
+	if !slices.Equal(modes, want) {
+		t.Errorf("runs %v, want %v", modes, want)
+	}
+	if a, c := byRoute[routeAcquire].Requests, byRoute[routeCommit].Requests; c > a {
+		t.Errorf("%d commits of %d leases acquired", c, a)
 	}
 }
