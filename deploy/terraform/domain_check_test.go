@@ -244,7 +244,7 @@ func tenantPolicyProblems(m *module, ids []string) []string {
 	}
 	var wantIndexKeys []string
 	for _, id := range ids {
-		wantIndexKeys = append(wantIndexKeys, dynamodb.NamespaceIndexKey(id))
+		wantIndexKeys = append(wantIndexKeys, dynamodb.NamespaceIndexKeys(id)...)
 	}
 	namespaceIndex := testTableARN + "/index/" + dynamodb.IndexNames()[len(dynamodb.IndexNames())-1]
 	allowedResources := map[string]bool{testTableARN: true}

@@ -50,7 +50,7 @@ func encodeKey(ns string, k model.Key) (byName, byHash item) {
 		it["role"], it["entity"], it["hash"] = str(string(k.Role)), str(k.Entity), str(k.Hash)
 		it["allow_limits"] = &types.AttributeValueMemberBOOL{Value: k.AllowLimits}
 		it["created_at"], it["expires_at"] = num(model.UnixMilli(k.CreatedAt)), num(model.UnixMilli(k.ExpiresAt))
-		it[attrGSI4PK], it[attrGSI4SK] = str(ns), it[attrPK]
+		it[attrGSI4PK], it[attrGSI4SK] = str(namespaceIndexKey(ns, it)), it[attrPK]
 		if !k.ExpiresAt.IsZero() {
 			it[attrTTL] = num(k.ExpiresAt.Add(keyTTLMargin).Unix())
 		}
