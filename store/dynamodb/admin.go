@@ -280,8 +280,8 @@ func (a *Admin) writeVersion(ctx context.Context, created bool) error {
 		it[schema.AttrNamespaceIndex] = num(schema.NamespaceIndexParts)
 	}
 	_, err := a.db.PutItem(ctx, &dynamodb.PutItemInput{
-		TableName: &a.table,
-		Item:      it,
+		TableName:                 &a.table,
+		Item:                      it,
 		ConditionExpression:       aws.String("attribute_not_exists(PK) OR version = :old"),
 		ExpressionAttributeValues: item{":old": num(upgradableVersion)},
 	})
