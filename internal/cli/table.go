@@ -91,13 +91,22 @@ docs/operations.md describes both.`,
 	return cmd
 }
 
-// reindexAudit gives the audit events an older Tollgate wrote the index
-// entry the namespace-wide log reads (tollgate audit export, retention:
-// docs/dynamodb.md 2.3), and says how many it changed, if any.
+// reindexAudit migrates what an older Tollgate wrote: it gives its audit
+// events the index entry the namespace-wide log reads (tollgate audit
+// export, retention), then moves every item's namespace index entry from
+// the bare namespace id to its part (docs/dynamodb.md 2.3, 4.17), and says
+// how many it changed, if any. Both are idempotent and resumable.
 func reindexAudit(ctx context.Context, g *globals, admin *dynamodb.Admin) error {
 	n, err := admin.ReindexAudit(ctx)
 	if n > 0 {
 		fmt.Fprintf(g.stdout, "audit events reindexed for export: %d\n", n)
+	}
+	if err != nil {
+		return err
+	}
+	n, err = admin.ReindexNamespaceIndex(ctx)
+	if n > 0 {
+		fmt.Fprintf(g.stdout, "namespace index entries spread over %d parts: %d\n", dynamodb.NamespaceIndexParts, n)
 	}
 	return err
 }
