@@ -39,7 +39,10 @@ by other tools (the CloudFormation stack) without Tollgate's schema version
 record is checked and initialised. A table of schema 1 (Tollgate before
 bucket items held full ticks) is upgraded in place; stop every process of
 the older version first, as it cannot read the buckets this version writes
-(they are converted as they are next written).
+(they are converted as they are next written). Items older versions wrote
+are migrated, each run moving what is left: audit events get the index
+entry the export reads, and namespace index entries move to their parts
+(docs/dynamodb.md 4.17; roll out, stop the older processes, then deploy).
 
 --emit cloudformation prints the template of the whole deployment (table,
 aggregator and reconciler Lambda functions, alarms, IAM policies), with

@@ -25,7 +25,7 @@ import (
 //     the operator's and the worker's policies may write these (docs 7): a
 //     tenant writing one could forge a key of another namespace.
 //
-// Both carry GSI4PK = {ns}, so PurgeNamespace deletes them with the rest
+// Both carry GSI4PK = {ns}#{part}, so PurgeNamespace deletes them with the rest
 // of the namespace, and, for a key that expires, ttl one day past the
 // expiry, so DynamoDB deletes expired keys (KeyByHash returns an expired
 // key that is still there as it is; the caller checks).
