@@ -107,7 +107,7 @@ type tableRef func(suffix string) any
 // (Template) and meant for any other tool (Terraform: pass the JSON to
 // aws_iam_policy's policy). Confined policies (opts.NamespaceIDs) restrict
 // every item they reach to the namespaces' keys with dynamodb:LeadingKeys
-// on dynamodb.NamespaceKeyPrefix (GSI4 on dynamodb.NamespaceIndexKeys) and
+// on dynamodb.NamespaceKeyPrefix (GSI4 on dynamodb.NamespaceIndexKeyPatterns) and
 // allow reading the registry partition (dynamodb.RegistryPartitionKey). Bad
 // options give an *InvalidOptionError.
 func Policy(persona Persona, opts PolicyOptions) ([]byte, error) {
@@ -249,13 +249,13 @@ func confined(persona Persona, nsIDs []string, refs []tableRef) []Statement {
 	if persona == PersonaAdmin {
 		// ListEntities, ListConfigs and the audit log by time query GSI4,
 		// keyed by "{id}#{part}" and, on tables not yet migrated, the
-		// bare id.
+		// bare id: patterns matching those keys exactly.
 		var keys []string
 		for _, id := range nsIDs {
-			keys = append(keys, dynamodb.NamespaceIndexKeys(id)...)
+			keys = append(keys, dynamodb.NamespaceIndexKeyPatterns(id)...)
 		}
 		st = append(st, withCondition(allow("TollgateNamespaceIndex", []string{"dynamodb:Query"}, resources(refs, "/index/GSI4")),
-			"ForAllValues:StringEquals", keys))
+			"ForAllValues:StringLike", keys))
 	}
 	// The namespace's name is resolved to its id, and the schema version
 	// read, in the registry partition: readable, not writable (register

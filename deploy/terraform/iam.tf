@@ -40,7 +40,7 @@ locals {
   tenant_indexes          = ["GSI1", "GSI2", "GSI3"]
   acquire_indexes         = ["GSI2", "GSI3"]
   namespace_index         = "GSI4"
-  namespace_index_parts   = ["0", "1", "2", "3", "4", "5", "6", "7", "8", "9", "a", "b", "c", "d", "e", "f"]
+  namespace_index_part    = "#?" # "{id}#?": the id's 16 GSI4 parts, {id}#0 to {id}#f
   registry_partition_key  = "_/SYSTEM#"
   # The change generation every process polls (store/dynamodb
   # ChangesPartitionKey). A tenant never reaches the stored API keys'
@@ -238,10 +238,9 @@ data "aws_iam_policy_document" "tenant" {
     resources = ["${local.table_arn}/index/${local.namespace_index}"]
 
     condition {
-      test     = "ForAllValues:StringEquals"
+      test     = "ForAllValues:StringLike"
       variable = "dynamodb:LeadingKeys"
-      values = flatten([for id in each.value.namespace_ids :
-      concat([for p in local.namespace_index_parts : "${id}#${p}"], [id])])
+      values   = flatten([for id in each.value.namespace_ids : ["${id}${local.namespace_index_part}", id]])
     }
   }
 

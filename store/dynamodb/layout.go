@@ -32,6 +32,14 @@ func NamespaceKeyPrefix(id string) string { return schema.NamespacePrefix(id) }
 // condition on dynamodb:LeadingKeys of GSI4 names them all.
 func NamespaceIndexKeys(id string) []string { return schema.NamespaceIndexKeys(id, true) }
 
+// NamespaceIndexKeyPatterns are IAM StringLike patterns that match
+// exactly the NamespaceIndexKeys of namespace id ('?' is one character:
+// "{id}#?" matches the parts, and a namespace id, 16 hex digits, holds no
+// '#' for another namespace's keys to match), two patterns rather than 17
+// keys, so that a policy confining many namespaces stays within IAM's
+// size limit.
+func NamespaceIndexKeyPatterns(id string) []string { return []string{id + "#?", id} }
+
 // NamespaceIndexParts is how many partition keys of GSI4 a namespace's
 // items are spread over, besides the legacy bare id (NamespaceIndexKeys).
 const NamespaceIndexParts = schema.NamespaceIndexParts

@@ -1,6 +1,7 @@
 package dynamodb
 
 import (
+	glob "path"
 	"slices"
 	"strings"
 	"testing"
@@ -121,5 +122,29 @@ func TestTableDefinitionKeys(t *testing.T) {
 	}
 	if err := (&Admin{client: &client{table: "t"}}).verifyLayout(d); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// NamespaceIndexKeyPatterns match, as IAM's StringLike would ('?' one
+// character), every GSI4 key of the namespace and no key of another.
+func TestNamespaceIndexKeyPatterns(t *testing.T) {
+	const id, other = "3f9a0c1d2e4b5a67", "3f9a0c1d2e4b5a68"
+	matches := func(key string) bool {
+		for _, p := range NamespaceIndexKeyPatterns(id) {
+			if ok, err := glob.Match(p, key); err != nil || ok {
+				return ok
+			}
+		}
+		return false
+	}
+	for _, k := range NamespaceIndexKeys(id) {
+		if !matches(k) {
+			t.Errorf("key %q of the namespace not matched by %v", k, NamespaceIndexKeyPatterns(id))
+		}
+	}
+	for _, k := range append(NamespaceIndexKeys(other), id+"#10", id+"0", id[:15], id+"/ENTITY#x") {
+		if matches(k) {
+			t.Errorf("key %q matched by %v", k, NamespaceIndexKeyPatterns(id))
+		}
 	}
 }
