@@ -107,7 +107,7 @@ type tableRef func(suffix string) any
 // (Template) and meant for any other tool (Terraform: pass the JSON to
 // aws_iam_policy's policy). Confined policies (opts.NamespaceIDs) restrict
 // every item they reach to the namespaces' keys with dynamodb:LeadingKeys
-// on dynamodb.NamespaceKeyPrefix (GSI4 on dynamodb.NamespaceIndexKey) and
+// on dynamodb.NamespaceKeyPrefix (GSI4 on dynamodb.NamespaceIndexKeyPatterns) and
 // allow reading the registry partition (dynamodb.RegistryPartitionKey). Bad
 // options give an *InvalidOptionError.
 func Policy(persona Persona, opts PolicyOptions) ([]byte, error) {
@@ -247,13 +247,15 @@ func confined(persona Persona, nsIDs []string, refs []tableRef) []Statement {
 			"ForAllValues:StringLike", prefixes),
 	}
 	if persona == PersonaAdmin {
-		// ListEntities and ListConfigs query GSI4, keyed by the bare id.
-		keys := make([]string, len(nsIDs))
-		for i, id := range nsIDs {
-			keys[i] = dynamodb.NamespaceIndexKey(id)
+		// ListEntities, ListConfigs and the audit log by time query GSI4,
+		// keyed by "{id}#{part}" and, on tables not yet migrated, the
+		// bare id: patterns matching those keys exactly.
+		var keys []string
+		for _, id := range nsIDs {
+			keys = append(keys, dynamodb.NamespaceIndexKeyPatterns(id)...)
 		}
 		st = append(st, withCondition(allow("TollgateNamespaceIndex", []string{"dynamodb:Query"}, resources(refs, "/index/GSI4")),
-			"ForAllValues:StringEquals", keys))
+			"ForAllValues:StringLike", keys))
 	}
 	// The namespace's name is resolved to its id, and the schema version
 	// read, in the registry partition: readable, not writable (register

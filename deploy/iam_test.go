@@ -118,8 +118,12 @@ func TestPolicyLeadingKeys(t *testing.T) {
 		{"capacity GSI2", request{"dynamodb:Query", idx("GSI2"), []string{own + "RESOURCE#r"}}, true, true},
 		{"other capacity GSI2", request{"dynamodb:Query", idx("GSI2"), []string{other + "RESOURCE#r"}}, false, false},
 		{"leases GSI3", request{"dynamodb:Query", idx("GSI3"), []string{own + "ENTITY#k"}}, true, true},
-		{"list entities GSI4", request{"dynamodb:Query", idx("GSI4"), []string{dynamodb.NamespaceIndexKey(nsA)}}, false, true},
-		{"other GSI4", request{"dynamodb:Query", idx("GSI4"), []string{dynamodb.NamespaceIndexKey(nsB)}}, false, false},
+		{"list entities GSI4", request{"dynamodb:Query", idx("GSI4"), []string{nsA + "#0"}}, false, true},
+		{"list entities GSI4 last part", request{"dynamodb:Query", idx("GSI4"), []string{nsA + "#f"}}, false, true},
+		{"list entities GSI4 legacy key", request{"dynamodb:Query", idx("GSI4"), []string{nsA}}, false, true},
+		{"GSI4 beyond the parts", request{"dynamodb:Query", idx("GSI4"), []string{nsA + "#10"}}, false, false},
+		{"other GSI4", request{"dynamodb:Query", idx("GSI4"), []string{nsB + "#0"}}, false, false},
+		{"other GSI4 legacy key", request{"dynamodb:Query", idx("GSI4"), []string{nsB}}, false, false},
 		{"GSI4 with own prefix", request{"dynamodb:Query", idx("GSI4"), []string{own + "x"}}, false, false},
 		{"registry read", request{"dynamodb:GetItem", tableA, []string{reg}}, true, true},
 		{"generation read", request{"dynamodb:GetItem", tableA, []string{changes}}, true, true},
@@ -294,7 +298,8 @@ func TestPolicyJSON(t *testing.T) {
 	for _, ns := range []string{nsA, nsC} {
 		for _, req := range []request{
 			{"dynamodb:UpdateItem", tableB, []string{dynamodb.NamespaceKeyPrefix(ns) + "BUCKET#k#r#0"}},
-			{"dynamodb:Query", tableB + "/index/GSI4", []string{dynamodb.NamespaceIndexKey(ns)}},
+			{"dynamodb:Query", tableB + "/index/GSI4", []string{dynamodb.NamespaceIndexKeys(ns)[0]}},
+			{"dynamodb:Query", tableB + "/index/GSI4", []string{ns}},
 		} {
 			if !allowed(t, boundary, req) {
 				t.Errorf("boundary denies %v", req)

@@ -274,6 +274,7 @@ func functions() map[string]function.Function {
 	return map[string]function.Function{
 		"concat":     stdlib.ConcatFunc,
 		"distinct":   stdlib.DistinctFunc,
+		"flatten":    stdlib.FlattenFunc,
 		"yamldecode": yamlDecode,
 		"contains":   stdlib.ContainsFunc,
 		"format":     stdlib.FormatFunc,

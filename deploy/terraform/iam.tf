@@ -30,15 +30,17 @@ locals {
   table_admin_actions = ["dynamodb:CreateTable", "dynamodb:UpdateTimeToLive"]
 
   # The key layout a tenant's policy depends on; the tests compare it with
-  # store/dynamodb (NamespaceKeyPrefix, NamespaceIndexKey,
+  # store/dynamodb (NamespaceKeyPrefix, NamespaceIndexKeys,
   # NamespaceIndexes, RegistryPartitionKey). Every partition key of a
   # namespace's items starts with "{id}/", and so do the partition keys of
-  # its entries in GSI1-GSI3; GSI4's is the bare id (ListEntities and
-  # ListConfigs query it).
+  # its entries in GSI1-GSI3; GSI4's are "{id}#0" to "{id}#f" and, for
+  # items an older Tollgate wrote, the bare id (ListEntities, ListConfigs
+  # and the audit log query them).
   namespace_key_separator = "/"
   tenant_indexes          = ["GSI1", "GSI2", "GSI3"]
   acquire_indexes         = ["GSI2", "GSI3"]
   namespace_index         = "GSI4"
+  namespace_index_part    = "#?" # "{id}#?": the id's 16 GSI4 parts, {id}#0 to {id}#f
   registry_partition_key  = "_/SYSTEM#"
   # The change generation every process polls (store/dynamodb
   # ChangesPartitionKey). A tenant never reaches the stored API keys'
@@ -227,7 +229,8 @@ data "aws_iam_policy_document" "tenant" {
     }
   }
 
-  # ListEntities and ListConfigs query GSI4, keyed by the bare id.
+  # ListEntities, ListConfigs and the audit log by time query GSI4, keyed
+  # by "{id}#{part}" and, on tables not yet migrated, the bare id.
   statement {
     sid       = "TollgateNamespaceIndex"
     effect    = "Allow"
@@ -235,9 +238,9 @@ data "aws_iam_policy_document" "tenant" {
     resources = ["${local.table_arn}/index/${local.namespace_index}"]
 
     condition {
-      test     = "ForAllValues:StringEquals"
+      test     = "ForAllValues:StringLike"
       variable = "dynamodb:LeadingKeys"
-      values   = each.value.namespace_ids
+      values   = flatten([for id in each.value.namespace_ids : ["${id}${local.namespace_index_part}", id]])
     }
   }
 

@@ -39,7 +39,10 @@ by other tools (the CloudFormation stack) without Tollgate's schema version
 record is checked and initialised. A table of schema 1 (Tollgate before
 bucket items held full ticks) is upgraded in place; stop every process of
 the older version first, as it cannot read the buckets this version writes
-(they are converted as they are next written).
+(they are converted as they are next written). Items older versions wrote
+are migrated, each run moving what is left: audit events get the index
+entry the export reads, and namespace index entries move to their parts
+(docs/dynamodb.md 4.17; roll out, stop the older processes, then deploy).
 
 --emit cloudformation prints the template of the whole deployment (table,
 aggregator and reconciler Lambda functions, alarms, IAM policies), with
@@ -91,13 +94,22 @@ docs/operations.md describes both.`,
 	return cmd
 }
 
-// reindexAudit gives the audit events an older Tollgate wrote the index
-// entry the namespace-wide log reads (tollgate audit export, retention:
-// docs/dynamodb.md 2.3), and says how many it changed, if any.
+// reindexAudit migrates what an older Tollgate wrote: it gives its audit
+// events the index entry the namespace-wide log reads (tollgate audit
+// export, retention), then moves every item's namespace index entry from
+// the bare namespace id to its part (docs/dynamodb.md 2.3, 4.17), and says
+// how many it changed, if any. Both are idempotent and resumable.
 func reindexAudit(ctx context.Context, g *globals, admin *dynamodb.Admin) error {
 	n, err := admin.ReindexAudit(ctx)
 	if n > 0 {
 		fmt.Fprintf(g.stdout, "audit events reindexed for export: %d\n", n)
+	}
+	if err != nil {
+		return err
+	}
+	n, err = admin.ReindexNamespaceIndex(ctx)
+	if n > 0 {
+		fmt.Fprintf(g.stdout, "namespace index entries spread over %d parts: %d\n", dynamodb.NamespaceIndexParts, n)
 	}
 	return err
 }

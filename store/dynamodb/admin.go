@@ -94,7 +94,7 @@ func (a *Admin) CreateTable(ctx context.Context) error {
 	if err := a.enableTTL(ctx); err != nil {
 		return err
 	}
-	if err := a.writeVersion(ctx); err != nil {
+	if err := a.writeVersion(ctx, true); err != nil {
 		return err
 	}
 	return a.CheckTable(ctx)
@@ -123,7 +123,7 @@ func (a *Admin) InitTable(ctx context.Context) error {
 	if err := a.enableTTL(ctx); err != nil {
 		return err
 	}
-	if err := a.writeVersion(ctx); err != nil {
+	if err := a.writeVersion(ctx, false); err != nil {
 		return err
 	}
 	return a.CheckTable(ctx)
@@ -266,15 +266,22 @@ func isAlreadyEnabled(err error) bool {
 }
 
 // writeVersion records SchemaVersion unless a version is already
-// recorded, or upgrades a recorded upgradableVersion to it.
-func (a *Admin) writeVersion(ctx context.Context) error {
+// recorded, or upgrades a recorded upgradableVersion to it. A new table
+// (created) holds no item an older Tollgate wrote, so its record says
+// that the namespace index is spread (nsindex.go); a table another tool
+// made may be an old one, and gets that from ReindexNamespaceIndex.
+func (a *Admin) writeVersion(ctx context.Context, created bool) error {
+	it := item{
+		attrPK:            str(registryPK()),
+		attrSK:            str(skVersion),
+		attrSchemaVersion: num(SchemaVersion),
+	}
+	if created {
+		it[schema.AttrNamespaceIndex] = num(schema.NamespaceIndexParts)
+	}
 	_, err := a.db.PutItem(ctx, &dynamodb.PutItemInput{
-		TableName: &a.table,
-		Item: item{
-			attrPK:            str(registryPK()),
-			attrSK:            str(skVersion),
-			attrSchemaVersion: num(SchemaVersion),
-		},
+		TableName:                 &a.table,
+		Item:                      it,
 		ConditionExpression:       aws.String("attribute_not_exists(PK) OR version = :old"),
 		ExpressionAttributeValues: item{":old": num(upgradableVersion)},
 	})

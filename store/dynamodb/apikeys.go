@@ -25,7 +25,7 @@ import (
 //     the operator's and the worker's policies may write these (docs 7): a
 //     tenant writing one could forge a key of another namespace.
 //
-// Both carry GSI4PK = {ns}, so PurgeNamespace deletes them with the rest
+// Both carry GSI4PK = {ns}#{part}, so PurgeNamespace deletes them with the rest
 // of the namespace, and, for a key that expires, ttl one day past the
 // expiry, so DynamoDB deletes expired keys (KeyByHash returns an expired
 // key that is still there as it is; the caller checks).
@@ -50,7 +50,7 @@ func encodeKey(ns string, k model.Key) (byName, byHash item) {
 		it["role"], it["entity"], it["hash"] = str(string(k.Role)), str(k.Entity), str(k.Hash)
 		it["allow_limits"] = &types.AttributeValueMemberBOOL{Value: k.AllowLimits}
 		it["created_at"], it["expires_at"] = num(model.UnixMilli(k.CreatedAt)), num(model.UnixMilli(k.ExpiresAt))
-		it[attrGSI4PK], it[attrGSI4SK] = str(ns), it[attrPK]
+		it[attrGSI4PK], it[attrGSI4SK] = str(namespaceIndexKey(ns, it)), it[attrPK]
 		if !k.ExpiresAt.IsZero() {
 			it[attrTTL] = num(k.ExpiresAt.Add(keyTTLMargin).Unix())
 		}

@@ -37,7 +37,7 @@ func TestKeysCostAndItems(t *testing.T) {
 		if ttl, _ := getN(it, attrTTL); ttl != wantTTL {
 			t.Errorf("%s: ttl %d, want %d (the expiry plus a day)", getS(key, attrPK), ttl, wantTTL)
 		}
-		if getS(it, attrGSI4PK) != NamespaceIndexKey("ns1") {
+		if getS(it, attrGSI4PK) != namespaceIndexKey("ns1", key) {
 			t.Errorf("%s: GSI4PK %q, want the namespace's", getS(key, attrPK), getS(it, attrGSI4PK))
 		}
 	}

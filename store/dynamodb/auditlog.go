@@ -17,14 +17,15 @@ import (
 )
 
 // The namespace-wide audit log (store.AuditLog) reads GSI4, which every
-// audit item already enters (GSI4PK {ns}, for purge): its GSI4 sort key is
-// {ns}/AUDITLOG#{id} (schema.AuditLogGSI4SK), so the partition of GSI4
-// that holds the namespace's items holds its events in id order, which is
-// time order. A page is one Query of a key range of that partition (keys
-// only) and one BatchGetItem of the events; a sweep is the same Query and
-// a DeleteItem per event. No scan, no extra item, no extra index: the
-// audit item's write is the one it was (docs/dynamodb.md 2.3). GSI4 is
-// eventually consistent: an event written a moment ago may be missing.
+// audit item already enters (GSI4PK {ns}#{part}, for purge): its GSI4 sort
+// key is {ns}/AUDITLOG#{id} (schema.AuditLogGSI4SK), so each of the
+// namespace's GSI4 partitions (nsindex.go) holds its share of the events
+// in id order, which is time order. A page is one Query of a key range of
+// each partition (keys only), merged by sort key, and one BatchGetItem of
+// the events; a sweep is the same Queries and a DeleteItem per event. No
+// scan, no extra item, no extra index: the audit item's write is the one
+// it was (docs/dynamodb.md 2.3). GSI4 is eventually consistent: an event
+// written a moment ago may be missing.
 
 var _ store.AuditLog = (*Store)(nil)
 
@@ -68,29 +69,32 @@ func (s *Store) auditKeys(ctx context.Context, ns, after, before string, limit i
 	if to < from {
 		return nil, nil
 	}
-	p := dynamodb.NewQueryPaginator(s.db, &dynamodb.QueryInput{
+	parts, err := s.namespaceIndexKeys(ctx, ns)
+	if err != nil {
+		return nil, err
+	}
+	var keys []item
+	err = s.mergeIndex(ctx, parts, &dynamodb.QueryInput{
 		TableName:                 &s.table,
 		IndexName:                 aws.String(gsi4),
 		KeyConditionExpression:    aws.String("GSI4PK = :ns AND GSI4SK BETWEEN :from AND :to"),
-		ExpressionAttributeValues: item{":ns": str(ns), ":from": str(from), ":to": str(to)},
-		Limit:                     aws.Int32(int32(min(limit, gsi4Page))),
+		ExpressionAttributeValues: item{":from": str(from), ":to": str(to)},
+		Limit:                     aws.Int32(auditPartPage(limit)),
+	}, func(it item) bool {
+		if getS(it, attrGSI4SK) == to { // BETWEEN includes to; before does not, and nothing sorts after it
+			return false
+		}
+		keys = append(keys, item{attrPK: it[attrPK], attrSK: it[attrSK]})
+		return len(keys) < limit
 	})
-	var keys []item
-	for p.HasMorePages() && len(keys) < limit {
-		page, err := p.NextPage(ctx)
-		if err != nil {
-			return nil, fmt.Errorf("dynamodb: query GSI4: %w", err)
-		}
-		for _, it := range page.Items {
-			if getS(it, attrGSI4SK) == to { // BETWEEN includes to; before does not
-				continue
-			}
-			if len(keys) < limit {
-				keys = append(keys, item{attrPK: it[attrPK], attrSK: it[attrSK]})
-			}
-		}
-	}
-	return keys, nil
+	return keys, err
+}
+
+// auditPartPage is the Limit of each part's Query of a page of limit
+// events: twice an even share, so that most pages need one Query a part.
+func auditPartPage(limit int) int32 {
+	share := (limit + schema.NamespaceIndexParts - 1) / schema.NamespaceIndexParts
+	return int32(min(2*share+2, gsi4PartPage))
 }
 
 // SweepAudit implements store.AuditLog. It counts the index entries it
@@ -155,25 +159,13 @@ func (s *Store) SetAuditRetention(ctx context.Context, name string, d time.Durat
 // time) the sort key ListAuditRange and SweepAudit read, in every
 // namespace of the table, and returns how many it changed. tollgate
 // deploy runs it; running it again finds nothing to do (one Query of GSI4
-// per namespace). Items deleted meanwhile are skipped. It needs Query on
+// per namespace and GSI4 key). Items deleted meanwhile are skipped. It needs Query on
 // GSI4 and the registry, and UpdateItem: the operator's persona.
 func (a *Admin) ReindexAudit(ctx context.Context) (int, error) {
 	ctx = unbounded(ctx) // an operator's: not bounded by the call timeout
-	var ids []string
-	p := dynamodb.NewQueryPaginator(a.db, &dynamodb.QueryInput{
-		TableName:                 &a.table,
-		KeyConditionExpression:    aws.String("PK = :pk AND begins_with(SK, :p)"),
-		ExpressionAttributeValues: item{":pk": str(registryPK()), ":p": str(skNamespacePrefix)},
-		ConsistentRead:            aws.Bool(true),
-	})
-	for p.HasMorePages() {
-		page, err := p.NextPage(ctx)
-		if err != nil {
-			return 0, fmt.Errorf("dynamodb: reindex audit: list namespaces: %w", err)
-		}
-		for _, it := range page.Items {
-			ids = append(ids, getS(it, "id"))
-		}
+	ids, err := a.namespaceIDs(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("dynamodb: reindex audit: %w", err)
 	}
 	n := 0
 	for _, ns := range ids {
@@ -187,14 +179,29 @@ func (a *Admin) ReindexAudit(ctx context.Context) (int, error) {
 }
 
 // reindexAudit is ReindexAudit in namespace ns: the GSI4 range of the old
-// sort keys, {ns}/AUDIT#{entity} ("{ns}/AUDITLOG#" sorts after it).
+// sort keys, {ns}/AUDIT#{entity} ("{ns}/AUDITLOG#" sorts after it), under
+// every key of the namespace (ReindexNamespaceIndex may have moved an old
+// event to its part before this ran).
 func (a *Admin) reindexAudit(ctx context.Context, ns string) (int, error) {
+	n := 0
+	for _, key := range schema.NamespaceIndexKeys(ns, true) {
+		k, err := a.reindexAuditKey(ctx, ns, key)
+		n += k
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
+}
+
+// reindexAuditKey is reindexAudit under GSI4 partition key key.
+func (a *Admin) reindexAuditKey(ctx context.Context, ns, key string) (int, error) {
 	old := schema.AuditPK(ns, "")
 	p := dynamodb.NewQueryPaginator(a.db, &dynamodb.QueryInput{
 		TableName:                 &a.table,
 		IndexName:                 aws.String(gsi4),
 		KeyConditionExpression:    aws.String("GSI4PK = :ns AND GSI4SK BETWEEN :from AND :to"),
-		ExpressionAttributeValues: item{":ns": str(ns), ":from": str(old), ":to": str(strings.TrimSuffix(old, "#") + "$")},
+		ExpressionAttributeValues: item{":ns": str(key), ":from": str(old), ":to": str(strings.TrimSuffix(old, "#") + "$")},
 	})
 	n := 0
 	for p.HasMorePages() {

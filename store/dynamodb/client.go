@@ -1,6 +1,8 @@
 package dynamodb
 
 import (
+	"sync/atomic"
+
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
@@ -18,6 +20,10 @@ type client struct {
 	// whose backoffs sleep.
 	maxAttempts int
 	sleep       sleepFunc
+
+	// nsIndexSpread is set once the table's version record is seen to say
+	// that no GSI4 entry is left under a legacy key (nsindex.go).
+	nsIndexSpread atomic.Bool
 }
 
 // newBudget returns the retry budget of one operation.

@@ -41,7 +41,7 @@ func encodeEntity(ns string, e model.Entity) (item, error) {
 		"cascade":    boolean(e.Cascade),
 		"metadata":   str(meta),
 		"created_at": num(e.CreatedAt.UnixMilli()),
-		attrGSI4PK:   str(ns),
+		attrGSI4PK:   str(namespaceIndexPK(ns, entityPK(ns, e.ID), skMeta)),
 		attrGSI4SK:   str(entityPK(ns, e.ID)),
 	}
 	setVersion(it, e.Version)
@@ -107,7 +107,7 @@ func encodeConfig(ns string, s model.Scope, c model.Config) item {
 	if c.OnUnavailable != "" {
 		it["on_unavailable"] = str(string(c.OnUnavailable))
 	}
-	it[attrGSI4PK] = str(ns)
+	it[attrGSI4PK] = str(namespaceIndexKey(ns, it))
 	it[attrGSI4SK] = it[attrPK]
 	if s.Entity != "" {
 		// Sparse index: which entities have custom config for a resource.
@@ -163,7 +163,7 @@ func encodeAudit(ns string, ev model.AuditEvent) (item, error) {
 		"entity":    str(ev.Entity),
 		"resource":  str(ev.Resource),
 		"principal": str(ev.Principal),
-		attrGSI4PK:  str(ns),
+		attrGSI4PK:  str(namespaceIndexPK(ns, auditPK(ns, ev.Entity), auditSK(ev.ID))),
 		attrGSI4SK:  str(schema.AuditLogGSI4SK(ns, ev.ID)),
 	}
 	if len(ev.Details) > 0 {

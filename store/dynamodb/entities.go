@@ -3,7 +3,6 @@ package dynamodb
 import (
 	"context"
 	"errors"
-	"fmt"
 	"maps"
 	"slices"
 	"strings"
@@ -15,13 +14,15 @@ import (
 	"github.com/tollgate-rl/tollgate/store"
 )
 
-// Listing entities and configs reads GSI4 (partition {ns}, sort key the
-// item's PK) over the range of one kind of partition, {ns}/ENTITY# or
-// {ns}/RESOURCE#, with a filter on SK that keeps the entity or config
-// items, then reads those items strongly with BatchGetItem. See
-// docs/dynamodb.md 3 and 5 for what it costs.
+// Listing entities and configs reads GSI4 (partitions {ns}#{0..f}, sort
+// key the item's PK, merged in sort-key order: nsindex.go) over the range
+// of one kind of partition, {ns}/ENTITY# or {ns}/RESOURCE#, with a filter
+// on SK that keeps the entity or config items, then reads those items
+// strongly with BatchGetItem. See docs/dynamodb.md 3 and 5 for what it
+// costs.
 
-// gsi4Page bounds the index entries one Query of a listing evaluates.
+// gsi4Page bounds the index entries the first Queries of a listing
+// evaluate, over all the namespace's parts (gsi4PartPage each).
 const gsi4Page = 1000
 
 // ListEntities implements store.Entities through GSI4.
@@ -214,28 +215,21 @@ func (s *Store) entityConfigScopes(ctx context.Context, ns string, after *model.
 
 // gsi4Range visits in GSI4 sort-key order the index entries of namespace
 // ns from the partition key from to the end of prefix's range (prefix
-// ends with '#') that pass filter, until visit returns false.
+// ends with '#') that pass filter, until visit returns false: the
+// namespace's parts merged.
 func (s *Store) gsi4Range(ctx context.Context, ns, prefix, from, filter string, values item, visit func(it item) bool) error {
-	vals := item{":ns": str(ns), ":from": str(from), ":to": str(strings.TrimSuffix(prefix, "#") + "$")}
+	keys, err := s.namespaceIndexKeys(ctx, ns)
+	if err != nil {
+		return err
+	}
+	vals := item{":from": str(from), ":to": str(strings.TrimSuffix(prefix, "#") + "$")}
 	maps.Copy(vals, values)
-	p := dynamodb.NewQueryPaginator(s.db, &dynamodb.QueryInput{
+	return s.mergeIndex(ctx, keys, &dynamodb.QueryInput{
 		TableName:                 &s.table,
 		IndexName:                 aws.String(gsi4),
 		KeyConditionExpression:    aws.String("GSI4PK = :ns AND GSI4SK BETWEEN :from AND :to"),
 		FilterExpression:          aws.String(filter),
 		ExpressionAttributeValues: vals,
-		Limit:                     aws.Int32(gsi4Page),
-	})
-	for p.HasMorePages() {
-		page, err := p.NextPage(ctx)
-		if err != nil {
-			return fmt.Errorf("dynamodb: query GSI4: %w", err)
-		}
-		for _, it := range page.Items {
-			if !visit(it) {
-				return nil
-			}
-		}
-	}
-	return nil
+		Limit:                     aws.Int32(gsi4PartPage),
+	}, visit)
 }

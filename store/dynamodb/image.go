@@ -269,7 +269,7 @@ func encodeItem(id itemID, img *image, sim *simulation) item {
 		attrGSI2SK:     str("BUCKET#" + id.key.Entity + "#" + itoa(id.shard)),
 		attrGSI3PK:     str(entityPK(id.ns, id.key.Entity)),
 		attrGSI3SK:     str("BUCKET#" + id.key.Resource + "#" + itoa(id.shard)),
-		attrGSI4PK:     str(id.ns),
+		attrGSI4PK:     str(namespaceIndexPK(id.ns, bucketPK(id.ns, id.key, id.shard), skState)),
 		attrGSI4SK:     str(bucketPK(id.ns, id.key, id.shard)),
 	}
 	for _, l := range img.limits {

@@ -78,3 +78,13 @@ func shardKeys(ns string, k store.BucketKey, n int) []item {
 	}
 	return keys
 }
+
+// namespaceIndexKey is the GSI4 partition key of it, an item of namespace
+// ns whose table keys are set: the part its keys hash to.
+func namespaceIndexKey(ns string, it item) string {
+	return schema.NamespaceIndexKey(ns, getS(it, attrPK), getS(it, attrSK))
+}
+
+// namespaceIndexPK is the GSI4 partition key of the item of namespace ns
+// whose table key is (pk, sk).
+func namespaceIndexPK(ns, pk, sk string) string { return schema.NamespaceIndexKey(ns, pk, sk) }

@@ -18,15 +18,31 @@ import (
 
 // NamespaceKeyPrefix is the prefix of every partition key the backend
 // writes for the items of namespace id: the table's PK and the partition
-// keys of GSI1, GSI2 and GSI3 all start with it (GSI4's is
-// NamespaceIndexKey). An IAM condition on dynamodb:LeadingKeys with
+// keys of GSI1, GSI2 and GSI3 all start with it (GSI4's are
+// NamespaceIndexKeys). An IAM condition on dynamodb:LeadingKeys with
 // NamespaceKeyPrefix(id)+"*" confines a principal to that namespace.
 func NamespaceKeyPrefix(id string) string { return schema.NamespacePrefix(id) }
 
-// NamespaceIndexKey is the partition key, in GSI4, of every item of
-// namespace id: the bare id (PurgeNamespace, ListEntities and ListConfigs
-// query it).
-func NamespaceIndexKey(id string) string { return schema.NamespaceIndexKey(id) }
+// NamespaceIndexKeys are the partition keys, in GSI4, of the items of
+// namespace id: the NamespaceIndexParts parts "{id}#0" to "{id}#f" (an
+// item's part is a hash of its table key), then the bare id, under which
+// an older Tollgate wrote every item and which readers query until the
+// table is migrated (Admin.ReindexNamespaceIndex). PurgeNamespace,
+// ListEntities, ListConfigs and the audit log by time query them; an IAM
+// condition on dynamodb:LeadingKeys of GSI4 names them all.
+func NamespaceIndexKeys(id string) []string { return schema.NamespaceIndexKeys(id, true) }
+
+// NamespaceIndexKeyPatterns are IAM StringLike patterns that match
+// exactly the NamespaceIndexKeys of namespace id ('?' is one character:
+// "{id}#?" matches the parts, and a namespace id, 16 hex digits, holds no
+// '#' for another namespace's keys to match), two patterns rather than 17
+// keys, so that a policy confining many namespaces stays within IAM's
+// size limit.
+func NamespaceIndexKeyPatterns(id string) []string { return []string{id + "#?", id} }
+
+// NamespaceIndexParts is how many partition keys of GSI4 a namespace's
+// items are spread over, besides the legacy bare id (NamespaceIndexKeys).
+const NamespaceIndexParts = schema.NamespaceIndexParts
 
 // RegistryPartitionKey is the partition key of the reserved partition
 // outside every namespace: the namespace registry, the schema version and
@@ -151,8 +167,8 @@ func keyNames(ks []types.KeySchemaElement) (hash, rng string) {
 // NamespaceIndexes returns the indexes whose partition keys begin with
 // NamespaceKeyPrefix for every item that has an entry in them, in the
 // order of Layout: those a tenant's LeadingKeys-conditioned queries may
-// use. GSI4's partition key is the bare namespace id, so it is not among
-// them (PurgeNamespace, its reader, is an operator's task).
+// use. GSI4's partition keys are the namespace id and "{id}#{part}", so it
+// is not among them (PurgeNamespace, its reader, is an operator's task).
 func NamespaceIndexes() []string {
 	const id = "0123456789abcdef"
 	prefix := NamespaceKeyPrefix(id)

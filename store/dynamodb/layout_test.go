@@ -1,6 +1,8 @@
 package dynamodb
 
 import (
+	glob "path"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -16,7 +18,8 @@ import (
 // TestNamespaceKeyPrefix checks the exported layout facts (layout.go)
 // against the key functions and encoders the backend writes items with:
 // every partition key of a namespace's items, in the table and in GSI1 to
-// GSI3, starts with NamespaceKeyPrefix, and GSI4's is NamespaceIndexKey.
+// GSI3, starts with NamespaceKeyPrefix, and GSI4's is one of
+// NamespaceIndexKeys' parts: the one its table key hashes to.
 // The IAM policies of package deploy rely on it (dynamodb:LeadingKeys).
 func TestNamespaceKeyPrefix(t *testing.T) {
 	const ns = "3f9a0c1d2e4b5a67"
@@ -57,8 +60,9 @@ func TestNamespaceKeyPrefix(t *testing.T) {
 	byName, byHash := encodeKey(ns, model.Key{Name: "ci", Hash: hash, ExpiresAt: time.UnixMilli(1)})
 	items["key by name"] = byName
 	keys["key by hash"] = getS(byHash, attrPK)
-	if got := getS(byHash, attrGSI4PK); got != NamespaceIndexKey(ns) {
-		t.Errorf("key by hash: GSI4PK = %q, want NamespaceIndexKey %q (PurgeNamespace deletes it)", got, NamespaceIndexKey(ns))
+	parts := NamespaceIndexKeys(ns)[:NamespaceIndexParts]
+	if got, want := getS(byHash, attrGSI4PK), namespaceIndexKey(ns, byHash); got != want || !slices.Contains(parts, got) {
+		t.Errorf("key by hash: GSI4PK = %q, want its part %q of NamespaceIndexKeys %v (PurgeNamespace deletes it)", got, want, parts)
 	}
 	if !strings.HasPrefix(keys["key by hash"], KeyHashPartitionPrefix()) {
 		t.Errorf("key by hash: PK %q does not start with KeyHashPartitionPrefix %q", keys["key by hash"], KeyHashPartitionPrefix())
@@ -70,8 +74,8 @@ func TestNamespaceKeyPrefix(t *testing.T) {
 				keys[name+" "+attr] = v
 			}
 		}
-		if got := getS(it, attrGSI4PK); got != NamespaceIndexKey(ns) {
-			t.Errorf("%s: GSI4PK = %q, want NamespaceIndexKey %q", name, got, NamespaceIndexKey(ns))
+		if got, want := getS(it, attrGSI4PK), namespaceIndexKey(ns, it); got != want || !slices.Contains(parts, got) {
+			t.Errorf("%s: GSI4PK = %q, want its part %q of NamespaceIndexKeys %v", name, got, want, parts)
 		}
 	}
 	for name, k := range keys {
@@ -118,5 +122,29 @@ func TestTableDefinitionKeys(t *testing.T) {
 	}
 	if err := (&Admin{client: &client{table: "t"}}).verifyLayout(d); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// NamespaceIndexKeyPatterns match, as IAM's StringLike would ('?' one
+// character), every GSI4 key of the namespace and no key of another.
+func TestNamespaceIndexKeyPatterns(t *testing.T) {
+	const id, other = "3f9a0c1d2e4b5a67", "3f9a0c1d2e4b5a68"
+	matches := func(key string) bool {
+		for _, p := range NamespaceIndexKeyPatterns(id) {
+			if ok, err := glob.Match(p, key); err != nil || ok {
+				return ok
+			}
+		}
+		return false
+	}
+	for _, k := range NamespaceIndexKeys(id) {
+		if !matches(k) {
+			t.Errorf("key %q of the namespace not matched by %v", k, NamespaceIndexKeyPatterns(id))
+		}
+	}
+	for _, k := range append(NamespaceIndexKeys(other), id+"#10", id+"0", id[:15], id+"/ENTITY#x") {
+		if matches(k) {
+			t.Errorf("key %q matched by %v", k, NamespaceIndexKeyPatterns(id))
+		}
 	}
 }

@@ -67,7 +67,7 @@ func setLeaseAttrs(it item, ns string, rec *store.LeaseRecord, body string) {
 	it[schema.AttrLeaseVersion] = num(rec.Version)
 	it[schema.AttrExpires] = num(rec.Expires)
 	it[schema.AttrRecord] = str(body)
-	it[attrGSI4PK] = str(ns)
+	it[attrGSI4PK] = str(namespaceIndexKey(ns, it))
 	it[attrGSI4SK] = it[attrPK]
 }
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/tollgate-rl/tollgate/model"
 	"github.com/tollgate-rl/tollgate/store"
+	"github.com/tollgate-rl/tollgate/store/dynamodb/internal/schema"
 )
 
 // The registry lives under the reserved partition "_/SYSTEM#" (no namespace
@@ -123,8 +124,11 @@ func (s *Store) SetNamespaceDeleted(ctx context.Context, name string, at time.Ti
 }
 
 // PurgeNamespace implements store.Namespaces: it pages through GSI4 (every
-// item of the namespace, keys only) deleting in batches, until a pass finds
-// nothing (GSI4 is eventually consistent), then removes the registration.
+// item of the namespace, keys only, under each of its parts and the legacy
+// key: nsindex.go) deleting in batches, until a pass finds nothing (GSI4
+// is eventually consistent), then removes the registration. It queries the
+// legacy key even on a migrated table, so that it also removes what a
+// process of an older Tollgate wrote there since.
 func (s *Store) PurgeNamespace(ctx context.Context, name string, progress func(int)) error {
 	n, err := s.GetNamespace(ctx, name)
 	if err != nil {
@@ -132,29 +136,31 @@ func (s *Store) PurgeNamespace(ctx context.Context, name string, progress func(i
 	}
 	deleted := 0
 	for pass := 0; ; pass++ {
-		p := dynamodb.NewQueryPaginator(s.db, &dynamodb.QueryInput{
-			TableName:                 &s.table,
-			IndexName:                 aws.String(gsi4),
-			KeyConditionExpression:    aws.String("GSI4PK = :ns"),
-			ExpressionAttributeValues: item{":ns": str(n.ID)},
-		})
 		found := 0
-		for p.HasMorePages() {
-			page, err := p.NextPage(ctx)
-			if err != nil {
-				return fmt.Errorf("dynamodb: purge %s: %w", name, err)
-			}
-			keys := make([]item, len(page.Items))
-			for i, it := range page.Items {
-				keys[i] = item{attrPK: it[attrPK], attrSK: it[attrSK]}
-			}
-			if err := s.batchDelete(ctx, keys); err != nil {
-				return fmt.Errorf("dynamodb: purge %s: %w", name, err)
-			}
-			found += len(keys)
-			deleted += len(keys)
-			if progress != nil {
-				progress(deleted)
+		for _, key := range schema.NamespaceIndexKeys(n.ID, true) {
+			p := dynamodb.NewQueryPaginator(s.db, &dynamodb.QueryInput{
+				TableName:                 &s.table,
+				IndexName:                 aws.String(gsi4),
+				KeyConditionExpression:    aws.String("GSI4PK = :ns"),
+				ExpressionAttributeValues: item{":ns": str(key)},
+			})
+			for p.HasMorePages() {
+				page, err := p.NextPage(ctx)
+				if err != nil {
+					return fmt.Errorf("dynamodb: purge %s: %w", name, err)
+				}
+				keys := make([]item, len(page.Items))
+				for i, it := range page.Items {
+					keys[i] = item{attrPK: it[attrPK], attrSK: it[attrSK]}
+				}
+				if err := s.batchDelete(ctx, keys); err != nil {
+					return fmt.Errorf("dynamodb: purge %s: %w", name, err)
+				}
+				found += len(keys)
+				deleted += len(keys)
+				if progress != nil {
+					progress(deleted)
+				}
 			}
 		}
 		if found == 0 {

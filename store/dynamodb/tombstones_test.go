@@ -129,7 +129,7 @@ func TestTombstoneItem(t *testing.T) {
 	if _, ok := it[attrGSI3PK]; ok {
 		t.Errorf("the tombstone has GSI3 keys: an entity's listing would read it")
 	}
-	if getS(it, attrGSI4PK) != e.ns || getS(it, attrGSI4SK) != getS(it, attrPK) {
+	if getS(it, attrGSI4PK) != namespaceIndexKey(e.ns, it) || getS(it, attrGSI4SK) != getS(it, attrPK) {
 		t.Errorf("GSI4 keys %q %q: a purge would not find it", getS(it, attrGSI4PK), getS(it, attrGSI4SK))
 	}
 	if ttl, _ := getN(it, attrTTL); ttl != (e.now+600_001+999)/1000 {

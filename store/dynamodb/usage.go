@@ -8,7 +8,7 @@ package dynamodb
 //	SK      #USAGE#{resource}#{window}#{start}        start: Unix ms, %020d
 //	GSI2PK  {ns}/RESOURCE#{resource}
 //	GSI2SK  USAGE#{window}#{start}#{entity}
-//	GSI4PK  {ns}   GSI4SK  (= PK)
+//	GSI4PK  {ns}#{part}   GSI4SK  (= PK)
 //	entity, resource, window S; window_start, events N; u_{limit} N;
 //	exp N (Unix ms) and ttl N (Unix s, rounded up);
 //	seq_{source} (or seq~{hash of source}) S per source.
@@ -316,7 +316,7 @@ func (s *Store) writeUsage(ctx context.Context, ns string, k store.UsageKey, par
 	e.setN(attrUsageStart, k.Start)
 	setS(attrGSI2PK, resourcePK(ns, k.Resource))
 	setS(attrGSI2SK, usageGSI2SK(k))
-	setS(attrGSI4PK, ns)
+	setS(attrGSI4PK, namespaceIndexPK(ns, usagePK(ns, k), usageSK(k)))
 	setS(attrGSI4SK, usagePK(ns, k))
 	if expires > 0 {
 		// Only on creation: a conditional update cannot also keep the

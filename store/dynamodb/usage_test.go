@@ -308,7 +308,7 @@ func TestUsageItemLayout(t *testing.T) {
 		attrSK:             fmt.Sprintf("#USAGE#openai/gpt-4o#hour#%020d", usageT0),
 		attrGSI2PK:         ns + "/RESOURCE#openai/gpt-4o",
 		attrGSI2SK:         fmt.Sprintf("USAGE#hour#%020d#key-1", usageT0),
-		attrGSI4PK:         ns,
+		attrGSI4PK:         namespaceIndexKey(ns, it), // one of ns#0 to ns#f: TestNamespaceIndexSpread
 		attrGSI4SK:         ns + "/ENTITY#key-1",
 		"entity":           "key-1",
 		"resource":         "openai/gpt-4o",

@@ -54,12 +54,64 @@ const AttrSchemaVersion = "version"
 
 // NamespacePrefix starts every partition key of namespace ns's items, in
 // the table and in GSI1 to GSI3 (their key builders below begin with it);
-// GSI4's partition key is NamespaceIndexKey.
+// GSI4's partition keys are NamespaceIndexKeys.
 func NamespacePrefix(ns string) string { return ns + "/" }
 
-// NamespaceIndexKey is the GSI4 partition key of every item of namespace
-// ns: the bare id.
-func NamespaceIndexKey(ns string) string { return ns }
+// NamespaceIndexParts is how many partition keys GSI4 spreads a
+// namespace's items over (docs/dynamodb.md 2.3): one index partition takes
+// about 1,000 writes a second, and every item created or deleted in a
+// namespace writes its index (docs/scale.md 4).
+const NamespaceIndexParts = 16
+
+// NamespaceIndexKey is the GSI4 partition key of the item of namespace ns
+// whose table key is (pk, sk): {ns}#{part}, part one lowercase hex digit,
+// NamespaceIndexPart of the key. The same item always gets the same part.
+func NamespaceIndexKey(ns, pk, sk string) string {
+	return NamespaceIndexPartKey(ns, NamespaceIndexPart(pk, sk))
+}
+
+// NamespaceIndexPartKey is the GSI4 partition key of part i (0 to
+// NamespaceIndexParts-1) of namespace ns.
+func NamespaceIndexPartKey(ns string, i int) string {
+	return ns + "#" + strconv.FormatUint(uint64(i), 16)
+}
+
+// NamespaceIndexPart is the part of the item whose table key is (pk, sk):
+// the 32-bit FNV-1a hash of pk, a zero byte and sk, modulo
+// NamespaceIndexParts. Both keys, not pk alone: a namespace's lease records
+// share 16 partition keys and an entity's audit events one, which pk alone
+// would pile into a few parts.
+func NamespaceIndexPart(pk, sk string) int {
+	h := fnv1a(2166136261, pk)
+	h *= 16777619 // the zero byte between the keys: h ^ 0 is h
+	return int(fnv1a(h, sk) % NamespaceIndexParts)
+}
+
+// LegacyNamespaceIndexKey is the GSI4 partition key of every item of
+// namespace ns written before the key was spread: the bare id. Readers
+// query it too until the table's version record says the namespace index
+// is spread (AttrNamespaceIndex), which Admin.ReindexNamespaceIndex records
+// once it has moved every such item to its part.
+func LegacyNamespaceIndexKey(ns string) string { return ns }
+
+// NamespaceIndexKeys are every GSI4 partition key of namespace ns: its
+// parts in order, then, if legacy, the legacy key.
+func NamespaceIndexKeys(ns string, legacy bool) []string {
+	out := make([]string, 0, NamespaceIndexParts+1)
+	for i := range NamespaceIndexParts {
+		out = append(out, NamespaceIndexPartKey(ns, i))
+	}
+	if legacy {
+		out = append(out, LegacyNamespaceIndexKey(ns))
+	}
+	return out
+}
+
+// AttrNamespaceIndex is the number attribute of the schema version record
+// that says GSI4's keys are spread over NamespaceIndexParts parts and no
+// item is left under a legacy key: absent on tables that may hold items an
+// older Tollgate wrote.
+const AttrNamespaceIndex = "ns_index_parts"
 
 // Index is a global secondary index of the table.
 type Index struct {
@@ -92,10 +144,10 @@ func SystemPK(ns string) string { return ns + "/SYSTEM#" }
 func AuditPK(ns, entity string) string { return ns + "/AUDIT#" + entity }
 
 // AuditLogPrefix starts the GSI4 sort key of every audit event of
-// namespace ns, and AuditLogGSI4SK is the whole key of event id: GSI4's
-// partition {ns} holds the namespace's events in id order, which is time
-// order (ids are ULIDs), for the namespace-wide listing and the sweep
-// (docs/dynamodb.md 2.3).
+// namespace ns, and AuditLogGSI4SK is the whole key of event id: each of
+// GSI4's partitions of the namespace holds its share of the events in id
+// order, which is time order (ids are ULIDs), and the namespace-wide
+// listing and the sweep merge them (docs/dynamodb.md 2.3).
 func AuditLogPrefix(ns string) string { return ns + "/AUDITLOG#" }
 
 // AuditLogGSI4SK is the GSI4 sort key of the audit event id of ns.
@@ -187,11 +239,16 @@ func LeasePartitionPK(ns string, i int) string {
 
 // leasePartition is the FNV-1a hash of id, modulo LeasePartitions.
 func leasePartition(id string) uint32 {
-	h := uint32(2166136261)
-	for i := 0; i < len(id); i++ {
-		h = (h ^ uint32(id[i])) * 16777619
+	return fnv1a(2166136261, id) % LeasePartitions
+}
+
+// fnv1a continues the 32-bit FNV-1a hash h over the bytes of s (start with
+// the offset basis 2166136261).
+func fnv1a(h uint32, s string) uint32 {
+	for i := 0; i < len(s); i++ {
+		h = (h ^ uint32(s[i])) * 16777619
 	}
-	return h % LeasePartitions
+	return h
 }
 
 // LeaseGSI3SK is a lease record's sort key in GSI3, under its entity's
