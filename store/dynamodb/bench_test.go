@@ -72,9 +72,11 @@ func BenchmarkDynamoDB(b *testing.B) {
 	if _, err := tbl.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: &tbl.table, Item: item{attrPK: rawKey[attrPK], attrSK: rawKey[attrSK], "n": num(1 << 60)}}); err != nil {
 		b.Fatal(err)
 	}
-	rawWrite := func() {
+	// rawWriteTo is the floor of a warm acquire: one conditional
+	// UpdateItem of a counter item k.
+	rawWriteTo := func(k item) {
 		_, err := tbl.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-			TableName: &tbl.table, Key: rawKey,
+			TableName: &tbl.table, Key: k,
 			UpdateExpression:          aws.String("ADD n :m"),
 			ConditionExpression:       aws.String("attribute_exists(PK) AND n >= :one"),
 			ExpressionAttributeValues: item{":m": num(-1), ":one": num(1)},
@@ -83,6 +85,7 @@ func BenchmarkDynamoDB(b *testing.B) {
 			b.Error(err)
 		}
 	}
+	rawWrite := func() { rawWriteTo(rawKey) }
 	rawKey2 := item{attrPK: str("raw2"), attrSK: str(skState)}
 	if _, err := tbl.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: &tbl.table, Item: item{attrPK: rawKey2[attrPK], attrSK: rawKey2[attrSK], "n": num(1 << 60)}}); err != nil {
 		b.Fatal(err)
@@ -207,6 +210,31 @@ func BenchmarkDynamoDB(b *testing.B) {
 				env.reportCalls(b)
 			})
 		}
+	}
+	// Own keys: each goroutine acquires on a warm key of its own, against
+	// raw conditional UpdateItems each on an item of its own, at the same
+	// concurrency (issue 26: the rate and the client's CPU per acquire
+	// against the raw write's).
+	for _, g := range []int{8, 32} {
+		b.Run(fmt.Sprintf("own/goroutines-%d", g), func(b *testing.B) {
+			env := newBenchEnv(b, tbl.table, false)
+			limits := tollgate.WithLimits(tollgate.PerSecond("rps", 1_000_000))
+			prefix := uniquePrefix("own")
+			raws := make([]item, g)
+			for w := range g {
+				env.acquire(b, prefix+strconv.Itoa(w), limits)
+				raws[w] = item{attrPK: str(prefix + "raw" + strconv.Itoa(w)), attrSK: str(skState)}
+				if _, err := tbl.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: &tbl.table,
+					Item: item{attrPK: raws[w][attrPK], attrSK: raws[w][attrSK], "n": num(1 << 60)}}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			env.reset()
+			pairedThroughput(b, g, func(w int) { rawWriteTo(raws[w]) }, func(w int) {
+				env.tryAcquire(b, prefix+strconv.Itoa(w), limits)
+			})
+			env.reportCalls(b)
+		})
 	}
 }
 
