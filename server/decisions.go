@@ -1,7 +1,6 @@
 package server
 
 import (
-	"maps"
 	"net/http"
 	"strconv"
 
@@ -25,19 +24,11 @@ var (
 		[]string{"namespace", "resource", "limit"}, nil)
 )
 
-// decisionsCollector reads the limiters' decision counts at scrape time
-// (tollgate.Stats.Decisions): as many series as resource and limit pairs
-// in use, bounded per namespace (tollgate.MaxDecisionSeries), never one
-// per entity.
-type decisionsCollector struct{ s *Server }
-
-func (c decisionsCollector) Describe(ch chan<- *prometheus.Desc) {
-	ch <- decisionsDesc
-	ch <- nearLimitDesc
-}
-
-func (c decisionsCollector) Collect(ch chan<- prometheus.Metric) {
-	for k, d := range c.s.decisionStats() {
+// collectDecisions sends the decision counts of t (tollgate.Stats.Decisions):
+// as many series as resource and limit pairs in use, bounded per namespace
+// (tollgate.MaxDecisionSeries), never one per entity.
+func collectDecisions(ch chan<- prometheus.Metric, t *limiterTotals) {
+	for k, d := range t.decisions {
 		for _, o := range [...]struct {
 			name string
 			n    uint64
@@ -64,21 +55,6 @@ func addDecisions(sum map[shadowKey]tollgate.LimitDecisions, ns string, ds []tol
 		t.NearLimit += d.NearLimit
 		sum[k] = t
 	}
-}
-
-// decisionStats sums the decision counts of the namespaces' limiters,
-// those forgotten included.
-func (s *Server) decisionStats() map[shadowKey]tollgate.LimitDecisions {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := maps.Clone(s.retiredDecisions)
-	if out == nil {
-		out = make(map[shadowKey]tollgate.LimitDecisions)
-	}
-	for name, p := range s.namespaces {
-		addDecisions(out, name, p.lim.Stats().Decisions)
-	}
-	return out
 }
 
 // topDenied answers GET /v1/metrics/top-denied: the entities the

@@ -14,7 +14,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/tollgate-rl/tollgate"
 	"github.com/tollgate-rl/tollgate/model"
 )
 
@@ -101,22 +100,8 @@ func newMetrics(r prometheus.Registerer) *metrics {
 	return m
 }
 
-// watch registers the gauges that read s's state at scrape time.
-func (m *metrics) watch(s *Server) {
-	m.reg.MustRegister(shadowCollector{s}, decisionsCollector{s})
-	cache := func(pick func(tollgate.CacheStats) uint64) func() float64 {
-		return func() float64 { return float64(pick(s.cacheStats())) }
-	}
-	m.reg.MustRegister(
-		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "tollgate_config_cache_hits_total", Help: "Limit and entity lookups served from the cache."},
-			cache(func(c tollgate.CacheStats) uint64 { return c.Hits })),
-		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "tollgate_config_cache_misses_total", Help: "Limit and entity lookups that read the store."},
-			cache(func(c tollgate.CacheStats) uint64 { return c.Misses })),
-		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "tollgate_deny_cache_served_total",
-			Help: "Refused acquires answered from the deny cache, without the store (zero unless it is on)."},
-			func() float64 { return float64(s.denyServed()) }),
-	)
-}
+// watch registers the collector that reads s's limiters at scrape time.
+func (m *metrics) watch(s *Server) { m.reg.MustRegister(limiterCollector{s}) }
 
 func (m *metrics) handler() http.Handler {
 	if m.gather == nil {
@@ -204,20 +189,37 @@ func (rm *routeMetrics) counter(method string, code int) prometheus.Counter {
 	return c
 }
 
-// shadowDenied describes tollgate_shadow_denied_total.
-var shadowDenied = prometheus.NewDesc("tollgate_shadow_denied_total",
-	"Decisions that a limit enforced in shadow would have denied (it never does), by namespace, resource and limit.",
-	[]string{"namespace", "resource", "limit"}, nil)
+var (
+	// shadowDenied describes tollgate_shadow_denied_total.
+	shadowDenied = prometheus.NewDesc("tollgate_shadow_denied_total",
+		"Decisions that a limit enforced in shadow would have denied (it never does), by namespace, resource and limit.",
+		[]string{"namespace", "resource", "limit"}, nil)
+	cacheHits   = prometheus.NewDesc("tollgate_config_cache_hits_total", "Limit and entity lookups served from the cache.", nil, nil)
+	cacheMisses = prometheus.NewDesc("tollgate_config_cache_misses_total", "Limit and entity lookups that read the store.", nil, nil)
+	denyServed  = prometheus.NewDesc("tollgate_deny_cache_served_total",
+		"Refused acquires answered from the deny cache, without the store (zero unless it is on).", nil, nil)
+)
 
-// shadowCollector reads the limiters' counts of shadow denials at scrape
-// time (tollgate.Stats.Shadow): as many series as configurations name
-// shadow limits, never one per entity.
-type shadowCollector struct{ s *Server }
+// limiterCollector exports what the limiters count, read once per scrape
+// (Server.limiterTotals): the config cache's hits and misses, the deny
+// cache's refusals, shadow denials (as many series as configurations name
+// shadow limits) and decisions (collectDecisions), never a series per
+// entity.
+type limiterCollector struct{ s *Server }
 
-func (c shadowCollector) Describe(ch chan<- *prometheus.Desc) { ch <- shadowDenied }
+func (c limiterCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{shadowDenied, cacheHits, cacheMisses, denyServed, decisionsDesc, nearLimitDesc} {
+		ch <- d
+	}
+}
 
-func (c shadowCollector) Collect(ch chan<- prometheus.Metric) {
-	for k, n := range c.s.shadowStats() {
+func (c limiterCollector) Collect(ch chan<- prometheus.Metric) {
+	t := c.s.limiterTotals()
+	ch <- prometheus.MustNewConstMetric(cacheHits, prometheus.CounterValue, float64(t.cache.Hits))
+	ch <- prometheus.MustNewConstMetric(cacheMisses, prometheus.CounterValue, float64(t.cache.Misses))
+	ch <- prometheus.MustNewConstMetric(denyServed, prometheus.CounterValue, float64(t.denyServed))
+	for k, n := range t.shadow {
 		ch <- prometheus.MustNewConstMetric(shadowDenied, prometheus.CounterValue, float64(n), k.namespace, k.resource, k.limit)
 	}
+	collectDecisions(ch, &t)
 }

@@ -150,52 +150,46 @@ func (s *Server) retireLocked(ns string) {
 	}
 }
 
-// cacheStats sums the cache statistics of every limiter, past and present.
-func (s *Server) cacheStats() tollgate.CacheStats {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	sum := s.retired
-	for _, p := range s.namespaces {
-		st := p.lim.Stats().Cache
-		sum.Hits += st.Hits
-		sum.Misses += st.Misses
-		sum.Entries += st.Entries
-	}
-	return sum
+// limiterTotals are the statistics of every limiter, past and present
+// (a dropped namespace's are kept in retired*), that /metrics exports.
+type limiterTotals struct {
+	cache      tollgate.CacheStats
+	denyServed uint64
+	shadow     map[shadowKey]uint64
+	decisions  map[shadowKey]tollgate.LimitDecisions
 }
 
-// denyServed sums the refusals the limiters' deny caches served, past and
-// present limiters' (WithLimiterOptions(tollgate.WithDenyCache(...)),
-// tollgate serve --deny-cache).
-func (s *Server) denyServed() uint64 {
+// limiterTotals reads each namespace's limiter's Stats once (a scrape
+// reads them all through one collector, limiterCollector: Stats copies
+// and sorts its decision and top-denied lists, so it is not called again
+// per metric family) and sums them with the retired limiters'.
+func (s *Server) limiterTotals() limiterTotals {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	sum := s.retiredDeny
-	for _, p := range s.namespaces {
-		sum += p.lim.Stats().Deny.Served
+	t := limiterTotals{cache: s.retired, denyServed: s.retiredDeny,
+		shadow: maps.Clone(s.retiredShadow), decisions: maps.Clone(s.retiredDecisions)}
+	if t.shadow == nil {
+		t.shadow = make(map[shadowKey]uint64)
 	}
-	return sum
+	if t.decisions == nil {
+		t.decisions = make(map[shadowKey]tollgate.LimitDecisions)
+	}
+	for name, p := range s.namespaces {
+		st := p.lim.Stats()
+		t.cache.Hits += st.Cache.Hits
+		t.cache.Misses += st.Cache.Misses
+		t.cache.Entries += st.Cache.Entries
+		t.denyServed += st.Deny.Served
+		for _, c := range st.Shadow {
+			t.shadow[shadowKey{name, c.Resource, c.Limit}] += c.Count
+		}
+		addDecisions(t.decisions, name, st.Decisions)
+	}
+	return t
 }
 
 // shadowKey names a series of tollgate_shadow_denied_total.
 type shadowKey struct{ namespace, resource, limit string }
-
-// shadowStats sums the shadow denials of the namespaces' limiters, those
-// forgotten included.
-func (s *Server) shadowStats() map[shadowKey]uint64 {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := maps.Clone(s.retiredShadow)
-	if out == nil {
-		out = make(map[shadowKey]uint64)
-	}
-	for name, p := range s.namespaces {
-		for _, c := range p.lim.Stats().Shadow {
-			out[shadowKey{name, c.Resource, c.Limit}] += c.Count
-		}
-	}
-	return out
-}
 
 // limiter returns the data plane of the request's namespace.
 func (c *call) limiter(ctx context.Context) (limiter, error) {
