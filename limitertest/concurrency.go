@@ -34,23 +34,7 @@ func testConcQuota(t *testing.T, e *env) {
 	}
 	opt := tollgate.WithLimits(quota)
 	for window := range 2 {
-		var grants atomic.Int64
-		storetest.Parallel(storetest.Workers, func(int) {
-			for range 40 {
-				le, err := lim.Acquire(e.ctx, "hot", "api", tollgate.Consume{"q": 1}, opt)
-				if err != nil {
-					if !errors.Is(err, tollgate.ErrRateLimited) {
-						t.Errorf("Acquire: %v", err)
-					}
-					continue
-				}
-				grants.Add(1)
-				if err := le.Commit(e.ctx); err != nil {
-					t.Errorf("Commit: %v", err)
-				}
-			}
-		})
-		if g := grants.Load(); g != 300 {
+		if g := e.frozenGrants(lim, tollgate.Consume{"q": 1}, opt); g != 300 {
 			t.Errorf("window %d: %d grants, want exactly 300", window, g)
 		}
 		e.clk.Set(e.clk.Now().Truncate(time.Hour).Add(time.Hour)) // the next hour
@@ -62,23 +46,7 @@ func testConcQuota(t *testing.T, e *env) {
 func testConcLimiterOneBucketFrozen(t *testing.T, e *env) {
 	lim := e.limiter()
 	opt := tollgate.WithLimits(tollgate.PerMinute("rpm", 500))
-	var grants atomic.Int64
-	storetest.Parallel(storetest.Workers, func(int) {
-		for range 40 {
-			le, err := lim.Acquire(e.ctx, "hot", "api", tollgate.Consume{"rpm": 1}, opt)
-			if err != nil {
-				if !errors.Is(err, tollgate.ErrRateLimited) {
-					t.Errorf("Acquire: %v", err)
-				}
-				continue
-			}
-			grants.Add(1)
-			if err := le.Commit(e.ctx); err != nil {
-				t.Errorf("Commit: %v", err)
-			}
-		}
-	})
-	if g := grants.Load(); g != 500 {
+	if g := e.frozenGrants(lim, tollgate.Consume{"rpm": 1}, opt); g != 500 {
 		t.Errorf("%d grants, want exactly 500", g)
 	}
 	e.wantAvailable(lim, "hot", "api", "rpm", 0, opt)
@@ -259,4 +227,26 @@ func testConcChurn(t *testing.T, e *env) {
 	e.wantAvailable(lim, "job", "emr", "inflight", capacity, opt)
 	e.WantStored(storetest.Key("job", "emr"), "inflight", bucket.State{Tokens: capacity * 1_000})
 	t.Logf("%d grants, peak %d in flight", grants.Load(), peak.Load())
+}
+
+// frozenGrants has storetest.Workers goroutines try 40 acquires each of
+// consume on hot/api (committing each grant) and returns the grants.
+func (e *env) frozenGrants(lim *tollgate.Limiter, consume tollgate.Consume, opt tollgate.AcquireOption) int64 {
+	var grants atomic.Int64
+	storetest.Parallel(storetest.Workers, func(int) {
+		for range 40 {
+			le, err := lim.Acquire(e.ctx, "hot", "api", consume, opt)
+			if err != nil {
+				if !errors.Is(err, tollgate.ErrRateLimited) {
+					e.t.Errorf("Acquire: %v", err)
+				}
+				continue
+			}
+			grants.Add(1)
+			if err := le.Commit(e.ctx); err != nil {
+				e.t.Errorf("Commit: %v", err)
+			}
+		}
+	})
+	return grants.Load()
 }

@@ -158,16 +158,5 @@ func (s *Store) SetAuditRetention(ctx context.Context, name string, d time.Durat
 	if err := s.check(ctx); err != nil {
 		return err
 	}
-	return s.changed(s.mapErr(s.db.Update(func(tx *bolt.Tx) error {
-		n, err := getNamespace(tx, name)
-		if err != nil {
-			return err
-		}
-		n.AuditRetention = d
-		v, err := codec.EncodeNamespace(n)
-		if err != nil {
-			return err
-		}
-		return tx.Bucket(bktRegistry).Put([]byte(name), v)
-	})))
+	return s.updateNamespace(name, func(n *model.Namespace) { n.AuditRetention = d })
 }

@@ -87,12 +87,18 @@ func (s *Store) SetNamespaceDeleted(ctx context.Context, name string, at time.Ti
 	if err := s.check(ctx); err != nil {
 		return err
 	}
+	return s.updateNamespace(name, func(n *model.Namespace) { n.DeletedAt = at })
+}
+
+// updateNamespace applies change to the registration of name, in one
+// transaction.
+func (s *Store) updateNamespace(name string, change func(*model.Namespace)) error {
 	return s.changed(s.mapErr(s.db.Update(func(tx *bolt.Tx) error {
 		n, err := getNamespace(tx, name)
 		if err != nil {
 			return err
 		}
-		n.DeletedAt = at
+		change(&n)
 		v, err := codec.EncodeNamespace(n)
 		if err != nil {
 			return err

@@ -81,16 +81,7 @@ func (s *Store) SetAuditRetention(ctx context.Context, name string, d time.Durat
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	n, ok := s.registry[name]
-	if !ok {
-		return model.ErrNamespaceNotFound
-	}
-	n.AuditRetention = d
-	s.registry[name] = n
-	s.gen.Add(1)
-	return nil
+	return s.updateNamespace(name, func(n *model.Namespace) { n.AuditRetention = d })
 }
 
 // refRange returns the refs of refs (sorted by id) with after < id < before.

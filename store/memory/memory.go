@@ -367,13 +367,18 @@ func (s *Store) SetNamespaceDeleted(ctx context.Context, name string, at time.Ti
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	return s.updateNamespace(name, func(n *model.Namespace) { n.DeletedAt = at })
+}
+
+// updateNamespace applies change to the registration of name.
+func (s *Store) updateNamespace(name string, change func(*model.Namespace)) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	n, ok := s.registry[name]
 	if !ok {
 		return model.ErrNamespaceNotFound
 	}
-	n.DeletedAt = at
+	change(&n)
 	s.registry[name] = n
 	s.gen.Add(1)
 	return nil
