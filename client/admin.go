@@ -182,8 +182,13 @@ func (c *Client) AuditEvents(ctx context.Context, entity, after string, limit in
 	if limit != 0 {
 		q.Set("limit", strconv.Itoa(limit))
 	}
+	return c.auditEvents(ctx, "/audit", q)
+}
+
+// auditEvents reads a page of audit events from path (under api.Version).
+func (c *Client) auditEvents(ctx context.Context, path string, q url.Values) ([]model.AuditEvent, error) {
 	var out api.AuditResponse
-	if err := c.do(ctx, request{method: http.MethodGet, path: api.Version + "/audit", query: q}, &out); err != nil {
+	if err := c.do(ctx, request{method: http.MethodGet, path: api.Version + path, query: q}, &out); err != nil {
 		return nil, err
 	}
 	evs := make([]model.AuditEvent, len(out.Events))

@@ -31,15 +31,7 @@ func (c *Client) AuditLog(ctx context.Context, q model.AuditQuery) ([]model.Audi
 	if q.Limit != 0 {
 		v.Set("limit", strconv.Itoa(q.Limit))
 	}
-	var out api.AuditResponse
-	if err := c.do(ctx, request{method: http.MethodGet, path: api.Version + "/audit/log", query: v}, &out); err != nil {
-		return nil, err
-	}
-	evs := make([]model.AuditEvent, len(out.Events))
-	for i, e := range out.Events {
-		evs[i] = api.ToAuditEvent(e)
-	}
-	return evs, nil
+	return c.auditEvents(ctx, "/audit/log", v)
 }
 
 // SetAuditRetention sets how long the named namespace keeps its audit

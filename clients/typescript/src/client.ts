@@ -490,16 +490,7 @@ export class Client implements LeaseHost {
       }
       throw err;
     }
-    if (lease.open) {
-      try {
-        await lease.commit();
-      } catch (err) {
-        if (lease.open) {
-          await lease.rollback().catch(() => undefined);
-        }
-        throw err;
-      }
-    }
+    await commitOrRollback(lease);
     return result;
   }
 
@@ -578,16 +569,7 @@ export class Client implements LeaseHost {
     if (lost !== undefined) {
       throw lost;
     }
-    if (lease.open) {
-      try {
-        await lease.commit();
-      } catch (err) {
-        if (lease.open) {
-          await lease.rollback().catch(() => undefined);
-        }
-        throw err;
-      }
-    }
+    await commitOrRollback(lease);
     return result;
   }
 
@@ -1135,5 +1117,22 @@ export class Client implements LeaseHost {
   /** GET /readyz: resolves when the server and its store answer; UnavailableError when the store does not. */
   async ready(opts: CallOptions = {}): Promise<void> {
     await this.send({ method: "GET", path: "/readyz", ...call(opts) });
+  }
+}
+
+/**
+ * Commits a lease its work has not ended; if the commit fails and the lease
+ * is still open, rolls it back (ignoring that error: the commit's matters
+ * more) and rethrows.
+ */
+async function commitOrRollback(lease: Lease): Promise<void> {
+  if (!lease.open) return;
+  try {
+    await lease.commit();
+  } catch (err) {
+    if (lease.open) {
+      await lease.rollback().catch(() => undefined);
+    }
+    throw err;
   }
 }
