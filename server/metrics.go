@@ -202,9 +202,9 @@ var (
 
 // limiterCollector exports what the limiters count, read once per scrape
 // (Server.limiterTotals): the config cache's hits and misses, the deny
-// cache's refusals, shadow denials (as many series as configurations name
-// shadow limits) and decisions (collectDecisions), never a series per
-// entity.
+// cache's refusals, shadow denials and decisions (collectDecisions),
+// each at most tollgate.MaxDecisionSeries resource and limit pairs per
+// namespace and the OtherSeries pair, never a series per entity.
 type limiterCollector struct{ s *Server }
 
 func (c limiterCollector) Describe(ch chan<- *prometheus.Desc) {
