@@ -31,6 +31,7 @@ func TestProbeOwnLimitsOverStoredRate(t *testing.T) {
 		e.denied("limits", svc, "GET", "/v1/available?entity=k&resource=api&limits=x:1000000/min", nil)
 		e.denied("limits", svc, "POST", "/v1/reservations", map[string]any{"id": "r1", "entity": "k", "resource": "api",
 			"consume": map[string]int64{"slot": 1}, "limits": []string{"slot:1000/reserved"}})
+		e.want(http.StatusNotFound, svc, "GET", "/v1/reservations/r1", nil, nil) // the refused call reserved nothing
 	})
 }
 
@@ -93,10 +94,16 @@ func TestProbeLooserUnavailableMode(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, open func(t *testing.T) (a, b store.Store)) {
 		e := newEnv(t, open)
 		ops, svc := e.keys["ops"], e.keys["svc"]
-		e.setLimits("/v1/limits/resources/api", "rpm:100/min")
+		e.setLimits("/v1/limits/resources/api", "rpm:100/min", "jobs:5/reserved")
 		allow := func(b map[string]any) { b["on_unavailable"] = "allow" }
 		block := func(b map[string]any) { b["on_unavailable"] = "block" }
 		e.denied("on_unavailable", svc, "POST", "/v1/acquire", acquire("k", "api", map[string]int64{"rpm": 1}, allow))
+		e.denied("on_unavailable", svc, "POST", "/v1/reservations", map[string]any{"id": "r1", "entity": "k", "resource": "api",
+			"consume": map[string]int64{"jobs": 1, "rpm": 1}, "on_unavailable": "allow"})
+		e.want(http.StatusNotFound, svc, "GET", "/v1/reservations/r1", nil, nil) // nothing reserved
+		if got := e.available("k", "api", "rpm"); got != 100 {
+			t.Errorf("rpm available = %d, want 100: a refused call debited", got)
+		}
 		e.want(http.StatusOK, svc, "POST", "/v1/acquire", acquire("k", "api", map[string]int64{"rpm": 1}, block), nil)
 		e.want(http.StatusOK, ops, "POST", "/v1/acquire", acquire("k", "api", map[string]int64{"rpm": 1}, allow), nil)
 		e.want(http.StatusOK, ops, "PUT", "/v1/limits/system", map[string]any{"limits": []string{"rpm:100/min"}, "on_unavailable": "allow"}, nil)
@@ -173,6 +180,13 @@ func TestProbeEntityScope(t *testing.T) {
 				t.Errorf("%s lease of org-2%s: status %d, want 404; %s", method, path, a.status, a.body)
 			}
 		}
+		a := e.call(e.a, acq.Secret, "POST", "/v1/leases/"+other.LeaseID+"/penalize", map[string]any{"retry_after_ms": 86_400_000, "limits": []string{"rpm"}})
+		if a.status != http.StatusNotFound {
+			t.Errorf("penalize through a lease of org-2: status %d, want 404; %s", a.status, a.body)
+		}
+		if got := e.available("org-2", "api", "rpm"); got != 100 {
+			t.Errorf("org-2 rpm = %d after a penalty through its lease, want 100", got)
+		}
 		for _, m := range []string{"GET", "DELETE"} {
 			if a := e.call(e.a, acq.Secret, m, "/v1/reservations/r-2", nil); a.status != http.StatusNotFound {
 				t.Errorf("%s reservation of org-2: status %d, want 404", m, a.status)
@@ -188,6 +202,11 @@ func TestProbeEntityScope(t *testing.T) {
 		e.want(http.StatusOK, rd.Secret, "GET", "/v1/entities/key-1", nil, nil)
 		e.want(http.StatusOK, rd.Secret, "GET", "/v1/entities/org-1/children", nil, nil)
 		e.want(http.StatusOK, rd.Secret, "GET", "/v1/audit?entity=key-1", nil, nil)
+		e.setLimits("/v1/limits/entities/key-1", "rpm:50/min")
+		e.want(http.StatusOK, rd.Secret, "GET", "/v1/limits/entities/key-1", nil, nil)
+		e.want(http.StatusOK, rd.Secret, "GET", "/v1/usage?entity=key-1", nil, nil)
+		e.want(http.StatusOK, rd.Secret, "GET", "/v1/available?entity=key-1&resource=api", nil, nil)
+		e.denied("entity", rd.Secret, "GET", "/v1/usage?entity=org-2", nil)
 		e.denied("entity", rd.Secret, "GET", "/v1/entities/org-2", nil)
 		e.denied("entity", rd.Secret, "GET", "/v1/limits/entities/org-2", nil)
 		e.denied("entity", rd.Secret, "GET", "/v1/audit", nil)
