@@ -2,12 +2,14 @@ package securitytest
 
 import (
 	"fmt"
+	"log/slog"
 	"net/http"
 	"runtime"
 	"testing"
 	"time"
 
 	"github.com/tollgate-rl/tollgate/api"
+	"github.com/tollgate-rl/tollgate/server"
 	"github.com/tollgate-rl/tollgate/store"
 )
 
@@ -338,6 +340,46 @@ func TestProbeStrictInput(t *testing.T) {
 		}
 		if got := e.available("k", "api", "q"); got != 99 {
 			t.Errorf("q available = %d, want 99: a refused body wrote", got)
+		}
+	})
+}
+
+// A server without a keys file trusts every request only while the store
+// holds no key: once a key is created (here through replica A, trusted
+// so far), A refuses a request without a key at once and B within 2 s,
+// and the stored key works on both.
+func TestProbeStoredKeysWithoutAKeysFile(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, open func(t *testing.T) (a, b store.Store)) {
+		sa, sb := open(t)
+		var urls []string
+		for _, st := range []store.Store{sa, sb} {
+			srv, err := server.New(st, server.WithRefreshInterval(refresh), server.WithLogger(slog.New(slog.DiscardHandler)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			urls = append(urls, serve(t, srv))
+		}
+		e := &env{t: t, a: urls[0], b: urls[1]}
+		for _, url := range urls {
+			if a := e.call(url, "", "GET", "/v1/entities", nil); a.status != http.StatusOK {
+				t.Fatalf("no key stored yet, on %s: status %d, want 200 (trusted); %s", url, a.status, a.body)
+			}
+		}
+		var k api.CreatedKey
+		e.want(http.StatusCreated, "", "POST", "/v1/keys", map[string]any{"name": "ops", "role": "admin"}, &k)
+		e.want(http.StatusUnauthorized, "", "GET", "/v1/entities", nil, nil)
+		e.want(http.StatusUnauthorized, "", "POST", "/v1/keys", map[string]any{"name": "x", "role": "admin"}, nil)
+		start := time.Now()
+		for e.call(e.b, "", "GET", "/v1/entities", nil).status != http.StatusUnauthorized {
+			if time.Since(start) > 2*time.Second {
+				t.Fatalf("the other replica still trusts a request without a key after %v", time.Since(start))
+			}
+			time.Sleep(10 * time.Millisecond) // polling the other replica, not waiting out a race
+		}
+		for _, url := range urls {
+			if a := e.call(url, k.Secret, "GET", "/v1/entities", nil); a.status != http.StatusOK {
+				t.Errorf("the stored key on %s: status %d; %s", url, a.status, a.body)
+			}
 		}
 	})
 }
