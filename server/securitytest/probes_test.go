@@ -31,6 +31,7 @@ func TestProbeOwnLimitsOverStoredRate(t *testing.T) {
 			t.Errorf("x available = %d, want 0: the refused call rewrote the bucket", got)
 		}
 		e.denied("limits", svc, "GET", "/v1/available?entity=k&resource=api&limits=x:1000000/min", nil)
+		e.denied("limits", svc, "GET", "/v1/available?entity=k&resource=api&limits=x:1000000/min&consume=x:1", nil) // time until available
 		e.denied("limits", svc, "POST", "/v1/reservations", map[string]any{"id": "r1", "entity": "k", "resource": "api",
 			"consume": map[string]int64{"slot": 1}, "limits": []string{"slot:1000/reserved"}})
 		e.want(http.StatusNotFound, svc, "GET", "/v1/reservations/r1", nil, nil) // the refused call reserved nothing
