@@ -28,8 +28,9 @@ const OtherSeries = "_other"
 const DegradedLimit = "_any"
 
 // MaxDecisionSeries bounds the resource and limit pairs whose decisions a
-// limiter counts apart (Stats.Decisions); decisions of further pairs are
-// counted under OtherSeries.
+// limiter counts apart (Stats.Decisions), and those whose shadow denials
+// it counts apart (Stats.Shadow); those of further pairs are counted
+// under OtherSeries.
 const MaxDecisionSeries = 512
 
 // LimitDecisions counts the decisions one limit of one resource took part

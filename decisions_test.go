@@ -41,6 +41,42 @@ func TestDecisionSeriesBounded(t *testing.T) {
 	}
 }
 
+// The same holds for the denials of shadow limits (Stats.Shadow, the
+// tollgate_shadow_denied_total series): a system-level limit in shadow
+// applies to every resource a caller names, and one acquire above its
+// capacity counts a would-be denial, so a caller naming a new resource
+// each time must not add a pair each time.
+func TestShadowSeriesBounded(t *testing.T) {
+	ctx := context.Background()
+	lim, adm, _ := newPair(t, memory.New())
+	cfg := tollgate.Config{Limits: []tollgate.Limit{tollgate.PerMinute("rpm", 10)}, Shadow: []string{"rpm"}}
+	if err := adm.SetLimits(ctx, tollgate.SystemScope(), cfg); err != nil {
+		t.Fatal(err)
+	}
+	const extra = 7
+	for i := range tollgate.MaxDecisionSeries + extra {
+		le, err := lim.Acquire(ctx, "k", "r"+strconv.Itoa(i), tollgate.Consume{"rpm": 11})
+		if err != nil {
+			t.Fatalf("Acquire %d: %v", i, err)
+		}
+		_ = le.Commit(ctx)
+	}
+	st := lim.Stats().Shadow
+	if len(st) != tollgate.MaxDecisionSeries+1 {
+		t.Errorf("%d shadow series, want %d and the other pair's", len(st), tollgate.MaxDecisionSeries)
+	}
+	var other, total uint64
+	for _, c := range st {
+		total += c.Count
+		if c.Resource == tollgate.OtherSeries && c.Limit == tollgate.OtherSeries {
+			other = c.Count
+		}
+	}
+	if other != extra || total != tollgate.MaxDecisionSeries+extra {
+		t.Errorf("shadow denials under %q = %d of %d, want %d of %d", tollgate.OtherSeries, other, total, extra, tollgate.MaxDecisionSeries+extra)
+	}
+}
+
 // A degraded lease counts under its resource and DegradedLimit.
 func TestDecisionsDegraded(t *testing.T) {
 	ctx := context.Background()

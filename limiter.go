@@ -157,7 +157,8 @@ type Stats struct {
 	// unavailable in Allow mode.
 	Degraded uint64
 	// Shadow counts, per resource and limit enforced in shadow, the
-	// decisions it would have denied.
+	// decisions it would have denied: at most MaxDecisionSeries pairs,
+	// further ones under OtherSeries.
 	Shadow []ShadowDenials
 	// Decisions counts, per resource and limit, the decisions it took
 	// part in, by outcome, and those near it.

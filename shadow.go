@@ -16,17 +16,31 @@ type ShadowDenials struct {
 	Count    uint64
 }
 
-// shadowCounts are a limiter's ShadowDenials, by resource and limit: as
-// many as its configurations name, so bounded.
-type shadowCounts struct{ m sync.Map } // shadowKey -> *atomic.Uint64
+// shadowCounts are a limiter's ShadowDenials, by resource and limit.
+// Resource names come from callers wherever a system- or entity-level
+// configuration holds a shadow limit, so, as the decision counts, the
+// pairs counted apart stop at MaxDecisionSeries and further ones are
+// counted under OtherSeries.
+type shadowCounts struct {
+	m sync.Map     // shadowKey -> *atomic.Uint64
+	n atomic.Int64 // entries of m
+}
 
 type shadowKey struct{ resource, limit string }
 
+// add counts a would-be denial of resource and limit. Racing first uses
+// may store a few more pairs than the cap, never many.
 func (c *shadowCounts) add(resource, limit string) {
 	k := shadowKey{resource, limit}
 	v, ok := c.m.Load(k)
 	if !ok {
-		v, _ = c.m.LoadOrStore(k, new(atomic.Uint64))
+		if c.n.Load() >= MaxDecisionSeries {
+			k = shadowKey{OtherSeries, OtherSeries}
+		}
+		var loaded bool
+		if v, loaded = c.m.LoadOrStore(k, new(atomic.Uint64)); !loaded {
+			c.n.Add(1)
+		}
 	}
 	v.(*atomic.Uint64).Add(1)
 }

@@ -170,8 +170,9 @@ func (rm *routeMetrics) request(method string, code int, d time.Duration) {
 func (rm *routeMetrics) counter(method string, code int) prometheus.Counter {
 	if method != rm.method {
 		// Another method than the pattern's: HEAD on a GET route, or any
-		// on a pattern without one. Not kept, so not bounded here.
-		return rm.m.requests.WithLabelValues(method, rm.route, strconv.Itoa(code))
+		// on a pattern without one. Not kept here; the label is bounded
+		// by methodLabel, since a method is any token a caller sends.
+		return rm.m.requests.WithLabelValues(methodLabel(method), rm.route, strconv.Itoa(code))
 	}
 	if c, ok := (*rm.byCode.Load())[code]; ok {
 		return c
@@ -189,6 +190,19 @@ func (rm *routeMetrics) counter(method string, code int) prometheus.Counter {
 	return c
 }
 
+// methodLabel is the method label of a request of method: one of HTTP's
+// methods, or "other". Go's server passes any token as a method, and a
+// label kept per token would grow /metrics and the server's memory with
+// every new one a caller sends.
+func methodLabel(method string) string {
+	switch method {
+	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete,
+		http.MethodOptions, http.MethodConnect, http.MethodTrace:
+		return method
+	}
+	return "other"
+}
+
 var (
 	// shadowDenied describes tollgate_shadow_denied_total.
 	shadowDenied = prometheus.NewDesc("tollgate_shadow_denied_total",
@@ -202,9 +216,9 @@ var (
 
 // limiterCollector exports what the limiters count, read once per scrape
 // (Server.limiterTotals): the config cache's hits and misses, the deny
-// cache's refusals, shadow denials (as many series as configurations name
-// shadow limits) and decisions (collectDecisions), never a series per
-// entity.
+// cache's refusals, shadow denials and decisions (collectDecisions),
+// each at most tollgate.MaxDecisionSeries resource and limit pairs per
+// namespace and the OtherSeries pair, never a series per entity.
 type limiterCollector struct{ s *Server }
 
 func (c limiterCollector) Describe(ch chan<- *prometheus.Desc) {

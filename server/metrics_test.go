@@ -2,9 +2,11 @@ package server
 
 import (
 	"io"
+	"maps"
 	"net/http"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -53,5 +55,39 @@ func TestMetricsSeries(t *testing.T) {
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("series:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// The method label takes the methods of HTTP, and "other" for any other
+// token: a caller sending a new method each time must not add a series
+// (and a label as long as its request line) each time.
+func TestMetricsMethodsBounded(t *testing.T) {
+	e := newEnv(t)
+	for i := range 200 {
+		for _, path := range []string{"/nowhere", "/healthz", "/v1/acquire"} {
+			req, err := http.NewRequest("M"+strconv.Itoa(i)+strings.Repeat("X", 1000), e.ts.URL+path, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp, err := e.ts.Client().Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+		}
+	}
+	e.want(http.StatusNotFound, "OPTIONS", "/nowhere", nil, nil)
+	resp, err := e.ts.Client().Get(e.ts.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	methods := map[string]bool{}
+	for _, m := range regexp.MustCompile(`(?m)^tollgate_http_requests_total\{[^}]*method="([^"]*)"`).FindAllStringSubmatch(string(data), -1) {
+		methods[m[1]] = true
+	}
+	if len(methods) != 2 || !methods["other"] || !methods["OPTIONS"] {
+		t.Errorf("%d method labels %v, want other and OPTIONS", len(methods), slices.Sorted(maps.Keys(methods)))
 	}
 }

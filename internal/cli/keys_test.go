@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"log/slog"
+	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -79,4 +80,37 @@ func TestKeysThroughServer(t *testing.T) {
 	}
 	via(ExitOK, admin, "keys", "revoke", "reader")
 	via(ExitFailure, created.Secret, "entity", "list")
+}
+
+// A store holding a key is enough to serve beyond loopback without
+// --keys: the server authenticates with the stored keys (before the key,
+// serve refuses such an address).
+func TestServeBeyondLoopbackWithAStoredKey(t *testing.T) {
+	c := newCLI(t)
+	if code, _, errOut := run(t, "", "serve", "--store", c.store, "--addr", "0.0.0.0:0"); code != ExitUsage || !strings.Contains(errOut, "not a loopback address") {
+		t.Fatalf("serve beyond loopback with no key: exit %d, want %d: %s", code, ExitUsage, errOut)
+	}
+	var created api.CreatedKey
+	decode(t, c.want(ExitOK, "keys", "create", "--name", "ops", "--role", "admin", "-o", "json"), &created)
+	s := startServe(t, "--store", c.store, "--addr", "0.0.0.0:0")
+	for _, tt := range []struct {
+		key  string
+		want int
+	}{{"", http.StatusUnauthorized}, {created.Secret, http.StatusOK}} {
+		req, err := http.NewRequest("GET", s.url+"/v1/entities", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tt.key != "" {
+			req.Header.Set("Authorization", "Bearer "+tt.key)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != tt.want {
+			t.Errorf("GET /v1/entities with key %q: %d, want %d", tt.key, resp.StatusCode, tt.want)
+		}
+	}
 }

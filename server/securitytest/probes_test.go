@@ -2,12 +2,14 @@ package securitytest
 
 import (
 	"fmt"
+	"log/slog"
 	"net/http"
 	"runtime"
 	"testing"
 	"time"
 
 	"github.com/tollgate-rl/tollgate/api"
+	"github.com/tollgate-rl/tollgate/server"
 	"github.com/tollgate-rl/tollgate/store"
 )
 
@@ -29,8 +31,10 @@ func TestProbeOwnLimitsOverStoredRate(t *testing.T) {
 			t.Errorf("x available = %d, want 0: the refused call rewrote the bucket", got)
 		}
 		e.denied("limits", svc, "GET", "/v1/available?entity=k&resource=api&limits=x:1000000/min", nil)
+		e.denied("limits", svc, "GET", "/v1/available?entity=k&resource=api&limits=x:1000000/min&consume=x:1", nil) // time until available
 		e.denied("limits", svc, "POST", "/v1/reservations", map[string]any{"id": "r1", "entity": "k", "resource": "api",
 			"consume": map[string]int64{"slot": 1}, "limits": []string{"slot:1000/reserved"}})
+		e.want(http.StatusNotFound, svc, "GET", "/v1/reservations/r1", nil, nil) // the refused call reserved nothing
 	})
 }
 
@@ -93,10 +97,16 @@ func TestProbeLooserUnavailableMode(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, open func(t *testing.T) (a, b store.Store)) {
 		e := newEnv(t, open)
 		ops, svc := e.keys["ops"], e.keys["svc"]
-		e.setLimits("/v1/limits/resources/api", "rpm:100/min")
+		e.setLimits("/v1/limits/resources/api", "rpm:100/min", "jobs:5/reserved")
 		allow := func(b map[string]any) { b["on_unavailable"] = "allow" }
 		block := func(b map[string]any) { b["on_unavailable"] = "block" }
 		e.denied("on_unavailable", svc, "POST", "/v1/acquire", acquire("k", "api", map[string]int64{"rpm": 1}, allow))
+		e.denied("on_unavailable", svc, "POST", "/v1/reservations", map[string]any{"id": "r1", "entity": "k", "resource": "api",
+			"consume": map[string]int64{"jobs": 1, "rpm": 1}, "on_unavailable": "allow"})
+		e.want(http.StatusNotFound, svc, "GET", "/v1/reservations/r1", nil, nil) // nothing reserved
+		if got := e.available("k", "api", "rpm"); got != 100 {
+			t.Errorf("rpm available = %d, want 100: a refused call debited", got)
+		}
 		e.want(http.StatusOK, svc, "POST", "/v1/acquire", acquire("k", "api", map[string]int64{"rpm": 1}, block), nil)
 		e.want(http.StatusOK, ops, "POST", "/v1/acquire", acquire("k", "api", map[string]int64{"rpm": 1}, allow), nil)
 		e.want(http.StatusOK, ops, "PUT", "/v1/limits/system", map[string]any{"limits": []string{"rpm:100/min"}, "on_unavailable": "allow"}, nil)
@@ -173,6 +183,13 @@ func TestProbeEntityScope(t *testing.T) {
 				t.Errorf("%s lease of org-2%s: status %d, want 404; %s", method, path, a.status, a.body)
 			}
 		}
+		a := e.call(e.a, acq.Secret, "POST", "/v1/leases/"+other.LeaseID+"/penalize", map[string]any{"retry_after_ms": 86_400_000, "limits": []string{"rpm"}})
+		if a.status != http.StatusNotFound {
+			t.Errorf("penalize through a lease of org-2: status %d, want 404; %s", a.status, a.body)
+		}
+		if got := e.available("org-2", "api", "rpm"); got != 100 {
+			t.Errorf("org-2 rpm = %d after a penalty through its lease, want 100", got)
+		}
 		for _, m := range []string{"GET", "DELETE"} {
 			if a := e.call(e.a, acq.Secret, m, "/v1/reservations/r-2", nil); a.status != http.StatusNotFound {
 				t.Errorf("%s reservation of org-2: status %d, want 404", m, a.status)
@@ -188,6 +205,11 @@ func TestProbeEntityScope(t *testing.T) {
 		e.want(http.StatusOK, rd.Secret, "GET", "/v1/entities/key-1", nil, nil)
 		e.want(http.StatusOK, rd.Secret, "GET", "/v1/entities/org-1/children", nil, nil)
 		e.want(http.StatusOK, rd.Secret, "GET", "/v1/audit?entity=key-1", nil, nil)
+		e.setLimits("/v1/limits/entities/key-1", "rpm:50/min")
+		e.want(http.StatusOK, rd.Secret, "GET", "/v1/limits/entities/key-1", nil, nil)
+		e.want(http.StatusOK, rd.Secret, "GET", "/v1/usage?entity=key-1", nil, nil)
+		e.want(http.StatusOK, rd.Secret, "GET", "/v1/available?entity=key-1&resource=api", nil, nil)
+		e.denied("entity", rd.Secret, "GET", "/v1/usage?entity=org-2", nil)
 		e.denied("entity", rd.Secret, "GET", "/v1/entities/org-2", nil)
 		e.denied("entity", rd.Secret, "GET", "/v1/limits/entities/org-2", nil)
 		e.denied("entity", rd.Secret, "GET", "/v1/audit", nil)
@@ -319,6 +341,46 @@ func TestProbeStrictInput(t *testing.T) {
 		}
 		if got := e.available("k", "api", "q"); got != 99 {
 			t.Errorf("q available = %d, want 99: a refused body wrote", got)
+		}
+	})
+}
+
+// A server without a keys file trusts every request only while the store
+// holds no key: once a key is created (here through replica A, trusted
+// so far), A refuses a request without a key at once and B within 2 s,
+// and the stored key works on both.
+func TestProbeStoredKeysWithoutAKeysFile(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, open func(t *testing.T) (a, b store.Store)) {
+		sa, sb := open(t)
+		var urls []string
+		for _, st := range []store.Store{sa, sb} {
+			srv, err := server.New(st, server.WithRefreshInterval(refresh), server.WithLogger(slog.New(slog.DiscardHandler)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			urls = append(urls, serve(t, srv))
+		}
+		e := &env{t: t, a: urls[0], b: urls[1]}
+		for _, url := range urls {
+			if a := e.call(url, "", "GET", "/v1/entities", nil); a.status != http.StatusOK {
+				t.Fatalf("no key stored yet, on %s: status %d, want 200 (trusted); %s", url, a.status, a.body)
+			}
+		}
+		var k api.CreatedKey
+		e.want(http.StatusCreated, "", "POST", "/v1/keys", map[string]any{"name": "ops", "role": "admin"}, &k)
+		e.want(http.StatusUnauthorized, "", "GET", "/v1/entities", nil, nil)
+		e.want(http.StatusUnauthorized, "", "POST", "/v1/keys", map[string]any{"name": "x", "role": "admin"}, nil)
+		start := time.Now()
+		for e.call(e.b, "", "GET", "/v1/entities", nil).status != http.StatusUnauthorized {
+			if time.Since(start) > 2*time.Second {
+				t.Fatalf("the other replica still trusts a request without a key after %v", time.Since(start))
+			}
+			time.Sleep(10 * time.Millisecond) // polling the other replica, not waiting out a race
+		}
+		for _, url := range urls {
+			if a := e.call(url, k.Secret, "GET", "/v1/entities", nil); a.status != http.StatusOK {
+				t.Errorf("the stored key on %s: status %d; %s", url, a.status, a.body)
+			}
 		}
 	})
 }
