@@ -138,7 +138,7 @@ func (l *Limiter) plan(ctx context.Context, d *leaseData, entity, resource strin
 		l.refreshSystemMode(ctx, ns, now)
 	}
 	var chainBuf [model.MaxCascadeDepth]*model.Entity
-	chain, err := l.chain(ctx, ns, entity, now, &chainBuf)
+	chain, err := l.chain(ctx, ns, entity, now, &chainBuf, &d.entities, d.stripe)
 	if err != nil {
 		return ns, err
 	}
@@ -190,7 +190,14 @@ func (l *Limiter) plan(ctx context.Context, d *leaseData, entity, resource strin
 				}
 				reserved++
 			}
-			kinds = append(kinds, planned{kind: p.limit.Kind, shadow: p.shadow, checked: check, source: p.source, alertAt: p.alertAt})
+			// Field by field: the thresholds are usually those already
+			// there, and copying the whole struct stalled on them.
+			var pl *planned
+			kinds, pl = extend(kinds)
+			pl.kind, pl.shadow, pl.checked, pl.source = p.limit.Kind, p.shadow, check, p.source
+			if pl.alertAt != p.alertAt {
+				pl.alertAt = p.alertAt
+			}
 			d.shadow = d.shadow || p.shadow && check
 			if p.params.Amount == 0 && amount > 0 {
 				d.holds = true // a concurrency token taken: the lease is durable

@@ -246,7 +246,7 @@ func (le *Lease) update(ctx context.Context, d *leaseData, op string, extend tim
 	}
 	err = le.durableErr(ctx, d, op, err)
 	if errors.Is(err, model.ErrLeaseClosed) {
-		d.release() // ended elsewhere: over here too
+		d.recycle() // ended elsewhere: over here too
 	}
 	return err
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/tollgate-rl/tollgate/bucket"
@@ -30,12 +29,18 @@ type Lease struct {
 }
 
 // leaseData is the recyclable state of a lease: the request it wrote and its
-// pending adjustments. gen changes when it is recycled; fields other than gen
-// may be touched only by the holder of a handle whose gen matches, under mu.
+// pending adjustments. gen changes when it is recycled; other fields may
+// be touched only by the holder of a handle whose gen matches, under mu.
+//
+// gen is written under mu only (recycle), and read under it by the
+// handles (open); the owner of state fresh from the pool, which no live
+// handle points to, reads it without. A plain field rather than an
+// atomic one: ending a lease then costs the lock alone, not an atomic
+// write besides (each a locked instruction).
 type leaseData struct {
 	lim  *Limiter
 	ns   string // the namespace id the request was written in
-	gen  atomic.Uint64
+	gen  uint64
 	mu   sync.Mutex
 	opts model.AcquireSettings
 	req  store.ConsumeRequest
@@ -85,6 +90,15 @@ type leaseData struct {
 	// was asked; denyNoted says it is set (see refusesFromMemory).
 	denyStamp uint64
 	denyNoted bool
+	// entities remembers the config cache's entry of each entity of the
+	// last request's cascade, kept across recycling (cache.entityVia).
+	entities [model.MaxCascadeDepth]entityMemo
+	// stripe is the stripe of the counters every acquire counts in
+	// (decision counts, config cache hits) that this state counts in,
+	// given out in turn as states are made: the pool keeps a state with
+	// one processor mostly, so processors mostly count in stripes of
+	// their own.
+	stripe uint8
 }
 
 type adjustment struct {
@@ -93,7 +107,8 @@ type adjustment struct {
 }
 
 func newLeaseData(l *Limiter) *leaseData {
-	d := &leaseData{lim: l, limits: make([]store.LimitRequest, 0, 4), kinds: make([]planned, 0, 4)}
+	d := &leaseData{lim: l, limits: make([]store.LimitRequest, 0, 4), kinds: make([]planned, 0, 4),
+		stripe: uint8(l.stripes.Add(1) % counterStripes)}
 	d.req.Buckets = make([]store.BucketRequest, 0, model.MaxCascadeDepth)
 	return d
 }
@@ -151,19 +166,27 @@ func (d *leaseData) newLease(entity, resource string) *Lease {
 	}
 	le := &d.handles[d.next]
 	d.next++
-	le.d, le.gen, le.entity, le.resource = d, d.gen.Load(), entity, resource
+	le.d, le.gen, le.entity, le.resource = d, d.gen, entity, resource
 	return le
 }
 
-// release invalidates every handle to d and recycles it. The caller holds
-// d.mu, or no handle to d exists.
+// release is recycle for a caller that does not hold d.mu: handles to
+// earlier leases of d may be looking at gen.
+func (d *leaseData) release() {
+	d.mu.Lock()
+	d.recycle()
+	d.mu.Unlock()
+}
+
+// recycle invalidates every handle to d and puts it back in the pool. The
+// caller holds d.mu.
 //
 // It resets what the next call relies on and no more: pointers (the
 // namespace, the request's keys, an option's limits) stay for plan to
 // overwrite, or to find already in place, rather than be stored twice (see
 // plan). They are meaningless until then.
-func (d *leaseData) release() {
-	d.gen.Add(1)
+func (d *leaseData) recycle() {
+	d.gen++
 	if d.cause != nil {
 		return // a degraded lease's state: never recycled (see cause)
 	}
@@ -226,11 +249,8 @@ func (d *leaseData) pendingOf(name string) int64 {
 // open locks the lease's state if the lease has not ended.
 func (le *Lease) open() (*leaseData, bool) {
 	d := le.d
-	if d.gen.Load() != le.gen {
-		return nil, false
-	}
 	d.mu.Lock()
-	if d.gen.Load() != le.gen {
+	if d.gen != le.gen {
 		d.mu.Unlock()
 		return nil, false
 	}
@@ -444,7 +464,7 @@ func (le *Lease) end(ctx context.Context, c endCall) error {
 	if err == nil && d.holds {
 		d.lim.wakeWaiters(d) // its slots came back: waiters here try at once
 	}
-	d.release()
+	d.recycle()
 	d.mu.Unlock()
 	return err
 }

@@ -56,7 +56,13 @@ func storedLimits(ctx context.Context, s store.Store, ns, entity, resource strin
 // entity returns the cached or stored entity, with found == false for an
 // entity that does not exist.
 func (l *Limiter) entity(ctx context.Context, ns, id string, now unixNano) (*entityEntry, error) {
-	if e := l.cache.entity(id, now); e != nil {
+	return l.entityVia(ctx, ns, id, now, nil, 0)
+}
+
+// entityVia is entity, looked up through m (nil: none), counting a hit
+// through it in stripe (see cache.entityVia).
+func (l *Limiter) entityVia(ctx context.Context, ns, id string, now unixNano, m *entityMemo, stripe uint8) (*entityEntry, error) {
+	if e := l.cache.entityVia(id, now, m, stripe); e != nil {
 		return e, nil
 	}
 	epoch := l.cache.epoch.Load()
@@ -75,15 +81,24 @@ func (l *Limiter) entity(ctx context.Context, ns, id string, now unixNano) (*ent
 // chain returns the entity followed by the ancestors its acquires debit: each
 // link is followed while the entity cascades and its parent exists, up to
 // model.MaxCascadeDepth entities. An entity that does not exist is returned
-// with its id alone.
-func (l *Limiter) chain(ctx context.Context, ns, entity string, now unixNano, buf *[model.MaxCascadeDepth]*model.Entity) ([]*model.Entity, error) {
-	e, err := l.entity(ctx, ns, entity, now)
+// with its id alone. memo, unless nil, remembers the entry found at each
+// depth for the next call with the same state, counting its hits in
+// stripe (cache.entityVia).
+func (l *Limiter) chain(ctx context.Context, ns, entity string, now unixNano, buf *[model.MaxCascadeDepth]*model.Entity, memo *[model.MaxCascadeDepth]entityMemo, stripe uint8) ([]*model.Entity, error) {
+	var m *entityMemo
+	if memo != nil {
+		m = &memo[0]
+	}
+	e, err := l.entityVia(ctx, ns, entity, now, m, stripe)
 	if err != nil {
 		return nil, err
 	}
 	chain := append(buf[:0], &e.entity)
 	for len(chain) < model.MaxCascadeDepth && e.found && e.entity.Cascade && e.entity.ParentID != "" {
-		if e, err = l.entity(ctx, ns, e.entity.ParentID, now); err != nil {
+		if memo != nil {
+			m = &memo[len(chain)]
+		}
+		if e, err = l.entityVia(ctx, ns, e.entity.ParentID, now, m, stripe); err != nil {
 			return nil, err
 		}
 		if !e.found {
