@@ -21,26 +21,27 @@ import (
 // and Consumed and Statuses return nil. Read them before ending the lease.
 type Lease struct {
 	// The lease's state is recycled when it ends (an acquire then needs
-	// only this small handle, see leaseData.newLease); gen tells a stale
-	// handle from the live one.
+	// only this small handle, see leaseData.newLease); the state's cur
+	// tells the live handle from stale ones.
 	d                *leaseData
-	gen              uint64
 	entity, resource string
 }
 
 // leaseData is the recyclable state of a lease: the request it wrote and its
-// pending adjustments. gen changes when it is recycled; other fields may
-// be touched only by the holder of a handle whose gen matches, under mu.
+// pending adjustments. cur is the handle of its lease, and moves on when
+// it is recycled; other fields may be touched only by the holder of the
+// handle cur points to, under mu.
 //
-// gen is written under mu only (recycle), and read under it by the
+// cur is written under mu only (recycle), and read under it by the
 // handles (open); the owner of state fresh from the pool, which no live
-// handle points to, reads it without. A plain field rather than an
-// atomic one: ending a lease then costs the lock alone, not an atomic
-// write besides (each a locked instruction).
+// handle points to, reads it without. A plain pointer, not an atomic
+// one nor a generation count beside it: ending a lease costs the lock
+// alone (no locked instruction besides), and a handle has no count to
+// carry (a smaller handle, less for the collector).
 type leaseData struct {
 	lim  *Limiter
 	ns   string // the namespace id the request was written in
-	gen  uint64
+	cur  *Lease
 	mu   sync.Mutex
 	opts model.AcquireSettings
 	req  store.ConsumeRequest
@@ -74,10 +75,11 @@ type leaseData struct {
 	pending    []adjustment // unwritten adjustments, millitokens
 	deltas     []store.Delta
 	applied    []int64 // deltas already written, per limit of req in order
-	// handles is the batch of lease handles that newLease gives out;
-	// those from next on were never given out.
+	// handles is the batch of lease handles that cur is taken from;
+	// those after next were never given out, nor was cur unless issued.
 	handles []Lease
 	next    int
+	issued  bool
 	// wall is the reading of the wall clock that now derives the time
 	// from, with its monotonic part; wallNano is its Unix time.
 	wall     time.Time
@@ -110,6 +112,7 @@ func newLeaseData(l *Limiter) *leaseData {
 	d := &leaseData{lim: l, limits: make([]store.LimitRequest, 0, 4), kinds: make([]planned, 0, 4),
 		stripe: uint8(l.stripes.Add(1) % counterStripes)}
 	d.req.Buckets = make([]store.BucketRequest, 0, model.MaxCascadeDepth)
+	d.nextHandle()
 	return d
 }
 
@@ -151,27 +154,40 @@ func (l *Limiter) getLeaseData() *leaseData { return l.leases.Get().(*leaseData)
 // handleBatch is how many lease handles newLease allocates at once.
 const handleBatch = 8
 
-// newLease returns a handle to d's current lease. Handles are allocated
-// handleBatch at a time, and each is given out once, ever: d hands out the
-// slots of its batch in order and then allocates a new batch, never going
-// back. A handle therefore never aliases another lease's,
-// however long its holder keeps it; after its lease ended it still points at
-// its own memory, whose gen no longer matches d's, and answers closed. (A
-// pooled handle could not do that: a holder of an ended lease would see the
-// next lease through it.) A handle kept after its lease ended keeps its
-// batch in memory, handleBatch handles' worth at most.
+// newLease returns a handle to d's current lease: cur, which recycle (or
+// newLeaseData) picked, so that an acquire writes nothing that a handle
+// reads unlocked. Handles are allocated handleBatch at a time, and each
+// is given out once, ever: d hands out the slots of its batch in order
+// and then allocates a new batch, never going back. A handle therefore
+// never aliases another lease's, however long its holder keeps it; after
+// its lease ended it still points at its own memory, which d's cur no
+// longer points to, and answers closed. (A pooled handle could not do
+// that: a holder of an ended lease would see the next lease through it.)
+// A handle kept after its lease ended keeps its batch in memory,
+// handleBatch handles' worth at most.
 func (d *leaseData) newLease(entity, resource string) *Lease {
-	if d.next == len(d.handles) {
-		d.handles, d.next = make([]Lease, handleBatch), 0
-	}
-	le := &d.handles[d.next]
-	d.next++
-	le.d, le.gen, le.entity, le.resource = d, d.gen, entity, resource
+	le := d.cur // never given out: nobody else reads it
+	d.issued = true
+	le.d, le.entity, le.resource = d, entity, resource
 	return le
 }
 
+// nextHandle points cur at a slot never given out, the next of the batch
+// or the first of a new one, once cur was given out (or for fresh state).
+// The caller holds d.mu, or no handle to d exists.
+func (d *leaseData) nextHandle() {
+	if d.cur != nil && !d.issued {
+		return
+	}
+	d.next++
+	if d.next >= len(d.handles) {
+		d.handles, d.next = make([]Lease, handleBatch), 0
+	}
+	d.cur, d.issued = &d.handles[d.next], false
+}
+
 // release is recycle for a caller that does not hold d.mu: handles to
-// earlier leases of d may be looking at gen.
+// earlier leases of d may be looking at cur.
 func (d *leaseData) release() {
 	d.mu.Lock()
 	d.recycle()
@@ -186,10 +202,11 @@ func (d *leaseData) release() {
 // overwrite, or to find already in place, rather than be stored twice (see
 // plan). They are meaningless until then.
 func (d *leaseData) recycle() {
-	d.gen++
 	if d.cause != nil {
+		d.cur = nil
 		return // a degraded lease's state: never recycled (see cause)
 	}
+	d.nextHandle()
 	d.resetOptions()
 	d.req.Buckets = d.req.Buckets[:0]
 	d.holds, d.shadow = false, false
@@ -250,7 +267,7 @@ func (d *leaseData) pendingOf(name string) int64 {
 func (le *Lease) open() (*leaseData, bool) {
 	d := le.d
 	d.mu.Lock()
-	if d.gen != le.gen {
+	if d.cur != le {
 		d.mu.Unlock()
 		return nil, false
 	}
