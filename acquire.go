@@ -64,7 +64,7 @@ func (l *Limiter) acquire(ctx context.Context, entity, resource string, consume 
 		}
 		switch {
 		case err == nil && granted:
-			return d.newLease(entity, resource), nil
+			return d.newLease(d.entityOf(entity), resource), nil
 		case err == nil:
 			if !remembered {
 				l.remember(d)
@@ -239,6 +239,19 @@ func (l *Limiter) plan(ctx context.Context, d *leaseData, entity, resource strin
 			"name one of entity "+strconv.Quote(entity)+"'s reserved limits for resource "+strconv.Quote(resource)+" with 1")
 	}
 	return ns, nil
+}
+
+// entityOf returns the entity of d's first bucket, which plan took from
+// the config cache (and which never changes), if its ID is entity, as it
+// is after plan; a new one with that ID otherwise (a request rebuilt from
+// a lease record has none).
+func (d *leaseData) entityOf(entity string) *model.Entity {
+	if len(d.req.Buckets) > 0 {
+		if e := d.req.Buckets[0].Entity; e != nil && e.ID == entity {
+			return e
+		}
+	}
+	return &model.Entity{ID: entity}
 }
 
 // checkReserved checks the amount (millitokens, -1: not named) of limit p

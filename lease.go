@@ -22,9 +22,12 @@ import (
 type Lease struct {
 	// The lease's state is recycled when it ends (an acquire then needs
 	// only this small handle, see leaseData.newLease); the state's cur
-	// tells the live handle from stale ones.
-	d                *leaseData
-	entity, resource string
+	// tells the live handle from stale ones. ent is the entity as the
+	// acquire found it (the config cache's entry, which never changes
+	// once cached: a pointer, half a string, for a smaller handle).
+	d        *leaseData
+	ent      *model.Entity
+	resource string
 }
 
 // leaseData is the recyclable state of a lease: the request it wrote and its
@@ -165,10 +168,13 @@ const handleBatch = 8
 // that: a holder of an ended lease would see the next lease through it.)
 // A handle kept after its lease ended keeps its batch in memory,
 // handleBatch handles' worth at most.
-func (d *leaseData) newLease(entity, resource string) *Lease {
+//
+// ent is the lease's entity, whose ID is the one acquired for; it must
+// never change (the config cache's entries do not).
+func (d *leaseData) newLease(ent *model.Entity, resource string) *Lease {
 	le := d.cur // never given out: nobody else reads it
 	d.issued = true
-	le.d, le.entity, le.resource = d, entity, resource
+	le.d, le.ent, le.resource = d, ent, resource
 	return le
 }
 
@@ -275,7 +281,7 @@ func (le *Lease) open() (*leaseData, bool) {
 }
 
 // Entity returns the entity the lease was acquired for.
-func (le *Lease) Entity() string { return le.entity }
+func (le *Lease) Entity() string { return le.ent.ID }
 
 // Resource returns the resource the lease was acquired for.
 func (le *Lease) Resource() string { return le.resource }
@@ -526,7 +532,7 @@ func (le *Lease) write(ctx context.Context, d *leaseData, rollback bool) error {
 			if rollback {
 				op = "rollback"
 			}
-			return storeErr(ctx, op, le.entity+"/"+le.resource, err)
+			return storeErr(ctx, op, le.ent.ID+"/"+le.resource, err)
 		}
 		for j := range b.Limits {
 			applied[first+j] = outcome(&b.Limits[j], d.pendingOf(b.Limits[j].Name), rollback)
