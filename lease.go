@@ -21,8 +21,9 @@ import (
 // and Consumed and Statuses return nil. Read them before ending the lease.
 type Lease struct {
 	// The lease's state is recycled when it ends (an acquire then needs
-	// only this small handle, see leaseData.newLease); the state's cur
-	// tells the live handle from stale ones. ent is the entity as the
+	// only this small handle, see leaseData.newLease); the state's
+	// current handle (leaseData.handles) tells the live one from stale
+	// ones. ent is the entity as the
 	// acquire found it (the config cache's entry, which never changes
 	// once cached: a pointer, half a string, for a smaller handle).
 	d        *leaseData
@@ -31,20 +32,19 @@ type Lease struct {
 }
 
 // leaseData is the recyclable state of a lease: the request it wrote and its
-// pending adjustments. cur is the handle of its lease, and moves on when
-// it is recycled; other fields may be touched only by the holder of the
-// handle cur points to, under mu.
+// pending adjustments. handles[next] is the handle of its lease, and moves
+// on when it is recycled; other fields may be touched only by the holder
+// of that handle, under mu.
 //
-// cur is written under mu only (recycle), and read under it by the
-// handles (open); the owner of state fresh from the pool, which no live
-// handle points to, reads it without. A plain pointer, not an atomic
-// one nor a generation count beside it: ending a lease costs the lock
-// alone (no locked instruction besides), and a handle has no count to
-// carry (a smaller handle, less for the collector).
+// handles and next are written under mu only (recycle), and read under
+// it by the handles (open); the owner of state fresh from the pool, which
+// no live handle points to, reads them without. Plain fields, not atomic
+// ones nor a generation count: ending a lease costs the lock alone (no
+// locked instruction besides), and a handle has no count to carry (a
+// smaller handle, less for the collector).
 type leaseData struct {
 	lim  *Limiter
 	ns   string // the namespace id the request was written in
-	cur  *Lease
 	mu   sync.Mutex
 	opts model.AcquireSettings
 	req  store.ConsumeRequest
@@ -78,8 +78,9 @@ type leaseData struct {
 	pending    []adjustment // unwritten adjustments, millitokens
 	deltas     []store.Delta
 	applied    []int64 // deltas already written, per limit of req in order
-	// handles is the batch of lease handles that cur is taken from;
-	// those after next were never given out, nor was cur unless issued.
+	// handles is the batch of lease handles; handles[next] is the
+	// current one (given out if issued), those after it were never given
+	// out.
 	handles []Lease
 	next    int
 	issued  bool
@@ -157,43 +158,62 @@ func (l *Limiter) getLeaseData() *leaseData { return l.leases.Get().(*leaseData)
 // handleBatch is how many lease handles newLease allocates at once.
 const handleBatch = 8
 
-// newLease returns a handle to d's current lease: cur, which recycle (or
-// newLeaseData) picked, so that an acquire writes nothing that a handle
-// reads unlocked. Handles are allocated handleBatch at a time, and each
-// is given out once, ever: d hands out the slots of its batch in order
-// and then allocates a new batch, never going back. A handle therefore
-// never aliases another lease's, however long its holder keeps it; after
-// its lease ended it still points at its own memory, which d's cur no
-// longer points to, and answers closed. (A pooled handle could not do
-// that: a holder of an ended lease would see the next lease through it.)
-// A handle kept after its lease ended keeps its batch in memory,
-// handleBatch handles' worth at most.
+// newLease returns a handle to d's current lease: handles[next], which
+// recycle (or newLeaseData) picked, so that an acquire writes nothing
+// that a handle reads unlocked. Handles are allocated handleBatch at a
+// time, and each is given out once, ever: d hands out the slots of its
+// batch in order and then allocates a new batch, never going back. A
+// handle therefore never aliases another lease's, however long its
+// holder keeps it; after its lease ended it still points at its own
+// memory, which is no longer d's current handle, and answers closed. (A
+// pooled handle could not do that: a holder of an ended lease would see
+// the next lease through it.) A handle kept after its lease ended keeps
+// its batch in memory, handleBatch handles' worth at most.
 //
 // ent is the lease's entity, whose ID is the one acquired for; it must
-// never change (the config cache's entries do not).
+// never change (the config cache's entries do not). A new batch comes
+// filled with d and with the entity and resource of the lease before,
+// which the next leases of a recycled state usually share: comparing
+// costs less than storing a pointer, which takes a write barrier while
+// the collector marks.
 func (d *leaseData) newLease(ent *model.Entity, resource string) *Lease {
-	le := d.cur // never given out: nobody else reads it
+	le := &d.handles[d.next] // never given out: nobody else reads it
 	d.issued = true
-	le.d, le.ent, le.resource = d, ent, resource
+	if le.ent != ent {
+		le.ent = ent
+	}
+	if le.resource != resource {
+		le.resource = resource
+	}
 	return le
 }
 
-// nextHandle points cur at a slot never given out, the next of the batch
-// or the first of a new one, once cur was given out (or for fresh state).
-// The caller holds d.mu, or no handle to d exists.
+// nextHandle moves the current handle to a slot never given out, the
+// next of the batch or the first of a new one, once the current one was
+// given out (or for fresh state). The caller holds d.mu, or no handle to
+// d exists.
 func (d *leaseData) nextHandle() {
-	if d.cur != nil && !d.issued {
+	if d.handles != nil && !d.issued {
 		return
 	}
-	d.next++
-	if d.next >= len(d.handles) {
-		d.handles, d.next = make([]Lease, handleBatch), 0
+	d.issued = false
+	if d.next+1 < len(d.handles) {
+		d.next++
+		return
 	}
-	d.cur, d.issued = &d.handles[d.next], false
+	var last Lease
+	if d.handles != nil {
+		last = d.handles[d.next]
+	}
+	h := make([]Lease, handleBatch)
+	for i := range h {
+		h[i] = Lease{d: d, ent: last.ent, resource: last.resource}
+	}
+	d.handles, d.next = h, 0
 }
 
 // release is recycle for a caller that does not hold d.mu: handles to
-// earlier leases of d may be looking at cur.
+// earlier leases of d may be looking at its current handle.
 func (d *leaseData) release() {
 	d.mu.Lock()
 	d.recycle()
@@ -209,8 +229,8 @@ func (d *leaseData) release() {
 // plan). They are meaningless until then.
 func (d *leaseData) recycle() {
 	if d.cause != nil {
-		d.cur = nil
-		return // a degraded lease's state: never recycled (see cause)
+		d.handles = nil // no current handle
+		return          // a degraded lease's state: never recycled (see cause)
 	}
 	d.nextHandle()
 	d.resetOptions()
@@ -273,7 +293,7 @@ func (d *leaseData) pendingOf(name string) int64 {
 func (le *Lease) open() (*leaseData, bool) {
 	d := le.d
 	d.mu.Lock()
-	if d.cur != le {
+	if d.next >= len(d.handles) || le != &d.handles[d.next] {
 		d.mu.Unlock()
 		return nil, false
 	}
