@@ -150,7 +150,7 @@ func (l *Limiter) plan(ctx context.Context, d *leaseData, entity, resource strin
 		id := e.ID
 		limits := explicit
 		if explicit == nil {
-			r, err := l.resolve(ctx, ns, id, resource, now)
+			r, err := l.resolveVia(ctx, ns, id, resource, now, &d.resolutions[depth], d.stripe)
 			if err != nil {
 				return ns, err
 			}

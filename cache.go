@@ -55,7 +55,7 @@ type cache struct {
 	// between: what it read may predate the change that cleared.
 	epoch atomic.Uint64
 	// memoHits counts the hits served by lease states' memos
-	// (entityVia), in the states' stripes.
+	// (entityVia, resolutionVia), in the states' stripes.
 	memoHits [counterStripes]paddedCount
 }
 
@@ -207,8 +207,28 @@ func (c *cache) shard(h uint64) *shardState {
 }
 
 func (c *cache) resolution(k store.BucketKey, now unixNano) *resolution {
+	return c.resolutionVia(k, now, nil, 0)
+}
+
+// resolutionMemo is entityMemo for a resolution.
+type resolutionMemo struct {
+	r     *resolution
+	epoch uint64
+	hits  *atomic.Uint64
+}
+
+// resolutionVia is resolution through m (nil: none), as entityVia is
+// entity.
+func (c *cache) resolutionVia(k store.BucketKey, now unixNano, m *resolutionMemo, stripe uint8) *resolution {
 	if c.ttl == 0 {
 		return nil
+	}
+	epoch := c.epoch.Load() // before the lookup: see entityVia
+	if m != nil {
+		if r := m.r; r != nil && m.epoch == epoch && r.expires > now && r.key == k {
+			m.hits.Add(1)
+			return r
+		}
 	}
 	h := c.keyHash(k)
 	s := c.shard(h)
@@ -220,6 +240,11 @@ func (c *cache) resolution(k store.BucketKey, now unixNano) *resolution {
 		return nil
 	}
 	s.hits.Add(1)
+	if m != nil {
+		setIfChanged(&m.r, r)
+		setIfChanged(&m.hits, &c.memoHits[stripe%counterStripes].n)
+		m.epoch = epoch
+	}
 	return r
 }
 

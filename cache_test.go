@@ -182,3 +182,27 @@ func TestRememberedEntitySeesChanges(t *testing.T) {
 	}
 	want("moved", "key", "org-b")
 }
+
+// TestRememberedLimitsSeeChanges is TestRememberedEntitySeesChanges for
+// stored limits: a warm state's remembered resolution gives way to a
+// change of the resource's limits at the next acquire.
+func TestRememberedLimitsSeeChanges(t *testing.T) {
+	ctx := context.Background()
+	lim, adm, _ := newPair(t, memory.New())
+	for _, capacity := range []int64{100, 7, 300} {
+		cfg := tollgate.Config{Limits: []tollgate.Limit{tollgate.PerMinute("rpm", capacity)}}
+		if err := adm.SetLimits(ctx, tollgate.ResourceScope("api"), cfg); err != nil {
+			t.Fatal(err)
+		}
+		for range 3 {
+			le, err := lim.Acquire(ctx, "key", "api", tollgate.Consume{"rpm": 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := le.Statuses()[0].Capacity; got != capacity {
+				t.Fatalf("capacity %d, want %d", got, capacity)
+			}
+			_ = le.Rollback(ctx)
+		}
+	}
+}

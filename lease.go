@@ -99,6 +99,9 @@ type leaseData struct {
 	// entities remembers the config cache's entry of each entity of the
 	// last request's cascade, kept across recycling (cache.entityVia).
 	entities [model.MaxCascadeDepth]entityMemo
+	// resolutions does the same for the resolved limits of each level
+	// (cache.resolutionVia).
+	resolutions [model.MaxCascadeDepth]resolutionMemo
 	// stripe is the stripe of the counters every acquire counts in
 	// (decision counts, config cache hits) that this state counts in,
 	// given out in turn as states are made: the pool keeps a state with

@@ -11,8 +11,14 @@ import (
 // resolve returns the limits in effect for entity and resource (see
 // storedLimits), cached. Store failures are returned as *UnavailableError.
 func (l *Limiter) resolve(ctx context.Context, ns, entity, resource string, now unixNano) (*resolution, error) {
+	return l.resolveVia(ctx, ns, entity, resource, now, nil, 0)
+}
+
+// resolveVia is resolve, looked up through m (nil: none), counting a hit
+// through it in stripe (see cache.resolutionVia).
+func (l *Limiter) resolveVia(ctx context.Context, ns, entity, resource string, now unixNano, m *resolutionMemo, stripe uint8) (*resolution, error) {
 	k := store.BucketKey{Entity: entity, Resource: resource}
-	if r := l.cache.resolution(k, now); r != nil {
+	if r := l.cache.resolutionVia(k, now, m, stripe); r != nil {
 		return r, nil
 	}
 	epoch := l.cache.epoch.Load()
