@@ -23,9 +23,9 @@ type Lease struct {
 	// The lease's state is recycled when it ends (an acquire then needs
 	// only this small handle, see leaseData.newLease); the state's
 	// current handle (leaseData.handles) tells the live one from stale
-	// ones. ent is the entity as the
-	// acquire found it (the config cache's entry, which never changes
-	// once cached: a pointer, half a string, for a smaller handle).
+	// ones. ent is the entity as the acquire found it (the config cache's
+	// entry, which never changes once cached): a pointer where the id
+	// would take a string, for a smaller handle.
 	d        *leaseData
 	ent      *model.Entity
 	resource string
