@@ -64,7 +64,7 @@ func (l *Limiter) acquire(ctx context.Context, entity, resource string, consume 
 		}
 		switch {
 		case err == nil && granted:
-			return d.newLease(entity, resource), nil
+			return d.newLease(d.entityOf(entity), resource), nil
 		case err == nil:
 			if !remembered {
 				l.remember(d)
@@ -138,7 +138,7 @@ func (l *Limiter) plan(ctx context.Context, d *leaseData, entity, resource strin
 		l.refreshSystemMode(ctx, ns, now)
 	}
 	var chainBuf [model.MaxCascadeDepth]*model.Entity
-	chain, err := l.chain(ctx, ns, entity, now, &chainBuf)
+	chain, err := l.chain(ctx, ns, entity, now, &chainBuf, &d.entities, d.stripe)
 	if err != nil {
 		return ns, err
 	}
@@ -150,7 +150,7 @@ func (l *Limiter) plan(ctx context.Context, d *leaseData, entity, resource strin
 		id := e.ID
 		limits := explicit
 		if explicit == nil {
-			r, err := l.resolve(ctx, ns, id, resource, now)
+			r, err := l.resolveVia(ctx, ns, id, resource, now, &d.resolutions[depth], d.stripe)
 			if err != nil {
 				return ns, err
 			}
@@ -190,7 +190,14 @@ func (l *Limiter) plan(ctx context.Context, d *leaseData, entity, resource strin
 				}
 				reserved++
 			}
-			kinds = append(kinds, planned{kind: p.limit.Kind, shadow: p.shadow, checked: check, source: p.source, alertAt: p.alertAt})
+			// Field by field: the thresholds are usually those already
+			// there, and copying the whole struct stalled on them.
+			var pl *planned
+			kinds, pl = extend(kinds)
+			pl.kind, pl.shadow, pl.checked, pl.source = p.limit.Kind, p.shadow, check, p.source
+			if pl.alertAt != p.alertAt {
+				pl.alertAt = p.alertAt
+			}
 			d.shadow = d.shadow || p.shadow && check
 			if p.params.Amount == 0 && amount > 0 {
 				d.holds = true // a concurrency token taken: the lease is durable
@@ -232,6 +239,19 @@ func (l *Limiter) plan(ctx context.Context, d *leaseData, entity, resource strin
 			"name one of entity "+strconv.Quote(entity)+"'s reserved limits for resource "+strconv.Quote(resource)+" with 1")
 	}
 	return ns, nil
+}
+
+// entityOf returns the entity of d's first bucket, which plan took from
+// the config cache (and which never changes), if its ID is entity, as it
+// is after plan; a new one with that ID otherwise (a request rebuilt from
+// a lease record has none).
+func (d *leaseData) entityOf(entity string) *model.Entity {
+	if len(d.req.Buckets) > 0 {
+		if e := d.req.Buckets[0].Entity; e != nil && e.ID == entity {
+			return e
+		}
+	}
+	return &model.Entity{ID: entity}
 }
 
 // checkReserved checks the amount (millitokens, -1: not named) of limit p

@@ -54,6 +54,15 @@ type cache struct {
 	// reading the store, and its put is dropped if a clear came in
 	// between: what it read may predate the change that cleared.
 	epoch atomic.Uint64
+	// memoHits counts the hits served by lease states' memos
+	// (entityVia, resolutionVia), in the states' stripes.
+	memoHits [counterStripes]paddedCount
+}
+
+// paddedCount is a counter on a cache line of its own.
+type paddedCount struct {
+	n atomic.Uint64
+	_ [56]byte
 }
 
 // cacheShard is one lock's share of the cache, padded to whole cache lines
@@ -198,8 +207,28 @@ func (c *cache) shard(h uint64) *shardState {
 }
 
 func (c *cache) resolution(k store.BucketKey, now unixNano) *resolution {
+	return c.resolutionVia(k, now, nil, 0)
+}
+
+// resolutionMemo is entityMemo for a resolution.
+type resolutionMemo struct {
+	r     *resolution
+	epoch uint64
+	hits  *atomic.Uint64
+}
+
+// resolutionVia is resolution through m (nil: none), as entityVia is
+// entity.
+func (c *cache) resolutionVia(k store.BucketKey, now unixNano, m *resolutionMemo, stripe uint8) *resolution {
 	if c.ttl == 0 {
 		return nil
+	}
+	epoch := c.epoch.Load() // before the lookup: see entityVia
+	if m != nil {
+		if r := m.r; r != nil && m.epoch == epoch && r.expires > now && r.key == k {
+			m.hits.Add(1)
+			return r
+		}
 	}
 	h := c.keyHash(k)
 	s := c.shard(h)
@@ -211,6 +240,11 @@ func (c *cache) resolution(k store.BucketKey, now unixNano) *resolution {
 		return nil
 	}
 	s.hits.Add(1)
+	if m != nil {
+		setIfChanged(&m.r, r)
+		setIfChanged(&m.hits, &c.memoHits[stripe%counterStripes].n)
+		m.epoch = epoch
+	}
 	return r
 }
 
@@ -240,9 +274,38 @@ func (c *cache) keyHash(k store.BucketKey) uint64 {
 	return maphash.String(c.seed, k.Entity) ^ bits.RotateLeft64(maphash.String(c.seed, k.Resource), 32)
 }
 
-func (c *cache) entity(id string, now unixNano) *entityEntry {
+func (c *cache) entity(id string, now unixNano) *entityEntry { return c.entityVia(id, now, nil, 0) }
+
+// entityMemo remembers the cache entry of an entity that a recycled lease
+// state last found (e), the cache's epoch before that lookup, and the
+// stripe of memoHits that counts its hits. While the epoch is the same, nothing
+// cleared the cache since (a change the limiter observed clears it), so
+// the entry is still what the cache would answer, or an equally valid
+// one, until it expires: looking it up again, which takes the shard's
+// read lock (two atomic writes to a line every core shares), can be
+// skipped. The entry may have been evicted meanwhile (the cache is full):
+// it is still valid for its TTL, as a hit on it would have been.
+type entityMemo struct {
+	e     *entityEntry
+	epoch uint64
+	hits  *atomic.Uint64
+}
+
+// entityVia is entity, through m (nil: none), which it reads first and
+// fills on a hit in the cache. A hit through m counts as any hit, in
+// memoHits' stripe.
+func (c *cache) entityVia(id string, now unixNano, m *entityMemo, stripe uint8) *entityEntry {
 	if c.ttl == 0 {
 		return nil
+	}
+	// The epoch is read before the lookup: a clear racing with it
+	// leaves the memo stale at once.
+	epoch := c.epoch.Load()
+	if m != nil {
+		if e := m.e; e != nil && m.epoch == epoch && e.expires > now && e.entity.ID == id {
+			m.hits.Add(1)
+			return e
+		}
 	}
 	h := maphash.String(c.seed, id)
 	s := c.shard(h)
@@ -254,6 +317,11 @@ func (c *cache) entity(id string, now unixNano) *entityEntry {
 		return nil
 	}
 	s.hits.Add(1)
+	if m != nil {
+		setIfChanged(&m.e, e)
+		setIfChanged(&m.hits, &c.memoHits[stripe%counterStripes].n)
+		m.epoch = epoch
+	}
 	return e
 }
 
@@ -416,6 +484,9 @@ func (c *cache) stats() CacheStats {
 		s.mu.RUnlock()
 		st.Hits += s.hits.Load()
 		st.Misses += s.misses.Load()
+	}
+	for i := range c.memoHits {
+		st.Hits += c.memoHits[i].n.Load()
 	}
 	return st
 }

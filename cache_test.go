@@ -2,6 +2,7 @@ package tollgate_test
 
 import (
 	"context"
+	"slices"
 	"strconv"
 	"sync"
 	"testing"
@@ -129,6 +130,79 @@ func TestCacheEvictedEntriesResolveAgain(t *testing.T) {
 		}
 		if n := lim.Stats().Cache.Entries; n > 16 {
 			t.Fatalf("round %d: %d entries, more than the size 16", round, n)
+		}
+	}
+}
+
+// TestRememberedEntitySeesChanges checks that the entities a recycled
+// lease state remembers from the config cache (one goroutine's acquires
+// reuse one state) give way to a change the limiter observes: an entity
+// created, then made to cascade, then moved to another parent, is
+// debited as it is after each change, at the next acquire.
+func TestRememberedEntitySeesChanges(t *testing.T) {
+	ctx := context.Background()
+	lim, adm, _ := newPair(t, memory.New())
+	limits := tollgate.WithLimits(tollgate.PerMinute("rpm", 100))
+	one := tollgate.Consume{"rpm": 1}
+	levels := func() []string {
+		t.Helper()
+		le, err := lim.Acquire(ctx, "key", "api", one, limits)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer le.Commit(ctx)
+		if le.Entity() != "key" {
+			t.Errorf("Entity() = %q, want key", le.Entity())
+		}
+		var out []string
+		for _, s := range le.Statuses() {
+			out = append(out, s.Entity)
+		}
+		return out
+	}
+	want := func(step string, ids ...string) {
+		t.Helper()
+		for range 3 { // the state's memory, warm
+			if got := levels(); !slices.Equal(got, ids) {
+				t.Fatalf("%s: debited %v, want %v", step, got, ids)
+			}
+		}
+	}
+	want("unknown entity", "key")
+	mustCreate(t, adm, tollgate.Entity{ID: "org-a"})
+	mustCreate(t, adm, tollgate.Entity{ID: "org-b"})
+	mustCreate(t, adm, tollgate.Entity{ID: "key", ParentID: "org-a"})
+	want("created, not cascading", "key")
+	if _, err := adm.UpdateEntity(ctx, tollgate.Entity{ID: "key", ParentID: "org-a", Cascade: true}); err != nil {
+		t.Fatal(err)
+	}
+	want("cascading", "key", "org-a")
+	if _, err := adm.UpdateEntity(ctx, tollgate.Entity{ID: "key", ParentID: "org-b", Cascade: true}); err != nil {
+		t.Fatal(err)
+	}
+	want("moved", "key", "org-b")
+}
+
+// TestRememberedLimitsSeeChanges is TestRememberedEntitySeesChanges for
+// stored limits: a warm state's remembered resolution gives way to a
+// change of the resource's limits at the next acquire.
+func TestRememberedLimitsSeeChanges(t *testing.T) {
+	ctx := context.Background()
+	lim, adm, _ := newPair(t, memory.New())
+	for _, capacity := range []int64{100, 7, 300} {
+		cfg := tollgate.Config{Limits: []tollgate.Limit{tollgate.PerMinute("rpm", capacity)}}
+		if err := adm.SetLimits(ctx, tollgate.ResourceScope("api"), cfg); err != nil {
+			t.Fatal(err)
+		}
+		for range 3 {
+			le, err := lim.Acquire(ctx, "key", "api", tollgate.Consume{"rpm": 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := le.Statuses()[0].Capacity; got != capacity {
+				t.Fatalf("capacity %d, want %d", got, capacity)
+			}
+			_ = le.Rollback(ctx)
 		}
 	}
 }

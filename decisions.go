@@ -59,9 +59,38 @@ type decisionCounts struct {
 	n atomic.Int64 // entries of m
 }
 
+// limitCounters are the counts of one resource and limit, in stripes
+// that sum to them: each lease state counts in its own stripe
+// (leaseData.stripe), so that cores counting grants of one limit at once
+// do not take turns on one cache line.
 type limitCounters struct {
-	granted, denied, shadowDenied, degraded, near atomic.Uint64
+	stripes [counterStripes]counterStripe
 }
+
+// counterStripes is how many stripes a counter hit on every acquire is
+// split into.
+const counterStripes = 4
+
+// counterStripe is one stripe of a limit's counts, a cache line of its own.
+type counterStripe struct {
+	granted, denied, shadowDenied, degraded, near atomic.Uint64
+	_                                             [64 - 5*8]byte
+}
+
+// sum returns the counts of every stripe added up.
+func (c *limitCounters) sum() (out counterSums) {
+	for i := range c.stripes {
+		s := &c.stripes[i]
+		out.granted += s.granted.Load()
+		out.denied += s.denied.Load()
+		out.shadowDenied += s.shadowDenied.Load()
+		out.degraded += s.degraded.Load()
+		out.near += s.near.Load()
+	}
+	return out
+}
+
+type counterSums struct{ granted, denied, shadowDenied, degraded, near uint64 }
 
 // get returns the counters of resource and limit, those of OtherSeries
 // once MaxDecisionSeries pairs are counted. Racing first uses may store a
@@ -88,10 +117,10 @@ func (c *decisionCounts) get(resource, limit string) *limitCounters {
 func (c *decisionCounts) snapshot() []LimitDecisions {
 	var out []LimitDecisions
 	c.m.Range(func(k, v any) bool {
-		key, lc := k.(shadowKey), v.(*limitCounters)
+		key, lc := k.(shadowKey), v.(*limitCounters).sum()
 		out = append(out, LimitDecisions{Resource: key.resource, Limit: key.limit,
-			Granted: lc.granted.Load(), Denied: lc.denied.Load(), ShadowDenied: lc.shadowDenied.Load(),
-			Degraded: lc.degraded.Load(), NearLimit: lc.near.Load()})
+			Granted: lc.granted, Denied: lc.denied, ShadowDenied: lc.shadowDenied,
+			Degraded: lc.degraded, NearLimit: lc.near})
 		return true
 	})
 	slices.SortFunc(out, func(a, b LimitDecisions) int {
@@ -115,7 +144,7 @@ func (l *Limiter) noteDecision(d *leaseData, granted bool) {
 				continue // not asked for: no part in the decision
 			}
 			pl := &d.kinds[k]
-			c := d.counter(k, b.Key.Resource, lr.Name)
+			c := &d.counter(k, b.Key.Resource, lr.Name).stripes[d.stripe%counterStripes]
 			k++
 			exceeded := lr.Observed.Tokens < lr.Amount
 			switch {
@@ -165,7 +194,7 @@ func (d *leaseData) counter(k int, resource, limit string) *limitCounters {
 
 // noteDegraded counts a degraded lease for resource.
 func (l *Limiter) noteDegraded(resource string) {
-	l.decisions.get(resource, DegradedLimit).degraded.Add(1)
+	l.decisions.get(resource, DegradedLimit).stripes[0].degraded.Add(1)
 }
 
 // useOf is the share of lr's capacity taken after the decision: after the

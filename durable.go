@@ -98,7 +98,7 @@ func (l *Limiter) replay(ctx context.Context, d *leaseData, entity, resource str
 	d.holds = false
 	d.resume(&rec)
 	d.replayed, d.committing = true, committing
-	return d.newLease(rec.Entity, rec.Resource), nil
+	return d.newLease(&model.Entity{ID: rec.Entity}, rec.Resource), nil
 }
 
 // sameRequest reports whether rec is the lease of an acquire of consume
@@ -246,7 +246,7 @@ func (le *Lease) update(ctx context.Context, d *leaseData, op string, extend tim
 	}
 	err = le.durableErr(ctx, d, op, err)
 	if errors.Is(err, model.ErrLeaseClosed) {
-		d.release() // ended elsewhere: over here too
+		d.recycle() // ended elsewhere: over here too
 	}
 	return err
 }
@@ -298,11 +298,11 @@ func (le *Lease) durableErr(ctx context.Context, d *leaseData, op string, err er
 		return nil // before the subject is built: the common case allocates nothing
 	case errors.Is(err, model.ErrLeaseNotFound):
 		return fmt.Errorf("%s lease %s of %s/%s: ended elsewhere (reclaimed after its expiry, or ended by another process): %w (%w)",
-			op, d.rec.ID, le.entity, le.resource, model.ErrLeaseExpired, err)
+			op, d.rec.ID, le.ent.ID, le.resource, model.ErrLeaseExpired, err)
 	case errors.As(err, new(*model.LeaseEndedError)):
 		return err // it says how
 	}
-	return storeErr(ctx, op, le.entity+"/"+le.resource, err)
+	return storeErr(ctx, op, le.ent.ID+"/"+le.resource, err)
 }
 
 // reload reads d's record again after a write met another version: another
@@ -412,7 +412,7 @@ func (l *Limiter) ResumeLease(ctx context.Context, id string) (*Lease, error) {
 	}
 	setIfChanged(&d.ns, ns)
 	d.resume(&rec)
-	return d.newLease(rec.Entity, rec.Resource), nil
+	return d.newLease(&model.Entity{ID: rec.Entity}, rec.Resource), nil
 }
 
 // resume makes d the state of rec's lease: its request rebuilt from what

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/tollgate-rl/tollgate/bucket"
@@ -22,20 +21,30 @@ import (
 // and Consumed and Statuses return nil. Read them before ending the lease.
 type Lease struct {
 	// The lease's state is recycled when it ends (an acquire then needs
-	// only this small handle, see leaseData.newLease); gen tells a stale
-	// handle from the live one.
-	d                *leaseData
-	gen              uint64
-	entity, resource string
+	// only this small handle, see leaseData.newLease); the state's
+	// current handle (leaseData.handles) tells the live one from stale
+	// ones. ent is the entity as the acquire found it (the config cache's
+	// entry, which never changes once cached): a pointer where the id
+	// would take a string, for a smaller handle.
+	d        *leaseData
+	ent      *model.Entity
+	resource string
 }
 
 // leaseData is the recyclable state of a lease: the request it wrote and its
-// pending adjustments. gen changes when it is recycled; fields other than gen
-// may be touched only by the holder of a handle whose gen matches, under mu.
+// pending adjustments. handles[next] is the handle of its lease, and moves
+// on when it is recycled; other fields may be touched only by the holder
+// of that handle, under mu.
+//
+// handles and next are written under mu only (recycle), and read under
+// it by the handles (open); the owner of state fresh from the pool, which
+// no live handle points to, reads them without. Plain fields, not atomic
+// ones nor a generation count: ending a lease costs the lock alone (no
+// locked instruction besides), and a handle has no count to carry (a
+// smaller handle, less for the collector).
 type leaseData struct {
 	lim  *Limiter
 	ns   string // the namespace id the request was written in
-	gen  atomic.Uint64
 	mu   sync.Mutex
 	opts model.AcquireSettings
 	req  store.ConsumeRequest
@@ -69,10 +78,12 @@ type leaseData struct {
 	pending    []adjustment // unwritten adjustments, millitokens
 	deltas     []store.Delta
 	applied    []int64 // deltas already written, per limit of req in order
-	// handles is the batch of lease handles that newLease gives out;
-	// those from next on were never given out.
+	// handles is the batch of lease handles; handles[next] is the
+	// current one (given out if issued), those after it were never given
+	// out.
 	handles []Lease
 	next    int
+	issued  bool
 	// wall is the reading of the wall clock that now derives the time
 	// from, with its monotonic part; wallNano is its Unix time.
 	wall     time.Time
@@ -85,6 +96,18 @@ type leaseData struct {
 	// was asked; denyNoted says it is set (see refusesFromMemory).
 	denyStamp uint64
 	denyNoted bool
+	// entities remembers the config cache's entry of each entity of the
+	// last request's cascade, kept across recycling (cache.entityVia).
+	entities [model.MaxCascadeDepth]entityMemo
+	// resolutions does the same for the resolved limits of each level
+	// (cache.resolutionVia).
+	resolutions [model.MaxCascadeDepth]resolutionMemo
+	// stripe is the stripe of the counters every acquire counts in
+	// (decision counts, config cache hits) that this state counts in,
+	// given out in turn as states are made: the pool keeps a state with
+	// one processor mostly, so processors mostly count in stripes of
+	// their own.
+	stripe uint8
 }
 
 type adjustment struct {
@@ -93,8 +116,10 @@ type adjustment struct {
 }
 
 func newLeaseData(l *Limiter) *leaseData {
-	d := &leaseData{lim: l, limits: make([]store.LimitRequest, 0, 4), kinds: make([]planned, 0, 4)}
+	d := &leaseData{lim: l, limits: make([]store.LimitRequest, 0, 4), kinds: make([]planned, 0, 4),
+		stripe: uint8(l.stripes.Add(1) % counterStripes)}
 	d.req.Buckets = make([]store.BucketRequest, 0, model.MaxCascadeDepth)
+	d.nextHandle()
 	return d
 }
 
@@ -136,37 +161,81 @@ func (l *Limiter) getLeaseData() *leaseData { return l.leases.Get().(*leaseData)
 // handleBatch is how many lease handles newLease allocates at once.
 const handleBatch = 8
 
-// newLease returns a handle to d's current lease. Handles are allocated
-// handleBatch at a time, and each is given out once, ever: d hands out the
-// slots of its batch in order and then allocates a new batch, never going
-// back. A handle therefore never aliases another lease's,
-// however long its holder keeps it; after its lease ended it still points at
-// its own memory, whose gen no longer matches d's, and answers closed. (A
-// pooled handle could not do that: a holder of an ended lease would see the
-// next lease through it.) A handle kept after its lease ended keeps its
-// batch in memory, handleBatch handles' worth at most.
-func (d *leaseData) newLease(entity, resource string) *Lease {
-	if d.next == len(d.handles) {
-		d.handles, d.next = make([]Lease, handleBatch), 0
+// newLease returns a handle to d's current lease: handles[next], which
+// recycle (or newLeaseData) picked, so that an acquire writes nothing
+// that a handle reads unlocked. Handles are allocated handleBatch at a
+// time, and each is given out once, ever: d hands out the slots of its
+// batch in order and then allocates a new batch, never going back. A
+// handle therefore never aliases another lease's, however long its
+// holder keeps it; after its lease ended it still points at its own
+// memory, which is no longer d's current handle, and answers closed. (A
+// pooled handle could not do that: a holder of an ended lease would see
+// the next lease through it.) A handle kept after its lease ended keeps
+// its batch in memory, handleBatch handles' worth at most.
+//
+// ent is the lease's entity, whose ID is the one acquired for; it must
+// never change (the config cache's entries do not). A new batch comes
+// filled with d and with the entity and resource of the lease before,
+// which the next leases of a recycled state usually share: comparing
+// costs less than storing a pointer, which takes a write barrier while
+// the collector marks.
+func (d *leaseData) newLease(ent *model.Entity, resource string) *Lease {
+	le := &d.handles[d.next] // never given out: nobody else reads it
+	d.issued = true
+	if le.ent != ent {
+		le.ent = ent
 	}
-	le := &d.handles[d.next]
-	d.next++
-	le.d, le.gen, le.entity, le.resource = d, d.gen.Load(), entity, resource
+	if le.resource != resource {
+		le.resource = resource
+	}
 	return le
 }
 
-// release invalidates every handle to d and recycles it. The caller holds
-// d.mu, or no handle to d exists.
+// nextHandle moves the current handle to a slot never given out, the
+// next of the batch or the first of a new one, once the current one was
+// given out (or for fresh state). The caller holds d.mu, or no handle to
+// d exists.
+func (d *leaseData) nextHandle() {
+	if d.handles != nil && !d.issued {
+		return
+	}
+	d.issued = false
+	if d.next+1 < len(d.handles) {
+		d.next++
+		return
+	}
+	var last Lease
+	if d.handles != nil {
+		last = d.handles[d.next]
+	}
+	h := make([]Lease, handleBatch)
+	for i := range h {
+		h[i] = Lease{d: d, ent: last.ent, resource: last.resource}
+	}
+	d.handles, d.next = h, 0
+}
+
+// release is recycle for a caller that does not hold d.mu: handles to
+// earlier leases of d may be looking at its current handle.
+func (d *leaseData) release() {
+	d.mu.Lock()
+	d.recycle()
+	d.mu.Unlock()
+}
+
+// recycle invalidates every handle to d and puts it back in the pool. The
+// caller holds d.mu.
 //
 // It resets what the next call relies on and no more: pointers (the
 // namespace, the request's keys, an option's limits) stay for plan to
 // overwrite, or to find already in place, rather than be stored twice (see
 // plan). They are meaningless until then.
-func (d *leaseData) release() {
-	d.gen.Add(1)
+func (d *leaseData) recycle() {
 	if d.cause != nil {
-		return // a degraded lease's state: never recycled (see cause)
+		d.handles = nil // no current handle
+		return          // a degraded lease's state: never recycled (see cause)
 	}
+	d.nextHandle()
 	d.resetOptions()
 	d.req.Buckets = d.req.Buckets[:0]
 	d.holds, d.shadow = false, false
@@ -226,11 +295,8 @@ func (d *leaseData) pendingOf(name string) int64 {
 // open locks the lease's state if the lease has not ended.
 func (le *Lease) open() (*leaseData, bool) {
 	d := le.d
-	if d.gen.Load() != le.gen {
-		return nil, false
-	}
 	d.mu.Lock()
-	if d.gen.Load() != le.gen {
+	if d.next >= len(d.handles) || le != &d.handles[d.next] {
 		d.mu.Unlock()
 		return nil, false
 	}
@@ -238,7 +304,7 @@ func (le *Lease) open() (*leaseData, bool) {
 }
 
 // Entity returns the entity the lease was acquired for.
-func (le *Lease) Entity() string { return le.entity }
+func (le *Lease) Entity() string { return le.ent.ID }
 
 // Resource returns the resource the lease was acquired for.
 func (le *Lease) Resource() string { return le.resource }
@@ -444,7 +510,7 @@ func (le *Lease) end(ctx context.Context, c endCall) error {
 	if err == nil && d.holds {
 		d.lim.wakeWaiters(d) // its slots came back: waiters here try at once
 	}
-	d.release()
+	d.recycle()
 	d.mu.Unlock()
 	return err
 }
@@ -489,7 +555,7 @@ func (le *Lease) write(ctx context.Context, d *leaseData, rollback bool) error {
 			if rollback {
 				op = "rollback"
 			}
-			return storeErr(ctx, op, le.entity+"/"+le.resource, err)
+			return storeErr(ctx, op, le.ent.ID+"/"+le.resource, err)
 		}
 		for j := range b.Limits {
 			applied[first+j] = outcome(&b.Limits[j], d.pendingOf(b.Limits[j].Name), rollback)

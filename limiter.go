@@ -91,6 +91,9 @@ type Limiter struct {
 	alertFn   func(Alert)
 
 	leases sync.Pool // of *leaseData
+	// stripes counts the lease states made, to give each a counter
+	// stripe in turn (leaseData.stripe).
+	stripes atomic.Uint32
 	// waiting serves the callers of Wait in deadline order, one line per
 	// entity and resource.
 	waiting *waitq.Queue[*Lease]

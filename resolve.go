@@ -11,8 +11,14 @@ import (
 // resolve returns the limits in effect for entity and resource (see
 // storedLimits), cached. Store failures are returned as *UnavailableError.
 func (l *Limiter) resolve(ctx context.Context, ns, entity, resource string, now unixNano) (*resolution, error) {
+	return l.resolveVia(ctx, ns, entity, resource, now, nil, 0)
+}
+
+// resolveVia is resolve, looked up through m (nil: none), counting a hit
+// through it in stripe (see cache.resolutionVia).
+func (l *Limiter) resolveVia(ctx context.Context, ns, entity, resource string, now unixNano, m *resolutionMemo, stripe uint8) (*resolution, error) {
 	k := store.BucketKey{Entity: entity, Resource: resource}
-	if r := l.cache.resolution(k, now); r != nil {
+	if r := l.cache.resolutionVia(k, now, m, stripe); r != nil {
 		return r, nil
 	}
 	epoch := l.cache.epoch.Load()
@@ -56,7 +62,13 @@ func storedLimits(ctx context.Context, s store.Store, ns, entity, resource strin
 // entity returns the cached or stored entity, with found == false for an
 // entity that does not exist.
 func (l *Limiter) entity(ctx context.Context, ns, id string, now unixNano) (*entityEntry, error) {
-	if e := l.cache.entity(id, now); e != nil {
+	return l.entityVia(ctx, ns, id, now, nil, 0)
+}
+
+// entityVia is entity, looked up through m (nil: none), counting a hit
+// through it in stripe (see cache.entityVia).
+func (l *Limiter) entityVia(ctx context.Context, ns, id string, now unixNano, m *entityMemo, stripe uint8) (*entityEntry, error) {
+	if e := l.cache.entityVia(id, now, m, stripe); e != nil {
 		return e, nil
 	}
 	epoch := l.cache.epoch.Load()
@@ -75,15 +87,24 @@ func (l *Limiter) entity(ctx context.Context, ns, id string, now unixNano) (*ent
 // chain returns the entity followed by the ancestors its acquires debit: each
 // link is followed while the entity cascades and its parent exists, up to
 // model.MaxCascadeDepth entities. An entity that does not exist is returned
-// with its id alone.
-func (l *Limiter) chain(ctx context.Context, ns, entity string, now unixNano, buf *[model.MaxCascadeDepth]*model.Entity) ([]*model.Entity, error) {
-	e, err := l.entity(ctx, ns, entity, now)
+// with its id alone. memo, unless nil, remembers the entry found at each
+// depth for the next call with the same state, counting its hits in
+// stripe (cache.entityVia).
+func (l *Limiter) chain(ctx context.Context, ns, entity string, now unixNano, buf *[model.MaxCascadeDepth]*model.Entity, memo *[model.MaxCascadeDepth]entityMemo, stripe uint8) ([]*model.Entity, error) {
+	var m *entityMemo
+	if memo != nil {
+		m = &memo[0]
+	}
+	e, err := l.entityVia(ctx, ns, entity, now, m, stripe)
 	if err != nil {
 		return nil, err
 	}
 	chain := append(buf[:0], &e.entity)
 	for len(chain) < model.MaxCascadeDepth && e.found && e.entity.Cascade && e.entity.ParentID != "" {
-		if e, err = l.entity(ctx, ns, e.entity.ParentID, now); err != nil {
+		if memo != nil {
+			m = &memo[len(chain)]
+		}
+		if e, err = l.entityVia(ctx, ns, e.entity.ParentID, now, m, stripe); err != nil {
 			return nil, err
 		}
 		if !e.found {

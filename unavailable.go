@@ -105,7 +105,8 @@ func (l *Limiter) failed(ctx context.Context, ns, entity, resource string, mode 
 	l.noteDegraded(resource)
 	// State of its own, never recycled, so that the handle keeps its cause.
 	d := &leaseData{lim: l, cause: err}
-	return &Lease{d: d, entity: entity, resource: resource}, nil
+	d.handles = []Lease{{d: d, ent: &model.Entity{ID: entity}, resource: resource}}
+	return &d.handles[0], nil
 }
 
 // storeErr turns a store error into the error a caller sees: domain errors

@@ -253,6 +253,13 @@ type BucketRequest struct {
 	// cache relies on it.
 	// Others leave it false; the caller resets it.
 	Estimated bool
+	// Hint is the backend's to keep between requests made with the same
+	// BucketRequest, which a caller that recycles its requests hands back
+	// as it was left: the memory backends keep the bucket's table entry
+	// there, which spares the next request for the same key its lookup
+	// (they check that it is still that key's entry). The caller never
+	// reads or sets it; a fresh request has none.
+	Hint any
 }
 
 // LimitRequest is one limit of a BucketRequest: its current parameters (which
@@ -339,12 +346,21 @@ func (r *Record) Find(name string) int {
 //
 // Time never runs backwards: if now is before r.Refilled, nothing refills.
 func Prepare(r *Record, br *BucketRequest, now int64) bool {
-	for i := range r.Limits {
-		l := &r.Limits[i]
-		l.State = bucket.RefillBetween(l.State, l.Params, r.Refilled, now)
-	}
 	if now > r.Refilled {
+		for i := range r.Limits {
+			l := &r.Limits[i]
+			l.State = bucket.RefillBetween(l.State, l.Params, r.Refilled, now)
+		}
 		r.Refilled = now
+	} else {
+		// No time passed (the usual case of a busy bucket: calls within
+		// one millisecond): Refill would only clamp a balance above the
+		// capacity, which refunds may leave.
+		for i := range r.Limits {
+			if l := &r.Limits[i]; l.State.Tokens >= l.Params.Capacity {
+				l.State = bucket.Full(l.Params)
+			}
+		}
 	}
 	ok := true
 	for i := range br.Limits {

@@ -64,7 +64,8 @@ type Table struct {
 }
 
 type shard struct {
-	mu sync.Mutex
+	mu    sync.Mutex
+	table *Table // the table that holds the shard
 	// buckets holds the shard's entries by the hash of their ID (see
 	// Table.hash), which also picked the shard; entries whose IDs share a
 	// hash are chained through entry.next. Hashing the ID once costs less
@@ -87,6 +88,10 @@ type shard struct {
 // value, so that a bucket costs one allocation.
 type entry struct {
 	id ID
+	// table and h are the table that holds the entry and the hash of id,
+	// which picks its shard: a request's Hint leads Consume to both.
+	table *Table
+	h     uint64
 	// next is another entry of the shard whose ID has the same hash.
 	next *entry
 	rec  store.Record
@@ -95,6 +100,9 @@ type entry struct {
 	// removed is set, in a tracking table, once the entry left its shard's
 	// map (forgotten or deleted): Drain must never hand it over again.
 	removed bool
+	// unlinked is set once the entry left its shard's map, in any table:
+	// a Hint to it is stale.
+	unlinked bool
 }
 
 // Change is a changed bucket handed over by Drain. It is kept only to give
@@ -110,6 +118,7 @@ func New(o Options) *Table {
 	t.leases.init()
 	for i := range t.shards {
 		t.shards[i].buckets = make(map[uint64]*entry)
+		t.shards[i].table = t
 	}
 	return t
 }
@@ -143,13 +152,34 @@ func (t *Table) Consume(ns string, req *store.ConsumeRequest) (bool, error) {
 	}
 	br := &req.Buckets[0]
 	id := ID{ns, br.Key.Entity, br.Key.Resource}
-	h, sh := t.locate(id)
-	sh.mu.Lock()
+	// The entry this request left in Hint, if it is still id's in this
+	// table, spares hashing id and the map lookup. Whether it is still
+	// linked is read under its shard's lock, which unlinking holds.
+	var sh *shard
+	e, _ := br.Hint.(*entry)
+	if e != nil && e.table == t {
+		sh = &t.shards[shardOf(e.h)]
+		sh.mu.Lock()
+		if e.unlinked || e.id != id {
+			sh.mu.Unlock()
+			e = nil
+		}
+	} else {
+		e = nil
+	}
+	var h uint64
+	if e == nil {
+		h, sh = t.locate(id)
+		sh.mu.Lock()
+	}
 	if t.closed.Load() {
 		sh.mu.Unlock()
 		return false, ErrClosed
 	}
-	e := sh.entry(h, id, req.Now)
+	if e == nil {
+		e = sh.entry(h, id, req.Now)
+		br.Hint = e
+	}
 	ok := store.Prepare(&e.rec, br, req.Now)
 	if ok {
 		store.Debit(&e.rec, br)
@@ -261,6 +291,7 @@ func (sh *shard) find(h uint64, id ID) *entry {
 // insert adds e, whose ID hashes to h and is not in sh; the caller holds
 // sh.mu.
 func (sh *shard) insert(h uint64, e *entry) {
+	e.table, e.h = sh.table, h
 	e.next = sh.buckets[h]
 	sh.buckets[h] = e
 	sh.n++
@@ -281,6 +312,7 @@ func (sh *shard) unlink(h uint64, e *entry) {
 		head.next = e.next
 	}
 	e.next = nil
+	e.unlinked = true
 	sh.n--
 }
 

@@ -552,3 +552,52 @@ func TestShardChainsEqualHashes(t *testing.T) {
 		}
 	}
 }
+
+// TestConsumeHint checks that the entry a request keeps in Hint is used
+// only while it is still that key's entry in that table: a request
+// reused after its bucket was forgotten, for another key, in another
+// namespace, or against another table debits the right bucket, as a
+// fresh request would.
+func TestConsumeHint(t *testing.T) {
+	tb, other := New(Options{}), New(Options{})
+	req := request(t0, rps, 4_000, "a")
+	consume := func(tb *Table, ns string, now int64) {
+		t.Helper()
+		req.Now = now
+		if ok, err := tb.Consume(ns, req); !ok || err != nil {
+			t.Fatalf("Consume = %v, %v", ok, err)
+		}
+	}
+	consume(tb, "ns", t0)
+	if req.Buckets[0].Hint == nil {
+		t.Fatal("no Hint left after a single-bucket consume")
+	}
+	consume(tb, "ns", t0) // through the hint
+	if got := tokens(tb, "a"); got != 2_000 {
+		t.Fatalf("tokens after two debits through one request = %d, want 2000", got)
+	}
+	// Full again 1 s later: the sweep forgets the bucket, and the hint's
+	// entry with it; the next debit starts from a new, full bucket.
+	tb.Sweep(t0 + 2_000)
+	if got := tokens(tb, "a"); got != -1 {
+		t.Fatalf("bucket still there after the sweep: %d tokens", got)
+	}
+	consume(tb, "ns", t0+2_000)
+	if got := tokens(tb, "a"); got != 6_000 {
+		t.Errorf("tokens after a debit through a stale hint = %d, want 6000 (a new bucket)", got)
+	}
+	// The same request for another key, another namespace, another table.
+	req.Buckets[0].Key = key("b")
+	consume(tb, "ns", t0+2_000)
+	if a, b := tokens(tb, "a"), tokens(tb, "b"); a != 6_000 || b != 6_000 {
+		t.Errorf("tokens after a debit of b through a's hint: a %d, b %d, want 6000 each", a, b)
+	}
+	consume(tb, "ns2", t0+2_000)
+	if r := tb.Read("ns2", []store.BucketKey{key("b")})[0]; r == nil || r.Limits[0].State.Tokens != 6_000 || tokens(tb, "b") != 6_000 {
+		t.Errorf("a debit in ns2 through ns's hint: ns2 %+v, ns %d", r, tokens(tb, "b"))
+	}
+	consume(other, "ns", t0+2_000)
+	if got, mine := tokens(other, "b"), tokens(tb, "b"); got != 6_000 || mine != 6_000 {
+		t.Errorf("a debit in another table through this one's hint: that table %d, this one %d, want 6000 each", got, mine)
+	}
+}
