@@ -39,6 +39,7 @@ func limiterCases() []testCase {
 		{"ReservationDecisionsCountedOnce", testLimiterReservationDecisions},
 		{"CalendarQuota", testLimiterCalendar},
 		{"IdempotentRetryOfTheLastToken", testLimiterIdempotentLastToken},
+		{"RetriesAcrossReplicas", testLimiterRetriesAcrossReplicas},
 		{"CalendarQuotaPerCall", testLimiterCalendarPerCall},
 		{"DenyCacheExact", testLimiterDenyCacheExact},
 		{"DenyCacheQuota", testLimiterDenyCacheQuota},
