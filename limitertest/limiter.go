@@ -40,6 +40,7 @@ func limiterCases() []testCase {
 		{"CalendarQuota", testLimiterCalendar},
 		{"IdempotentRetryOfTheLastToken", testLimiterIdempotentLastToken},
 		{"RetriesAcrossReplicas", testLimiterRetriesAcrossReplicas},
+		{"ChangesReachAnotherProcess", testLimiterChangesReachAnotherProcess},
 		{"CalendarQuotaPerCall", testLimiterCalendarPerCall},
 		{"DenyCacheExact", testLimiterDenyCacheExact},
 		{"DenyCacheQuota", testLimiterDenyCacheQuota},
