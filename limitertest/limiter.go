@@ -32,6 +32,7 @@ func limiterCases() []testCase {
 		{"ReservationExpiryAudited", testLimiterReservationExpiryAudited},
 		{"LeasesListed", testLimiterLeasesListed},
 		{"Saturation", testLimiterSaturation},
+		{"SaturationProperty", testLimiterSaturationProperty},
 		{"SlotRetryAfter", testLimiterSlotRetryAfter},
 		{"ShadowLimits", testLimiterShadow},
 		{"Versions", testLimiterVersions},
