@@ -87,8 +87,8 @@ A reconciler runs inside serve and commits the leases whose expiry passed
 and another process over the store (another tollgate serve, or a program
 using package reconcile) must reconcile.
 
-Over DynamoDB, each call to the store ends within --store-timeout (default
-1s), the SDK's retries included: when the store does not answer, a request
+Over DynamoDB or Redis, each call to the store ends within --store-timeout
+(default 1s), the SDK's retries included: when the store does not answer, a request
 gets its on_unavailable answer (a degraded grant with allow, 503 with
 block) within about that, and /readyz answers 503.
 
