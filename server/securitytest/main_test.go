@@ -15,20 +15,30 @@ import (
 	awsddb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/tollgate-rl/tollgate/internal/ddblocal"
+	"github.com/tollgate-rl/tollgate/internal/redislocal"
 	"github.com/tollgate-rl/tollgate/store"
 	"github.com/tollgate-rl/tollgate/store/dynamodb"
 	"github.com/tollgate-rl/tollgate/store/embedded"
 	"github.com/tollgate-rl/tollgate/store/memory"
+	"github.com/tollgate-rl/tollgate/store/redis"
 )
 
-// endpoint is the DynamoDB Local of this test binary, set by TestMain.
-var endpoint string
+// endpoint is the DynamoDB Local of this test binary, and redisURL its
+// redis-server, set by TestMain.
+var endpoint, redisURL string
 
-func TestMain(m *testing.M) { os.Exit(ddblocal.Main(m, &endpoint)) }
+// runner is a test binary's Run as a function.
+type runner func() int
+
+func (r runner) Run() int { return r() }
+
+func TestMain(m *testing.M) {
+	os.Exit(ddblocal.Main(runner(func() int { return redislocal.Main(m, &redisURL) }), &endpoint))
+}
 
 // backend opens two handles on one fresh store, as two replicas over it
 // would hold: the same store for the in-process backends, two clients of
-// one table for DynamoDB.
+// one table for DynamoDB, of one key prefix for Redis.
 type backend struct {
 	name string
 	open func(t *testing.T) (a, b store.Store)
@@ -59,6 +69,23 @@ var backends = []backend{
 		t.Cleanup(func() { _ = a.Admin().DeleteTable(context.Background()) })
 		return a, b
 	}},
+	{"redis", func(t *testing.T) (store.Store, store.Store) {
+		if redisURL == "" {
+			t.Skip(redislocal.Help)
+		}
+		prefix := "sec" + randomHex(6) // a deployment of its own on the shared server
+		return redisStore(t, prefix), redisStore(t, prefix)
+	}},
+}
+
+func redisStore(t *testing.T, prefix string) *redis.Store {
+	t.Helper()
+	s, err := redis.Open(context.Background(), redisURL, redis.WithKeyPrefix(prefix))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
 }
 
 func dynamoStore(t *testing.T, table string) *dynamodb.Store {

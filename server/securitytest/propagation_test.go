@@ -17,7 +17,7 @@ import (
 )
 
 // A change made through one replica is in force on another over the same
-// DynamoDB table within about a second at the default refresh interval
+// DynamoDB table or Redis within about a second at the default refresh interval
 // (issue 21: within 1 s, p99 at most 2 s): a stored limit, and a key's
 // revocation. Each sample starts at a random point of the other
 // replica's polling cycle.
@@ -26,7 +26,7 @@ func TestChangesReachAnotherReplicaWithinASecond(t *testing.T) {
 		t.Skip("waits for polls at the default interval")
 	}
 	for _, b := range backends {
-		if b.name != "dynamodb" {
+		if b.name != "dynamodb" && b.name != "redis" { // the in-process stores see a change at once
 			continue
 		}
 		sa, sb := b.open(t)
@@ -56,8 +56,19 @@ func TestChangesReachAnotherReplicaWithinASecond(t *testing.T) {
 		for i := range 6 {
 			time.Sleep(time.Duration(rand.IntN(1000)) * time.Millisecond) // a random phase of B's polling, not a race fix
 			want := int64(100 + i)
-			if a := e.call(e.a, root, "PUT", "/v1/limits/resources/api", map[string]any{"limits": []string{"rpm:" + strconv.FormatInt(want, 10) + "/min"}}); a.status != http.StatusOK {
-				t.Fatalf("PUT on A: %d %s", a.status, a.body)
+			put := map[string]any{"limits": []string{"rpm:" + strconv.FormatInt(want, 10) + "/min"}}
+			// A store slower than its timeout on a loaded machine answers
+			// 503; the PUT is sent again then (it is idempotent), and the
+			// time is counted from its 200.
+			for try := 1; ; try++ {
+				a := e.call(e.a, root, "PUT", "/v1/limits/resources/api", put)
+				if a.status == http.StatusOK {
+					break
+				}
+				if a.status != http.StatusServiceUnavailable || try == 3 {
+					t.Fatalf("%s: PUT on A: %d %s", b.name, a.status, a.body)
+				}
+				t.Logf("%s: PUT on A: %d %s; sent again", b.name, a.status, a.body)
 			}
 			start := time.Now()
 			for limitOnB() != want {
@@ -69,7 +80,7 @@ func TestChangesReachAnotherReplicaWithinASecond(t *testing.T) {
 			took = append(took, time.Since(start))
 		}
 		slices.Sort(took)
-		t.Logf("a limit changed on A in force on B after %v (sorted)", took)
+		t.Logf("%s: a limit changed on A in force on B after %v (sorted)", b.name, took)
 		if worst := took[len(took)-1]; worst > 2*time.Second {
 			t.Errorf("slowest propagation %v, want at most 2 s", worst)
 		}
