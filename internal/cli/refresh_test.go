@@ -16,6 +16,7 @@ import (
 // one refreshing every 100 ms within 600 ms, and still not on one
 // refreshing (and caching) hourly 1.5 s later, when the default interval
 // of a second would have shown it. Values out of range are usage errors.
+// (And --store-timeout 0 over Redis is warned of.)
 func TestServeRefreshInterval(t *testing.T) {
 	needRedisServer(t)
 	ctx := context.Background()
@@ -66,6 +67,8 @@ func TestServeRefreshInterval(t *testing.T) {
 	if got := capacity(s); got != 10 {
 		t.Errorf("--refresh-interval 1h --cache-ttl 1h: capacity %d 1.5 s after the change, want the cached 10", got)
 	}
+	// No store timeout over Redis is allowed, and warned of.
+	startServe(t, "--store", srv.URL, "--store-timeout", "0").waitLog(t, "a Redis that stops answering holds requests")
 	for _, args := range [][]string{{"--refresh-interval", "0s"}, {"--cache-ttl", "-1s"}} {
 		if code, _, stderr := run(t, "", append([]string{"serve", "--store", "memory:"}, args...)...); code != ExitUsage || !strings.Contains(stderr, "--refresh-interval") {
 			t.Errorf("serve %v: exit %d (%s), want %d", args, code, strings.TrimSpace(stderr), ExitUsage)

@@ -24,6 +24,7 @@ import (
 	"github.com/tollgate-rl/tollgate/server"
 	"github.com/tollgate-rl/tollgate/store"
 	"github.com/tollgate-rl/tollgate/store/dynamodb"
+	"github.com/tollgate-rl/tollgate/store/redis"
 )
 
 type serveFlags struct {
@@ -238,8 +239,13 @@ func runServe(ctx context.Context, g *globals, f serveFlags) error {
 			log.Error("closing the store", "err", err)
 		}
 	}()
-	if _, ok := st.(*dynamodb.Store); ok && g.storeTimeout == 0 {
-		log.Warn("--store-timeout 0: a DynamoDB that stops answering holds requests until the HTTP client's timeout of each attempt")
+	if g.storeTimeout == 0 {
+		switch st.(type) {
+		case *dynamodb.Store:
+			log.Warn("--store-timeout 0: a DynamoDB that stops answering holds requests until the HTTP client's timeout of each attempt")
+		case *redis.Store:
+			log.Warn("--store-timeout 0: a Redis that stops answering holds requests until it answers")
+		}
 	}
 	st, stopRecording := recordUsage(st, log, f.retention)
 	defer stopRecording()
