@@ -24,6 +24,7 @@ import (
 	"github.com/tollgate-rl/tollgate/server"
 	"github.com/tollgate-rl/tollgate/store"
 	"github.com/tollgate-rl/tollgate/store/dynamodb"
+	"github.com/tollgate-rl/tollgate/store/embedded"
 	"github.com/tollgate-rl/tollgate/store/redis"
 )
 
@@ -246,6 +247,9 @@ func runServe(ctx context.Context, g *globals, f serveFlags) error {
 		case *redis.Store:
 			log.Warn("--store-timeout 0: a Redis that stops answering holds requests until it answers")
 		}
+	}
+	if es, ok := st.(*embedded.Store); ok {
+		opts = append(opts, server.WithBackup(es.Backup)) // tollgate backup FILE --server URL, while serving
 	}
 	st, stopRecording := recordUsage(st, log, f.retention)
 	defer stopRecording()
