@@ -271,6 +271,14 @@ func (le *Lease) endDurable(ctx context.Context, d *leaseData, c endCall) error 
 		d.deltas = rec.AppendEndDeltas(d.deltas[:0], end) // the recycled state's buffer
 		e := store.LeaseEnding{ID: rec.ID, Version: rec.Version, Deltas: d.deltas, Event: ev, As: end, At: d.now().milli(),
 			Record: d.rec}
+		if !d.synced() {
+			// The tombstone says what the lease consumed, adjustments made
+			// here since the record was written included (not nil: none).
+			e.Pending = rec.Pending
+			if e.Pending == nil {
+				e.Pending = []store.LeaseDelta{}
+			}
+		}
 		if !isReservation(rec.ID) { // a reservation's id may be reserved again at once
 			e.KeepUntil = max(rec.Expires, d.now().add(model.TombstoneKeep).milli())
 		}

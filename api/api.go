@@ -361,7 +361,13 @@ var (
 	// ErrMethodNotAllowed: the path is served, with other methods (the
 	// answer's Allow header lists them).
 	ErrMethodNotAllowed = errors.New("method not allowed")
+	// ErrBackupUnsupported: the server's store takes no backup through it
+	// (GET /v1/backup serves the embedded store's file only).
+	ErrBackupUnsupported = errors.New("the server's store takes no backup through it: only an embedded store's file is served")
 )
+
+// BackupPath serves a consistent copy of an embedded store's file.
+const BackupPath = Version + "/backup"
 
 // Usage is one usage snapshot on the wire (GET /v1/usage).
 type Usage struct {

@@ -39,6 +39,7 @@ var kinds = []struct {
 	{ErrMethodNotAllowed, http.StatusMethodNotAllowed, CodeMethodNotAllowed, "method_not_allowed"},
 	{model.ErrUsageUnsupported, http.StatusNotImplemented, CodeUnimplemented, "usage_unsupported"},
 	{model.ErrCapacityUnsupported, http.StatusNotImplemented, CodeUnimplemented, "capacity_unsupported"},
+	{ErrBackupUnsupported, http.StatusNotImplemented, CodeUnimplemented, "backup_unsupported"},
 	{ErrTooManyLeases, http.StatusServiceUnavailable, CodeUnavailable, "too_many_leases"},
 	{ErrUnauthenticated, http.StatusUnauthorized, CodeUnauthenticated, ""},
 	{ErrPermissionDenied, http.StatusForbidden, CodePermissionDenied, ""},

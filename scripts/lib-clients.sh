@@ -19,6 +19,10 @@ readme_examples() {
 # and TOLLGATE_PID once it listens (the port is the kernel's: --addr :0,
 # read back from the log's "listening" line). Fails after 15 s.
 start_tollgate() {
+	# Emptied here, not only by the background job's redirection, which may
+	# come after the first look below: a log reused from a server started
+	# before would give that server's (dead) URL.
+	: >"$2"
 	"$1" serve --store memory: --addr 127.0.0.1:0 >"$2" 2>&1 &
 	TOLLGATE_PID=$!
 	local i

@@ -78,6 +78,7 @@ func (s *Server) routes() {
 	s.handle("POST "+v+"/namespaces/{name}/recover", forRegistry, s.recoverNamespace)
 	s.handle("POST "+v+"/namespaces/{name}/purge", forRegistry, s.purgeNamespace)
 	s.handle("PUT "+v+"/namespaces/{name}/audit-retention", forRegistry, s.setAuditRetention)
+	s.handle("GET "+api.BackupPath, forRegistry, s.serveBackup)
 
 	s.handle("GET /healthz", forEveryone, func(w http.ResponseWriter, _ *http.Request, _ *call) error {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})

@@ -83,6 +83,9 @@ type Server struct {
 	// retiredDeny counts the refusals from memory of limiters forgotten.
 	retiredDeny uint64
 
+	// backup is WithBackup's: it serves GET /v1/backup.
+	backup Backuper
+
 	// alertURL is WithAlertWebhook's; alerts delivers to it.
 	alertURL string
 	alerts   *alerter

@@ -128,18 +128,28 @@ type LeaseEnding struct {
 	// from it, on condition that the stored record is still it; without
 	// it, the backend reads the record first.
 	Record *LeaseRecord
+	// Pending, if not nil, are the lease's pending adjustments as the
+	// ending writes them (its Deltas): the ender's, which the record may
+	// not hold yet (a library lease adjusted since it last wrote its
+	// record). A commit's tombstone keeps them, so that it says what the
+	// lease consumed in the end. Nil: the record's.
+	Pending []LeaseDelta
 }
 
 // Tombstone returns the tombstone e leaves of rec, the record it ends: rec
 // with EndedAt, EndedAs and KeepUntil set and its version one more (so
 // that a handle still holding the open record can change it no more).
-// Pending adjustments stay: a commit wrote them, and Consumed counts them.
+// Pending adjustments stay (the ending's, if it gives them): a commit
+// wrote them, and Consumed counts them.
 func (e *LeaseEnding) Tombstone(rec *LeaseRecord) LeaseRecord {
 	t := *rec
 	t.Version++
 	t.EndedAt, t.EndedAs, t.KeepUntil = e.At, e.As, e.KeepUntil
-	if e.As == Rollback {
+	switch {
+	case e.As == Rollback:
 		t.Pending = nil
+	case e.Pending != nil:
+		t.Pending = slices.Clone(e.Pending)
 	}
 	return t
 }

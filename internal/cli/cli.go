@@ -174,7 +174,7 @@ the HTTP API's error shape ({"error": CODE, "message": ..., ...}).`,
 	f.StringVar(&g.apiKey, "api-key", "", "API key for --server (env "+EnvAPIKey+")")
 	f.StringVarP(&g.output, "output", "o", "table", "output format: table or json")
 	f.DurationVar(&g.timeout, "timeout", client.DefaultTimeout, "how long one call to --server may take, 0 for no limit (long operations such as namespace purge default to "+longCallTimeout.String()+")")
-	f.DurationVar(&g.storeTimeout, "store-timeout", dynamodb.DefaultCallTimeout, "how long one call to a DynamoDB store may take, its retries included, before on_unavailable decides; 0 for no limit")
+	f.DurationVar(&g.storeTimeout, "store-timeout", dynamodb.DefaultCallTimeout, "how long one call to a DynamoDB or Redis store may take, its retries included, before on_unavailable decides; 0 for no limit")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	for _, add := range commands {
 		root.AddCommand(add(g))

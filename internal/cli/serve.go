@@ -24,6 +24,8 @@ import (
 	"github.com/tollgate-rl/tollgate/server"
 	"github.com/tollgate-rl/tollgate/store"
 	"github.com/tollgate-rl/tollgate/store/dynamodb"
+	"github.com/tollgate-rl/tollgate/store/embedded"
+	"github.com/tollgate-rl/tollgate/store/redis"
 )
 
 type serveFlags struct {
@@ -87,8 +89,8 @@ A reconciler runs inside serve and commits the leases whose expiry passed
 and another process over the store (another tollgate serve, or a program
 using package reconcile) must reconcile.
 
-Over DynamoDB, each call to the store ends within --store-timeout (default
-1s), the SDK's retries included: when the store does not answer, a request
+Over DynamoDB or Redis, each call to the store ends within --store-timeout
+(default 1s), the SDK's retries included: when the store does not answer, a request
 gets its on_unavailable answer (a degraded grant with allow, 503 with
 block) within about that, and /readyz answers 503.
 
@@ -238,8 +240,16 @@ func runServe(ctx context.Context, g *globals, f serveFlags) error {
 			log.Error("closing the store", "err", err)
 		}
 	}()
-	if _, ok := st.(*dynamodb.Store); ok && g.storeTimeout == 0 {
-		log.Warn("--store-timeout 0: a DynamoDB that stops answering holds requests until the HTTP client's timeout of each attempt")
+	if g.storeTimeout == 0 {
+		switch st.(type) {
+		case *dynamodb.Store:
+			log.Warn("--store-timeout 0: a DynamoDB that stops answering holds requests until the HTTP client's timeout of each attempt")
+		case *redis.Store:
+			log.Warn("--store-timeout 0: a Redis that stops answering holds requests until it answers")
+		}
+	}
+	if es, ok := st.(*embedded.Store); ok {
+		opts = append(opts, server.WithBackup(es.Backup)) // tollgate backup FILE --server URL, while serving
 	}
 	st, stopRecording := recordUsage(st, log, f.retention)
 	defer stopRecording()

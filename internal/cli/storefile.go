@@ -1,8 +1,10 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"text/tabwriter"
@@ -112,13 +114,20 @@ FILE, replacing an earlier backup there. A failed backup leaves FILE as it
 was. To restore: stop the server, put the backup in place of the store
 file, start it.
 
-The store must not be in use: a running tollgate serve holds it, and
-backup fails after ` + embedded.DefaultLockTimeout.String() + ` instead of waiting. A program that embeds the
-store can back it up while serving with (*embedded.Store).BackupFile;
-tollgate serve has no backup route: stop it to back up (docs/embedded.md).`,
-		Example: "  tollgate backup /backup/tollgate-$(date +%F).db --store embedded:/var/lib/tollgate/tollgate.db",
-		Args:    cobra.ExactArgs(1),
+With --store the store must not be in use: a running tollgate serve holds
+it, and backup fails after ` + embedded.DefaultLockTimeout.String() + ` instead of waiting. Back up a
+running server through it instead, with --server URL (an admin key of every
+namespace): the server over an embedded store streams a consistent copy
+while it serves (GET /v1/backup), written to FILE as above, checked. A
+program that embeds the store can back it up while serving with
+(*embedded.Store).BackupFile (docs/embedded.md).`,
+		Example: "  tollgate backup /backup/tollgate-$(date +%F).db --store embedded:/var/lib/tollgate/tollgate.db\n" +
+			"  tollgate backup /backup/tollgate-$(date +%F).db --server http://127.0.0.1:8080",
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if g.server != "" {
+				return g.backupThroughServer(cmd.Context(), args[0])
+			}
 			path, err := g.embeddedPath("backup")
 			if err != nil {
 				return err
@@ -141,6 +150,23 @@ tollgate serve has no backup route: stop it to back up (docs/embedded.md).`,
 			})
 		},
 	}
+}
+
+// backupThroughServer writes the server's copy of its store file to
+// path, checked (embedded.WriteBackupFile).
+func (g *globals) backupThroughServer(ctx context.Context, path string) error {
+	c, err := g.client()
+	if err != nil {
+		return err
+	}
+	n, err := embedded.WriteBackupFile(path, func(w io.Writer) (int64, error) { return c.Backup(ctx, w) })
+	if err != nil {
+		return err
+	}
+	res := backupResult{Store: g.server, Backup: path, Bytes: n}
+	return g.printOut(res, func(w *tabwriter.Writer) {
+		fmt.Fprintf(w, "%s: backed up to %s (%d bytes, checked)\n", g.server, path, n)
+	})
 }
 
 // embeddedPath returns the file of the embedded store the global flags

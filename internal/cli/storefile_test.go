@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"os"
@@ -14,7 +15,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tollgate-rl/tollgate"
 	"github.com/tollgate-rl/tollgate/bucket"
+	"github.com/tollgate-rl/tollgate/client"
 	"github.com/tollgate-rl/tollgate/store"
 	"github.com/tollgate-rl/tollgate/store/embedded"
 )
@@ -182,7 +185,8 @@ func TestStoreCheckCommand(t *testing.T) {
 
 // tollgate backup writes a copy that passes the check and holds the data;
 // it refuses a damaged store, a store in use, a missing one (without
-// creating it) and a server, leaving FILE unwritten.
+// creating it), and fails on a server it cannot reach, leaving FILE
+// unwritten.
 func TestBackupCommand(t *testing.T) {
 	path := storeWithData(t)
 	backup := filepath.Join(t.TempDir(), "backup.db")
@@ -226,7 +230,7 @@ func TestBackupCommand(t *testing.T) {
 		{"damaged", []string{"--store", "embedded:" + damaged}, ExitFailure, "is damaged"},
 		{"in use", []string{"--store", "embedded:" + path}, ExitFailure, "in use by another process"},
 		{"missing", []string{"--store", "embedded:" + missing}, ExitFailure, "no store file"},
-		{"server", []string{"--server", "http://127.0.0.1:1"}, ExitUsage, "not through a server"},
+		{"unreachable server's", []string{"--server", "http://127.0.0.1:1"}, ExitFailure, "unreachable"},
 	} {
 		file := filepath.Join(t.TempDir(), "backup.db")
 		code, _, errOut := run(t, "", append([]string{"backup", file}, tc.args...)...)
@@ -239,5 +243,88 @@ func TestBackupCommand(t *testing.T) {
 	}
 	if _, err := os.Stat(missing); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("backup created the missing store %s: %v", missing, err)
+	}
+}
+
+// tollgate backup FILE --server URL backs up the embedded store of a
+// running tollgate serve (issue 21 item 5: a consistent copy while
+// serving): a copy that passes the check, holding what the server wrote,
+// taken while acquires go on; a server over another store answers 501
+// backup_unsupported and FILE stays unwritten.
+func TestBackupThroughServer(t *testing.T) {
+	path := storeWithData(t)
+	s := startServe(t, "--store", "embedded:"+path)
+	cl, err := client.New(s.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	limits := client.WithLimits(tollgate.PerHour("rph", 1000))
+	for range 3 {
+		if _, err := cl.AcquireAndCommit(ctx, "served", "api", tollgate.Consume{"rph": 1}, limits); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stop := make(chan struct{})
+	acquired := make(chan int)
+	go func() { // acquires while the copy is taken
+		n := 0
+		for {
+			select {
+			case <-stop:
+				acquired <- n
+				return
+			default:
+			}
+			if _, err := cl.AcquireAndCommit(ctx, "busy", "api", tollgate.Consume{"rph": 1}, client.WithLimits(tollgate.PerHour("rph", 1_000_000))); err == nil {
+				n++
+			}
+		}
+	}()
+	backup := filepath.Join(t.TempDir(), "backup.db")
+	code, out, errOut := run(t, "", "backup", backup, "-o", "json", "--server", s.url)
+	close(stop)
+	t.Logf("%d acquires answered meanwhile", <-acquired)
+	var res backupResult
+	if err := json.Unmarshal([]byte(out), &res); err != nil || code != ExitOK {
+		t.Fatalf("backup --server: exit %d, %v\nstdout: %s\nstderr: %s", code, err, out, errOut)
+	}
+	if fi, err := os.Stat(backup); err != nil || fi.Size() != res.Bytes || res.Backup != backup || res.Store != s.url {
+		t.Errorf("backup %+v; the file: %v, %v", res, fi, err)
+	}
+	if err := embedded.Check(backup); err != nil {
+		t.Errorf("Check(backup) = %v", err)
+	}
+	st, err := embedded.Open(backup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs, err := st.ReadBuckets(ctx, "ns", []store.BucketKey{{Entity: "key-0", Resource: "api"}})
+	if err == nil && recs[0] == nil {
+		err = errors.New("key-0's bucket is missing")
+	}
+	ns, nerr := st.GetNamespace(ctx, "default")
+	if nerr == nil {
+		var served []*store.Record
+		served, nerr = st.ReadBuckets(ctx, ns.ID, []store.BucketKey{{Entity: "served", Resource: "api"}})
+		// 3 debited of 1,000 (in millitokens; refilling 278 a second since).
+		if nerr == nil && (served[0] == nil || served[0].Limits[0].State.Tokens >= 998_000) {
+			nerr = fmt.Errorf("served's bucket %+v, want the 3 tokens the server debited", served[0])
+		}
+	}
+	if cerr := st.Close(); err == nil {
+		err = cerr
+	}
+	if err = errors.Join(err, nerr); err != nil {
+		t.Errorf("the backup's data: %v", err)
+	}
+
+	mem := startServe(t, "--store", "memory:")
+	file := filepath.Join(t.TempDir(), "backup.db")
+	if code, _, errOut := run(t, "", "backup", file, "--server", mem.url); code != ExitFailure || !strings.Contains(errOut, "takes no backup") {
+		t.Errorf("backup of a server over memory: exit %d, %q; want %d and the store takes no backup", code, errOut, ExitFailure)
+	}
+	if _, err := os.Stat(file); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("a refused backup wrote %s: %v", file, err)
 	}
 }

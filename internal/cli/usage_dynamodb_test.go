@@ -48,12 +48,15 @@ func dynamoStoreURL(t *testing.T) string {
 // aggregator has marked the table, an empty answer is only that.
 func TestUsageWithoutAggregator(t *testing.T) {
 	url := dynamoStoreURL(t)
+	// A freshly started DynamoDB Local on a loaded machine may take more
+	// than the default second: this test is about the hint.
+	slow := "--store-timeout=10s"
 	const hint = "no aggregator has written usage snapshots to this table: run tollgate aggregator or deploy the Lambda (docs/aggregator.md)"
-	code, out, errOut := run(t, "", "usage", "list", "-e", "key-1", "--store", url)
+	code, out, errOut := run(t, "", "usage", "list", "-e", "key-1", "--store", url, slow)
 	if code != ExitFailure || !strings.Contains(errOut, hint) || !strings.Contains(out, "START") {
 		t.Errorf("usage list: exit %d, want %d, the table and the hint\nstdout: %s\nstderr: %s", code, ExitFailure, out, errOut)
 	}
-	code, out, errOut = run(t, "", "usage", "summary", "-r", "api", "--store", url, "-o", "json")
+	code, out, errOut = run(t, "", "usage", "summary", "-r", "api", "--store", url, slow, "-o", "json")
 	var sum api.UsageSummary
 	if err := json.Unmarshal([]byte(out), &sum); err != nil || code != ExitFailure || !strings.Contains(errOut, hint) {
 		t.Errorf("usage summary -o json: exit %d, want %d, one JSON summary (%v) and the hint\nstdout: %s\nstderr: %s", code, ExitFailure, err, out, errOut)
@@ -73,7 +76,7 @@ func TestUsageWithoutAggregator(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, args := range [][]string{{"usage", "list", "-e", "key-1"}, {"usage", "summary", "-e", "key-1"}} {
-		if code, out, errOut := run(t, "", append(args, "--store", url)...); code != ExitOK || strings.Contains(errOut, "aggregator") {
+		if code, out, errOut := run(t, "", append(args, "--store", url, slow)...); code != ExitOK || strings.Contains(errOut, "aggregator") {
 			t.Errorf("%s on a marked table: exit %d, want 0 and no hint\nstdout: %s\nstderr: %s", strings.Join(args, " "), code, out, errOut)
 		}
 	}

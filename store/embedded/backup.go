@@ -40,14 +40,32 @@ func (s *Store) BackupFile(ctx context.Context, path string) (int64, error) {
 	if err := s.notOwnFile(path); err != nil {
 		return 0, err
 	}
+	return writeBackupFile(path, func(w io.Writer) (int64, error) { return s.Backup(ctx, w) }, WithLockTimeout(s.opts.lockTimeout))
+}
+
+// WriteBackupFile writes the copy of a store file that write produces
+// (a server's, through client.Backup) to the file path as BackupFile
+// does: to a temporary file beside path, synced, checked (Check, which a
+// copy cut short fails), and only then renamed onto path, the directory
+// synced after. On an error path is left as it was. It returns the size
+// of the copy.
+func WriteBackupFile(path string, write func(w io.Writer) (int64, error)) (int64, error) {
+	return writeBackupFile(path, write)
+}
+
+func writeBackupFile(path string, write func(w io.Writer) (int64, error), checkOpts ...Option) (int64, error) {
 	dir := filepath.Dir(path)
 	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
 	if err != nil {
 		return 0, err
 	}
-	n, err := s.writeBackup(ctx, tmp)
+	n, err := write(tmp)
 	if err == nil {
-		err = Check(tmp.Name(), WithLockTimeout(s.opts.lockTimeout))
+		err = tmp.Sync()
+	}
+	err = errors.Join(err, tmp.Close())
+	if err == nil {
+		err = Check(tmp.Name(), checkOpts...)
 	}
 	if err == nil {
 		err = os.Rename(tmp.Name(), path)
@@ -57,15 +75,6 @@ func (s *Store) BackupFile(ctx context.Context, path string) (int64, error) {
 		return 0, fmt.Errorf("embedded: backup to %s: %w", path, err)
 	}
 	return n, syncDir(dir)
-}
-
-// writeBackup writes a backup to f, syncs and closes it.
-func (s *Store) writeBackup(ctx context.Context, f *os.File) (int64, error) {
-	n, err := s.Backup(ctx, f)
-	if err == nil {
-		err = f.Sync()
-	}
-	return n, errors.Join(err, f.Close())
 }
 
 // notOwnFile refuses path if it is the store's file: renaming a copy onto

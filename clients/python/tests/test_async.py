@@ -111,6 +111,20 @@ class AsyncLeaseTest(AsyncServerTest):
         with self.assertRaises(tollgate.RateLimitExceeded):
             await self.client.wait(entity, resource, {"rps": 1}, 0.1, limits=["rps:1/sec"])  # too short: at once
 
+    async def test_wait_on_a_full_slot_woken_at_once_by_a_release_of_the_same_client(self):
+        entity, resource = uid("key"), uid("res")
+        limits = ["slots:1/concurrent"]
+        held = await self.client.acquire(entity, resource, {"slots": 1}, limits=limits, lease_ttl=600)
+        waiter = asyncio.ensure_future(self.client.wait(entity, resource, {"slots": 1}, 10, limits=limits))
+        while not self.client._releases._events:  # the waiter is in line
+            await asyncio.sleep(0)
+        await asyncio.sleep(0.1)  # most likely refused and asleep by now (a release during its acquire wakes it too)
+        released = time.monotonic()
+        await held.commit()
+        lease = await asyncio.wait_for(waiter, 10)
+        self.assertLess(time.monotonic() - released, 0.5, "woken by the release, not by its next look a second later")
+        await lease.commit()
+
     async def test_concurrent_calls_share_the_pool(self):
         resource = self.limits_resource(["calls:20/day"])
         entity = uid("key")

@@ -80,6 +80,44 @@ class WaitTest(ServerTest):
         lease.commit()
         self.assertLess(waited, 2.5)  # the next look, about a second after the first
 
+    def test_full_slot_woken_at_once_by_a_release_of_the_same_client(self):
+        entity, resource = uid("key"), uid("res")
+        limits = ["slots:1/concurrent"]
+        held = self.client.acquire(entity, resource, {"slots": 1}, limits=limits, lease_ttl=600)
+        calls = []
+        acquire = self.client.acquire
+
+        refused = threading.Event()
+
+        def counting(*a, **kw):
+            calls.append(time.monotonic())
+            try:
+                return acquire(*a, **kw)
+            except tollgate.RateLimitExceeded:
+                refused.set()
+                raise
+
+        self.client.acquire = counting
+        released = []
+
+        def release():
+            # Once refused, the waiter sleeps until a release it has not
+            # seen: one between its refusal and its sleep counts too.
+            refused.wait(10)
+            released.append(time.monotonic())
+            held.commit()
+
+        timer = threading.Thread(target=release)
+        timer.start()
+        try:
+            lease = self.client.wait(entity, resource, {"slots": 1}, 10, limits=limits)
+        finally:
+            timer.join()
+            del self.client.acquire
+        lease.commit()
+        self.assertEqual(len(calls), 2, "refused, then granted once woken")
+        self.assertLess(calls[1] - released[0], 0.5, "woken by the release, not by its next look a second later")
+
     def test_other_errors_are_raised_at_once(self):
         with self.assertRaises(tollgate.ValidationError):
             self.client.wait(uid("key"), uid("res"), {"rpm": 1}, 5)  # no limits anywhere

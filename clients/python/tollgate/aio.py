@@ -26,6 +26,7 @@ from ._decorator import _resolver, arg
 from ._http import Answer, seg
 from ._slot import ended_here, slot_ttl
 from ._util import Duration, consume_body, penalty_body, seconds, ttl_ms
+from ._wake import AsyncReleases
 from ._calls import (
     V1,
     _available_query,
@@ -73,13 +74,19 @@ class AsyncLease(_LeaseState):
 
     async def commit(self) -> None:
         """As Lease.commit."""
+        slots = self._holds_slots()
         await self._call("commit", None)
         self._end(COMMITTED)
+        if slots:
+            self._client._released(self.entity, self.resource)
 
     async def rollback(self) -> None:
         """As Lease.rollback."""
+        slots = self._holds_slots()
         await self._call("rollback", None)
         self._end(ROLLED_BACK)
+        if slots:
+            self._client._released(self.entity, self.resource)
 
     async def penalize(self, limits: Sequence[str], *, retry_after: Optional[Duration] = None,
                        until: Optional[datetime] = None, reason: str = "", principal: Optional[str] = None) -> None:
@@ -228,6 +235,7 @@ class AsyncClient:
                             ssl_context=ssl_context, proxies={}, idempotency_keys=idempotency_keys)
         self.base_url, self.namespace, self.timeout = self._sync.base_url, self._sync.namespace, self._sync.timeout
         self._keys = self._sync._keys
+        self._releases = AsyncReleases()
         self._http = AsyncTransport(self.base_url, self._sync._http.headers, self.timeout, ssl_context)
 
     def __repr__(self) -> str:
@@ -282,10 +290,12 @@ class AsyncClient:
                    limits: Optional[Sequence[str]] = None, on_unavailable: Optional[str] = None,
                    lease_ttl: Optional[Duration] = None) -> AsyncLease:
         """As Client.wait, sleeping with asyncio.sleep (cancel the task to
-        stop waiting)."""
+        stop waiting); a lease of this client giving back the slot waited
+        for wakes it at once."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + max(0.0, seconds(max_wait, "max_wait"))
         while True:
+            woken = self._releases.event(entity, resource)
             try:
                 return await self.acquire(entity, resource, consume, limits=limits, on_unavailable=on_unavailable,
                                           lease_ttl=lease_ttl)
@@ -294,7 +304,16 @@ class AsyncClient:
                 left = deadline - loop.time()
                 if left <= 0 or least > left:
                     raise
+                if denied.waits:  # a slot: a lease of this client giving it back wakes the wait
+                    await self._releases.sleep(woken, min(sleep, left))
+                    continue
+            finally:
+                self._releases.forget(entity, resource, woken)
             await asyncio.sleep(min(sleep, left))
+
+    def _released(self, entity: str, resource: str) -> None:
+        """A lease of this client gave back slots of entity and resource."""
+        self._releases.released(entity, resource)
 
     def slot(self, entity: str, resource: str, consume: Mapping[str, int], *, wait: Optional[Duration] = None,
              limits: Optional[Sequence[str]] = None, on_unavailable: Optional[str] = None,

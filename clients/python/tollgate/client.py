@@ -18,6 +18,7 @@ from ._util import idempotency_key as _idempotency_key
 from ._util import on_unavailable as _mode
 from ._decorator import arg, rate_limit
 from .lease import Lease
+from ._wake import Releases
 from ._slot import Slot, sync_slot
 from ._calls import (
     V1,
@@ -148,6 +149,7 @@ class Client:
             headers[PRINCIPAL_HEADER] = _header_value(principal)
         self._http = Transport(self.base_url, headers, self.timeout, ssl_context, proxies)
         self._keys = bool(idempotency_keys)
+        self._releases = Releases()
 
     def __repr__(self) -> str:
         return f"Client({self.base_url!r}, namespace={self.namespace!r})"
@@ -295,18 +297,32 @@ class Client:
         RateLimitExceeded is raised at once rather than sleeping in vain; a
         wait for a slot tries once more at max_wait, then raises. Other
         errors are raised as they occur. Each attempt is bounded by the
-        client's timeout on its own."""
+        client's timeout on its own. A lease of this client that gives back
+        the slot waited for (its commit or rollback) wakes the wait at
+        once."""
         deadline = time.monotonic() + max(0.0, seconds(max_wait, "max_wait"))
-        while True:
-            try:
-                return self.acquire(entity, resource, consume, limits=limits,
-                                    on_unavailable=on_unavailable, lease_ttl=lease_ttl)
-            except E.RateLimitExceeded as denied:
-                sleep, least = denied.backoff()
-                left = deadline - time.monotonic()
-                if left <= 0 or least > left:
-                    raise
-                time.sleep(min(sleep, left))
+        self._releases.enter(entity, resource)
+        try:
+            while True:
+                seq = self._releases.seq(entity, resource)
+                try:
+                    return self.acquire(entity, resource, consume, limits=limits,
+                                        on_unavailable=on_unavailable, lease_ttl=lease_ttl)
+                except E.RateLimitExceeded as denied:
+                    sleep, least = denied.backoff()
+                    left = deadline - time.monotonic()
+                    if left <= 0 or least > left:
+                        raise
+                    if denied.waits:  # a slot: a lease of this client giving it back wakes the wait
+                        self._releases.sleep(entity, resource, seq, min(sleep, left))
+                    else:
+                        time.sleep(min(sleep, left))
+        finally:
+            self._releases.leave(entity, resource)
+
+    def _released(self, entity: str, resource: str) -> None:
+        """A lease of this client gave back slots of entity and resource."""
+        self._releases.released(entity, resource)
 
     def slot(
         self,

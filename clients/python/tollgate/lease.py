@@ -116,6 +116,13 @@ class _LeaseState:
             if expires is not None:
                 self._expires_at = expires
 
+    def _holds_slots(self) -> bool:
+        """Whether the lease took concurrency or reserved tokens, which its
+        ending gives back: a waiter of its client for them is woken."""
+        with self._lock:
+            return self._state == OPEN and any(
+                s.kind in ("concurrency", "reserved") and s.requested > 0 for s in self._statuses)
+
     def _end(self, state: Optional[str]) -> None:
         with self._lock:
             if self._state == OPEN:
@@ -176,16 +183,22 @@ class Lease(_LeaseState):
         If the store fails (Unavailable) or the server cannot be reached,
         the lease stays open and commit (or rollback) can be called again.
         A lease that ended otherwise raises LeaseEnded."""
+        slots = self._holds_slots()
         self._call("commit", None)
         self._end(COMMITTED)
+        if slots:
+            self._client._released(self.entity, self.resource)
 
     def rollback(self) -> None:
         """Give back everything the lease consumed and discard its
         adjustments. Sent again when its answer is lost; a lease found
         rolled back already (by a send whose answer was lost, or through
         another handle) is done. Failures as for commit."""
+        slots = self._holds_slots()
         self._call("rollback", None)
         self._end(ROLLED_BACK)
+        if slots:
+            self._client._released(self.entity, self.resource)
 
     def penalize(
         self,

@@ -142,16 +142,16 @@ const maxTimerMs = 2 ** 31 - 1;
  * Sleeps ms, however long (in steps setTimeout keeps), or rejects with the
  * signal's reason when it aborts.
  */
-async function sleep(ms: number, signal: AbortSignal | undefined): Promise<void> {
-  for (let left = ms; left > 0; left -= maxTimerMs) {
-    await sleepStep(Math.min(left, maxTimerMs), signal);
+async function sleep(ms: number, signal: AbortSignal | undefined, woken?: Waker): Promise<void> {
+  for (let left = ms; left > 0 && !woken?.woken; left -= maxTimerMs) {
+    await sleepStep(Math.min(left, maxTimerMs), signal, woken);
   }
   if (signal?.aborted) {
     throw signal.reason;
   }
 }
 
-function sleepStep(ms: number, signal: AbortSignal | undefined): Promise<void> {
+function sleepStep(ms: number, signal: AbortSignal | undefined, woken: Waker | undefined): Promise<void> {
   return new Promise((resolve, reject) => {
     if (signal?.aborted) {
       reject(signal.reason);
@@ -161,12 +161,68 @@ function sleepStep(ms: number, signal: AbortSignal | undefined): Promise<void> {
       clearTimeout(timer);
       reject(signal?.reason);
     };
-    const timer = setTimeout(() => {
+    const done = (): void => {
+      clearTimeout(timer);
       signal?.removeEventListener("abort", onAbort);
       resolve();
-    }, ms);
+    };
+    const timer = setTimeout(done, ms);
     signal?.addEventListener("abort", onAbort, { once: true });
+    woken?.onWake(done);
   });
+}
+
+/** A waiter's wake-up: set once, by a release of its slot. */
+class Waker {
+  woken = false;
+  #fn: (() => void) | undefined;
+
+  wake(): void {
+    this.woken = true;
+    const fn = this.#fn;
+    this.#fn = undefined;
+    fn?.();
+  }
+
+  /** Calls fn once woken (at once if it was). */
+  onWake(fn: () => void): void {
+    if (this.woken) {
+      fn();
+    } else {
+      this.#fn = fn;
+    }
+  }
+}
+
+/** The wakers of a client's waits, by entity and resource: only keys with a waiter are held. */
+class Waiters {
+  readonly #m = new Map<string, Set<Waker>>();
+
+  add(key: string, w: Waker): void {
+    let set = this.#m.get(key);
+    if (set === undefined) {
+      set = new Set();
+      this.#m.set(key, set);
+    }
+    set.add(w);
+  }
+
+  remove(key: string, w: Waker): void {
+    const set = this.#m.get(key);
+    if (set?.delete(w) && set.size === 0) {
+      this.#m.delete(key);
+    }
+  }
+
+  wake(key: string): void {
+    for (const w of this.#m.get(key) ?? []) {
+      w.wake();
+    }
+  }
+}
+
+function slotKey(entity: string, resource: string): string {
+  return JSON.stringify([entity, resource]);
 }
 
 function badShape(op: string, what: string): BadResponseError {
@@ -319,6 +375,7 @@ export class Client implements LeaseHost {
   readonly namespace: string | undefined;
   readonly #t: Transport;
   readonly #keys: boolean;
+  readonly #waiters = new Waiters();
 
   constructor(opts: ClientOptions) {
     this.baseUrl = Client.#parseBase(opts.baseUrl);
@@ -447,11 +504,16 @@ export class Client implements LeaseHost {
    * in time, rather than sleep in vain; a wait for a slot tries once more
    * at `waitMs`), or until `signal` aborts (it rejects with the signal's
    * reason). Other errors are thrown as they come. Each attempt is bounded
-   * by the call timeout on its own.
+   * by the call timeout on its own. A lease of this client that gives back
+   * the slot waited for (its commit or rollback) wakes the wait at once.
    */
   async wait(args: WaitArgs): Promise<Lease> {
     const deadline = args.waitMs === undefined ? Infinity : Date.now() + args.waitMs;
+    const key = slotKey(args.entity, args.resource);
     for (;;) {
+      // Taken before the acquire, so that a release during it counts.
+      const woken = new Waker();
+      this.#waiters.add(key, woken);
       try {
         return await this.acquire(args);
       } catch (err) {
@@ -463,9 +525,17 @@ export class Client implements LeaseHost {
         if (left <= 0 || leastMs > left) {
           throw err;
         }
-        await sleep(Math.min(sleepMs, left), args.signal);
+        // A slot: a lease of this client giving it back wakes the wait.
+        await sleep(Math.min(sleepMs, left), args.signal, err.waits !== undefined ? woken : undefined);
+      } finally {
+        this.#waiters.remove(key, woken);
       }
     }
+  }
+
+  /** @internal A lease of this client gave back slots of entity and resource (LeaseHost). */
+  released(entity: string, resource: string): void {
+    this.#waiters.wake(slotKey(entity, resource));
   }
 
   /**

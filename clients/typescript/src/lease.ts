@@ -8,6 +8,8 @@ import type { CallOptions, Consume, LeaseInfo, LimitStatus, PenalizeArgs, Penalt
 export interface LeaseHost {
   send(req: ApiRequest): Promise<ApiAnswer>;
   penalize(args: PenalizeArgs): Promise<void>;
+  /** A lease gave back concurrency or reserved tokens of entity and resource: wake the host's waiters for them. */
+  released?(entity: string, resource: string): void;
 }
 
 /** The acquire answer a lease is made from. */
@@ -221,6 +223,8 @@ export class Lease implements AsyncDisposable {
   declare [Symbol.asyncDispose]: () => Promise<void>;
 
   async #end(action: "commit" | "rollback", state: LeaseState, opts: CallOptions): Promise<LeaseInfo> {
+    // Whether the ending gives back slots a waiter of the client may want.
+    const slots = this.#state === "open" && this.#statuses.some((s) => (s.kind === "concurrency" || s.kind === "reserved") && s.requested > 0);
     let info: LeaseInfo;
     try {
       info = await this.#call(action, undefined, opts);
@@ -234,6 +238,9 @@ export class Lease implements AsyncDisposable {
     this.#state = state;
     this.#consumed = { ...info.consumed };
     this.#expiresAtMs = undefined;
+    if (slots) {
+      this.#host.released?.(this.entity, this.resource);
+    }
     return info;
   }
 

@@ -419,6 +419,35 @@ describe("wait", () => {
     assert.ok(acquires >= 3 && acquires <= 4, `${acquires} acquires in ${waited} ms`);
   });
 
+  test("wait on a full slot is woken at once by a release of the same client", async () => {
+    // Issue 21: in one process, a release wakes a waiter at once rather
+    // than at its next look, about a second later.
+    const entity = unique("key");
+    const limits = ["slots:1/concurrent"];
+    let refused!: () => void;
+    const wasRefused = new Promise<void>((resolve) => (refused = resolve));
+    let acquires = 0;
+    const c = new Client({
+      baseUrl: server.url,
+      timeoutMs: 5_000,
+      fetch: async (input, init) => {
+        const res = await fetch(input, init);
+        if (String(input).includes("/v1/acquire") && ++acquires === 2 && res.status === 429) refused();
+        return res;
+      },
+    });
+    const held = await c.acquire({ entity, resource: "gpu", consume: { slots: 1 }, limits, leaseTtlMs: 600_000 });
+    const waiting = c.wait({ entity, resource: "gpu", consume: { slots: 1 }, limits, waitMs: 10_000 });
+    await wasRefused; // asleep, or about to be: a release from now on wakes it
+    const released = Date.now();
+    await held.commit();
+    const lease = await waiting;
+    const took = Date.now() - released;
+    await lease.commit();
+    assert.equal(acquires, 3, "the holder's, the refused one, the granted one");
+    assert.ok(took < 500, `granted ${took} ms after the release: woken, not at the next look`);
+  });
+
   test("deep debt says millennia, and wait neither spins nor gives up", async () => {
     // Issue 21: 10^12 tokens of debt at 1/s is about 31,700 years.
     const entity = unique("key");
