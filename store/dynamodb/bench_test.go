@@ -216,7 +216,7 @@ func BenchmarkDynamoDB(b *testing.B) {
 	// raw conditional UpdateItems each on an item of its own, at the same
 	// concurrency (issue 26: the rate and the client's CPU per acquire
 	// against the raw write's).
-	for _, g := range []int{8, 32} {
+	for _, g := range []int{1, 8, 32} {
 		b.Run(fmt.Sprintf("own/goroutines-%d", g), func(b *testing.B) {
 			env := newBenchEnv(b, tbl.table, false)
 			limits := tollgate.WithLimits(tollgate.PerSecond("rps", 1_000_000))
