@@ -75,9 +75,9 @@ func BenchmarkDynamoDBClientCPU(b *testing.B) {
 			}
 			rt.replay.Store(true)
 			pairedThroughput(b, g, raw, acquire)
-			if n := rt.passed.Load(); n > 0 {
-				b.Fatalf("%d calls reached DynamoDB Local while replaying", n)
-			}
+			// Calls of a kind not seen in the warm-up (none so far) go to
+			// DynamoDB Local, and their wait is in the figures: say so.
+			b.ReportMetric(float64(rt.passed.Load())/float64(b.N), "live-calls/op")
 		})
 	}
 }

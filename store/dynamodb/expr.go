@@ -113,14 +113,14 @@ func (e *expr) update() *string {
 		}
 	}
 	sb.Grow(n + len("SET ADD REMOVE "))
-	for i, part := range []struct {
+	for _, part := range []struct {
 		verb    string
 		clauses []string
 	}{{"SET ", e.set}, {"ADD ", e.add}, {"REMOVE ", e.remove}} {
 		if len(part.clauses) == 0 {
 			continue
 		}
-		if sb.Len() > 0 && i > 0 {
+		if sb.Len() > 0 {
 			sb.WriteByte(' ')
 		}
 		sb.WriteString(part.verb)
