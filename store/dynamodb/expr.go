@@ -13,32 +13,71 @@ import (
 
 // expr accumulates an update and a condition expression with placeholders
 // for every attribute name (many, like "ttl", are reserved words) and value.
+//
+// A warm acquire builds one for every write, so it is built with few
+// allocations: placeholders of the first placeholderCache names and values
+// are shared constants, the names are found again by a linear search of the
+// few an expression has, and each clause is one concatenation.
 type expr struct {
 	names  map[string]string
 	values map[string]types.AttributeValue
-	byName map[string]string
+	attrs  []string // attrs[i] has the placeholder namePlaceholder(i)
 	set    []string
 	add    []string
 	remove []string
 	cond   []string
 }
 
+// exprSize is what an expression is sized for up front: a one-limit
+// acquire's write names 9 attributes and 10 values, in 5 conditions and 5
+// updates.
+const exprSize = 12
+
 func newExpr() *expr {
-	return &expr{names: map[string]string{}, values: map[string]types.AttributeValue{}, byName: map[string]string{}}
+	return &expr{
+		names:  make(map[string]string, exprSize),
+		values: make(map[string]types.AttributeValue, exprSize),
+		attrs:  make([]string, 0, exprSize),
+		set:    make([]string, 0, exprSize/2),
+		cond:   make([]string, 0, exprSize/2),
+	}
+}
+
+// placeholderCache is how many name and value placeholders are shared
+// constants.
+const placeholderCache = 64
+
+var namePlaceholders, valuePlaceholders = placeholders("#n"), placeholders(":v")
+
+func placeholders(prefix string) [placeholderCache]string {
+	var ps [placeholderCache]string
+	for i := range ps {
+		ps[i] = prefix + strconv.Itoa(i)
+	}
+	return ps
+}
+
+func placeholder(cached *[placeholderCache]string, prefix string, i int) string {
+	if i < placeholderCache {
+		return cached[i]
+	}
+	return prefix + strconv.Itoa(i)
 }
 
 func (e *expr) name(attr string) string {
-	if p, ok := e.byName[attr]; ok {
-		return p
+	for i, a := range e.attrs {
+		if a == attr {
+			return placeholder(&namePlaceholders, "#n", i)
+		}
 	}
-	p := "#n" + strconv.Itoa(len(e.byName))
-	e.byName[attr] = p
+	p := placeholder(&namePlaceholders, "#n", len(e.attrs))
+	e.attrs = append(e.attrs, attr)
 	e.names[p] = attr
 	return p
 }
 
 func (e *expr) value(v types.AttributeValue) string {
-	p := ":v" + strconv.Itoa(len(e.values))
+	p := placeholder(&valuePlaceholders, ":v", len(e.values))
 	e.values[p] = v
 	return p
 }
@@ -52,28 +91,47 @@ func (e *expr) addN(attr string, v int64) { e.add = append(e.add, e.name(attr)+"
 // where adds a condition; in it, %s stands for the attribute and %v for the
 // value, e.g. e.where("%s >= %v", attr, num(5)).
 func (e *expr) where(format, attr string, v types.AttributeValue) {
-	c := strings.Replace(format, "%s", e.name(attr), 1)
-	if v != nil {
-		c = strings.Replace(c, "%v", e.value(v), 1)
+	before, after, _ := strings.Cut(format, "%s")
+	n := e.name(attr)
+	if v == nil {
+		e.cond = append(e.cond, before+n+after)
+		return
 	}
-	e.cond = append(e.cond, c)
+	mid, end, _ := strings.Cut(after, "%v")
+	e.cond = append(e.cond, before+n+mid+e.value(v)+end)
 }
 
 func (e *expr) update() *string {
-	var parts []string
-	if len(e.set) > 0 {
-		parts = append(parts, "SET "+strings.Join(e.set, ", "))
-	}
-	if len(e.add) > 0 {
-		parts = append(parts, "ADD "+strings.Join(e.add, ", "))
-	}
-	if len(e.remove) > 0 {
-		parts = append(parts, "REMOVE "+strings.Join(e.remove, ", "))
-	}
-	if len(parts) == 0 {
+	if len(e.set)+len(e.add)+len(e.remove) == 0 {
 		return nil
 	}
-	s := strings.Join(parts, " ")
+	var sb strings.Builder
+	n := 0
+	for _, l := range [][]string{e.set, e.add, e.remove} {
+		for _, c := range l {
+			n += len(c) + 2
+		}
+	}
+	sb.Grow(n + len("SET ADD REMOVE "))
+	for _, part := range []struct {
+		verb    string
+		clauses []string
+	}{{"SET ", e.set}, {"ADD ", e.add}, {"REMOVE ", e.remove}} {
+		if len(part.clauses) == 0 {
+			continue
+		}
+		if sb.Len() > 0 {
+			sb.WriteByte(' ')
+		}
+		sb.WriteString(part.verb)
+		for j, c := range part.clauses {
+			if j > 0 {
+				sb.WriteString(", ")
+			}
+			sb.WriteString(c)
+		}
+	}
+	s := sb.String()
 	return &s
 }
 

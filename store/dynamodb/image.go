@@ -160,35 +160,63 @@ func decodeImage(a Image) (*image, error) {
 		img.hasTTL = true
 	}
 	suffix := "_" + fieldCapacity
-	for _, name := range a.Names() {
+	limit := func(name string) error {
 		if !strings.HasPrefix(name, "b_") || !strings.HasSuffix(name, suffix) {
-			continue
+			return nil
 		}
 		l, err := decodeLimit(a, name[2:len(name)-len(suffix)])
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if l.legacy && a.N(attrRefilled) == "" {
-			return nil, fmt.Errorf("dynamodb: limit %s is stored as a balance, and the item has no %s", l.name, attrRefilled)
+			return fmt.Errorf("dynamodb: limit %s is stored as a balance, and the item has no %s", l.name, attrRefilled)
 		}
 		img.limits = append(img.limits, l)
+		return nil
+	}
+	if m, ok := a.(itemAttrs); ok { // the item of every write: no list of its names
+		for name := range m {
+			if err := limit(name); err != nil {
+				return nil, err
+			}
+		}
+		return img, nil
+	}
+	for _, name := range a.Names() {
+		if err := limit(name); err != nil {
+			return nil, err
+		}
 	}
 	return img, nil
 }
 
 func decodeLimit(a Image, name string) (imageLimit, error) {
 	l := imageLimit{name: name}
+	m, isItem := a.(itemAttrs)
+	var buf [64]byte
+	// n returns the number attribute of the limit's field: of an item of
+	// the API looked up without building its name (a map index by a
+	// []byte conversion does not allocate).
+	n := func(field string) string {
+		if !isItem {
+			return a.N(limitAttr(name, field))
+		}
+		k := append(append(append(append(buf[:0], "b_"...), name...), '_'), field...)
+		if v, ok := m[string(k)].(*types.AttributeValueMemberN); ok {
+			return v.Value
+		}
+		return ""
+	}
 	num := func(field string, v *int64) error {
-		attr := limitAttr(name, field)
-		s := a.N(attr)
+		s := n(field)
 		if s == "" {
-			return fmt.Errorf("dynamodb: attribute %s missing or not a number", attr)
+			return fmt.Errorf("dynamodb: attribute %s missing or not a number", limitAttr(name, field))
 		}
-		n, err := strconv.ParseInt(s, 10, 64)
+		i, err := strconv.ParseInt(s, 10, 64)
 		if err != nil {
-			return fmt.Errorf("dynamodb: attribute %s: %w", attr, err)
+			return fmt.Errorf("dynamodb: attribute %s: %w", limitAttr(name, field), err)
 		}
-		*v = n
+		*v = i
 		return nil
 	}
 	for _, f := range []struct {
@@ -213,7 +241,7 @@ func decodeLimit(a Image, name string) (imageLimit, error) {
 	if !l.refills() {
 		return l, num(fieldTokens, &l.tk)
 	}
-	if s := a.N(limitAttr(name, fieldFullTick)); s != "" {
+	if s := n(fieldFullTick); s != "" {
 		ft, err := bucket.ParseTick(s)
 		if err != nil {
 			return l, fmt.Errorf("dynamodb: attribute %s: %w", limitAttr(name, fieldFullTick), err)
