@@ -1,0 +1,140 @@
+package envoybench
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/encoding/protowire"
+
+	"github.com/tollgate-rl/tollgate"
+	"github.com/tollgate-rl/tollgate/rls"
+	"github.com/tollgate-rl/tollgate/store/memory"
+)
+
+// serveRLS serves Tollgate's rate-limit service in this process, on the
+// memory store, with the benchmarks' configuration but a limit of limit
+// per second, and returns its address.
+func serveRLS(t *testing.T, limit int) string {
+	t.Helper()
+	cfg, err := rls.ParseConfig(fmt.Appendf(nil, `domains:
+  - domain: bench
+    descriptors:
+      - key: key
+        entity: "{value}"
+        resource: api
+        limits: ["rps:%d/sec"]
+`, limit))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lim, err := tollgate.New(memory.New())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gs := grpc.NewServer()
+	rls.New(cfg, func(context.Context, string) (*tollgate.Limiter, error) { return lim, nil }).Register(gs)
+	go func() { _ = gs.Serve(ln) }()
+	t.Cleanup(gs.Stop)
+	return ln.Addr().String()
+}
+
+// TestLoadGRPC runs the benchmarks' gRPC load generator (raw request
+// bytes, answers checked) against an in-process rate-limit service: it
+// counts answers, measures its own CPU, and fails a round that is denied.
+func TestLoadGRPC(t *testing.T) {
+	addr := serveRLS(t, generousLimit)
+	for _, hot := range []bool{false, true} {
+		m, err := loadGRPC(addr, os.Getpid(), 0, envoyCalls(4, hot), 100*time.Millisecond)
+		if err != nil {
+			t.Fatalf("hot %v: %v", hot, err)
+		}
+		if m.rate <= 0 {
+			t.Errorf("hot %v: rate %v, want > 0", hot, m.rate)
+		}
+	}
+	// One request a second: the second call of a client is OVER_LIMIT,
+	// which the check reports.
+	_, err := loadGRPC(serveRLS(t, 1), os.Getpid(), 0, envoyCalls(1, false), 100*time.Millisecond)
+	if err == nil || !strings.Contains(err.Error(), "OVER_LIMIT") {
+		t.Errorf("denied round: error %v, want OVER_LIMIT", err)
+	}
+}
+
+// TestGubernatorWire checks the GetRateLimits request the benchmark
+// writes, field by field, and the answers its check accepts and refuses.
+func TestGubernatorWire(t *testing.T) {
+	var got []string
+	err := eachField(gubernatorRequest("k1"), func(num protowire.Number, _ uint64, sub []byte) error {
+		if num != guberRequests {
+			return fmt.Errorf("field %d in GetRateLimitsReq", num)
+		}
+		return eachField(sub, func(num protowire.Number, v uint64, s []byte) error {
+			if s != nil {
+				got = append(got, fmt.Sprintf("%d=%s", num, s))
+			} else {
+				got = append(got, fmt.Sprintf("%d=%d", num, v))
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprintf("1=bench 2=k1 3=1 4=%d 5=1000", generousLimit)
+	if g := strings.Join(got, " "); g != want {
+		t.Errorf("RateLimitReq fields %q, want %q", g, want)
+	}
+
+	resp := func(fields ...[2]any) []byte {
+		var r []byte
+		for _, f := range fields {
+			switch v := f[1].(type) {
+			case int:
+				r = protowire.AppendTag(r, protowire.Number(f[0].(int)), protowire.VarintType)
+				r = protowire.AppendVarint(r, uint64(v))
+			case string:
+				r = protowire.AppendTag(r, protowire.Number(f[0].(int)), protowire.BytesType)
+				r = protowire.AppendString(r, v)
+			}
+		}
+		out := protowire.AppendTag(nil, guberResponses, protowire.BytesType)
+		return protowire.AppendBytes(out, r)
+	}
+	for _, c := range []struct {
+		name string
+		b    []byte
+		ok   bool
+	}{
+		{"under limit", resp([2]any{2, generousLimit}, [2]any{3, 7}), true},
+		{"over limit", resp([2]any{guberStatus, 1}), false},
+		{"error", resp([2]any{guberError, "no peer"}), false},
+		{"no response", nil, false},
+	} {
+		if err := checkGubernator(c.b); (err == nil) != c.ok {
+			t.Errorf("%s: check %v, want ok %v", c.name, err, c.ok)
+		}
+	}
+	for _, c := range []struct {
+		body string
+		ok   bool
+	}{
+		{`{"responses":[{"status":"UNDER_LIMIT","limit":"1000000000","error":"","metadata":{}}]}`, true},
+		{`{"responses":[{"status":"OVER_LIMIT","limit":"1000000000","error":""}]}`, false},
+		{`{"responses":[{"status":"UNDER_LIMIT","error":"no peer"}]}`, false},
+		{`{"code":3,"message":"bad"}`, false},
+	} {
+		if err := checkGateway([]byte(c.body)); (err == nil) != c.ok {
+			t.Errorf("%s: check %v, want ok %v", c.body, err, c.ok)
+		}
+	}
+}
