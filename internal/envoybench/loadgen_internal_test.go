@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -20,7 +21,7 @@ import (
 // serveRLS serves Tollgate's rate-limit service in this process, on the
 // memory store, with the benchmarks' configuration but a limit of limit
 // per second, and returns its address.
-func serveRLS(t *testing.T, limit int) string {
+func serveRLS(t testing.TB, limit int) string {
 	t.Helper()
 	cfg, err := rls.ParseConfig(fmt.Appendf(nil, `domains:
   - domain: bench
@@ -41,7 +42,11 @@ func serveRLS(t *testing.T, limit int) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	gs := grpc.NewServer()
+	var opts []grpc.ServerOption
+	if os.Getenv("XW") != "" {
+		opts = append(opts, grpc.NumStreamWorkers(uint32(runtime.GOMAXPROCS(0))))
+	}
+	gs := grpc.NewServer(opts...)
 	rls.New(cfg, func(context.Context, string) (*tollgate.Limiter, error) { return lim, nil }).Register(gs)
 	go func() { _ = gs.Serve(ln) }()
 	t.Cleanup(gs.Stop)
@@ -53,20 +58,30 @@ func serveRLS(t *testing.T, limit int) string {
 // counts answers, measures its own CPU, and fails a round that is denied.
 func TestLoadGRPC(t *testing.T) {
 	addr := serveRLS(t, generousLimit)
-	for _, hot := range []bool{false, true} {
-		m, err := loadGRPC(addr, os.Getpid(), 0, envoyCalls(4, hot), 100*time.Millisecond)
-		if err != nil {
-			t.Fatalf("hot %v: %v", hot, err)
-		}
-		if m.rate <= 0 {
-			t.Errorf("hot %v: rate %v, want > 0", hot, m.rate)
-		}
-	}
-	// One request a second: the second call of a client is OVER_LIMIT,
-	// which the check reports.
-	_, err := loadGRPC(serveRLS(t, 1), os.Getpid(), 0, envoyCalls(1, false), 100*time.Millisecond)
-	if err == nil || !strings.Contains(err.Error(), "OVER_LIMIT") {
-		t.Errorf("denied round: error %v, want OVER_LIMIT", err)
+	for _, client := range []string{"h2", "grpc-go"} {
+		t.Run(client, func(t *testing.T) {
+			t.Setenv(envClient, client)
+			for _, hot := range []bool{false, true} {
+				m, err := loadGRPC(addr, os.Getpid(), 0, envoyCalls(4, hot), 100*time.Millisecond)
+				if err != nil {
+					t.Fatalf("hot %v: %v", hot, err)
+				}
+				if m.rate <= 0 {
+					t.Errorf("hot %v: rate %v, want > 0", hot, m.rate)
+				}
+			}
+			// One request a second: the second call of a client is
+			// OVER_LIMIT, which the check reports.
+			_, err := loadGRPC(serveRLS(t, 1), os.Getpid(), 0, envoyCalls(1, false), 100*time.Millisecond)
+			if err == nil || !strings.Contains(err.Error(), "OVER_LIMIT") {
+				t.Errorf("denied round: error %v, want OVER_LIMIT", err)
+			}
+			// An unknown method is the server's error, grpc-status 12.
+			_, err = loadGRPC(addr, os.Getpid(), 0, []grpcCall{{"/nope.V1/Nope", nil, checkEnvoy}}, 50*time.Millisecond)
+			if err == nil || !strings.Contains(strings.ToLower(err.Error()), "unimplemented") && !strings.Contains(err.Error(), "grpc-status 12") {
+				t.Errorf("unknown method: error %v, want Unimplemented", err)
+			}
+		})
 	}
 }
 
@@ -136,5 +151,26 @@ func TestGubernatorWire(t *testing.T) {
 		if err := checkGateway([]byte(c.body)); (err == nil) != c.ok {
 			t.Errorf("%s: check %v, want ok %v", c.body, err, c.ok)
 		}
+	}
+}
+
+// BenchmarkInProcess runs the gRPC load against Tollgate's rate-limit
+// service served in this process (memory store), for a CPU profile of
+// the service's path: go test -run '^$' -bench InProcess -cpuprofile
+// cpu.out ./internal/envoybench/ (the profile holds the load generator's
+// h2Conn too).
+func BenchmarkInProcess(b *testing.B) {
+	addr := serveRLS(b, generousLimit)
+	for _, clients := range []int{8, 32} {
+		b.Run(fmt.Sprintf("clients-%d", clients), func(b *testing.B) {
+			for b.Loop() {
+				m, err := loadGRPC(addr, 0, 0, envoyCalls(clients, false), roundLength(b, 2*time.Second))
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.ReportMetric(m.rate, "req/s")
+				b.ReportMetric(m.load, "cpu-us/req")
+			}
+		})
 	}
 }

@@ -128,9 +128,37 @@ func round(pid, storePID, clients int, d time.Duration, op func(client int) erro
 		store: float64(cpuTime(storePID)-scpu0) / n, load: float64(cpuTime(os.Getpid())-lcpu0) / n}, nil
 }
 
+// envClient chooses the load generator's gRPC client: "h2" (the default,
+// h2Conn) or "grpc-go" (grpc-go's own client, with rawCodec), to compare
+// what each costs.
+const envClient = "TOLLGATE_BENCH_CLIENT"
+
 // loadGRPC sends calls[c] from client c (one connection each) to addr for
 // d; see round.
 func loadGRPC(addr string, pid, storePID int, calls []grpcCall, d time.Duration) (measure, error) {
+	if os.Getenv(envClient) == "grpc-go" {
+		return loadGRPCGo(addr, pid, storePID, calls, d)
+	}
+	conns := make([]*h2Conn, len(calls))
+	for c, call := range calls {
+		conn, err := dialH2(addr, call.method, call.req)
+		if err != nil {
+			return measure{}, err
+		}
+		defer conn.Close()
+		conns[c] = conn
+	}
+	return round(pid, storePID, len(calls), d, func(c int) error {
+		resp, err := conns[c].call()
+		if err != nil {
+			return err
+		}
+		return calls[c].check(resp)
+	})
+}
+
+// loadGRPCGo is loadGRPC with grpc-go's client.
+func loadGRPCGo(addr string, pid, storePID int, calls []grpcCall, d time.Duration) (measure, error) {
 	conns := make([]*grpc.ClientConn, len(calls))
 	for c := range calls {
 		conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
