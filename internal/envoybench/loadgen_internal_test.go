@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -18,8 +17,8 @@ import (
 	"github.com/tollgate-rl/tollgate/store/memory"
 )
 
-// serveRLS serves Tollgate's rate-limit service in this process, on the
-// memory store, with the benchmarks' configuration but a limit of limit
+// serveRLS serves Tollgate's rate-limit service in this process, as
+// tollgate serve does (rls.DefaultLimits) on the memory store, with the benchmarks' configuration but a limit of limit
 // per second, and returns its address.
 func serveRLS(t testing.TB, limit int) string {
 	t.Helper()
@@ -42,11 +41,7 @@ func serveRLS(t testing.TB, limit int) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var opts []grpc.ServerOption
-	if os.Getenv("XW") != "" {
-		opts = append(opts, grpc.NumStreamWorkers(uint32(runtime.GOMAXPROCS(0))))
-	}
-	gs := grpc.NewServer(opts...)
+	gs := grpc.NewServer(rls.DefaultLimits().ServerOptions()...)
 	rls.New(cfg, func(context.Context, string) (*tollgate.Limiter, error) { return lim, nil }).Register(gs)
 	go func() { _ = gs.Serve(ln) }()
 	t.Cleanup(gs.Stop)
