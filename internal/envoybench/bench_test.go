@@ -62,7 +62,7 @@ func BenchmarkEnvoyOnRedis(b *testing.B) {
 	services[0].addr, services[0].pid = mem.grpc, mem.pid
 	services[1].addr, services[1].pid, services[1].rpd = rds.grpc, rds.pid, redisPID
 	services[2].addr, services[2].pid, services[2].rpd = rl.grpc, rl.pid, redisPID
-	const rounds = 5
+	const rounds = 7
 	d := roundLength(b, 2*time.Second)
 	for _, keys := range []string{"own", "hot"} {
 		for _, clients := range []int{1, 8, 32} {
@@ -96,6 +96,7 @@ func BenchmarkEnvoyOnRedis(b *testing.B) {
 					b.ReportMetric(rate, s.name+"-req/s")
 					if k < len(services)-1 {
 						b.ReportMetric(rate/r, s.name+"-x")
+						b.ReportMetric(pairedRatio(ms[k], peer), s.name+"-x-paired")
 					}
 					b.ReportMetric(medianOf(ms[k], serviceCPU), s.name+"-cpu-us/req")
 					if s.rpd != 0 {

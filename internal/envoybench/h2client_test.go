@@ -210,6 +210,13 @@ func (c *h2Conn) readFrame() error {
 			c.sendWindow += int64(f.Increment)
 		}
 	case *http2.RSTStreamFrame:
+		// grpc-go's server resets a stream with NO_ERROR when it has
+		// answered before its reader saw the request's END_STREAM; the
+		// reset may come after the answer, even after the next call
+		// began.
+		if f.StreamID != c.stream || f.ErrCode == http2.ErrCodeNo && c.done {
+			return nil
+		}
 		return fmt.Errorf("stream %d reset: %v", f.StreamID, f.ErrCode)
 	case *http2.GoAwayFrame:
 		return fmt.Errorf("GOAWAY %v: %s", f.ErrCode, f.DebugData())

@@ -1,9 +1,13 @@
 package envoybench
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"strings"
 	"testing"
@@ -53,7 +57,7 @@ func serveRLS(t testing.TB, limit int) string {
 // counts answers, measures its own CPU, and fails a round that is denied.
 func TestLoadGRPC(t *testing.T) {
 	addr := serveRLS(t, generousLimit)
-	for _, client := range []string{"h2", "grpc-go"} {
+	for _, client := range []string{"own", "go"} {
 		t.Run(client, func(t *testing.T) {
 			t.Setenv(envClient, client)
 			for _, hot := range []bool{false, true} {
@@ -165,6 +169,57 @@ func BenchmarkInProcess(b *testing.B) {
 				}
 				b.ReportMetric(m.rate, "req/s")
 				b.ReportMetric(m.load, "cpu-us/req")
+			}
+		})
+	}
+}
+
+// TestLoadHTTP runs the benchmarks' HTTP load generator, with either
+// client, against a server that answers with a length, in chunks, and
+// with a refusal: it reads every body whole, over the same connection,
+// and fails the round that is refused.
+func TestLoadHTTP(t *testing.T) {
+	want := []byte(`{"consumed":{"rps":1}}`)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if body, _ := io.ReadAll(r.Body); !bytes.Equal(body, []byte(`{"x":1}`)) {
+			http.Error(w, "body "+string(body), http.StatusBadRequest)
+			return
+		}
+		switch r.URL.Path {
+		case "/chunked":
+			_, _ = w.Write(want[:5])
+			w.(http.Flusher).Flush()
+			_, _ = w.Write(want[5:])
+		case "/deny":
+			http.Error(w, `{"error":"rate limited"}`, http.StatusTooManyRequests)
+		default:
+			_, _ = w.Write(want)
+		}
+	}))
+	defer srv.Close()
+	addr := strings.TrimPrefix(srv.URL, "http://")
+	check := func(b []byte) error {
+		if !bytes.Equal(b, want) {
+			return fmt.Errorf("body %q, want %q", b, want)
+		}
+		return nil
+	}
+	for _, client := range []string{"own", "go"} {
+		t.Run(client, func(t *testing.T) {
+			t.Setenv(envClient, client)
+			for _, path := range []string{"/length", "/chunked"} {
+				calls := []httpCall{{addr, path, []byte(`{"x":1}`), check}, {addr, path, []byte(`{"x":1}`), check}}
+				m, err := loadHTTP(os.Getpid(), 0, calls, 100*time.Millisecond)
+				if err != nil {
+					t.Fatalf("%s: %v", path, err)
+				}
+				if m.rate <= 0 {
+					t.Errorf("%s: rate %v, want > 0", path, m.rate)
+				}
+			}
+			_, err := loadHTTP(os.Getpid(), 0, []httpCall{{addr, "/deny", []byte(`{"x":1}`), check}}, 50*time.Millisecond)
+			if err == nil || !strings.Contains(err.Error(), "status 429") {
+				t.Errorf("refused round: error %v, want status 429", err)
 			}
 		})
 	}

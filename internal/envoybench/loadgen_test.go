@@ -57,11 +57,11 @@ type grpcCall struct {
 }
 
 // httpCall is what one client of a round sends over HTTP: a POST of body
-// to url, and a check of the answer's body.
+// to path at addr, and a check of the answer's body.
 type httpCall struct {
-	url   string
-	body  []byte
-	check func([]byte) error
+	addr, path string
+	body       []byte
+	check      func([]byte) error
 }
 
 // measure is one round against one service: its rate, and the CPU time
@@ -82,6 +82,17 @@ func medianOf(ms []measure, f func(measure) float64) float64 {
 	}
 	slices.Sort(v)
 	return v[len(v)/2]
+}
+
+// pairedRatio is the median over rounds of a's rate over b's in the same
+// round (a[i] and b[i] ran one after the other): steadier than the ratio
+// of the medians when the machine's load drifts during a run.
+func pairedRatio(a, b []measure) float64 {
+	r := make([]measure, min(len(a), len(b)))
+	for i := range r {
+		r[i].rate = a[i].rate / b[i].rate
+	}
+	return medianOf(r, rateOf)
 }
 
 // ceiling is the ratio to peer's rate that a service costing no CPU at
@@ -128,15 +139,19 @@ func round(pid, storePID, clients int, d time.Duration, op func(client int) erro
 		store: float64(cpuTime(storePID)-scpu0) / n, load: float64(cpuTime(os.Getpid())-lcpu0) / n}, nil
 }
 
-// envClient chooses the load generator's gRPC client: "h2" (the default,
-// h2Conn) or "grpc-go" (grpc-go's own client, with rawCodec), to compare
-// what each costs.
+// envClient chooses the load generator's clients: its own (the default:
+// h2Conn for gRPC, h1Conn for HTTP) or, set to "go", the Go libraries'
+// (grpc-go's client with rawCodec, net/http's), to compare what each
+// costs.
 const envClient = "TOLLGATE_BENCH_CLIENT"
+
+// goClients reports whether envClient asks for the Go libraries' clients.
+func goClients() bool { return os.Getenv(envClient) == "go" }
 
 // loadGRPC sends calls[c] from client c (one connection each) to addr for
 // d; see round.
 func loadGRPC(addr string, pid, storePID int, calls []grpcCall, d time.Duration) (measure, error) {
-	if os.Getenv(envClient) == "grpc-go" {
+	if goClients() {
 		return loadGRPCGo(addr, pid, storePID, calls, d)
 	}
 	conns := make([]*h2Conn, len(calls))
@@ -182,11 +197,37 @@ func loadGRPCGo(addr string, pid, storePID int, calls []grpcCall, d time.Duratio
 // loadHTTP posts calls[c] from client c (one keep-alive connection each)
 // for d; see round.
 func loadHTTP(pid, storePID int, calls []httpCall, d time.Duration) (measure, error) {
+	if goClients() {
+		return loadHTTPGo(pid, storePID, calls, d)
+	}
+	conns := make([]*h1Conn, len(calls))
+	for c, call := range calls {
+		conn, err := dialH1(call.addr, call.path, call.body)
+		if err != nil {
+			return measure{}, err
+		}
+		defer conn.Close()
+		conns[c] = conn
+	}
+	return round(pid, storePID, len(calls), d, func(c int) error {
+		status, body, err := conns[c].call()
+		if err != nil {
+			return err
+		}
+		if status != http.StatusOK {
+			return fmt.Errorf("status %d: %s", status, body)
+		}
+		return calls[c].check(body)
+	})
+}
+
+// loadHTTPGo is loadHTTP with net/http's client.
+func loadHTTPGo(pid, storePID int, calls []httpCall, d time.Duration) (measure, error) {
 	hc := &http.Client{Transport: &http.Transport{MaxIdleConns: len(calls), MaxIdleConnsPerHost: len(calls)}, Timeout: 10 * time.Second}
 	defer hc.CloseIdleConnections()
 	reqs := make([]*http.Request, len(calls))
 	for c, call := range calls {
-		req, err := http.NewRequest("POST", call.url, bytes.NewReader(call.body))
+		req, err := http.NewRequest("POST", "http://"+call.addr+call.path, bytes.NewReader(call.body))
 		if err != nil {
 			return measure{}, err
 		}

@@ -35,7 +35,7 @@ func BenchmarkPeers(b *testing.B) {
 	dir := b.TempDir()
 	tg := startTollgate(b, tgBin, dir, "memory:")
 	gb := startGubernator(b, gbBin)
-	const rounds = 5
+	const rounds = 7
 	d := roundLength(b, 3*time.Second)
 	type side struct {
 		name string
@@ -89,6 +89,7 @@ func BenchmarkPeers(b *testing.B) {
 			b.ReportMetric(t, "tollgate-req/s")
 			b.ReportMetric(g, "gubernator-req/s")
 			b.ReportMetric(t/g, "x-gubernator")
+			b.ReportMetric(pairedRatio(ms[0], ms[1]), "x-gubernator-paired")
 			b.ReportMetric(medianOf(ms[0], serviceCPU), "tollgate-cpu-us/req")
 			b.ReportMetric(medianOf(ms[1], serviceCPU), "gubernator-cpu-us/req")
 			gen := medianOf(append(ms[0], ms[1]...), loadCPU)
@@ -243,7 +244,7 @@ func gatewayCalls(base string, clients int) []httpCall {
 	for c := range calls {
 		body := fmt.Sprintf(`{"requests":[{"name":"bench","unique_key":%q,"hits":"1","limit":"%d","duration":"1000"}]}`,
 			clientKey(clients, c), generousLimit)
-		calls[c] = httpCall{"http://" + base + "/v1/GetRateLimits", []byte(body), checkGateway}
+		calls[c] = httpCall{base, "/v1/GetRateLimits", []byte(body), checkGateway}
 	}
 	return calls
 }
@@ -265,7 +266,7 @@ func acquireCalls(base string, clients int) []httpCall {
 	for c := range calls {
 		body := fmt.Sprintf(`{"entity":%q,"resource":"api","consume":{"rps":1},"limits":["rps:%d/sec"],"commit":true}`,
 			clientKey(clients, c), generousLimit)
-		calls[c] = httpCall{"http://" + base + "/v1/acquire", []byte(body), checkAcquire}
+		calls[c] = httpCall{base, "/v1/acquire", []byte(body), checkAcquire}
 	}
 	return calls
 }
