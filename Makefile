@@ -99,8 +99,9 @@ bench-redis: deps
 	$(GO) run ./internal/benchratio -metric cpu-x < bench-redis.out
 
 ## bench-envoy-redis: Tollgate's Envoy rate-limit service (tollgate serve
-## --grpc-addr) on Redis against envoyproxy/ratelimit on the same
-## redis-server, 1, 8 and 32 gRPC clients, alternating rounds
+## --grpc-addr) on the memory store and on Redis against
+## envoyproxy/ratelimit on the same redis-server, 1, 8 and 32 gRPC clients
+## each on its own key and 8 and 32 on one hot key, alternating rounds
 ## (internal/envoybench); envoyproxy/ratelimit is installed, pinned, into a
 ## temporary directory that is removed afterwards.
 RATELIMIT_VERSION ?= v1.4.1-0.20260122083618-3fb702589d36
