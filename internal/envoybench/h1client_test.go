@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"slices"
 	"strconv"
 	"time"
 )
@@ -99,7 +100,7 @@ func (c *h1Conn) call() (int, []byte, error) {
 // read appends n bytes of the body.
 func (c *h1Conn) read(n int) error {
 	start := len(c.body)
-	c.body = append(c.body, make([]byte, n)...)
+	c.body = slices.Grow(c.body, n)[:start+n]
 	_, err := io.ReadFull(c.br, c.body[start:])
 	return err
 }

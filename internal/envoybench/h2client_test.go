@@ -34,6 +34,7 @@ type h2Conn struct {
 	msg     []byte // the request: gRPC's 5-byte prefix and the message
 	stream  uint32 // the last stream's id
 
+	pings      int   // PINGs the server sent (answered)
 	sendWindow int64 // the connection's send window (the server's grants)
 	received   int64 // bytes of DATA received since the last WINDOW_UPDATE
 
@@ -203,6 +204,7 @@ func (c *h2Conn) readFrame() error {
 		}
 	case *http2.PingFrame:
 		if !f.IsAck() {
+			c.pings++
 			return c.flushed(c.fr.WritePing(true, f.Data))
 		}
 	case *http2.WindowUpdateFrame:

@@ -84,6 +84,32 @@ func TestLoadGRPC(t *testing.T) {
 	}
 }
 
+// TestNoPingPerCall: tollgate serve's gRPC server (rls.DefaultLimits)
+// has fixed flow-control windows, so it does not send a PING to estimate
+// them after each call's data (gRPC's default did, for every call: one
+// more frame each way).
+func TestNoPingPerCall(t *testing.T) {
+	addr := serveRLS(t, generousLimit)
+	c, err := dialH2(addr, envoyMethod, envoyCalls(1, false)[0].req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	const calls = 200
+	for range calls {
+		resp, err := c.call()
+		if err == nil {
+			err = checkEnvoy(resp)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if c.pings > 0 {
+		t.Errorf("%d calls drew %d PINGs from the server, want none", calls, c.pings)
+	}
+}
+
 // TestGubernatorWire checks the GetRateLimits request the benchmark
 // writes, field by field, and the answers its check accepts and refuses.
 func TestGubernatorWire(t *testing.T) {
