@@ -21,9 +21,10 @@ import (
 	"github.com/tollgate-rl/tollgate/store/memory"
 )
 
-// serveRLS serves Tollgate's rate-limit service in this process, as
-// tollgate serve does (rls.DefaultLimits) on the memory store, with the benchmarks' configuration but a limit of limit
-// per second, and returns its address.
+// serveRLS serves Tollgate's rate-limit service in this process as
+// tollgate serve does (rls.DefaultLimits), on the memory store, with the
+// benchmarks' configuration but a limit of limit per second, and returns
+// its address.
 func serveRLS(t testing.TB, limit int) string {
 	t.Helper()
 	cfg, err := rls.ParseConfig(fmt.Appendf(nil, `domains:
