@@ -5,7 +5,7 @@ GO        ?= go
 BENCHTIME ?= 1s
 BENCHCOUNT ?= 5
 
-.PHONY: image release run demo test test-python test-typescript bench bench-dynamodb bench-redis bench-envoy-redis load lint deps build clean dynamodb-local lambda redis
+.PHONY: image release run demo test test-python test-typescript bench bench-dynamodb bench-redis bench-envoy-redis bench-peers load lint deps build clean dynamodb-local lambda redis
 
 ## run: tollgate serve on http://127.0.0.1:8080, stored in ./tollgate.db.
 run:
@@ -99,8 +99,9 @@ bench-redis: deps
 	$(GO) run ./internal/benchratio -metric cpu-x < bench-redis.out
 
 ## bench-envoy-redis: Tollgate's Envoy rate-limit service (tollgate serve
-## --grpc-addr) on Redis against envoyproxy/ratelimit on the same
-## redis-server, 1, 8 and 32 gRPC clients, alternating rounds
+## --grpc-addr) on the memory store and on Redis against
+## envoyproxy/ratelimit on the same redis-server, 1, 8 and 32 gRPC clients
+## each on its own key and 8 and 32 on one hot key, alternating rounds
 ## (internal/envoybench); envoyproxy/ratelimit is installed, pinned, into a
 ## temporary directory that is removed afterwards.
 RATELIMIT_VERSION ?= v1.4.1-0.20260122083618-3fb702589d36
@@ -110,6 +111,20 @@ bench-envoy-redis: deps
 	$(GO) build -o $$tmp/tollgate ./cmd/tollgate && \
 	TOLLGATE_REDIS_DIR="$$(scripts/redis.sh install)" TOLLGATE_RATELIMIT_BIN=$$tmp/service_cmd TOLLGATE_BIN=$$tmp/tollgate \
 		$(GO) test -run '^$$' -bench EnvoyOnRedis -benchtime 1x ./internal/envoybench/
+
+## bench-peers: Tollgate (tollgate serve --store memory:) against
+## gubernator (one node), over gRPC (Envoy's ShouldRateLimit against
+## GetRateLimits) from 1, 8 and 32 clients and over HTTP (/v1/acquire with
+## commit against gubernator's gateway) from 32, alternating rounds
+## (internal/envoybench); gubernator is installed, pinned, into a
+## temporary directory that is removed afterwards.
+GUBERNATOR_VERSION ?= v2.13.0
+bench-peers: deps
+	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
+	GOBIN=$$tmp $(GO) install github.com/gubernator-io/gubernator/v2/cmd/gubernator@$(GUBERNATOR_VERSION) && \
+	$(GO) build -o $$tmp/tollgate ./cmd/tollgate && \
+	TOLLGATE_GUBERNATOR_BIN=$$tmp/gubernator TOLLGATE_BIN=$$tmp/tollgate \
+		$(GO) test -run '^$$' -bench Peers -benchtime 1x ./internal/envoybench/
 
 ## load: acquire+commit over HTTP (keep-alive) at 1, 8 and 32 clients
 ## against the same in-process, on the memory and the embedded store.

@@ -364,3 +364,44 @@ func TestClientUnderLimits(t *testing.T) {
 		t.Fatalf("a call after the idle connection closed: %v", err)
 	}
 }
+
+// StreamWorkers bounds nothing: with one worker, calls that all wait for
+// each other still run at once (the ones the worker cannot take run on
+// goroutines of their own), and DefaultLimits keeps one per processor.
+func TestStreamWorkersBoundNothing(t *testing.T) {
+	if w := rls.DefaultLimits().StreamWorkers; w < 1 {
+		t.Errorf("DefaultLimits().StreamWorkers = %d, want at least 1", w)
+	}
+	cfg, err := rls.ParseConfig([]byte(edgeConfig))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const calls = 4
+	var arrived sync.WaitGroup
+	arrived.Add(calls)
+	e := &env{clk: clock.NewFake(epoch), store: &downStore{Store: memory.New()}, limiters: map[string]*tollgate.Limiter{}}
+	// Each call waits in the limiter function until all have arrived: a
+	// server that ran them one at a time would never answer.
+	barrier := func(ctx context.Context, ns string) (*tollgate.Limiter, error) {
+		arrived.Done()
+		arrived.Wait()
+		return e.limiter(ctx, ns)
+	}
+	lim := rls.DefaultLimits()
+	lim.StreamWorkers = 1
+	e.serveLimited(t, rls.New(cfg, barrier), &lim)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*margin)
+	defer cancel()
+	errs := make(chan error, calls)
+	for range calls {
+		go func() {
+			_, err := e.client.ShouldRateLimit(ctx, req("edge", 0, desc("plan", "free")))
+			errs <- err
+		}()
+	}
+	for range calls {
+		if err := <-errs; err != nil {
+			t.Fatalf("a call with one stream worker: %v", err)
+		}
+	}
+}
