@@ -36,6 +36,11 @@ type benchResult struct {
 	// request, in microseconds: over HTTP on the loopback server, the
 	// server's and the load's together (with --server, the load's alone).
 	CPUPerRequest float64 `json:"cpu_us_per_request"`
+	// ServerCPUPerRequest is the server's CPU time per request, in
+	// microseconds, read from its metrics (process_cpu_seconds_total)
+	// before and after the run: with --server only, where the server is a
+	// process of its own; 0 where unknown.
+	ServerCPUPerRequest float64 `json:"server_cpu_us_per_request,omitempty"`
 }
 
 func newBenchCmd(g *globals) *cobra.Command {
@@ -54,9 +59,15 @@ open, until they run out) and available (GET /v1/available). Each client uses
 its own entity, so the figures measure the path, not contention on one
 bucket. It prints throughput, p50/p99 latencies and the CPU time this
 process used per request (user and system: over HTTP, the server's and the
-load's together, since both run here; with --server, the load's alone).`,
+load's together, since both run here; with --server, the load's alone).
+With --server it also prints the server's CPU time per request, which it
+reads from the server's /metrics (process_cpu_seconds_total) before and
+after each run: to see what the server alone costs, start it as a process
+of its own and point --server at it.`,
 		Example: `  tollgate bench --store memory: --clients 1,8,32 --duration 3s
-  tollgate bench --store embedded:/tmp/bench.db -o json`,
+  tollgate bench --store embedded:/tmp/bench.db -o json
+  tollgate serve --store memory: --addr 127.0.0.1:8080 &
+  tollgate bench --server http://127.0.0.1:8080 --routes acquire+commit,commit,available`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ns, err := parseClients(clients)
@@ -72,10 +83,14 @@ load's together, since both run here; with --server, the load's alone).`,
 				return err
 			}
 			return g.printOut(results, func(w *tabwriter.Writer) {
-				row(w, "MODE", "ROUTE", "CLIENTS", "REQUESTS", "ERRORS", "PER SECOND", "P50", "P99", "CPU/REQUEST")
+				row(w, "MODE", "ROUTE", "CLIENTS", "REQUESTS", "ERRORS", "PER SECOND", "P50", "P99", "CPU/REQUEST", "SERVER CPU/REQUEST")
 				for _, r := range results {
+					server := "-"
+					if r.ServerCPUPerRequest > 0 {
+						server = fmt.Sprintf("%.1fµs", r.ServerCPUPerRequest)
+					}
 					row(w, r.Mode, r.Route, r.Clients, r.Requests, r.Errors, fmt.Sprintf("%.0f", r.PerSecond),
-						time.Duration(r.P50), time.Duration(r.P99), fmt.Sprintf("%.1fµs", r.CPUPerRequest))
+						time.Duration(r.P50), time.Duration(r.P99), fmt.Sprintf("%.1fµs", r.CPUPerRequest), server)
 				}
 			})
 		},
@@ -164,7 +179,7 @@ func runBench(ctx context.Context, g *globals, clients []int, routes []string, d
 			return nil, err
 		}
 		for _, route := range routes {
-			out = append(out, load("http", route, n, d, h.op(route)))
+			out = append(out, h.load(route, n, d, g.server != ""))
 			if route == routeAcquireCommit {
 				out = append(out, load("in-process", route, n, d, libAcquirer(ctx, lim)))
 			}

@@ -140,3 +140,41 @@ func TestBenchRoutes(t *testing.T) {
 		t.Errorf("%d commits of %d leases acquired", c, a)
 	}
 }
+
+// With --server, the server's CPU per request is read from its metrics
+// around each HTTP run; a server whose metrics do not answer leaves it
+// unknown (0), and the in-process baseline never has one.
+func TestBenchServerCPU(t *testing.T) {
+	srv, err := server.New(memory.New(), server.WithLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close(context.Background())
+	withMetrics := httptest.NewServer(srv)
+	defer withMetrics.Close()
+	without := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/metrics" {
+			http.NotFound(w, r)
+			return
+		}
+		srv.ServeHTTP(w, r)
+	}))
+	defer without.Close()
+	for _, tc := range []struct {
+		name  string
+		url   string
+		known bool
+	}{{"metrics", withMetrics.URL, true}, {"no metrics", without.URL, false}} {
+		g := &globals{store: "memory:", namespace: "default", server: tc.url}
+		results, err := runBench(context.Background(), g, []int{2}, []string{routeAcquireCommit}, 300*time.Millisecond)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range results {
+			known := r.ServerCPUPerRequest > 0
+			if want := tc.known && r.Mode == "http"; known != want || r.ServerCPUPerRequest > 1000 {
+				t.Errorf("%s: %s: server CPU per request %.2f µs, want known=%v", tc.name, r.Mode, r.ServerCPUPerRequest, want)
+			}
+		}
+	}
+}
