@@ -96,11 +96,21 @@ func (l *Limiter) acquire(ctx context.Context, entity, resource string, consume 
 // again: while the garbage collector marks, which an allocating process has
 // it do much of the time, every pointer stored costs a write barrier.
 func (l *Limiter) plan(ctx context.Context, d *leaseData, entity, resource string, consume Consume, now unixNano) (string, error) {
-	if err := model.ValidateEntityID(entity); err != nil {
-		return "", err
+	// A recycled state's last request usually had the same entity and
+	// resource, often the same strings: an equal string is as valid as
+	// the one checked before (equal strings sharing bytes compare at the
+	// cost of a pointer).
+	if entity != d.validEntity || entity == "" { // "": the memo's zero value
+		if err := model.ValidateEntityID(entity); err != nil {
+			return "", err
+		}
+		d.validEntity = entity
 	}
-	if err := model.ValidateResource(resource); err != nil {
-		return "", err
+	if resource != d.validResource || resource == "" {
+		if err := model.ValidateResource(resource); err != nil {
+			return "", err
+		}
+		d.validResource = resource
 	}
 	if err := d.opts.Err; err != nil {
 		return "", err

@@ -156,12 +156,11 @@ func (l *Limiter) noteDecision(d *leaseData, granted bool) {
 				c.denied.Add(1)
 				l.topDenied.add(b.Key.Entity, b.Key.Resource, lr.Name)
 			}
-			use := useOf(lr, granted, exceeded)
-			if use >= NearLimit {
+			if nearOf(lr, granted, exceeded) {
 				c.near.Add(1)
 			}
 			if pl.alertAt[0] != 0 && l.alertFn != nil {
-				l.alerts.observe(l, b.Key.Entity, b.Key.Resource, lr.Name, &pl.alertAt, use, d.req.Now)
+				l.alerts.observe(l, b.Key.Entity, b.Key.Resource, lr.Name, &pl.alertAt, useOf(lr, granted, exceeded), d.req.Now)
 			}
 		}
 	}
@@ -195,6 +194,26 @@ func (d *leaseData) counter(k int, resource, limit string) *limitCounters {
 // noteDegraded counts a degraded lease for resource.
 func (l *Limiter) noteDegraded(resource string) {
 	l.decisions.get(resource, DegradedLimit).stripes[0].degraded.Add(1)
+}
+
+// nearOf reports whether useOf(lr, granted, exceeded) is NearLimit or
+// above. A use of at most half the capacity, which integers tell, is
+// below it whatever the rounding of the division (less than a part in
+// 10^15): the usual decision, of a limit far from its capacity, divides
+// nothing.
+func nearOf(lr *store.LimitRequest, granted, exceeded bool) bool {
+	capacity := lr.Params.Capacity
+	if capacity <= 0 {
+		return false // useOf is 0
+	}
+	tokens := lr.Observed.Tokens
+	if granted || exceeded {
+		tokens -= lr.Amount
+	}
+	if capacity-min(tokens, capacity) <= capacity/2 {
+		return false
+	}
+	return useOf(lr, granted, exceeded) >= NearLimit
 }
 
 // useOf is the share of lr's capacity taken after the decision: after the

@@ -102,6 +102,10 @@ type leaseData struct {
 	// resolutions does the same for the resolved limits of each level
 	// (cache.resolutionVia).
 	resolutions [model.MaxCascadeDepth]resolutionMemo
+	// validEntity and validResource are the entity and resource that
+	// plan last found valid, kept across recycling: plan checks again
+	// only a different one.
+	validEntity, validResource string
 	// stripe is the stripe of the counters every acquire counts in
 	// (decision counts, config cache hits) that this state counts in,
 	// given out in turn as states are made: the pool keeps a state with
@@ -159,7 +163,7 @@ func (d *leaseData) now() unixNano {
 func (l *Limiter) getLeaseData() *leaseData { return l.leases.Get().(*leaseData) }
 
 // handleBatch is how many lease handles newLease allocates at once.
-const handleBatch = 8
+const handleBatch = 16
 
 // newLease returns a handle to d's current lease: handles[next], which
 // recycle (or newLeaseData) picked, so that an acquire writes nothing
