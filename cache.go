@@ -150,6 +150,9 @@ type entityEntry struct {
 	expires unixNano
 	found   bool
 	entity  model.Entity
+	// key is the lease key of the last lease of entity (leaseData.keyOf),
+	// for the next leases of the same resource to share.
+	key atomic.Pointer[leaseKey]
 }
 
 // newCache returns a cache of entries that live for ttl, at most size

@@ -23,10 +23,18 @@ type Lease struct {
 	// The lease's state is recycled when it ends (an acquire then needs
 	// only this small handle, see leaseData.newLease); the state's
 	// current handle (leaseData.handles) tells the live one from stale
-	// ones. ent is the entity as the acquire found it (the config cache's
-	// entry, which never changes once cached): a pointer where the id
-	// would take a string, for a smaller handle.
-	d        *leaseData
+	// ones. key is the lease's entity and resource, shared with other
+	// leases of the same pair: 16 bytes a handle, half what the entity
+	// and resource themselves take, so the collector runs half as often
+	// on the acquire path.
+	d   *leaseData
+	key *leaseKey
+}
+
+// leaseKey is the entity and resource of leases, never changed once made:
+// handles share it. ent is the entity as the acquire found it (the config
+// cache's entry, which never changes once cached).
+type leaseKey struct {
 	ent      *model.Entity
 	resource string
 }
@@ -186,13 +194,28 @@ const handleBatch = 16
 func (d *leaseData) newLease(ent *model.Entity, resource string) *Lease {
 	le := &d.handles[d.next] // never given out: nobody else reads it
 	d.issued = true
-	if le.ent != ent {
-		le.ent = ent
-	}
-	if le.resource != resource {
-		le.resource = resource
+	if k := le.key; k == nil || k.ent != ent || k.resource != resource {
+		le.key = d.keyOf(ent, resource)
 	}
 	return le
+}
+
+// keyOf returns a leaseKey of ent and resource: the one the config
+// cache's entry of ent (the entry plan found, d.entities[0]) keeps for
+// its last resource if that is resource, or a new one, which the entry
+// then keeps. An entity used with one resource, as most are, allocates a
+// key once per cache entry rather than once per lease.
+func (d *leaseData) keyOf(ent *model.Entity, resource string) *leaseKey {
+	e := d.entities[0].e
+	if e == nil || &e.entity != ent {
+		return &leaseKey{ent: ent, resource: resource}
+	}
+	if k := e.key.Load(); k != nil && k.resource == resource {
+		return k
+	}
+	k := &leaseKey{ent: ent, resource: resource}
+	e.key.Store(k)
+	return k
 }
 
 // nextHandle moves the current handle to a slot never given out, the
@@ -208,13 +231,13 @@ func (d *leaseData) nextHandle() {
 		d.next++
 		return
 	}
-	var last Lease
+	var last *leaseKey
 	if d.handles != nil {
-		last = d.handles[d.next]
+		last = d.handles[d.next].key
 	}
 	h := make([]Lease, handleBatch)
 	for i := range h {
-		h[i] = Lease{d: d, ent: last.ent, resource: last.resource}
+		h[i] = Lease{d: d, key: last}
 	}
 	d.handles, d.next = h, 0
 }
@@ -308,10 +331,10 @@ func (le *Lease) open() (*leaseData, bool) {
 }
 
 // Entity returns the entity the lease was acquired for.
-func (le *Lease) Entity() string { return le.ent.ID }
+func (le *Lease) Entity() string { return le.key.ent.ID }
 
 // Resource returns the resource the lease was acquired for.
-func (le *Lease) Resource() string { return le.resource }
+func (le *Lease) Resource() string { return le.key.resource }
 
 // Degraded reports whether the lease was granted without the store (Allow
 // mode while the store was unavailable): nothing was consumed, and Commit and
@@ -559,7 +582,7 @@ func (le *Lease) write(ctx context.Context, d *leaseData, rollback bool) error {
 			if rollback {
 				op = "rollback"
 			}
-			return storeErr(ctx, op, le.ent.ID+"/"+le.resource, err)
+			return storeErr(ctx, op, le.key.ent.ID+"/"+le.key.resource, err)
 		}
 		for j := range b.Limits {
 			applied[first+j] = outcome(&b.Limits[j], d.pendingOf(b.Limits[j].Name), rollback)

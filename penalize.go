@@ -141,7 +141,7 @@ func (le *Lease) Penalize(ctx context.Context, until time.Time, reason string, l
 	}
 	if len(d.req.Buckets) == 0 { // degraded: the lease knows no limits
 		d.mu.Unlock()
-		return d.lim.Penalize(ctx, le.ent.ID, le.resource, until, reason, limits, opts...)
+		return d.lim.Penalize(ctx, le.key.ent.ID, le.key.resource, until, reason, limits, opts...)
 	}
 	// A copy, so that the store is not called under the lease's lock.
 	b := d.req.Buckets[0]
