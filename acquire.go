@@ -62,6 +62,7 @@ func (l *Limiter) acquire(ctx context.Context, entity, resource string, consume 
 		if err == nil {
 			l.noteDecision(d, granted)
 		}
+		l.countMemoHits(d)
 		switch {
 		case err == nil && granted:
 			return d.newLease(d.entityOf(entity), resource), nil
@@ -80,6 +81,7 @@ func (l *Limiter) acquire(ctx context.Context, entity, resource string, consume 
 			err = storeErr(ctx, "acquire", entity+"/"+resource, err)
 		}
 	}
+	l.countMemoHits(d)
 	mode := d.opts.OnUnavailable
 	d.release()
 	return l.failed(ctx, ns, entity, resource, mode, err, now)
@@ -148,7 +150,7 @@ func (l *Limiter) plan(ctx context.Context, d *leaseData, entity, resource strin
 		l.refreshSystemMode(ctx, ns, now)
 	}
 	var chainBuf [model.MaxCascadeDepth]*model.Entity
-	chain, err := l.chain(ctx, ns, entity, now, &chainBuf, &d.entities, d.stripe)
+	chain, err := l.chain(ctx, ns, entity, now, &chainBuf, &d.entities, &d.memoHits)
 	if err != nil {
 		return ns, err
 	}
@@ -160,7 +162,7 @@ func (l *Limiter) plan(ctx context.Context, d *leaseData, entity, resource strin
 		id := e.ID
 		limits := explicit
 		if explicit == nil {
-			r, err := l.resolveVia(ctx, ns, id, resource, now, &d.resolutions[depth], d.stripe)
+			r, err := l.resolveVia(ctx, ns, id, resource, now, &d.resolutions[depth], &d.memoHits)
 			if err != nil {
 				return ns, err
 			}

@@ -72,16 +72,23 @@ type limitCounters struct {
 const counterStripes = 4
 
 // counterStripe is one stripe of a limit's counts, a cache line of its own.
+//
+// grantedHit counts grants that are also a hit of the config cache
+// through a lease state's memory (leaseData.memoHits): one atomic add
+// for both counts, the usual warm acquire's. Granted sums both; the
+// cache's hits add grantedHit of every limit (Limiter.Stats).
 type counterStripe struct {
-	granted, denied, shadowDenied, degraded, near atomic.Uint64
-	_                                             [64 - 5*8]byte
+	granted, denied, shadowDenied, degraded, near, grantedHit atomic.Uint64
+	_                                                         [64 - 6*8]byte
 }
 
 // sum returns the counts of every stripe added up.
 func (c *limitCounters) sum() (out counterSums) {
 	for i := range c.stripes {
 		s := &c.stripes[i]
-		out.granted += s.granted.Load()
+		hit := s.grantedHit.Load()
+		out.granted += s.granted.Load() + hit
+		out.memoHits += hit
 		out.denied += s.denied.Load()
 		out.shadowDenied += s.shadowDenied.Load()
 		out.degraded += s.degraded.Load()
@@ -90,7 +97,7 @@ func (c *limitCounters) sum() (out counterSums) {
 	return out
 }
 
-type counterSums struct{ granted, denied, shadowDenied, degraded, near uint64 }
+type counterSums struct{ granted, denied, shadowDenied, degraded, near, memoHits uint64 }
 
 // get returns the counters of resource and limit, those of OtherSeries
 // once MaxDecisionSeries pairs are counted. Racing first uses may store a
@@ -111,6 +118,24 @@ func (c *decisionCounts) get(resource, limit string) *limitCounters {
 		c.n.Add(1)
 	}
 	return v.(*limitCounters)
+}
+
+// memoHits returns the config cache hits counted with grants (grantedHit).
+func (c *decisionCounts) memoHits() (n uint64) {
+	c.m.Range(func(_, v any) bool {
+		n += v.(*limitCounters).sum().memoHits
+		return true
+	})
+	return n
+}
+
+// countMemoHits counts in the cache's stats the hits through d's
+// memory that no decision counted, and forgets them.
+func (l *Limiter) countMemoHits(d *leaseData) {
+	if d.memoHits != 0 {
+		l.cache.memoHits[d.stripe%counterStripes].n.Add(d.memoHits)
+		d.memoHits = 0
+	}
 }
 
 // snapshot returns the counts, by resource and limit.
@@ -150,6 +175,9 @@ func (l *Limiter) noteDecision(d *leaseData, granted bool) {
 			switch {
 			case exceeded && pl.shadow:
 				c.shadowDenied.Add(1)
+			case granted && d.memoHits > 0:
+				c.grantedHit.Add(1)
+				d.memoHits--
 			case granted:
 				c.granted.Add(1)
 			case exceeded:

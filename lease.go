@@ -110,6 +110,12 @@ type leaseData struct {
 	// resolutions does the same for the resolved limits of each level
 	// (cache.resolutionVia).
 	resolutions [model.MaxCascadeDepth]resolutionMemo
+	// memoHits counts the config cache hits that entities and resolutions
+	// remembered served the request being planned, not yet counted in
+	// the cache's stats: the decision's count of a grant counts one of
+	// them with it (noteDecision), in the same atomic add, and
+	// countMemoHits the rest.
+	memoHits uint64
 	// validEntity and validResource are the entity and resource that
 	// plan last found valid, kept across recycling: plan checks again
 	// only a different one.
@@ -271,6 +277,7 @@ func (d *leaseData) recycle() {
 		d.rec, d.resumed, d.replayed = nil, false, false
 	}
 	d.committing = false
+	d.lim.countMemoHits(d) // none left, but for a path that did not count them
 	d.pending = d.pending[:0]
 	d.deltas = d.deltas[:0]
 	d.applied = d.applied[:0]

@@ -44,7 +44,7 @@ func (l *Limiter) Penalize(ctx context.Context, entity, resource string, until t
 		return err
 	}
 	var chainBuf [model.MaxCascadeDepth]*model.Entity
-	chain, err := l.chain(ctx, ns, entity, now, &chainBuf, nil, 0)
+	chain, err := l.chain(ctx, ns, entity, now, &chainBuf, nil, nil)
 	if err != nil {
 		return err
 	}
