@@ -62,6 +62,7 @@ func (l *Limiter) acquire(ctx context.Context, entity, resource string, consume 
 		if err == nil {
 			l.noteDecision(d, granted)
 		}
+		l.countMemoHits(d)
 		switch {
 		case err == nil && granted:
 			return d.newLease(d.entityOf(entity), resource), nil
@@ -80,6 +81,7 @@ func (l *Limiter) acquire(ctx context.Context, entity, resource string, consume 
 			err = storeErr(ctx, "acquire", entity+"/"+resource, err)
 		}
 	}
+	l.countMemoHits(d)
 	mode := d.opts.OnUnavailable
 	d.release()
 	return l.failed(ctx, ns, entity, resource, mode, err, now)
@@ -96,11 +98,21 @@ func (l *Limiter) acquire(ctx context.Context, entity, resource string, consume 
 // again: while the garbage collector marks, which an allocating process has
 // it do much of the time, every pointer stored costs a write barrier.
 func (l *Limiter) plan(ctx context.Context, d *leaseData, entity, resource string, consume Consume, now unixNano) (string, error) {
-	if err := model.ValidateEntityID(entity); err != nil {
-		return "", err
+	// A recycled state's last request usually had the same entity and
+	// resource, often the same strings: an equal string is as valid as
+	// the one checked before (equal strings sharing bytes compare at the
+	// cost of a pointer).
+	if entity != d.validEntity || entity == "" { // "": the memo's zero value
+		if err := model.ValidateEntityID(entity); err != nil {
+			return "", err
+		}
+		d.validEntity = entity
 	}
-	if err := model.ValidateResource(resource); err != nil {
-		return "", err
+	if resource != d.validResource || resource == "" {
+		if err := model.ValidateResource(resource); err != nil {
+			return "", err
+		}
+		d.validResource = resource
 	}
 	if err := d.opts.Err; err != nil {
 		return "", err
@@ -138,7 +150,7 @@ func (l *Limiter) plan(ctx context.Context, d *leaseData, entity, resource strin
 		l.refreshSystemMode(ctx, ns, now)
 	}
 	var chainBuf [model.MaxCascadeDepth]*model.Entity
-	chain, err := l.chain(ctx, ns, entity, now, &chainBuf, &d.entities, d.stripe)
+	chain, err := l.chain(ctx, ns, entity, now, &chainBuf, &d.entities, &d.memoHits)
 	if err != nil {
 		return ns, err
 	}
@@ -150,7 +162,7 @@ func (l *Limiter) plan(ctx context.Context, d *leaseData, entity, resource strin
 		id := e.ID
 		limits := explicit
 		if explicit == nil {
-			r, err := l.resolveVia(ctx, ns, id, resource, now, &d.resolutions[depth], d.stripe)
+			r, err := l.resolveVia(ctx, ns, id, resource, now, &d.resolutions[depth], &d.memoHits)
 			if err != nil {
 				return ns, err
 			}

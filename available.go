@@ -80,7 +80,9 @@ func (l *Limiter) peek(ctx context.Context, entity, resource string, consume Con
 		o(&d.opts)
 	}
 	now := d.now()
-	if _, err := l.plan(ctx, d, entity, resource, consume, now); err != nil {
+	_, err := l.plan(ctx, d, entity, resource, consume, now)
+	l.countMemoHits(d)
+	if err != nil {
 		d.release()
 		return nil, err
 	}

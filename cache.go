@@ -150,6 +150,9 @@ type entityEntry struct {
 	expires unixNano
 	found   bool
 	entity  model.Entity
+	// key is the lease key of the last lease of entity (leaseData.keyOf),
+	// for the next leases of the same resource to share.
+	key atomic.Pointer[leaseKey]
 }
 
 // newCache returns a cache of entries that live for ttl, at most size
@@ -207,26 +210,28 @@ func (c *cache) shard(h uint64) *shardState {
 }
 
 func (c *cache) resolution(k store.BucketKey, now unixNano) *resolution {
-	return c.resolutionVia(k, now, nil, 0)
+	return c.resolutionVia(k, now, nil, nil)
 }
 
 // resolutionMemo is entityMemo for a resolution.
 type resolutionMemo struct {
 	r     *resolution
 	epoch uint64
-	hits  *atomic.Uint64
 }
 
 // resolutionVia is resolution through m (nil: none), as entityVia is
 // entity.
-func (c *cache) resolutionVia(k store.BucketKey, now unixNano, m *resolutionMemo, stripe uint8) *resolution {
+//
+// A hit through m is not counted here but added to *pending (non-nil
+// with m), which the caller counts (leaseData.memoHits).
+func (c *cache) resolutionVia(k store.BucketKey, now unixNano, m *resolutionMemo, pending *uint64) *resolution {
 	if c.ttl == 0 {
 		return nil
 	}
 	epoch := c.epoch.Load() // before the lookup: see entityVia
 	if m != nil {
 		if r := m.r; r != nil && m.epoch == epoch && r.expires > now && r.key == k {
-			m.hits.Add(1)
+			*pending++
 			return r
 		}
 	}
@@ -242,7 +247,6 @@ func (c *cache) resolutionVia(k store.BucketKey, now unixNano, m *resolutionMemo
 	s.hits.Add(1)
 	if m != nil {
 		setIfChanged(&m.r, r)
-		setIfChanged(&m.hits, &c.memoHits[stripe%counterStripes].n)
 		m.epoch = epoch
 	}
 	return r
@@ -274,7 +278,7 @@ func (c *cache) keyHash(k store.BucketKey) uint64 {
 	return maphash.String(c.seed, k.Entity) ^ bits.RotateLeft64(maphash.String(c.seed, k.Resource), 32)
 }
 
-func (c *cache) entity(id string, now unixNano) *entityEntry { return c.entityVia(id, now, nil, 0) }
+func (c *cache) entity(id string, now unixNano) *entityEntry { return c.entityVia(id, now, nil, nil) }
 
 // entityMemo remembers the cache entry of an entity that a recycled lease
 // state last found (e), the cache's epoch before that lookup, and the
@@ -288,13 +292,12 @@ func (c *cache) entity(id string, now unixNano) *entityEntry { return c.entityVi
 type entityMemo struct {
 	e     *entityEntry
 	epoch uint64
-	hits  *atomic.Uint64
 }
 
 // entityVia is entity, through m (nil: none), which it reads first and
 // fills on a hit in the cache. A hit through m counts as any hit, in
 // memoHits' stripe.
-func (c *cache) entityVia(id string, now unixNano, m *entityMemo, stripe uint8) *entityEntry {
+func (c *cache) entityVia(id string, now unixNano, m *entityMemo, pending *uint64) *entityEntry {
 	if c.ttl == 0 {
 		return nil
 	}
@@ -303,7 +306,7 @@ func (c *cache) entityVia(id string, now unixNano, m *entityMemo, stripe uint8) 
 	epoch := c.epoch.Load()
 	if m != nil {
 		if e := m.e; e != nil && m.epoch == epoch && e.expires > now && e.entity.ID == id {
-			m.hits.Add(1)
+			*pending++ // counted by the caller, see resolutionVia
 			return e
 		}
 	}
@@ -319,7 +322,6 @@ func (c *cache) entityVia(id string, now unixNano, m *entityMemo, stripe uint8) 
 	s.hits.Add(1)
 	if m != nil {
 		setIfChanged(&m.e, e)
-		setIfChanged(&m.hits, &c.memoHits[stripe%counterStripes].n)
 		m.epoch = epoch
 	}
 	return e
@@ -488,7 +490,7 @@ func (c *cache) stats() CacheStats {
 	for i := range c.memoHits {
 		st.Hits += c.memoHits[i].n.Load()
 	}
-	return st
+	return st // plus the grants' (decisionCounts.memoHits)
 }
 
 // invalidate drops every cached limit resolution and entity, and the
@@ -512,4 +514,12 @@ func (l *Limiter) forgetConfig() {
 	l.forgetDenials()
 	l.fail.expire()
 	l.seenGen.Store(g)
+}
+
+// cacheStats is the config cache's counters, with the hits that grants
+// counted (decisionCounts.memoHits).
+func (l *Limiter) cacheStats() CacheStats {
+	st := l.cache.stats()
+	st.Hits += l.decisions.memoHits()
+	return st
 }

@@ -72,16 +72,23 @@ type limitCounters struct {
 const counterStripes = 4
 
 // counterStripe is one stripe of a limit's counts, a cache line of its own.
+//
+// grantedHit counts grants that are also a hit of the config cache
+// through a lease state's memory (leaseData.memoHits): one atomic add
+// for both counts, the usual warm acquire's. Granted sums both; the
+// cache's hits add grantedHit of every limit (Limiter.Stats).
 type counterStripe struct {
-	granted, denied, shadowDenied, degraded, near atomic.Uint64
-	_                                             [64 - 5*8]byte
+	granted, denied, shadowDenied, degraded, near, grantedHit atomic.Uint64
+	_                                                         [64 - 6*8]byte
 }
 
 // sum returns the counts of every stripe added up.
 func (c *limitCounters) sum() (out counterSums) {
 	for i := range c.stripes {
 		s := &c.stripes[i]
-		out.granted += s.granted.Load()
+		hit := s.grantedHit.Load()
+		out.granted += s.granted.Load() + hit
+		out.memoHits += hit
 		out.denied += s.denied.Load()
 		out.shadowDenied += s.shadowDenied.Load()
 		out.degraded += s.degraded.Load()
@@ -90,7 +97,7 @@ func (c *limitCounters) sum() (out counterSums) {
 	return out
 }
 
-type counterSums struct{ granted, denied, shadowDenied, degraded, near uint64 }
+type counterSums struct{ granted, denied, shadowDenied, degraded, near, memoHits uint64 }
 
 // get returns the counters of resource and limit, those of OtherSeries
 // once MaxDecisionSeries pairs are counted. Racing first uses may store a
@@ -111,6 +118,24 @@ func (c *decisionCounts) get(resource, limit string) *limitCounters {
 		c.n.Add(1)
 	}
 	return v.(*limitCounters)
+}
+
+// memoHits returns the config cache hits counted with grants (grantedHit).
+func (c *decisionCounts) memoHits() (n uint64) {
+	c.m.Range(func(_, v any) bool {
+		n += v.(*limitCounters).sum().memoHits
+		return true
+	})
+	return n
+}
+
+// countMemoHits counts in the cache's stats the hits through d's
+// memory that no decision counted, and forgets them.
+func (l *Limiter) countMemoHits(d *leaseData) {
+	if d.memoHits != 0 {
+		l.cache.memoHits[d.stripe%counterStripes].n.Add(d.memoHits)
+		d.memoHits = 0
+	}
 }
 
 // snapshot returns the counts, by resource and limit.
@@ -150,18 +175,20 @@ func (l *Limiter) noteDecision(d *leaseData, granted bool) {
 			switch {
 			case exceeded && pl.shadow:
 				c.shadowDenied.Add(1)
+			case granted && d.memoHits > 0:
+				c.grantedHit.Add(1)
+				d.memoHits--
 			case granted:
 				c.granted.Add(1)
 			case exceeded:
 				c.denied.Add(1)
 				l.topDenied.add(b.Key.Entity, b.Key.Resource, lr.Name)
 			}
-			use := useOf(lr, granted, exceeded)
-			if use >= NearLimit {
+			if nearOf(lr, granted, exceeded) {
 				c.near.Add(1)
 			}
 			if pl.alertAt[0] != 0 && l.alertFn != nil {
-				l.alerts.observe(l, b.Key.Entity, b.Key.Resource, lr.Name, &pl.alertAt, use, d.req.Now)
+				l.alerts.observe(l, b.Key.Entity, b.Key.Resource, lr.Name, &pl.alertAt, useOf(lr, granted, exceeded), d.req.Now)
 			}
 		}
 	}
@@ -195,6 +222,26 @@ func (d *leaseData) counter(k int, resource, limit string) *limitCounters {
 // noteDegraded counts a degraded lease for resource.
 func (l *Limiter) noteDegraded(resource string) {
 	l.decisions.get(resource, DegradedLimit).stripes[0].degraded.Add(1)
+}
+
+// nearOf reports whether useOf(lr, granted, exceeded) is NearLimit or
+// above. A use of at most half the capacity, which integers tell, is
+// below it whatever the rounding of the division (less than a part in
+// 10^15): the usual decision, of a limit far from its capacity, divides
+// nothing.
+func nearOf(lr *store.LimitRequest, granted, exceeded bool) bool {
+	capacity := lr.Params.Capacity
+	if capacity <= 0 {
+		return false // useOf is 0
+	}
+	tokens := lr.Observed.Tokens
+	if granted || exceeded {
+		tokens -= lr.Amount
+	}
+	if capacity-min(tokens, capacity) <= capacity/2 {
+		return false
+	}
+	return useOf(lr, granted, exceeded) >= NearLimit
 }
 
 // useOf is the share of lr's capacity taken after the decision: after the

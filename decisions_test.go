@@ -2,8 +2,10 @@ package tollgate_test
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/tollgate-rl/tollgate"
 	"github.com/tollgate-rl/tollgate/store/memory"
@@ -94,4 +96,52 @@ func TestDecisionsDegraded(t *testing.T) {
 		}
 	}
 	t.Errorf("no degraded decision counted: %+v", lim.Stats().Decisions)
+}
+
+// A warm acquire's grant and its config cache hit are counted together
+// (one atomic add): both counts stay exact, for grants, refusals and
+// peeks alike.
+func TestGrantsAndCacheHitsCountedTogether(t *testing.T) {
+	ctx := context.Background()
+	lim, err := tollgate.New(memory.New())
+	if err != nil {
+		t.Fatal(err)
+	}
+	opt := tollgate.WithLimits(tollgate.RateLimit("rph", 5, time.Hour))
+	one := tollgate.Consume{"rph": 1}
+	le, err := lim.Acquire(ctx, "k", "api", one, opt) // warms the cache
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := le.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	before := lim.Stats()
+	for range 4 {
+		le, err := lim.Acquire(ctx, "k", "api", one, opt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := le.Commit(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 3 { // refused: the limit is spent
+		if _, err := lim.Acquire(ctx, "k", "api", one, opt); !errors.Is(err, tollgate.ErrRateLimited) {
+			t.Fatalf("Acquire: %v, want a refusal", err)
+		}
+	}
+	if _, err := lim.Available(ctx, "k", "api", opt); err != nil {
+		t.Fatal(err)
+	}
+	after := lim.Stats()
+	if got := after.Cache.Hits - before.Cache.Hits; got != 8 {
+		t.Errorf("cache hits: %d more, want 8 (4 grants, 3 refusals, 1 peek)", got)
+	}
+	if after.Cache.Misses != before.Cache.Misses {
+		t.Errorf("cache misses: %d, want %d", after.Cache.Misses, before.Cache.Misses)
+	}
+	if len(after.Decisions) != 1 || after.Decisions[0].Granted != 5 || after.Decisions[0].Denied != 3 {
+		t.Errorf("decisions %+v, want 5 granted and 3 denied", after.Decisions)
+	}
 }

@@ -306,11 +306,11 @@ func (le *Lease) durableErr(ctx context.Context, d *leaseData, op string, err er
 		return nil // before the subject is built: the common case allocates nothing
 	case errors.Is(err, model.ErrLeaseNotFound):
 		return fmt.Errorf("%s lease %s of %s/%s: ended elsewhere (reclaimed after its expiry, or ended by another process): %w (%w)",
-			op, d.rec.ID, le.ent.ID, le.resource, model.ErrLeaseExpired, err)
+			op, d.rec.ID, le.key.ent.ID, le.key.resource, model.ErrLeaseExpired, err)
 	case errors.As(err, new(*model.LeaseEndedError)):
 		return err // it says how
 	}
-	return storeErr(ctx, op, le.ent.ID+"/"+le.resource, err)
+	return storeErr(ctx, op, le.key.ent.ID+"/"+le.key.resource, err)
 }
 
 // reload reads d's record again after a write met another version: another

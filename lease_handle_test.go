@@ -245,3 +245,56 @@ func TestLeaseCommitWritesNothingWithoutAdjustments(t *testing.T) {
 		t.Errorf("inflight after Commit = %d, want 1 (returned)", got)
 	}
 }
+
+// Handles share their entity and resource (a key kept by the config
+// cache's entry of the entity): leases alternating between entities and
+// resources, ended or live, each keep answering their own pair, and a
+// hot pair's acquires allocate nothing for it.
+func TestLeaseHandlesKeepTheirPair(t *testing.T) {
+	ctx := context.Background()
+	lim, err := tollgate.New(memory.New())
+	if err != nil {
+		t.Fatal(err)
+	}
+	opt := tollgate.WithLimits(tollgate.PerSecond("rps", 1_000_000))
+	pairs := []struct{ entity, resource string }{{"a", "api"}, {"a", "llm"}, {"b", "api"}, {"a", "api"}, {"b", "llm"}}
+	type held struct {
+		le               *tollgate.Lease
+		entity, resource string
+	}
+	var all []held
+	for i := range 200 {
+		p := pairs[i%len(pairs)]
+		le, err := lim.Acquire(ctx, p.entity, p.resource, tollgate.Consume{"rps": 1}, opt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i%3 != 0 { // some stay live
+			if err := le.Commit(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		all = append(all, held{le, p.entity, p.resource})
+	}
+	for i, h := range all {
+		if h.le.Entity() != h.entity || h.le.Resource() != h.resource {
+			t.Errorf("lease %d: %s/%s, want %s/%s", i, h.le.Entity(), h.le.Resource(), h.entity, h.resource)
+		}
+	}
+	if raceEnabled {
+		return // the race detector allocates on its own
+	}
+	one := tollgate.Consume{"rps": 1}
+	allocs := testing.AllocsPerRun(1000, func() {
+		le, err := lim.Acquire(ctx, "hot", "api", one, opt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := le.Commit(ctx); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if allocs > 0.25 { // a batch of handles now and then, nothing per lease
+		t.Errorf("a hot pair's acquire+commit: %v allocations, want at most 0.25", allocs)
+	}
+}

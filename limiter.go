@@ -179,7 +179,7 @@ type Stats struct {
 
 // Stats returns the limiter's counters.
 func (l *Limiter) Stats() Stats {
-	return Stats{Cache: l.cache.stats(), Degraded: l.fail.degraded.Load(), Shadow: l.shadow.snapshot(),
+	return Stats{Cache: l.cacheStats(), Degraded: l.fail.degraded.Load(), Shadow: l.shadow.snapshot(),
 		Decisions: l.decisions.snapshot(), TopDenied: l.topDenied.snapshot(),
 		Deny: l.deny.stats()}
 }

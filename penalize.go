@@ -44,7 +44,7 @@ func (l *Limiter) Penalize(ctx context.Context, entity, resource string, until t
 		return err
 	}
 	var chainBuf [model.MaxCascadeDepth]*model.Entity
-	chain, err := l.chain(ctx, ns, entity, now, &chainBuf, nil, 0)
+	chain, err := l.chain(ctx, ns, entity, now, &chainBuf, nil, nil)
 	if err != nil {
 		return err
 	}
@@ -141,7 +141,7 @@ func (le *Lease) Penalize(ctx context.Context, until time.Time, reason string, l
 	}
 	if len(d.req.Buckets) == 0 { // degraded: the lease knows no limits
 		d.mu.Unlock()
-		return d.lim.Penalize(ctx, le.ent.ID, le.resource, until, reason, limits, opts...)
+		return d.lim.Penalize(ctx, le.key.ent.ID, le.key.resource, until, reason, limits, opts...)
 	}
 	// A copy, so that the store is not called under the lease's lock.
 	b := d.req.Buckets[0]

@@ -11,14 +11,14 @@ import (
 // resolve returns the limits in effect for entity and resource (see
 // storedLimits), cached. Store failures are returned as *UnavailableError.
 func (l *Limiter) resolve(ctx context.Context, ns, entity, resource string, now unixNano) (*resolution, error) {
-	return l.resolveVia(ctx, ns, entity, resource, now, nil, 0)
+	return l.resolveVia(ctx, ns, entity, resource, now, nil, nil)
 }
 
 // resolveVia is resolve, looked up through m (nil: none), counting a hit
 // through it in stripe (see cache.resolutionVia).
-func (l *Limiter) resolveVia(ctx context.Context, ns, entity, resource string, now unixNano, m *resolutionMemo, stripe uint8) (*resolution, error) {
+func (l *Limiter) resolveVia(ctx context.Context, ns, entity, resource string, now unixNano, m *resolutionMemo, pending *uint64) (*resolution, error) {
 	k := store.BucketKey{Entity: entity, Resource: resource}
-	if r := l.cache.resolutionVia(k, now, m, stripe); r != nil {
+	if r := l.cache.resolutionVia(k, now, m, pending); r != nil {
 		return r, nil
 	}
 	epoch := l.cache.epoch.Load()
@@ -62,13 +62,13 @@ func storedLimits(ctx context.Context, s store.Store, ns, entity, resource strin
 // entity returns the cached or stored entity, with found == false for an
 // entity that does not exist.
 func (l *Limiter) entity(ctx context.Context, ns, id string, now unixNano) (*entityEntry, error) {
-	return l.entityVia(ctx, ns, id, now, nil, 0)
+	return l.entityVia(ctx, ns, id, now, nil, nil)
 }
 
 // entityVia is entity, looked up through m (nil: none), counting a hit
 // through it in stripe (see cache.entityVia).
-func (l *Limiter) entityVia(ctx context.Context, ns, id string, now unixNano, m *entityMemo, stripe uint8) (*entityEntry, error) {
-	if e := l.cache.entityVia(id, now, m, stripe); e != nil {
+func (l *Limiter) entityVia(ctx context.Context, ns, id string, now unixNano, m *entityMemo, pending *uint64) (*entityEntry, error) {
+	if e := l.cache.entityVia(id, now, m, pending); e != nil {
 		return e, nil
 	}
 	epoch := l.cache.epoch.Load()
@@ -90,12 +90,12 @@ func (l *Limiter) entityVia(ctx context.Context, ns, id string, now unixNano, m 
 // with its id alone. memo, unless nil, remembers the entry found at each
 // depth for the next call with the same state, counting its hits in
 // stripe (cache.entityVia).
-func (l *Limiter) chain(ctx context.Context, ns, entity string, now unixNano, buf *[model.MaxCascadeDepth]*model.Entity, memo *[model.MaxCascadeDepth]entityMemo, stripe uint8) ([]*model.Entity, error) {
+func (l *Limiter) chain(ctx context.Context, ns, entity string, now unixNano, buf *[model.MaxCascadeDepth]*model.Entity, memo *[model.MaxCascadeDepth]entityMemo, pending *uint64) ([]*model.Entity, error) {
 	var m *entityMemo
 	if memo != nil {
 		m = &memo[0]
 	}
-	e, err := l.entityVia(ctx, ns, entity, now, m, stripe)
+	e, err := l.entityVia(ctx, ns, entity, now, m, pending)
 	if err != nil {
 		return nil, err
 	}
@@ -104,7 +104,7 @@ func (l *Limiter) chain(ctx context.Context, ns, entity string, now unixNano, bu
 		if memo != nil {
 			m = &memo[len(chain)]
 		}
-		if e, err = l.entityVia(ctx, ns, e.entity.ParentID, now, m, stripe); err != nil {
+		if e, err = l.entityVia(ctx, ns, e.entity.ParentID, now, m, pending); err != nil {
 			return nil, err
 		}
 		if !e.found {

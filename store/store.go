@@ -346,6 +346,37 @@ func (r *Record) Find(name string) int {
 //
 // Time never runs backwards: if now is before r.Refilled, nothing refills.
 func Prepare(r *Record, br *BucketRequest, now int64) bool {
+	return prepare(r, br, now, nil)
+}
+
+// PrepareDebit is Prepare followed, if it returned true, by Debit, for a
+// request of a single bucket: the debit finds each limit where Prepare
+// found it, without looking up its name again.
+func PrepareDebit(r *Record, br *BucketRequest, now int64) bool {
+	var buf [8]int
+	if len(br.Limits) > len(buf) {
+		ok := Prepare(r, br, now)
+		if ok {
+			Debit(r, br)
+		}
+		return ok
+	}
+	found := buf[:len(br.Limits)]
+	if !prepare(r, br, now, found) {
+		return false
+	}
+	for i := range br.Limits {
+		if a := br.Limits[i].Amount; a != 0 {
+			l := &r.Limits[found[i]]
+			l.State = bucket.ForceConsume(l.State, a)
+		}
+	}
+	return true
+}
+
+// prepare is Prepare; found, unless nil, receives the index in r.Limits
+// of each limit of br, in order.
+func prepare(r *Record, br *BucketRequest, now int64, found []int) bool {
 	if now > r.Refilled {
 		for i := range r.Limits {
 			l := &r.Limits[i]
@@ -374,6 +405,9 @@ func Prepare(r *Record, br *BucketRequest, now int64) bool {
 			l.Params = lr.Params
 		}
 		lr.Observed = r.Limits[j].State
+		if found != nil {
+			found[i] = j
+		}
 		if lr.Check && lr.Observed.Tokens < lr.Amount {
 			ok = false
 		}

@@ -180,10 +180,7 @@ func (t *Table) Consume(ns string, req *store.ConsumeRequest) (bool, error) {
 		e = sh.entry(h, id, req.Now)
 		br.Hint = e
 	}
-	ok := store.Prepare(&e.rec, br, req.Now)
-	if ok {
-		store.Debit(&e.rec, br)
-	}
+	ok := store.PrepareDebit(&e.rec, br, req.Now)
 	if t.track {
 		sh.markDirty(id, e)
 	}
