@@ -86,13 +86,12 @@ func (c arithDraw) beyondFloor() bool {
 const arithDraws = 60
 
 // Arithmetic saturates on every backend, whatever the amounts (issue 21
-// item 4; the root package's TestArithmeticSaturatesProperty draws more
-// over memory): capacities and rates up to MaxTokens, periods of a
+// item 4): capacities and rates up to MaxTokens, periods of a
 // millisecond to 292 years, debt piled up to its saturation near -2^62
 // millitokens, up to 200 years elapsed, each draw on an entity of its own
 // from T0. The refusal says the bucket package's wait exactly, in
-// RetryAfterMS however long, RetryAfter saturating at MaxWait; Check
-// agrees; a wait the clock can reach is exact to the millisecond. A
+// RetryAfterMS however long, RetryAfter saturating at MaxWait;
+// TimeUntilAvailable and Check agree; a wait the clock can reach is exact to the millisecond. A
 // backend that held amounts in float64 (Lua numbers, DynamoDB's without
 // care) or wrapped would fail it.
 func testLimiterSaturationProperty(t *testing.T, e *env) {
@@ -166,8 +165,11 @@ func testLimiterSaturationProperty(t *testing.T, e *env) {
 			beyond++
 			continue
 		}
-		if p := ex.Primary(); ex.RetryAfterMS() != want || ex.RetryAfter != wantD || p.RetryAfterMS != want {
-			t.Fatalf("%s: RetryAfterMS %d, RetryAfter %v; want %d ms, %v", at("refusal"), ex.RetryAfterMS(), ex.RetryAfter, want, wantD)
+		if p := ex.Primary(); ex.RetryAfterMS() != want || ex.RetryAfter != wantD || p.RetryAfterMS != want || p.Waits != "" {
+			t.Fatalf("%s: RetryAfterMS %d, RetryAfter %v, primary %+v; want %d ms, %v", at("refusal"), ex.RetryAfterMS(), ex.RetryAfter, p, want, wantD)
+		}
+		if d, err := lim.TimeUntilAvailable(ctx, entity, "api", tollgate.Consume{"x": c.ask}, limits); err != nil || d != wantD {
+			t.Fatalf("%s: %v, %v; want %v", at("TimeUntilAvailable"), d, err, wantD)
 		}
 		if chk, err := lim.Check(ctx, entity, "api", tollgate.Consume{"x": c.ask}, limits); err != nil || chk == nil || chk.RetryAfterMS() != want {
 			t.Fatalf("%s: %v, %v; want %d ms", at("Check"), chk, err, want)
