@@ -128,7 +128,7 @@ func (l *Limiter) plan(ctx context.Context, d *leaseData, entity, resource strin
 		}
 	}
 	var explicit []prepared
-	if d.opts.Limits != nil {
+	if len(d.opts.Limits) > 0 { // see resetOptions
 		explicit = d.explicitLimits()
 		// Check what needs no store first, so that a request that can never
 		// be granted is refused even while the store is down.
@@ -149,8 +149,7 @@ func (l *Limiter) plan(ctx context.Context, d *leaseData, entity, resource strin
 	if explicit != nil && d.opts.OnUnavailable == "" {
 		l.refreshSystemMode(ctx, ns, now)
 	}
-	var chainBuf [model.MaxCascadeDepth]*model.Entity
-	chain, err := l.chain(ctx, ns, entity, now, &chainBuf, &d.entities, &d.memoHits)
+	chain, err := l.chain(ctx, ns, entity, now, &d.chain, &d.entities, &d.memoHits)
 	if err != nil {
 		return ns, err
 	}
@@ -221,7 +220,14 @@ func (l *Limiter) plan(ctx context.Context, d *leaseData, entity, resource strin
 			setIfChanged(&lr.Name, p.limit.Name)
 			// A shadow limit is debited, never checked: the store grants
 			// without it, and its status says whether it would have.
-			lr.Params, lr.Check, lr.Amount = p.params, check && !p.shadow, amount
+			// The parameters field by field too: Params holds a string
+			// (the window's zone), so a whole copy takes the bulk write
+			// barrier while the GC marks; the zone is usually the same.
+			lr.Params.Capacity, lr.Params.Amount, lr.Params.Period = p.params.Capacity, p.params.Amount, p.params.Period
+			if lr.Params.Window != p.params.Window {
+				lr.Params.Window = p.params.Window
+			}
+			lr.Check, lr.Amount = check && !p.shadow, amount
 			lr.Observed, lr.Wait = bucket.State{}, 0
 		}
 		var br *store.BucketRequest
@@ -245,7 +251,13 @@ func (l *Limiter) plan(ctx context.Context, d *leaseData, entity, resource strin
 	if cap(limitBuf) != cap(d.limits) {
 		d.limits = limitBuf[:0]
 	}
-	d.kinds = kinds // no pointers: no write barrier to save
+	// A slice's array pointer takes a write barrier like any pointer,
+	// even to an array without pointers: the same array, only the length.
+	if cap(kinds) != cap(d.kinds) {
+		d.kinds = kinds
+	} else {
+		d.kinds = d.kinds[:len(kinds)]
+	}
 	if d.opts.Reservation != "" && reserved == 0 && consume != nil {
 		return ns, model.Invalid("consume", d.opts.Reservation, "a reservation takes a token of a reserved limit: "+
 			"name one of entity "+strconv.Quote(entity)+"'s reserved limits for resource "+strconv.Quote(resource)+" with 1")

@@ -91,9 +91,11 @@ func (d *leaseData) explicitLimits() []prepared {
 // the fields that changed (see plan on write barriers).
 func (d *leaseData) resetOptions() {
 	o := &d.opts
-	if o.Limits != nil {
-		o.Limits = nil
-	}
+	// Only the length: the slice stays for WithLimits to find in place
+	// when the next call passes the same (hoisted) option, and neither
+	// store takes a write barrier; no limits are set while it is empty
+	// (WithLimits never sets an empty one).
+	o.Limits = o.Limits[:0]
 	if o.OnUnavailable != "" {
 		o.OnUnavailable = ""
 	}

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/tollgate-rl/tollgate"
 	"github.com/tollgate-rl/tollgate/model"
@@ -296,5 +297,49 @@ func TestLeaseHandlesKeepTheirPair(t *testing.T) {
 	})
 	if allocs > 0.25 { // a batch of handles now and then, nothing per lease
 		t.Errorf("a hot pair's acquire+commit: %v allocations, want at most 0.25", allocs)
+	}
+}
+
+// TestRecycledStateForgetsCallLimits checks that a lease state recycled
+// after a call with WithLimits (whose slice it keeps, cut to length 0)
+// plans the next call by that call's options alone: without WithLimits
+// the stored configuration (none here: the limit is unknown), with
+// another WithLimits that one, with the same hoisted option again its
+// limits.
+func TestRecycledStateForgetsCallLimits(t *testing.T) {
+	ctx := context.Background()
+	lim, err := tollgate.New(memory.New())
+	if err != nil {
+		t.Fatal(err)
+	}
+	one := tollgate.Consume{"rps": 1}
+	wide := tollgate.WithLimits(tollgate.PerSecond("rps", 1_000_000))
+	narrow := tollgate.WithLimits(tollgate.RateLimit("rps", 1, time.Hour))
+	steps := []struct {
+		name, entity string
+		opts         []tollgate.AcquireOption
+		granted      bool
+	}{
+		{"hoisted option", "e", []tollgate.AcquireOption{wide}, true},
+		{"no option", "e", nil, false},
+		{"hoisted option again", "e", []tollgate.AcquireOption{wide}, true},
+		{"another option, first", "n", []tollgate.AcquireOption{narrow}, true},
+		{"another option, spent", "n", []tollgate.AcquireOption{narrow}, false},
+		{"the first again", "e", []tollgate.AcquireOption{wide}, true},
+		{"the other, still spent", "n", []tollgate.AcquireOption{narrow}, false},
+		{"no option again", "e", nil, false},
+	}
+	for round := range 3 { // the same state, recycled, most likely
+		for _, s := range steps {
+			le, err := lim.Acquire(ctx, s.entity, "api"+strconv.Itoa(round), one, s.opts...)
+			if got := err == nil; got != s.granted {
+				t.Fatalf("round %d, %s: err %v, want granted %v", round, s.name, err, s.granted)
+			}
+			if err == nil {
+				if err := le.Commit(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
 	}
 }

@@ -99,7 +99,10 @@ func (l *Limiter) chain(ctx context.Context, ns, entity string, now unixNano, bu
 	if err != nil {
 		return nil, err
 	}
-	chain := append(buf[:0], &e.entity)
+	// buf is the state's, kept across calls: a pointer already in place
+	// is not stored again (a write barrier while the GC marks).
+	chain := buf[:0]
+	chain = appendIfChanged(chain, &e.entity)
 	for len(chain) < model.MaxCascadeDepth && e.found && e.entity.Cascade && e.entity.ParentID != "" {
 		if memo != nil {
 			m = &memo[len(chain)]
@@ -110,7 +113,17 @@ func (l *Limiter) chain(ctx context.Context, ns, entity string, now unixNano, bu
 		if !e.found {
 			break
 		}
-		chain = append(chain, &e.entity)
+		chain = appendIfChanged(chain, &e.entity)
 	}
 	return chain, nil
+}
+
+// appendIfChanged appends e to chain, whose backing array (of
+// model.MaxCascadeDepth entities) may already hold it there.
+func appendIfChanged(chain []*model.Entity, e *model.Entity) []*model.Entity {
+	chain = chain[:len(chain)+1]
+	if p := &chain[len(chain)-1]; *p != e {
+		*p = e
+	}
+	return chain
 }

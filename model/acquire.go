@@ -96,8 +96,9 @@ type AcquireOption func(*AcquireSettings)
 // The zero value is a call without options.
 type AcquireSettings struct {
 	// Limits are WithLimits' limits, checked when the option was made (a
-	// copy: the option's caller may reuse its slice); nil: the stored
-	// configuration.
+	// copy: the option's caller may reuse its slice); empty: the stored
+	// configuration (recycled settings may keep an earlier call's slice,
+	// cut to length 0).
 	Limits []Limit
 	// OnUnavailable is WithOnUnavailable's mode; "": the stored setting.
 	OnUnavailable OnUnavailable
@@ -146,7 +147,16 @@ func WithLimits(limits ...Limit) AcquireOption {
 		return func(s *AcquireSettings) { s.fail(err) }
 	}
 	limits = slices.Clone(limits)
-	return func(s *AcquireSettings) { s.Limits = limits }
+	return func(s *AcquireSettings) {
+		// Settings recycled from a call with this same option (a hoisted
+		// one) still hold limits, with its length cut to 0: only the
+		// length is stored, which takes no write barrier.
+		if cap(s.Limits) == cap(limits) && &s.Limits[:1][0] == &limits[:1][0] {
+			s.Limits = s.Limits[:len(limits)]
+			return
+		}
+		s.Limits = limits
+	}
 }
 
 // WithOnUnavailable sets what this call does if the store cannot answer,
