@@ -19,12 +19,11 @@ import (
 // forwards nothing either way, the connections staying open: a server
 // stopped with SIGSTOP, or a network that drops every packet.
 type stallRelay struct {
-	ln      net.Listener
-	to      string
-	gate    sync.RWMutex // held for writing while hung
-	mu      sync.Mutex
-	conns   []net.Conn
-	stopped bool
+	ln    net.Listener
+	to    string
+	gate  sync.RWMutex // held for writing while hung
+	mu    sync.Mutex
+	conns []net.Conn
 }
 
 func newStallRelay(t *testing.T, to string) *stallRelay {
