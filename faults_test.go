@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -743,6 +744,11 @@ func TestFaultStoreTimeoutWithLiveContextIsUnavailable(t *testing.T) {
 	_, err := lim.Acquire(ctx, "k", "api", tollgate.Consume{"rpm": 1}, rpm100)
 	if !errors.Is(err, tollgate.ErrUnavailable) {
 		t.Errorf("Block: err = %v, want ErrUnavailable (caller's ctx is live)", err)
+	}
+	// The store's deadline is not the caller's: nothing in the chain
+	// says context.DeadlineExceeded, whatever the backend's error.
+	if errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "request timed out") {
+		t.Errorf("Block: err = %v, want the store's text without context.DeadlineExceeded in its chain", err)
 	}
 	le, err := lim.Acquire(ctx, "k", "api", tollgate.Consume{"rpm": 1}, rpm100, tollgate.WithOnUnavailable(tollgate.Allow))
 	if err != nil || le == nil || !le.Degraded() {

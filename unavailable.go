@@ -113,7 +113,11 @@ func (l *Limiter) failed(ctx context.Context, ns, entity, resource string, mode 
 // (model.ErrDomain) keep their identity, wrapped with the subject unless
 // they are validation errors; errors after the caller's context ended pass
 // through; anything else (including a store's own timeout) becomes an
-// *UnavailableError.
+// *UnavailableError. A store's own deadline (a call timeout, an HTTP
+// client's) keeps its text but not its context error: with the caller's
+// context alive, a cause matching context.DeadlineExceeded would read as
+// the caller's own deadline to code that tests for it before
+// ErrUnavailable.
 func storeErr(ctx context.Context, op, subject string, err error) error {
 	switch {
 	case err == nil:
@@ -124,6 +128,8 @@ func storeErr(ctx context.Context, op, subject string, err error) error {
 		return err
 	case errors.Is(err, model.ErrDomain):
 		return fmt.Errorf("%s %s: %w", op, subject, err)
+	case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled):
+		err = errors.New(err.Error())
 	}
 	return &model.UnavailableError{Op: op, Err: err}
 }

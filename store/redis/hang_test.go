@@ -98,10 +98,11 @@ func (r *stallRelay) close() {
 // deciding: a degraded grant in mode allow, *UnavailableError in block
 // and by default; when Redis answers again, normal grants at once; and
 // never more grants than the limit admits (the writes the relay held
-// land late: debited, never granted). Unlike store/dynamodb's ErrTimeout,
-// the cause still matches context.DeadlineExceeded (the call's own
-// deadline); the limiter tells it from the caller's by the caller's
-// context, as TestFaultCancelledContextIsNotDegraded shows.
+// land late: debited, never granted). The call's own deadline is not the
+// caller's: the limiter tells them apart by the caller's context (as
+// TestFaultCancelledContextIsNotDegraded shows) and keeps only the text
+// of the store's, so that the error does not match
+// context.DeadlineExceeded.
 func TestHungServerAnswersWithinTheCallTimeout(t *testing.T) {
 	if serverURL == "" {
 		t.Skip("no redis-server")
@@ -161,6 +162,8 @@ func TestHungServerAnswersWithinTheCallTimeout(t *testing.T) {
 				t.Errorf("hung, mode allow: %v, %v; want a degraded grant", le, err)
 			case mode != tollgate.Allow && !errors.As(err, &ue):
 				t.Errorf("hung, mode %q: %v, %v; want *UnavailableError", mode, le, err)
+			case mode != tollgate.Allow && errors.Is(err, context.DeadlineExceeded):
+				t.Errorf("hung, mode %q: %v matches context.DeadlineExceeded, which callers take for their own deadline", mode, err)
 			}
 			t.Logf("hung, round %d, mode %q: answered in %v (%v)", round, mode, took, err)
 		}
