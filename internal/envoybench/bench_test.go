@@ -194,14 +194,7 @@ func startTollgate(tb testing.TB, bin, dir, store string) tollgateService {
 		tb.Fatal(err)
 	}
 	cfg := filepath.Join(dir, "rls.yaml")
-	write(tb, cfg, fmt.Sprintf(`domains:
-  - domain: bench
-    descriptors:
-      - key: key
-        entity: "{value}"
-        resource: api
-        limits: ["rps:%d/sec"]
-`, generousLimit))
+	write(tb, cfg, rlsConfig(generousLimit))
 	grpcAddr, httpAddr := freeAddr(tb), freeAddr(tb)
 	// A store call may take up to 10 s (not 1): the machine is shared, and a
 	// stall of a loaded machine should slow a round, not end the run.
@@ -237,4 +230,18 @@ descriptors:
 	pid := start(tb, exec.Command(bin), env, false)
 	waitPort(tb, grpcAddr)
 	return tollgateService{grpc: grpcAddr, http: httpAddr, pid: pid}
+}
+
+// rlsConfig is the rate-limit service's configuration for the benchmarks:
+// domain bench, each descriptor value an entity of its own, with limit
+// requests a second.
+func rlsConfig(limit int) string {
+	return fmt.Sprintf(`domains:
+  - domain: bench
+    descriptors:
+      - key: key
+        entity: "{value}"
+        resource: api
+        limits: ["rps:%d/sec"]
+`, limit)
 }

@@ -27,14 +27,7 @@ import (
 // its address.
 func serveRLS(t testing.TB, limit int) string {
 	t.Helper()
-	cfg, err := rls.ParseConfig(fmt.Appendf(nil, `domains:
-  - domain: bench
-    descriptors:
-      - key: key
-        entity: "{value}"
-        resource: api
-        limits: ["rps:%d/sec"]
-`, limit))
+	cfg, err := rls.ParseConfig([]byte(rlsConfig(limit)))
 	if err != nil {
 		t.Fatal(err)
 	}
