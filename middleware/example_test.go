@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 
 	"github.com/tollgate-rl/tollgate"
+	"github.com/tollgate-rl/tollgate/clock"
 	"github.com/tollgate-rl/tollgate/middleware"
 	"github.com/tollgate-rl/tollgate/store/memory"
 )
@@ -18,7 +20,8 @@ import (
 // middleware takes a client.Client to enforce the limits through a
 // tollgate serve instead.
 func ExampleHTTP() {
-	lim, _ := tollgate.New(memory.New())
+	clk := clock.NewFake(time.Date(2026, 1, 1, 9, 0, 0, 0, time.UTC)) // the example's time stands still
+	lim, _ := tollgate.New(memory.New(), tollgate.WithClock(clk))
 	perKey := func(r *http.Request) (middleware.Key, error) {
 		return middleware.Key{
 			Entity: r.Header.Get("X-API-Key"), Resource: "api", Consume: tollgate.Consume{"rpm": 1},
@@ -71,7 +74,8 @@ func ExampleUnaryServerInterceptor() {
 // "anonymous" budget, and a refusal is answered with a page of its own
 // (the RateLimit and Retry-After header fields already set).
 func ExampleWithDefaultEntity() {
-	lim, _ := tollgate.New(memory.New())
+	clk := clock.NewFake(time.Date(2026, 1, 1, 9, 0, 0, 0, time.UTC))
+	lim, _ := tollgate.New(memory.New(), tollgate.WithClock(clk))
 	perKey := func(r *http.Request) (middleware.Key, error) {
 		return middleware.Key{
 			Entity: r.Header.Get("X-API-Key"), Resource: "api", Consume: tollgate.Consume{"rph": 1},
