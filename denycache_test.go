@@ -523,7 +523,20 @@ func TestDenyCacheRefundRaces(t *testing.T) {
 		}
 		_ = le.Rollback(e.ctx)
 	}
+	// The rounds above race only when the scheduler interleaves them (with
+	// one P a goroutine may take and give back its token undisturbed), so
+	// that memory serves refusals at all is checked on its own.
+	held, err := e.lim.Acquire(e.ctx, "held", "api", one, limits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if _, err := e.lim.Acquire(e.ctx, "held", "api", one, limits); !errors.Is(err, tollgate.ErrRateLimited) {
+			t.Fatalf("acquire on a held bucket: %v, want a refusal", err)
+		}
+	}
 	if e.served() == 0 {
 		t.Error("no refusal was served from memory")
 	}
+	_ = held.Rollback(e.ctx)
 }
