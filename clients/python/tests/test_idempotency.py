@@ -121,15 +121,18 @@ class LostAnswersTest(ServerTest):
     def test_sends_again_within_the_timeout(self):
         # 0.1 s leaves room for the 50 ms pause before the second send, not
         # for the 200 ms one before a third.
-        client = tollgate.Client(self.proxy.url, timeout=0.1)
+        # A proxy of its own: the send the client gave up on may reach it
+        # after this test, and must not count as a later test's send.
+        proxy = LossyProxy(support.server().url)
+        self.addCleanup(proxy.close)
+        client = tollgate.Client(proxy.url, timeout=0.1)
         resource = self.limits_resource(["rpm:10"])
-        before = self.proxy.lose_next(5)
+        proxy.lose_next(5)
         start = time.monotonic()
         with self.assertRaises(tollgate.ServerUnreachable):
             client.acquire_and_commit(uid("key"), resource, {"rpm": 1})
-        self.assertLessEqual(self.proxy.sent - before, 2)
+        self.assertLessEqual(proxy.sent, 2)
         self.assertLess(time.monotonic() - start, 0.2)
-        self.proxy.lose_next(0)
 
     def test_without_idempotency_keys_no_key_and_no_acquire_sent_again(self):
         client = tollgate.Client(self.proxy.url, idempotency_keys=False)
