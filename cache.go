@@ -150,9 +150,10 @@ type entityEntry struct {
 	expires unixNano
 	found   bool
 	entity  model.Entity
-	// key is the lease key of the last lease of entity (leaseData.keyOf),
-	// for the next leases of the same resource to share.
-	key atomic.Pointer[leaseKey]
+	// keys are the lease keys of the last lease of entity of a state of
+	// each stripe (leaseData.keyOf), for that state's next leases of the
+	// same resource to share.
+	keys [counterStripes]atomic.Pointer[leaseKey]
 }
 
 // newCache returns a cache of entries that live for ttl, at most size

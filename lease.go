@@ -23,11 +23,9 @@ type Lease struct {
 	// The lease's state is recycled when it ends (an acquire then needs
 	// only this small handle, see leaseData.newLease); the state's
 	// current handle (leaseData.handles) tells the live one from stale
-	// ones. key is the lease's entity and resource, shared with other
-	// leases of the same pair: 16 bytes a handle, half what the entity
-	// and resource themselves take, so the collector runs half as often
-	// on the acquire path.
-	d   *leaseData
+	// ones. key is the lease's state, entity and resource, shared with
+	// the state's other leases of the same pair: 8 bytes a handle, so
+	// that the collector runs as seldom as it can on the acquire path.
 	key *leaseKey
 }
 
@@ -220,10 +218,10 @@ func (le *Lease) Resource() string { return le.key.resource }
 // Degraded reports whether the lease was granted without the store (Allow
 // mode while the store was unavailable): nothing was consumed, and Commit and
 // Rollback write nothing.
-func (le *Lease) Degraded() bool { return le.d.cause != nil }
+func (le *Lease) Degraded() bool { return le.key.d.cause != nil }
 
 // Cause returns the store error that made the lease degraded, or nil.
-func (le *Lease) Cause() error { return le.d.cause }
+func (le *Lease) Cause() error { return le.key.d.cause }
 
 // Statuses reports every limit the lease debited, with balances just after
 // the grant. A degraded or ended lease has none, nor has a resumed one

@@ -7,10 +7,12 @@ import (
 // Lease handles and their batches, and the recycling of a lease's state
 // behind them (see Lease and leaseData in lease.go).
 
-// leaseKey is the entity and resource of leases, never changed once made:
-// handles share it. ent is the entity as the acquire found it (the config
-// cache's entry, which never changes once cached).
+// leaseKey is the state, entity and resource of leases, never changed
+// once made: the handles of one state's leases of one pair share it. ent
+// is the entity as the acquire found it (the config cache's entry, which
+// never changes once cached).
 type leaseKey struct {
+	d        *leaseData
 	ent      *model.Entity
 	resource string
 }
@@ -19,15 +21,12 @@ type leaseKey struct {
 func (l *Limiter) getLeaseData() *leaseData { return l.leases.Get().(*leaseData) }
 
 // handleBatch is how many lease handles newLease allocates at once. The
-// bytes per acquire are a handle's 16 whatever the batch; a larger batch
-// makes fewer allocations (one per 63 acquires) and fewer passes filling a
-// new batch, and a handle kept long after its lease ended keeps 1 KiB in
-// memory.
-//
-// 63 rather than 64: a batch with pointers over 512 bytes carries an
-// 8-byte header, so 64 handles (1024 bytes) would take the 1152-byte size
-// class, and 63 fill the 1024-byte one.
-const handleBatch = 63
+// bytes per acquire are a handle's 8 whatever the batch; a larger batch
+// makes fewer allocations and fewer passes filling a new batch, and a
+// handle kept long after its lease ended keeps its batch in memory. 64
+// handles fill the 512-byte size class exactly (a batch with pointers
+// over 512 bytes would carry an 8-byte header).
+const handleBatch = 64
 
 // newLease returns a handle to d's current lease: handles[next], which
 // recycle (or newLeaseData) picked, so that an acquire writes nothing
@@ -43,7 +42,7 @@ const handleBatch = 63
 //
 // ent is the lease's entity, whose ID is the one acquired for; it must
 // never change (the config cache's entries do not). A new batch comes
-// filled with d and with the entity and resource of the lease before,
+// filled with the key (d, entity and resource) of the lease before,
 // which the next leases of a recycled state usually share: comparing
 // costs less than storing a pointer, which takes a write barrier while
 // the collector marks.
@@ -56,21 +55,24 @@ func (d *leaseData) newLease(ent *model.Entity, resource string) *Lease {
 	return le
 }
 
-// keyOf returns a leaseKey of ent and resource: the one the config
+// keyOf returns a leaseKey of d, ent and resource: the one the config
 // cache's entry of ent (the entry plan found, d.entities[0]) keeps for
-// its last resource if that is resource, or a new one, which the entry
-// then keeps. An entity used with one resource, as most are, allocates a
-// key once per cache entry rather than once per lease.
+// d's stripe and its last resource if it is d's and that resource, or a
+// new one, which the entry then keeps. An entity used with one resource,
+// as most are, allocates a key once per cache entry and stripe (states
+// on different processors mostly have different stripes) rather than
+// once per lease.
 func (d *leaseData) keyOf(ent *model.Entity, resource string) *leaseKey {
 	e := d.entities[0].e
 	if e == nil || &e.entity != ent {
-		return &leaseKey{ent: ent, resource: resource}
+		return &leaseKey{d: d, ent: ent, resource: resource}
 	}
-	if k := e.key.Load(); k != nil && k.resource == resource {
+	slot := &e.keys[d.stripe%counterStripes]
+	if k := slot.Load(); k != nil && k.d == d && k.resource == resource {
 		return k
 	}
-	k := &leaseKey{ent: ent, resource: resource}
-	e.key.Store(k)
+	k := &leaseKey{d: d, ent: ent, resource: resource}
+	slot.Store(k)
 	return k
 }
 
@@ -93,7 +95,7 @@ func (d *leaseData) nextHandle() {
 	}
 	h := make([]Lease, handleBatch)
 	for i := range h {
-		h[i] = Lease{d: d, key: last}
+		h[i] = Lease{key: last}
 	}
 	d.handles, d.next = h, 0
 }
@@ -136,7 +138,7 @@ func (d *leaseData) recycle() {
 
 // open locks the lease's state if the lease has not ended.
 func (le *Lease) open() (*leaseData, bool) {
-	d := le.d
+	d := le.key.d
 	d.mu.Lock()
 	if d.next >= len(d.handles) || le != &d.handles[d.next] {
 		d.mu.Unlock()

@@ -105,7 +105,7 @@ func (l *Limiter) failed(ctx context.Context, ns, entity, resource string, mode 
 	l.noteDegraded(resource)
 	// State of its own, never recycled, so that the handle keeps its cause.
 	d := &leaseData{lim: l, cause: err}
-	d.handles = []Lease{{d: d, key: &leaseKey{ent: &model.Entity{ID: entity}, resource: resource}}}
+	d.handles = []Lease{{key: &leaseKey{d: d, ent: &model.Entity{ID: entity}, resource: resource}}}
 	return &d.handles[0], nil
 }
 
