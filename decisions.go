@@ -159,6 +159,9 @@ func (c *decisionCounts) snapshot() []LimitDecisions {
 // TopDenied, and the uses of limits with alert thresholds to the alerts
 // (alerts.go). It reads only d's request: no status is built.
 func (l *Limiter) noteDecision(d *leaseData, granted bool) {
+	// The counters of a layout already counted are in place, in order;
+	// they are once every limit of the layout was looked up.
+	counted, every := d.layout.valid && d.layout.counted, true
 	k := 0
 	for bi := range d.req.Buckets {
 		b := &d.req.Buckets[bi]
@@ -166,10 +169,17 @@ func (l *Limiter) noteDecision(d *leaseData, granted bool) {
 			lr := &b.Limits[li]
 			if k >= len(d.kinds) || !d.kinds[k].checked {
 				k++
+				every = false
 				continue // not asked for: no part in the decision
 			}
 			pl := &d.kinds[k]
-			c := &d.counter(k, b.Key.Resource, lr.Name).stripes[d.stripe%counterStripes]
+			var lc *limitCounters
+			if counted {
+				lc = d.counters[k].c
+			} else {
+				lc = d.counter(k, b.Key.Resource, lr.Name)
+			}
+			c := &lc.stripes[d.stripe%counterStripes]
 			k++
 			exceeded := lr.Observed.Tokens < lr.Amount
 			switch {
@@ -192,6 +202,7 @@ func (l *Limiter) noteDecision(d *leaseData, granted bool) {
 			}
 		}
 	}
+	d.layout.counted = counted || d.layout.valid && every
 }
 
 // counterRef is the decision counters of a resource and limit.

@@ -428,6 +428,7 @@ func (l *Limiter) ResumeLease(ctx context.Context, id string) (*Lease, error) {
 // with an amount), its pending adjustments those of the record.
 func (d *leaseData) resume(rec *store.LeaseRecord) {
 	d.rec, d.resumed = rec, true
+	d.layout.valid, d.layout.counted = false, false // the request is rebuilt below
 	d.req.Now = rec.Created
 	buckets := d.req.Buckets[:0]
 	for _, lb := range rec.Buckets {

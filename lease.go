@@ -104,6 +104,9 @@ type leaseData struct {
 	// resolutions does the same for the resolved limits of each level
 	// (cache.resolutionVia).
 	resolutions [model.MaxCascadeDepth]resolutionMemo
+	// layout is what the request's layout was last planned from, kept
+	// across recycling (see layoutMemo).
+	layout layoutMemo
 	// memoHits counts the config cache hits that entities and resolutions
 	// remembered served the request being planned, not yet counted in
 	// the cache's stats: the decision's count of a grant counts one of
