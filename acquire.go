@@ -48,7 +48,7 @@ func (l *Limiter) acquire(ctx context.Context, entity, resource string, consume 
 	ns, err := l.plan(ctx, d, entity, resource, consume, now)
 	if err == nil {
 		var granted bool
-		remembered := l.refusesFromMemory(d)
+		remembered := l.deny != nil && l.refusesFromMemory(d) // see denycache.go
 		switch {
 		case remembered: // refused as the store would have: see denycache.go
 		case d.holds || d.opts.Durable || d.opts.IdempotencyKey != "":
