@@ -92,7 +92,7 @@ func TestRefillPlansAsTheLoop(t *testing.T) {
 		nil, // the stored configuration
 	}
 	consumes := []Consume{{"rps": 1}, {"rps": 2, "inflight": 1}, {"inflight": 1}, {"rpm": 3},
-		{"rps": 1, "rpm": 1}, {"bogus": 1}, {"gpus": 1}, {"rps": 101}}
+		{"rps": 1, "rpm": 1}, {"bogus": 1}, {"gpus": 1}, {"rps": 101}, nil}
 	entities := []string{"key", "team", "org", "solo", "other"}
 	resources := []string{"llm", "db"}
 
