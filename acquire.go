@@ -156,14 +156,22 @@ func (l *Limiter) plan(ctx context.Context, d *leaseData, entity, resource strin
 	}
 	d.req.Now = now.milli()
 	d.shadow = false
-	if explicit != nil && d.sameLayout(chain) {
-		d.refill()
-		return ns, nil
+	// A request laid out as the state's last one is planned by its
+	// amounts alone (plan_layout.go).
+	switch {
+	case explicit != nil && d.sameLayout(chain):
+		return ns, d.refill(consume)
+	case explicit == nil && l.sameStoredLayout(d, chain, resource, now):
+		if err := fitConsume(consume, d.layout.limits[0], entity, resource, &d.amounts); err != nil {
+			return ns, err
+		}
+		return ns, d.refill(consume)
 	}
 	d.layout.valid, d.layout.counted = false, false
 	buckets, limitBuf, kinds := d.req.Buckets[:0], d.limits[:0], d.kinds[:0]
 	reserved := 0 // reserved limits consumed, in every bucket
 	plain := true // no reserved limit
+	var levels [model.MaxCascadeDepth][]prepared
 	for depth, e := range chain {
 		id := e.ID
 		limits := explicit
@@ -188,6 +196,7 @@ func (l *Limiter) plan(ctx context.Context, d *leaseData, entity, resource strin
 		// may have a smaller capacity.
 		fitted := depth == 0 || explicit != nil
 		start := len(limitBuf)
+		levels[depth] = limits
 		for i := range limits {
 			p := &limits[i]
 			amount := int64(-1)
@@ -270,88 +279,10 @@ func (l *Limiter) plan(ctx context.Context, d *leaseData, entity, resource strin
 		return ns, model.Invalid("consume", d.opts.Reservation, "a reservation takes a token of a reserved limit: "+
 			"name one of entity "+strconv.Quote(entity)+"'s reserved limits for resource "+strconv.Quote(resource)+" with 1")
 	}
-	if explicit != nil && plain {
-		d.layout.valid, d.layout.depths, d.layout.kinds = true, len(chain), len(kinds)
-		if !sameSlice(d.layout.explicitOf, d.explicitOf) {
-			d.layout.explicitOf = d.explicitOf
-		}
+	if plain { // refill does not check reservations
+		d.rememberLayout(len(chain), len(kinds), explicit != nil, &levels)
 	}
 	return ns, nil
-}
-
-// layoutMemo says what a state's last request was planned from, when that
-// can be planned again by its amounts alone: the call's own limits
-// (WithLimits), none of them reserved. Its layout, the fields of its
-// buckets and limits that do not depend on the amounts (keys, entities,
-// names, parameters, kinds), stays in place through recycling; the next
-// request of the state, usually the same caller's next call, with the
-// same entities at every level and the same option's limits, finds it
-// there (sameLayout) and sets only the amounts and what follows from them
-// (refill). Valid from a plan that laid it out until the next plan that
-// does not, or until something other than plan rebuilds the request
-// (resume). Its resource is the state's validResource: plan invalidates it
-// when that changes.
-type layoutMemo struct {
-	valid bool
-	// counted says that the state's decision counters (leaseData.counter)
-	// are those of this layout's limits, in order (noteDecision).
-	counted bool
-	depths  int // levels
-	kinds   int // limits, over every level
-	// explicitOf is the option's limits that the state's prepared limits
-	// (explicitLimits) came from.
-	explicitOf []model.Limit
-}
-
-// sameLayout reports whether d's request is laid out for chain and the
-// call's own limits, and needs only refill: the same option's
-// limits, prepared once (explicitLimits prepares them again, in place,
-// only for another option), and at every level the same entity; and no
-// reservation, which refill does not check.
-func (d *leaseData) sameLayout(chain []*model.Entity) bool {
-	m := &d.layout
-	if !m.valid || len(chain) != m.depths || d.opts.Reservation != "" ||
-		!sameSlice(d.explicitOf, m.explicitOf) {
-		return false
-	}
-	for depth, b := range d.req.Buckets[:len(chain)] {
-		if b.Entity != chain[depth] {
-			return false
-		}
-	}
-	return true
-}
-
-// refill plans a request laid out in place (sameLayout): each limit's
-// amount is the entity's (the call's own limits apply alike at every
-// level, and fitConsume checked the amounts against them), and what
-// follows from it, as plan's loop sets them.
-func (d *leaseData) refill() {
-	d.req.Buckets = d.req.Buckets[:d.layout.depths]
-	d.kinds = d.kinds[:d.layout.kinds]
-	k := 0
-	for bi := range d.req.Buckets {
-		br := &d.req.Buckets[bi]
-		for i := range br.Limits {
-			lr, pl := &br.Limits[i], &d.kinds[k]
-			k++
-			amount := d.amounts[i]
-			check := amount >= 0
-			if !check {
-				amount = 0
-			}
-			pl.checked = check
-			d.shadow = d.shadow || pl.shadow && check
-			if lr.Params.Amount == 0 && amount > 0 {
-				d.holds = true // a concurrency token taken: the lease is durable
-			}
-			lr.Check, lr.Amount = check && !pl.shadow, amount
-			lr.Observed, lr.Wait = bucket.State{}, 0
-		}
-		if br.Placement != 0 || br.Estimated {
-			br.Placement, br.Estimated = 0, false
-		}
-	}
 }
 
 // entityOf returns the entity of d's first bucket, which plan took from

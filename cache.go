@@ -220,6 +220,15 @@ type resolutionMemo struct {
 	epoch uint64
 }
 
+// fresh returns the resolution m remembers if it is still k's, cached in
+// the cache's epoch and not expired at now; nil otherwise.
+func (m *resolutionMemo) fresh(epoch uint64, now unixNano, k store.BucketKey) *resolution {
+	if r := m.r; r != nil && m.epoch == epoch && r.expires > now && r.key == k {
+		return r
+	}
+	return nil
+}
+
 // resolutionVia is resolution through m (nil: none), as entityVia is
 // entity.
 //
@@ -231,7 +240,7 @@ func (c *cache) resolutionVia(k store.BucketKey, now unixNano, m *resolutionMemo
 	}
 	epoch := c.epoch.Load() // before the lookup: see entityVia
 	if m != nil {
-		if r := m.r; r != nil && m.epoch == epoch && r.expires > now && r.key == k {
+		if r := m.fresh(epoch, now, k); r != nil {
 			*pending++
 			return r
 		}

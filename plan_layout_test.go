@@ -80,8 +80,15 @@ func TestRefillPlansAsTheLoop(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := adm.SetLimits(ctx, Scope{Entity: "org", Resource: "db"}, Config{Limits: []Limit{PerSecond("rps", 10)}}); err != nil {
-		t.Fatal(err)
+	// Stored limits for "db" at every level, the organisation's own
+	// smaller: an amount that fits the entity's may not fit an ancestor's.
+	for scope, limits := range map[Scope][]Limit{
+		{Resource: "db"}:                {PerSecond("rps", 50), ConcurrencyLimit("inflight", 3)},
+		{Entity: "org", Resource: "db"}: {ConcurrencyLimit("inflight", 2), PerSecond("rps", 10)},
+	} {
+		if err := adm.SetLimits(ctx, scope, Config{Limits: limits}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	options := [][]AcquireOption{
 		{WithLimits(PerSecond("rps", 100))},
@@ -92,14 +99,14 @@ func TestRefillPlansAsTheLoop(t *testing.T) {
 		nil, // the stored configuration
 	}
 	consumes := []Consume{{"rps": 1}, {"rps": 2, "inflight": 1}, {"inflight": 1}, {"rpm": 3},
-		{"rps": 1, "rpm": 1}, {"bogus": 1}, {"gpus": 1}, {"rps": 101}, nil}
+		{"rps": 1, "rpm": 1}, {"bogus": 1}, {"gpus": 1}, {"rps": 101}, {"rps": 20}, nil}
 	entities := []string{"key", "team", "org", "solo", "other"}
 	resources := []string{"llm", "db"}
 
 	r := rand.New(rand.NewPCG(1, 2))
 	d := lim.getLeaseData()
 	var opt, con, ent, res int
-	var agreed, refilled int
+	var agreed, refilled, refilledStored int
 	for i := range 6000 {
 		// Half the time the same call again: the layout in place.
 		again := i > 0 && r.IntN(2) == 0
@@ -137,8 +144,11 @@ func TestRefillPlansAsTheLoop(t *testing.T) {
 					i, entities[ent], resources[res], opt, consumes[con], got, want)
 			}
 			agreed++
-			if again && laidOut && options[opt] != nil {
+			if again && laidOut {
 				refilled++ // the same call as the last, planned by refill
+				if options[opt] == nil {
+					refilledStored++
+				}
 			}
 		}
 		lim.countMemoHits(d)
@@ -146,9 +156,9 @@ func TestRefillPlansAsTheLoop(t *testing.T) {
 		d.release()
 		d = lim.getLeaseData() // usually d again (under -race, the pool drops some)
 	}
-	t.Logf("%d plans compared, %d refilled", agreed, refilled)
-	if agreed < 500 || refilled < 200 {
-		t.Errorf("%d plans compared, %d of them refilled: too few to say much", agreed, refilled)
+	t.Logf("%d plans compared, %d refilled (%d with stored limits)", agreed, refilled, refilledStored)
+	if agreed < 500 || refilled < 200 || refilledStored < 50 {
+		t.Errorf("%d plans compared, %d of them refilled (%d with stored limits): too few to say much", agreed, refilled, refilledStored)
 	}
 }
 
@@ -197,5 +207,60 @@ func TestDecisionCountsFollowTheLayout(t *testing.T) {
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("grants counted per limit: %v, want %v", got, want)
+	}
+}
+
+// TestRefilledPlansCountCacheHits: a request planned by refill reads the
+// config cache through the state's memos as the full plan would, and
+// counts each of those reads as a hit, once.
+func TestRefilledPlansCountCacheHits(t *testing.T) {
+	ctx := context.Background()
+	st := memory.New()
+	lim, err := New(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	adm, err := NewAdmin(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range []Entity{{ID: "org"}, {ID: "key", ParentID: "org", Cascade: true}} {
+		if _, err := adm.CreateEntity(ctx, e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := adm.SetLimits(ctx, Scope{Resource: "db"}, Config{Limits: []Limit{PerSecond("rps", 1000)}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name    string
+		opts    []AcquireOption
+		perCall uint64 // the entity of each level, and each level's limits if stored
+	}{
+		{"stored limits", nil, 4},
+		{"the call's own limits", []AcquireOption{WithLimits(PerSecond("rps", 1000))}, 2},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			acquire := func() {
+				t.Helper()
+				le, err := lim.Acquire(ctx, "key", "db", Consume{"rps": 1}, c.opts...)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := le.Commit(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+			acquire() // the cache filled
+			acquire()
+			before := lim.Stats().Cache
+			acquire() // through the state's memos, planned by refill
+			acquire()
+			after := lim.Stats().Cache
+			if after.Misses != before.Misses || after.Hits-before.Hits != 2*c.perCall {
+				t.Errorf("two more calls: hits %d -> %d, misses %d -> %d; want %d more hits, no misses",
+					before.Hits, after.Hits, before.Misses, after.Misses, 2*c.perCall)
+			}
+		})
 	}
 }
