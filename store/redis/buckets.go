@@ -39,8 +39,10 @@ func (s *Store) Consume(ctx context.Context, ns string, req *store.ConsumeReques
 // consumeAlone is Consume in calls of its own.
 func (s *Store) consumeAlone(ctx context.Context, ns string, req *store.ConsumeRequest, lease *leaseArgs) (bool, error) {
 	for range maxRetries {
-		keys, args := s.consumeHeader(ns, 1)
-		keys, args = s.appendRequest(keys, args, ns, req, lease)
+		var b argsBuilder
+		b.begin(s, ns, 1)
+		b.add(req, lease)
+		keys, args := b.finish(1)
 		cctx, cancel := s.callContext(ctx)
 		res, err := s.run(cctx, consumeScript, keys, args).ToArray()
 		cancel()
@@ -86,34 +88,137 @@ func (s *Store) settle(ctx context.Context, ns string, req *store.ConsumeRequest
 // process changing a limit's parameters.
 const maxRetries = 8
 
-// consumeHeader returns the keys and arguments of a luaConsume call of n
-// requests, before the requests (appendRequest).
-func (s *Store) consumeHeader(ns string, n int) (keys, args []string) {
-	keys = append(make([]string, 0, 8), s.keys.buckets(ns))
-	args = append(make([]string, 0, 32), strconv.FormatInt(s.opts.bucketTTL, 10), strconv.Itoa(n))
-	return keys, args
+// argsBuilder makes the keys and arguments of one luaConsume call:
+// begin, add each request, finish.
+type argsBuilder struct {
+	s          *Store
+	ns         string
+	keys, args []string
 }
 
-// appendRequest appends one request of luaConsume, with its lease if not
-// nil.
-func (s *Store) appendRequest(keys, args []string, ns string, req *store.ConsumeRequest, lease *leaseArgs) ([]string, []string) {
-	if lease == nil {
-		args = append(args, "0")
-	} else {
-		args = append(args, strconv.Itoa(len(keys)+1))
-		keys = append(keys, lease.keys...)
-		args = append(args, lease.args...)
-	}
-	args = append(args, strconv.Itoa(len(req.Buckets)))
-	for i := range req.Buckets {
-		br := &req.Buckets[i]
-		keys = append(keys, s.keys.bucket(ns, br.Key.Entity, br.Key.Resource))
-		args = append(args, strconv.Itoa(len(keys)), indexMember(br.Key), strconv.FormatInt(req.Now, 10), strconv.Itoa(len(br.Limits)))
-		for j := range br.Limits {
-			args = appendLimit(args, &br.Limits[j], req.Now)
+// begin starts a call of about n requests.
+func (b *argsBuilder) begin(s *Store, ns string, n int) {
+	b.s, b.ns = s, ns
+	b.keys = append(make([]string, 0, 4), s.keys.buckets(ns))
+	b.args = append(make([]string, 0, 2+14*n), strconv.FormatInt(s.opts.bucketTTL, 10), "")
+}
+
+// finish returns the call's keys and arguments, of n requests.
+func (b *argsBuilder) finish(n int) (keys, args []string) {
+	b.args[1] = strconv.Itoa(n)
+	return b.keys, b.args
+}
+
+// maxSharedKeys bounds the keys a call looks through for one it names
+// already: a bucket that several requests of a batch name is passed once
+// (its index in KEYS repeated), so Redis takes fewer arguments.
+const maxSharedKeys = 16
+
+// keyIndex returns the index in KEYS (from 1) of key, added if new.
+func (b *argsBuilder) keyIndex(key string) string {
+	for i := 1; i < len(b.keys) && i <= maxSharedKeys; i++ {
+		if b.keys[i] == key {
+			return smallInts[i+1]
 		}
 	}
-	return keys, args
+	b.keys = append(b.keys, key)
+	return itoa(len(b.keys))
+}
+
+// smallInts are the decimal strings of 0 to 127, which the arguments
+// name often (indexes in KEYS, counts).
+var smallInts = func() (s [128]string) {
+	for i := range s {
+		s[i] = strconv.Itoa(i)
+	}
+	return s
+}()
+
+func itoa(n int) string {
+	if n >= 0 && n < len(smallInts) {
+		return smallInts[n]
+	}
+	return strconv.Itoa(n)
+}
+
+// add appends one request, with its lease if not nil. Each bucket's key,
+// index member and limits' arguments are formatted once per
+// BucketRequest that the caller recycles (its Hint: bucketArgs), and
+// formatted again only when they change.
+func (b *argsBuilder) add(req *store.ConsumeRequest, lease *leaseArgs) {
+	if lease == nil {
+		b.args = append(b.args, "0")
+	} else {
+		b.args = append(b.args, itoa(len(b.keys)+1))
+		b.keys = append(b.keys, lease.keys...)
+		b.args = append(b.args, lease.args...)
+	}
+	b.args = append(b.args, itoa(len(req.Buckets)))
+	for i := range req.Buckets {
+		br := &req.Buckets[i]
+		h := b.s.bucketArgs(b.ns, br, req.Now)
+		b.args = append(b.args, b.keyIndex(h.key), h.member, h.nowStr, itoa(len(br.Limits)))
+		for j := range h.limits {
+			b.args = append(b.args, h.limits[j].args[:]...)
+		}
+	}
+}
+
+// bucketArgs is a BucketRequest's Hint on this backend: the arguments of
+// luaConsume for its bucket, as last formatted, and what they were
+// formatted from.
+type bucketArgs struct {
+	ns, entity, resource string
+	key, member          string
+	now                  int64
+	nowStr               string
+	limits               []limitArgs
+}
+
+// limitArgs are one limit's seven arguments (appendLimit) and what they
+// were formatted from.
+type limitArgs struct {
+	name   string
+	params bucket.Params
+	amount int64
+	check  bool
+	moment int64 // a calendar quota's, at now
+	set    bool  // args are formatted
+	args   [7]string
+}
+
+// bucketArgs returns br's arguments at now, from its Hint where they are
+// still those of br, else formatted anew and kept in its Hint.
+func (s *Store) bucketArgs(ns string, br *store.BucketRequest, now int64) *bucketArgs {
+	h, _ := br.Hint.(*bucketArgs)
+	if h == nil {
+		h = &bucketArgs{now: now, nowStr: strconv.FormatInt(now, 10)}
+		br.Hint = h
+	}
+	if h.ns != ns || h.entity != br.Key.Entity || h.resource != br.Key.Resource || h.key == "" {
+		h.ns, h.entity, h.resource = ns, br.Key.Entity, br.Key.Resource
+		h.key, h.member = s.keys.bucket(ns, br.Key.Entity, br.Key.Resource), indexMember(br.Key)
+	}
+	if h.now != now {
+		h.now, h.nowStr = now, strconv.FormatInt(now, 10)
+	}
+	if len(h.limits) != len(br.Limits) {
+		h.limits = make([]limitArgs, len(br.Limits))
+	}
+	for j := range br.Limits {
+		lr, la := &br.Limits[j], &h.limits[j]
+		moment := int64(0)
+		if !lr.Params.Window.IsZero() {
+			moment = lr.Params.Moment(now)
+		}
+		if !la.set || la.name != lr.Name || la.params != lr.Params || la.amount != lr.Amount ||
+			la.check != lr.Check || la.moment != moment {
+			la.name, la.params, la.amount, la.check, la.moment = lr.Name, lr.Params, lr.Amount, lr.Check, moment
+			appendLimit(la.args[:0], lr, now)
+			la.set = true
+		}
+	}
+	return h
 }
 
 // appendLimit appends a limit's seven arguments of luaConsume: its name,

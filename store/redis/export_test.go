@@ -13,3 +13,7 @@ var LibraryName = bucketLib.name
 // UsesFunctions reports whether s calls the library's functions (rather
 // than EVALSHA, where the server refuses functions).
 func UsesFunctions(s *Store) bool { return !s.evalOnly.Load() }
+
+// SetMaxInFlight sets how many calls a lane of s may have in flight at
+// once, before s is used.
+func SetMaxInFlight(s *Store, n int) { s.lanes.maxInFlight = n }

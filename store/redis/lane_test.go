@@ -1,0 +1,183 @@
+package redis_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/tollgate-rl/tollgate/bucket"
+	"github.com/tollgate-rl/tollgate/store"
+	"github.com/tollgate-rl/tollgate/store/redis"
+)
+
+// overlapClient holds the first acquire call it sees, once armed, until a
+// second is in flight beside it, so that a lane's calls are known to
+// overlap; it records the most acquire calls it saw in flight at once.
+type overlapClient struct {
+	rueidis.Client
+	armed    atomic.Bool
+	inFlight atomic.Int64
+	peak     atomic.Int64
+	second   chan struct{} // closed when two are in flight
+	once     sync.Once
+	timedOut atomic.Bool
+}
+
+func (c *overlapClient) Do(ctx context.Context, cmd rueidis.Completed) rueidis.RedisResult {
+	if cmd.Commands()[0] != "FCALL" || !c.armed.Load() {
+		return c.Client.Do(ctx, cmd)
+	}
+	n := c.inFlight.Add(1)
+	defer c.inFlight.Add(-1)
+	for p := c.peak.Load(); n > p && !c.peak.CompareAndSwap(p, n); p = c.peak.Load() {
+	}
+	if n >= 2 {
+		c.once.Do(func() { close(c.second) })
+	}
+	select {
+	case <-c.second:
+	case <-time.After(10 * time.Second): // a failure, not a wait for a race
+		c.timedOut.Store(true)
+		c.once.Do(func() { close(c.second) })
+	}
+	return c.Client.Do(ctx, cmd)
+}
+
+// TestPipelinedLanesAreExact runs many goroutines on buckets of small
+// limits, with a lane's calls forced to overlap (up to 4 in flight, the
+// first held until a second is sent), at one instant so nothing refills:
+// the grants must be exactly the capacity, each deciding on a balance of
+// its own (the Observed balances of the grants are capacity, capacity −
+// 1, ... 1, each once: no two requests decided on one state, whatever the
+// order the batches ran in), every refusal must see less than it asks,
+// and each goroutine's own requests, made one after the other, must be
+// decided in that order (the balances of its grants strictly decreasing).
+// The one-bucket case is one lane: its calls in flight are that lane's.
+func TestPipelinedLanesAreExact(t *testing.T) {
+	if serverURL == "" {
+		t.Skip("no redis-server")
+	}
+	for _, tc := range []struct {
+		name    string
+		keys    int   // first buckets, each its own lane
+		org     bool  // cascading into one organisation of the capacity
+		tokens  int64 // the capacity that bounds the grants
+		workers int
+		each    int
+	}{
+		{"one-bucket", 1, false, 100, 32, 12},
+		{"cascade", 4, true, 100, 32, 12},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			co, err := redis.ClientOption(serverURL)
+			if err != nil {
+				t.Fatal(err)
+			}
+			raw, err := rueidis.NewClient(co)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := &overlapClient{Client: raw, second: make(chan struct{})}
+			s, err := redis.New(c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = s.Close() })
+			redis.SetMaxInFlight(s, 4)
+			ctx := context.Background()
+			ns := fmt.Sprintf("lanes-%s-%d", tc.name, time.Now().UnixNano())
+			now := time.Now().UnixMilli()
+			capacity := tc.tokens * bucket.MilliPerToken
+			small := bucket.Params{Capacity: capacity, Amount: capacity, Period: 3_600_000}
+			large := bucket.Params{Capacity: 1000 * capacity, Amount: capacity, Period: 3_600_000}
+			request := func(w int) *store.ConsumeRequest {
+				key := store.BucketKey{Entity: fmt.Sprintf("k%d", w%tc.keys), Resource: "api"}
+				first := store.BucketRequest{Key: key, Limits: []store.LimitRequest{{Name: "rps", Params: small, Check: true, Amount: bucket.MilliPerToken}}}
+				req := &store.ConsumeRequest{Now: now, Buckets: []store.BucketRequest{first}}
+				if tc.org {
+					req.Buckets[0].Limits[0].Params = large
+					req.Buckets = append(req.Buckets, store.BucketRequest{Key: store.BucketKey{Entity: "org", Resource: "api"},
+						Limits: []store.LimitRequest{{Name: "rps", Params: small, Check: true, Amount: bucket.MilliPerToken}}})
+				}
+				return req
+			}
+			// The library loaded, and the buckets made, before the calls
+			// are held: an acquire of nothing.
+			for w := range tc.keys {
+				req := request(w)
+				for i := range req.Buckets {
+					req.Buckets[i].Limits[0].Amount = 0
+				}
+				if _, err := s.Consume(ctx, ns, req); err != nil {
+					t.Fatal(err)
+				}
+			}
+			c.armed.Store(true)
+			seen := make([][]int64, tc.workers) // the Observed balances of each worker's grants
+			var granted atomic.Int64
+			var wg sync.WaitGroup
+			errs := make(chan error, tc.workers)
+			for w := range tc.workers {
+				wg.Go(func() {
+					req := request(w) // recycled, as the limiter does
+					last := int64(1 << 62)
+					for range tc.each {
+						for i := range req.Buckets {
+							req.Buckets[i].Limits[0].Observed = bucket.State{}
+						}
+						ok, err := s.Consume(ctx, ns, req)
+						if err != nil {
+							errs <- err
+							return
+						}
+						tokens := req.Buckets[len(req.Buckets)-1].Limits[0].Observed.Tokens
+						if tokens > last || ok && tokens == last {
+							errs <- fmt.Errorf("worker %d: decided on %d tokens after %d: out of its order", w, tokens, last)
+							return
+						}
+						last = tokens
+						if !ok {
+							if tokens >= bucket.MilliPerToken {
+								errs <- fmt.Errorf("worker %d: refused with %d millitokens observed", w, tokens)
+							}
+							continue
+						}
+						granted.Add(1)
+						seen[w] = append(seen[w], tokens)
+					}
+				})
+			}
+			wg.Wait()
+			close(errs)
+			for err := range errs {
+				t.Error(err)
+			}
+			if c.timedOut.Load() {
+				t.Fatal("no second call of a lane was in flight beside the first")
+			}
+			if p := c.peak.Load(); p < 2 {
+				t.Fatalf("at most %d call in flight: the lanes were not pipelined", p)
+			}
+			if g := granted.Load(); g != tc.tokens {
+				t.Fatalf("%d grants of a capacity of %d tokens", g, tc.tokens)
+			}
+			var all []int64
+			for _, s := range seen {
+				all = append(all, s...)
+			}
+			slices.Sort(all)
+			for i, tokens := range all {
+				if want := int64(i+1) * bucket.MilliPerToken; tokens != want {
+					t.Fatalf("the grants' balances, sorted: %d at %d, want %d (two decided on one state?)", tokens, i, want)
+				}
+			}
+			t.Logf("%d grants, at most %d calls in flight", granted.Load(), c.peak.Load())
+		})
+	}
+}
