@@ -94,6 +94,9 @@ type argsBuilder struct {
 	s          *Store
 	ns         string
 	keys, args []string
+	// prev are the arguments of the previous request's buckets (nil: it
+	// had a lease, or there is none), cur this one's
+	prev, cur []*bucketArgs
 }
 
 // begin starts a call of about n requests.
@@ -145,7 +148,26 @@ func itoa(n int) string {
 // index member and limits' arguments are formatted once per
 // BucketRequest that the caller recycles (its Hint: bucketArgs), and
 // formatted again only when they change.
+//
+// A request without a lease whose buckets' arguments are those of the
+// previous request, its time apart (a hot bucket's batch is mostly such),
+// is sent as a repeat: "-1" and its time, which the script decides on the
+// previous request's arguments as it read them.
 func (b *argsBuilder) add(req *store.ConsumeRequest, lease *leaseArgs) {
+	cur := b.cur[:0]
+	for i := range req.Buckets {
+		cur = append(cur, b.s.bucketArgs(b.ns, &req.Buckets[i], req.Now))
+	}
+	if lease == nil && len(cur) > 0 && sameArgs(b.prev, cur) {
+		b.args = append(b.args, "-1", cur[0].nowStr)
+		b.prev, b.cur = cur, b.prev[:0]
+		return
+	}
+	if lease == nil {
+		b.prev, b.cur = cur, b.prev[:0]
+	} else {
+		b.prev, b.cur = nil, cur[:0]
+	}
 	if lease == nil {
 		b.args = append(b.args, "0")
 	} else {
@@ -154,14 +176,33 @@ func (b *argsBuilder) add(req *store.ConsumeRequest, lease *leaseArgs) {
 		b.args = append(b.args, lease.args...)
 	}
 	b.args = append(b.args, itoa(len(req.Buckets)))
-	for i := range req.Buckets {
+	for i, h := range cur {
 		br := &req.Buckets[i]
-		h := b.s.bucketArgs(b.ns, br, req.Now)
 		b.args = append(b.args, b.keyIndex(h.key), h.member, h.nowStr, itoa(len(br.Limits)))
 		for j := range h.limits {
 			b.args = append(b.args, h.limits[j].args[:]...)
 		}
 	}
+}
+
+// sameArgs reports whether the buckets of a and b have the same
+// arguments, their time apart.
+func sameArgs(a, b []*bucketArgs) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i, x := range a {
+		y := b[i]
+		if x.key != y.key || x.member != y.member || len(x.limits) != len(y.limits) {
+			return false
+		}
+		for j := range x.limits {
+			if x.limits[j].args != y.limits[j].args {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // bucketArgs is a BucketRequest's Hint on this backend: the arguments of

@@ -5,7 +5,10 @@ package redis
 //
 // KEYS[1] is the namespace's bucket index; KEYS[2..] are buckets.
 // ARGV: the bucket TTL (ms), the number of requests, then for each
-// request: the index in KEYS of its lease's hash (0: none; the lease
+// request either "-1" and its time, a repeat: the previous request's
+// buckets and limits again, without a lease, at that time (sent for the
+// many alike requests of a hot bucket's batch, which the script then
+// reads once); or the index in KEYS of its lease's hash (0: none; the lease
 // indexes and the audit keys follow it in KEYS) and then ten values
 // (reused id, now, the record's JSON, version, ended, keep-until, expiry,
 // id, and the event's id and JSON), its number of buckets, and
@@ -46,18 +49,44 @@ b_idx, b_ttl = KEYS[1], tonumber(ARGV[1])
 local nreq = tonumber(ARGV[2])
 local a = 3
 local out = {}
+-- plan: the previous request's buckets, each {key, member, t, names,
+-- limits}, each limit {sig, debit (and parsed), cover (parsed; nil: never
+-- covered), check, amount (parsed, and as a double for b_write), m (a
+-- quota's moment, nil for others)}, read from ARGV once and reused by the
+-- repeats that follow it
+local plan
+-- per bucket: its state and its time; per limit: its excess and moment
+local sts, ts, es, lts = {}, {}, {}, {}
 for q = 1, nreq do
   local lease = nil
   local lk = tonumber(ARGV[a]); a = a + 1
-  if lk > 0 then
-    lease = {key = KEYS[lk], reused = ARGV[a] == '1', now = tonumber(ARGV[a + 1]), rec = ARGV[a + 2], ver = ARGV[a + 3],
-      ended = ARGV[a + 4], keep = ARGV[a + 5], exp = ARGV[a + 6], id = ARGV[a + 7], ev = ARGV[a + 8], evjs = ARGV[a + 9]}
-    a = a + 10
+  local treq = nil
+  if lk < 0 then
+    treq = tonumber(ARGV[a]); a = a + 1
+  else
+    if lk > 0 then
+      lease = {key = KEYS[lk], reused = ARGV[a] == '1', now = tonumber(ARGV[a + 1]), rec = ARGV[a + 2], ver = ARGV[a + 3],
+        ended = ARGV[a + 4], keep = ARGV[a + 5], exp = ARGV[a + 6], id = ARGV[a + 7], ev = ARGV[a + 8], evjs = ARGV[a + 9]}
+      a = a + 10
+    end
+    local nb = tonumber(ARGV[a]); a = a + 1
+    plan = {}
+    for b = 1, nb do
+      local nl = tonumber(ARGV[a + 3])
+      local pb = {key = KEYS[tonumber(ARGV[a])], member = ARGV[a + 1], t = tonumber(ARGV[a + 2]), names = {}, limits = {}}
+      a = a + 4
+      for l = 1, nl do
+        local cover, m = ARGV[a + 3], ARGV[a + 6]
+        pb.names[l] = ARGV[a]
+        -- parsed once: the number functions never change their operands
+        pb.limits[l] = {sig = ARGV[a + 1], debit = ARGV[a + 2], debitn = n_parse(ARGV[a + 2]),
+          cover = cover ~= '' and n_parse(cover) or nil, check = ARGV[a + 4] == '1',
+          amount = n_parse(ARGV[a + 5]), amountf = tonumber(ARGV[a + 5]), m = m ~= '' and tonumber(m) or nil}
+        a = a + 7
+      end
+      plan[b] = pb
+    end
   end
-  local nb = tonumber(ARGV[a]); a = a + 1
-  -- for each bucket: its state (b_load), its time t and where its limits'
-  -- arguments start; es: each limit's excess, in order
-  local sts, ts, ats, es, lts = {}, {}, {}, {}, {}
   local ok = true
   local status = nil
   local observed = {0}
@@ -65,36 +94,33 @@ for q = 1, nreq do
     local have = redis.call('HMGET', lease.key, 'ended', 'keep')
     if have[1] and (have[1] == '0' or (lease.reused and tonumber(have[2]) > lease.now)) then status = {4} end
   end
-  for b = 1, nb do
-    local nl = tonumber(ARGV[a + 3])
-    local names = {}
-    for l = 1, nl do names[l] = ARGV[a + 4 + 7 * (l - 1)] end
-    local st = b_load(KEYS[tonumber(ARGV[a])], names)
+  local k = 0
+  for b, pb in ipairs(plan) do
+    local st = b_load(pb.key, pb.names)
     local vals = st.vals
-    st.member = ARGV[a + 1]
+    st.member = pb.member
     -- time never runs backwards for a bucket: a request dated before its
     -- latest write is decided at that write's time
-    local t = tonumber(ARGV[a + 2])
+    local t = treq or pb.t
     if st.r > t then t = st.r end
-    sts[b], ts[b], ats[b] = st, t, a + 4
-    a = a + 4
+    sts[b], ts[b] = st, t
     observed[#observed + 1] = t
-    for l = 1, nl do
+    for l, pl in ipairs(pb.limits) do
       if status == nil then
         local sig, v = vals[3 * l + 1], vals[3 * l + 2]
-        if sig and sig ~= ARGV[a + 1] then
+        if sig and sig ~= pl.sig then
           status = {2, b}
         else
           -- the excess at t: x − (t − anchor)·amount, at least 0; a
           -- quota's at its moment lt, never before its anchor
-          local e, lt, m = 0, t, ARGV[a + 6]
+          local e, lt, m = 0, t, pl.m
           local anchor = tonumber(vals[3 * l + 3] or 0)
-          if m ~= '' then
-            lt = tonumber(m)
+          if m then
+            lt = m
             if anchor > lt then lt = anchor end
           end
           if v then
-            local x, amount = n_parse(v), n_parse(ARGV[a + 5])
+            local x, amount = n_parse(v), pl.amount
             local d = lt - anchor
             local p = type(x) == 'number' and type(amount) == 'number' and d * amount
             if p and p >= N_MAX then
@@ -107,15 +133,14 @@ for q = 1, nreq do
               if n_sign(e) < 0 then e = 0 end
             end
           end
-          es[#es + 1], lts[#es + 1] = e, lt
-          local cover = ARGV[a + 3]
-          if ARGV[a + 4] == '1' and (cover == '' or n_cmp(e, n_parse(cover)) > 0) then ok = false end
+          k = k + 1
+          es[k], lts[k] = e, lt
+          if pl.check and (pl.cover == nil or n_cmp(e, pl.cover) > 0) then ok = false end
           -- a plain number is an integer reply, exact below 2^53
           if type(e) == 'number' then observed[#observed + 1] = e else observed[#observed + 1] = n_format(e) end
-          if m ~= '' then observed[#observed + 1] = lt end
+          if m then observed[#observed + 1] = lt end
         end
       end
-      a = a + 7
     end
   end
   if status ~= nil then
@@ -123,17 +148,15 @@ for q = 1, nreq do
   elseif not ok then
     out[#out + 1] = observed
   else
-    local k = 0
-    for b, st in ipairs(sts) do
-      local c = ats[b]
-      for l = 1, tonumber(ARGV[c - 1]) do
+    k = 0
+    for b, pb in ipairs(plan) do
+      local st = sts[b]
+      for l, pl in ipairs(pb.limits) do
         k = k + 1
-        local debit = ARGV[c + 2]
         local missing = not st.vals[3 * l + 1]
-        if missing or debit ~= '0' then
-          b_write(st, l, missing and ARGV[c + 1], n_add(es[k], n_parse(debit)), tonumber(ARGV[c + 5]), lts[k], ts[b])
+        if missing or pl.debit ~= '0' then
+          b_write(st, l, missing and pl.sig, n_add(es[k], pl.debitn), pl.amountf, lts[k], ts[b])
         end
-        c = c + 7
       end
       b_touch(st, ts[b])
     end

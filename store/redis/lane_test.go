@@ -1,6 +1,7 @@
 package redis_test
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -27,11 +28,17 @@ type overlapClient struct {
 	second   chan struct{} // closed when two are in flight
 	once     sync.Once
 	timedOut atomic.Bool
+	repeats  atomic.Int64 // requests sent as repeats of the one before
 }
 
 func (c *overlapClient) Do(ctx context.Context, cmd rueidis.Completed) rueidis.RedisResult {
 	if cmd.Commands()[0] != "FCALL" || !c.armed.Load() {
 		return c.Client.Do(ctx, cmd)
+	}
+	for _, arg := range cmd.Commands() {
+		if arg == "-1" { // nothing else is negative
+			c.repeats.Add(1)
+		}
 	}
 	n := c.inFlight.Add(1)
 	defer c.inFlight.Add(-1)
@@ -68,11 +75,14 @@ func TestPipelinedLanesAreExact(t *testing.T) {
 		keys    int   // first buckets, each its own lane
 		org     bool  // cascading into one organisation of the capacity
 		tokens  int64 // the capacity that bounds the grants
+		mixed   bool  // odd workers take 2 tokens: batches of unlike requests
 		workers int
 		each    int
 	}{
-		{"one-bucket", 1, false, 100, 32, 12},
-		{"cascade", 4, true, 100, 32, 12},
+		{"one-bucket", 1, false, 100, false, 32, 12},
+		{"one-bucket-mixed", 1, false, 100, true, 32, 12},
+		{"cascade", 4, true, 100, false, 32, 12},
+		{"cascade-mixed", 4, true, 100, true, 32, 12},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			co, err := redis.ClientOption(serverURL)
@@ -96,14 +106,20 @@ func TestPipelinedLanesAreExact(t *testing.T) {
 			capacity := tc.tokens * bucket.MilliPerToken
 			small := bucket.Params{Capacity: capacity, Amount: capacity, Period: 3_600_000}
 			large := bucket.Params{Capacity: 1000 * capacity, Amount: capacity, Period: 3_600_000}
+			amount := func(w int) int64 {
+				if tc.mixed && w%2 == 1 {
+					return 2 * bucket.MilliPerToken
+				}
+				return bucket.MilliPerToken
+			}
 			request := func(w int) *store.ConsumeRequest {
 				key := store.BucketKey{Entity: fmt.Sprintf("k%d", w%tc.keys), Resource: "api"}
-				first := store.BucketRequest{Key: key, Limits: []store.LimitRequest{{Name: "rps", Params: small, Check: true, Amount: bucket.MilliPerToken}}}
+				first := store.BucketRequest{Key: key, Limits: []store.LimitRequest{{Name: "rps", Params: small, Check: true, Amount: amount(w)}}}
 				req := &store.ConsumeRequest{Now: now, Buckets: []store.BucketRequest{first}}
 				if tc.org {
 					req.Buckets[0].Limits[0].Params = large
 					req.Buckets = append(req.Buckets, store.BucketRequest{Key: store.BucketKey{Entity: "org", Resource: "api"},
-						Limits: []store.LimitRequest{{Name: "rps", Params: small, Check: true, Amount: bucket.MilliPerToken}}})
+						Limits: []store.LimitRequest{{Name: "rps", Params: small, Check: true, Amount: amount(w)}}})
 				}
 				return req
 			}
@@ -119,7 +135,7 @@ func TestPipelinedLanesAreExact(t *testing.T) {
 				}
 			}
 			c.armed.Store(true)
-			seen := make([][]int64, tc.workers) // the Observed balances of each worker's grants
+			seen := make([][][2]int64, tc.workers) // the Observed balance and amount of each worker's grants
 			var granted atomic.Int64
 			var wg sync.WaitGroup
 			errs := make(chan error, tc.workers)
@@ -143,13 +159,13 @@ func TestPipelinedLanesAreExact(t *testing.T) {
 						}
 						last = tokens
 						if !ok {
-							if tokens >= bucket.MilliPerToken {
+							if tokens >= amount(w) {
 								errs <- fmt.Errorf("worker %d: refused with %d millitokens observed", w, tokens)
 							}
 							continue
 						}
 						granted.Add(1)
-						seen[w] = append(seen[w], tokens)
+						seen[w] = append(seen[w], [2]int64{tokens, amount(w)})
 					}
 				})
 			}
@@ -164,20 +180,29 @@ func TestPipelinedLanesAreExact(t *testing.T) {
 			if p := c.peak.Load(); p < 2 {
 				t.Fatalf("at most %d call in flight: the lanes were not pipelined", p)
 			}
-			if g := granted.Load(); g != tc.tokens {
-				t.Fatalf("%d grants of a capacity of %d tokens", g, tc.tokens)
+			if c.repeats.Load() == 0 && !tc.mixed {
+				t.Fatal("no request was sent as a repeat")
 			}
-			var all []int64
+			// One serial order of the grants: sorted by the balance each
+			// saw, each took its amount from the balance the one before
+			// left, from the full capacity down; and demand exceeded it, so
+			// less than 2 tokens are left.
+			var all [][2]int64
 			for _, s := range seen {
 				all = append(all, s...)
 			}
-			slices.Sort(all)
-			for i, tokens := range all {
-				if want := int64(i+1) * bucket.MilliPerToken; tokens != want {
-					t.Fatalf("the grants' balances, sorted: %d at %d, want %d (two decided on one state?)", tokens, i, want)
+			slices.SortFunc(all, func(x, y [2]int64) int { return cmp.Compare(y[0], x[0]) })
+			balance := capacity
+			for i, g := range all {
+				if g[0] != balance {
+					t.Fatalf("grant %d (sorted by balance) saw %d millitokens, want %d: two decided on one state, or tokens lost", i, g[0], balance)
 				}
+				balance -= g[1]
 			}
-			t.Logf("%d grants, at most %d calls in flight", granted.Load(), c.peak.Load())
+			if balance < 0 || balance >= 2*bucket.MilliPerToken {
+				t.Fatalf("%d millitokens left of %d after %d grants", balance, capacity, len(all))
+			}
+			t.Logf("%d grants, at most %d calls in flight, %d repeats", granted.Load(), c.peak.Load(), c.repeats.Load())
 		})
 	}
 }
