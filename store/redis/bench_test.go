@@ -46,7 +46,11 @@ import (
 // from 1, 8 and 32 goroutines on the wall clock, in rounds alternating
 // with raw EVALSHAs at the same concurrency (acquires/s, base-calls/s and
 // x-raw: the acquire rate over the raw rate; the acquires of one bucket
-// share calls, so it can exceed 1).
+// share calls, so it can exceed 1), with the CPU time of this process
+// (cpu-us/acquire, cpu-us/raw) and of the redis-server (INFO cpu:
+// srv-us/acquire, srv-us/raw) per acquire and per raw call.
+// TOLLGATE_BENCH_INFLIGHT sets the calls a lane may have in flight, to
+// measure other bounds than the Store's.
 func BenchmarkRedis(b *testing.B) {
 	if serverURL == "" {
 		b.Skip("no redis-server")

@@ -26,12 +26,17 @@ import (
 // maxBatch bounds the requests of one call.
 const maxBatch = 128
 
-// maxInFlight bounds the calls of one lane in flight at once, measured
-// (BENCHMARKS.md, "Pipelined lanes"): one more call in flight lets a hot
-// bucket's batches overlap their round trips; more than that splits the
-// queue into smaller batches, each costing the server a call's fixed work.
-// The tests set other bounds (lanes.maxInFlight).
-const maxInFlight = 2
+// maxInFlight bounds the calls of one lane in flight at once, by
+// measurement (BENCHMARKS.md, "Repeats and calls in flight"): a second
+// call in flight would overlap round trips, but it splits a hot bucket's
+// queue into smaller batches, each costing the limiter, the client and the
+// server a call's fixed work, and with Redis on the same cores that cost
+// more than the overlap gained (a hot key at 8 and 32 goroutines was 10-18%
+// slower at 2). The one call in flight already overlaps the limiters'
+// work: the goroutines not in it prepare and queue theirs meanwhile. Lanes
+// are exact at any bound (docs/redis.md, section 4); the tests hold them
+// to it at 4 (lanes.maxInFlight).
+const maxInFlight = 1
 
 // laneShards spreads the lanes over independently locked maps.
 const laneShards = 64
