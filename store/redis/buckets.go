@@ -42,7 +42,7 @@ func (s *Store) consumeAlone(ctx context.Context, ns string, req *store.ConsumeR
 		var b argsBuilder
 		b.begin(s, ns, 1)
 		b.add(req, lease)
-		keys, args := b.finish(1)
+		keys, args := b.finish()
 		cctx, cancel := s.callContext(ctx)
 		res, err := s.run(cctx, consumeScript, keys, args).ToArray()
 		cancel()
@@ -97,6 +97,9 @@ type argsBuilder struct {
 	// prev are the arguments of the previous request's buckets (nil: it
 	// had a lease, or there is none), cur this one's
 	prev, cur []*bucketArgs
+	entries   int // requests and groups of repeats
+	group     int // the index in args of the last entry's count if it is a group, else 0
+	groupN    int // that count
 }
 
 // begin starts a call of about n requests.
@@ -106,9 +109,9 @@ func (b *argsBuilder) begin(s *Store, ns string, n int) {
 	b.args = append(make([]string, 0, 2+14*n), strconv.FormatInt(s.opts.bucketTTL, 10), "")
 }
 
-// finish returns the call's keys and arguments, of n requests.
-func (b *argsBuilder) finish(n int) (keys, args []string) {
-	b.args[1] = strconv.Itoa(n)
+// finish returns the call's keys and arguments.
+func (b *argsBuilder) finish() (keys, args []string) {
+	b.args[1] = itoa(b.entries)
 	return b.keys, b.args
 }
 
@@ -151,7 +154,8 @@ func itoa(n int) string {
 //
 // A request without a lease whose buckets' arguments are those of the
 // previous request, its time apart (a hot bucket's batch is mostly such),
-// is sent as a repeat: "-1" and its time, which the script decides on the
+// is sent as a repeat, in a group of the repeats at its time that follow
+// each other: "-1", the time and how many, which the script decides on the
 // previous request's arguments as it read them.
 func (b *argsBuilder) add(req *store.ConsumeRequest, lease *leaseArgs) {
 	cur := b.cur[:0]
@@ -159,10 +163,19 @@ func (b *argsBuilder) add(req *store.ConsumeRequest, lease *leaseArgs) {
 		cur = append(cur, b.s.bucketArgs(b.ns, &req.Buckets[i], req.Now))
 	}
 	if lease == nil && len(cur) > 0 && sameArgs(b.prev, cur) {
-		b.args = append(b.args, "-1", cur[0].nowStr)
 		b.prev, b.cur = cur, b.prev[:0]
+		if b.group > 0 && b.args[b.group-1] == cur[0].nowStr {
+			b.groupN++
+			b.args[b.group] = itoa(b.groupN)
+			return
+		}
+		b.args = append(b.args, "-1", cur[0].nowStr, "1")
+		b.group, b.groupN = len(b.args)-1, 1
+		b.entries++
 		return
 	}
+	b.group = 0
+	b.entries++
 	if lease == nil {
 		b.prev, b.cur = cur, b.prev[:0]
 	} else {

@@ -4,11 +4,12 @@ package redis
 // (docs/redis.md, "The acquire script").
 //
 // KEYS[1] is the namespace's bucket index; KEYS[2..] are buckets.
-// ARGV: the bucket TTL (ms), the number of requests, then for each
-// request either "-1" and its time, a repeat: the previous request's
-// buckets and limits again, without a lease, at that time (sent for the
-// many alike requests of a hot bucket's batch, which the script then
-// reads once); or the index in KEYS of its lease's hash (0: none; the lease
+// ARGV: the bucket TTL (ms), the number of entries, then for each entry
+// either "-1", a time and a count n, a group of repeats: n requests each
+// with the previous request's buckets and limits, without a lease, at that
+// time (sent for the many alike requests of a hot bucket's batch, which
+// the script then reads once and decides together); or a request: the
+// index in KEYS of its lease's hash (0: none; the lease
 // indexes and the audit keys follow it in KEYS) and then ten values
 // (reused id, now, the record's JSON, version, ended, keep-until, expiry,
 // id, and the event's id and JSON), its number of buckets, and
@@ -46,7 +47,7 @@ package redis
 const luaConsume = `
 b_reset()
 b_idx, b_ttl = KEYS[1], tonumber(ARGV[1])
-local nreq = tonumber(ARGV[2])
+local nent = tonumber(ARGV[2])
 local a = 3
 local out = {}
 -- plan: the previous request's buckets, each {key, member, t, names,
@@ -55,52 +56,23 @@ local out = {}
 -- quota's moment, nil for others)}, read from ARGV once and reused by the
 -- repeats that follow it
 local plan
--- per bucket: its state and its time; per limit: its excess and moment
-local sts, ts, es, lts = {}, {}, {}, {}
-for q = 1, nreq do
-  local lease = nil
-  local lk = tonumber(ARGV[a]); a = a + 1
-  local treq = nil
-  if lk < 0 then
-    treq = tonumber(ARGV[a]); a = a + 1
-  else
-    if lk > 0 then
-      lease = {key = KEYS[lk], reused = ARGV[a] == '1', now = tonumber(ARGV[a + 1]), rec = ARGV[a + 2], ver = ARGV[a + 3],
-        ended = ARGV[a + 4], keep = ARGV[a + 5], exp = ARGV[a + 6], id = ARGV[a + 7], ev = ARGV[a + 8], evjs = ARGV[a + 9]}
-      a = a + 10
-    end
-    local nb = tonumber(ARGV[a]); a = a + 1
-    plan = {}
-    for b = 1, nb do
-      local nl = tonumber(ARGV[a + 3])
-      local pb = {key = KEYS[tonumber(ARGV[a])], member = ARGV[a + 1], t = tonumber(ARGV[a + 2]), names = {}, limits = {}}
-      a = a + 4
-      for l = 1, nl do
-        local cover, m = ARGV[a + 3], ARGV[a + 6]
-        pb.names[l] = ARGV[a]
-        -- parsed once: the number functions never change their operands
-        pb.limits[l] = {sig = ARGV[a + 1], debit = ARGV[a + 2], debitn = n_parse(ARGV[a + 2]),
-          cover = cover ~= '' and n_parse(cover) or nil, check = ARGV[a + 4] == '1',
-          amount = n_parse(ARGV[a + 5]), amountf = tonumber(ARGV[a + 5]), m = m ~= '' and tonumber(m) or nil}
-        a = a + 7
-      end
-      plan[b] = pb
-    end
-  end
+-- per bucket: its state and its time; per limit: its excess and moment,
+-- and its plan
+local sts, ts, es, lts, pls = {}, {}, {}, {}, {}
+-- assess reads plan's buckets at treq (nil: each bucket's own time; time
+-- never runs backwards for a bucket: a request dated before its latest
+-- write is decided at that write's time) and computes each limit's
+-- excess: its status ({2, b}: reconfigure; nil), whether every checked
+-- limit covers, the number of limits, and the answer's values (a table
+-- whose first entry the caller sets).
+local function assess(treq, status)
   local ok = true
-  local status = nil
   local observed = {0}
-  if lease then
-    local have = redis.call('HMGET', lease.key, 'ended', 'keep')
-    if have[1] and (have[1] == '0' or (lease.reused and tonumber(have[2]) > lease.now)) then status = {4} end
-  end
   local k = 0
   for b, pb in ipairs(plan) do
     local st = b_load(pb.key, pb.names)
     local vals = st.vals
     st.member = pb.member
-    -- time never runs backwards for a bucket: a request dated before its
-    -- latest write is decided at that write's time
     local t = treq or pb.t
     if st.r > t then t = st.r end
     sts[b], ts[b] = st, t
@@ -134,7 +106,7 @@ for q = 1, nreq do
             end
           end
           k = k + 1
-          es[k], lts[k] = e, lt
+          es[k], lts[k], pls[k] = e, lt, pl
           if pl.check and (pl.cover == nil or n_cmp(e, pl.cover) > 0) then ok = false end
           -- a plain number is an integer reply, exact below 2^53
           if type(e) == 'number' then observed[#observed + 1] = e else observed[#observed + 1] = n_format(e) end
@@ -143,39 +115,148 @@ for q = 1, nreq do
       end
     end
   end
-  if status ~= nil then
-    out[#out + 1] = status
-  elseif not ok then
-    out[#out + 1] = observed
+  return status, ok, k, observed
+end
+-- grant writes what n grants of plan's request leave, each limit's excess
+-- e + n·debit anchored at t or lt (a missing limit with its parameters),
+-- and each bucket's time t.
+local function grant(n)
+  local k = 0
+  for b, pb in ipairs(plan) do
+    local st = sts[b]
+    for l, pl in ipairs(pb.limits) do
+      k = k + 1
+      local missing = not st.vals[3 * l + 1]
+      if missing or pl.debit ~= '0' then
+        local x = es[k]
+        if n == 1 then x = n_add(x, pl.debitn) else x = n_add(x, n_mul(n, pl.debitn)) end
+        b_write(st, l, missing and pl.sig, x, pl.amountf, lts[k], ts[b])
+      end
+    end
+    b_touch(st, ts[b])
+  end
+end
+for q = 1, nent do
+  local lease = nil
+  local lk = tonumber(ARGV[a]); a = a + 1
+  local treq, cnt = nil, 1
+  if lk < 0 then
+    treq, cnt = tonumber(ARGV[a]), tonumber(ARGV[a + 1]); a = a + 2
   else
-    k = 0
-    for b, pb in ipairs(plan) do
-      local st = sts[b]
-      for l, pl in ipairs(pb.limits) do
-        k = k + 1
-        local missing = not st.vals[3 * l + 1]
-        if missing or pl.debit ~= '0' then
-          b_write(st, l, missing and pl.sig, n_add(es[k], pl.debitn), pl.amountf, lts[k], ts[b])
+    if lk > 0 then
+      lease = {key = KEYS[lk], reused = ARGV[a] == '1', now = tonumber(ARGV[a + 1]), rec = ARGV[a + 2], ver = ARGV[a + 3],
+        ended = ARGV[a + 4], keep = ARGV[a + 5], exp = ARGV[a + 6], id = ARGV[a + 7], ev = ARGV[a + 8], evjs = ARGV[a + 9]}
+      a = a + 10
+    end
+    local nb = tonumber(ARGV[a]); a = a + 1
+    plan = {}
+    for b = 1, nb do
+      local nl = tonumber(ARGV[a + 3])
+      local pb = {key = KEYS[tonumber(ARGV[a])], member = ARGV[a + 1], t = tonumber(ARGV[a + 2]), names = {}, limits = {}}
+      a = a + 4
+      for l = 1, nl do
+        local cover, m = ARGV[a + 3], ARGV[a + 6]
+        pb.names[l] = ARGV[a]
+        -- parsed once: the number functions never change their operands
+        pb.limits[l] = {sig = ARGV[a + 1], debit = ARGV[a + 2], debitn = n_parse(ARGV[a + 2]),
+          cover = cover ~= '' and n_parse(cover) or nil, check = ARGV[a + 4] == '1',
+          amount = n_parse(ARGV[a + 5]), amountf = tonumber(ARGV[a + 5]), m = m ~= '' and tonumber(m) or nil}
+        a = a + 7
+      end
+      plan[b] = pb
+    end
+  end
+  local exists = nil
+  if lease then
+    local have = redis.call('HMGET', lease.key, 'ended', 'keep')
+    if have[1] and (have[1] == '0' or (lease.reused and tonumber(have[2]) > lease.now)) then exists = {4} end
+  end
+  local status, ok, nk, observed = assess(treq, exists)
+  -- a group of cnt alike requests at one time, decided together when its
+  -- checked limits' numbers are plain (docs/redis.md, "Repeats"): request
+  -- i (from 0) sees each limit's excess e + i·debit while the requests
+  -- before it were granted, and is granted iff every checked limit then
+  -- covers, so the first refusal leaves the state as it is and refuses
+  -- every request after it
+  local n = 0
+  if status == nil and ok then
+    n = cnt
+    -- (a group has no lease: a request with one is sent alone, cnt 1)
+    for j = 1, cnt > 1 and nk or 0 do
+      local pl, e = pls[j], es[j]
+      if pl.check then
+        local d, cover = pl.debitn, pl.cover
+        if type(e) ~= 'number' or type(d) ~= 'number' or type(cover) ~= 'number' then
+          n = nil
+          break
+        end
+        -- e + i·d > cover is exact: below 2^53 the sum is, and a rounded
+        -- sum of 2^53 or more is above the plain cover, as the true one is
+        local i = 1
+        while i < n and e + i * d <= cover do i = i + 1 end
+        n = i
+      end
+    end
+  end
+  if n == nil then
+    -- not plain: one request after the other
+    for i = 1, cnt do
+      if i > 1 then status, ok, nk, observed = assess(treq, nil) end
+      if status ~= nil then
+        out[#out + 1] = status
+      else
+        if ok then
+          grant(1)
+          observed[1] = 1
+        end
+        out[#out + 1] = observed
+      end
+    end
+  elseif status ~= nil then
+    for i = 1, cnt do out[#out + 1] = status end
+  else
+    if n > 0 then
+      grant(n)
+      if lease then
+        redis.call('DEL', lease.key)
+        redis.call('HSET', lease.key, 'rec', lease.rec, 'ver', lease.ver, 'ended', lease.ended, 'keep', lease.keep, 'exp', lease.exp)
+        if lease.ended == '0' then
+          redis.call('ZADD', KEYS[lk + 1], 0, lease.id)
+          redis.call('ZADD', KEYS[lk + 2], 0, lease.id)
+          if lease.exp ~= '0' then redis.call('ZADD', KEYS[lk + 3], lease.exp, lease.id) end
+        else
+          local left = tonumber(lease.keep) - lease.now
+          if left < 1 then left = 1 end
+          redis.call('PEXPIRE', lease.key, string.format('%.0f', left + 60000))
+        end
+        if lease.ev ~= '' then append_event(KEYS[lk + 4], KEYS[lk + 5], KEYS[lk + 6], lease.ev, lease.evjs) end
+      end
+    end
+    for i = 0, cnt - 1 do
+      -- request i's answer: the excess e + min(i, n)·debit of each limit
+      local ans = observed
+      if i > 0 then
+        ans = {}
+        local c, k = 2, 0
+        for b, pb in ipairs(plan) do
+          ans[c] = observed[c]; c = c + 1
+          for l, pl in ipairs(pb.limits) do
+            k = k + 1
+            local e = es[k]
+            if pl.debit ~= '0' then
+              local j = i
+              if j > n then j = n end
+              if j == 1 then e = n_add(e, pl.debitn) elseif j > 1 then e = n_add(e, n_mul(j, pl.debitn)) end
+            end
+            if type(e) == 'number' then ans[c] = e else ans[c] = n_format(e) end
+            c = c + 1
+            if pl.m then ans[c] = observed[c]; c = c + 1 end
+          end
         end
       end
-      b_touch(st, ts[b])
+      if i < n then ans[1] = 1 else ans[1] = 0 end
+      out[#out + 1] = ans
     end
-    if lease then
-      redis.call('DEL', lease.key)
-      redis.call('HSET', lease.key, 'rec', lease.rec, 'ver', lease.ver, 'ended', lease.ended, 'keep', lease.keep, 'exp', lease.exp)
-      if lease.ended == '0' then
-        redis.call('ZADD', KEYS[lk + 1], 0, lease.id)
-        redis.call('ZADD', KEYS[lk + 2], 0, lease.id)
-        if lease.exp ~= '0' then redis.call('ZADD', KEYS[lk + 3], lease.exp, lease.id) end
-      else
-        local left = tonumber(lease.keep) - lease.now
-        if left < 1 then left = 1 end
-        redis.call('PEXPIRE', lease.key, string.format('%.0f', left + 60000))
-      end
-      if lease.ev ~= '' then append_event(KEYS[lk + 4], KEYS[lk + 5], KEYS[lk + 6], lease.ev, lease.evjs) end
-    end
-    observed[1] = 1
-    out[#out + 1] = observed
   end
 end
 b_flush()

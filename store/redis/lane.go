@@ -241,7 +241,7 @@ func (s *Store) runBatch(ns string, batch []*pending) {
 	for _, p := range live {
 		p.state.Store(sent)
 	}
-	keys, args := b.finish(len(live))
+	keys, args := b.finish()
 	// The batch is bounded by the call timeout, not by any one caller's
 	// context: a caller that gives up must not fail the others.
 	ctx, cancel := s.callContext(context.WithoutCancel(live[0].ctx))

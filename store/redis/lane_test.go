@@ -28,7 +28,7 @@ type overlapClient struct {
 	second   chan struct{} // closed when two are in flight
 	once     sync.Once
 	timedOut atomic.Bool
-	repeats  atomic.Int64 // requests sent as repeats of the one before
+	repeats  atomic.Int64 // groups of requests sent as repeats of the one before
 }
 
 func (c *overlapClient) Do(ctx context.Context, cmd rueidis.Completed) rueidis.RedisResult {
@@ -76,13 +76,16 @@ func TestPipelinedLanesAreExact(t *testing.T) {
 		org     bool  // cascading into one organisation of the capacity
 		tokens  int64 // the capacity that bounds the grants
 		mixed   bool  // odd workers take 2 tokens: batches of unlike requests
+		period  int64 // of the bounding limit: 10^13 ms makes its numbers wide
 		workers int
 		each    int
 	}{
-		{"one-bucket", 1, false, 100, false, 32, 12},
-		{"one-bucket-mixed", 1, false, 100, true, 32, 12},
-		{"cascade", 4, true, 100, false, 32, 12},
-		{"cascade-mixed", 4, true, 100, true, 32, 12},
+		{"one-bucket", 1, false, 100, false, 3_600_000, 32, 12},
+		{"one-bucket-mixed", 1, false, 100, true, 3_600_000, 32, 12},
+		{"one-bucket-wide", 1, false, 100, false, 1e13, 32, 12},
+		{"cascade", 4, true, 100, false, 3_600_000, 32, 12},
+		{"cascade-mixed", 4, true, 100, true, 3_600_000, 32, 12},
+		{"cascade-wide", 4, true, 100, false, 1e13, 32, 12},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			co, err := redis.ClientOption(serverURL)
@@ -104,8 +107,11 @@ func TestPipelinedLanesAreExact(t *testing.T) {
 			ns := fmt.Sprintf("lanes-%s-%d", tc.name, time.Now().UnixNano())
 			now := time.Now().UnixMilli()
 			capacity := tc.tokens * bucket.MilliPerToken
-			small := bucket.Params{Capacity: capacity, Amount: capacity, Period: 3_600_000}
+			small := bucket.Params{Capacity: capacity, Amount: capacity, Period: tc.period}
 			large := bucket.Params{Capacity: 1000 * capacity, Amount: capacity, Period: 3_600_000}
+			// every grant also debits an unchecked limit (as a shadow
+			// limit is), which must end exactly that much lower
+			unchecked := bucket.Params{Capacity: 1000 * capacity, Amount: capacity, Period: 3_600_000}
 			amount := func(w int) int64 {
 				if tc.mixed && w%2 == 1 {
 					return 2 * bucket.MilliPerToken
@@ -114,7 +120,8 @@ func TestPipelinedLanesAreExact(t *testing.T) {
 			}
 			request := func(w int) *store.ConsumeRequest {
 				key := store.BucketKey{Entity: fmt.Sprintf("k%d", w%tc.keys), Resource: "api"}
-				first := store.BucketRequest{Key: key, Limits: []store.LimitRequest{{Name: "rps", Params: small, Check: true, Amount: amount(w)}}}
+				first := store.BucketRequest{Key: key, Limits: []store.LimitRequest{{Name: "rps", Params: small, Check: true, Amount: amount(w)},
+					{Name: "all", Params: unchecked, Amount: amount(w)}}}
 				req := &store.ConsumeRequest{Now: now, Buckets: []store.BucketRequest{first}}
 				if tc.org {
 					req.Buckets[0].Limits[0].Params = large
@@ -128,7 +135,9 @@ func TestPipelinedLanesAreExact(t *testing.T) {
 			for w := range tc.keys {
 				req := request(w)
 				for i := range req.Buckets {
-					req.Buckets[i].Limits[0].Amount = 0
+					for j := range req.Buckets[i].Limits {
+						req.Buckets[i].Limits[j].Amount = 0
+					}
 				}
 				if _, err := s.Consume(ctx, ns, req); err != nil {
 					t.Fatal(err)
@@ -181,7 +190,7 @@ func TestPipelinedLanesAreExact(t *testing.T) {
 				t.Fatalf("at most %d call in flight: the lanes were not pipelined", p)
 			}
 			if c.repeats.Load() == 0 && !tc.mixed {
-				t.Fatal("no request was sent as a repeat")
+				t.Fatal("no request was sent in a group of repeats")
 			}
 			// One serial order of the grants: sorted by the balance each
 			// saw, each took its amount from the balance the one before
@@ -202,7 +211,29 @@ func TestPipelinedLanesAreExact(t *testing.T) {
 			if balance < 0 || balance >= 2*bucket.MilliPerToken {
 				t.Fatalf("%d millitokens left of %d after %d grants", balance, capacity, len(all))
 			}
-			t.Logf("%d grants, at most %d calls in flight, %d repeats", granted.Load(), c.peak.Load(), c.repeats.Load())
+			// The unchecked limits lost exactly what their keys' grants took.
+			c.armed.Store(false)
+			took := make(map[int]int64)
+			for w, s := range seen {
+				for _, g := range s {
+					took[w%tc.keys] += g[1]
+				}
+			}
+			for key := range tc.keys {
+				req := request(key)
+				for i := range req.Buckets {
+					for j := range req.Buckets[i].Limits {
+						req.Buckets[i].Limits[j].Amount = 0
+					}
+				}
+				if _, err := s.Consume(ctx, ns, req); err != nil {
+					t.Fatal(err)
+				}
+				if got, want := req.Buckets[0].Limits[1].Observed.Tokens, unchecked.Capacity-took[key]; got != want {
+					t.Errorf("key %d: its unchecked limit holds %d millitokens, want %d", key, got, want)
+				}
+			}
+			t.Logf("%d grants, at most %d calls in flight, %d groups of repeats", granted.Load(), c.peak.Load(), c.repeats.Load())
 		})
 	}
 }
