@@ -100,6 +100,9 @@ type argsBuilder struct {
 	entries   int // requests and groups of repeats
 	group     int // the index in args of the last entry's count if it is a group, else 0
 	groupN    int // that count
+	// groups holds, for each entry, the requests of its group (0: a
+	// request sent in full), to read the answers
+	groups []int
 }
 
 // begin starts a call of about n requests.
@@ -167,15 +170,18 @@ func (b *argsBuilder) add(req *store.ConsumeRequest, lease *leaseArgs) {
 		if b.group > 0 && b.args[b.group-1] == cur[0].nowStr {
 			b.groupN++
 			b.args[b.group] = itoa(b.groupN)
+			b.groups[len(b.groups)-1] = b.groupN
 			return
 		}
 		b.args = append(b.args, "-1", cur[0].nowStr, "1")
 		b.group, b.groupN = len(b.args)-1, 1
 		b.entries++
+		b.groups = append(b.groups, 1)
 		return
 	}
 	b.group = 0
 	b.entries++
+	b.groups = append(b.groups, 0)
 	if lease == nil {
 		b.prev, b.cur = cur, b.prev[:0]
 	} else {
@@ -340,18 +346,53 @@ func setObserved(answer []rueidis.RedisMessage, req *store.ConsumeRequest) error
 // at t the acquire script answered: an integer, or a decimal string when
 // too large for the script's doubles.
 func observedState(m *rueidis.RedisMessage, p bucket.Params, t int64) (bucket.State, error) {
-	if !m.IsInt64() {
-		x, err := m.ToString()
-		if err != nil {
-			return bucket.State{}, fmt.Errorf("redis: consume: %w", err)
-		}
-		return stateOf(x, t, p, t)
+	x, err := excessOf(m)
+	if err != nil {
+		return bucket.State{}, err
 	}
-	x, _ := m.AsInt64()
+	return observedAt(x, p, t)
+}
+
+// excessOf reads an excess the acquire script answered: an integer, or a
+// decimal string when too large for the script's doubles.
+func excessOf(m *rueidis.RedisMessage) (bucket.Tick, error) {
+	if m.IsInt64() {
+		x, _ := m.AsInt64()
+		return bucket.TickOf(x), nil
+	}
+	s, err := m.ToString()
+	if err != nil {
+		return bucket.Tick{}, fmt.Errorf("redis: consume: %w", err)
+	}
+	x, err := bucket.ParseTick(s)
+	if err != nil {
+		return bucket.Tick{}, fmt.Errorf("redis: a limit's excess %q: %w", s, err)
+	}
+	return x, nil
+}
+
+// observedAt is the state at t of a limit of parameters p whose excess at
+// t is x: its full tick is t's tick plus x (for a calendar quota, t is
+// the first instant of the window it was decided in); a concurrency
+// limit's x is its millitokens in use.
+func observedAt(x bucket.Tick, p bucket.Params, t int64) (bucket.State, error) {
 	if !p.Refills() {
-		return bucket.State{Tokens: p.Capacity - x}, nil
+		used, ok := x.Int64()
+		if !ok {
+			return bucket.State{}, fmt.Errorf("redis: a concurrency limit in use %s", x)
+		}
+		return bucket.State{Tokens: p.Capacity - used}, nil
 	}
-	return bucket.AtTick(bucket.TickAt(t, p).Add(bucket.TickOf(x)), p, t), nil
+	return bucket.AtTick(bucket.TickAt(t, p).Add(x), p, t), nil
+}
+
+// debitOf is what a grant of lr adds to its limit's excess: its debit in
+// ticks, or for a concurrency limit its millitokens.
+func debitOf(lr *store.LimitRequest) bucket.Tick {
+	if !lr.Params.Refills() {
+		return bucket.TickOf(lr.Amount)
+	}
+	return bucket.DebitTicks(lr.Amount, lr.Params)
 }
 
 // anchorTick is the tick of an anchor a, which is in p's time (a Unix ms,

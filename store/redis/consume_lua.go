@@ -43,7 +43,11 @@ package redis
 // Each request's answer is {1 (granted) or 0 (refused), then for each
 // bucket its time t and the e of each of its limits, a quota's followed
 // by its lt}, {2, the ordinal of
-// the bucket to reconfigure} or {4}.
+// the bucket to reconfigure} or {4}. A group's answer is one: {5, then
+// its first request's values as above, then n, the requests granted (the
+// first n; request i saw each limit's e + min(i, n)·debit)}; {2, b} for
+// every request of it; or, when its numbers are not plain, {6, then each
+// request's answer}.
 const luaConsume = `
 b_reset()
 b_idx, b_ttl = KEYS[1], tonumber(ARGV[1])
@@ -172,51 +176,14 @@ for q = 1, nent do
     if have[1] and (have[1] == '0' or (lease.reused and tonumber(have[2]) > lease.now)) then exists = {4} end
   end
   local status, ok, nk, observed = assess(treq, exists)
-  -- a group of cnt alike requests at one time, decided together when its
-  -- checked limits' numbers are plain (docs/redis.md, "Repeats"): request
-  -- i (from 0) sees each limit's excess e + i·debit while the requests
-  -- before it were granted, and is granted iff every checked limit then
-  -- covers, so the first refusal leaves the state as it is and refuses
-  -- every request after it
-  local n = 0
-  if status == nil and ok then
-    n = cnt
-    -- (a group has no lease: a request with one is sent alone, cnt 1)
-    for j = 1, cnt > 1 and nk or 0 do
-      local pl, e = pls[j], es[j]
-      if pl.check then
-        local d, cover = pl.debitn, pl.cover
-        if type(e) ~= 'number' or type(d) ~= 'number' or type(cover) ~= 'number' then
-          n = nil
-          break
-        end
-        -- e + i·d > cover is exact: below 2^53 the sum is, and a rounded
-        -- sum of 2^53 or more is above the plain cover, as the true one is
-        local i = 1
-        while i < n and e + i * d <= cover do i = i + 1 end
-        n = i
-      end
-    end
-  end
-  if n == nil then
-    -- not plain: one request after the other
-    for i = 1, cnt do
-      if i > 1 then status, ok, nk, observed = assess(treq, nil) end
-      if status ~= nil then
-        out[#out + 1] = status
-      else
-        if ok then
-          grant(1)
-          observed[1] = 1
-        end
-        out[#out + 1] = observed
-      end
-    end
-  elseif status ~= nil then
-    for i = 1, cnt do out[#out + 1] = status end
-  else
-    if n > 0 then
-      grant(n)
+  if not treq then
+    -- a request
+    if status ~= nil then
+      out[#out + 1] = status
+    elseif not ok then
+      out[#out + 1] = observed
+    else
+      grant(1)
       if lease then
         redis.call('DEL', lease.key)
         redis.call('HSET', lease.key, 'rec', lease.rec, 'ver', lease.ver, 'ended', lease.ended, 'keep', lease.keep, 'exp', lease.exp)
@@ -231,31 +198,57 @@ for q = 1, nent do
         end
         if lease.ev ~= '' then append_event(KEYS[lk + 4], KEYS[lk + 5], KEYS[lk + 6], lease.ev, lease.evjs) end
       end
+      observed[1] = 1
+      out[#out + 1] = observed
     end
-    for i = 0, cnt - 1 do
-      -- request i's answer: the excess e + min(i, n)·debit of each limit
-      local ans = observed
-      if i > 0 then
-        ans = {}
-        local c, k = 2, 0
-        for b, pb in ipairs(plan) do
-          ans[c] = observed[c]; c = c + 1
-          for l, pl in ipairs(pb.limits) do
-            k = k + 1
-            local e = es[k]
-            if pl.debit ~= '0' then
-              local j = i
-              if j > n then j = n end
-              if j == 1 then e = n_add(e, pl.debitn) elseif j > 1 then e = n_add(e, n_mul(j, pl.debitn)) end
-            end
-            if type(e) == 'number' then ans[c] = e else ans[c] = n_format(e) end
-            c = c + 1
-            if pl.m then ans[c] = observed[c]; c = c + 1 end
+  elseif status ~= nil then
+    -- a group that must adopt new parameters: every request alike
+    out[#out + 1] = status
+  else
+    -- a group of cnt alike requests at one time, decided together when
+    -- its checked limits' numbers are plain (docs/redis.md, "Repeats,
+    -- decided in groups"): request i (from 0) sees each limit's excess
+    -- e + i·debit while the requests before it were granted, and is
+    -- granted iff every checked limit then covers, so the first refusal
+    -- leaves the state as it is and refuses every request after it
+    local n = 0
+    if ok then
+      n = cnt
+      for j = 1, nk do
+        local pl, e = pls[j], es[j]
+        if pl.check then
+          local d, cover = pl.debitn, pl.cover
+          if type(e) ~= 'number' or type(d) ~= 'number' or type(cover) ~= 'number' then
+            n = nil
+            break
           end
+          -- e + i·d > cover is exact: below 2^53 the sum is, and a rounded
+          -- sum of 2^53 or more is above the plain cover, as the true one is
+          local i = 1
+          while i < n and e + i * d <= cover do i = i + 1 end
+          n = i
         end
       end
-      if i < n then ans[1] = 1 else ans[1] = 0 end
-      out[#out + 1] = ans
+    end
+    if n == nil then
+      -- not plain: one request after the other, each its own answer
+      local all = {6}
+      for i = 1, cnt do
+        if i > 1 then status, ok, nk, observed = assess(treq, nil) end
+        if ok then
+          grant(1)
+          observed[1] = 1
+        end
+        all[#all + 1] = observed
+      end
+      out[#out + 1] = all
+    else
+      -- one answer for the group: 5, request 0's observed values, then n
+      -- (request i's excess is e + min(i, n)·debit, which Go adds)
+      if n > 0 then grant(n) end
+      observed[1] = 5
+      observed[#observed + 1] = n
+      out[#out + 1] = observed
     end
   end
 end

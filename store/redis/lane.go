@@ -8,6 +8,9 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/redis/rueidis"
+
+	"github.com/tollgate-rl/tollgate/bucket"
 	"github.com/tollgate-rl/tollgate/store"
 )
 
@@ -247,22 +250,147 @@ func (s *Store) runBatch(ns string, batch []*pending) {
 	ctx, cancel := s.callContext(context.WithoutCancel(live[0].ctx))
 	res, err := s.run(ctx, consumeScript, keys, args).ToArray()
 	cancel()
-	if err == nil && len(res) != len(live) {
-		err = fmt.Errorf("%d answers for %d requests", len(res), len(live))
+	if err == nil && len(res) != len(b.groups) {
+		err = fmt.Errorf("%d answers for %d requests and groups", len(res), len(b.groups))
 	}
-	for i, p := range live {
-		if !p.state.CompareAndSwap(sent, settling) {
-			continue // abandoned
+	if err != nil {
+		for _, p := range live {
+			p.finish(false, fmt.Errorf("redis: consume: %w", err))
 		}
+		return
+	}
+	r := 0
+	for e, n := range b.groups {
+		if n == 0 {
+			s.settleOne(ns, live[r], res[e])
+			r++
+			continue
+		}
+		s.settleGroup(ns, live[r:r+n], res[e])
+		r += n
+	}
+}
+
+// finish hands p's verdict to its caller, unless it gave up.
+func (p *pending) finish(granted bool, err error) {
+	if p.claim() {
+		p.deliver(granted, err)
+	}
+}
+
+// claim reports whether p's request is still its batch's to settle (its
+// caller did not give up), and holds it for the batch until deliver.
+func (p *pending) claim() bool { return p.state.CompareAndSwap(sent, settling) }
+
+// deliver hands a claimed p's verdict to its caller.
+func (p *pending) deliver(granted bool, err error) {
+	p.granted, p.err = granted, err
+	p.done <- struct{}{}
+}
+
+// settleOne reads the answer of one request sent in full, and sends it
+// again alone if it must adopt new parameters first.
+func (s *Store) settleOne(ns string, p *pending, msg rueidis.RedisMessage) {
+	if !p.claim() {
+		return // abandoned
+	}
+	done, granted, err := s.settle(p.ctx, ns, p.req, msg)
+	if !done {
+		granted, err = s.consumeAlone(p.ctx, ns, p.req, nil)
+	}
+	p.deliver(granted, err)
+}
+
+// settleGroup reads the answer of a group of alike requests: one answer
+// for all (status 5: the first n granted, request i having seen each
+// limit's excess plus min(i, n) debits), a reconfiguration for each, or
+// (status 6) each request's own answer.
+func (s *Store) settleGroup(ns string, group []*pending, msg rueidis.RedisMessage) {
+	answer, err := msg.ToArray()
+	var status int64
+	if err == nil {
+		status, err = answer[0].AsInt64()
+	}
+	if err == nil && status == 5 {
+		err = s.settleShared(group, answer[1:])
+	}
+	switch {
+	case err != nil:
+		for _, p := range group {
+			p.finish(false, fmt.Errorf("redis: consume: %w", err))
+		}
+	case status == 5:
+	case status == 6 && len(answer) == len(group)+1:
+		for i, p := range group {
+			s.settleOne(ns, p, answer[1+i])
+		}
+	default:
+		for _, p := range group {
+			s.settleOne(ns, p, msg)
+		}
+	}
+}
+
+// settleShared settles a group from its one answer: its first request's
+// observed values (each bucket's time, each limit's excess, a quota's
+// moment), then n.
+func (s *Store) settleShared(group []*pending, vals []rueidis.RedisMessage) error {
+	n, err := vals[len(vals)-1].AsInt64()
+	if err != nil {
+		return err
+	}
+	first := group[0].req
+	type limit struct {
+		b, l     int // its bucket and limit
+		x, debit bucket.Tick
+		at       int64
+	}
+	var limits []limit
+	k := 0
+	for i := range first.Buckets {
+		at, err := vals[k].AsInt64()
 		if err != nil {
-			p.err = fmt.Errorf("redis: consume: %w", err)
-		} else {
-			done, granted, err := s.settle(p.ctx, ns, p.req, res[i])
-			if !done {
-				granted, err = s.consumeAlone(p.ctx, ns, p.req, nil)
-			}
-			p.granted, p.err = granted, err
+			return err
 		}
-		p.done <- struct{}{}
+		k++
+		for j := range first.Buckets[i].Limits {
+			lr := &first.Buckets[i].Limits[j]
+			t := at
+			if !lr.Params.Window.IsZero() {
+				m, err := vals[k+1].AsInt64()
+				if err != nil {
+					return err
+				}
+				t = lr.Params.Millis(m)
+			}
+			x, err := excessOf(&vals[k])
+			if err != nil {
+				return err
+			}
+			limits = append(limits, limit{b: i, l: j, x: x, debit: debitOf(lr), at: t})
+			k++
+			if !lr.Params.Window.IsZero() {
+				k++
+			}
+		}
 	}
+	for i, p := range group {
+		// Every request of the group has the first's buckets and limits.
+		// One whose caller gave up is left alone, its debits counted.
+		owned := p.claim()
+		var err error
+		for c := range limits {
+			if owned && err == nil {
+				lr := &p.req.Buckets[limits[c].b].Limits[limits[c].l]
+				lr.Observed, err = observedAt(limits[c].x, lr.Params, limits[c].at)
+			}
+			if int64(i) < n {
+				limits[c].x = limits[c].x.Add(limits[c].debit)
+			}
+		}
+		if owned {
+			p.deliver(int64(i) < n && err == nil, err)
+		}
+	}
+	return nil
 }
