@@ -48,20 +48,19 @@ package redis
 // first n; request i saw each limit's e + min(i, n)·debit)}; {2, b} for
 // every request of it; or, when its numbers are not plain, {6, then each
 // request's answer}.
-const luaConsume = `
-b_reset()
-b_idx, b_ttl = KEYS[1], tonumber(ARGV[1])
-local nent = tonumber(ARGV[2])
-local a = 3
-local out = {}
+// luaConsumeFns are luaConsume's helpers, part of the library (made once,
+// not on every call): assess and grant, on the request plan the acquire
+// function reads.
+const luaConsumeFns = `
 -- plan: the previous request's buckets, each {key, member, t, names,
 -- limits}, each limit {sig, debit (and parsed), cover (parsed; nil: never
 -- covered), check, amount (parsed, and as a double for b_write), m (a
 -- quota's moment, nil for others)}, read from ARGV once and reused by the
 -- repeats that follow it
-local plan
+local plan -- set by the acquire function, for each request it reads
 -- per bucket: its state and its time; per limit: its excess and moment,
--- and its plan
+-- and its plan; kept across calls (each call writes an entry before it
+-- reads it)
 local sts, ts, es, lts, pls = {}, {}, {}, {}, {}
 -- assess reads plan's buckets at treq (nil: each bucket's own time; time
 -- never runs backwards for a bucket: a request dated before its latest
@@ -140,6 +139,15 @@ local function grant(n)
     b_touch(st, ts[b])
   end
 end
+`
+
+const luaConsume = `
+b_reset()
+plan = nil -- a group follows a request of its own call
+b_idx, b_ttl = KEYS[1], tonumber(ARGV[1])
+local nent = tonumber(ARGV[2])
+local a = 3
+local out = {}
 for q = 1, nent do
   local lease = nil
   local lk = tonumber(ARGV[a]); a = a + 1

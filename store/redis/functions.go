@@ -23,7 +23,7 @@ import (
 
 // luaBucketLib is the library of the data plane's scripts: their numbers,
 // bucket reads and writes, deltas and audit events.
-const luaBucketLib = luaNum + luaLimits + luaDeltaFns + luaAppendEvent
+const luaBucketLib = luaNum + luaLimits + luaDeltaFns + luaAppendEvent + luaConsumeFns
 
 // A bucketScript is one script of the data plane, its KEYS and ARGV as in
 // EVAL.
