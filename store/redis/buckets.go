@@ -101,8 +101,19 @@ type argsBuilder struct {
 	group     int // the index in args of the last entry's count if it is a group, else 0
 	groupN    int // that count
 	// groups holds, for each entry, the requests of its group (0: a
-	// request sent in full), to read the answers
+	// request sent in full), and shapes a group's limits, to read the
+	// answers (from what the builder read while the requests were its)
 	groups []int
+	shapes [][]groupLimit
+}
+
+// groupLimit is one limit of a group's requests, in order: its bucket and
+// place in it, its parameters and what a grant adds to its excess; or,
+// with l -1, a bucket (whose time the answer holds before its limits').
+type groupLimit struct {
+	b, l   int
+	params bucket.Params
+	debit  bucket.Tick
 }
 
 // begin starts a call of about n requests.
@@ -177,11 +188,21 @@ func (b *argsBuilder) add(req *store.ConsumeRequest, lease *leaseArgs) {
 		b.group, b.groupN = len(b.args)-1, 1
 		b.entries++
 		b.groups = append(b.groups, 1)
+		var shape []groupLimit
+		for i := range req.Buckets {
+			shape = append(shape, groupLimit{b: i, l: -1}) // its time
+			for j := range req.Buckets[i].Limits {
+				lr := &req.Buckets[i].Limits[j]
+				shape = append(shape, groupLimit{b: i, l: j, params: lr.Params, debit: debitOf(lr)})
+			}
+		}
+		b.shapes = append(b.shapes, shape)
 		return
 	}
 	b.group = 0
 	b.entries++
 	b.groups = append(b.groups, 0)
+	b.shapes = append(b.shapes, nil)
 	if lease == nil {
 		b.prev, b.cur = cur, b.prev[:0]
 	} else {

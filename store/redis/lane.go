@@ -266,7 +266,7 @@ func (s *Store) runBatch(ns string, batch []*pending) {
 			r++
 			continue
 		}
-		s.settleGroup(ns, live[r:r+n], res[e])
+		s.settleGroup(ns, live[r:r+n], b.shapes[e], res[e])
 		r += n
 	}
 }
@@ -305,14 +305,14 @@ func (s *Store) settleOne(ns string, p *pending, msg rueidis.RedisMessage) {
 // for all (status 5: the first n granted, request i having seen each
 // limit's excess plus min(i, n) debits), a reconfiguration for each, or
 // (status 6) each request's own answer.
-func (s *Store) settleGroup(ns string, group []*pending, msg rueidis.RedisMessage) {
+func (s *Store) settleGroup(ns string, group []*pending, shape []groupLimit, msg rueidis.RedisMessage) {
 	answer, err := msg.ToArray()
 	var status int64
 	if err == nil {
 		status, err = answer[0].AsInt64()
 	}
 	if err == nil && status == 5 {
-		err = s.settleShared(group, answer[1:])
+		err = s.settleShared(group, shape, answer[1:])
 	}
 	switch {
 	case err != nil:
@@ -332,60 +332,63 @@ func (s *Store) settleGroup(ns string, group []*pending, msg rueidis.RedisMessag
 }
 
 // settleShared settles a group from its one answer: its first request's
-// observed values (each bucket's time, each limit's excess, a quota's
-// moment), then n.
-func (s *Store) settleShared(group []*pending, vals []rueidis.RedisMessage) error {
+// observed values (each bucket's time, then each limit's excess, a
+// quota's followed by its moment), then n. The group's limits are read
+// from its shape, not from a request: a request whose caller gave up is
+// no longer the batch's to read.
+func (s *Store) settleShared(group []*pending, shape []groupLimit, vals []rueidis.RedisMessage) error {
 	n, err := vals[len(vals)-1].AsInt64()
 	if err != nil {
 		return err
 	}
-	first := group[0].req
 	type limit struct {
-		b, l     int // its bucket and limit
-		x, debit bucket.Tick
-		at       int64
+		x  bucket.Tick
+		at int64
 	}
-	var limits []limit
+	limits := make([]limit, len(shape))
 	k := 0
-	for i := range first.Buckets {
-		at, err := vals[k].AsInt64()
-		if err != nil {
-			return err
-		}
-		k++
-		for j := range first.Buckets[i].Limits {
-			lr := &first.Buckets[i].Limits[j]
-			t := at
-			if !lr.Params.Window.IsZero() {
-				m, err := vals[k+1].AsInt64()
-				if err != nil {
-					return err
-				}
-				t = lr.Params.Millis(m)
+	var at int64
+	for c, gl := range shape {
+		if gl.l < 0 { // a bucket's time, before its limits
+			if at, err = vals[k].AsInt64(); err != nil {
+				return err
 			}
-			x, err := excessOf(&vals[k])
+			k++
+			continue
+		}
+		t := at
+		if !gl.params.Window.IsZero() {
+			m, err := vals[k+1].AsInt64()
 			if err != nil {
 				return err
 			}
-			limits = append(limits, limit{b: i, l: j, x: x, debit: debitOf(lr), at: t})
+			t = gl.params.Millis(m)
+		}
+		x, err := excessOf(&vals[k])
+		if err != nil {
+			return err
+		}
+		limits[c] = limit{x: x, at: t}
+		k++
+		if !gl.params.Window.IsZero() {
 			k++
-			if !lr.Params.Window.IsZero() {
-				k++
-			}
 		}
 	}
 	for i, p := range group {
-		// Every request of the group has the first's buckets and limits.
+		// Every request of the group has the shape's buckets and limits.
 		// One whose caller gave up is left alone, its debits counted.
 		owned := p.claim()
 		var err error
-		for c := range limits {
+		for c, gl := range shape {
+			if gl.l < 0 {
+				continue
+			}
 			if owned && err == nil {
-				lr := &p.req.Buckets[limits[c].b].Limits[limits[c].l]
-				lr.Observed, err = observedAt(limits[c].x, lr.Params, limits[c].at)
+				lr := &p.req.Buckets[gl.b].Limits[gl.l]
+				lr.Observed, err = observedAt(limits[c].x, gl.params, limits[c].at)
 			}
 			if int64(i) < n {
-				limits[c].x = limits[c].x.Add(limits[c].debit)
+				limits[c].x = limits[c].x.Add(gl.debit)
 			}
 		}
 		if owned {

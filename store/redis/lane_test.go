@@ -237,3 +237,58 @@ func TestPipelinedLanesAreExact(t *testing.T) {
 		})
 	}
 }
+
+// TestLaneCallersGivingUp runs many goroutines on one bucket, each with a
+// deadline of a few hundred microseconds, recycling its request after
+// every answer as the limiter does, also after giving up: the batches must
+// never touch a request whose caller took it back (the race detector
+// sees it if they do), and the bucket must never lend more than it has,
+// every grant a caller saw among the debits it holds.
+func TestLaneCallersGivingUp(t *testing.T) {
+	s := newStore(t)
+	ctx := context.Background()
+	ns := fmt.Sprintf("giving-up-%d", time.Now().UnixNano())
+	now := time.Now().UnixMilli()
+	const tokens = 300
+	p := bucket.Params{Capacity: tokens * bucket.MilliPerToken, Amount: tokens * bucket.MilliPerToken, Period: 3_600_000}
+	request := func() *store.ConsumeRequest {
+		return &store.ConsumeRequest{Now: now, Buckets: []store.BucketRequest{{Key: store.BucketKey{Entity: "k", Resource: "api"},
+			Limits: []store.LimitRequest{{Name: "rps", Params: p, Check: true, Amount: bucket.MilliPerToken}}}}}
+	}
+	var granted, gaveUp atomic.Int64
+	var wg sync.WaitGroup
+	for w := range 32 {
+		wg.Go(func() {
+			req := request()
+			for i := range 40 {
+				cctx, cancel := context.WithTimeout(ctx, time.Duration(50+(w*7+i*13)%400)*time.Microsecond)
+				ok, err := s.Consume(cctx, ns, req)
+				cancel()
+				switch {
+				case err != nil && cctx.Err() != nil:
+					gaveUp.Add(1)
+				case err != nil:
+					t.Error(err)
+					return
+				case ok:
+					granted.Add(1)
+				}
+				// recycled: the next request is written over this one
+				req.Now = now
+				req.Buckets[0].Limits[0].Observed = bucket.State{}
+			}
+		})
+	}
+	wg.Wait()
+	req := request()
+	req.Buckets[0].Limits[0].Amount = 0
+	if _, err := s.Consume(ctx, ns, req); err != nil {
+		t.Fatal(err)
+	}
+	left := req.Buckets[0].Limits[0].Observed.Tokens
+	debited := p.Capacity - left
+	if left < 0 || debited < granted.Load()*bucket.MilliPerToken {
+		t.Fatalf("%d millitokens left of %d, %d grants seen", left, p.Capacity, granted.Load())
+	}
+	t.Logf("%d grants seen, %d gave up, %d tokens debited", granted.Load(), gaveUp.Load(), debited/bucket.MilliPerToken)
+}
