@@ -52,19 +52,48 @@ package redis
 // not on every call): assess and grant, on the request plan the acquire
 // function reads.
 const luaConsumeFns = `
--- plan: the previous request's buckets, each {key, member, t, names,
--- limits}, each limit {sig, debit (and parsed), cover (parsed; nil: never
--- covered), check, amount (parsed, and as a double for b_write), m (a
--- quota's moment, nil for others)}, read from ARGV once and reused by the
--- repeats that follow it
-local plan -- set by the acquire function, for each request it reads
--- per bucket: its state and its time; per limit: its excess and moment,
--- and its plan; kept across calls (each call writes an entry before it
--- reads it)
-local sts, ts, es, lts, pls = {}, {}, {}, {}, {}
--- assess reads plan's buckets at treq (nil: each bucket's own time; time
--- never runs backwards for a bucket: a request dated before its latest
--- write is decided at that write's time) and computes each limit's
+-- The plan: the last request read in full, its buckets and limits as
+-- flat arrays (no table per request), read from ARGV once and reused by
+-- the groups of repeats that follow it; set by the acquire function.
+-- P_n buckets, bucket b: its key, index member, time, limit names (the
+-- table b_load keeps), and its limits k = P_l0[b] .. P_l0[b] + P_nl[b] − 1.
+-- Limit k: its name's parameters, debit (as sent and parsed), cover
+-- (parsed; false: never covered), check, refill amount (parsed, and as a
+-- double for b_write) and a quota's moment (false for other limits).
+local P_n = 0
+local P_key, P_member, P_t, P_names, P_l0, P_nl = {}, {}, {}, {}, {}, {}
+local L_sig, L_debit, L_debitn, L_cover, L_check, L_amount, L_amountf, L_m = {}, {}, {}, {}, {}, {}, {}, {}
+-- p_read reads a request's buckets from ARGV at a into the plan, and
+-- returns where the next entry starts.
+local function p_read(KEYS, ARGV, a)
+  local nb = tonumber(ARGV[a]); a = a + 1
+  P_n = nb
+  local k = 1
+  for b = 1, nb do
+    local nl = tonumber(ARGV[a + 3])
+    P_key[b], P_member[b], P_t[b], P_l0[b], P_nl[b] = KEYS[tonumber(ARGV[a])], ARGV[a + 1], tonumber(ARGV[a + 2]), k, nl
+    local names = {}
+    a = a + 4
+    for l = 1, nl do
+      local cover, m = ARGV[a + 3], ARGV[a + 6]
+      names[l] = ARGV[a]
+      -- parsed once: the number functions never change their operands
+      L_sig[k], L_debit[k], L_debitn[k] = ARGV[a + 1], ARGV[a + 2], n_parse(ARGV[a + 2])
+      L_cover[k], L_check[k] = cover ~= '' and n_parse(cover), ARGV[a + 4] == '1'
+      L_amount[k], L_amountf[k], L_m[k] = n_parse(ARGV[a + 5]), tonumber(ARGV[a + 5]), m ~= '' and tonumber(m)
+      a = a + 7
+      k = k + 1
+    end
+    P_names[b] = names
+  end
+  return a
+end
+-- per bucket: its state and its time; per limit: its excess and moment;
+-- kept across calls (each call writes an entry before it reads it)
+local sts, ts, es, lts = {}, {}, {}, {}
+-- assess reads the plan's buckets at treq (nil: each bucket's own time;
+-- time never runs backwards for a bucket: a request dated before its
+-- latest write is decided at that write's time) and computes each limit's
 -- excess: its status ({2, b}: reconfigure; nil), whether every checked
 -- limit covers, the number of limits, and the answer's values (a table
 -- whose first entry the caller sets).
@@ -72,30 +101,31 @@ local function assess(treq, status)
   local ok = true
   local observed = {0}
   local k = 0
-  for b, pb in ipairs(plan) do
-    local st = b_load(pb.key, pb.names)
+  for b = 1, P_n do
+    local st = b_load(P_key[b], P_names[b])
     local vals = st.vals
-    st.member = pb.member
-    local t = treq or pb.t
+    st.member = P_member[b]
+    local t = treq or P_t[b]
     if st.r > t then t = st.r end
     sts[b], ts[b] = st, t
     observed[#observed + 1] = t
-    for l, pl in ipairs(pb.limits) do
+    for l = 1, P_nl[b] do
       if status == nil then
+        local j = k + 1 -- this limit's index in the plan (every one before it was read)
         local sig, v = vals[3 * l + 1], vals[3 * l + 2]
-        if sig and sig ~= pl.sig then
+        if sig and sig ~= L_sig[j] then
           status = {2, b}
         else
           -- the excess at t: x − (t − anchor)·amount, at least 0; a
           -- quota's at its moment lt, never before its anchor
-          local e, lt, m = 0, t, pl.m
+          local e, lt, m = 0, t, L_m[j]
           local anchor = tonumber(vals[3 * l + 3] or 0)
           if m then
             lt = m
             if anchor > lt then lt = anchor end
           end
           if v then
-            local x, amount = n_parse(v), pl.amount
+            local x, amount = n_parse(v), L_amount[j]
             local d = lt - anchor
             local p = type(x) == 'number' and type(amount) == 'number' and d * amount
             if p and p >= N_MAX then
@@ -108,9 +138,9 @@ local function assess(treq, status)
               if n_sign(e) < 0 then e = 0 end
             end
           end
-          k = k + 1
-          es[k], lts[k], pls[k] = e, lt, pl
-          if pl.check and (pl.cover == nil or n_cmp(e, pl.cover) > 0) then ok = false end
+          k = j
+          es[k], lts[k] = e, lt
+          if L_check[k] and (not L_cover[k] or n_cmp(e, L_cover[k]) > 0) then ok = false end
           -- a plain number is an integer reply, exact below 2^53
           if type(e) == 'number' then observed[#observed + 1] = e else observed[#observed + 1] = n_format(e) end
           if m then observed[#observed + 1] = lt end
@@ -120,20 +150,20 @@ local function assess(treq, status)
   end
   return status, ok, k, observed
 end
--- grant writes what n grants of plan's request leave, each limit's excess
--- e + n·debit anchored at t or lt (a missing limit with its parameters),
--- and each bucket's time t.
+-- grant writes what n grants of the plan's request leave, each limit's
+-- excess e + n·debit anchored at t or lt (a missing limit with its
+-- parameters), and each bucket's time t.
 local function grant(n)
   local k = 0
-  for b, pb in ipairs(plan) do
+  for b = 1, P_n do
     local st = sts[b]
-    for l, pl in ipairs(pb.limits) do
+    for l = 1, P_nl[b] do
       k = k + 1
       local missing = not st.vals[3 * l + 1]
-      if missing or pl.debit ~= '0' then
+      if missing or L_debit[k] ~= '0' then
         local x = es[k]
-        if n == 1 then x = n_add(x, pl.debitn) else x = n_add(x, n_mul(n, pl.debitn)) end
-        b_write(st, l, missing and pl.sig, x, pl.amountf, lts[k], ts[b])
+        if n == 1 then x = n_add(x, L_debitn[k]) else x = n_add(x, n_mul(n, L_debitn[k])) end
+        b_write(st, l, missing and L_sig[k], x, L_amountf[k], lts[k], ts[b])
       end
     end
     b_touch(st, ts[b])
@@ -143,7 +173,7 @@ end
 
 const luaConsume = `
 b_reset()
-plan = nil -- a group follows a request of its own call
+P_n = 0 -- a group follows a request of its own call
 b_idx, b_ttl = KEYS[1], tonumber(ARGV[1])
 local nent = tonumber(ARGV[2])
 local a = 3
@@ -160,23 +190,7 @@ for q = 1, nent do
         ended = ARGV[a + 4], keep = ARGV[a + 5], exp = ARGV[a + 6], id = ARGV[a + 7], ev = ARGV[a + 8], evjs = ARGV[a + 9]}
       a = a + 10
     end
-    local nb = tonumber(ARGV[a]); a = a + 1
-    plan = {}
-    for b = 1, nb do
-      local nl = tonumber(ARGV[a + 3])
-      local pb = {key = KEYS[tonumber(ARGV[a])], member = ARGV[a + 1], t = tonumber(ARGV[a + 2]), names = {}, limits = {}}
-      a = a + 4
-      for l = 1, nl do
-        local cover, m = ARGV[a + 3], ARGV[a + 6]
-        pb.names[l] = ARGV[a]
-        -- parsed once: the number functions never change their operands
-        pb.limits[l] = {sig = ARGV[a + 1], debit = ARGV[a + 2], debitn = n_parse(ARGV[a + 2]),
-          cover = cover ~= '' and n_parse(cover) or nil, check = ARGV[a + 4] == '1',
-          amount = n_parse(ARGV[a + 5]), amountf = tonumber(ARGV[a + 5]), m = m ~= '' and tonumber(m) or nil}
-        a = a + 7
-      end
-      plan[b] = pb
-    end
+    a = p_read(KEYS, ARGV, a)
   end
   local exists = nil
   if lease then
@@ -223,9 +237,9 @@ for q = 1, nent do
     if ok then
       n = cnt
       for j = 1, nk do
-        local pl, e = pls[j], es[j]
-        if pl.check then
-          local d, cover = pl.debitn, pl.cover
+        local e = es[j]
+        if L_check[j] then
+          local d, cover = L_debitn[j], L_cover[j]
           if type(e) ~= 'number' or type(d) ~= 'number' or type(cover) ~= 'number' then
             n = nil
             break
