@@ -40,7 +40,7 @@ func (s *Store) Consume(ctx context.Context, ns string, req *store.ConsumeReques
 func (s *Store) consumeAlone(ctx context.Context, ns string, req *store.ConsumeRequest, lease *leaseArgs) (bool, error) {
 	for range maxRetries {
 		var b argsBuilder
-		b.begin(s, ns, 1)
+		b.begin(s, ns)
 		b.add(req, lease)
 		keys, args := b.finish()
 		cctx, cancel := s.callContext(ctx)
@@ -116,11 +116,13 @@ type groupLimit struct {
 	debit  bucket.Tick
 }
 
-// begin starts a call of about n requests.
-func (b *argsBuilder) begin(s *Store, ns string, n int) {
+// begin starts a call.
+func (b *argsBuilder) begin(s *Store, ns string) {
 	b.s, b.ns = s, ns
 	b.keys = append(make([]string, 0, 4), s.keys.buckets(ns))
-	b.args = append(make([]string, 0, 2+14*n), strconv.FormatInt(s.opts.bucketTTL, 10), "")
+	// room for one request of one limit and a group: a hot bucket's
+	// batch; unlike requests grow it
+	b.args = append(make([]string, 0, 20), strconv.FormatInt(s.opts.bucketTTL, 10), "")
 }
 
 // finish returns the call's keys and arguments.

@@ -72,6 +72,8 @@ func (s *Store) run(ctx context.Context, sc *bucketScript, keys, args []string) 
 	if !s.evalOnly.Load() {
 		res := s.fcall(ctx, sc, keys, args)
 		switch err := res.Error(); {
+		case err == nil:
+			return res
 		case refusesFunctions(err):
 			s.evalOnly.Store(true)
 		case !isNoFunction(err):

@@ -233,7 +233,7 @@ func (s *Store) runBatch(ns string, batch []*pending) {
 			continue
 		}
 		if len(live) == 0 {
-			b.begin(s, ns, len(batch))
+			b.begin(s, ns)
 		}
 		b.add(p.req, nil)
 		live = append(live, p)
