@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -14,6 +16,7 @@ import (
 
 	"github.com/tollgate-rl/tollgate"
 	"github.com/tollgate-rl/tollgate/clock"
+	"github.com/tollgate-rl/tollgate/internal/cputime"
 	"github.com/tollgate-rl/tollgate/internal/measure"
 	"github.com/tollgate-rl/tollgate/store/redis"
 )
@@ -43,12 +46,17 @@ import (
 // from 1, 8 and 32 goroutines on the wall clock, in rounds alternating
 // with raw EVALSHAs at the same concurrency (acquires/s, base-calls/s and
 // x-raw: the acquire rate over the raw rate; the acquires of one bucket
-// share calls, so it can exceed 1).
+// share calls, so it can exceed 1), with the CPU time of this process
+// (cpu-us/acquire, cpu-us/raw) and of the redis-server (INFO cpu:
+// srv-us/acquire, srv-us/raw) per acquire and per raw call.
+// TOLLGATE_BENCH_INFLIGHT sets the calls a lane may have in flight, to
+// measure other bounds than the Store's.
 func BenchmarkRedis(b *testing.B) {
 	if serverURL == "" {
 		b.Skip("no redis-server")
 	}
 	raw := newRawCall(b)
+	srv := newServerCPU(b)
 	for range 2000 {
 		raw()
 	}
@@ -71,19 +79,60 @@ func BenchmarkRedis(b *testing.B) {
 			env.acquire(key, rps, limits)
 			env.calls.Store(0)
 			env.acquires.Store(0)
-			var acq, base time.Duration
+			var acq, base, acqCPU, baseCPU, acqSrv, baseSrv time.Duration
 			var nAcq, nBase int64
 			for b.Loop() {
+				c0, s0 := cputime.Process(), srv()
 				base += parallel(g, 20, func() { raw() })
+				c1, s1 := cputime.Process(), srv()
 				nBase += int64(g * 20)
 				acq += parallel(g, 20, func() { env.acquire(key, rps, limits) })
+				c2, s2 := cputime.Process(), srv()
 				nAcq += int64(g * 20)
+				baseCPU, acqCPU, baseSrv, acqSrv = baseCPU+c1-c0, acqCPU+c2-c1, baseSrv+s1-s0, acqSrv+s2-s1
 			}
 			b.ReportMetric(float64(nAcq)/acq.Seconds(), "acquires/s")
 			b.ReportMetric(float64(nBase)/base.Seconds(), "base-calls/s")
 			b.ReportMetric((float64(nAcq)/acq.Seconds())/(float64(nBase)/base.Seconds()), "x-raw")
 			b.ReportMetric(float64(env.calls.Load())/float64(env.acquires.Load()), "calls/acquire")
+			us := func(d time.Duration, n int64) float64 { return float64(d.Nanoseconds()) / 1e3 / float64(n) }
+			b.ReportMetric(us(acqCPU, nAcq), "cpu-us/acquire")
+			b.ReportMetric(us(acqSrv, nAcq), "srv-us/acquire")
+			b.ReportMetric(us(baseCPU, nBase), "cpu-us/raw")
+			b.ReportMetric(us(baseSrv, nBase), "srv-us/raw")
 		})
+	}
+}
+
+// newServerCPU returns a function that reads the redis-server's CPU time
+// so far (INFO cpu: user and system, to the microsecond).
+func newServerCPU(b *testing.B) func() time.Duration {
+	co, err := redis.ClientOption(serverURL)
+	if err != nil {
+		b.Fatal(err)
+	}
+	c, err := rueidis.NewClient(co)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(c.Close)
+	return func() time.Duration {
+		info, err := c.Do(context.Background(), c.B().Info().Section("cpu").Build()).ToString()
+		if err != nil {
+			b.Fatal(err)
+		}
+		var sum float64
+		for _, line := range strings.Split(info, "\n") {
+			k, v, _ := strings.Cut(strings.TrimSpace(line), ":")
+			if k == "used_cpu_sys" || k == "used_cpu_user" {
+				f, err := strconv.ParseFloat(v, 64)
+				if err != nil {
+					b.Fatal(err)
+				}
+				sum += f
+			}
+		}
+		return time.Duration(sum * 1e9)
 	}
 }
 
@@ -195,6 +244,9 @@ func newBenchEnv(b *testing.B, fake bool) *benchEnv {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { _ = s.Close() })
+	if n, err := strconv.Atoi(os.Getenv("TOLLGATE_BENCH_INFLIGHT")); err == nil {
+		redis.SetMaxInFlight(s, n) // to measure other bounds
+	}
 	opts := []tollgate.Option{tollgate.WithNamespace(fmt.Sprintf("bench-%d", time.Now().UnixNano()))}
 	if fake {
 		env.clk = clock.NewFake(time.Now())

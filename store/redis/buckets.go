@@ -39,8 +39,10 @@ func (s *Store) Consume(ctx context.Context, ns string, req *store.ConsumeReques
 // consumeAlone is Consume in calls of its own.
 func (s *Store) consumeAlone(ctx context.Context, ns string, req *store.ConsumeRequest, lease *leaseArgs) (bool, error) {
 	for range maxRetries {
-		keys, args := s.consumeHeader(ns, 1)
-		keys, args = s.appendRequest(keys, args, ns, req, lease)
+		var b argsBuilder
+		b.begin(s, ns)
+		b.add(req, lease)
+		keys, args := b.finish()
 		cctx, cancel := s.callContext(ctx)
 		res, err := s.run(cctx, consumeScript, keys, args).ToArray()
 		cancel()
@@ -86,34 +88,220 @@ func (s *Store) settle(ctx context.Context, ns string, req *store.ConsumeRequest
 // process changing a limit's parameters.
 const maxRetries = 8
 
-// consumeHeader returns the keys and arguments of a luaConsume call of n
-// requests, before the requests (appendRequest).
-func (s *Store) consumeHeader(ns string, n int) (keys, args []string) {
-	keys = append(make([]string, 0, 8), s.keys.buckets(ns))
-	args = append(make([]string, 0, 32), strconv.FormatInt(s.opts.bucketTTL, 10), strconv.Itoa(n))
-	return keys, args
+// argsBuilder makes the keys and arguments of one luaConsume call:
+// begin, add each request, finish.
+type argsBuilder struct {
+	s          *Store
+	ns         string
+	keys, args []string
+	// prev are the arguments of the previous request's buckets (nil: it
+	// had a lease, or there is none), cur this one's
+	prev, cur []*bucketArgs
+	entries   int // requests and groups of repeats
+	group     int // the index in args of the last entry's count if it is a group, else 0
+	groupN    int // that count
+	// groups holds, for each entry, the requests of its group (0: a
+	// request sent in full), and shapes a group's limits, to read the
+	// answers (from what the builder read while the requests were its)
+	groups []int
+	shapes [][]groupLimit
 }
 
-// appendRequest appends one request of luaConsume, with its lease if not
-// nil.
-func (s *Store) appendRequest(keys, args []string, ns string, req *store.ConsumeRequest, lease *leaseArgs) ([]string, []string) {
-	if lease == nil {
-		args = append(args, "0")
-	} else {
-		args = append(args, strconv.Itoa(len(keys)+1))
-		keys = append(keys, lease.keys...)
-		args = append(args, lease.args...)
-	}
-	args = append(args, strconv.Itoa(len(req.Buckets)))
-	for i := range req.Buckets {
-		br := &req.Buckets[i]
-		keys = append(keys, s.keys.bucket(ns, br.Key.Entity, br.Key.Resource))
-		args = append(args, strconv.Itoa(len(keys)), indexMember(br.Key), strconv.FormatInt(req.Now, 10), strconv.Itoa(len(br.Limits)))
-		for j := range br.Limits {
-			args = appendLimit(args, &br.Limits[j], req.Now)
+// groupLimit is one limit of a group's requests, in order: its bucket and
+// place in it, its parameters and what a grant adds to its excess; or,
+// with l -1, a bucket (whose time the answer holds before its limits').
+type groupLimit struct {
+	b, l   int
+	params bucket.Params
+	debit  bucket.Tick
+}
+
+// begin starts a call.
+func (b *argsBuilder) begin(s *Store, ns string) {
+	b.s, b.ns = s, ns
+	b.keys = append(make([]string, 0, 4), s.keys.buckets(ns))
+	// room for one request of one limit and a group: a hot bucket's
+	// batch; unlike requests grow it
+	b.args = append(make([]string, 0, 20), strconv.FormatInt(s.opts.bucketTTL, 10), "")
+}
+
+// finish returns the call's keys and arguments.
+func (b *argsBuilder) finish() (keys, args []string) {
+	b.args[1] = itoa(b.entries)
+	return b.keys, b.args
+}
+
+// maxSharedKeys bounds the keys a call looks through for one it names
+// already: a bucket that several requests of a batch name is passed once
+// (its index in KEYS repeated), so Redis takes fewer arguments.
+const maxSharedKeys = 16
+
+// keyIndex returns the index in KEYS (from 1) of key, added if new.
+func (b *argsBuilder) keyIndex(key string) string {
+	for i := 1; i < len(b.keys) && i <= maxSharedKeys; i++ {
+		if b.keys[i] == key {
+			return smallInts[i+1]
 		}
 	}
-	return keys, args
+	b.keys = append(b.keys, key)
+	return itoa(len(b.keys))
+}
+
+// smallInts are the decimal strings of 0 to 127, which the arguments
+// name often (indexes in KEYS, counts).
+var smallInts = func() (s [128]string) {
+	for i := range s {
+		s[i] = strconv.Itoa(i)
+	}
+	return s
+}()
+
+func itoa(n int) string {
+	if n >= 0 && n < len(smallInts) {
+		return smallInts[n]
+	}
+	return strconv.Itoa(n)
+}
+
+// add appends one request, with its lease if not nil. Each bucket's key,
+// index member and limits' arguments are formatted once per
+// BucketRequest that the caller recycles (its Hint: bucketArgs), and
+// formatted again only when they change.
+//
+// A request without a lease whose buckets' arguments are those of the
+// previous request, its time apart (a hot bucket's batch is mostly such),
+// is sent as a repeat, in a group of the repeats at its time that follow
+// each other: "-1", the time and how many, which the script decides on the
+// previous request's arguments as it read them.
+func (b *argsBuilder) add(req *store.ConsumeRequest, lease *leaseArgs) {
+	cur := b.cur[:0]
+	for i := range req.Buckets {
+		cur = append(cur, b.s.bucketArgs(b.ns, &req.Buckets[i], req.Now))
+	}
+	if lease == nil && len(cur) > 0 && sameArgs(b.prev, cur) {
+		b.prev, b.cur = cur, b.prev[:0]
+		if b.group > 0 && b.args[b.group-1] == cur[0].nowStr {
+			b.groupN++
+			b.args[b.group] = itoa(b.groupN)
+			b.groups[len(b.groups)-1] = b.groupN
+			return
+		}
+		b.args = append(b.args, "-1", cur[0].nowStr, "1")
+		b.group, b.groupN = len(b.args)-1, 1
+		b.entries++
+		b.groups = append(b.groups, 1)
+		var shape []groupLimit
+		for i := range req.Buckets {
+			shape = append(shape, groupLimit{b: i, l: -1}) // its time
+			for j := range req.Buckets[i].Limits {
+				lr := &req.Buckets[i].Limits[j]
+				shape = append(shape, groupLimit{b: i, l: j, params: lr.Params, debit: debitOf(lr)})
+			}
+		}
+		b.shapes = append(b.shapes, shape)
+		return
+	}
+	b.group = 0
+	b.entries++
+	b.groups = append(b.groups, 0)
+	b.shapes = append(b.shapes, nil)
+	if lease == nil {
+		b.prev, b.cur = cur, b.prev[:0]
+	} else {
+		b.prev, b.cur = nil, cur[:0]
+	}
+	if lease == nil {
+		b.args = append(b.args, "0")
+	} else {
+		b.args = append(b.args, itoa(len(b.keys)+1))
+		b.keys = append(b.keys, lease.keys...)
+		b.args = append(b.args, lease.args...)
+	}
+	b.args = append(b.args, itoa(len(req.Buckets)))
+	for i, h := range cur {
+		br := &req.Buckets[i]
+		b.args = append(b.args, b.keyIndex(h.key), h.member, h.nowStr, itoa(len(br.Limits)))
+		for j := range h.limits {
+			b.args = append(b.args, h.limits[j].args[:]...)
+		}
+	}
+}
+
+// sameArgs reports whether the buckets of a and b have the same
+// arguments, their time apart.
+func sameArgs(a, b []*bucketArgs) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i, x := range a {
+		y := b[i]
+		if x.key != y.key || x.member != y.member || len(x.limits) != len(y.limits) {
+			return false
+		}
+		for j := range x.limits {
+			if x.limits[j].args != y.limits[j].args {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// bucketArgs is a BucketRequest's Hint on this backend: the arguments of
+// luaConsume for its bucket, as last formatted, and what they were
+// formatted from.
+type bucketArgs struct {
+	ns, entity, resource string
+	key, member          string
+	now                  int64
+	nowStr               string
+	limits               []limitArgs
+}
+
+// limitArgs are one limit's seven arguments (appendLimit) and what they
+// were formatted from.
+type limitArgs struct {
+	name   string
+	params bucket.Params
+	amount int64
+	check  bool
+	moment int64 // a calendar quota's, at now
+	set    bool  // args are formatted
+	args   [7]string
+}
+
+// bucketArgs returns br's arguments at now, from its Hint where they are
+// still those of br, else formatted anew and kept in its Hint.
+func (s *Store) bucketArgs(ns string, br *store.BucketRequest, now int64) *bucketArgs {
+	h, _ := br.Hint.(*bucketArgs)
+	if h == nil {
+		h = &bucketArgs{now: now, nowStr: strconv.FormatInt(now, 10)}
+		br.Hint = h
+	}
+	if h.ns != ns || h.entity != br.Key.Entity || h.resource != br.Key.Resource || h.key == "" {
+		h.ns, h.entity, h.resource = ns, br.Key.Entity, br.Key.Resource
+		h.key, h.member = s.keys.bucket(ns, br.Key.Entity, br.Key.Resource), indexMember(br.Key)
+	}
+	if h.now != now {
+		h.now, h.nowStr = now, strconv.FormatInt(now, 10)
+	}
+	if len(h.limits) != len(br.Limits) {
+		h.limits = make([]limitArgs, len(br.Limits))
+	}
+	for j := range br.Limits {
+		lr, la := &br.Limits[j], &h.limits[j]
+		moment := int64(0)
+		if !lr.Params.Window.IsZero() {
+			moment = lr.Params.Moment(now)
+		}
+		if !la.set || la.name != lr.Name || la.params != lr.Params || la.amount != lr.Amount ||
+			la.check != lr.Check || la.moment != moment {
+			la.name, la.params, la.amount, la.check, la.moment = lr.Name, lr.Params, lr.Amount, lr.Check, moment
+			appendLimit(la.args[:0], lr, now)
+			la.set = true
+		}
+	}
+	return h
 }
 
 // appendLimit appends a limit's seven arguments of luaConsume: its name,
@@ -181,18 +369,53 @@ func setObserved(answer []rueidis.RedisMessage, req *store.ConsumeRequest) error
 // at t the acquire script answered: an integer, or a decimal string when
 // too large for the script's doubles.
 func observedState(m *rueidis.RedisMessage, p bucket.Params, t int64) (bucket.State, error) {
-	if !m.IsInt64() {
-		x, err := m.ToString()
-		if err != nil {
-			return bucket.State{}, fmt.Errorf("redis: consume: %w", err)
-		}
-		return stateOf(x, t, p, t)
+	x, err := excessOf(m)
+	if err != nil {
+		return bucket.State{}, err
 	}
-	x, _ := m.AsInt64()
+	return observedAt(x, p, t)
+}
+
+// excessOf reads an excess the acquire script answered: an integer, or a
+// decimal string when too large for the script's doubles.
+func excessOf(m *rueidis.RedisMessage) (bucket.Tick, error) {
+	if m.IsInt64() {
+		x, _ := m.AsInt64()
+		return bucket.TickOf(x), nil
+	}
+	s, err := m.ToString()
+	if err != nil {
+		return bucket.Tick{}, fmt.Errorf("redis: consume: %w", err)
+	}
+	x, err := bucket.ParseTick(s)
+	if err != nil {
+		return bucket.Tick{}, fmt.Errorf("redis: a limit's excess %q: %w", s, err)
+	}
+	return x, nil
+}
+
+// observedAt is the state at t of a limit of parameters p whose excess at
+// t is x: its full tick is t's tick plus x (for a calendar quota, t is
+// the first instant of the window it was decided in); a concurrency
+// limit's x is its millitokens in use.
+func observedAt(x bucket.Tick, p bucket.Params, t int64) (bucket.State, error) {
 	if !p.Refills() {
-		return bucket.State{Tokens: p.Capacity - x}, nil
+		used, ok := x.Int64()
+		if !ok {
+			return bucket.State{}, fmt.Errorf("redis: a concurrency limit in use %s", x)
+		}
+		return bucket.State{Tokens: p.Capacity - used}, nil
 	}
-	return bucket.AtTick(bucket.TickAt(t, p).Add(bucket.TickOf(x)), p, t), nil
+	return bucket.AtTick(bucket.TickAt(t, p).Add(x), p, t), nil
+}
+
+// debitOf is what a grant of lr adds to its limit's excess: its debit in
+// ticks, or for a concurrency limit its millitokens.
+func debitOf(lr *store.LimitRequest) bucket.Tick {
+	if !lr.Params.Refills() {
+		return bucket.TickOf(lr.Amount)
+	}
+	return bucket.DebitTicks(lr.Amount, lr.Params)
 }
 
 // anchorTick is the tick of an anchor a, which is in p's time (a Unix ms,

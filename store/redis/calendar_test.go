@@ -74,3 +74,37 @@ func TestScriptWindowSpans(t *testing.T) {
 		}
 	}
 }
+
+// TestWideQuotaObserved debits a calendar quota past 2^53 millitokens, so
+// that the script answers its excess as a decimal string rather than an
+// integer: the state Go reads from it must be the one it reads from an
+// integer, at the window the quota was decided in (the tokens left, not a
+// state at some instant far from it).
+func TestWideQuotaObserved(t *testing.T) {
+	s, ns, ctx := newStore(t), randomID(t), context.Background()
+	const capacity = 20_000_000_000_000_000 // millitokens: 2·10^16, above 2^53
+	daily := bucket.Params{Capacity: capacity, Amount: capacity, Period: 1, Window: calendar.Window{Unit: calendar.Day, Zone: "UTC"}}
+	now := time.Date(2026, 11, 28, 21, 0, 0, 0, time.UTC).UnixMilli()
+	k := store.BucketKey{Entity: "q", Resource: "api"}
+	for _, tc := range []struct {
+		amount, left int64 // debited, then left
+	}{
+		{capacity / 2, capacity / 2}, // the excess 10^16: wide
+		{capacity / 4, capacity / 4}, // 1.5·10^16: wide
+		{capacity / 4, 0},            // 2·10^16: wide
+	} {
+		req := &store.ConsumeRequest{Now: now, Buckets: []store.BucketRequest{{Key: k,
+			Limits: []store.LimitRequest{{Name: "tok", Params: daily, Check: true, Amount: tc.amount}}}}}
+		if ok, err := s.Consume(ctx, ns, req); !ok || err != nil {
+			t.Fatalf("Consume(%d) = %v, %v", tc.amount, ok, err)
+		}
+		read := &store.ConsumeRequest{Now: now, Buckets: []store.BucketRequest{{Key: k,
+			Limits: []store.LimitRequest{{Name: "tok", Params: daily, Check: true}}}}}
+		if _, err := s.Consume(ctx, ns, read); err != nil {
+			t.Fatal(err)
+		}
+		if got := read.Buckets[0].Limits[0].Observed.Tokens; got != tc.left {
+			t.Fatalf("after %d: %d millitokens observed, want %d", tc.amount, got, tc.left)
+		}
+	}
+}

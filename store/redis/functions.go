@@ -23,7 +23,7 @@ import (
 
 // luaBucketLib is the library of the data plane's scripts: their numbers,
 // bucket reads and writes, deltas and audit events.
-const luaBucketLib = luaNum + luaLimits + luaDeltaFns + luaAppendEvent
+const luaBucketLib = luaNum + luaLimits + luaDeltaFns + luaAppendEvent + luaConsumeFns
 
 // A bucketScript is one script of the data plane, its KEYS and ARGV as in
 // EVAL.
@@ -72,6 +72,8 @@ func (s *Store) run(ctx context.Context, sc *bucketScript, keys, args []string) 
 	if !s.evalOnly.Load() {
 		res := s.fcall(ctx, sc, keys, args)
 		switch err := res.Error(); {
+		case err == nil:
+			return res
 		case refusesFunctions(err):
 			s.evalOnly.Store(true)
 		case !isNoFunction(err):

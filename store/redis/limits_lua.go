@@ -37,6 +37,7 @@ local b_flushone
 -- for other limits, it is written and read again.
 local function b_load(key, names)
   local st = B[key]
+  if st and st.names == names then return st end -- a repeat's
   if st then
     local same = #st.names == #names
     for i = 1, #names do same = same and st.names[i] == names[i] end
