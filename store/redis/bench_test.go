@@ -107,15 +107,7 @@ func BenchmarkRedis(b *testing.B) {
 // newServerCPU returns a function that reads the redis-server's CPU time
 // so far (INFO cpu: user and system, to the microsecond).
 func newServerCPU(b *testing.B) func() time.Duration {
-	co, err := redis.ClientOption(serverURL)
-	if err != nil {
-		b.Fatal(err)
-	}
-	c, err := rueidis.NewClient(co)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(c.Close)
+	c := rawClient(b, serverURL)
 	return func() time.Duration {
 		info, err := c.Do(context.Background(), c.B().Info().Section("cpu").Build()).ToString()
 		if err != nil {
@@ -309,15 +301,7 @@ func (c countingClient) DoMulti(ctx context.Context, cmds ...rueidis.Completed) 
 
 // newRawCall returns one EVALSHA of a trivial script on one key.
 func newRawCall(b *testing.B) func() {
-	co, err := redis.ClientOption(serverURL)
-	if err != nil {
-		b.Fatal(err)
-	}
-	c, err := rueidis.NewClient(co)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(c.Close)
+	c := rawClient(b, serverURL)
 	script := rueidis.NewLuaScript("return redis.call('HINCRBY', KEYS[1], 'n', 1)")
 	key := fmt.Sprintf("raw-%d", time.Now().UnixNano())
 	return func() {

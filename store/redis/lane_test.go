@@ -88,15 +88,7 @@ func TestPipelinedLanesAreExact(t *testing.T) {
 		{"cascade-wide", 4, true, 100, false, 1e13, 32, 12},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			co, err := redis.ClientOption(serverURL)
-			if err != nil {
-				t.Fatal(err)
-			}
-			raw, err := rueidis.NewClient(co)
-			if err != nil {
-				t.Fatal(err)
-			}
-			c := &overlapClient{Client: raw, second: make(chan struct{})}
+			c := &overlapClient{Client: rawClient(t, serverURL), second: make(chan struct{})}
 			s, err := redis.New(c)
 			if err != nil {
 				t.Fatal(err)
