@@ -60,6 +60,7 @@ func (l *Limiter) consumeDurable(ctx context.Context, d *leaseData, now unixNano
 		rec.EndedAt, rec.EndedAs, rec.KeepUntil = now.milli(), store.Commit, now.add(model.TombstoneKeep).milli()
 	}
 	d.req.Lease, d.req.ReusedID = rec, key != ""
+	sent := ctx.Err() == nil // a call whose context has ended sends nothing
 	granted, err := l.store.Consume(ctx, d.ns, &d.req)
 	if errors.Is(err, model.ErrLeaseExists) && key == "" {
 		rec.ID = newLeaseID()
@@ -68,6 +69,9 @@ func (l *Limiter) consumeDurable(ctx context.Context, d *leaseData, now unixNano
 	d.req.Lease, d.req.ReusedID = nil, false // the request is recycled; the record stays with the lease
 	if err == nil && granted {
 		d.rec = rec
+	}
+	if key == "" && sent && unknownOutcome(err) {
+		l.abandon(d.ns, rec) // it may have been written: see abandon.go
 	}
 	return granted, err
 }
@@ -401,12 +405,16 @@ func (l *Limiter) ResumeLease(ctx context.Context, id string) (*Lease, error) {
 	if err := model.ValidateLeaseID(id); err != nil {
 		return nil, err
 	}
-	d := l.getLeaseData()
-	ns, err := l.namespaceID(ctx, d.now())
+	ns, err := l.namespaceID(ctx, nanoOf(l.clock.Now()))
 	if err != nil {
-		d.release()
 		return nil, err
 	}
+	return l.resumeIn(ctx, ns, id)
+}
+
+// resumeIn resumes lease id of namespace ns (an id).
+func (l *Limiter) resumeIn(ctx context.Context, ns, id string) (*Lease, error) {
+	d := l.getLeaseData()
 	rec, err := l.store.GetLease(ctx, ns, id)
 	switch {
 	case err == nil && rec.Gone(d.now().milli()):

@@ -89,6 +89,9 @@ type Limiter struct {
 	topDenied topDenied
 	alerts    alertTracker
 	alertFn   func(Alert)
+	// abandoning looks for the records of durable acquires of unknown
+	// outcome (abandon.go).
+	abandoning abandonments
 
 	leases sync.Pool // of *leaseData
 	// stripes counts the lease states made, to give each a counter
@@ -123,6 +126,7 @@ func New(s store.Store, opts ...Option) (*Limiter, error) {
 		leaseTTL:         o.leaseTTL,
 		changes:          o.changes,
 		alertFn:          o.alertFn,
+		abandoning:       abandonments{slots: make(chan struct{}, MaxAbandoning), fn: o.abandonFn},
 	}
 	if o.denyMaxAge > 0 {
 		l.deny = newDenyCache(o.denyMaxAge, o.denySize)
@@ -175,11 +179,14 @@ type Stats struct {
 	// Deny counts the refusals the deny cache served (WithDenyCache;
 	// zero without it).
 	Deny DenyCacheStats
+	// Abandoned counts the durable acquires of unknown outcome the
+	// limiter abandoned, by outcome (WithOnAbandon).
+	Abandoned AbandonStats
 }
 
 // Stats returns the limiter's counters.
 func (l *Limiter) Stats() Stats {
 	return Stats{Cache: l.cacheStats(), Degraded: l.fail.degraded.Load(), Shadow: l.shadow.snapshot(),
 		Decisions: l.decisions.snapshot(), TopDenied: l.topDenied.snapshot(),
-		Deny: l.deny.stats()}
+		Deny: l.deny.stats(), Abandoned: l.abandoning.stats()}
 }

@@ -41,6 +41,7 @@ type options struct {
 	holder           string
 	leaseTTL         time.Duration
 	alertFn          func(Alert)
+	abandonFn        func(Abandoned)
 	denyMaxAge       time.Duration
 	denySize         int
 }

@@ -41,6 +41,7 @@ func limiterCases() []testCase {
 		{"CalendarQuota", testLimiterCalendar},
 		{"IdempotentRetryOfTheLastToken", testLimiterIdempotentLastToken},
 		{"RetriesAcrossReplicas", testLimiterRetriesAcrossReplicas},
+		{"AbandonedAcquires", testLimiterAbandonedAcquires},
 		{"ChangesReachAnotherProcess", testLimiterChangesReachAnotherProcess},
 		{"CalendarQuotaPerCall", testLimiterCalendarPerCall},
 		{"DenyCacheExact", testLimiterDenyCacheExact},

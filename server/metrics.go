@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/tollgate-rl/tollgate"
 	"github.com/tollgate-rl/tollgate/model"
 )
 
@@ -212,6 +213,10 @@ var (
 	cacheMisses = prometheus.NewDesc("tollgate_config_cache_misses_total", "Limit and entity lookups that read the store.", nil, nil)
 	denyServed  = prometheus.NewDesc("tollgate_deny_cache_served_total",
 		"Refused acquires answered from the deny cache, without the store (zero unless it is on).", nil, nil)
+	abandonedDesc = prometheus.NewDesc("tollgate_acquires_abandoned_total",
+		"Durable acquires of unknown outcome (the store's answer lost) that the server looked for to roll back, by outcome: "+
+			"ended (found and rolled back), not_found (never written), failed (the store did not answer) or dropped (too many at once).",
+		[]string{"outcome"}, nil)
 )
 
 // limiterCollector exports what the limiters count, read once per scrape
@@ -222,7 +227,7 @@ var (
 type limiterCollector struct{ s *Server }
 
 func (c limiterCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{shadowDenied, cacheHits, cacheMisses, denyServed, decisionsDesc, nearLimitDesc} {
+	for _, d := range []*prometheus.Desc{shadowDenied, cacheHits, cacheMisses, denyServed, abandonedDesc, decisionsDesc, nearLimitDesc} {
 		ch <- d
 	}
 }
@@ -232,6 +237,13 @@ func (c limiterCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(cacheHits, prometheus.CounterValue, float64(t.cache.Hits))
 	ch <- prometheus.MustNewConstMetric(cacheMisses, prometheus.CounterValue, float64(t.cache.Misses))
 	ch <- prometheus.MustNewConstMetric(denyServed, prometheus.CounterValue, float64(t.denyServed))
+	for _, o := range []struct {
+		outcome tollgate.AbandonOutcome
+		n       uint64
+	}{{tollgate.AbandonEnded, t.abandoned.Ended}, {tollgate.AbandonNotFound, t.abandoned.NotFound},
+		{tollgate.AbandonFailed, t.abandoned.Failed}, {tollgate.AbandonDropped, t.abandoned.Dropped}} {
+		ch <- prometheus.MustNewConstMetric(abandonedDesc, prometheus.CounterValue, float64(o.n), o.outcome.String())
+	}
 	for k, n := range t.shadow {
 		ch <- prometheus.MustNewConstMetric(shadowDenied, prometheus.CounterValue, float64(n), k.namespace, k.resource, k.limit)
 	}

@@ -1,6 +1,8 @@
 package server
 
 import (
+	"context"
+	"errors"
 	"io"
 	"maps"
 	"net/http"
@@ -9,6 +11,12 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/tollgate-rl/tollgate"
+	"github.com/tollgate-rl/tollgate/api"
+	"github.com/tollgate-rl/tollgate/store"
+	"github.com/tollgate-rl/tollgate/store/memory"
 )
 
 // /metrics lists a series once it has counted something, and only then;
@@ -89,5 +97,53 @@ func TestMetricsMethodsBounded(t *testing.T) {
 	}
 	if len(methods) != 2 || !methods["other"] || !methods["OPTIONS"] {
 		t.Errorf("%d method labels %v, want other and OPTIONS", len(methods), slices.Sorted(maps.Keys(methods)))
+	}
+}
+
+// lostAnswers is a memory store whose durable acquires are written but
+// answered with an error, as when a write's answer is lost to a timeout.
+type lostAnswers struct{ *memory.Store }
+
+func (s lostAnswers) Consume(ctx context.Context, ns string, req *store.ConsumeRequest) (bool, error) {
+	granted, err := s.Store.Consume(ctx, ns, req)
+	if req.Lease == nil || err != nil {
+		return granted, err
+	}
+	return false, errors.New("the answer was lost")
+}
+
+// A concurrency slot's acquire whose answer is lost is a 503 for its
+// caller; the server's limiter rolls the lease back (docs/semantics.md 8),
+// so the slot is free again, and /metrics counts it ended.
+func TestMetricsAbandonedAcquires(t *testing.T) {
+	ended := make(chan struct{}, 1)
+	st := lostAnswers{memory.New()}
+	e := newEnvOver(t, st, WithLimiterOptions(tollgate.WithOnAbandon(func(a tollgate.Abandoned) {
+		if a.Outcome == tollgate.AbandonEnded {
+			ended <- struct{}{}
+		}
+	})))
+	slot := map[string]any{"entity": "key-1", "resource": "db", "consume": map[string]int64{"conns": 1}, "limits": []string{"conns:1/concurrent"}}
+	e.want(http.StatusServiceUnavailable, "POST", "/v1/acquire", slot, nil)
+	select {
+	case <-ended:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no abandonment ended within 10 s")
+	}
+	resp, err := e.ts.Client().Get(e.ts.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{`tollgate_acquires_abandoned_total{outcome="ended"} 1`, `tollgate_acquires_abandoned_total{outcome="dropped"} 0`} {
+		if !strings.Contains(string(data), "\n"+want+"\n") {
+			t.Errorf("metrics lack %s", want)
+		}
+	}
+	var avail api.AvailableResponse
+	e.want(http.StatusOK, "GET", "/v1/available?entity=key-1&resource=db&limits=conns:1/concurrent", nil, &avail)
+	if len(avail.Limits) != 1 || avail.Limits[0].Available != 1 {
+		t.Errorf("available %+v, want the slot back", avail.Limits)
 	}
 }

@@ -146,6 +146,7 @@ func (s *Server) retireLocked(ns string) {
 		}
 		addDecisions(s.retiredDecisions, ns, st.Decisions)
 		s.retiredDeny += st.Deny.Served
+		addAbandoned(&s.retiredAbandoned, st.Abandoned)
 		delete(s.namespaces, ns)
 	}
 }
@@ -155,6 +156,7 @@ func (s *Server) retireLocked(ns string) {
 type limiterTotals struct {
 	cache      tollgate.CacheStats
 	denyServed uint64
+	abandoned  tollgate.AbandonStats
 	shadow     map[shadowKey]uint64
 	decisions  map[shadowKey]tollgate.LimitDecisions
 }
@@ -166,7 +168,7 @@ type limiterTotals struct {
 func (s *Server) limiterTotals() limiterTotals {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	t := limiterTotals{cache: s.retired, denyServed: s.retiredDeny,
+	t := limiterTotals{cache: s.retired, denyServed: s.retiredDeny, abandoned: s.retiredAbandoned,
 		shadow: maps.Clone(s.retiredShadow), decisions: maps.Clone(s.retiredDecisions)}
 	if t.shadow == nil {
 		t.shadow = make(map[shadowKey]uint64)
@@ -180,12 +182,21 @@ func (s *Server) limiterTotals() limiterTotals {
 		t.cache.Misses += st.Cache.Misses
 		t.cache.Entries += st.Cache.Entries
 		t.denyServed += st.Deny.Served
+		addAbandoned(&t.abandoned, st.Abandoned)
 		for _, c := range st.Shadow {
 			t.shadow[shadowKey{name, c.Resource, c.Limit}] += c.Count
 		}
 		addDecisions(t.decisions, name, st.Decisions)
 	}
 	return t
+}
+
+// addAbandoned adds b's counts to a's.
+func addAbandoned(a *tollgate.AbandonStats, b tollgate.AbandonStats) {
+	a.Ended += b.Ended
+	a.NotFound += b.NotFound
+	a.Failed += b.Failed
+	a.Dropped += b.Dropped
 }
 
 // shadowKey names a series of tollgate_shadow_denied_total.

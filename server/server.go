@@ -82,6 +82,8 @@ type Server struct {
 	retiredDecisions map[shadowKey]tollgate.LimitDecisions
 	// retiredDeny counts the refusals from memory of limiters forgotten.
 	retiredDeny uint64
+	// retiredAbandoned counts the abandoned acquires of limiters forgotten.
+	retiredAbandoned tollgate.AbandonStats
 
 	// backup is WithBackup's: it serves GET /v1/backup.
 	backup Backuper

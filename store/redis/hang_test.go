@@ -195,3 +195,58 @@ func TestHungServerAnswersWithinTheCallTimeout(t *testing.T) {
 	}
 	t.Logf("%d grants of %d tokens (the rest debited by writes the hang held, answered too late)", grants, capacity)
 }
+
+// A concurrency slot's acquire held by a hung Redis past the call
+// timeout reaches it once it answers again, and takes the slot for a
+// lease nobody holds (docs/semantics.md 8): the limiter finds the record
+// and rolls it back within seconds, not at the lease's expiry.
+func TestAbandonedSlotComesBackAfterAHang(t *testing.T) {
+	if serverURL == "" {
+		t.Skip("no redis-server")
+	}
+	u, err := url.Parse(serverURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	relay := newStallRelay(t, u.Host)
+	via := *u
+	via.Host = relay.ln.Addr().String()
+	st := openStore(t, via.String(), redis.WithCallTimeout(300*time.Millisecond))
+	adm := newAdmin(t)
+	ns := newNamespace(t, adm)
+	abandoned := make(chan tollgate.Abandoned, 1)
+	lim, err := tollgate.New(st, tollgate.WithNamespace(ns), tollgate.WithOnAbandon(func(a tollgate.Abandoned) { abandoned <- a }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	direct, err := tollgate.New(openStore(t, serverURL), tollgate.WithNamespace(ns))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	slot := tollgate.WithLimits(tollgate.ConcurrencyLimit("slots", 1))
+	one := tollgate.Consume{"slots": 1}
+	if _, err := lim.AcquireAndCommit(ctx, "k", "db", one, slot); err != nil { // warm
+		t.Fatal(err)
+	}
+	relay.hang()
+	start := time.Now()
+	_, err = lim.Acquire(ctx, "k", "db", one, slot)
+	relay.resume()
+	if err == nil {
+		t.Fatal("Acquire through the hung relay answered no error")
+	}
+	select {
+	case a := <-abandoned:
+		if a.Outcome != tollgate.AbandonEnded {
+			t.Fatalf("abandoned %+v, want ended", a)
+		}
+	case <-time.After(45 * time.Second):
+		t.Fatal("no abandonment reported within 45 s")
+	}
+	got, err := direct.Available(ctx, "k", "db", slot)
+	if err != nil || got[0].Available != 1 {
+		t.Fatalf("Available: %+v, %v; want the slot back", got, err)
+	}
+	t.Logf("the slot came back %v after the acquire began", time.Since(start).Round(time.Millisecond))
+}

@@ -1,0 +1,180 @@
+package tollgate
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"time"
+
+	"github.com/tollgate-rl/tollgate/model"
+	"github.com/tollgate-rl/tollgate/store"
+)
+
+// Durable acquires of unknown outcome (docs/semantics.md 8).
+//
+// A durable acquire (a concurrency slot, WithDurableLease) whose store call
+// fails without an answer (the store did not answer in time, the
+// connection broke, the caller's context ended with the call in flight)
+// may have been written all the same. Its record and its debit would then
+// hold a concurrency slot, or tokens, for a lease nobody holds, until a
+// reconciler ends it at its expiry (DefaultLeaseTTL), while its caller was
+// told that the acquire failed. So the limiter abandons such a lease
+// itself, in the background: it looks for the record, and rolls the lease
+// back if it finds it open; a look that finds nothing, or fails, is made
+// again after each of abandonDelays, as a write may land after its caller
+// gave up on it (a request held in a stalled server or on the network).
+// What lands after the last look is the reconciler's.
+//
+// Only leases whose ids were made at random are abandoned. An acquire with
+// an idempotency key, or a reservation, is retried by its caller under the
+// same id, and the retry must find what the first call wrote.
+
+// abandonDelays are the waits before each look for an abandoned lease's
+// record after the first (made at once): 1 s, 5 s and 30 s after the
+// failed acquire.
+var abandonDelays = []time.Duration{time.Second, 4 * time.Second, 25 * time.Second}
+
+// abandonLookTimeout bounds each look (a read and a rollback): a store
+// that answers none of them in time counts as failing.
+const abandonLookTimeout = 5 * time.Second
+
+// MaxAbandoning bounds the abandoned leases a limiter looks for at once:
+// during an outage every durable acquire fails, and the looks must not
+// pile up. Those beyond it are counted (AbandonStats.Dropped) and left to
+// the reconciler.
+const MaxAbandoning = 64
+
+// AbandonOutcome is how the abandonment of a durable acquire of unknown
+// outcome ended.
+type AbandonOutcome int
+
+// The outcomes of an abandonment.
+const (
+	// AbandonEnded: the record was found and is ended: the limiter rolled
+	// the lease back (or found it ended already), giving back what the
+	// acquire took.
+	AbandonEnded AbandonOutcome = iota + 1
+	// AbandonNotFound: no look found the record: the acquire was not
+	// written (or landed after the last look: a reconciler ends it).
+	AbandonNotFound
+	// AbandonFailed: the last look failed (the store did not answer): a
+	// reconciler ends the lease if it was written.
+	AbandonFailed
+	// AbandonDropped: not looked for, as MaxAbandoning were being looked
+	// for already: a reconciler ends the lease if it was written.
+	AbandonDropped
+)
+
+// String names the outcome: ended, not_found, failed or dropped.
+func (o AbandonOutcome) String() string {
+	switch o {
+	case AbandonEnded:
+		return "ended"
+	case AbandonNotFound:
+		return "not_found"
+	case AbandonFailed:
+		return "failed"
+	case AbandonDropped:
+		return "dropped"
+	}
+	return "unknown"
+}
+
+// Abandoned is one durable acquire of unknown outcome that the limiter
+// abandoned, as WithOnAbandon reports it.
+type Abandoned struct {
+	// Namespace is the namespace's id; LeaseID the lease's.
+	Namespace, LeaseID string
+	Entity, Resource   string
+	Outcome            AbandonOutcome
+	// Err is the last look's error, with AbandonFailed.
+	Err error
+}
+
+// WithOnAbandon calls fn once for every durable acquire of unknown outcome
+// the limiter abandons, when its looks end (see AbandonOutcome), on a
+// goroutine of its own: to log them, or, in tests, to know when they end.
+func WithOnAbandon(fn func(Abandoned)) Option { return func(o *options) { o.abandonFn = fn } }
+
+// AbandonStats counts a limiter's abandoned acquires by outcome.
+type AbandonStats struct {
+	Ended, NotFound, Failed, Dropped uint64
+}
+
+// abandonments is a limiter's abandoned leases: those being looked for
+// (slots) and the counts of those done.
+type abandonments struct {
+	slots  chan struct{}
+	counts [AbandonDropped + 1]atomic.Uint64
+	fn     func(Abandoned)
+}
+
+func (a *abandonments) stats() AbandonStats {
+	return AbandonStats{Ended: a.counts[AbandonEnded].Load(), NotFound: a.counts[AbandonNotFound].Load(),
+		Failed: a.counts[AbandonFailed].Load(), Dropped: a.counts[AbandonDropped].Load()}
+}
+
+// done counts ab and reports it to the callback, on a goroutine of its
+// own for one dropped on the acquiring goroutine.
+func (a *abandonments) done(ab Abandoned, async bool) {
+	a.counts[ab.Outcome].Add(1)
+	switch {
+	case a.fn == nil:
+	case async:
+		go a.fn(ab)
+	default:
+		a.fn(ab)
+	}
+}
+
+// unknownOutcome reports whether err, a store's answer to a write, leaves
+// unknown whether the write was applied: any error but a refusal of the
+// request (invalid, or a domain error such as model.ErrLeaseExists).
+func unknownOutcome(err error) bool {
+	return err != nil && !errors.Is(err, model.ErrInvalid) && !errors.Is(err, model.ErrDomain)
+}
+
+// abandon starts looking for rec, the record of a durable acquire in
+// namespace ns whose outcome is unknown, to roll its lease back.
+func (l *Limiter) abandon(ns string, rec *store.LeaseRecord) {
+	ab := Abandoned{Namespace: ns, LeaseID: rec.ID, Entity: rec.Entity, Resource: rec.Resource}
+	select {
+	case l.abandoning.slots <- struct{}{}:
+	default:
+		ab.Outcome = AbandonDropped
+		l.abandoning.done(ab, true)
+		return
+	}
+	go func() {
+		defer func() { <-l.abandoning.slots }()
+		ab.Outcome, ab.Err = l.lookForAbandoned(ns, rec.ID)
+		for _, d := range abandonDelays {
+			if ab.Outcome == AbandonEnded {
+				break
+			}
+			<-l.clock.After(d)
+			ab.Outcome, ab.Err = l.lookForAbandoned(ns, rec.ID)
+		}
+		l.abandoning.done(ab, false)
+	}()
+}
+
+// lookForAbandoned looks once for the record of lease id and rolls the
+// lease back if it is open.
+func (l *Limiter) lookForAbandoned(ns, id string) (AbandonOutcome, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), abandonLookTimeout)
+	defer cancel()
+	le, err := l.resumeIn(ctx, ns, id)
+	switch {
+	case errors.Is(err, model.ErrLeaseNotFound):
+		return AbandonNotFound, nil
+	case errors.Is(err, model.ErrLeaseClosed):
+		return AbandonEnded, nil // a tombstone: an earlier look's rollback, its answer lost
+	case err != nil:
+		return AbandonFailed, err
+	}
+	if err := le.Rollback(ctx); err != nil && !errors.Is(err, model.ErrLeaseClosed) {
+		return AbandonFailed, err
+	}
+	return AbandonEnded, nil
+}
