@@ -3,106 +3,20 @@ package tollgate_test
 import (
 	"context"
 	"errors"
-	"slices"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/tollgate-rl/tollgate"
+	"github.com/tollgate-rl/tollgate/internal/lossystore"
 	"github.com/tollgate-rl/tollgate/store"
 	"github.com/tollgate-rl/tollgate/store/memory"
 )
 
-// errLostAnswer is what lossyStore answers a durable acquire: no answer,
-// as when the store's call timed out.
-var errLostAnswer = errors.New("lossy store: no answer")
-
-// lossyStore is a memory store whose answers to durable acquires (a
-// Consume with a lease record) are lost: the acquire is written and
-// errLostAnswer returned (lost), or errLostAnswer returned and the write
-// kept for land to apply later (late), or not written at all (never).
-// Its GetLease may fail with errLostAnswer too (failLooks).
-type lossyStore struct {
-	*memory.Store
-
-	mu        sync.Mutex
-	mode      string // "lost", "late", "never"; "" passes
-	held      []heldConsume
-	failLooks bool
-	looks     int
-}
-
-type heldConsume struct {
-	ns  string
-	req store.ConsumeRequest
-}
-
-func (s *lossyStore) set(mode string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.mode = mode
-}
-
-func (s *lossyStore) Consume(ctx context.Context, ns string, req *store.ConsumeRequest) (bool, error) {
-	s.mu.Lock()
-	mode := s.mode
-	if req.Lease == nil {
-		mode = ""
-	}
-	if mode == "late" {
-		// The limiter recycles req once Consume returns: keep a copy.
-		c := *req
-		c.Buckets = slices.Clone(req.Buckets)
-		for i := range c.Buckets {
-			c.Buckets[i].Limits = slices.Clone(c.Buckets[i].Limits)
-			c.Buckets[i].Hint = nil
-		}
-		s.held = append(s.held, heldConsume{ns, c})
-	}
-	s.mu.Unlock()
-	switch mode {
-	case "lost":
-		if _, err := s.Store.Consume(ctx, ns, req); err != nil {
-			return false, err
-		}
-		return false, errLostAnswer
-	case "late", "never":
-		return false, errLostAnswer
-	}
-	return s.Store.Consume(ctx, ns, req)
-}
-
-// land applies the writes held in late mode, as a request that reaches
-// the store after its caller gave up on it.
-func (s *lossyStore) land(t *testing.T) {
-	t.Helper()
-	s.mu.Lock()
-	held := s.held
-	s.held = nil
-	s.mu.Unlock()
-	for _, h := range held {
-		if granted, err := s.Store.Consume(context.Background(), h.ns, &h.req); err != nil || !granted {
-			t.Fatalf("the late write: granted %v, %v", granted, err)
-		}
-	}
-}
-
-func (s *lossyStore) GetLease(ctx context.Context, ns, id string) (store.LeaseRecord, error) {
-	s.mu.Lock()
-	s.looks++
-	fail := s.failLooks
-	s.mu.Unlock()
-	if fail {
-		return store.LeaseRecord{}, errLostAnswer
-	}
-	return s.Store.GetLease(ctx, ns, id)
-}
-
-// abandonEnv is a limiter over a lossyStore whose one entity may hold one
+// abandonEnv is a limiter over a lossystore.Store whose one entity may hold one
 // concurrency slot, and the abandonments it reports.
 type abandonEnv struct {
 	ctx       context.Context
-	s         *lossyStore
+	s         *lossystore.Store
 	lim       *tollgate.Limiter
 	clk       interface{ Advance(time.Duration) }
 	waiters   func(n int) bool
@@ -111,7 +25,7 @@ type abandonEnv struct {
 }
 
 func newAbandonEnv(t *testing.T, opts ...tollgate.Option) *abandonEnv {
-	e := &abandonEnv{ctx: context.Background(), s: &lossyStore{Store: memory.New()},
+	e := &abandonEnv{ctx: context.Background(), s: lossystore.New(memory.New()),
 		abandoned: make(chan tollgate.Abandoned, tollgate.MaxAbandoning+1),
 		slot:      tollgate.WithLimits(tollgate.ConcurrencyLimit("conns", 1))}
 	lim, clk := newLim(t, e.s, append([]tollgate.Option{tollgate.WithOnAbandon(func(a tollgate.Abandoned) { e.abandoned <- a })}, opts...)...)
@@ -126,13 +40,13 @@ func newAbandonEnv(t *testing.T, opts ...tollgate.Option) *abandonEnv {
 
 // acquireLost makes a durable acquire of the slot whose answer is lost in
 // mode, and returns its error.
-func (e *abandonEnv) acquireLost(t *testing.T, mode string, opts ...tollgate.AcquireOption) error {
+func (e *abandonEnv) acquireLost(t *testing.T, mode lossystore.Mode, opts ...tollgate.AcquireOption) error {
 	t.Helper()
-	e.s.set(mode)
-	defer e.s.set("")
+	e.s.Set(mode)
+	defer e.s.Set(lossystore.Pass)
 	le, err := e.lim.Acquire(e.ctx, "k", "db", tollgate.Consume{"conns": 1}, append([]tollgate.AcquireOption{e.slot}, opts...)...)
 	if err == nil && !le.Degraded() {
-		t.Fatalf("Acquire in %s mode granted", mode)
+		t.Fatalf("Acquire in mode %d granted", mode)
 	}
 	return err
 }
@@ -172,7 +86,7 @@ func TestAbandonLostAnswer(t *testing.T) {
 	for _, mode := range []tollgate.OnUnavailable{tollgate.Block, tollgate.Allow} {
 		t.Run(string(mode), func(t *testing.T) {
 			e := newAbandonEnv(t)
-			if err := e.acquireLost(t, "lost", tollgate.WithOnUnavailable(mode)); mode == tollgate.Block && err == nil {
+			if err := e.acquireLost(t, lossystore.Lost, tollgate.WithOnUnavailable(mode)); mode == tollgate.Block && err == nil {
 				t.Fatal("Acquire in block mode answered no error")
 			}
 			a := e.next(t)
@@ -197,13 +111,15 @@ func TestAbandonLostAnswer(t *testing.T) {
 // found nothing) is found by a later look.
 func TestAbandonLateWrite(t *testing.T) {
 	e := newAbandonEnv(t)
-	if err := e.acquireLost(t, "late"); err == nil {
+	if err := e.acquireLost(t, lossystore.Late); err == nil {
 		t.Fatal("Acquire answered no error")
 	}
 	if !e.waiters(1) { // the first look found nothing, and waits 1 s
 		t.Fatal("the abandonment did not wait for a second look")
 	}
-	e.s.land(t)
+	if err := e.s.Land(e.ctx); err != nil {
+		t.Fatal(err)
+	}
 	if e.slotFree(t) {
 		t.Fatal("the late write took no slot")
 	}
@@ -226,8 +142,8 @@ func TestAbandonNotFoundAndFailed(t *testing.T) {
 	}{{false, tollgate.AbandonNotFound}, {true, tollgate.AbandonFailed}} {
 		t.Run(c.want.String(), func(t *testing.T) {
 			e := newAbandonEnv(t)
-			e.s.failLooks = c.failLooks
-			if err := e.acquireLost(t, "never"); err == nil {
+			e.s.FailLooks(c.failLooks)
+			if err := e.acquireLost(t, lossystore.Never); err == nil {
 				t.Fatal("Acquire answered no error")
 			}
 			for _, d := range []time.Duration{time.Second, 4 * time.Second, 25 * time.Second} {
@@ -240,8 +156,8 @@ func TestAbandonNotFoundAndFailed(t *testing.T) {
 			if a.Outcome != c.want || (a.Err != nil) != c.failLooks {
 				t.Fatalf("abandoned %+v, want %v", a, c.want)
 			}
-			if e.s.looks != 4 {
-				t.Fatalf("%d looks, want 4", e.s.looks)
+			if n := e.s.Looks(); n != 4 {
+				t.Fatalf("%d looks, want 4", n)
 			}
 			if st := e.lim.Stats().Abandoned; st.NotFound+st.Failed != 1 || st.Ended != 0 {
 				t.Fatalf("Stats().Abandoned = %+v", st)

@@ -124,8 +124,13 @@ func (c *Client) acquire(ctx context.Context, entity, resource string, consume m
 		key = newIdempotencyKey()
 	}
 	var h http.Header
+	status := 0
+	sent := ctx.Err() == nil // a call whose context has ended sends nothing
 	err = c.do(ctx, request{method: http.MethodPost, path: api.Version + "/acquire", body: body,
-		idempotencyKey: key, retry: key != "", header: &h}, &resp)
+		idempotencyKey: key, retry: key != "", header: &h, status: &status}, &resp)
+	if key != "" && o.IdempotencyKey == "" && sent && (unknownOutcome(status, err) || err == nil && resp.Degraded) {
+		c.abandon(key, entity, resource) // granted unseen, maybe: see abandon.go
+	}
 	return resp, h.Get(api.ReplayedHeader) == "true", err
 }
 

@@ -44,6 +44,10 @@ type Client struct {
 	waiting *waitq.Queue[*Lease]
 	// keys is false under WithoutIdempotencyKeys.
 	keys bool
+	// abandoning holds a token per acquire being abandoned (abandon.go);
+	// onAbandon is WithOnAbandon's.
+	abandoning chan struct{}
+	onAbandon  func(Abandoned)
 }
 
 // settings collects the options before New checks them.
@@ -56,6 +60,7 @@ type settings struct {
 	timeout   time.Duration
 	clock     clock.Clock
 	noKeys    bool
+	onAbandon func(Abandoned)
 }
 
 // Option configures a Client.
@@ -120,7 +125,8 @@ func New(baseURL string, opts ...Option) (*Client, error) {
 	if s.clock == nil {
 		s.clock = clock.Real{}
 	}
-	c := &Client{base: base, hc: s.hc, header: s.headers(), timeout: s.timeout, clock: s.clock, keys: !s.noKeys}
+	c := &Client{base: base, hc: s.hc, header: s.headers(), timeout: s.timeout, clock: s.clock, keys: !s.noKeys,
+		abandoning: make(chan struct{}, MaxAbandoning), onAbandon: s.onAbandon}
 	// A grant whose waiting caller left meanwhile is given back.
 	c.waiting = waitq.New(c.clock, func(le *Lease) { _ = le.Rollback(context.Background()) })
 	return c, nil

@@ -12,6 +12,7 @@ import (
 	"github.com/tollgate-rl/tollgate/client"
 	"github.com/tollgate-rl/tollgate/clock"
 	"github.com/tollgate-rl/tollgate/server"
+	"github.com/tollgate-rl/tollgate/store"
 	"github.com/tollgate-rl/tollgate/store/memory"
 )
 
@@ -33,9 +34,15 @@ func newEnv(t testing.TB, opts ...server.Option) *env {
 // starts (nil for none).
 func startEnv(t testing.TB, configure func(*http.Server), opts ...server.Option) *env {
 	t.Helper()
+	return startEnvOver(t, memory.New(), configure, opts...)
+}
+
+// startEnvOver is startEnv over the store st.
+func startEnvOver(t testing.TB, st store.Store, configure func(*http.Server), opts ...server.Option) *env {
+	t.Helper()
 	clk := clock.NewFake(epoch)
 	base := []server.Option{server.WithClock(clk), server.WithLogger(slog.New(slog.DiscardHandler))}
-	srv, err := server.New(memory.New(), append(base, opts...)...)
+	srv, err := server.New(st, append(base, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

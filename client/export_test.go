@@ -6,3 +6,6 @@ func LeaseHandle(c *Client, id string) *Lease { return &Lease{c: c, id: id} }
 
 // LeaseClosed reports whether le knows it has ended.
 func LeaseClosed(le *Lease) bool { return le.isClosed() }
+
+// Abandoning returns how many acquires c is abandoning now.
+func Abandoning(c *Client) int { return len(c.abandoning) }

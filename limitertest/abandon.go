@@ -1,29 +1,14 @@
 package limitertest
 
 import (
-	"context"
 	"errors"
 	"testing"
 	"time"
 
 	"github.com/tollgate-rl/tollgate"
+	"github.com/tollgate-rl/tollgate/internal/lossystore"
 	"github.com/tollgate-rl/tollgate/store"
 )
-
-// lostAnswers is a store whose durable acquires (a Consume with a lease
-// record) are written but answered with an error, as when the answer of a
-// write that landed is lost to a timeout.
-type lostAnswers struct{ store.Store }
-
-var errAnswerLost = errors.New("limitertest: the answer was lost")
-
-func (s lostAnswers) Consume(ctx context.Context, ns string, req *store.ConsumeRequest) (bool, error) {
-	granted, err := s.Store.Consume(ctx, ns, req)
-	if req.Lease == nil || err != nil {
-		return granted, err
-	}
-	return false, errAnswerLost
-}
 
 // Durable acquires of unknown outcome are abandoned (docs/semantics.md 8):
 // written by the store, their answers lost, they hold nothing once the
@@ -33,7 +18,9 @@ func (s lostAnswers) Consume(ctx context.Context, ns string, req *store.ConsumeR
 // idempotency key is left for its caller's retry, which replays it.
 func testLimiterAbandonedAcquires(t *testing.T, e *env) {
 	abandoned := make(chan tollgate.Abandoned, 8)
-	lossy := e.limiterOver(lostAnswers{e.s}, tollgate.WithChangeWatch(e.watch),
+	ls := lossystore.New(e.s)
+	ls.Set(lossystore.Lost)
+	lossy := e.limiterOver(ls, tollgate.WithChangeWatch(e.watch),
 		tollgate.WithOnAbandon(func(a tollgate.Abandoned) { abandoned <- a }))
 	lim := e.limiter()
 	adm := e.admin()
@@ -45,7 +32,7 @@ func testLimiterAbandonedAcquires(t *testing.T, e *env) {
 	}
 	limits := tollgate.WithLimits(tollgate.PerHour("rph", 10), tollgate.ConcurrencyLimit("slots", 3))
 	for range 3 {
-		if _, err := lossy.Acquire(e.ctx, "k", "api", tollgate.Consume{"rph": 2, "slots": 1}, limits); !errors.Is(err, errAnswerLost) {
+		if _, err := lossy.Acquire(e.ctx, "k", "api", tollgate.Consume{"rph": 2, "slots": 1}, limits); !errors.Is(err, lossystore.ErrLost) {
 			t.Fatalf("Acquire through lost answers: %v, want its error", err)
 		}
 	}
@@ -76,7 +63,7 @@ func testLimiterAbandonedAcquires(t *testing.T, e *env) {
 	}
 
 	key := tollgate.WithIdempotencyKey("job-1")
-	if _, err := lossy.Acquire(e.ctx, "k", "api", tollgate.Consume{"rph": 2, "slots": 1}, limits, key); !errors.Is(err, errAnswerLost) {
+	if _, err := lossy.Acquire(e.ctx, "k", "api", tollgate.Consume{"rph": 2, "slots": 1}, limits, key); !errors.Is(err, lossystore.ErrLost) {
 		t.Fatalf("Acquire through lost answers: %v, want its error", err)
 	}
 	le := e.acquire(lim, "k", "api", tollgate.Consume{"rph": 2, "slots": 1}, limits, key)

@@ -1,8 +1,6 @@
 package server
 
 import (
-	"context"
-	"errors"
 	"io"
 	"maps"
 	"net/http"
@@ -15,7 +13,7 @@ import (
 
 	"github.com/tollgate-rl/tollgate"
 	"github.com/tollgate-rl/tollgate/api"
-	"github.com/tollgate-rl/tollgate/store"
+	"github.com/tollgate-rl/tollgate/internal/lossystore"
 	"github.com/tollgate-rl/tollgate/store/memory"
 )
 
@@ -100,24 +98,13 @@ func TestMetricsMethodsBounded(t *testing.T) {
 	}
 }
 
-// lostAnswers is a memory store whose durable acquires are written but
-// answered with an error, as when a write's answer is lost to a timeout.
-type lostAnswers struct{ *memory.Store }
-
-func (s lostAnswers) Consume(ctx context.Context, ns string, req *store.ConsumeRequest) (bool, error) {
-	granted, err := s.Store.Consume(ctx, ns, req)
-	if req.Lease == nil || err != nil {
-		return granted, err
-	}
-	return false, errors.New("the answer was lost")
-}
-
 // A concurrency slot's acquire whose answer is lost is a 503 for its
 // caller; the server's limiter rolls the lease back (docs/semantics.md 8),
 // so the slot is free again, and /metrics counts it ended.
 func TestMetricsAbandonedAcquires(t *testing.T) {
 	ended := make(chan struct{}, 1)
-	st := lostAnswers{memory.New()}
+	st := lossystore.New(memory.New())
+	st.Set(lossystore.Lost)
 	e := newEnvOver(t, st, WithLimiterOptions(tollgate.WithOnAbandon(func(a tollgate.Abandoned) {
 		if a.Outcome == tollgate.AbandonEnded {
 			ended <- struct{}{}
