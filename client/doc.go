@@ -23,8 +23,11 @@
 // server, times out (WithTimeout, 10 seconds by default), or gets an answer
 // it cannot read fails with an error matching model.ErrUnavailable
 // (a *model.UnavailableError). Such a failure leaves the outcome
-// unknown: an Acquire may have been granted with the answer lost (the
-// server's reconciler commits the orphaned lease when its TTL ends), and a
+// unknown: an Acquire may have been granted with the answer lost. The
+// client then rolls that lease back itself, in the background, by the id
+// its idempotency key names, when it made the key up (see WithOnAbandon;
+// a lease it cannot find within 30 seconds is committed by the server's
+// reconciler when its TTL ends), and a
 // Commit or Rollback retried after one may report model.ErrLeaseClosed
 // because the first attempt did arrive. A lease lives in the server's
 // store, so any server over that store serves it; one the store no longer
