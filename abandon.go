@@ -44,52 +44,20 @@ const abandonLookTimeout = 5 * time.Second
 // the reconciler.
 const MaxAbandoning = 64
 
-// AbandonOutcome is how the abandonment of a durable acquire of unknown
-// outcome ended.
-type AbandonOutcome int
+// AbandonOutcome is how an abandonment ended. See model.AbandonOutcome.
+type AbandonOutcome = model.AbandonOutcome
 
 // The outcomes of an abandonment.
 const (
-	// AbandonEnded: the record was found and is ended: the limiter rolled
-	// the lease back (or found it ended already), giving back what the
-	// acquire took.
-	AbandonEnded AbandonOutcome = iota + 1
-	// AbandonNotFound: no look found the record: the acquire was not
-	// written (or landed after the last look: a reconciler ends it).
-	AbandonNotFound
-	// AbandonFailed: the last look failed (the store did not answer): a
-	// reconciler ends the lease if it was written.
-	AbandonFailed
-	// AbandonDropped: not looked for, as MaxAbandoning were being looked
-	// for already: a reconciler ends the lease if it was written.
-	AbandonDropped
+	AbandonEnded    = model.AbandonEnded
+	AbandonNotFound = model.AbandonNotFound
+	AbandonFailed   = model.AbandonFailed
+	AbandonDropped  = model.AbandonDropped
 )
 
-// String names the outcome: ended, not_found, failed or dropped.
-func (o AbandonOutcome) String() string {
-	switch o {
-	case AbandonEnded:
-		return "ended"
-	case AbandonNotFound:
-		return "not_found"
-	case AbandonFailed:
-		return "failed"
-	case AbandonDropped:
-		return "dropped"
-	}
-	return "unknown"
-}
-
 // Abandoned is one durable acquire of unknown outcome that the limiter
-// abandoned, as WithOnAbandon reports it.
-type Abandoned struct {
-	// Namespace is the namespace's id; LeaseID the lease's.
-	Namespace, LeaseID string
-	Entity, Resource   string
-	Outcome            AbandonOutcome
-	// Err is the last look's error, with AbandonFailed.
-	Err error
-}
+// abandoned. See model.Abandoned.
+type Abandoned = model.Abandoned
 
 // WithOnAbandon calls fn once for every durable acquire of unknown outcome
 // the limiter abandons, when its looks end (see AbandonOutcome), on a
@@ -104,20 +72,28 @@ type AbandonStats struct {
 // abandonments is a limiter's abandoned leases: those being looked for
 // (slots) and the counts of those done.
 type abandonments struct {
-	slots  chan struct{}
-	counts [AbandonDropped + 1]atomic.Uint64
-	fn     func(Abandoned)
+	slots                            chan struct{}
+	ended, notFound, failed, dropped atomic.Uint64
+	fn                               func(Abandoned)
 }
 
 func (a *abandonments) stats() AbandonStats {
-	return AbandonStats{Ended: a.counts[AbandonEnded].Load(), NotFound: a.counts[AbandonNotFound].Load(),
-		Failed: a.counts[AbandonFailed].Load(), Dropped: a.counts[AbandonDropped].Load()}
+	return AbandonStats{Ended: a.ended.Load(), NotFound: a.notFound.Load(), Failed: a.failed.Load(), Dropped: a.dropped.Load()}
 }
 
 // done counts ab and reports it to the callback, on a goroutine of its
 // own for one dropped on the acquiring goroutine.
 func (a *abandonments) done(ab Abandoned, async bool) {
-	a.counts[ab.Outcome].Add(1)
+	switch ab.Outcome {
+	case AbandonEnded:
+		a.ended.Add(1)
+	case AbandonNotFound:
+		a.notFound.Add(1)
+	case AbandonFailed:
+		a.failed.Add(1)
+	case AbandonDropped:
+		a.dropped.Add(1)
+	}
 	switch {
 	case a.fn == nil:
 	case async:

@@ -140,7 +140,7 @@ func TestAbandonNotFoundAndFailed(t *testing.T) {
 		failLooks bool
 		want      tollgate.AbandonOutcome
 	}{{false, tollgate.AbandonNotFound}, {true, tollgate.AbandonFailed}} {
-		t.Run(c.want.String(), func(t *testing.T) {
+		t.Run(string(c.want), func(t *testing.T) {
 			e := newAbandonEnv(t)
 			e.s.FailLooks(c.failLooks)
 			if err := e.acquireLost(t, lossystore.Never); err == nil {

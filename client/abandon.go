@@ -39,27 +39,15 @@ const MaxAbandoning = 64
 
 // The outcomes of an abandonment (Abandoned.Outcome).
 const (
-	// AbandonEnded: the server rolled the lease back, or said it had ended.
-	AbandonEnded = "ended"
-	// AbandonNotFound: every rollback found no such lease: the acquire was
-	// not granted (or landed after the last: a reconciler ends it).
-	AbandonNotFound = "not_found"
-	// AbandonFailed: the last rollback got no answer, or an error.
-	AbandonFailed = "failed"
-	// AbandonDropped: not rolled back, as MaxAbandoning were under way.
-	AbandonDropped = "dropped"
+	AbandonEnded    = model.AbandonEnded
+	AbandonNotFound = model.AbandonNotFound
+	AbandonFailed   = model.AbandonFailed
+	AbandonDropped  = model.AbandonDropped
 )
 
 // Abandoned is an acquire of unknown outcome the client abandoned, as
-// WithOnAbandon reports it.
-type Abandoned struct {
-	LeaseID, Entity, Resource string
-	// Outcome is AbandonEnded, AbandonNotFound, AbandonFailed or
-	// AbandonDropped.
-	Outcome string
-	// Err is the last rollback's error, with AbandonFailed.
-	Err error
-}
+// WithOnAbandon reports it (its Namespace empty). See model.Abandoned.
+type Abandoned = model.Abandoned
 
 // WithOnAbandon calls fn once for every acquire of unknown outcome the
 // client abandons, when its rollbacks end, on a goroutine of its own: to
@@ -110,7 +98,7 @@ func (c *Client) abandon(key, entity, resource string) {
 }
 
 // rollBackAbandoned sends the rollback of lease id once.
-func (c *Client) rollBackAbandoned(id string) (string, error) {
+func (c *Client) rollBackAbandoned(id string) (model.AbandonOutcome, error) {
 	ctx := context.Background()
 	if c.timeout <= 0 {
 		var cancel context.CancelFunc

@@ -242,7 +242,7 @@ func (c limiterCollector) Collect(ch chan<- prometheus.Metric) {
 		n       uint64
 	}{{tollgate.AbandonEnded, t.abandoned.Ended}, {tollgate.AbandonNotFound, t.abandoned.NotFound},
 		{tollgate.AbandonFailed, t.abandoned.Failed}, {tollgate.AbandonDropped, t.abandoned.Dropped}} {
-		ch <- prometheus.MustNewConstMetric(abandonedDesc, prometheus.CounterValue, float64(o.n), o.outcome.String())
+		ch <- prometheus.MustNewConstMetric(abandonedDesc, prometheus.CounterValue, float64(o.n), string(o.outcome))
 	}
 	for k, n := range t.shadow {
 		ch <- prometheus.MustNewConstMetric(shadowDenied, prometheus.CounterValue, float64(n), k.namespace, k.resource, k.limit)
