@@ -3,6 +3,8 @@
 // (package client).
 
 import { version } from "./version.js";
+import { type Abandoned, Abandoner, unknownOutcome } from "./abandon.js";
+import { hex, webCrypto } from "./crypto.js";
 import { BadResponseError, clampMs, LeaseClosedError, LeaseNotFoundError, RateLimitExceeded, ReservationNotFoundError, SlotLostError, ValidationError, type WireLimitStatus, toStatus } from "./errors.js";
 import { type ApiAnswer, type ApiRequest, type Transport, principalHeader, principalValue, seg, send } from "./http.js";
 import { Lease, type LeaseHost, type WireAcquire, type WireLease, penaltyBody, toLeaseInfo } from "./lease.js";
@@ -87,6 +89,21 @@ export interface ClientOptions {
    * again after a lost answer. Default `true`.
    */
   idempotencyKeys?: boolean | undefined;
+  /**
+   * Called once for every acquire of unknown outcome the client abandons,
+   * when its rollbacks end: to log them, or, in tests, to know when they
+   * end. An acquire (`acquire`, `acquireAndCommit`, each attempt of `wait`)
+   * whose key the client made up, and which ended in a 5xx answer, a 2xx
+   * answer it could not read, no answer (after its retries, or its timeout
+   * or `signal` with the request in flight), or a degraded grant, may hold
+   * a slot or tokens for nobody: the client rolls the lease back in the
+   * background by the lease id the key names, at once and again 1, 5 and
+   * 30 s after while the server finds no such lease or does not answer
+   * (see README, "Acquires of unknown outcome"). Its errors are ignored.
+   */
+  onAbandon?: ((abandoned: Abandoned) => void) | undefined;
+  /** @internal The waits between an abandonment's rollbacks, in ms (default 1000, 4000, 25000): for tests. */
+  abandonDelaysMs?: readonly number[] | undefined;
 }
 
 /** The header of an acquire's idempotency key. */
@@ -111,28 +128,11 @@ function checkIdempotencyKey(key: string): string {
   return key;
 }
 
-/** What the client needs of Web Crypto. */
-interface RandomSource {
-  getRandomValues(array: Uint8Array): Uint8Array;
-}
-
-/** The runtime's Web Crypto: global in browsers, Deno, Bun and Node 19+; Node 18's from node:crypto. */
-let nodeCrypto: Promise<RandomSource> | undefined;
-function randomSource(): Promise<RandomSource> {
-  const c = (globalThis as { crypto?: RandomSource }).crypto;
-  if (typeof c?.getRandomValues === "function") {
-    return Promise.resolve(c);
-  }
-  const mod = "node:crypto"; // not a literal: bundlers for browsers, which have the global, leave it alone
-  nodeCrypto ??= (import(mod) as Promise<{ webcrypto: RandomSource }>).then((m) => m.webcrypto);
-  return nodeCrypto;
-}
-
 /** A key for one logical acquire: `tgc-` and 128 random bits in hex, as the Go client's. */
 async function newIdempotencyKey(): Promise<string> {
   const b = new Uint8Array(16);
-  (await randomSource()).getRandomValues(b);
-  return `tgc-${Array.from(b, (x) => x.toString(16).padStart(2, "0")).join("")}`;
+  (await webCrypto()).getRandomValues(b);
+  return `tgc-${hex(b)}`;
 }
 
 /** The longest delay setTimeout keeps: a longer one fires at once. */
@@ -223,6 +223,11 @@ class Waiters {
 
 function slotKey(entity: string, resource: string): string {
   return JSON.stringify([entity, resource]);
+}
+
+/** Whether a granted acquire's answer names its lease. */
+function hasLeaseId(w: WireAcquire | undefined): w is WireAcquire & { lease_id: string } {
+  return typeof w === "object" && w !== null && typeof w.lease_id === "string" && w.lease_id !== "";
 }
 
 function badShape(op: string, what: string): BadResponseError {
@@ -376,6 +381,7 @@ export class Client implements LeaseHost {
   readonly #t: Transport;
   readonly #keys: boolean;
   readonly #waiters = new Waiters();
+  readonly #abandoner: Abandoner;
 
   constructor(opts: ClientOptions) {
     this.baseUrl = Client.#parseBase(opts.baseUrl);
@@ -397,6 +403,12 @@ export class Client implements LeaseHost {
     }
     this.#t = { baseUrl: this.baseUrl, headers, timeoutMs, fetch: f };
     this.#keys = opts.idempotencyKeys !== false;
+    this.#abandoner = new Abandoner({ send: (req) => send(this.#t, req), timeoutMs, onAbandon: opts.onAbandon, delaysMs: opts.abandonDelaysMs });
+  }
+
+  /** @internal How many acquires of unknown outcome the client is abandoning now (for tests). */
+  get abandoning(): number {
+    return this.#abandoner.inFlight;
   }
 
   static #parseBase(raw: string): string {
@@ -435,23 +447,45 @@ export class Client implements LeaseHost {
     return body;
   }
 
-  /** POSTs an acquire with its idempotency key (the caller's, or the client's own): the answer, and whether it replays an earlier grant of the key. */
+  /**
+   * POSTs an acquire with its idempotency key (the caller's, or the
+   * client's own): the answer, and whether it replays an earlier grant of
+   * the key. One of the client's own keys whose outcome is unknown is
+   * abandoned (abandon.ts) before this rejects or returns.
+   */
   async #acquire(args: AcquireArgs, commit: boolean): Promise<{ w: WireAcquire | undefined; replayed: boolean }> {
     let key = args.idempotencyKey;
+    let own = false;
     if (key !== undefined) {
       checkIdempotencyKey(key);
     } else if (this.#keys) {
       key = await newIdempotencyKey();
+      own = true;
     }
-    const a = await this.send({
-      method: "POST",
-      path: "/v1/acquire",
-      body: this.#acquireBody(args, commit),
-      headers: key === undefined ? undefined : { [idempotencyKeyHeader]: key },
-      retry: key !== undefined,
-      ...call(args),
-    });
-    return { w: a.data as WireAcquire | undefined, replayed: a.headers.get(replayedHeader) === "true" };
+    const sent = args.signal?.aborted !== true; // a call whose signal has aborted sends nothing
+    let a: ApiAnswer;
+    try {
+      a = await this.send({
+        method: "POST",
+        path: "/v1/acquire",
+        body: this.#acquireBody(args, commit),
+        headers: key === undefined ? undefined : { [idempotencyKeyHeader]: key },
+        retry: key !== undefined,
+        ...call(args),
+      });
+    } catch (err) {
+      if (own && sent && unknownOutcome(err, args.signal)) {
+        this.#abandoner.abandon(key!, args.entity, args.resource); // granted unseen, maybe
+      }
+      throw err;
+    }
+    const w = a.data as WireAcquire | undefined;
+    if (own && (w?.degraded === true || (!commit && !hasLeaseId(w)))) {
+      // A degraded grant's store call failed (its write may have landed);
+      // a grant without a lease id is one the client cannot read.
+      this.#abandoner.abandon(key!, args.entity, args.resource);
+    }
+    return { w, replayed: a.headers.get(replayedHeader) === "true" };
   }
 
   /**
@@ -476,7 +510,7 @@ export class Client implements LeaseHost {
   async acquire(args: AcquireArgs): Promise<Lease> {
     const op = "POST /v1/acquire";
     const { w, replayed } = await this.#acquire(args, false);
-    if (typeof w !== "object" || w === null || typeof w.lease_id !== "string" || w.lease_id === "") {
+    if (!hasLeaseId(w)) {
       throw badShape(op, "granted acquire without a lease id");
     }
     return new Lease(this, args.entity, args.resource, w, replayed);

@@ -13,6 +13,8 @@ export {
   replayedHeader,
 } from "./client.js";
 export type { ClientOptions } from "./client.js";
+export { abandonDelaysMs, idempotentLeaseId, maxAbandoning } from "./abandon.js";
+export type { AbandonOutcome, Abandoned } from "./abandon.js";
 export { version } from "./version.js";
 export { Lease } from "./lease.js";
 export type { LeaseState } from "./lease.js";

@@ -14,8 +14,8 @@ import {
   LeaseEndedError,
   ServerUnreachableError,
   ValidationError,
-  idempotencyKeyHeader,
 } from "../src/index.js";
+import { LossyFetch } from "./lossy.js";
 import { type RunningServer, startServer, unique } from "./server.js";
 
 let server: RunningServer;
@@ -29,36 +29,6 @@ before(async () => {
 after(async () => {
   await server?.stop();
 });
-
-/**
- * A fetch that loses answers: with `lose(n)`, each of the next n requests
- * reaches the server, whose whole answer is read and dropped, and the call
- * fails as undici's does when the connection breaks. It records what it
- * sent: `sent` (how many requests) and `keys` (each one's Idempotency-Key).
- */
-class LossyFetch {
-  sent = 0;
-  keys: (string | null)[] = [];
-  #lose = 0;
-
-  readonly fetch: typeof fetch = async (input, init) => {
-    this.sent++;
-    this.keys.push(new Headers(init?.headers).get(idempotencyKeyHeader));
-    const resp = await fetch(input, init);
-    if (this.#lose > 0) {
-      this.#lose--;
-      await resp.arrayBuffer(); // the server acted; its answer is lost
-      throw new TypeError("fetch failed", { cause: new Error("other side closed") });
-    }
-    return resp;
-  };
-
-  /** Loses the answers of the next n requests; returns how many were sent so far, to count a call's sends from. */
-  lose(n = 1): number {
-    this.#lose = n;
-    return this.sent;
-  }
-}
 
 /** The available balance of each limit of the entity's own bucket. */
 async function balances(entity: string, resource: string, limits: string[]): Promise<Record<string, number>> {
