@@ -286,7 +286,9 @@ class Client:
             ValidationError: bad input, or an amount above a limit's capacity.
             IdempotencyConflict: the key was used with another request.
             LeaseEnded: the lease the key was granted has ended since.
-            Unavailable, ServerUnreachable: no decision (outcome unknown).
+            Unavailable, ServerUnreachable: no decision (outcome unknown;
+                with a key of the client's own, the client rolls back the
+                lease it may have granted: see :class:`Client`).
         """
         answer, replayed = self._acquire(entity, resource, consume, False, limits, on_unavailable, lease_ttl,
                                          idempotency_key)
