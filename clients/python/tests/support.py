@@ -167,7 +167,10 @@ class LossyProxy:
     answer, and closes the connection without a byte of it, as a
     connection reset after the server acted would. It records what it
     forwarded: ``sent`` (how many requests), ``keys`` (each one's
-    Idempotency-Key header, or None) and ``paths``."""
+    Idempotency-Key header, or None) and ``paths``. With ``hold_next``, it
+    holds the next request's answer instead (after the server acted,
+    ``acted`` is set) until ``close``, then loses it: a caller's
+    cancellation with the request in flight."""
 
     _HOP = {"connection", "keep-alive", "transfer-encoding", "content-length", "host", "date", "server"}
 
@@ -175,6 +178,9 @@ class LossyProxy:
         u = urllib.parse.urlsplit(upstream)
         self.upstream = (u.hostname or "127.0.0.1", u.port or 80)
         self.lose = 0
+        self.hold = 0
+        self.acted = threading.Event()
+        self._release = threading.Event()
         self.sent = 0
         self.keys: List[Optional[str]] = []
         self.paths: List[str] = []
@@ -200,6 +206,13 @@ class LossyProxy:
                     lost = proxy.lose > 0
                     if lost:
                         proxy.lose -= 1
+                    held = proxy.hold > 0
+                    if held:
+                        proxy.hold -= 1
+                if held:
+                    proxy.acted.set()
+                    proxy._release.wait(30)
+                    lost = True
                 if lost:
                     self.close_connection = True
                     return  # the server acted; its answer is lost
@@ -229,7 +242,14 @@ class LossyProxy:
             self.lose = n
             return self.sent
 
+    def hold_next(self) -> None:
+        """Hold the answer of the next request (see the class)."""
+        with self._lock:
+            self.hold = 1
+            self.acted.clear()
+
     def close(self) -> None:
+        self._release.set()
         self._httpd.shutdown()
         self._httpd.server_close()
         self._thread.join(5)

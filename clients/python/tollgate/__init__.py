@@ -20,6 +20,14 @@ From asyncio code, :class:`AsyncClient` has the same methods as coroutines
 either client) keeps a lease alive while long work runs, as Go's WithSlot.
 """
 
+from ._abandon import (
+    ABANDON_DROPPED,
+    ABANDON_ENDED,
+    ABANDON_FAILED,
+    ABANDON_NOT_FOUND,
+    MAX_ABANDONING,
+    Abandoned,
+)
 from ._decorator import arg, rate_limit
 from ._http import MAX_RESPONSE_BYTES
 from .client import DEFAULT_TIMEOUT, DEFAULT_USER_AGENT, PURGE_TIMEOUT, Client
@@ -91,6 +99,12 @@ __all__ = [
     "AsyncLease",
     "AsyncSlot",
     "LeaseInfo",
+    "Abandoned",
+    "ABANDON_ENDED",
+    "ABANDON_NOT_FOUND",
+    "ABANDON_FAILED",
+    "ABANDON_DROPPED",
+    "MAX_ABANDONING",
     "rate_limit",
     "arg",
     "DEFAULT_TIMEOUT",

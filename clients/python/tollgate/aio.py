@@ -21,6 +21,7 @@ from types import TracebackType
 from typing import Any, AsyncIterator, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Type, TypeVar, Union
 
 from . import errors as E
+from ._abandon import ABANDON_TIMEOUT, Abandoned, AsyncAbandoner, unknown_outcome
 from ._aio_http import AsyncTransport
 from ._decorator import _resolver, arg
 from ._http import Answer, seg
@@ -39,7 +40,7 @@ from ._calls import (
     _until_query,
     lease_path,
 )
-from .client import DEFAULT_TIMEOUT, DEFAULT_USER_AGENT, Client, _principal_header
+from .client import DEFAULT_TIMEOUT, DEFAULT_USER_AGENT, Client, _own_key, _principal_header
 from .lease import COMMITTED, ROLLED_BACK, _LeaseState
 from .types import Grant, LeaseInfo, LimitStatus, Reservation, Reserved, _counts, _obj, _str, statuses
 
@@ -223,12 +224,17 @@ class AsyncClient:
     Calls that are safe to repeat are sent again when no answer comes back,
     as Client's. A task cancelled while its call is in flight closes that
     call's connection; an acquire cancelled after it was sent may have been
-    granted: that lease, which nobody holds, ends at its expiry (lease_ttl).
+    granted: when the client made its idempotency key up, it rolls that
+    lease back in the background, as it does every acquire of unknown
+    outcome (Client's); otherwise the lease, which nobody holds, ends at
+    its expiry (lease_ttl). The rollbacks are tasks of the event loop the
+    acquire ran in; ``on_abandon`` is called there (not on a thread).
     """
 
     def __init__(self, base_url: str, api_key: Optional[str] = None, namespace: Optional[str] = None,
                  timeout: Optional[float] = DEFAULT_TIMEOUT, *, principal: Optional[str] = None,
-                 user_agent: str = DEFAULT_USER_AGENT, ssl_context: Any = None, idempotency_keys: bool = True) -> None:
+                 user_agent: str = DEFAULT_USER_AGENT, ssl_context: Any = None, idempotency_keys: bool = True,
+                 on_abandon: Optional[Callable[[Abandoned], Any]] = None) -> None:
         # The sync client validates the arguments, builds the headers, and
         # runs the administrative calls (in a worker thread).
         self._sync = Client(base_url, api_key, namespace, timeout, principal=principal, user_agent=user_agent,
@@ -237,6 +243,7 @@ class AsyncClient:
         self._keys = self._sync._keys
         self._releases = AsyncReleases()
         self._http = AsyncTransport(self.base_url, self._sync._http.headers, self.timeout, ssl_context)
+        self._abandoner = AsyncAbandoner(self._roll_back_abandoned, on_abandon)
 
     def __repr__(self) -> str:
         return f"AsyncClient({self.base_url!r}, namespace={self.namespace!r})"
@@ -264,8 +271,22 @@ class AsyncClient:
                        limits: Optional[Sequence[str]], mode: Optional[str], lease_ttl: Optional[Duration],
                        key: Optional[str]) -> Tuple[Dict[str, Any], bool]:
         call = self._sync._acquire_call(entity, resource, consume, commit, limits, mode, lease_ttl, key)
-        a: Answer = await self._http.send(call.pop("method"), call.pop("path"), **call)
-        return Client._acquired(a)
+        mine = _own_key(call, key)
+        try:
+            a: Answer = await self._http.send(call.pop("method"), call.pop("path"), **call)
+            answer, replayed = Client._acquired(a)
+        except (E.TollgateError, asyncio.CancelledError) as err:
+            if mine and unknown_outcome(err):
+                self._abandoner.abandon(mine, entity, resource)  # granted unseen, maybe: see _abandon.py
+            raise
+        if mine and answer.get("degraded") is True:
+            self._abandoner.abandon(mine, entity, resource)
+        return answer, replayed
+
+    async def _roll_back_abandoned(self, lease_id: str) -> None:
+        """As Client._roll_back_abandoned."""
+        await self._http.send("POST", lease_path(lease_id, "rollback"), route="lease", retry=True,
+                              timeout=self.timeout if self.timeout is not None else ABANDON_TIMEOUT)
 
     async def acquire(self, entity: str, resource: str, consume: Mapping[str, int], *,
                       limits: Optional[Sequence[str]] = None, on_unavailable: Optional[str] = None,

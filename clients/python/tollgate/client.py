@@ -13,6 +13,7 @@ from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Seque
 from . import errors as E
 from ._version import __version__
 from ._http import Answer, Query, Transport, seg
+from ._abandon import ABANDON_TIMEOUT, Abandoned, Abandoner, unknown_outcome
 from ._util import Duration, consume_body, limits_list, namespace, new_idempotency_key, penalty_body, seconds, ttl_ms, unix_ms_ceil, unix_ms_floor
 from ._util import idempotency_key as _idempotency_key
 from ._util import on_unavailable as _mode
@@ -111,6 +112,10 @@ class Client:
             of its own with each acquire (one the caller gives is still
             sent). Without a key a repeated acquire may be granted twice, so
             the client then sends none again after a lost answer.
+        on_abandon: called with an :class:`~tollgate.Abandoned` for every
+            acquire of unknown outcome the client abandons, when its
+            rollbacks end, on a thread of its own: to log them, or, in
+            tests, to know when they end (see below).
 
     Calls that are safe to repeat are sent again when no answer comes back
     (the connection was refused or reset, or the answer broke off), up to 3
@@ -118,6 +123,20 @@ class Client:
     acquire carrying an idempotency key (the client's own, one per call,
     unless the caller gives one), a lease's commit, rollback, extend and
     penalize, and reads; never an adjust, which adds up.
+
+    An acquire (or acquire_and_commit, or wait's attempts) that may have
+    been granted without its caller learning it holds tokens, or a slot,
+    for a lease nobody holds: the server answered 5xx, or a grant that
+    says ``degraded`` (its store failed, its write may have landed), or an
+    answer the client could not read, or none came back whole (after the
+    retries, or at the timeout). When the client made its idempotency key
+    up itself, nobody will send it again: the client rolls that lease back
+    in the background (its id is the key's), at once and again 1, 5 and
+    30 s after while the server finds no such lease (the write may land
+    late) or does not answer; at most 64 at once per client, one more is
+    reported ``dropped`` and left to the server's reconciler. A key the
+    caller gave is left alone: the caller may send it again, and must find
+    the first grant.
 
     Bad arguments raise :class:`~tollgate.ValidationError` before any call.
     """
@@ -134,6 +153,7 @@ class Client:
         ssl_context: Optional[ssl.SSLContext] = None,
         proxies: Optional[Dict[str, str]] = None,
         idempotency_keys: bool = True,
+        on_abandon: Optional[Callable[[Abandoned], Any]] = None,
     ) -> None:
         self.base_url = _base_url(base_url)
         self.namespace = _namespace_opt(namespace)
@@ -150,6 +170,7 @@ class Client:
         self._http = Transport(self.base_url, headers, self.timeout, ssl_context, proxies)
         self._keys = bool(idempotency_keys)
         self._releases = Releases()
+        self._abandoner = Abandoner(self._roll_back_abandoned, on_abandon)
 
     def __repr__(self) -> str:
         return f"Client({self.base_url!r}, namespace={self.namespace!r})"
@@ -210,7 +231,22 @@ class Client:
         """POST /v1/acquire: (the answer, whether it replays an earlier
         grant of the same idempotency key)."""
         call = self._acquire_call(entity, resource, consume, commit, limits, mode, lease_ttl, key)
-        return self._acquired(self._http.send(call.pop("method"), call.pop("path"), **call))
+        mine = _own_key(call, key)
+        try:
+            answer, replayed = self._acquired(self._http.send(call.pop("method"), call.pop("path"), **call))
+        except E.TollgateError as err:
+            if mine and unknown_outcome(err):
+                self._abandoner.abandon(mine, entity, resource)  # granted unseen, maybe: see _abandon.py
+            raise
+        if mine and answer.get("degraded") is True:
+            self._abandoner.abandon(mine, entity, resource)
+        return answer, replayed
+
+    def _roll_back_abandoned(self, lease_id: str) -> None:
+        """Send the rollback of an abandoned acquire's lease once (with
+        the transport's own retries), bounded by the client's timeout."""
+        self._http.send("POST", lease_path(lease_id, "rollback"), route="lease", retry=True,
+                        timeout=self.timeout if self.timeout is not None else ABANDON_TIMEOUT)
 
     def acquire(
         self,
@@ -250,7 +286,9 @@ class Client:
             ValidationError: bad input, or an amount above a limit's capacity.
             IdempotencyConflict: the key was used with another request.
             LeaseEnded: the lease the key was granted has ended since.
-            Unavailable, ServerUnreachable: no decision (outcome unknown).
+            Unavailable, ServerUnreachable: no decision (outcome unknown;
+                with a key of the client's own, the client rolls back the
+                lease it may have granted: see :class:`Client`).
         """
         answer, replayed = self._acquire(entity, resource, consume, False, limits, on_unavailable, lease_ttl,
                                          idempotency_key)
@@ -951,6 +989,15 @@ class Client:
         naming one of them. See :func:`tollgate.rate_limit`."""
         return rate_limit(self, entity=entity, resource=resource, consume=consume, wait=wait,
                           limits=limits, on_unavailable=on_unavailable, lease_ttl=lease_ttl)
+
+
+def _own_key(call: Mapping[str, Any], given: Optional[str]) -> Optional[str]:
+    """The idempotency key of an acquire call (_acquire_call) when the
+    client made it up (the caller gave none), else None: only those are
+    abandoned."""
+    if given is not None:
+        return None
+    return (call.get("headers") or {}).get("Idempotency-Key")
 
 
 def _precondition_headers(if_match: Optional[int], if_absent: bool) -> Optional[Dict[str, str]]:
