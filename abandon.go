@@ -6,6 +6,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/tollgate-rl/tollgate/clock"
+	"github.com/tollgate-rl/tollgate/internal/abandon"
 	"github.com/tollgate-rl/tollgate/model"
 	"github.com/tollgate-rl/tollgate/store"
 )
@@ -21,18 +23,13 @@ import (
 // told that the acquire failed. So the limiter abandons such a lease
 // itself, in the background: it looks for the record, and rolls the lease
 // back if it finds it open; a look that finds nothing, or fails, is made
-// again after each of abandonDelays, as a write may land after its caller
-// gave up on it (a request held in a stalled server or on the network).
-// What lands after the last look is the reconciler's.
+// again 1, 5 and 30 s after the failure (internal/abandon), as a write may
+// land after its caller gave up on it (a request held in a stalled server
+// or on the network). What lands after the last look is the reconciler's.
 //
 // Only leases whose ids were made at random are abandoned. An acquire with
 // an idempotency key, or a reservation, is retried by its caller under the
 // same id, and the retry must find what the first call wrote.
-
-// abandonDelays are the waits before each look for an abandoned lease's
-// record after the first (made at once): 1 s, 5 s and 30 s after the
-// failed acquire.
-var abandonDelays = []time.Duration{time.Second, 4 * time.Second, 25 * time.Second}
 
 // abandonLookTimeout bounds each look (a read and a rollback): a store
 // that answers none of them in time counts as failing.
@@ -42,7 +39,7 @@ const abandonLookTimeout = 5 * time.Second
 // during an outage every durable acquire fails, and the looks must not
 // pile up. Those beyond it are counted (AbandonStats.Dropped) and left to
 // the reconciler.
-const MaxAbandoning = 64
+const MaxAbandoning = abandon.Max
 
 // AbandonOutcome is how an abandonment ended. See model.AbandonOutcome.
 type AbandonOutcome = model.AbandonOutcome
@@ -69,22 +66,26 @@ type AbandonStats struct {
 	Ended, NotFound, Failed, Dropped uint64
 }
 
-// abandonments is a limiter's abandoned leases: those being looked for
-// (slots) and the counts of those done.
+// abandonments is a limiter's abandoned leases: those being looked for,
+// and the counts of those done.
 type abandonments struct {
-	slots                            chan struct{}
+	looks                            *abandon.Looks
 	ended, notFound, failed, dropped atomic.Uint64
-	fn                               func(Abandoned)
 }
 
-func (a *abandonments) stats() AbandonStats {
-	return AbandonStats{Ended: a.ended.Load(), NotFound: a.notFound.Load(), Failed: a.failed.Load(), Dropped: a.dropped.Load()}
+func newAbandonments(clk clock.Clock, fn func(Abandoned)) *abandonments {
+	a := &abandonments{}
+	a.looks = abandon.New(clk, func(ab Abandoned) {
+		a.count(ab.Outcome)
+		if fn != nil {
+			fn(ab)
+		}
+	})
+	return a
 }
 
-// done counts ab and reports it to the callback, on a goroutine of its
-// own for one dropped on the acquiring goroutine.
-func (a *abandonments) done(ab Abandoned, async bool) {
-	switch ab.Outcome {
+func (a *abandonments) count(o AbandonOutcome) {
+	switch o {
 	case AbandonEnded:
 		a.ended.Add(1)
 	case AbandonNotFound:
@@ -94,13 +95,10 @@ func (a *abandonments) done(ab Abandoned, async bool) {
 	case AbandonDropped:
 		a.dropped.Add(1)
 	}
-	switch {
-	case a.fn == nil:
-	case async:
-		go a.fn(ab)
-	default:
-		a.fn(ab)
-	}
+}
+
+func (a *abandonments) stats() AbandonStats {
+	return AbandonStats{Ended: a.ended.Load(), NotFound: a.notFound.Load(), Failed: a.failed.Load(), Dropped: a.dropped.Load()}
 }
 
 // unknownOutcome reports whether err, a store's answer to a write, leaves
@@ -114,25 +112,7 @@ func unknownOutcome(err error) bool {
 // namespace ns whose outcome is unknown, to roll its lease back.
 func (l *Limiter) abandon(ns string, rec *store.LeaseRecord) {
 	ab := Abandoned{Namespace: ns, LeaseID: rec.ID, Entity: rec.Entity, Resource: rec.Resource}
-	select {
-	case l.abandoning.slots <- struct{}{}:
-	default:
-		ab.Outcome = AbandonDropped
-		l.abandoning.done(ab, true)
-		return
-	}
-	go func() {
-		defer func() { <-l.abandoning.slots }()
-		ab.Outcome, ab.Err = l.lookForAbandoned(ns, rec.ID)
-		for _, d := range abandonDelays {
-			if ab.Outcome == AbandonEnded {
-				break
-			}
-			<-l.clock.After(d)
-			ab.Outcome, ab.Err = l.lookForAbandoned(ns, rec.ID)
-		}
-		l.abandoning.done(ab, false)
-	}()
+	l.abandoning.looks.Start(ab, func() (AbandonOutcome, error) { return l.lookForAbandoned(ns, rec.ID) })
 }
 
 // lookForAbandoned looks once for the record of lease id and rolls the

@@ -66,13 +66,13 @@ func TestAbandonOnlyRandomIDs(t *testing.T) {
 	if _, err := lim.Acquire(ctx, "k", "db", Consume{"conns": 1}, slots, WithIdempotencyKey("job-1")); err == nil {
 		t.Fatal("Acquire answered no error")
 	}
-	if n := len(lim.abandoning.slots); n != 0 {
+	if n := lim.abandoning.looks.Busy(); n != 0 {
 		t.Fatalf("%d abandonments started for an acquire with an idempotency key", n)
 	}
 	if _, err := lim.Acquire(ctx, "k", "db", Consume{"conns": 1}, slots); err == nil {
 		t.Fatal("Acquire answered no error")
 	}
-	if n := len(lim.abandoning.slots); n != 1 {
+	if n := lim.abandoning.looks.Busy(); n != 1 {
 		t.Fatalf("%d abandonments started for a keyless acquire, want 1", n)
 	}
 	close(s.gate)

@@ -91,7 +91,7 @@ type Limiter struct {
 	alertFn   func(Alert)
 	// abandoning looks for the records of durable acquires of unknown
 	// outcome (abandon.go).
-	abandoning abandonments
+	abandoning *abandonments
 
 	leases sync.Pool // of *leaseData
 	// stripes counts the lease states made, to give each a counter
@@ -126,7 +126,7 @@ func New(s store.Store, opts ...Option) (*Limiter, error) {
 		leaseTTL:         o.leaseTTL,
 		changes:          o.changes,
 		alertFn:          o.alertFn,
-		abandoning:       abandonments{slots: make(chan struct{}, MaxAbandoning), fn: o.abandonFn},
+		abandoning:       newAbandonments(o.clock, o.abandonFn),
 	}
 	if o.denyMaxAge > 0 {
 		l.deny = newDenyCache(o.denyMaxAge, o.denySize)

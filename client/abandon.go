@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/tollgate-rl/tollgate/api"
+	"github.com/tollgate-rl/tollgate/internal/abandon"
 	"github.com/tollgate-rl/tollgate/model"
 )
 
@@ -21,21 +22,17 @@ import (
 // a reconciler ends it at its expiry. When the client made its idempotency
 // key up itself, nobody will send it again: the client knows the lease's
 // id (model.IdempotentLeaseID of the key), and rolls the lease back in the
-// background, at once and again after each of abandonDelays while the
-// server answers that there is no such lease (the write may land late) or
-// does not answer. A key the caller gave is left alone: the caller may
+// background, at once and again 1, 5 and 30 s after (internal/abandon)
+// while the server answers that there is no such lease (the write may land
+// late) or does not answer. A key the caller gave is left alone: the caller may
 // send it again, and must find the first grant.
-
-// abandonDelays are the waits before each rollback after the first (sent
-// at once): 1, 5 and 30 s after the acquire failed.
-var abandonDelays = []time.Duration{time.Second, 4 * time.Second, 25 * time.Second}
 
 // abandonTimeout bounds each rollback when the client has no timeout.
 const abandonTimeout = 10 * time.Second
 
 // MaxAbandoning bounds the acquires a client abandons at once; those
 // beyond it are reported dropped, and left to the reconciler.
-const MaxAbandoning = 64
+const MaxAbandoning = abandon.Max
 
 // The outcomes of an abandonment (Abandoned.Outcome).
 const (
@@ -72,29 +69,7 @@ func unknownOutcome(status int, err error) bool {
 // entity and resource sent with key, whose outcome is unknown.
 func (c *Client) abandon(key, entity, resource string) {
 	ab := Abandoned{LeaseID: model.IdempotentLeaseID(key), Entity: entity, Resource: resource}
-	select {
-	case c.abandoning <- struct{}{}:
-	default:
-		ab.Outcome = AbandonDropped
-		if c.onAbandon != nil {
-			go c.onAbandon(ab)
-		}
-		return
-	}
-	go func() {
-		defer func() { <-c.abandoning }()
-		ab.Outcome, ab.Err = c.rollBackAbandoned(ab.LeaseID)
-		for _, d := range abandonDelays {
-			if ab.Outcome == AbandonEnded {
-				break
-			}
-			<-c.clock.After(d)
-			ab.Outcome, ab.Err = c.rollBackAbandoned(ab.LeaseID)
-		}
-		if c.onAbandon != nil {
-			c.onAbandon(ab)
-		}
-	}()
+	c.abandoning.Start(ab, func() (model.AbandonOutcome, error) { return c.rollBackAbandoned(ab.LeaseID) })
 }
 
 // rollBackAbandoned sends the rollback of lease id once.

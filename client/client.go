@@ -13,6 +13,7 @@ import (
 
 	"github.com/tollgate-rl/tollgate/api"
 	"github.com/tollgate-rl/tollgate/clock"
+	"github.com/tollgate-rl/tollgate/internal/abandon"
 	"github.com/tollgate-rl/tollgate/internal/waitq"
 	"github.com/tollgate-rl/tollgate/model"
 )
@@ -44,10 +45,8 @@ type Client struct {
 	waiting *waitq.Queue[*Lease]
 	// keys is false under WithoutIdempotencyKeys.
 	keys bool
-	// abandoning holds a token per acquire being abandoned (abandon.go);
-	// onAbandon is WithOnAbandon's.
-	abandoning chan struct{}
-	onAbandon  func(Abandoned)
+	// abandoning rolls back acquires of unknown outcome (abandon.go).
+	abandoning *abandon.Looks
 }
 
 // settings collects the options before New checks them.
@@ -126,7 +125,7 @@ func New(baseURL string, opts ...Option) (*Client, error) {
 		s.clock = clock.Real{}
 	}
 	c := &Client{base: base, hc: s.hc, header: s.headers(), timeout: s.timeout, clock: s.clock, keys: !s.noKeys,
-		abandoning: make(chan struct{}, MaxAbandoning), onAbandon: s.onAbandon}
+		abandoning: abandon.New(s.clock, s.onAbandon)}
 	// A grant whose waiting caller left meanwhile is given back.
 	c.waiting = waitq.New(c.clock, func(le *Lease) { _ = le.Rollback(context.Background()) })
 	return c, nil

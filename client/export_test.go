@@ -8,4 +8,4 @@ func LeaseHandle(c *Client, id string) *Lease { return &Lease{c: c, id: id} }
 func LeaseClosed(le *Lease) bool { return le.isClosed() }
 
 // Abandoning returns how many acquires c is abandoning now.
-func Abandoning(c *Client) int { return len(c.abandoning) }
+func Abandoning(c *Client) int { return c.abandoning.Busy() }
